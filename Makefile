@@ -1,0 +1,114 @@
+# kvplan: top-level build.
+#
+#   make                  build ./kvplan (with the CUDA backend when nvcc is found)
+#   make check            build and run every test suite (Check), printing its summary
+#   make check SANITIZE=1 the same under ASan + UBSan, in build-san/
+#   make bench            benchmarks: figures and ratios, never pass/fail
+#   make setup            install the Debian packages the build needs (scripts/install-deps)
+#   make demo             run the main job on the bundled chat scenario
+#   make clean            remove every build output
+#
+# CUDA=0 forces a CPU-only build; NVCC=/path picks the compiler.
+
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+BUILD := build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# The CUDA static runtime is not built with the sanitizers; the sanitized build is CPU-only.
+CUDA := 0
+else
+BUILD := build
+SANFLAGS :=
+endif
+
+CC ?= cc
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+CUDA ?= $(if $(NVCC),1,0)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+VERSION := 0.1.0
+PKGS := yaml-0.1 libpcre2-8 jansson
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wstrict-prototypes -Wshadow \
+          -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_LIBDIR='"$(CURDIR)/scenarios"' \
+          $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+LDFLAGS += $(SANFLAGS)
+CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
+
+LIB_SRC := $(wildcard scenarios/*.c model/*.c backend/*.c)
+CLI_SRC := $(wildcard cli/*.c)
+TEST_SRC := $(wildcard tests/*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+CU_SRC := $(wildcard backend/cuda/*.cu)
+
+ifeq ($(CUDA),1)
+CFLAGS += -DKVPLAN_CUDA=1
+NVFLAGS := -O2 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall
+LIB_OBJ_CU := $(CU_SRC:%.cu=$(BUILD)/%.o)
+LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+BUILD_KIND := CUDA (nvcc: $(NVCC); sm_90 + PTX)
+else
+LIB_OBJ_CU :=
+BUILD_KIND := CPU-only ($(if $(NVCC),CUDA=0 or SANITIZE=1,nvcc not found))
+endif
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ_CU)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
+BIN := $(BUILD)/kvplan
+
+.PHONY: all check bench setup demo clean deps-check
+all: deps-check $(BIN) kvplan
+
+deps-check:
+	@pkg-config --exists $(PKGS) || { echo "missing build dependencies: run 'make setup' (scripts/install-deps)" >&2; exit 1; }
+	@echo "kvplan: building $(BUILD_KIND)"
+
+# The top-level ./kvplan is the unsanitized build; it finds the library in ./scenarios.
+kvplan: $(BIN)
+	@if [ "$(BUILD)" = build ]; then cp $(BIN) kvplan; fi
+
+$(BIN): $(CLI_OBJ) $(BUILD)/libkvplan.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libkvplan.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+$(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libkvplan.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags check 2>/dev/null)
+
+check: deps-check $(BIN) $(BUILD)/run_tests
+	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
+	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \
+	  $(BUILD)/run_tests
+
+$(BUILD)/run_bench: $(BENCH_OBJ) $(BUILD)/libkvplan.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: deps-check $(BUILD)/run_bench
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BUILD)/run_bench
+
+setup:
+	bash scripts/install-deps
+
+demo: all
+	./kvplan memory scenarios/chat.yaml
+	./kvplan cost scenarios/chat.yaml --batch 64 --context 2048
+
+clean:
+	rm -rf build build-san kvplan tests/out
+
+-include $(shell find build build-san -name '*.d' 2>/dev/null)

@@ -1,0 +1,55 @@
+/* cli.h: what the kvplan subcommands share: exit codes, common flags, scenario loading. */
+#ifndef KVPLAN_CLI_H
+#define KVPLAN_CLI_H
+
+#include "../scenarios/scn.h"
+#include "out.h"
+
+/* sysexits-style exit codes; docs/cli.md lists them. */
+enum { CLI_OK = 0, CLI_EX_USAGE = 64, CLI_EX_DATA = 65, CLI_EX_NOINPUT = 66, CLI_EX_UNAVAILABLE = 69,
+       CLI_EX_INTERNAL = 70 };
+
+#define CLI_MAX_SETS 64
+
+/* Flags every scenario command takes. */
+typedef struct {
+    out_format format;
+    const char *sets[CLI_MAX_SETS];
+    int n_sets;
+    const char *scenario;   /* the positional SCENARIO */
+} cli_common;
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+    const char *usage;      /* full --help text */
+} cli_command;
+
+/* Handles --format, --set and --help for a command; returns 1 if it consumed argv[*i]
+ * (and maybe its value), 0 if the flag is not common, or -1 after printing a usage error.
+ * `help` is set when --help was seen. */
+int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help);
+/* Parses a whole-number flag value; -1 after a usage error naming the flag. */
+int cli_parse_long(const char *flag, const char *v, long lo, long hi, long *out);
+/* Prints "kvplan CMD: message" and the usage hint; returns CLI_EX_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Loads c->scenario with c->sets; prints the error and returns its exit code on failure. */
+int cli_load(const cli_common *c, scn_scenario *s);
+/* Maps a loader status to an exit code. */
+int cli_exit_for(scn_status st);
+/* Prints a report to stdout in the chosen format; CLI_EX_INTERNAL if that fails. */
+int cli_emit(const out_doc *d, out_format f);
+
+int cmd_memory(int argc, char **argv);
+int cmd_cost(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+
+extern const cli_command CLI_COMMANDS[];
+extern const int CLI_N_COMMANDS;
+
+#endif

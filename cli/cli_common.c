@@ -1,0 +1,101 @@
+/* cli_common.c: flag handling, scenario loading and exit codes shared by the subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kvplan %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n(see 'kvplan %s --help')\n", cmd);
+    va_end(ap);
+    return CLI_EX_USAGE;
+}
+
+/* Returns the value of a flag given as "--flag value" or "--flag=value". */
+static const char *flag_value(int argc, char **argv, int *i, const char *flag)
+{
+    size_t n = strlen(flag);
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (*i + 1 >= argc) return NULL;
+    return argv[++*i];
+}
+
+static int is_flag(const char *arg, const char *flag)
+{
+    size_t n = strlen(flag);
+    return !strncmp(arg, flag, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return 1; }
+    if (is_flag(a, "--format")) {
+        const char *v = flag_value(argc, argv, i, "--format");
+        if (!v || out_format_parse(v, &c->format)) {
+            fprintf(stderr, "kvplan: --format takes table, json or csv%s%s\n", v ? ", not " : "", v ? v : "");
+            return -1;
+        }
+        return 1;
+    }
+    if (is_flag(a, "--set")) {
+        const char *v = flag_value(argc, argv, i, "--set");
+        if (!v) { fprintf(stderr, "kvplan: --set needs PATH=VALUE\n"); return -1; }
+        if (c->n_sets == CLI_MAX_SETS) { fprintf(stderr, "kvplan: at most %d --set flags\n", CLI_MAX_SETS); return -1; }
+        c->sets[c->n_sets++] = v;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_parse_long(const char *flag, const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "kvplan: %s takes a whole number from %ld to %ld%s%s%s\n", flag, lo, hi,
+                v ? ", not '" : "", v ? v : "", v ? "'" : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_exit_for(scn_status st)
+{
+    switch (st) {
+    case SCN_OK: return CLI_OK;
+    case SCN_E_DATA: return CLI_EX_DATA;
+    case SCN_E_NOINPUT: return CLI_EX_NOINPUT;
+    case SCN_E_USAGE: return CLI_EX_USAGE;
+    default: return CLI_EX_INTERNAL;
+    }
+}
+
+int cli_load(const cli_common *c, scn_scenario *s)
+{
+    scn_error err;
+    scn_status st = scn_scenario_load(c->scenario, c->sets, c->n_sets, s, &err);
+    if (st == SCN_OK) return CLI_OK;
+    char msg[1500];
+    scn_error_format(&err, msg, sizeof msg);
+    fprintf(stderr, "kvplan: %s\n", msg);
+    return cli_exit_for(st);
+}
+
+int cli_emit(const out_doc *d, out_format f)
+{
+    if (out_doc_print(d, f, stdout) != 0 || fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "kvplan: could not write the report: %s\n", strerror(errno));
+        return CLI_EX_INTERNAL;
+    }
+    return CLI_OK;
+}

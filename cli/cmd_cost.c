@@ -1,0 +1,122 @@
+/* cmd_cost.c: `kvplan cost`: the roofline time of one engine step, per operation. */
+#include "cli.h"
+#include "../model/kv_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *value_of(int argc, char **argv, int *i, const char *flag)
+{
+    size_t n = strlen(flag);
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    return *i + 1 < argc ? argv[++*i] : NULL;
+}
+
+static int is_flag(const char *a, const char *flag)
+{
+    size_t n = strlen(flag);
+    return !strncmp(a, flag, n) && (a[n] == 0 || a[n] == '=');
+}
+
+int cmd_cost(int argc, char **argv)
+{
+    cli_common c = {.format = OUT_TABLE};
+    int help = 0;
+    long batch = -1, context = -1, prefill = 0, cached = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_common_flag(&c, argc, argv, &i, &help);
+        if (r < 0) return CLI_EX_USAGE;
+        if (r) continue;
+        const char *a = argv[i];
+        if (is_flag(a, "--batch")) {
+            if (cli_parse_long("--batch", value_of(argc, argv, &i, "--batch"), 0, 1000000, &batch)) return CLI_EX_USAGE;
+        } else if (is_flag(a, "--context")) {
+            if (cli_parse_long("--context", value_of(argc, argv, &i, "--context"), 0, 100000000, &context)) return CLI_EX_USAGE;
+        } else if (is_flag(a, "--prefill")) {
+            if (cli_parse_long("--prefill", value_of(argc, argv, &i, "--prefill"), 1, 100000000, &prefill)) return CLI_EX_USAGE;
+        } else if (is_flag(a, "--cached")) {
+            if (cli_parse_long("--cached", value_of(argc, argv, &i, "--cached"), 0, 100000000, &cached)) return CLI_EX_USAGE;
+        } else if (a[0] == '-') {
+            return cli_usage_error("cost", "unknown option '%s'", a);
+        } else if (!c.scenario) {
+            c.scenario = a;
+        } else {
+            return cli_usage_error("cost", "unexpected argument '%s'", a);
+        }
+    }
+    if (help) { fputs(CLI_COMMANDS[1].usage, stdout); return CLI_OK; }
+    if (!c.scenario) return cli_usage_error("cost", "missing SCENARIO");
+    if (cached && !prefill) return cli_usage_error("cost", "--cached needs --prefill");
+    scn_scenario s;
+    int rc = cli_load(&c, &s);
+    if (rc) return rc;
+    if (batch < 0) batch = prefill ? 0 : 1;
+    if (context < 0) context = (long)llround(s.workload.prompt.mean + s.workload.output.mean / 2);
+    if (batch == 0 && !prefill) return cli_usage_error("cost", "nothing to run: --batch 0 without --prefill");
+    if (context + 1 > s.deployment.max_model_len || cached + prefill > s.deployment.max_model_len)
+        return cli_usage_error("cost", "a sequence would exceed max_model_len (%d tokens)", s.deployment.max_model_len);
+
+    int n = (int)batch + (prefill ? 1 : 0);
+    kv_seq_work *w = calloc((size_t)n, sizeof *w);
+    if (!w) return CLI_EX_INTERNAL;
+    for (int i = 0; i < batch; i++) w[i] = (kv_seq_work){1, context};
+    if (prefill) w[n - 1] = (kv_seq_work){prefill, cached};
+    const scn_options *o = &s.options;
+    kv_cache_cfg cc = kv_cache_cfg_make(&s, o->kv_dtype[0], o->sink[0], o->window[0]);
+    kv_step_cost st = kv_step_time(&s, &cc, o->attention[0], w, n);
+    free(w);
+
+    out_doc *d = out_doc_init();
+    if (!d) return CLI_EX_INTERNAL;
+    out_section(d, "step", "Engine step");
+    out_kv_str(d, "model", "model", s.model.name);
+    out_kv_str(d, "hardware", "hardware", s.hardware.name);
+    out_kv_num(d, "tensor_parallel", "tensor parallel", s.deployment.tensor_parallel, OUT_INT);
+    out_kv_str(d, "kv_dtype", "kv dtype", scn_dtype_name(cc.dtype));
+    out_kv_str(d, "attention", "attention", o->attention[0] == SCN_ATTN_FLASH ? "flash" : "naive");
+    out_kv_num(d, "decode_seqs", "decode sequences", (double)batch, OUT_INT);
+    out_kv_num(d, "decode_context", "decode context (tokens)", (double)context, OUT_INT);
+    out_kv_num(d, "prefill_tokens", "prefill tokens", (double)prefill, OUT_INT);
+    out_kv_num(d, "prefill_cached", "prefill cached context", (double)cached, OUT_INT);
+    out_kv_num(d, "step_seconds", "step time", st.seconds, OUT_SECONDS);
+    out_kv_num(d, "tokens_per_second", "tokens/s", st.tokens / st.seconds, OUT_NUM);
+    out_kv_str(d, "bound", "bound", kv_bound_name(st.bound));
+
+    static const out_col cols[] = {
+        {"op", "op", OUT_STR},
+        {"flops", "flops", OUT_FLOPS},
+        {"bytes", "bytes", OUT_BYTES},
+        {"net_bytes", "network", OUT_BYTES},
+        {"t_compute_s", "t compute", OUT_SECONDS},
+        {"t_memory_s", "t memory", OUT_SECONDS},
+        {"t_network_s", "t network", OUT_SECONDS},
+        {"t_overhead_s", "t overhead", OUT_SECONDS},
+        {"seconds", "time", OUT_SECONDS},
+        {"share", "share", OUT_FRAC},
+        {"bound", "bound", OUT_STR},
+    };
+    out_table(d, "ops", "Per operation (all layers, one GPU)", (int)(sizeof cols / sizeof cols[0]), cols);
+    for (int op = 0; op < KV_OP_COUNT; op++) {
+        const kv_op_cost *x = &st.op[op];
+        if (x->seconds == 0) continue;
+        out_cell_str(d, kv_op_name((kv_op)op));
+        out_cell_num(d, x->flops);
+        out_cell_num(d, x->bytes);
+        out_cell_num(d, x->net_bytes);
+        out_cell_num(d, x->t_compute);
+        out_cell_num(d, x->t_memory);
+        out_cell_num(d, x->t_network);
+        out_cell_num(d, x->t_overhead);
+        out_cell_num(d, x->seconds);
+        out_cell_num(d, x->seconds / st.seconds);
+        out_cell_str(d, kv_bound_name(x->bound));
+    }
+    if (s.hardware.calibrated == false)
+        out_note(d, "Efficiency factors and overheads for %s are kvplan defaults, not measurements; "
+                    "docs/cost-model.md says what they mean.", s.hardware.name);
+    rc = cli_emit(d, c.format);
+    out_doc_free(d);
+    return rc;
+}

@@ -1,0 +1,120 @@
+/* cmd_memory.c: `kvplan memory`: the memory breakdown and KV capacity for each KV dtype,
+ * window and layout the scenario's options name. */
+#include "cli.h"
+#include "../model/kv_model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int usage(void)
+{
+    fputs(CLI_COMMANDS[0].usage, stdout);
+    return CLI_OK;
+}
+
+/* Adds the scenario summary shared by memory and cost. */
+static void scenario_section(out_doc *d, const scn_scenario *s)
+{
+    out_section(d, "scenario", "Scenario");
+    out_kv_str(d, "name", "name", s->name);
+    out_kv_str(d, "model", "model", s->model.name);
+    out_kv_str(d, "hardware", "hardware", s->hardware.name);
+    out_kv_num(d, "tensor_parallel", "tensor parallel", s->deployment.tensor_parallel, OUT_INT);
+    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", s->deployment.gpu_memory_utilization, OUT_FRAC);
+    out_kv_num(d, "max_model_len", "max model len (tokens)", s->deployment.max_model_len, OUT_INT);
+}
+
+int cmd_memory(int argc, char **argv)
+{
+    cli_common c = {.format = OUT_TABLE};
+    int help = 0;
+    long context = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_common_flag(&c, argc, argv, &i, &help);
+        if (r < 0) return CLI_EX_USAGE;
+        if (r) continue;
+        if (!strncmp(argv[i], "--context", 9)) {
+            const char *v = argv[i][9] == '=' ? argv[i] + 10 : i + 1 < argc ? argv[++i] : NULL;
+            if (cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
+        } else if (argv[i][0] == '-') {
+            return cli_usage_error("memory", "unknown option '%s'", argv[i]);
+        } else if (!c.scenario) {
+            c.scenario = argv[i];
+        } else {
+            return cli_usage_error("memory", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (help) return usage();
+    if (!c.scenario) return cli_usage_error("memory", "missing SCENARIO");
+    scn_scenario s;
+    int rc = cli_load(&c, &s);
+    if (rc) return rc;
+
+    const scn_options *o = &s.options;
+    int tp = s.deployment.tensor_parallel;
+    out_doc *d = out_doc_init();
+    if (!d) return CLI_EX_INTERNAL;
+    scenario_section(d, &s);
+    kv_weights w = kv_weights_compute(&s.model, tp);
+    kv_cache_cfg c0 = kv_cache_cfg_make(&s, o->kv_dtype[0], 0, 0);
+    kv_capacity k0 = kv_capacity_compute(&s, &c0, o->block_size[0], (double)context);
+
+    out_section(d, "memory", "Memory per GPU");
+    out_kv_num(d, "device_bytes", "device memory", k0.device_memory, OUT_BYTES);
+    out_kv_num(d, "usable_bytes", "usable (x utilization)", k0.usable, OUT_BYTES);
+    out_kv_num(d, "weight_bytes", "weights", k0.weights, OUT_BYTES);
+    out_kv_num(d, "activation_bytes", "activation peak", k0.activation, OUT_BYTES);
+    out_kv_num(d, "runtime_bytes", "runtime overhead", k0.runtime, OUT_BYTES);
+    out_kv_num(d, "kv_budget_bytes", "KV cache budget", k0.kv_budget, OUT_BYTES);
+    out_kv_num(d, "params_total", "parameters (total)", w.params_total, OUT_COUNT);
+    out_kv_num(d, "params_active", "parameters (active/token)", w.params_active, OUT_COUNT);
+    out_kv_num(d, "mean_tokens", "tokens per sequence", k0.mean_tokens, OUT_NUM);
+
+    static const out_col cols[] = {
+        {"kv_dtype", "kv dtype", OUT_STR},
+        {"window", "window", OUT_STR},
+        {"layout", "layout", OUT_STR},
+        {"block_size", "block", OUT_INT},
+        {"kv_bytes_per_token", "KV/token", OUT_BYTES},
+        {"kv_bytes_per_sequence", "KV/sequence", OUT_BYTES},
+        {"capacity_tokens", "tokens", OUT_INT},
+        {"capacity_blocks", "blocks", OUT_INT},
+        {"max_concurrent_seqs", "max seqs", OUT_INT},
+        {"waste_fraction", "waste", OUT_FRAC},
+    };
+    out_table(d, "capacity", "KV capacity per GPU", (int)(sizeof cols / sizeof cols[0]), cols);
+    for (int di = 0; di < o->n_dtype; di++)
+        for (int wi = 0; wi < o->n_window; wi++)
+            for (int li = 0; li < o->n_layout; li++) {
+                int nb = o->layout[li] == SCN_LAYOUT_PAGED ? o->n_block : 1;
+                for (int bi = 0; bi < nb; bi++) {
+                    kv_cache_cfg cc = kv_cache_cfg_make(&s, o->kv_dtype[di], o->sink[wi], o->window[wi]);
+                    int bs = o->layout[li] == SCN_LAYOUT_PAGED ? o->block_size[bi] : 1;
+                    kv_capacity k = kv_capacity_compute(&s, &cc, bs, (double)context);
+                    char win[48];
+                    if (o->window[wi]) snprintf(win, sizeof win, "%d+%d", o->sink[wi], o->window[wi]);
+                    else snprintf(win, sizeof win, "off");
+                    bool paged = o->layout[li] == SCN_LAYOUT_PAGED;
+                    out_cell_str(d, scn_dtype_name(o->kv_dtype[di]));
+                    out_cell_str(d, win);
+                    out_cell_str(d, paged ? "paged" : "contiguous");
+                    out_cell_num(d, paged ? bs : 0.0 / 0.0);
+                    out_cell_num(d, k.kv_bytes_per_token);
+                    out_cell_num(d, kv_bytes_for_context(&s.model, &cc, tp, (long)(k.mean_tokens + 0.5)));
+                    out_cell_num(d, (double)k.capacity_tokens);
+                    out_cell_num(d, paged ? (double)k.capacity_blocks : 0.0 / 0.0);
+                    out_cell_num(d, (double)(paged ? k.max_seqs_paged : k.max_seqs_contiguous));
+                    out_cell_num(d, paged ? k.waste_paged : k.waste_contiguous);
+                }
+            }
+    if (k0.kv_budget <= 0)
+        out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
+                    "usable. Raise tensor_parallel or gpu_memory_utilization.",
+                 (k0.weights + k0.activation + k0.runtime) / 1073741824.0, k0.usable / 1073741824.0);
+    out_note(d, "Contiguous reserves max_model_len (%d tokens) per sequence; paged allocates blocks on demand. "
+                "KV/sequence and max seqs assume %.0f tokens per sequence.",
+             s.deployment.max_model_len, k0.mean_tokens);
+    rc = cli_emit(d, c.format);
+    out_doc_free(d);
+    return rc;
+}

@@ -1,0 +1,101 @@
+/* main.c: the kvplan entry point: dispatches to a subcommand, and answers --version and help. */
+#include "cli.h"
+#include "../backend/be_cuda.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef KVPLAN_VERSION
+#define KVPLAN_VERSION "dev"
+#endif
+
+const cli_command CLI_COMMANDS[] = {
+    {"memory", cmd_memory, "memory breakdown and KV capacity per KV dtype and layout",
+     "usage: kvplan memory SCENARIO [--context T] [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "\n"
+     "Prints where the GPU memory goes (weights, activations, runtime, KV budget) and, for each\n"
+     "KV dtype, StreamingLLM window and layout the scenario's options name, the KV bytes per\n"
+     "token and how many tokens, blocks and concurrent sequences fit.\n"
+     "\n"
+     "  --context T      length each sequence holds, in tokens, for the concurrency columns\n"
+     "                   (default: the workload's mean prompt + mean output)\n"
+     "  --set PATH=VALUE override a scenario field, e.g. --set deployment.tensor_parallel=2\n"
+     "  --format F       table (default), json (everything, numbers exact) or csv (main table)\n"},
+    {"cost", cmd_cost, "step-time breakdown per operation, with the bound that binds",
+     "usage: kvplan cost SCENARIO [--batch N] [--context T] [--prefill T] [--cached C]\n"
+     "                            [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "\n"
+     "Prints the roofline time of one engine step per operation (projections, attention, MLP or\n"
+     "experts, norms, all-reduce, LM head, step overhead): its flops and bytes, and whether\n"
+     "memory bandwidth, compute, the interconnect or fixed overhead binds it. The step runs the\n"
+     "first KV dtype, attention and window the scenario's options name (use --set to pick).\n"
+     "\n"
+     "  --batch N        decode sequences in the step (default 1, or 0 with --prefill)\n"
+     "  --context T      cached tokens of each decode sequence (default: mean prompt + half the\n"
+     "                   mean output)\n"
+     "  --prefill T      add one prefill chunk of T new tokens\n"
+     "  --cached C       tokens already cached before that chunk (a prefix hit or earlier chunks)\n"
+     "  --set PATH=VALUE override a scenario field, e.g. --set options.kv_dtype=fp8\n"
+     "  --format F       table (default), json or csv (the per-operation table)\n"},
+    {"list", cmd_list, "list the bundled models, hardware profiles and scenarios",
+     "usage: kvplan list [models|hardware|scenarios] [--format table|json|csv]\n"
+     "\n"
+     "Lists the library entries a scenario can name (from $KVPLAN_LIBRARY or the bundled\n"
+     "scenarios/ folder), with their source files.\n"},
+};
+const int CLI_N_COMMANDS = (int)(sizeof CLI_COMMANDS / sizeof CLI_COMMANDS[0]);
+
+static void print_help(FILE *fp)
+{
+    fprintf(fp, "kvplan %s: what the KV cache costs, and which optimisation pays.\n\n"
+                "usage: kvplan COMMAND [ARGS]\n\ncommands:\n", KVPLAN_VERSION);
+    for (int i = 0; i < CLI_N_COMMANDS; i++) fprintf(fp, "  %-8s %s\n", CLI_COMMANDS[i].name, CLI_COMMANDS[i].summary);
+    fprintf(fp, "  %-8s %s\n\n", "help", "help COMMAND prints a command's options");
+    fprintf(fp, "kvplan --version prints the version and which backends this build has.\n"
+                "Exit codes: 0 ok, 64 usage, 65 bad input data, 66 input not found, 69 backend\n"
+                "unavailable, 70 internal error.\n");
+}
+
+static const cli_command *find(const char *name)
+{
+    for (int i = 0; i < CLI_N_COMMANDS; i++)
+        if (!strcmp(CLI_COMMANDS[i].name, name)) return &CLI_COMMANDS[i];
+    return NULL;
+}
+
+static int unknown(const char *name)
+{
+    const char *best = NULL;
+    int bestd = 99;
+    for (int i = 0; i < CLI_N_COMMANDS; i++) {
+        int d = scn_edit_distance(name, CLI_COMMANDS[i].name);
+        if (d < bestd) { bestd = d; best = CLI_COMMANDS[i].name; }
+    }
+    if (best && bestd <= 2) fprintf(stderr, "kvplan: unknown command '%s'; did you mean '%s'?\n", name, best);
+    else fprintf(stderr, "kvplan: unknown command '%s' (see 'kvplan --help')\n", name);
+    return CLI_EX_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) { print_help(stderr); return CLI_EX_USAGE; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(stdout); return CLI_OK; }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        char msg[256];
+        int n = be_cuda_device_count(msg, sizeof msg);
+        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION,
+               be_cuda_built() ? ", cuda" : "", n > 0 ? msg : msg, scn_library_dir());
+        return CLI_OK;
+    }
+    if (!strcmp(cmd, "help")) {
+        if (argc < 3) { print_help(stdout); return CLI_OK; }
+        const cli_command *c = find(argv[2]);
+        if (!c) return unknown(argv[2]);
+        fputs(c->usage, stdout);
+        return CLI_OK;
+    }
+    const cli_command *c = find(cmd);
+    if (!c) return unknown(cmd);
+    return c->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,132 @@
+/* kv_model.h: the analytical cost model. Pure functions: no I/O, no allocation, no globals.
+ *
+ * Every formula is derived in docs/cost-model.md with worked examples; the function comments
+ * here only say what each returns and in which unit. Byte counts are doubles because int4 and
+ * per-group scales give fractional bytes per element. */
+#ifndef KVPLAN_KV_MODEL_H
+#define KVPLAN_KV_MODEL_H
+
+#include "../scenarios/scn.h"
+
+/* How the KV cache is stored: dtype, scale layout, and the StreamingLLM bound. */
+typedef struct {
+    scn_dtype dtype;
+    scn_quant quant;
+    int sink;     /* tokens always kept (StreamingLLM attention sinks) */
+    int window;   /* most recent tokens kept; 0 = no StreamingLLM bound */
+} kv_cache_cfg;
+
+/* The cache config for option choices of a scenario. */
+kv_cache_cfg kv_cache_cfg_make(const scn_scenario *s, scn_dtype dtype, int sink, int window);
+
+/* ---- KV bytes (kv_bytes.c) ---- */
+/* Elements cached per token per layer: 2 * kv_heads * head_dim, or MLA's latent + rope key. */
+double kv_elems_per_token_layer(const scn_model *m);
+/* Bytes per token per layer for the whole model (all KV heads), including quantisation scales. */
+double kv_bytes_per_token_layer(const scn_model *m, const kv_cache_cfg *c);
+/* KV heads one tensor-parallel rank holds. */
+int kv_heads_per_rank(const scn_model *m, int tp);
+/* ... on one tensor-parallel rank (KV heads split across ranks; MLA's latent is replicated). */
+double kv_bytes_per_token_layer_rank(const scn_model *m, const kv_cache_cfg *c, int tp);
+/* Bytes per token over all layers, ignoring windows (the rate at which a short context grows). */
+double kv_bytes_per_token(const scn_model *m, const kv_cache_cfg *c);
+/* Tokens a layer holds for a sequence of `tokens`, after sliding-window and sink+window caps. */
+long kv_tokens_held(const scn_model *m, const kv_cache_cfg *c, int layer_is_sliding, long tokens);
+/* Bytes one sequence of `tokens` occupies on one rank, with every cap applied. */
+double kv_bytes_for_context(const scn_model *m, const kv_cache_cfg *c, int tp, long tokens);
+
+/* ---- Weights (kv_weights.c) ---- */
+typedef struct {
+    double params_total;        /* parameters */
+    double params_active;       /* parameters touched per token (MoE: routed top-k + shared) */
+    double params_embedding;    /* input embedding (+ LM head when untied) */
+    double params_attention;    /* all layers */
+    double params_mlp;          /* all layers, all experts */
+    double params_norm;         /* norm weights (replicated under TP) */
+    double bytes_total;         /* params_total * weight dtype bytes */
+    double bytes_per_rank;      /* what one tensor-parallel rank stores */
+} kv_weights;
+
+kv_weights kv_weights_compute(const scn_model *m, int tp);
+
+/* ---- Memory budget and capacity (kv_capacity.c) ---- */
+typedef struct {
+    double device_memory;       /* bytes per GPU */
+    double usable;              /* device_memory * gpu_memory_utilization */
+    double weights;             /* bytes per rank */
+    double activation;          /* peak activation bytes per rank at max_num_batched_tokens */
+    double runtime;             /* runtime overhead bytes */
+    double kv_budget;           /* bytes left for the KV cache per rank; may be negative */
+    double kv_bytes_per_token;  /* per rank, before window caps */
+    long capacity_tokens;       /* floor(kv_budget / kv_bytes_per_token), 0 if it does not fit */
+    int block_size;             /* tokens per block */
+    long capacity_blocks;       /* floor(kv_budget / (block_size * kv_bytes_per_token)) */
+    long max_seqs_contiguous;   /* sequences that fit when each reserves max_model_len */
+    long max_seqs_paged;        /* sequences of `mean_tokens` that fit in blocks */
+    double mean_tokens;         /* the per-sequence length used for max_seqs_paged */
+    double waste_contiguous;    /* reserved-but-unused fraction under contiguous reservation */
+    double waste_paged;         /* expected unused fraction of the last block, paged */
+} kv_capacity;
+
+/* Capacity for a scenario's deployment under one cache config and block size; mean_tokens is
+ * the length each sequence holds (<= 0 means the workload's mean prompt + mean output). */
+kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c, int block_size,
+                                double mean_tokens);
+/* Peak activation bytes per rank for a forward pass over `tokens` tokens and `seqs` sequences. */
+double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs);
+/* Expected unused tokens in a sequence's last block: (block_size - 1) / 2 for lengths that are
+ * uniform modulo the block size. */
+double kv_expected_block_waste(int block_size);
+
+/* ---- Step time (kv_roofline.c) ---- */
+typedef enum { KV_OP_EMBED, KV_OP_NORM, KV_OP_QKV, KV_OP_ATTENTION, KV_OP_OUT_PROJ, KV_OP_MLP,
+               KV_OP_ALLREDUCE, KV_OP_LM_HEAD, KV_OP_STEP, KV_OP_COUNT } kv_op;
+const char *kv_op_name(kv_op op);
+
+typedef enum { KV_BOUND_MEMORY, KV_BOUND_COMPUTE, KV_BOUND_NETWORK, KV_BOUND_OVERHEAD } kv_bound;
+const char *kv_bound_name(kv_bound b);
+
+/* One sequence's share of a step: `new_tokens` processed on top of `context` cached tokens. */
+typedef struct {
+    long new_tokens;
+    long context;
+} kv_seq_work;
+
+typedef struct {
+    double flops;        /* per rank, all layers */
+    double bytes;        /* device-memory bytes moved per rank, all layers */
+    double net_bytes;    /* bytes sent over the interconnect per rank */
+    double kernels;      /* kernel launches */
+    double t_compute;    /* s: flops / (peak * efficiency) */
+    double t_memory;     /* s: bytes / (bandwidth * efficiency) */
+    double t_network;    /* s */
+    double t_overhead;   /* s: kernels * launch overhead, or the step overhead */
+    double seconds;      /* max(t_compute, t_memory, t_network) + t_overhead */
+    kv_bound bound;
+} kv_op_cost;
+
+typedef struct {
+    kv_op_cost op[KV_OP_COUNT];
+    double seconds;      /* the step: sum over ops */
+    long tokens;         /* new tokens in the step */
+    kv_bound bound;      /* what binds the step as a whole (largest share of time) */
+} kv_step_cost;
+
+/* Step time of one engine step over n sequences on the scenario's hardware and deployment. */
+kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
+                          const kv_seq_work *seqs, int n);
+
+/* ---- Prefix caching (kv_prefix.c) ---- */
+typedef struct {
+    long hit_tokens;       /* tokens served from cache: whole blocks only */
+    long blocks_shared;    /* blocks reused instead of allocated */
+    double kv_bytes_saved; /* per rank */
+    double prefill_flops_saved;   /* per rank */
+    double prefill_seconds_saved; /* step time without the hit minus with it */
+} kv_prefix_saving;
+
+/* What a prefix-cache hit of `hit_len` tokens saves for a prompt of `prompt` tokens. */
+kv_prefix_saving kv_prefix_saving_compute(const scn_scenario *s, const kv_cache_cfg *c,
+                                          int block_size, long prompt, long hit_len);
+
+#endif

@@ -1,0 +1,55 @@
+/* kv_weights.c: parameter counts and weight bytes, dense and MoE, sharded by tensor
+ * parallelism. Derivation: docs/cost-model.md, "Weights". */
+#include "kv_model.h"
+
+/* Attention parameters of one layer. */
+static double attn_params(const scn_model *m)
+{
+    double h = m->hidden, H = m->heads;
+    if (m->kv_lora_rank > 0) {
+        double qk = m->qk_nope_head_dim + m->qk_rope_head_dim;
+        double q = m->q_lora_rank > 0 ? h * m->q_lora_rank + m->q_lora_rank + (double)m->q_lora_rank * H * qk
+                                      : h * H * qk;
+        double kv_a = h * (m->kv_lora_rank + m->qk_rope_head_dim) + m->kv_lora_rank; /* + its norm */
+        double kv_b = (double)m->kv_lora_rank * H * (m->qk_nope_head_dim + m->v_head_dim);
+        double o = H * m->v_head_dim * h;
+        return q + kv_a + kv_b + o;
+    }
+    double q = H * m->head_dim, kv = (double)m->kv_heads * m->head_dim;
+    double p = h * (q + 2 * kv) + q * h;
+    if (m->attention_bias) p += q + 2 * kv;
+    return p;
+}
+
+/* Gated MLP (gate, up, down) of width `inter`. */
+static double mlp_params(const scn_model *m, double inter) { return 3.0 * m->hidden * inter; }
+
+kv_weights kv_weights_compute(const scn_model *m, int tp)
+{
+    kv_weights w = {0};
+    double h = m->hidden;
+    w.params_embedding = (double)m->vocab * h * (m->tie_embeddings ? 1 : 2);
+    w.params_attention = attn_params(m) * m->layers;
+    w.params_norm = (double)m->norms_per_layer * h * m->layers + h;  /* + the final norm */
+    double mlp_active;
+    if (m->experts > 0) {
+        int moe_layers = m->layers - m->dense_layers;
+        double expert = mlp_params(m, m->moe_intermediate);
+        double router = h * m->experts;
+        w.params_mlp = m->dense_layers * mlp_params(m, m->intermediate) +
+                       moe_layers * (expert * (m->experts + m->shared_experts) + router);
+        mlp_active = m->dense_layers * mlp_params(m, m->intermediate) +
+                     moe_layers * (expert * (m->experts_per_token + m->shared_experts) + router);
+    } else {
+        w.params_mlp = mlp_params(m, m->intermediate) * m->layers;
+        mlp_active = w.params_mlp;
+    }
+    w.params_total = w.params_embedding + w.params_attention + w.params_norm + w.params_mlp;
+    w.params_active = w.params_embedding + w.params_attention + w.params_norm + mlp_active;
+    double b = scn_dtype_bytes(m->weight_dtype);
+    w.bytes_total = w.params_total * b;
+    /* Norms are replicated; everything else (embedding and LM head by vocabulary) is split. */
+    if (tp < 1) tp = 1;
+    w.bytes_per_rank = ((w.params_total - w.params_norm) / tp + w.params_norm) * b;
+    return w;
+}

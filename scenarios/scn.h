@@ -1,0 +1,212 @@
+/* scn.h: the scenario format's public types and loader.
+ *
+ * A scenario names a model, a hardware profile, a deployment, a workload, an SLO and the
+ * option space the planner may choose among. The loader reads YAML (or JSON) with libyaml,
+ * resolves library references, applies --set overrides, parses every unit with PCRE2 and
+ * validates every field; on failure it fills a scn_error with file:line:col and the field path.
+ * docs/scenarios.md is the reference for the format. */
+#ifndef KVPLAN_SCN_H
+#define KVPLAN_SCN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Failure classes; cli/ maps them to sysexits-style exit codes. */
+typedef enum {
+    SCN_OK = 0,
+    SCN_E_DATA,     /* the input is malformed or invalid (exit 65) */
+    SCN_E_NOINPUT,  /* a file could not be opened or read (exit 66) */
+    SCN_E_USAGE,    /* a command-line override is malformed (exit 64) */
+    SCN_E_INTERNAL  /* out of memory or a library failure (exit 70) */
+} scn_status;
+
+typedef struct {
+    scn_status status;
+    char file[512];   /* the file the problem is in, or "--set" */
+    int line, col;    /* 1-based; 0 when unknown */
+    char path[256];   /* dotted field path, e.g. workload.arrival.rate */
+    char msg[512];    /* what was wrong and what was expected */
+} scn_error;
+
+/* Formats "file:line:col: path: message" into buf. */
+void scn_error_format(const scn_error *e, char *buf, size_t n);
+
+typedef enum { SCN_DTYPE_FP32, SCN_DTYPE_FP16, SCN_DTYPE_BF16, SCN_DTYPE_FP8, SCN_DTYPE_INT8,
+               SCN_DTYPE_INT4, SCN_DTYPE_COUNT } scn_dtype;
+const char *scn_dtype_name(scn_dtype d);
+double scn_dtype_bytes(scn_dtype d);          /* 0.5 for int4 */
+int scn_dtype_parse(const char *s, scn_dtype *out);
+
+/* How quantised KV stores its scales (docs/cost-model.md, "Quantised KV"). */
+typedef enum { SCN_QUANT_PER_TENSOR, SCN_QUANT_PER_TOKEN_HEAD, SCN_QUANT_GROUP } scn_quant_gran;
+
+typedef struct {
+    scn_quant_gran granularity;
+    int group_size;          /* elements per scale, for SCN_QUANT_GROUP */
+    scn_dtype scale_dtype;   /* dtype of each scale (and zero point) */
+    bool zero_point;         /* asymmetric quantisation stores a zero point per scale */
+} scn_quant;
+
+#define SCN_NAME_MAX 64
+#define SCN_PATH_MAX 512
+
+typedef struct {
+    char name[SCN_NAME_MAX];
+    char source[SCN_PATH_MAX]; /* the file it was read from */
+    int layers;
+    int hidden;               /* hidden size (elements) */
+    int heads;                /* query heads */
+    int kv_heads;             /* key/value heads (== heads for MHA, 1 for MQA) */
+    int head_dim;             /* elements per head */
+    int intermediate;         /* dense MLP intermediate size */
+    int vocab;
+    bool tie_embeddings;
+    bool attention_bias;      /* q/k/v projections carry a bias (Qwen2) */
+    int norms_per_layer;      /* RMSNorm weight vectors per layer (2 for Llama, 4 for Gemma 2) */
+    int max_position;         /* max_position_embeddings (tokens) */
+    scn_dtype weight_dtype;
+    /* Sliding-window attention: `sliding_layers` of the layers attend to at most
+     * `sliding_window` tokens (0 = none). */
+    int sliding_window;       /* tokens */
+    int sliding_layers;       /* count of windowed layers */
+    /* Mixture of experts: 0 experts means dense. */
+    int experts;              /* routed experts per MoE layer */
+    int experts_per_token;
+    int moe_intermediate;     /* intermediate size of one routed expert */
+    int shared_experts;       /* always-active experts of moe_intermediate size */
+    int dense_layers;         /* leading layers that stay dense (DeepSeek first_k_dense_replace) */
+    /* Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank > 0 switches it on. */
+    int kv_lora_rank;
+    int q_lora_rank;          /* 0 = queries projected directly */
+    int qk_rope_head_dim;
+    int qk_nope_head_dim;
+    int v_head_dim;
+} scn_model;
+
+typedef enum { SCN_LINK_NONE, SCN_LINK_NVLINK, SCN_LINK_PCIE, SCN_LINK_INFINITY_FABRIC } scn_link;
+
+typedef struct {
+    char name[SCN_NAME_MAX];
+    char source[SCN_PATH_MAX];
+    double memory;              /* bytes of device memory */
+    double memory_bandwidth;    /* bytes/s, datasheet peak */
+    double flops[SCN_DTYPE_COUNT]; /* dense tensor ops/s per operand dtype; 0 = unsupported */
+    scn_link link;
+    double link_bandwidth;      /* bytes/s per GPU per direction */
+    double link_latency;        /* s per collective hop */
+    /* Efficiency factors and overheads: defaults in the library, replaced by calibration. */
+    double eff_bandwidth;       /* achieved / peak memory bandwidth */
+    double eff_compute;         /* achieved / peak tensor throughput on GEMMs */
+    double eff_attention;       /* achieved / peak tensor throughput in attention */
+    double eff_link;            /* achieved / peak interconnect bandwidth */
+    double kernel_overhead;     /* s per kernel launch */
+    double step_overhead;       /* s of CPU scheduling per engine step */
+    double runtime_memory;      /* bytes taken by the runtime (context, workspaces, graphs) */
+    bool calibrated;
+} scn_hardware;
+
+typedef struct {
+    int tensor_parallel;
+    int replicas;
+    double gpu_memory_utilization; /* fraction of device memory the engine may use */
+    int max_model_len;             /* tokens; defaults to the model's max_position */
+    int max_num_seqs;
+    int max_num_batched_tokens;
+} scn_deployment;
+
+typedef enum { SCN_DIST_FIXED, SCN_DIST_UNIFORM, SCN_DIST_NORMAL, SCN_DIST_LOGNORMAL,
+               SCN_DIST_EMPIRICAL } scn_dist_kind;
+
+/* A token-length distribution. */
+typedef struct {
+    scn_dist_kind kind;
+    double mean;        /* tokens (fixed: the value; uniform: (min+max)/2) */
+    double sigma;       /* normal: stddev in tokens; lognormal: sigma of the log */
+    int min, max;       /* tokens, clamp bounds; max 0 = unbounded */
+    char file[SCN_PATH_MAX]; /* empirical: CSV of lengths (and optional weights) */
+} scn_dist;
+
+typedef enum { SCN_ARRIVAL_POISSON, SCN_ARRIVAL_GAMMA, SCN_ARRIVAL_CONSTANT, SCN_ARRIVAL_TRACE }
+    scn_arrival_kind;
+
+typedef struct {
+    long requests;
+    scn_arrival_kind arrival;
+    double rate;                /* requests/s */
+    double cv;                  /* gamma: coefficient of variation of inter-arrival times */
+    char trace[SCN_PATH_MAX];   /* trace: CSV path */
+    scn_dist prompt, output;
+    int prefix_groups;          /* shared-prefix groups; 0 = none */
+    int prefix_tokens;          /* tokens per shared prefix */
+    double prefix_share;        /* fraction of requests that carry a shared prefix */
+    double prefix_zipf;         /* Zipf exponent of group popularity; 0 = uniform */
+    int turns;                  /* turns per conversation; 1 = single-turn */
+    double think_time;          /* s between a reply and the next turn */
+} scn_workload;
+
+typedef enum { SCN_METRIC_TTFT, SCN_METRIC_TPOT, SCN_METRIC_ITL, SCN_METRIC_E2E,
+               SCN_METRIC_COUNT } scn_metric;
+
+typedef struct {
+    scn_metric metric;
+    double percentile;   /* 50, 90, 95, 99 */
+    double limit;        /* s */
+} scn_slo_term;
+
+#define SCN_SLO_MAX 16
+typedef struct {
+    int n;
+    scn_slo_term terms[SCN_SLO_MAX];
+} scn_slo;
+
+typedef enum { SCN_LAYOUT_CONTIGUOUS, SCN_LAYOUT_PAGED } scn_layout;
+typedef enum { SCN_ATTN_FLASH, SCN_ATTN_NAIVE } scn_attention;
+typedef enum { SCN_SCHED_STATIC, SCN_SCHED_CONTINUOUS, SCN_SCHED_CHUNKED } scn_scheduler;
+
+#define SCN_OPT_MAX 16
+/* The option space; each list holds at least one entry after loading. */
+typedef struct {
+    int n_layout;     scn_layout layout[SCN_OPT_MAX];
+    int n_block;      int block_size[SCN_OPT_MAX];          /* tokens per block */
+    int n_prefix;     bool prefix_cache[SCN_OPT_MAX];
+    int n_dtype;      scn_dtype kv_dtype[SCN_OPT_MAX];
+    int n_attention;  scn_attention attention[SCN_OPT_MAX];
+    int n_sched;      scn_scheduler scheduler[SCN_OPT_MAX];
+    int n_window;     int sink[SCN_OPT_MAX], window[SCN_OPT_MAX]; /* tokens; window 0 = off */
+    scn_quant quant[SCN_DTYPE_COUNT];                        /* per KV dtype */
+} scn_options;
+
+typedef struct {
+    char name[SCN_NAME_MAX];
+    char source[SCN_PATH_MAX];
+    scn_model model;
+    scn_hardware hardware;
+    scn_deployment deployment;
+    scn_workload workload;
+    scn_slo slo;
+    scn_options options;
+    unsigned long long seed;
+} scn_scenario;
+
+/* Loads a scenario file, applying `n_sets` overrides of the form "path=value" in order.
+ * Returns SCN_OK or fills *err (never partially fills *out on failure). */
+scn_status scn_scenario_load(const char *path, const char *const *sets, int n_sets,
+                             scn_scenario *out, scn_error *err);
+
+/* The library directory: $KVPLAN_LIBRARY, else next to the executable, else the build's. */
+const char *scn_library_dir(void);
+
+/* ---- Units (scn_units.c) ---- */
+typedef enum { SCN_UNIT_BYTES, SCN_UNIT_BANDWIDTH, SCN_UNIT_COMPUTE, SCN_UNIT_TIME,
+               SCN_UNIT_RATE, SCN_UNIT_FRACTION } scn_unit_kind;
+
+/* Parses "80 GiB", "3.35 TB/s", "50 ms", "8/s", "90%" into SI base units (bytes, bytes/s,
+ * ops/s, s, 1/s, fraction). A bare number is an error except for SCN_UNIT_FRACTION.
+ * On failure writes a message naming what was expected into msg and returns -1. */
+int scn_quantity_parse(const char *text, scn_unit_kind kind, double *out, char *msg, size_t n);
+const char *scn_unit_kind_name(scn_unit_kind kind);
+
+/* Edit distance, for "did you mean". */
+int scn_edit_distance(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,174 @@
+/* scn_bind_library.c: binds and validates library entries: a model description (library file, inline mapping,
+ * or a translated Hugging Face config). Field meanings: docs/scenarios.md, "model". */
+#include "scn_bind.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define BIG 100000000L
+
+static const char *const MODEL_KEYS[] = {
+    "name", "source", "extends", "layers", "hidden", "heads", "kv_heads", "head_dim",
+    "intermediate", "vocab", "tie_embeddings", "attention_bias", "norms_per_layer",
+    "max_position", "weight_dtype", "sliding_window", "sliding_layers", "experts",
+    "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "kv_lora_rank",
+    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", NULL};
+
+static int invalid(scn_ctx *c, const scn_node *at, const char *path, const char *key, const char *msg)
+{
+    char full[256];
+    const scn_node *v = scn_map_get(at, key);
+    scn_fail(c->err, SCN_E_DATA, v ? v : at, scn_path_join(full, sizeof full, path, key), "%s", msg);
+    return -1;
+}
+
+int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o)
+{
+    if (scn_expect_map(c, m, path) || scn_check_keys(c, m, path, MODEL_KEYS)) return -1;
+    static const char *const req[] = {"layers", "hidden", "heads", "intermediate", "vocab", "max_position", NULL};
+    for (int i = 0; req[i]; i++)
+        if (scn_require(c, m, path, req[i])) return -1;
+    memset(o, 0, sizeof *o);
+    snprintf(o->source, sizeof o->source, "%s", m->file ? m->file : "");
+    o->norms_per_layer = 2;
+    o->weight_dtype = SCN_DTYPE_BF16;
+    if (scn_get_str(c, m, path, "name", o->name, sizeof o->name) ||
+        scn_get_int(c, m, path, "layers", 1, 100000, &o->layers) ||
+        scn_get_int(c, m, path, "hidden", 1, BIG, &o->hidden) ||
+        scn_get_int(c, m, path, "heads", 1, 100000, &o->heads) ||
+        scn_get_int(c, m, path, "intermediate", 1, BIG, &o->intermediate) ||
+        scn_get_int(c, m, path, "vocab", 1, BIG, &o->vocab) ||
+        scn_get_int(c, m, path, "max_position", 1, BIG, &o->max_position))
+        return -1;
+    o->kv_heads = o->heads;
+    if (scn_get_int(c, m, path, "kv_heads", 1, 100000, &o->kv_heads)) return -1;
+    if (!scn_has(m, "head_dim") && o->hidden % o->heads)
+        return invalid(c, m, path, "head_dim", "missing: hidden is not a multiple of heads, so head_dim must be given");
+    o->head_dim = o->hidden / o->heads;
+    if (scn_get_int(c, m, path, "head_dim", 1, 65536, &o->head_dim) ||
+        scn_get_bool(c, m, path, "tie_embeddings", &o->tie_embeddings) ||
+        scn_get_bool(c, m, path, "attention_bias", &o->attention_bias) ||
+        scn_get_int(c, m, path, "norms_per_layer", 0, 16, &o->norms_per_layer) ||
+        scn_get_dtype(c, m, path, "weight_dtype", &o->weight_dtype) ||
+        scn_get_int(c, m, path, "sliding_window", 1, BIG, &o->sliding_window) ||
+        scn_get_int(c, m, path, "experts", 1, 100000, &o->experts) ||
+        scn_get_int(c, m, path, "experts_per_token", 1, 100000, &o->experts_per_token) ||
+        scn_get_int(c, m, path, "moe_intermediate", 1, BIG, &o->moe_intermediate) ||
+        scn_get_int(c, m, path, "shared_experts", 0, 1000, &o->shared_experts) ||
+        scn_get_int(c, m, path, "dense_layers", 0, 100000, &o->dense_layers) ||
+        scn_get_int(c, m, path, "kv_lora_rank", 1, BIG, &o->kv_lora_rank) ||
+        scn_get_int(c, m, path, "q_lora_rank", 0, BIG, &o->q_lora_rank) ||
+        scn_get_int(c, m, path, "qk_rope_head_dim", 1, 65536, &o->qk_rope_head_dim) ||
+        scn_get_int(c, m, path, "qk_nope_head_dim", 1, 65536, &o->qk_nope_head_dim) ||
+        scn_get_int(c, m, path, "v_head_dim", 1, 65536, &o->v_head_dim))
+        return -1;
+    if (o->heads % o->kv_heads)
+        return invalid(c, m, path, "kv_heads", "heads must be a multiple of kv_heads");
+    o->sliding_layers = o->sliding_window ? o->layers : 0;
+    if (scn_get_int(c, m, path, "sliding_layers", 0, o->layers, &o->sliding_layers)) return -1;
+    if (scn_has(m, "sliding_layers") && !o->sliding_window)
+        return invalid(c, m, path, "sliding_layers", "sliding_layers needs sliding_window");
+    if (o->experts) {
+        if (!o->experts_per_token)
+            return invalid(c, m, path, "experts_per_token", "missing: a model with experts needs experts_per_token");
+        if (o->experts_per_token > o->experts)
+            return invalid(c, m, path, "experts_per_token", "cannot exceed experts");
+        if (!o->moe_intermediate) o->moe_intermediate = o->intermediate;
+        if (o->dense_layers > o->layers)
+            return invalid(c, m, path, "dense_layers", "cannot exceed layers");
+    } else if (scn_has(m, "experts_per_token") || scn_has(m, "shared_experts")) {
+        return invalid(c, m, path, scn_has(m, "experts_per_token") ? "experts_per_token" : "shared_experts",
+                       "needs experts (the number of routed experts)");
+    }
+    if (o->kv_lora_rank) {
+        if (!o->qk_rope_head_dim)
+            return invalid(c, m, path, "qk_rope_head_dim", "missing: MLA (kv_lora_rank) needs qk_rope_head_dim");
+        if (!o->qk_nope_head_dim) o->qk_nope_head_dim = o->head_dim;
+        if (!o->v_head_dim) o->v_head_dim = o->head_dim;
+    }
+    if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-model");
+    return 0;
+}
+
+/* ---- hardware ---- */
+static const char *const HW_KEYS[] = {"name", "source", "extends", "memory", "memory_bandwidth",
+                                      "compute", "interconnect", "efficiency", "overhead", "calibrated", NULL};
+static const char *const COMPUTE_KEYS[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", NULL};
+static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", NULL};
+static const char *const LINK_KINDS[] = {"none", "nvlink", "pcie", "infinity_fabric", NULL};
+static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "attention", "interconnect", NULL};
+static const char *const OVH_KEYS[] = {"kernel_launch", "step", "runtime_memory", NULL};
+
+static int sub_map(scn_ctx *c, const scn_node *m, const char *path, const char *key,
+                   const char *const *keys, const scn_node **out, char *full, size_t n)
+{
+    *out = scn_map_get(m, key);
+    scn_path_join(full, n, path, key);
+    if (!*out) return 0;
+    return scn_expect_map(c, *out, full) || scn_check_keys(c, *out, full, keys);
+}
+
+static int get_fraction(scn_ctx *c, const scn_node *m, const char *path, const char *key, double *out)
+{
+    double x = *out;
+    if (scn_get_qty(c, m, path, key, SCN_UNIT_FRACTION, false, &x)) return -1;
+    if (x > 1) return invalid(c, m, path, key, "must be a fraction in (0, 1]");
+    *out = x;
+    return 0;
+}
+
+int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardware *o)
+{
+    if (scn_expect_map(c, m, path) || scn_check_keys(c, m, path, HW_KEYS)) return -1;
+    if (scn_require(c, m, path, "memory") || scn_require(c, m, path, "memory_bandwidth") ||
+        scn_require(c, m, path, "compute"))
+        return -1;
+    memset(o, 0, sizeof *o);
+    snprintf(o->source, sizeof o->source, "%s", m->file ? m->file : "");
+    /* Defaults until calibration replaces them: docs/cost-model.md, "Efficiency defaults". */
+    o->eff_bandwidth = 0.80;
+    o->eff_compute = 0.60;
+    o->eff_attention = 0.40;
+    o->eff_link = 0.70;
+    o->kernel_overhead = 4e-6;
+    o->step_overhead = 2e-3;
+    o->runtime_memory = 1.0 * 1073741824.0;
+    o->link_latency = 5e-6;
+    if (scn_get_str(c, m, path, "name", o->name, sizeof o->name) ||
+        scn_get_qty(c, m, path, "memory", SCN_UNIT_BYTES, false, &o->memory) ||
+        scn_get_qty(c, m, path, "memory_bandwidth", SCN_UNIT_BANDWIDTH, false, &o->memory_bandwidth) ||
+        scn_get_bool(c, m, path, "calibrated", &o->calibrated))
+        return -1;
+    char full[256];
+    const scn_node *s;
+    if (sub_map(c, m, path, "compute", COMPUTE_KEYS, &s, full, sizeof full)) return -1;
+    for (int d = 0; COMPUTE_KEYS[d]; d++)
+        if (scn_get_qty(c, s, full, COMPUTE_KEYS[d], SCN_UNIT_COMPUTE, true, &o->flops[d])) return -1;
+    if (o->flops[SCN_DTYPE_FP16] == 0 && o->flops[SCN_DTYPE_BF16] == 0)
+        return invalid(c, s, full, "bf16", "missing: the profile needs fp16 or bf16 tensor throughput");
+    if (o->flops[SCN_DTYPE_FP16] == 0) o->flops[SCN_DTYPE_FP16] = o->flops[SCN_DTYPE_BF16];
+    if (o->flops[SCN_DTYPE_BF16] == 0) o->flops[SCN_DTYPE_BF16] = o->flops[SCN_DTYPE_FP16];
+    if (sub_map(c, m, path, "interconnect", LINK_KEYS, &s, full, sizeof full)) return -1;
+    if (s) {
+        int k = 0;
+        if (scn_get_enum(c, s, full, "kind", LINK_KINDS, &k) ||
+            scn_get_qty(c, s, full, "bandwidth", SCN_UNIT_BANDWIDTH, false, &o->link_bandwidth) ||
+            scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &o->link_latency))
+            return -1;
+        o->link = (scn_link)k;
+        if (o->link != SCN_LINK_NONE && scn_require(c, s, full, "bandwidth")) return -1;
+    }
+    if (sub_map(c, m, path, "efficiency", EFF_KEYS, &s, full, sizeof full)) return -1;
+    if (s && (get_fraction(c, s, full, "memory_bandwidth", &o->eff_bandwidth) ||
+              get_fraction(c, s, full, "compute", &o->eff_compute) ||
+              get_fraction(c, s, full, "attention", &o->eff_attention) ||
+              get_fraction(c, s, full, "interconnect", &o->eff_link)))
+        return -1;
+    if (sub_map(c, m, path, "overhead", OVH_KEYS, &s, full, sizeof full)) return -1;
+    if (s && (scn_get_qty(c, s, full, "kernel_launch", SCN_UNIT_TIME, true, &o->kernel_overhead) ||
+              scn_get_qty(c, s, full, "step", SCN_UNIT_TIME, true, &o->step_overhead) ||
+              scn_get_qty(c, s, full, "runtime_memory", SCN_UNIT_BYTES, true, &o->runtime_memory)))
+        return -1;
+    if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-hardware");
+    return 0;
+}

@@ -1,0 +1,361 @@
+/* scn_bind_scenario.c: binds a resolved scenario tree (model and hardware already mappings)
+ * to scn_scenario: deployment, workload, SLO and the option space. */
+#include "scn_bind.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BIG 1000000000L
+
+static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "deployment",
+                                       "workload", "slo", "options", "seed", NULL};
+static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "gpu_memory_utilization",
+                                          "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
+static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
+                                        "shared_prefix", "conversation", NULL};
+static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", NULL};
+static const char *const ARRIVALS[] = {"poisson", "gamma", "constant", "trace", NULL};
+static const char *const DIST_KEYS[] = {"dist", "value", "mean", "sigma", "min", "max", "file", NULL};
+static const char *const DISTS[] = {"fixed", "uniform", "normal", "lognormal", "empirical", NULL};
+static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "popularity", NULL};
+static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
+static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
+                                       "scheduler", "window", "kv_quant", NULL};
+static const char *const LAYOUTS[] = {"contiguous", "paged", NULL};
+static const char *const ATTNS[] = {"flash", "naive", NULL};
+static const char *const SCHEDS[] = {"static", "continuous", "chunked", NULL};
+static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
+static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
+static const char *const GRANS[] = {"per_tensor", "per_token_head", "group", NULL};
+static const char *const METRICS[] = {"ttft", "tpot", "itl", "e2e", NULL};
+
+static int fail_at(scn_ctx *c, const scn_node *at, const char *path, const char *msg)
+{
+    scn_fail(c->err, SCN_E_DATA, at, path, "%s", msg);
+    return -1;
+}
+
+static int sub_map(scn_ctx *c, const scn_node *m, const char *path, const char *key,
+                   const char *const *keys, const scn_node **out, char *full, size_t n)
+{
+    *out = scn_map_get(m, key);
+    scn_path_join(full, n, path, key);
+    if (!*out) return 0;
+    return scn_expect_map(c, *out, full) || scn_check_keys(c, *out, full, keys);
+}
+
+/* ---- deployment ---- */
+static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
+{
+    scn_deployment *d = &s->deployment;
+    d->tensor_parallel = 1;
+    d->replicas = 1;
+    d->gpu_memory_utilization = 0.90;
+    d->max_model_len = s->model.max_position;
+    d->max_num_seqs = 256;
+    d->max_num_batched_tokens = 8192;
+    char p[256];
+    const scn_node *m;
+    if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
+    if (!m) return 0;
+    if (scn_get_int(c, m, p, "tensor_parallel", 1, 1024, &d->tensor_parallel) ||
+        scn_get_int(c, m, p, "replicas", 1, 100000, &d->replicas) ||
+        scn_get_qty(c, m, p, "gpu_memory_utilization", SCN_UNIT_FRACTION, false, &d->gpu_memory_utilization) ||
+        scn_get_int(c, m, p, "max_model_len", 1, BIG, &d->max_model_len) ||
+        scn_get_int(c, m, p, "max_num_seqs", 1, 1000000, &d->max_num_seqs) ||
+        scn_get_int(c, m, p, "max_num_batched_tokens", 1, BIG, &d->max_num_batched_tokens))
+        return -1;
+    char f[256];
+    if (d->gpu_memory_utilization > 1)
+        return fail_at(c, scn_map_get(m, "gpu_memory_utilization"),
+                       scn_path_join(f, sizeof f, p, "gpu_memory_utilization"), "must be a fraction in (0, 1]");
+    if (s->model.heads % d->tensor_parallel)
+        return fail_at(c, scn_map_get(m, "tensor_parallel"), scn_path_join(f, sizeof f, p, "tensor_parallel"),
+                       "the model's query heads must divide evenly across tensor-parallel ranks");
+    if (d->max_model_len > s->model.max_position)
+        return fail_at(c, scn_map_get(m, "max_model_len"), scn_path_join(f, sizeof f, p, "max_model_len"),
+                       "exceeds the model's max_position");
+    return 0;
+}
+
+/* ---- workload ---- */
+/* A distribution is a mapping, or a bare whole number meaning a fixed length. */
+static int bind_dist(scn_ctx *c, const scn_node *w, const char *wpath, const char *key, scn_dist *o)
+{
+    char p[256];
+    scn_path_join(p, sizeof p, wpath, key);
+    const scn_node *v = scn_map_get(w, key);
+    memset(o, 0, sizeof *o);
+    if (v->kind == SCN_NODE_SCALAR) {
+        long x;
+        if (scn_parse_int(c, v, p, 1, BIG, &x)) return -1;
+        o->kind = SCN_DIST_FIXED;
+        o->mean = (double)x;
+        o->min = o->max = (int)x;
+        return 0;
+    }
+    if (scn_expect_map(c, v, p) || scn_check_keys(c, v, p, DIST_KEYS) || scn_require(c, v, p, "dist")) return -1;
+    int k = 0;
+    if (scn_get_enum(c, v, p, "dist", DISTS, &k)) return -1;
+    o->kind = (scn_dist_kind)k;
+    o->min = 1;
+    char f[256];
+    switch (o->kind) {
+    case SCN_DIST_FIXED: {
+        int x = 0;
+        if (scn_require(c, v, p, "value") || scn_get_int(c, v, p, "value", 1, BIG, &x)) return -1;
+        o->mean = x; o->min = o->max = x;
+        return 0;
+    }
+    case SCN_DIST_UNIFORM:
+        if (scn_require(c, v, p, "min") || scn_require(c, v, p, "max") ||
+            scn_get_int(c, v, p, "min", 1, BIG, &o->min) || scn_get_int(c, v, p, "max", 1, BIG, &o->max))
+            return -1;
+        if (o->max < o->min)
+            return fail_at(c, scn_map_get(v, "max"), scn_path_join(f, sizeof f, p, "max"), "must be at least min");
+        o->mean = (o->min + o->max) / 2.0;
+        return 0;
+    case SCN_DIST_NORMAL:
+    case SCN_DIST_LOGNORMAL: {
+        if (scn_require(c, v, p, "mean") || scn_require(c, v, p, "sigma")) return -1;
+        long mean = 0;
+        if (scn_get_long(c, v, p, "mean", 1, BIG, &mean)) return -1;
+        o->mean = (double)mean;
+        if (scn_get_qty(c, v, p, "sigma", SCN_UNIT_FRACTION, true, &o->sigma) ||
+            scn_get_int(c, v, p, "min", 1, BIG, &o->min) || scn_get_int(c, v, p, "max", 1, BIG, &o->max))
+            return -1;
+        if (o->max && o->max < o->min)
+            return fail_at(c, scn_map_get(v, "max"), scn_path_join(f, sizeof f, p, "max"), "must be at least min");
+        return 0;
+    }
+    case SCN_DIST_EMPIRICAL:
+        if (scn_require(c, v, p, "file") || scn_get_str(c, v, p, "file", o->file, sizeof o->file)) return -1;
+        return 0;
+    }
+    return 0;
+}
+
+static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
+{
+    scn_workload *w = &s->workload;
+    char p[256] = "workload", f[256];
+    if (scn_require(c, root, "", "workload")) return -1;
+    const scn_node *m = scn_map_get(root, "workload");
+    if (scn_expect_map(c, m, p) || scn_check_keys(c, m, p, WORK_KEYS)) return -1;
+    w->requests = 1000;
+    w->turns = 1;
+    if (scn_get_long(c, m, p, "requests", 1, 1000000000000L, &w->requests)) return -1;
+    if (scn_require(c, m, p, "arrival")) return -1;
+    const scn_node *a;
+    if (sub_map(c, m, p, "arrival", ARRIVAL_KEYS, &a, f, sizeof f)) return -1;
+    int k = 0;
+    if (scn_get_enum(c, a, f, "process", ARRIVALS, &k)) return -1;
+    w->arrival = (scn_arrival_kind)k;
+    if (w->arrival == SCN_ARRIVAL_TRACE) {
+        if (scn_require(c, a, f, "trace") || scn_get_str(c, a, f, "trace", w->trace, sizeof w->trace)) return -1;
+    } else if (scn_require(c, a, f, "rate") || scn_get_qty(c, a, f, "rate", SCN_UNIT_RATE, false, &w->rate)) {
+        return -1;
+    }
+    w->cv = 1.0;
+    if (scn_get_qty(c, a, f, "cv", SCN_UNIT_FRACTION, false, &w->cv)) return -1;
+    if (w->arrival != SCN_ARRIVAL_TRACE) {
+        if (scn_require(c, m, p, "prompt_tokens") || bind_dist(c, m, p, "prompt_tokens", &w->prompt) ||
+            scn_require(c, m, p, "output_tokens") || bind_dist(c, m, p, "output_tokens", &w->output))
+            return -1;
+    }
+    const scn_node *sp;
+    if (sub_map(c, m, p, "shared_prefix", PREFIX_KEYS, &sp, f, sizeof f)) return -1;
+    if (sp) {
+        if (scn_require(c, sp, f, "groups") || scn_require(c, sp, f, "tokens") ||
+            scn_get_int(c, sp, f, "groups", 1, 1000000, &w->prefix_groups) ||
+            scn_get_int(c, sp, f, "tokens", 1, BIG, &w->prefix_tokens))
+            return -1;
+        w->prefix_share = 1.0;
+        if (scn_get_qty(c, sp, f, "share", SCN_UNIT_FRACTION, true, &w->prefix_share)) return -1;
+        char ff[256];
+        if (w->prefix_share > 1)
+            return fail_at(c, scn_map_get(sp, "share"), scn_path_join(ff, sizeof ff, f, "share"),
+                           "must be a fraction in [0, 1]");
+        const scn_node *pop = scn_map_get(sp, "popularity");
+        if (pop) {
+            scn_path_join(ff, sizeof ff, f, "popularity");
+            double z;
+            char tail;
+            if (pop->kind == SCN_NODE_SCALAR && !strcmp(pop->text, "uniform")) w->prefix_zipf = 0;
+            else if (pop->kind == SCN_NODE_SCALAR && sscanf(pop->text, "zipf %lf %c", &z, &tail) == 1 && z > 0)
+                w->prefix_zipf = z;
+            else
+                return fail_at(c, pop, ff, "expected 'uniform' or 'zipf S' with S > 0 (e.g. 'zipf 1.1')");
+        }
+    }
+    const scn_node *cv;
+    if (sub_map(c, m, p, "conversation", CONV_KEYS, &cv, f, sizeof f)) return -1;
+    if (cv && (scn_get_int(c, cv, f, "turns", 1, 10000, &w->turns) ||
+               scn_get_qty(c, cv, f, "think_time", SCN_UNIT_TIME, true, &w->think_time)))
+        return -1;
+    return 0;
+}
+
+/* ---- SLO: keys are <metric>_p<percentile>, values durations ---- */
+static int bind_slo(scn_ctx *c, const scn_node *root, scn_scenario *s)
+{
+    const scn_node *m = scn_map_get(root, "slo");
+    if (!m) return 0;
+    if (scn_expect_map(c, m, "slo")) return -1;
+    for (int i = 0; i < m->n; i++) {
+        const char *key = m->keys[i]->text;
+        char metric[16], tail, p[256];
+        double pct;
+        scn_path_join(p, sizeof p, "slo", key);
+        int idx = -1;
+        if (sscanf(key, "%15[a-z2]_p%lf%c", metric, &pct, &tail) == 2) {
+            for (int j = 0; METRICS[j]; j++) if (!strcmp(metric, METRICS[j])) idx = j;
+        }
+        if (idx < 0 || pct <= 0 || pct >= 100)
+            return fail_at(c, m->keys[i], p, "unknown SLO; expected <metric>_p<percentile> with metric one of "
+                                             "ttft, tpot, itl, e2e (e.g. ttft_p99, tpot_p50)");
+        if (s->slo.n == SCN_SLO_MAX) return fail_at(c, m->keys[i], p, "too many SLO terms");
+        scn_slo_term *t = &s->slo.terms[s->slo.n++];
+        t->metric = (scn_metric)idx;
+        t->percentile = pct;
+        if (scn_get_qty(c, m, "slo", key, SCN_UNIT_TIME, false, &t->limit)) return -1;
+    }
+    return 0;
+}
+
+/* ---- options ---- */
+/* Calls item() on each entry of a list, or on a lone scalar as a list of one. */
+typedef int (*item_fn)(scn_ctx *c, const scn_node *v, const char *path, int i, scn_options *o);
+
+static int each_item(scn_ctx *c, const scn_node *m, const char *key, item_fn fn, int *count, scn_options *o)
+{
+    const scn_node *v = scn_map_get(m, key);
+    if (!v) return 0;
+    char p[256];
+    scn_path_join(p, sizeof p, "options", key);
+    int n = v->kind == SCN_NODE_SEQ ? v->n : 1;
+    if (n == 0) return fail_at(c, v, p, "the list is empty; give at least one choice");
+    if (n > SCN_OPT_MAX) return fail_at(c, v, p, "too many choices (at most 16)");
+    for (int i = 0; i < n; i++) {
+        char ip[280];
+        snprintf(ip, sizeof ip, "%s[%d]", p, i);
+        if (fn(c, v->kind == SCN_NODE_SEQ ? v->vals[i] : v, ip, i, o)) return -1;
+    }
+    *count = n;
+    return 0;
+}
+
+static int it_layout(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{ int k; if (scn_parse_enum(c, v, p, LAYOUTS, &k)) return -1; o->layout[i] = (scn_layout)k; return 0; }
+static int it_attn(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{ int k; if (scn_parse_enum(c, v, p, ATTNS, &k)) return -1; o->attention[i] = (scn_attention)k; return 0; }
+static int it_sched(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{ int k; if (scn_parse_enum(c, v, p, SCHEDS, &k)) return -1; o->scheduler[i] = (scn_scheduler)k; return 0; }
+static int it_prefix(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{ return scn_parse_bool(c, v, p, &o->prefix_cache[i]); }
+static int it_block(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{
+    long x;
+    if (scn_parse_int(c, v, p, 1, 65536, &x)) return -1;
+    o->block_size[i] = (int)x;
+    return 0;
+}
+static int it_dtype(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{
+    if (v->kind == SCN_NODE_SCALAR && scn_dtype_parse(v->text, &o->kv_dtype[i]) == 0) return 0;
+    static const char *const names[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", NULL};
+    int k;
+    if (scn_parse_enum(c, v, p, names, &k)) return -1;
+    o->kv_dtype[i] = (scn_dtype)k;
+    return 0;
+}
+/* A window entry is "off" or {sink: N, window: N}. */
+static int it_window(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{
+    o->sink[i] = o->window[i] = 0;
+    if (v->kind == SCN_NODE_SCALAR && (!strcmp(v->text, "off") || !strcmp(v->text, "false"))) return 0;
+    if (v->kind != SCN_NODE_MAP) return fail_at(c, v, p, "expected 'off' or {sink: N, window: N}");
+    if (scn_check_keys(c, v, p, WINDOW_KEYS) || scn_require(c, v, p, "window") ||
+        scn_get_int(c, v, p, "sink", 0, BIG, &o->sink[i]) || scn_get_int(c, v, p, "window", 1, BIG, &o->window[i]))
+        return -1;
+    return 0;
+}
+
+/* Default scale layouts per KV dtype: docs/cost-model.md, "Quantised KV". */
+static void default_quant(scn_options *o)
+{
+    for (int d = 0; d < SCN_DTYPE_COUNT; d++)
+        o->quant[d] = (scn_quant){SCN_QUANT_PER_TENSOR, 0, SCN_DTYPE_FP32, false};
+    o->quant[SCN_DTYPE_INT8] = (scn_quant){SCN_QUANT_PER_TOKEN_HEAD, 0, SCN_DTYPE_FP16, false};
+    o->quant[SCN_DTYPE_INT4] = (scn_quant){SCN_QUANT_GROUP, 64, SCN_DTYPE_FP16, true};
+}
+
+static int bind_quant(scn_ctx *c, const scn_node *m, scn_options *o)
+{
+    const scn_node *q = scn_map_get(m, "kv_quant");
+    if (!q) return 0;
+    static const char *const QDT[] = {"fp8", "int8", "int4", NULL};
+    static const scn_dtype QDV[] = {SCN_DTYPE_FP8, SCN_DTYPE_INT8, SCN_DTYPE_INT4};
+    if (scn_expect_map(c, q, "options.kv_quant") || scn_check_keys(c, q, "options.kv_quant", QDT)) return -1;
+    for (int i = 0; QDT[i]; i++) {
+        const scn_node *e = scn_map_get(q, QDT[i]);
+        if (!e) continue;
+        char p[256];
+        scn_path_join(p, sizeof p, "options.kv_quant", QDT[i]);
+        if (scn_expect_map(c, e, p) || scn_check_keys(c, e, p, QUANT_KEYS)) return -1;
+        scn_quant *t = &o->quant[QDV[i]];
+        int g = (int)t->granularity;
+        if (scn_get_enum(c, e, p, "granularity", GRANS, &g) ||
+            scn_get_int(c, e, p, "group_size", 1, 65536, &t->group_size) ||
+            scn_get_dtype(c, e, p, "scale_dtype", &t->scale_dtype) ||
+            scn_get_bool(c, e, p, "zero_point", &t->zero_point))
+            return -1;
+        t->granularity = (scn_quant_gran)g;
+        if (t->granularity == SCN_QUANT_GROUP && t->group_size == 0) t->group_size = 64;
+    }
+    return 0;
+}
+
+static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
+{
+    scn_options *o = &s->options;
+    o->n_layout = 1; o->layout[0] = SCN_LAYOUT_PAGED;
+    o->n_block = 1; o->block_size[0] = 16;
+    o->n_prefix = 1; o->prefix_cache[0] = false;
+    o->n_dtype = 1; o->kv_dtype[0] = s->model.weight_dtype == SCN_DTYPE_FP16 ? SCN_DTYPE_FP16 : SCN_DTYPE_BF16;
+    o->n_attention = 1; o->attention[0] = SCN_ATTN_FLASH;
+    o->n_sched = 1; o->scheduler[0] = SCN_SCHED_CONTINUOUS;
+    o->n_window = 1; o->sink[0] = o->window[0] = 0;
+    default_quant(o);
+    const scn_node *m = scn_map_get(root, "options");
+    if (!m) return 0;
+    if (scn_expect_map(c, m, "options") || scn_check_keys(c, m, "options", OPT_KEYS)) return -1;
+    return each_item(c, m, "kv_layout", it_layout, &o->n_layout, o) ||
+           each_item(c, m, "block_size", it_block, &o->n_block, o) ||
+           each_item(c, m, "prefix_cache", it_prefix, &o->n_prefix, o) ||
+           each_item(c, m, "kv_dtype", it_dtype, &o->n_dtype, o) ||
+           each_item(c, m, "attention", it_attn, &o->n_attention, o) ||
+           each_item(c, m, "scheduler", it_sched, &o->n_sched, o) ||
+           each_item(c, m, "window", it_window, &o->n_window, o) ||
+           bind_quant(c, m, o) ? -1 : 0;
+}
+
+int scn_bind_scenario(scn_ctx *c, const scn_node *root, scn_scenario *s)
+{
+    if (scn_expect_map(c, root, "") || scn_check_keys(c, root, "", TOP_KEYS)) return -1;
+    if (scn_require(c, root, "", "model") || scn_require(c, root, "", "hardware")) return -1;
+    snprintf(s->source, sizeof s->source, "%s", root->file ? root->file : "");
+    s->seed = 1;
+    long seed = 1;
+    if (scn_get_str(c, root, "", "name", s->name, sizeof s->name) ||
+        scn_get_long(c, root, "", "seed", 0, 0x7fffffffffffffffL, &seed) ||
+        scn_bind_model(c, scn_map_get(root, "model"), "model", &s->model) ||
+        scn_bind_hardware(c, scn_map_get(root, "hardware"), "hardware", &s->hardware) ||
+        bind_deployment(c, root, s) || bind_workload(c, root, s) || bind_slo(c, root, s) ||
+        bind_options(c, root, s))
+        return -1;
+    s->seed = (unsigned long long)seed;
+    if (!s->name[0]) snprintf(s->name, sizeof s->name, "%s", "unnamed");
+    return 0;
+}
