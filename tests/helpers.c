@@ -1,0 +1,72 @@
+/* helpers.c: temp files, scenario loading and running the CLI, for the suites. */
+#include "tests.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static const char *dir(void)
+{
+    if (!tmpdir[0]) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/kvplan-test-XXXXXX");
+        if (!mkdtemp(tmpdir)) { perror("mkdtemp"); abort(); }
+    }
+    return tmpdir;
+}
+
+const char *t_write(const char *name, const char *text)
+{
+    static char paths[8][512];
+    static int slot;
+    char *p = paths[slot++ % 8];
+    snprintf(p, 512, "%s/%s", dir(), name);
+    FILE *f = fopen(p, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", p);
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+scn_status t_load(const char *text, const char *const *sets, int n_sets, scn_scenario *s, scn_error *e)
+{
+    return scn_scenario_load(t_write("scenario.yaml", text), sets, n_sets, s, e);
+}
+
+void t_library(const char *model, const char *hardware, scn_scenario *s)
+{
+    char m[128], h[128];
+    snprintf(m, sizeof m, "model=%s", model);
+    snprintf(h, sizeof h, "hardware=%s", hardware);
+    const char *sets[] = {m, h};
+    char path[600];
+    snprintf(path, sizeof path, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
+    scn_error e;
+    scn_status st = scn_scenario_load(path, sets, 2, s, &e);
+    char msg[1500];
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_OK, "loading %s on %s: %s", model, hardware, msg);
+}
+
+static void slurp(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    size_t got = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[got] = 0;
+    if (f) fclose(f);
+}
+
+int t_run(const char *args, char *out, size_t nout, char *err, size_t nerr)
+{
+    char cmd[4096], o[512], e[512];
+    snprintf(o, sizeof o, "%s/stdout", dir());
+    snprintf(e, sizeof e, "%s/stderr", dir());
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", getenv("KVPLAN_BIN"), args, o, e);
+    int rc = system(cmd);
+    slurp(o, out, nout);
+    slurp(e, err, nerr);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}

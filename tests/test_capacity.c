@@ -1,0 +1,110 @@
+/* test_capacity.c: the memory budget and what fits in it, against hand arithmetic. */
+#include "tests.h"
+#include "../model/kv_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static scn_scenario s;
+
+START_TEST(chat_budget_by_hand)
+{
+    t_library("llama-3-8b", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
+    double usable = 81559 * MIB * 0.90;
+    double weights = 8030261248.0 * 2;
+    /* 8192 batched tokens * (4 * 4096 + 3 * 14336) * 2 B + 256 seqs * 128256 * 4 B logits. */
+    double act = 8192.0 * (4 * 4096 + 3 * 14336) * 2 + 256.0 * 128256 * 4;
+    double budget = usable - weights - act - 1 * GIB;
+    ck_assert(fabs(k.activation - act) < 1e-3);
+    ck_assert(fabs(k.kv_budget - budget) < 1e-3);
+    ck_assert_int_eq(k.capacity_tokens, (long)floor(budget / (128 * KIB)));
+    ck_assert_int_eq(k.capacity_blocks, (long)floor(budget / (16 * 128 * KIB)));
+    /* Contiguous reserves max_model_len = 8192 tokens per sequence. */
+    ck_assert_int_eq(k.max_seqs_contiguous, (long)floor(budget / (8192 * 128 * KIB)));
+    /* Paged: 800 + 250 = 1050 tokens round up to 66 blocks of 16 = 1056 tokens. */
+    ck_assert(k.mean_tokens == 1050);
+    ck_assert_int_eq(k.max_seqs_paged, (long)floor(budget / (1056 * 128 * KIB)));
+    ck_assert(k.max_seqs_paged > 7 * k.max_seqs_contiguous);
+    /* Waste: contiguous leaves 1 - 1050/8192 unused; paged half a block on average. */
+    ck_assert(fabs(k.waste_contiguous - (1 - 1050.0 / 8192)) < 1e-12);
+    ck_assert(fabs(k.waste_paged - 7.5 / 1057.5) < 1e-12);
+    ck_assert(k.waste_paged < 0.04);                 /* vLLM paper: < 4 % with paging */
+}
+END_TEST
+
+START_TEST(paging_beats_contiguous_at_every_length)
+{
+    t_library("llama-2-13b", "a100-80g", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_FP16, 0, 0);
+    for (double L = 64; L < 4096; L *= 2) {
+        kv_capacity k = kv_capacity_compute(&s, &c, 16, L);
+        ck_assert_msg(k.max_seqs_paged > k.max_seqs_contiguous, "L=%g", L);
+    }
+    /* At max_model_len they meet: every sequence needs its full reservation. */
+    kv_capacity k = kv_capacity_compute(&s, &c, 16, 4096);
+    ck_assert_int_eq(k.max_seqs_paged, k.max_seqs_contiguous);
+}
+END_TEST
+
+START_TEST(fp8_doubles_capacity)
+{
+    t_library("llama-3-8b", "h200", &s);
+    kv_cache_cfg b = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0), f = kv_cache_cfg_make(&s, SCN_DTYPE_FP8, 0, 0);
+    kv_capacity kb = kv_capacity_compute(&s, &b, 16, 0), kf = kv_capacity_compute(&s, &f, 16, 0);
+    ck_assert(kb.kv_budget == kf.kv_budget);
+    ck_assert(labs(kf.capacity_tokens - 2 * kb.capacity_tokens) <= 1);
+}
+END_TEST
+
+START_TEST(model_that_does_not_fit)
+{
+    t_library("llama-3-70b", "rtx-4090", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
+    ck_assert(k.kv_budget < 0);
+    ck_assert_int_eq(k.capacity_tokens, 0);
+    ck_assert_int_eq(k.max_seqs_paged, 0);
+    ck_assert_int_eq(k.max_seqs_contiguous, 0);
+}
+END_TEST
+
+START_TEST(tensor_parallel_frees_memory_per_rank)
+{
+    t_library("llama-3-70b", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    s.deployment.tensor_parallel = 4;
+    kv_capacity k4 = kv_capacity_compute(&s, &c, 16, 0);
+    s.deployment.tensor_parallel = 8;
+    kv_capacity k8 = kv_capacity_compute(&s, &c, 16, 0);
+    ck_assert(k8.weights < k4.weights && k8.kv_budget > k4.kv_budget);
+    /* Per-rank KV per token halves (8 KV heads over 4 then 8 ranks). */
+    ck_assert(k4.kv_bytes_per_token == 2 * k8.kv_bytes_per_token);
+}
+END_TEST
+
+START_TEST(block_waste_is_half_a_block)
+{
+    /* Lengths uniform modulo b leave (b - 1) / 2 slots empty on average: check by enumeration. */
+    for (int b = 1; b <= 64; b *= 2) {
+        double sum = 0;
+        for (int len = 1; len <= b * 100; len++) sum += (double)((len + b - 1) / b * b - len);
+        ck_assert(fabs(sum / (b * 100) - kv_expected_block_waste(b)) < 1e-12);
+    }
+}
+END_TEST
+
+Suite *suite_capacity(void)
+{
+    Suite *su = suite_create("capacity");
+    TCase *tc = tcase_create("budget");
+    tcase_add_test(tc, chat_budget_by_hand);
+    tcase_add_test(tc, paging_beats_contiguous_at_every_length);
+    tcase_add_test(tc, fp8_doubles_capacity);
+    tcase_add_test(tc, model_that_does_not_fit);
+    tcase_add_test(tc, tensor_parallel_frees_memory_per_rank);
+    tcase_add_test(tc, block_waste_is_half_a_block);
+    suite_add_tcase(su, tc);
+    return su;
+}

@@ -1,0 +1,145 @@
+/* test_cli.c: the kvplan binary end to end: outputs in each format, overrides, help, and the
+ * exit code and empty stdout of every failure class. */
+#include "tests.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char out[1 << 16], err[1 << 14];
+
+static const char *chat(void)
+{
+    static char p[600];
+    snprintf(p, sizeof p, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
+    return p;
+}
+
+static int run(const char *fmt, const char *arg)
+{
+    char args[2048];
+    snprintf(args, sizeof args, fmt, arg);
+    return t_run(args, out, sizeof out, err, sizeof err);
+}
+
+START_TEST(memory_table_and_json)
+{
+    ck_assert_int_eq(run("memory %s", chat()), 0);
+    ck_assert_msg(strstr(out, "KV capacity per GPU") && strstr(out, "128.00 KiB") && strstr(out, "64.00 KiB"), "%s", out);
+    ck_assert_int_eq(run("memory %s --format json", chat()), 0);
+    json_error_t je;
+    json_t *root = json_loads(out, 0, &je);
+    ck_assert_msg(root != NULL, "invalid JSON: %s", je.text);
+    json_t *cap = json_object_get(root, "capacity");
+    ck_assert_int_eq(json_array_size(cap), 4);   /* {bf16, fp8} x {contiguous, paged} */
+    json_t *row = json_array_get(cap, 0);
+    ck_assert_str_eq(json_string_value(json_object_get(row, "kv_dtype")), "bf16");
+    ck_assert_int_eq(json_integer_value(json_object_get(row, "kv_bytes_per_token")), 131072);
+    json_t *mem = json_object_get(root, "memory");
+    ck_assert_int_eq(json_integer_value(json_object_get(mem, "weight_bytes")), 2LL * 8030261248LL);
+    json_decref(root);
+}
+END_TEST
+
+START_TEST(memory_csv_and_overrides)
+{
+    ck_assert_int_eq(run("memory %s --format csv --set options.kv_dtype=[int4] --set options.kv_layout=paged", chat()), 0);
+    /* Header + one row; int4 with fp16 scale and zero per 64: 32 layers x 2048 x (0.5 + 4/64) B. */
+    ck_assert_msg(!strncmp(out, "kv_dtype,window,layout,block_size,kv_bytes_per_token,", 53), "%s", out);
+    ck_assert_msg(strstr(out, "\nint4,off,paged,16,36864,"), "%s", out);
+    ck_assert_int_eq(run("memory %s --format=json --set deployment.tensor_parallel=2", chat()), 0);
+    json_t *root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *row = json_array_get(json_object_get(root, "capacity"), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(row, "kv_bytes_per_token")), 65536);
+    json_decref(root);
+}
+END_TEST
+
+START_TEST(cost_reports_bound)
+{
+    ck_assert_int_eq(run("cost %s --batch 64 --context 2048 --format json", chat()), 0);
+    json_t *root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *step = json_object_get(root, "step");
+    ck_assert_str_eq(json_string_value(json_object_get(step, "bound")), "memory");
+    ck_assert_int_eq(json_integer_value(json_object_get(step, "decode_seqs")), 64);
+    json_t *ops = json_object_get(root, "ops");
+    double sum = 0;
+    for (size_t i = 0; i < json_array_size(ops); i++)
+        sum += json_real_value(json_object_get(json_array_get(ops, i), "seconds"));
+    ck_assert(sum > 0);
+    ck_assert(fabs(sum - json_real_value(json_object_get(step, "step_seconds"))) < 1e-12);
+    json_decref(root);
+    ck_assert_int_eq(run("cost %s --prefill 4096", chat()), 0);
+    ck_assert_msg(strstr(out, "bound                    compute"), "%s", out);
+    ck_assert_int_eq(run("cost %s --prefill 512 --cached 2000 --format csv", chat()), 0);
+    ck_assert_msg(!strncmp(out, "op,flops,bytes,", 15), "%s", out);
+}
+END_TEST
+
+START_TEST(help_version_list)
+{
+    ck_assert_int_eq(run("--help%s", ""), 0);
+    ck_assert_msg(strstr(out, "memory") && strstr(out, "cost"), "%s", out);
+    ck_assert_int_eq(run("memory --help%s", ""), 0);
+    ck_assert_msg(strstr(out, "usage: kvplan memory"), "%s", out);
+    ck_assert_int_eq(run("help cost%s", ""), 0);
+    ck_assert_msg(strstr(out, "--prefill"), "%s", out);
+    ck_assert_int_eq(run("--version%s", ""), 0);
+    ck_assert_msg(strstr(out, "kvplan 0.") && strstr(out, "backends: cpu"), "%s", out);
+    ck_assert_int_eq(run("list models --format csv%s", ""), 0);
+    ck_assert_msg(strstr(out, "model,llama-3-8b,") && strstr(out, "model,deepseek-v2-lite,"), "%s", out);
+}
+END_TEST
+
+typedef struct { const char *args; int code; const char *err_has; } fail_case;
+
+START_TEST(failures_have_codes_and_write_nothing)
+{
+    char bad[600], missing_unit[600];
+    snprintf(bad, sizeof bad, "%s", t_write("cli-bad.yaml", "model: llama-3-8b\nhardware: h100-sxm\nwrkload: {}\n"));
+    snprintf(missing_unit, sizeof missing_unit, "%s",
+             t_write("cli-unit.yaml", "model: llama-3-8b\nhardware: h100-sxm\nworkload:\n"
+                                      "  arrival: {process: poisson, rate: 8}\n  prompt_tokens: 1\n  output_tokens: 1\n"));
+    char a1[700], a2[700], a3[700], a4[700], a5[700];
+    snprintf(a1, sizeof a1, "memory %s", bad);
+    snprintf(a2, sizeof a2, "cost %s", missing_unit);
+    snprintf(a3, sizeof a3, "memory %s --set workload.requests", chat());
+    snprintf(a4, sizeof a4, "memory %s --bogus", chat());
+    snprintf(a5, sizeof a5, "memory %s --format xml", chat());
+    const fail_case cases[] = {
+        {a1, 65, "cli-bad.yaml:3:1: wrkload: unknown field 'wrkload'; did you mean 'workload'?"},
+        {a2, 65, "cli-unit.yaml:4:37: workload.arrival.rate: '8' has no unit"},
+        {"memory /nonexistent/x.yaml", 66, "/nonexistent/x.yaml: cannot open"},
+        {a3, 64, "expected PATH=VALUE"},
+        {a4, 64, "unknown option '--bogus'"},
+        {a5, 64, "--format takes table, json or csv"},
+        {"memory", 64, "missing SCENARIO"},
+        {"memroy x", 64, "did you mean 'memory'?"},
+        {"cost x --batch -3", 64, "--batch takes a whole number"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = t_run(cases[i].args, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == cases[i].code, "'%s' exited %d, want %d (%s)", cases[i].args, rc, cases[i].code, err);
+        ck_assert_msg(strstr(err, cases[i].err_has), "'%s': stderr lacks '%s': %s", cases[i].args, cases[i].err_has, err);
+        ck_assert_msg(out[0] == 0, "'%s' wrote to stdout on failure: %s", cases[i].args, out);
+    }
+}
+END_TEST
+
+Suite *suite_cli(void)
+{
+    Suite *su = suite_create("cli");
+    TCase *tc = tcase_create("end-to-end");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, memory_table_and_json);
+    tcase_add_test(tc, memory_csv_and_overrides);
+    tcase_add_test(tc, cost_reports_bound);
+    tcase_add_test(tc, help_version_list);
+    tcase_add_test(tc, failures_have_codes_and_write_nothing);
+    suite_add_tcase(su, tc);
+    return su;
+}

@@ -1,0 +1,205 @@
+/* test_errors.c: one test per class of bad input. Each checks the failure class, the exact
+ * file:line:col and field path, that the message says what was expected, and that the output
+ * struct was left untouched. Positions are counted by hand from the texts below (1-based). */
+#include "tests.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define HEAD "name: t\nmodel: llama-3-8b\nhardware: h100-sxm\n"   /* lines 1-3 */
+
+static scn_scenario out;
+static scn_error err;
+
+/* Loads text and asserts the failure: status, line, col, path, message fragment. */
+static void expect_fail(const char *text, const char *const *sets, int n_sets, scn_status st,
+                        int line, int col, const char *path, const char *msg_has)
+{
+    memset(&out, 0xAB, sizeof out);
+    scn_status got = t_load(text, sets, n_sets, &out, &err);
+    char full[1500];
+    scn_error_format(&err, full, sizeof full);
+    ck_assert_msg(got == st, "status %d, want %d (%s)", got, st, full);
+    ck_assert_int_eq(err.status, st);
+    ck_assert_msg(err.line == line && err.col == col, "at %d:%d, want %d:%d (%s)", err.line, err.col, line, col, full);
+    ck_assert_msg(!strcmp(err.path, path), "path '%s', want '%s' (%s)", err.path, path, full);
+    ck_assert_msg(strstr(err.msg, msg_has), "message lacks '%s': %s", msg_has, full);
+    unsigned char *p = (unsigned char *)&out;
+    for (size_t i = 0; i < sizeof out; i++) ck_assert_msg(p[i] == 0xAB, "output written on failure at byte %zu", i);
+}
+
+START_TEST(yaml_syntax_error)
+{
+    /* The flow sequence opened on line 2 is never closed; libyaml notices at the next key. */
+    const char *y = "name: t\nmodel: [llama-3-8b\nhardware: h100-sxm\n";
+    memset(&out, 0, sizeof out);
+    ck_assert_int_eq(t_load(y, NULL, 0, &out, &err), SCN_E_DATA);
+    ck_assert_msg(strstr(err.msg, "YAML syntax error"), "%s", err.msg);
+    ck_assert_int_ge(err.line, 2);
+    ck_assert_int_gt(err.col, 0);
+    ck_assert_msg(strstr(err.file, "scenario.yaml"), "%s", err.file);
+}
+END_TEST
+
+START_TEST(unknown_key_suggests_nearest)
+{
+    expect_fail(HEAD "workload:\n  requets: 10\n", NULL, 0, SCN_E_DATA, 5, 3, "workload.requets",
+                "did you mean 'requests'?");
+    expect_fail(HEAD "wrkload: {}\n", NULL, 0, SCN_E_DATA, 4, 1, "wrkload", "did you mean 'workload'?");
+    /* Far from every known key: list them instead of guessing. */
+    expect_fail(HEAD "zzzzzzzz: 1\n", NULL, 0, SCN_E_DATA, 4, 1, "zzzzzzzz", "expected one of: name,");
+}
+END_TEST
+
+START_TEST(missing_required_field)
+{
+    /* workload's mapping starts at line 5, col 3 (its first key). */
+    expect_fail(HEAD "workload:\n  arrival: {process: poisson, rate: 1/s}\n  output_tokens: 10\n", NULL, 0,
+                SCN_E_DATA, 5, 3, "workload.prompt_tokens", "missing required field");
+    expect_fail("name: t\nmodel: llama-3-8b\n", NULL, 0, SCN_E_DATA, 1, 1, "hardware", "missing required field");
+}
+END_TEST
+
+#define WORK "workload:\n  arrival:\n    process: poisson\n"   /* lines 4-6 */
+#define OK_WORK WORK "    rate: 1/s\n  prompt_tokens: 5\n  output_tokens: 5\n"   /* lines 4-9 */
+
+START_TEST(missing_unit)
+{
+    /* "    rate: 2": the value starts at col 11 of line 7. */
+    expect_fail(HEAD WORK "    rate: 2\n  prompt_tokens: 5\n  output_tokens: 5\n", NULL, 0, SCN_E_DATA, 7, 11,
+                "workload.arrival.rate", "has no unit");
+}
+END_TEST
+
+START_TEST(wrong_unit)
+{
+    expect_fail(HEAD WORK "    rate: 2 GiB\n  prompt_tokens: 5\n  output_tokens: 5\n", NULL, 0, SCN_E_DATA, 7, 11,
+                "workload.arrival.rate", "is a byte size, but this field is a rate");
+    expect_fail(HEAD WORK "    rate: 2/s\n  prompt_tokens: 5\n  output_tokens: 5\nslo:\n  ttft_p99: 1 GiB\n", NULL, 0,
+                SCN_E_DATA, 11, 13, "slo.ttft_p99", "is a byte size, but this field is a duration");
+}
+END_TEST
+
+START_TEST(zero_and_negative_sizes)
+{
+    /* Inline hardware: "  memory: 0 GiB" on line 4, value at col 11. */
+    expect_fail("model: llama-3-8b\nhardware:\n  name: x\n  memory: 0 GiB\n  memory_bandwidth: 1 TB/s\n"
+                "  compute: {bf16: 1 TFLOPS}\n" WORK,
+                NULL, 0, SCN_E_DATA, 4, 11, "hardware.memory", "must be greater than zero");
+    expect_fail(HEAD "workload:\n  requests: -5\n", NULL, 0, SCN_E_DATA, 5, 13, "workload.requests", "must be at least 1");
+    expect_fail(HEAD "deployment: {tensor_parallel: 0}\n", NULL, 0, SCN_E_DATA, 4, 31, "deployment.tensor_parallel",
+                "must be at least 1");
+}
+END_TEST
+
+START_TEST(non_integer_counts)
+{
+    expect_fail(HEAD "workload:\n  requests: 2.5\n", NULL, 0, SCN_E_DATA, 5, 13, "workload.requests",
+                "expected a whole number, found '2.5'");
+    expect_fail(HEAD WORK "    rate: 1/s\n  prompt_tokens: {dist: fixed, value: 1e3}\n", NULL, 0, SCN_E_DATA, 8, 39,
+                "workload.prompt_tokens.value", "expected a whole number");
+}
+END_TEST
+
+START_TEST(unknown_library_names)
+{
+    expect_fail("model: llama-3-9b\nhardware: h100-sxm\n", NULL, 0, SCN_E_DATA, 1, 8, "model",
+                "unknown model 'llama-3-9b'; did you mean 'llama-3-8b'?");
+    expect_fail("model: llama-3-8b\nhardware: h100-smx\n", NULL, 0, SCN_E_DATA, 2, 11, "hardware",
+                "did you mean 'h100-sxm'?");
+    expect_fail("model: gpt-17\nhardware: h100-sxm\n", NULL, 0, SCN_E_DATA, 1, 8, "model", "unknown model 'gpt-17'");
+}
+END_TEST
+
+START_TEST(reference_cycles)
+{
+    t_write("cyc-a.yaml", "extends: cyc-b.yaml\nname: a\n");
+    t_write("cyc-b.yaml", "extends: cyc-a.yaml\nname: b\n");
+    /* scenario.yaml extends cyc-a, which extends cyc-b, which extends cyc-a again: reported
+     * at cyc-b.yaml's `extends` value, line 1 col 10. */
+    expect_fail("extends: cyc-a.yaml\n", NULL, 0, SCN_E_DATA, 1, 10, "extends", "reference cycle");
+    ck_assert_msg(strstr(err.file, "cyc-b.yaml"), "cycle reported in %s", err.file);
+    /* A model file that extends itself. */
+    t_write("self.yaml", "extends: self.yaml\nlayers: 1\n");
+    expect_fail("model: ./self.yaml\nhardware: h100-sxm\n", NULL, 0, SCN_E_DATA, 1, 10, "model.extends", "reference cycle");
+}
+END_TEST
+
+START_TEST(unreadable_files)
+{
+    memset(&out, 0, sizeof out);
+    ck_assert_int_eq(scn_scenario_load("/nonexistent/kvplan.yaml", NULL, 0, &out, &err), SCN_E_NOINPUT);
+    ck_assert_str_eq(err.file, "/nonexistent/kvplan.yaml");
+    ck_assert_msg(strstr(err.msg, "No such file"), "%s", err.msg);
+    ck_assert_int_eq(scn_scenario_load("/tmp", NULL, 0, &out, &err), SCN_E_NOINPUT);
+    ck_assert_msg(strstr(err.msg, "is a directory"), "%s", err.msg);
+    /* A referenced file that is missing is reported where it is referenced. */
+    expect_fail("model: ./no-such-model.yaml\nhardware: h100-sxm\n", NULL, 0, SCN_E_NOINPUT, 1, 8, "model",
+                "cannot read");
+}
+END_TEST
+
+START_TEST(wrong_shapes_and_values)
+{
+    expect_fail("model: [a, b]\nhardware: h100-sxm\n", NULL, 0, SCN_E_DATA, 1, 8, "model",
+                "expected a library name, a file path or a mapping");
+    expect_fail(HEAD OK_WORK "options: {kv_layout: [paged, pagd]}\n", NULL, 0, SCN_E_DATA, 10, 30, "options.kv_layout[1]",
+                "did you mean 'paged'?");
+    expect_fail(HEAD "workload:\n  requests: 1\n  requests: 2\n", NULL, 0, SCN_E_DATA, 6, 3, "requests",
+                "duplicate key");
+    expect_fail(HEAD "deployment: {gpu_memory_utilization: 1.5}\n", NULL, 0, SCN_E_DATA, 4, 38,
+                "deployment.gpu_memory_utilization", "fraction");
+    expect_fail(HEAD "deployment: {tensor_parallel: 3}\n", NULL, 0, SCN_E_DATA, 4, 31, "deployment.tensor_parallel",
+                "divide evenly");
+}
+END_TEST
+
+START_TEST(bad_overrides)
+{
+    const char *ok = HEAD OK_WORK;
+    const char *no_eq[] = {"workload.requests"};
+    expect_fail(ok, no_eq, 1, SCN_E_USAGE, 0, 0, "", "expected PATH=VALUE");
+    ck_assert_str_eq(err.file, "--set");
+    /* A key an override adds takes its value's position. The value of "workload.requests=abc" starts at col 19 of the --set argument. */
+    const char *bad_val[] = {"workload.requests=abc"};
+    expect_fail(ok, bad_val, 1, SCN_E_DATA, 1, 19, "workload.requests", "expected a whole number");
+    ck_assert_str_eq(err.file, "--set");
+    const char *bad_unit[] = {"workload.arrival.rate=5"};
+    expect_fail(ok, bad_unit, 1, SCN_E_DATA, 1, 23, "workload.arrival.rate", "has no unit");
+    const char *typo[] = {"deployment.tensor_paralel=2"};
+    expect_fail(ok, typo, 1, SCN_E_DATA, 1, 27, "deployment.tensor_paralel", "did you mean 'tensor_parallel'?");
+}
+END_TEST
+
+START_TEST(bad_value_inside_hf_config)
+{
+    /* Line 3 of the JSON, col 24: "num_hidden_layers": "x" */
+    t_write("bad-config.json", "{\n  \"hidden_size\": 64,\n  \"num_hidden_layers\": \"x\",\n"
+                               "  \"num_attention_heads\": 4, \"intermediate_size\": 128,\n"
+                               "  \"vocab_size\": 100, \"max_position_embeddings\": 512\n}\n");
+    expect_fail("model: {hf_config: bad-config.json}\nhardware: h100-sxm\n" WORK, NULL, 0, SCN_E_DATA, 3, 24,
+                "model.layers", "expected a whole number");
+    ck_assert_msg(strstr(err.file, "bad-config.json"), "%s", err.file);
+}
+END_TEST
+
+Suite *suite_errors(void)
+{
+    Suite *s = suite_create("errors");
+    TCase *tc = tcase_create("classes");
+    tcase_add_test(tc, yaml_syntax_error);
+    tcase_add_test(tc, unknown_key_suggests_nearest);
+    tcase_add_test(tc, missing_required_field);
+    tcase_add_test(tc, missing_unit);
+    tcase_add_test(tc, wrong_unit);
+    tcase_add_test(tc, zero_and_negative_sizes);
+    tcase_add_test(tc, non_integer_counts);
+    tcase_add_test(tc, unknown_library_names);
+    tcase_add_test(tc, reference_cycles);
+    tcase_add_test(tc, unreadable_files);
+    tcase_add_test(tc, wrong_shapes_and_values);
+    tcase_add_test(tc, bad_overrides);
+    tcase_add_test(tc, bad_value_inside_hf_config);
+    suite_add_tcase(s, tc);
+    return s;
+}

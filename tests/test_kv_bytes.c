@@ -1,0 +1,131 @@
+/* test_kv_bytes.c: KV bytes per token against hand arithmetic (written out per case) and the
+ * published examples docs/cost-model.md works through. */
+#include "tests.h"
+#include "../model/kv_model.h"
+
+#include <math.h>
+
+static scn_scenario s;
+
+static kv_cache_cfg cfg(scn_dtype d) { return kv_cache_cfg_make(&s, d, 0, 0); }
+
+START_TEST(llama2_7b_is_512_kib_per_token)
+{
+    t_library("llama-2-7b", "h100-sxm", &s);
+    kv_cache_cfg c = cfg(SCN_DTYPE_FP16);
+    /* 2 (K and V) * 32 layers * 32 KV heads * 128 dims * 2 bytes = 524288 B = 512 KiB. */
+    ck_assert(kv_bytes_per_token(&s.model, &c) == 2.0 * 32 * 32 * 128 * 2);
+    ck_assert(kv_bytes_per_token(&s.model, &c) == 512 * KIB);
+    /* 4096 tokens: 4096 * 512 KiB = 2 GiB (the article's "about 1 GB" drops the heads factor). */
+    ck_assert(kv_bytes_for_context(&s.model, &c, 1, 4096) == 2 * GIB);
+}
+END_TEST
+
+START_TEST(forty_layer_hidden_4096_is_640_kib)
+{
+    /* The article's example: 40 layers, hidden 4096, MHA, fp16: 2 * 40 * 4096 * 2 = 655360 B. */
+    const char *sets[] = {"model={layers: 40, hidden: 4096, heads: 32, intermediate: 11008, vocab: 32000, "
+                          "max_position: 4096, weight_dtype: fp16}"};
+    scn_error e;
+    ck_assert_int_eq(t_load("model: llama-2-7b\nhardware: h100-sxm\nworkload: {arrival: {process: poisson, rate: 1/s}, "
+                            "prompt_tokens: 1, output_tokens: 1}\n", sets, 1, &s, &e), SCN_OK);
+    kv_cache_cfg c = cfg(SCN_DTYPE_FP16);
+    ck_assert(kv_bytes_per_token(&s.model, &c) == 640 * KIB);
+    ck_assert(kv_bytes_for_context(&s.model, &c, 1, 4096) == 2.5 * GIB);
+}
+END_TEST
+
+START_TEST(gqa_eight_to_one_saves_87_5_percent)
+{
+    t_library("llama-2-70b", "h100-sxm", &s);   /* 64 query heads, 8 KV heads */
+    kv_cache_cfg c = cfg(SCN_DTYPE_FP16);
+    double gqa = kv_bytes_per_token(&s.model, &c);
+    s.model.kv_heads = 64;                      /* the same model with MHA */
+    double mha = kv_bytes_per_token(&s.model, &c);
+    ck_assert(gqa == 2.0 * 80 * 8 * 128 * 2);   /* 327680 B = 320 KiB */
+    ck_assert(1.0 - gqa / mha == 0.875);
+    s.model.kv_heads = 1;                       /* MQA */
+    ck_assert(kv_bytes_per_token(&s.model, &c) == 2.0 * 80 * 1 * 128 * 2);
+}
+END_TEST
+
+START_TEST(mla_caches_latent_once)
+{
+    t_library("deepseek-v2-lite", "h100-sxm", &s);
+    kv_cache_cfg c = cfg(SCN_DTYPE_BF16);
+    /* (kv_lora_rank 512 + rope 64) * 27 layers * 2 bytes = 31104 B: not x2, not x heads. */
+    ck_assert(kv_bytes_per_token(&s.model, &c) == (512.0 + 64) * 27 * 2);
+    /* Tensor parallelism does not split the latent: every rank keeps it. */
+    ck_assert(kv_bytes_per_token_layer_rank(&s.model, &c, 4) == kv_bytes_per_token_layer(&s.model, &c));
+}
+END_TEST
+
+START_TEST(quantised_kv_counts_its_scales)
+{
+    t_library("llama-3-8b", "h100-sxm", &s);    /* 2 * 8 heads * 128 = 2048 elements per layer */
+    kv_cache_cfg c = cfg(SCN_DTYPE_FP8);        /* per-tensor scale: nothing per token */
+    ck_assert(kv_bytes_per_token_layer(&s.model, &c) == 2048);
+    c = cfg(SCN_DTYPE_INT8);                    /* one fp16 scale per head vector: 16 vectors */
+    ck_assert(kv_bytes_per_token_layer(&s.model, &c) == 2048 + 16 * 2);
+    c = cfg(SCN_DTYPE_INT4);                    /* 4 bits + an fp16 scale and zero per 64 elements */
+    ck_assert(kv_bytes_per_token_layer(&s.model, &c) == 2048 * 0.5 + 2048 / 64 * 4);
+    c.quant = (scn_quant){SCN_QUANT_GROUP, 128, SCN_DTYPE_FP32, false};
+    ck_assert(kv_bytes_per_token_layer(&s.model, &c) == 1024 + 16 * 4);
+    c = cfg(SCN_DTYPE_BF16);                    /* unquantised: no scales whatever the layout */
+    ck_assert(kv_bytes_per_token_layer(&s.model, &c) == 4096);
+}
+END_TEST
+
+START_TEST(sliding_windows_cap_their_layers)
+{
+    t_library("mistral-7b", "h100-sxm", &s);    /* all 32 layers windowed at 4096; 128 KiB/token */
+    kv_cache_cfg c = cfg(SCN_DTYPE_BF16);
+    ck_assert(kv_bytes_for_context(&s.model, &c, 1, 1000) == 1000 * 128 * KIB);
+    ck_assert(kv_bytes_for_context(&s.model, &c, 1, 10000) == 4096 * 128 * KIB);
+    ck_assert(kv_bytes_for_context(&s.model, &c, 1, 30000) == 4096 * 128 * KIB);
+    t_library("gemma-2-9b", "h100-sxm", &s);    /* 2 * 8 * 256 * 2 = 8192 B per layer per token */
+    c = cfg(SCN_DTYPE_BF16);
+    ck_assert(kv_bytes_per_token_layer(&s.model, &c) == 8192);
+    /* 8192 tokens: 21 global layers hold 8192, 21 local layers hold 4096. */
+    ck_assert(kv_bytes_for_context(&s.model, &c, 1, 8192) == 8192.0 * (21 * 8192 + 21 * 4096));
+}
+END_TEST
+
+START_TEST(sink_plus_window_bounds_any_length)
+{
+    t_library("llama-3-8b", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 4, 1020);
+    double per = 128 * KIB;
+    ck_assert(kv_bytes_for_context(&s.model, &c, 1, 100) == 100 * per);
+    for (long t = 1024; t <= 10000000; t *= 7)
+        ck_assert_msg(kv_bytes_for_context(&s.model, &c, 1, t) == 1024 * per, "%ld tokens not bounded", t);
+}
+END_TEST
+
+START_TEST(tensor_parallel_splits_kv_heads)
+{
+    t_library("llama-3-70b", "h100-sxm", &s);   /* 8 KV heads */
+    kv_cache_cfg c = cfg(SCN_DTYPE_BF16);
+    double all = kv_bytes_per_token_layer(&s.model, &c);
+    ck_assert(kv_bytes_per_token_layer_rank(&s.model, &c, 2) == all / 2);
+    ck_assert(kv_bytes_per_token_layer_rank(&s.model, &c, 8) == all / 8);
+    /* 16 ranks, 8 KV heads: each rank keeps a replica of one head, so still 1/8 of the whole. */
+    ck_assert(kv_bytes_per_token_layer_rank(&s.model, &c, 16) == all / 8);
+}
+END_TEST
+
+Suite *suite_kv_bytes(void)
+{
+    Suite *su = suite_create("kv_bytes");
+    TCase *tc = tcase_create("formulas");
+    tcase_add_test(tc, llama2_7b_is_512_kib_per_token);
+    tcase_add_test(tc, forty_layer_hidden_4096_is_640_kib);
+    tcase_add_test(tc, gqa_eight_to_one_saves_87_5_percent);
+    tcase_add_test(tc, mla_caches_latent_once);
+    tcase_add_test(tc, quantised_kv_counts_its_scales);
+    tcase_add_test(tc, sliding_windows_cap_their_layers);
+    tcase_add_test(tc, sink_plus_window_bounds_any_length);
+    tcase_add_test(tc, tensor_parallel_splits_kv_heads);
+    suite_add_tcase(su, tc);
+    return su;
+}

@@ -1,0 +1,20 @@
+/* test_main.c: runs every Check suite in one runner, so `make check` prints one summary. */
+#include "tests.h"
+
+#include <stdlib.h>
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite_units());
+    srunner_add_suite(sr, suite_loader());
+    srunner_add_suite(sr, suite_errors());
+    srunner_add_suite(sr, suite_kv_bytes());
+    srunner_add_suite(sr, suite_weights());
+    srunner_add_suite(sr, suite_capacity());
+    srunner_add_suite(sr, suite_roofline());
+    srunner_add_suite(sr, suite_cli());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,214 @@
+/* test_roofline.c: step time against independent references: "decode reads every weight byte
+ * once plus every cached KV byte", "prefill does 2 flops per parameter per token", brute-force
+ * sums over query and key positions, and the expected-experts formula checked by simulation. */
+#include "tests.h"
+#include "../model/kv_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static scn_scenario s;
+
+/* Loads `model` on an ideal H100: efficiencies 1 and no fixed overheads, so times are pure
+ * bytes / bandwidth or flops / peak. */
+static void ideal(const char *model)
+{
+    char m[96];
+    snprintf(m, sizeof m, "model=%s", model);
+    const char *sets[] = {m, "hardware=h100-sxm", "hardware.efficiency={memory_bandwidth: 1, compute: 1, attention: 1, interconnect: 1}",
+                          "hardware.overhead={kernel_launch: 0 s, step: 0 s}"};
+    scn_error e;
+    char path[600];
+    snprintf(path, sizeof path, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(scn_scenario_load(path, sets, 4, &s, &e), SCN_OK);
+}
+
+static double total(const kv_step_cost *c, int field)
+{
+    double t = 0;
+    for (int i = 0; i < KV_OP_COUNT; i++) t += field ? c->op[i].flops : c->op[i].bytes;
+    return t;
+}
+
+START_TEST(decode_reads_weights_once_plus_kv)
+{
+    ideal("llama-2-7b");
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_FP16, 0, 0);
+    kv_seq_work w = {1, 4095};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    /* Weights read: every parameter but the input embedding table (a one-row lookup). KV:
+     * 4096 tokens * 512 KiB. Activations are a rounding error at batch 1. */
+    double weights = (6738415616.0 - 32000.0 * 4096) * 2, kv = 4096 * 512 * KIB;
+    double bytes = total(&r, 0);
+    ck_assert_msg(fabs(bytes / (weights + kv) - 1) < 0.005, "bytes %.6g vs %.6g", bytes, weights + kv);
+    ck_assert_int_eq(r.bound, KV_BOUND_MEMORY);
+    ck_assert_msg(fabs(r.seconds / (bytes / 3.35e12) - 1) < 1e-9, "memory-bound step is bytes / bandwidth");
+}
+END_TEST
+
+START_TEST(prefill_is_two_flops_per_parameter_per_token)
+{
+    ideal("llama-3-8b");
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    long T = 4096;
+    kv_seq_work w = {T, 0};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    /* GEMMs: 2 * T * (attention + MLP parameters) + the LM head for one token. */
+    double per_layer = 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 14336;
+    double gemm = 2.0 * T * per_layer * 32 + 2.0 * 4096 * 128256;
+    double got = r.op[KV_OP_QKV].flops + r.op[KV_OP_OUT_PROJ].flops + r.op[KV_OP_MLP].flops + r.op[KV_OP_LM_HEAD].flops;
+    ck_assert_msg(fabs(got / gemm - 1) < 1e-12, "%.10g vs %.10g", got, gemm);
+    /* Causal attention: 4 * heads * head_dim flops per (query, key) pair, T(T+1)/2 pairs. */
+    ck_assert(fabs(r.op[KV_OP_ATTENTION].flops - 4.0 * 4096 * (T * (T + 1) / 2.0) * 32) < 1);
+    ck_assert_int_eq(r.bound, KV_BOUND_COMPUTE);
+}
+END_TEST
+
+/* Brute force: sum over each new query of the keys it sees, capped. */
+static double brute_keys(long ctx, long n, long cap)
+{
+    double k = 0;
+    for (long j = 1; j <= n; j++) { long v = ctx + j; k += cap > 0 && v > cap ? cap : v; }
+    return k;
+}
+
+START_TEST(attention_flops_match_brute_force_with_windows)
+{
+    ideal("mistral-7b");   /* every layer windowed at 4096 */
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    long cases[][2] = {{0, 1}, {0, 5000}, {3000, 2000}, {4095, 1}, {9000, 700}, {100, 100}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kv_seq_work w = {cases[i][1], cases[i][0]};
+        kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+        double want = 4.0 * 32 * 128 * brute_keys(cases[i][0], cases[i][1], 4096) * 32;
+        ck_assert_msg(fabs(r.op[KV_OP_ATTENTION].flops - want) < 1e-6 * want, "ctx %ld new %ld", cases[i][0], cases[i][1]);
+    }
+    /* StreamingLLM sink 4 + window 508 caps at 512, tighter than the model's window. */
+    c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 4, 508);
+    kv_seq_work w = {300, 400};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(fabs(r.op[KV_OP_ATTENTION].flops - 4.0 * 32 * 128 * brute_keys(400, 300, 512) * 32) < 1);
+    /* Decode attention bytes stop growing once the window is full. */
+    c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work a = {1, 5000}, b = {1, 20000};
+    ck_assert(kv_step_time(&s, &c, SCN_ATTN_FLASH, &a, 1).op[KV_OP_ATTENTION].bytes ==
+              kv_step_time(&s, &c, SCN_ATTN_FLASH, &b, 1).op[KV_OP_ATTENTION].bytes);
+}
+END_TEST
+
+START_TEST(naive_attention_moves_the_score_matrix)
+{
+    ideal("llama-3-8b");
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    long n = 2048;
+    kv_seq_work w = {n, 0};
+    kv_step_cost f = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1), nv = kv_step_time(&s, &c, SCN_ATTN_NAIVE, &w, 1);
+    /* Scores and probabilities, 32 heads x n x n in 16-bit, each written and read once. */
+    double scores = 4.0 * 32 * n * n * 2 * 32;
+    double extra = nv.op[KV_OP_ATTENTION].bytes - f.op[KV_OP_ATTENTION].bytes;
+    /* Flash re-reads K/V once per 128-row tile: tile t (1..16) reads the 128 t keys it can see,
+     * 128 * (1 + ... + 16) = 17408 tokens; naive reads the 2048 once. 4096 B per token per layer. */
+    double kv_diff = (2048.0 - 17408.0) * 4096 * 32;
+    ck_assert_msg(fabs(extra - (scores + kv_diff)) < 1e-9 * scores, "%.10g vs %.10g", extra, scores + kv_diff);
+    ck_assert(nv.op[KV_OP_ATTENTION].seconds > f.op[KV_OP_ATTENTION].seconds);
+    /* Naive does not skip the masked half. */
+    ck_assert(fabs(nv.op[KV_OP_ATTENTION].flops - 4.0 * 4096 * n * n * 32) < 1);
+}
+END_TEST
+
+START_TEST(moe_decode_touches_experts_as_expected)
+{
+    ideal("mixtral-8x7b");
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    double expert = 3.0 * 4096 * 14336 * 2 * 32;   /* one expert's bytes over all layers */
+    kv_seq_work one = {1, 100};
+    double b1 = kv_step_time(&s, &c, SCN_ATTN_FLASH, &one, 1).op[KV_OP_MLP].bytes;
+    ck_assert(fabs(b1 / (2 * expert) - 1) < 0.01);   /* one token reads its top-2 experts */
+    /* Simulate uniform top-2 routing of 16 tokens over 8 experts; compare expected distinct experts. */
+    srand(7);
+    double sum = 0;
+    int trials = 20000;
+    for (int t = 0; t < trials; t++) {
+        int hit[8] = {0}, n = 0;
+        for (int tok = 0; tok < 16; tok++) {
+            int a = rand() % 8, b;
+            do b = rand() % 8; while (b == a);
+            hit[a] = hit[b] = 1;
+        }
+        for (int e = 0; e < 8; e++) n += hit[e];
+        sum += n;
+    }
+    kv_seq_work many[16];
+    for (int i = 0; i < 16; i++) many[i] = (kv_seq_work){1, 100};
+    double b16 = kv_step_time(&s, &c, SCN_ATTN_FLASH, many, 16).op[KV_OP_MLP].bytes;
+    ck_assert_msg(fabs(b16 / expert - sum / trials) < 0.05, "%.4f experts vs simulated %.4f", b16 / expert, sum / trials);
+}
+END_TEST
+
+START_TEST(tensor_parallel_adds_allreduce)
+{
+    ideal("llama-3-70b");
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {512, 0};
+    kv_step_cost r1 = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(r1.op[KV_OP_ALLREDUCE].seconds == 0);
+    s.deployment.tensor_parallel = 4;
+    kv_step_cost r4 = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    /* Ring all-reduce: each rank sends 2 (p-1)/p of the 512 x 8192 x 2 B message, twice a layer. */
+    double msg = 512.0 * 8192 * 2;
+    ck_assert(fabs(r4.op[KV_OP_ALLREDUCE].net_bytes - 2 * 80 * 2.0 * 3 / 4 * msg) < 1);
+    ck_assert(fabs(r4.op[KV_OP_MLP].flops * 4 - r1.op[KV_OP_MLP].flops) < 1e-3 * r1.op[KV_OP_MLP].flops);
+}
+END_TEST
+
+START_TEST(overheads_are_added)
+{
+    t_library("llama-3-8b", "h100-sxm", &s);   /* default overheads: 4 us per kernel, 2 ms per step */
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 10};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(r.op[KV_OP_STEP].seconds == 2e-3);
+    /* Per layer: 2 norms, qkv GEMM + rotary, attention write + kernel, out proj, 3 MLP kernels. */
+    double kernels = 1 + 32 * (2 + 2 + 2 + 1 + 3) + 2;
+    double launch = 0;
+    for (int i = 0; i < KV_OP_COUNT; i++) if (i != KV_OP_STEP) launch += r.op[i].t_overhead;
+    ck_assert(fabs(launch - kernels * 4e-6) < 1e-12);
+}
+END_TEST
+
+START_TEST(prefix_hits_save_whole_blocks)
+{
+    t_library("llama-3-8b", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_prefix_saving p = kv_prefix_saving_compute(&s, &c, 16, 2500, 2000);
+    ck_assert_int_eq(p.blocks_shared, 125);          /* 2000 / 16 */
+    ck_assert_int_eq(p.hit_tokens, 2000);
+    ck_assert(p.kv_bytes_saved == 2000 * 128 * KIB);
+    ck_assert(p.prefill_seconds_saved > 0 && p.prefill_flops_saved > 0);
+    /* The whole prompt cached: the last token is recomputed, so 1999 usable -> 124 blocks. */
+    p = kv_prefix_saving_compute(&s, &c, 16, 2000, 2000);
+    ck_assert_int_eq(p.blocks_shared, 124);
+    ck_assert_int_eq(p.hit_tokens, 1984);
+    /* A hit shorter than a block saves nothing. */
+    p = kv_prefix_saving_compute(&s, &c, 16, 2000, 15);
+    ck_assert_int_eq(p.hit_tokens, 0);
+    ck_assert(p.prefill_seconds_saved == 0);
+}
+END_TEST
+
+Suite *suite_roofline(void)
+{
+    Suite *su = suite_create("roofline");
+    TCase *tc = tcase_create("step");
+    tcase_add_test(tc, decode_reads_weights_once_plus_kv);
+    tcase_add_test(tc, prefill_is_two_flops_per_parameter_per_token);
+    tcase_add_test(tc, attention_flops_match_brute_force_with_windows);
+    tcase_add_test(tc, naive_attention_moves_the_score_matrix);
+    tcase_add_test(tc, moe_decode_touches_experts_as_expected);
+    tcase_add_test(tc, tensor_parallel_adds_allreduce);
+    tcase_add_test(tc, overheads_are_added);
+    tcase_add_test(tc, prefix_hits_save_whole_blocks);
+    suite_add_tcase(su, tc);
+    return su;
+}

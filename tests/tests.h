@@ -1,0 +1,31 @@
+/* tests.h: the Check suites and the helpers they share. */
+#ifndef KVPLAN_TESTS_H
+#define KVPLAN_TESTS_H
+
+#include <check.h>
+#include "../scenarios/scn.h"
+
+Suite *suite_units(void);
+Suite *suite_loader(void);
+Suite *suite_errors(void);
+Suite *suite_kv_bytes(void);
+Suite *suite_weights(void);
+Suite *suite_capacity(void);
+Suite *suite_roofline(void);
+Suite *suite_cli(void);
+
+/* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
+ * (static storage, valid until the next call with the same name slot). */
+const char *t_write(const char *name, const char *text);
+/* Loads a scenario from text (written to a temp file) with optional --set overrides. */
+scn_status t_load(const char *text, const char *const *sets, int n_sets, scn_scenario *s, scn_error *e);
+/* Loads the bundled chat scenario with a library model and hardware swapped in. */
+void t_library(const char *model, const char *hardware, scn_scenario *s);
+/* Runs the kvplan binary with args through /bin/sh; captures stdout and stderr. Returns exit code. */
+int t_run(const char *args, char *out, size_t nout, char *err, size_t nerr);
+
+#define KIB 1024.0
+#define MIB (1024.0 * 1024.0)
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+#endif
