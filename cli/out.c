@@ -235,7 +235,7 @@ static json_t *json_cell(const cell *c, out_kind kind)
 {
     if (c->is_str) return json_string(c->s);
     if (isnan(c->v) || isinf(c->v)) return json_null();
-    if ((kind == OUT_INT || kind == OUT_BYTES) && c->v == floor(c->v) && fabs(c->v) < 9e15)
+    if ((kind == OUT_INT || kind == OUT_BYTES || kind == OUT_COUNT) && c->v == floor(c->v) && fabs(c->v) < 9e15)
         return json_integer((json_int_t)c->v);
     return json_real(c->v);
 }
