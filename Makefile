@@ -27,7 +27,7 @@ CUDA ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 VERSION := 0.1.0
-PKGS := yaml-0.1 libpcre2-8 jansson
+PKGS := yaml-0.1 libpcre2-8 jansson sqlite3
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wstrict-prototypes -Wshadow \
           -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_LIBDIR='"$(CURDIR)/scenarios"' \
@@ -36,7 +36,7 @@ LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 LDFLAGS += $(SANFLAGS)
 CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
 
-LIB_SRC := $(wildcard scenarios/*.c model/*.c backend/*.c)
+LIB_SRC := $(wildcard scenarios/*.c model/*.c sim/*.c db/*.c backend/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -53,7 +53,7 @@ LIB_OBJ_CU :=
 BUILD_KIND := CPU-only ($(if $(NVCC),CUDA=0 or SANITIZE=1,nvcc not found))
 endif
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ_CU)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/db/schema_sql.o $(LIB_OBJ_CU)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
@@ -79,6 +79,14 @@ $(BUILD)/libkvplan.a: $(LIB_OBJ)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# db/schema.sql is the one source of the schema; the build embeds it as a C string.
+$(BUILD)/db/schema_sql.c: db/schema.sql
+	@mkdir -p $(dir $@)
+	{ echo 'const char DB_SCHEMA_SQL[] ='; sed 's/\\/\\\\/g; s/"/\\"/g; s/.*/"&\\n"/' $<; echo ';'; } > $@
+
+$(BUILD)/db/schema_sql.o: $(BUILD)/db/schema_sql.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.cu

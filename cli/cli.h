@@ -7,7 +7,7 @@
 
 /* sysexits-style exit codes; docs/cli.md lists them. */
 enum { CLI_OK = 0, CLI_EX_USAGE = 64, CLI_EX_DATA = 65, CLI_EX_NOINPUT = 66, CLI_EX_UNAVAILABLE = 69,
-       CLI_EX_INTERNAL = 70 };
+       CLI_EX_INTERNAL = 70, CLI_EX_CANTCREAT = 73 };
 
 #define CLI_MAX_SETS 64
 
@@ -30,6 +30,18 @@ typedef struct {
  * (and maybe its value), 0 if the flag is not common, or -1 after printing a usage error.
  * `help` is set when --help was seen. */
 int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help);
+/* If argv[*i] is `flag` ("--flag v" or "--flag=v"), returns its value and advances *i past it;
+ * else NULL. A flag without its value prints an error and makes cli_flag_missing_value() true. */
+const char *cli_flag_value(int argc, char **argv, int *i, const char *flag);
+int cli_flag_missing_value(void);
+/* True for anything that looks like an option ("-x", "--xyz"), so typos are not taken as files. */
+int cli_is_flag(const char *arg);
+/* A command's --help text. */
+const char *cli_usage_of(const char *name);
+/* The database path: the --db flag, else $KVPLAN_DB, else kvplan.db. */
+const char *cli_db_path(const char *flag);
+/* Maps a db_status to an exit code. */
+int cli_exit_for_db(int st);
 /* Parses a whole-number flag value; -1 after a usage error naming the flag. */
 int cli_parse_long(const char *flag, const char *v, long lo, long hi, long *out);
 /* Prints "kvplan CMD: message" and the usage hint; returns CLI_EX_USAGE. */
@@ -48,6 +60,9 @@ int cli_emit(const out_doc *d, out_format f);
 int cmd_memory(int argc, char **argv);
 int cmd_cost(int argc, char **argv);
 int cmd_list(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
+int cmd_runs(int argc, char **argv);
+int cmd_show(int argc, char **argv);
 
 extern const cli_command CLI_COMMANDS[];
 extern const int CLI_N_COMMANDS;

@@ -18,36 +18,48 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_EX_USAGE;
 }
 
-/* Returns the value of a flag given as "--flag value" or "--flag=value". */
-static const char *flag_value(int argc, char **argv, int *i, const char *flag)
+static int missing;
+
+int cli_flag_missing_value(void) { int m = missing; missing = 0; return m; }
+
+int cli_is_flag(const char *arg) { return arg[0] == '-' && arg[1] != 0; }
+
+const char *cli_flag_value(int argc, char **argv, int *i, const char *flag)
 {
     size_t n = strlen(flag);
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (*i + 1 >= argc) return NULL;
+    const char *a = argv[*i];
+    if (strncmp(a, flag, n) || (a[n] != 0 && a[n] != '=')) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "kvplan: %s needs a value\n", flag);
+        missing = 1;
+        return "";
+    }
     return argv[++*i];
 }
 
-static int is_flag(const char *arg, const char *flag)
+const char *cli_usage_of(const char *name)
 {
-    size_t n = strlen(flag);
-    return !strncmp(arg, flag, n) && (arg[n] == 0 || arg[n] == '=');
+    for (int i = 0; i < CLI_N_COMMANDS; i++)
+        if (!strcmp(CLI_COMMANDS[i].name, name)) return CLI_COMMANDS[i].usage;
+    return "";
 }
 
 int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help)
 {
     const char *a = argv[*i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return 1; }
-    if (is_flag(a, "--format")) {
-        const char *v = flag_value(argc, argv, i, "--format");
-        if (!v || out_format_parse(v, &c->format)) {
-            fprintf(stderr, "kvplan: --format takes table, json or csv%s%s\n", v ? ", not " : "", v ? v : "");
+    const char *v;
+    if ((v = cli_flag_value(argc, argv, i, "--format"))) {
+        if (cli_flag_missing_value()) return -1;
+        if (out_format_parse(v, &c->format)) {
+            fprintf(stderr, "kvplan: --format takes table, json or csv, not %s\n", v);
             return -1;
         }
         return 1;
     }
-    if (is_flag(a, "--set")) {
-        const char *v = flag_value(argc, argv, i, "--set");
-        if (!v) { fprintf(stderr, "kvplan: --set needs PATH=VALUE\n"); return -1; }
+    if ((v = cli_flag_value(argc, argv, i, "--set"))) {
+        if (cli_flag_missing_value()) return -1;
         if (c->n_sets == CLI_MAX_SETS) { fprintf(stderr, "kvplan: at most %d --set flags\n", CLI_MAX_SETS); return -1; }
         c->sets[c->n_sets++] = v;
         return 1;
@@ -57,6 +69,7 @@ int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help)
 
 int cli_parse_long(const char *flag, const char *v, long lo, long hi, long *out)
 {
+    if (v && !*v && missing) return -1;   /* "needs a value" was already said */
     char *end;
     errno = 0;
     long x = v ? strtol(v, &end, 10) : 0;

@@ -7,19 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *value_of(int argc, char **argv, int *i, const char *flag)
-{
-    size_t n = strlen(flag);
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    return *i + 1 < argc ? argv[++*i] : NULL;
-}
-
-static int is_flag(const char *a, const char *flag)
-{
-    size_t n = strlen(flag);
-    return !strncmp(a, flag, n) && (a[n] == 0 || a[n] == '=');
-}
-
 int cmd_cost(int argc, char **argv)
 {
     cli_common c = {.format = OUT_TABLE};
@@ -29,24 +16,25 @@ int cmd_cost(int argc, char **argv)
         int r = cli_common_flag(&c, argc, argv, &i, &help);
         if (r < 0) return CLI_EX_USAGE;
         if (r) continue;
-        const char *a = argv[i];
-        if (is_flag(a, "--batch")) {
-            if (cli_parse_long("--batch", value_of(argc, argv, &i, "--batch"), 0, 1000000, &batch)) return CLI_EX_USAGE;
-        } else if (is_flag(a, "--context")) {
-            if (cli_parse_long("--context", value_of(argc, argv, &i, "--context"), 0, 100000000, &context)) return CLI_EX_USAGE;
-        } else if (is_flag(a, "--prefill")) {
-            if (cli_parse_long("--prefill", value_of(argc, argv, &i, "--prefill"), 1, 100000000, &prefill)) return CLI_EX_USAGE;
-        } else if (is_flag(a, "--cached")) {
-            if (cli_parse_long("--cached", value_of(argc, argv, &i, "--cached"), 0, 100000000, &cached)) return CLI_EX_USAGE;
-        } else if (a[0] == '-') {
+        const char *a = argv[i], *v;
+        if ((v = cli_flag_value(argc, argv, &i, "--batch"))) {
+            if (cli_parse_long("--batch", v, 0, 1000000, &batch)) return CLI_EX_USAGE;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--context"))) {
+            if (cli_parse_long("--context", v, 0, 100000000, &context)) return CLI_EX_USAGE;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--prefill"))) {
+            if (cli_parse_long("--prefill", v, 1, 100000000, &prefill)) return CLI_EX_USAGE;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--cached"))) {
+            if (cli_parse_long("--cached", v, 0, 100000000, &cached)) return CLI_EX_USAGE;
+        } else if (cli_is_flag(a)) {
             return cli_usage_error("cost", "unknown option '%s'", a);
         } else if (!c.scenario) {
             c.scenario = a;
         } else {
             return cli_usage_error("cost", "unexpected argument '%s'", a);
         }
+        if (cli_flag_missing_value()) return CLI_EX_USAGE;
     }
-    if (help) { fputs(CLI_COMMANDS[1].usage, stdout); return CLI_OK; }
+    if (help) { fputs(cli_usage_of("cost"), stdout); return CLI_OK; }
     if (!c.scenario) return cli_usage_error("cost", "missing SCENARIO");
     if (cached && !prefill) return cli_usage_error("cost", "--cached needs --prefill");
     scn_scenario s;

@@ -45,11 +45,11 @@ int cmd_list(int argc, char **argv)
         int r = cli_common_flag(&c, argc, argv, &i, &help);
         if (r < 0) return CLI_EX_USAGE;
         if (r) continue;
-        if (argv[i][0] == '-') return cli_usage_error("list", "unknown option '%s'", argv[i]);
+        if (cli_is_flag(argv[i])) return cli_usage_error("list", "unknown option '%s'", argv[i]);
         if (what) return cli_usage_error("list", "unexpected argument '%s'", argv[i]);
         what = argv[i];
     }
-    if (help) { fputs(CLI_COMMANDS[2].usage, stdout); return CLI_OK; }
+    if (help) { fputs(cli_usage_of("list"), stdout); return CLI_OK; }
     if (c.n_sets) return cli_usage_error("list", "--set needs a scenario; list takes none");
     if (what && strcmp(what, "models") && strcmp(what, "hardware") && strcmp(what, "scenarios"))
         return cli_usage_error("list", "expected models, hardware or scenarios, not '%s'", what);

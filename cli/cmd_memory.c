@@ -6,12 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int usage(void)
-{
-    fputs(CLI_COMMANDS[0].usage, stdout);
-    return CLI_OK;
-}
-
 /* Adds the scenario summary shared by memory and cost. */
 static void scenario_section(out_doc *d, const scn_scenario *s)
 {
@@ -33,10 +27,10 @@ int cmd_memory(int argc, char **argv)
         int r = cli_common_flag(&c, argc, argv, &i, &help);
         if (r < 0) return CLI_EX_USAGE;
         if (r) continue;
-        if (!strncmp(argv[i], "--context", 9)) {
-            const char *v = argv[i][9] == '=' ? argv[i] + 10 : i + 1 < argc ? argv[++i] : NULL;
-            if (cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
-        } else if (argv[i][0] == '-') {
+        const char *v;
+        if ((v = cli_flag_value(argc, argv, &i, "--context"))) {
+            if (cli_flag_missing_value() || cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
+        } else if (cli_is_flag(argv[i])) {
             return cli_usage_error("memory", "unknown option '%s'", argv[i]);
         } else if (!c.scenario) {
             c.scenario = argv[i];
@@ -44,7 +38,7 @@ int cmd_memory(int argc, char **argv)
             return cli_usage_error("memory", "unexpected argument '%s'", argv[i]);
         }
     }
-    if (help) return usage();
+    if (help) { fputs(cli_usage_of("memory"), stdout); return CLI_OK; }
     if (!c.scenario) return cli_usage_error("memory", "missing SCENARIO");
     scn_scenario s;
     int rc = cli_load(&c, &s);

@@ -37,6 +37,30 @@ const cli_command CLI_COMMANDS[] = {
      "  --cached C       tokens already cached before that chunk (a prefix hit or earlier chunks)\n"
      "  --set PATH=VALUE override a scenario field, e.g. --set options.kv_dtype=fp8\n"
      "  --format F       table (default), json or csv (the per-operation table)\n"},
+    {"simulate", cmd_simulate, "simulate serving the scenario's workload; store the predicted run",
+     "usage: kvplan simulate SCENARIO [--seed N] [--requests-out FILE.csv] [--timeseries-out FILE.csv]\n"
+     "                                [--sample-interval T] [--db PATH | --no-db]\n"
+     "                                [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "\n"
+     "Runs the workload through kvplan's serving engine (vLLM-style scheduling, paged or contiguous\n"
+     "KV, prefix cache, preemption, replicas) with the cost model as its clock, under the first\n"
+     "value of each option list (use --set options.X=... to pick), and prints throughput, goodput,\n"
+     "TTFT/TPOT/ITL/E2E/queueing percentiles and KV behaviour. The run is stored in the database\n"
+     "in one transaction.\n"
+     "\n"
+     "  --seed N              random seed (default: the scenario's seed)\n"
+     "  --requests-out FILE   one CSV row per request (also stored in the database)\n"
+     "  --timeseries-out FILE KV use, queue and batch sampled every --sample-interval (default 1 s)\n"
+     "  --db PATH             database (default $KVPLAN_DB, else ./kvplan.db); --no-db skips it\n"
+     "  --format F            table (default), json or csv (the latency table)\n"},
+    {"runs", cmd_runs, "list the runs stored in the database",
+     "usage: kvplan runs [--db PATH] [--limit N] [--format table|json|csv]\n"
+     "\n"
+     "Lists stored runs, newest first (default limit 50), with their headline metrics.\n"},
+    {"show", cmd_show, "print one stored run",
+     "usage: kvplan show RUN [--db PATH] [--format table|json|csv]\n"
+     "\n"
+     "Prints every metric stored for run RUN (an id from `kvplan runs`) and how it was made.\n"},
     {"list", cmd_list, "list the bundled models, hardware profiles and scenarios",
      "usage: kvplan list [models|hardware|scenarios] [--format table|json|csv]\n"
      "\n"
@@ -53,7 +77,7 @@ static void print_help(FILE *fp)
     fprintf(fp, "  %-8s %s\n\n", "help", "help COMMAND prints a command's options");
     fprintf(fp, "kvplan --version prints the version and which backends this build has.\n"
                 "Exit codes: 0 ok, 64 usage, 65 bad input data, 66 input not found, 69 backend\n"
-                "unavailable, 70 internal error.\n");
+                "unavailable, 70 internal error, 73 cannot create an output file or database.\n");
 }
 
 static const cli_command *find(const char *name)

@@ -105,9 +105,12 @@ typedef struct {
     bool calibrated;
 } scn_hardware;
 
+typedef enum { SCN_ROUTER_ROUND_ROBIN, SCN_ROUTER_LEAST_OUTSTANDING, SCN_ROUTER_PREFIX_AFFINITY } scn_router;
+
 typedef struct {
     int tensor_parallel;
     int replicas;
+    scn_router router;             /* how requests are spread over replicas */
     double gpu_memory_utilization; /* fraction of device memory the engine may use */
     int max_model_len;             /* tokens; defaults to the model's max_position */
     int max_num_seqs;

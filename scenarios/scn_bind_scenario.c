@@ -10,8 +10,9 @@
 
 static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "deployment",
                                        "workload", "slo", "options", "seed", NULL};
-static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "gpu_memory_utilization",
+static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
+static const char *const ROUTERS[] = {"round_robin", "least_outstanding", "prefix_affinity", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", NULL};
@@ -51,6 +52,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     scn_deployment *d = &s->deployment;
     d->tensor_parallel = 1;
     d->replicas = 1;
+    d->router = SCN_ROUTER_LEAST_OUTSTANDING;
     d->gpu_memory_utilization = 0.90;
     d->max_model_len = s->model.max_position;
     d->max_num_seqs = 256;
@@ -59,6 +61,9 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
     if (!m) return 0;
+    int router = (int)d->router;
+    if (scn_get_enum(c, m, p, "router", ROUTERS, &router)) return -1;
+    d->router = (scn_router)router;
     if (scn_get_int(c, m, p, "tensor_parallel", 1, 1024, &d->tensor_parallel) ||
         scn_get_int(c, m, p, "replicas", 1, 100000, &d->replicas) ||
         scn_get_qty(c, m, p, "gpu_memory_utilization", SCN_UNIT_FRACTION, false, &d->gpu_memory_utilization) ||

@@ -1,0 +1,68 @@
+/* db.h: kvplan's SQLite store: versioned schema (db/schema.sql), one transaction per run,
+ * WAL and a busy timeout so several kvplan processes can write one database at once. */
+#ifndef KVPLAN_DB_H
+#define KVPLAN_DB_H
+
+#include "../scenarios/scn.h"
+#include "../sim/sim.h"
+
+#include <stddef.h>
+
+typedef enum {
+    DB_OK = 0,
+    DB_E_CANTOPEN,   /* the file cannot be created or opened (exit 73) */
+    DB_E_DATA,       /* not a kvplan database, or a newer schema (exit 65) */
+    DB_E_NOTFOUND,   /* no such run (exit 65) */
+    DB_E_INTERNAL    /* SQL failure (exit 70) */
+} db_status;
+
+typedef struct db db;
+
+/* Opens (creating and migrating as needed) the database; NULL with a message on failure. */
+db *db_open(const char *path, db_status *st, char *err, size_t n);
+void db_close(db *d);
+int db_schema_version(db *d);
+extern const int DB_SCHEMA_LATEST;
+
+/* Everything one run stores; inserted in one transaction or not at all. */
+typedef struct {
+    const scn_scenario *scenario;
+    const char *kind;          /* "predicted" or "measured" */
+    const char *executor;
+    const char *options_json;  /* the choice, as JSON */
+    unsigned long long seed;
+    const char *started, *finished;   /* ISO 8601 UTC */
+    const sim_metric_kv *metrics;
+    int n_metrics;
+    const sim_request_row *rows;      /* may be NULL */
+    long n_rows;
+    const sim_sample *samples;        /* may be NULL */
+    long n_samples;
+} db_run_rec;
+
+db_status db_run_insert(db *d, const db_run_rec *r, long *run_id, char *err, size_t n);
+
+/* One stored run, as `kvplan runs` and `kvplan show` print it. */
+typedef struct {
+    long id;
+    char scenario[128], kind[16], executor[32], options[512], started[32], finished[32], version[32];
+    unsigned long long seed;
+    double requests, throughput, ttft_p99, tpot_p99;   /* NaN when absent */
+} db_run_info;
+
+/* Calls fn for each run, newest first (at most `limit`, 0 = all). */
+db_status db_runs_list(db *d, int limit, int (*fn)(void *ud, const db_run_info *r), void *ud, char *err, size_t n);
+db_status db_run_get(db *d, long id, db_run_info *info, char *err, size_t n);
+/* Calls fn for each stored metric of a run, in insertion order. */
+db_status db_run_metrics(db *d, long id, int (*fn)(void *ud, const char *name, double value, int is_null),
+                         void *ud, char *err, size_t n);
+/* The stored scenario JSON of a run (caller frees). */
+char *db_run_scenario_json(db *d, long id);
+
+/* The resolved scenario as canonical JSON (sorted keys, compact; caller frees), and the choice. */
+char *db_scenario_json(const scn_scenario *s);
+char *db_choice_json(const sim_choice *c);
+/* Current UTC time as ISO 8601. */
+void db_now_iso(char *buf, size_t n);
+
+#endif

@@ -1,0 +1,127 @@
+/* db_json.c: the resolved scenario and an option choice as canonical JSON (sorted keys,
+ * compact), the form runs are stored and hashed in. */
+#include "db.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+
+static const char *const LAYOUT[] = {"contiguous", "paged"};
+static const char *const ATTN[] = {"flash", "naive"};
+static const char *const SCHED[] = {"static", "continuous", "chunked"};
+static const char *const ARRIVAL[] = {"poisson", "gamma", "constant", "trace"};
+static const char *const DIST[] = {"fixed", "uniform", "normal", "lognormal", "empirical"};
+static const char *const ROUTER[] = {"round_robin", "least_outstanding", "prefix_affinity"};
+static const char *const METRIC[] = {"ttft", "tpot", "itl", "e2e"};
+static const char *const GRAN[] = {"per_tensor", "per_token_head", "group"};
+
+static json_t *model_json(const scn_model *m)
+{
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:b, s:i, s:i, s:s, s:i, s:i, s:i, s:i, s:i, s:i, "
+                     "s:i, s:i, s:i, s:i, s:i, s:i}",
+                     "name", m->name, "layers", m->layers, "hidden", m->hidden, "heads", m->heads, "kv_heads", m->kv_heads,
+                     "head_dim", m->head_dim, "intermediate", m->intermediate, "vocab", m->vocab,
+                     "tie_embeddings", m->tie_embeddings, "attention_bias", m->attention_bias,
+                     "norms_per_layer", m->norms_per_layer, "max_position", m->max_position,
+                     "weight_dtype", scn_dtype_name(m->weight_dtype), "sliding_window", m->sliding_window,
+                     "sliding_layers", m->sliding_layers, "experts", m->experts, "experts_per_token", m->experts_per_token,
+                     "moe_intermediate", m->moe_intermediate, "shared_experts", m->shared_experts,
+                     "dense_layers", m->dense_layers, "kv_lora_rank", m->kv_lora_rank, "q_lora_rank", m->q_lora_rank,
+                     "qk_rope_head_dim", m->qk_rope_head_dim, "qk_nope_head_dim", m->qk_nope_head_dim,
+                     "v_head_dim", m->v_head_dim);
+}
+
+static json_t *hardware_json(const scn_hardware *h)
+{
+    json_t *flops = json_object();
+    for (int d = 0; d < SCN_DTYPE_COUNT; d++) json_object_set_new(flops, scn_dtype_name((scn_dtype)d), json_real(h->flops[d]));
+    return json_pack("{s:s, s:f, s:f, s:o, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b}",
+                     "name", h->name, "memory_bytes", h->memory, "memory_bandwidth", h->memory_bandwidth, "flops", flops,
+                     "link", (int)h->link, "link_bandwidth", h->link_bandwidth, "link_latency_s", h->link_latency,
+                     "eff_bandwidth", h->eff_bandwidth, "eff_compute", h->eff_compute, "eff_attention", h->eff_attention,
+                     "eff_link", h->eff_link, "kernel_overhead_s", h->kernel_overhead, "step_overhead_s", h->step_overhead,
+                     "runtime_memory_bytes", h->runtime_memory, "calibrated", h->calibrated);
+}
+
+static json_t *dist_json(const scn_dist *d)
+{
+    return json_pack("{s:s, s:f, s:f, s:i, s:i, s:s}", "dist", DIST[d->kind], "mean", d->mean, "sigma", d->sigma,
+                     "min", d->min, "max", d->max, "file", d->file);
+}
+
+static json_t *int_list(const int *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+static json_t *name_list(const char *const *names, const int *idx, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_string(names[idx[i]]));
+    return a;
+}
+
+char *db_scenario_json(const scn_scenario *s)
+{
+    const scn_options *o = &s->options;
+    const scn_workload *w = &s->workload;
+    const scn_deployment *d = &s->deployment;
+    int tmp[SCN_OPT_MAX];
+    json_t *opt = json_object();
+    for (int i = 0; i < o->n_layout; i++) tmp[i] = o->layout[i];
+    json_object_set_new(opt, "kv_layout", name_list(LAYOUT, tmp, o->n_layout));
+    json_object_set_new(opt, "block_size", int_list(o->block_size, o->n_block));
+    json_t *pc = json_array();
+    for (int i = 0; i < o->n_prefix; i++) json_array_append_new(pc, json_boolean(o->prefix_cache[i]));
+    json_object_set_new(opt, "prefix_cache", pc);
+    json_t *dt = json_array();
+    for (int i = 0; i < o->n_dtype; i++) json_array_append_new(dt, json_string(scn_dtype_name(o->kv_dtype[i])));
+    json_object_set_new(opt, "kv_dtype", dt);
+    for (int i = 0; i < o->n_attention; i++) tmp[i] = o->attention[i];
+    json_object_set_new(opt, "attention", name_list(ATTN, tmp, o->n_attention));
+    for (int i = 0; i < o->n_sched; i++) tmp[i] = o->scheduler[i];
+    json_object_set_new(opt, "scheduler", name_list(SCHED, tmp, o->n_sched));
+    json_t *win = json_array();
+    for (int i = 0; i < o->n_window; i++) json_array_append_new(win, json_pack("{s:i, s:i}", "sink", o->sink[i], "window", o->window[i]));
+    json_object_set_new(opt, "window", win);
+    json_t *q = json_object();
+    for (int dd = SCN_DTYPE_FP8; dd <= SCN_DTYPE_INT4; dd++)
+        json_object_set_new(q, scn_dtype_name((scn_dtype)dd),
+                            json_pack("{s:s, s:i, s:s, s:b}", "granularity", GRAN[o->quant[dd].granularity],
+                                      "group_size", o->quant[dd].group_size, "scale_dtype",
+                                      scn_dtype_name(o->quant[dd].scale_dtype), "zero_point", o->quant[dd].zero_point));
+    json_object_set_new(opt, "kv_quant", q);
+    json_t *slo = json_array();
+    for (int i = 0; i < s->slo.n; i++)
+        json_array_append_new(slo, json_pack("{s:s, s:f, s:f}", "metric", METRIC[s->slo.terms[i].metric],
+                                             "percentile", s->slo.terms[i].percentile, "limit_s", s->slo.terms[i].limit));
+    json_t *root = json_pack(
+        "{s:s, s:o, s:o, s:{s:i, s:i, s:s, s:f, s:i, s:i, s:i}, s:{s:I, s:s, s:f, s:f, s:s, s:o, s:o, s:i, s:i, s:f, "
+        "s:f, s:i, s:f}, s:o, s:o, s:I}",
+        "name", s->name, "model", model_json(&s->model), "hardware", hardware_json(&s->hardware), "deployment",
+        "tensor_parallel", d->tensor_parallel, "replicas", d->replicas, "router", ROUTER[d->router],
+        "gpu_memory_utilization", d->gpu_memory_utilization, "max_model_len", d->max_model_len, "max_num_seqs",
+        d->max_num_seqs, "max_num_batched_tokens", d->max_num_batched_tokens, "workload", "requests",
+        (json_int_t)w->requests, "arrival", ARRIVAL[w->arrival], "rate", w->rate, "cv", w->cv, "trace", w->trace,
+        "prompt_tokens", dist_json(&w->prompt), "output_tokens", dist_json(&w->output), "prefix_groups",
+        w->prefix_groups, "prefix_tokens", w->prefix_tokens, "prefix_share", w->prefix_share, "prefix_zipf",
+        w->prefix_zipf, "turns", w->turns, "think_time_s", w->think_time, "slo", slo, "options", opt, "seed",
+        (json_int_t)s->seed);
+    if (!root) return NULL;
+    char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    return out;
+}
+
+char *db_choice_json(const sim_choice *c)
+{
+    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i}", "kv_layout", LAYOUT[c->layout], "block_size",
+                          c->layout == SCN_LAYOUT_PAGED ? c->block_size : 0, "prefix_cache", c->prefix_cache, "kv_dtype",
+                          scn_dtype_name(c->kv_dtype), "attention", ATTN[c->attention], "scheduler", SCHED[c->scheduler],
+                          "sink", c->sink, "window", c->window);
+    if (!j) return NULL;
+    char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(j);
+    return out;
+}

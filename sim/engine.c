@@ -1,0 +1,278 @@
+/* engine.c: the discrete-event loop. Events are arrivals (from the arrival process, or a
+ * conversation's next turn), step completions (one per replica) and time-series samples; they
+ * fire in (time, push order), so a run is a pure function of the scenario, choice and seed. */
+#include "engine.h"
+#include "../model/kv_model.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+void sim_engine_account(sim_engine *e, sim_replica *rep)
+{
+    double dt = e->now - rep->last_t;
+    rep->last_t = e->now;
+    if (dt <= 0) return;
+    e->acc.used_integral += dt * (double)sim_kv_referenced(rep->kv);
+    /* Reserved but unused tokens: the unfilled tail of each sequence's last block (paged), or
+     * everything reserved beyond what is computed (contiguous). */
+    double unused = 0, reserved = 0;
+    bool paged = e->c.layout == SCN_LAYOUT_PAGED;
+    int bs = sim_kv_block_size(rep->kv);
+    for (sim_req *r = rep->running.head; r; r = r->next) {
+        if (paged) {
+            unused += (bs - r->computed % bs) % bs;
+            reserved += (double)((r->computed + bs - 1) / bs) * bs;
+        } else {
+            unused += (double)(r->kv.reserved - r->computed);
+            reserved += (double)r->kv.reserved;
+        }
+    }
+    e->acc.frag_unused += dt * unused;
+    e->acc.frag_reserved += dt * reserved;
+}
+
+static void note_peak(sim_engine *e)
+{
+    double used = 0;
+    for (int i = 0; i < e->n_rep; i++) used += (double)sim_kv_referenced(e->rep[i].kv);
+    if (used / e->n_rep > e->acc.used_peak) e->acc.used_peak = used / e->n_rep;
+}
+
+/* Starts the replica's next step if it is idle and has work. */
+static int kick(sim_engine *e, sim_replica *rep)
+{
+    if (rep->busy) return 0;
+    sim_engine_account(e, rep);
+    int n = sim_sched_step(e, rep);
+    if (n < 0) return -1;
+    if (n == 0) {
+        if (rep->waiting.n && !rep->running.n) {
+            snprintf(e->err, e->nerr, "request %ld cannot be admitted even into an empty replica",
+                     rep->waiting.head->spec.id);
+            return -1;
+        }
+        return 0;
+    }
+    note_peak(e);
+    double dt = 0;
+    char msg[256] = "";
+    if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg) || !(dt >= 0) || !isfinite(dt)) {
+        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+        e->internal = 1;
+        return -1;
+    }
+    rep->busy = true;
+    e->acc.steps++;
+    e->acc.batch_sum += n;
+    if (n > e->acc.batch_max) e->acc.batch_max = n;
+    rep->ev.kind = EV_STEP;
+    return sim_heap_push(&e->heap, &rep->ev, e->now + dt);
+}
+
+static int route(sim_engine *e, const sim_req_spec *s)
+{
+    if (e->n_rep == 1) return 0;
+    scn_router how = e->s->deployment.router;
+    if (how == SCN_ROUTER_ROUND_ROBIN) return (int)(e->rr++ % e->n_rep);
+    long key = s->conversation >= 0 ? s->conversation : s->prefix_group;
+    if (how == SCN_ROUTER_PREFIX_AFFINITY && key >= 0) return (int)(key % e->n_rep);
+    int best = 0;
+    for (int i = 1; i < e->n_rep; i++)
+        if (e->rep[i].outstanding < e->rep[best].outstanding) best = i;
+    return best;
+}
+
+static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
+{
+    sim_req *r = calloc(1, sizeof *r);
+    if (!r) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return NULL; }
+    r->spec = *spec;
+    r->total = spec->prompt;
+    r->ev.idx = -1;
+    r->kv.prefix_seed = spec->prefix_seed;
+    r->kv.body_seed = spec->body_seed;
+    r->kv.prefix_len = spec->prefix_len;
+    if (++e->alive > e->peak_alive) e->peak_alive = e->alive;
+    return r;
+}
+
+static int enqueue(sim_engine *e, sim_req *r)
+{
+    r->replica = route(e, &r->spec);
+    sim_replica *rep = &e->rep[r->replica];
+    rep->outstanding++;
+    r->state = REQ_WAITING;
+    sim_list_push_back(&rep->waiting, r);
+    return kick(e, rep);
+}
+
+/* Pulls the next request from the arrival process and schedules its arrival. */
+static int next_arrival(sim_engine *e)
+{
+    int rc = sim_workload_next(e->wl, &e->next_spec, e->err, e->nerr);
+    if (rc < 0) return -1;
+    if (rc > 0) return 0;
+    e->arrival_ev.kind = EV_ARRIVAL;
+    return sim_heap_push(&e->heap, &e->arrival_ev, e->next_spec.arrival);
+}
+
+int sim_engine_complete(sim_engine *e, sim_replica *rep, sim_req *r)
+{
+    sim_request_row row = {
+        .id = r->spec.id, .replica = rep->id, .arrival = r->spec.arrival,
+        .queue = r->t_sched - r->spec.arrival, .ttft = r->t_first - r->spec.arrival,
+        .tpot = r->spec.output > 1 ? (r->t_last - r->t_first) / (r->spec.output - 1) : 0,
+        .e2e = r->t_last - r->spec.arrival, .prompt = r->spec.prompt, .output = r->spec.output,
+        .cached = r->cached, .preemptions = r->preemptions, .conversation = r->spec.conversation,
+        .turn = r->spec.turn,
+    };
+    sim_acc_request(&e->acc, &e->s->slo, &row);
+    rep->outstanding--;
+    e->done++;
+    if (e->o->on_request && e->o->on_request(e->o->ud, &row)) {
+        snprintf(e->err, e->nerr, "writing the per-request output failed");
+        return -1;
+    }
+    if (e->o->on_progress && (e->done % 1024 == 0)) e->o->on_progress(e->o->ud, e->done, e->total);
+    sim_req_spec next;
+    if (sim_workload_next_turn(e->wl, &r->spec, e->now, &next) == 0) {
+        sim_req *t = new_req(e, &next);
+        if (!t) return -1;
+        t->ev.kind = EV_TURN;
+        if (sim_heap_push(&e->heap, &t->ev, next.arrival)) return -1;
+    }
+    e->total = sim_workload_total(e->wl);
+    return 0;
+}
+
+static int sample(sim_engine *e)
+{
+    sim_sample s = {.t = e->now};
+    double used = 0, total = 0;
+    for (int i = 0; i < e->n_rep; i++) {
+        used += (double)sim_kv_referenced(e->rep[i].kv);
+        total += (double)sim_kv_total(e->rep[i].kv);
+        s.waiting += e->rep[i].waiting.n;
+        s.running += e->rep[i].running.n;
+    }
+    s.kv_used = total > 0 ? used / total : 0;
+    if (e->o->on_sample && e->o->on_sample(e->o->ud, &s)) {
+        snprintf(e->err, e->nerr, "writing the time series failed");
+        return -1;
+    }
+    if (e->heap.n == 0) return 0;   /* nothing else will happen */
+    return sim_heap_push(&e->heap, &e->sample_ev, e->now + e->o->sample_interval);
+}
+
+static int loop(sim_engine *e)
+{
+    sim_event *ev;
+    while ((ev = sim_heap_pop(&e->heap))) {
+        e->now = ev->t;
+        int rc = 0;
+        switch (ev->kind) {
+        case EV_ARRIVAL: {
+            sim_req *r = new_req(e, &e->next_spec);
+            rc = !r || enqueue(e, r) || next_arrival(e);
+            break;
+        }
+        case EV_TURN:
+            rc = enqueue(e, CONTAINER(ev, sim_req, ev));
+            break;
+        case EV_STEP: {
+            sim_replica *rep = CONTAINER(ev, sim_replica, ev);
+            rep->busy = false;
+            sim_engine_account(e, rep);
+            rc = sim_sched_finish(e, rep) || kick(e, rep);
+            break;
+        }
+        case EV_SAMPLE:
+            rc = sample(e);
+            break;
+        }
+        if (rc || e->failed) return -1;
+    }
+    return 0;
+}
+
+static long blocks_for(const scn_scenario *s, const sim_choice *c, char *err, size_t n)
+{
+    kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
+    kv_capacity k = kv_capacity_compute(s, &cfg, c->layout == SCN_LAYOUT_PAGED ? c->block_size : 1, 0);
+    long blocks = c->layout == SCN_LAYOUT_PAGED ? k.capacity_blocks : k.capacity_tokens;
+    if (blocks <= 0)
+        snprintf(err, n, "the model does not fit: weights, activations and runtime leave %.2f GiB for the KV cache",
+                 k.kv_budget / 1073741824.0);
+    return blocks;
+}
+
+int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const sim_run_opts *o,
+            sim_metrics *m, char *err, size_t n)
+{
+    memset(m, 0, sizeof *m);
+    if (sim_choice_check(c, err, n)) return SIM_E_DATA;
+    long blocks = o->kv_blocks_override > 0 ? o->kv_blocks_override : blocks_for(s, c, err, n);
+    if (blocks <= 0) return SIM_E_DATA;
+    sim_engine e;
+    memset(&e, 0, sizeof e);
+    e.s = s; e.c = *c; e.ex = ex; e.o = o; e.err = err; e.nerr = n;
+    e.arrival_ev.idx = e.sample_ev.idx = -1;
+    e.sample_ev.kind = EV_SAMPLE;
+    /* vLLM keeps 1 % of blocks free at admission so running sequences can grow. */
+    e.watermark = c->layout == SCN_LAYOUT_PAGED ? blocks / 100 : 0;
+    sim_heap_init(&e.heap);
+    int rc = SIM_E_INTERNAL;
+    if (sim_acc_init(&e.acc)) { snprintf(err, n, "out of memory"); goto out; }
+    e.n_rep = s->deployment.replicas;
+    e.rep = calloc((size_t)e.n_rep, sizeof *e.rep);
+    if (!e.rep) { snprintf(err, n, "out of memory"); goto out; }
+    for (int i = 0; i < e.n_rep; i++) {
+        e.rep[i].id = i;
+        e.rep[i].ev.idx = -1;
+        e.rep[i].kv = sim_kv_init(blocks, c->block_size, c->layout == SCN_LAYOUT_PAGED, c->prefix_cache, c->sink, c->window);
+        if (!e.rep[i].kv) { snprintf(err, n, "out of memory for %ld KV blocks", blocks); goto out; }
+    }
+    int noinput = 0;
+    e.wl = sim_workload_init(s, o->seed, &noinput, err, n);
+    if (!e.wl) { rc = noinput ? SIM_E_NOINPUT : SIM_E_DATA; goto out; }
+    e.total = sim_workload_total(e.wl);
+    rc = SIM_E_DATA;   /* from here a failure is a bad trace line or a request that cannot fit */
+    if (next_arrival(&e)) goto out;
+    if (o->sample_interval > 0 && sim_heap_push(&e.heap, &e.sample_ev, 0)) goto out;
+    rc = loop(&e) ? (e.internal ? SIM_E_INTERNAL : SIM_E_DATA) : SIM_OK;
+    if (rc == SIM_OK) {
+        for (int i = 0; i < e.n_rep; i++) sim_engine_account(&e, &e.rep[i]);
+        /* used_integral covers all replicas; per-replica utilisation divides by their count. */
+        e.acc.used_integral /= e.n_rep;
+        sim_acc_finish(&e.acc, blocks, m);
+        m->kv_blocks = blocks;
+        m->kv_tokens = c->layout == SCN_LAYOUT_PAGED ? blocks * c->block_size : blocks;
+        m->events = (long)e.heap.next_seq;
+        m->peak_in_flight = e.peak_alive;
+        if (o->on_progress) o->on_progress(o->ud, e.done, e.done);
+    }
+out:
+    for (int i = 0; e.rep && i < e.n_rep; i++) {
+        sim_replica *rep = &e.rep[i];
+        for (sim_list *l = &rep->waiting; l; l = l == &rep->waiting ? &rep->running : NULL)
+            while (l->head) { sim_req *r = l->head; sim_list_remove(l, r); free(r->kv.blocks); free(r); }
+        sim_kv_free(rep->kv);
+        free(rep->batch.seqs);
+        free(rep->breq);
+        free(rep->sb);
+    }
+    /* Follow-up turns still queued (only after a failure) own their requests. */
+    sim_event *ev;
+    while ((ev = sim_heap_pop(&e.heap)))
+        if (ev->kind == EV_TURN) { sim_req *r = CONTAINER(ev, sim_req, ev); free(r); }
+    free(e.rep);
+    sim_heap_free(&e.heap);
+    sim_workload_free(e.wl);
+    sim_acc_free(&e.acc);
+    return rc;
+}

@@ -1,0 +1,291 @@
+/* kv_manager.c: paged and contiguous KV allocation with a prefix cache (see kv_manager.h). */
+#include "kv_manager.h"
+#include "rng.h"
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CHAIN_ROOT 0x6b76706c616e0001ULL   /* the parent hash of a sequence's first block */
+
+struct sim_kv {
+    long n;                 /* blocks */
+    int bs;
+    bool paged, prefix;
+    int sink, window;
+    int32_t *refs;          /* reference count per block */
+    uint64_t *hash;         /* registered hash per block (valid when reg) */
+    uint8_t *reg;           /* block is registered in the cache map */
+    int32_t *free_stack;    /* never-cached free blocks */
+    long n_free;
+    int32_t *lru_prev, *lru_next;   /* unreferenced cached blocks, oldest at head */
+    int32_t lru_head, lru_tail;
+    long n_lru;
+    long n_referenced, n_cached;
+    /* open-addressing map: hash -> block */
+    uint64_t *keys;
+    int32_t *vals;          /* -1 = empty */
+    long mask;
+    long reserved;          /* contiguous: tokens reserved */
+};
+
+sim_kv *sim_kv_init(long blocks, int block_size, bool paged, bool prefix_cache, int sink, int window)
+{
+    sim_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) return NULL;
+    kv->n = blocks;
+    kv->bs = paged ? block_size : 1;
+    kv->paged = paged;
+    kv->prefix = paged && prefix_cache;
+    kv->sink = sink;
+    kv->window = window;
+    kv->lru_head = kv->lru_tail = -1;
+    if (!paged) return kv;
+    size_t nb = (size_t)blocks;
+    kv->refs = calloc(nb, sizeof *kv->refs);
+    kv->free_stack = malloc(nb * sizeof *kv->free_stack);
+    if (!kv->refs || !kv->free_stack) goto err;
+    /* Blocks are handed out lowest id first, so runs are deterministic and readable. */
+    for (long i = 0; i < blocks; i++) kv->free_stack[i] = (int32_t)(blocks - 1 - i);
+    kv->n_free = blocks;
+    if (kv->prefix) {
+        long cap = 16;
+        while (cap < 2 * blocks) cap *= 2;
+        kv->mask = cap - 1;
+        kv->hash = calloc(nb, sizeof *kv->hash);
+        kv->reg = calloc(nb, 1);
+        kv->lru_prev = malloc(nb * sizeof *kv->lru_prev);
+        kv->lru_next = malloc(nb * sizeof *kv->lru_next);
+        kv->keys = malloc((size_t)cap * sizeof *kv->keys);
+        kv->vals = malloc((size_t)cap * sizeof *kv->vals);
+        if (!kv->hash || !kv->reg || !kv->lru_prev || !kv->lru_next || !kv->keys || !kv->vals) goto err;
+        for (long i = 0; i < cap; i++) kv->vals[i] = -1;
+    }
+    return kv;
+err:
+    sim_kv_free(kv);
+    return NULL;
+}
+
+void sim_kv_free(sim_kv *kv)
+{
+    if (!kv) return;
+    free(kv->refs); free(kv->hash); free(kv->reg); free(kv->free_stack);
+    free(kv->lru_prev); free(kv->lru_next); free(kv->keys); free(kv->vals);
+    free(kv);
+}
+
+long sim_kv_total(const sim_kv *kv) { return kv->n; }
+int sim_kv_block_size(const sim_kv *kv) { return kv->bs; }
+long sim_kv_available(const sim_kv *kv) { return kv->paged ? kv->n_free + kv->n_lru : kv->n - kv->reserved; }
+long sim_kv_referenced(const sim_kv *kv) { return kv->paged ? kv->n_referenced : kv->reserved; }
+long sim_kv_cached(const sim_kv *kv) { return kv->n_cached; }
+
+/* ---- the hash map ---- */
+static long map_find(const sim_kv *kv, uint64_t h)
+{
+    for (long i = (long)(h & (uint64_t)kv->mask);; i = (i + 1) & kv->mask) {
+        if (kv->vals[i] < 0) return -1;
+        if (kv->keys[i] == h) return i;
+    }
+}
+
+static void map_put(sim_kv *kv, uint64_t h, int32_t b)
+{
+    long i = (long)(h & (uint64_t)kv->mask);
+    while (kv->vals[i] >= 0) i = (i + 1) & kv->mask;
+    kv->keys[i] = h;
+    kv->vals[i] = b;
+}
+
+/* Deletes slot i, shifting later entries of the probe run back (no tombstones). */
+static void map_del(sim_kv *kv, long i)
+{
+    kv->vals[i] = -1;
+    for (long j = (i + 1) & kv->mask; kv->vals[j] >= 0; j = (j + 1) & kv->mask) {
+        long home = (long)(kv->keys[j] & (uint64_t)kv->mask);
+        /* Move j into the hole if its home is not in (i, j] cyclically. */
+        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!between) {
+            kv->keys[i] = kv->keys[j];
+            kv->vals[i] = kv->vals[j];
+            kv->vals[j] = -1;
+            i = j;
+        }
+    }
+}
+
+/* ---- LRU of unreferenced cached blocks ---- */
+static void lru_unlink(sim_kv *kv, int32_t b)
+{
+    int32_t p = kv->lru_prev[b], n = kv->lru_next[b];
+    if (p >= 0) kv->lru_next[p] = n; else kv->lru_head = n;
+    if (n >= 0) kv->lru_prev[n] = p; else kv->lru_tail = p;
+    kv->n_lru--;
+}
+
+static void lru_push(sim_kv *kv, int32_t b)
+{
+    kv->lru_prev[b] = kv->lru_tail;
+    kv->lru_next[b] = -1;
+    if (kv->lru_tail >= 0) kv->lru_next[kv->lru_tail] = b; else kv->lru_head = b;
+    kv->lru_tail = b;
+    kv->n_lru++;
+}
+
+static int32_t alloc_block(sim_kv *kv)
+{
+    int32_t b;
+    if (kv->n_free) {
+        b = kv->free_stack[--kv->n_free];
+    } else if (kv->n_lru) {
+        b = kv->lru_head;                    /* evict the least recently used cached block */
+        lru_unlink(kv, b);
+        long slot = map_find(kv, kv->hash[b]);
+        if (slot >= 0) map_del(kv, slot);
+        kv->reg[b] = 0;
+        kv->n_cached--;
+    } else {
+        return -1;
+    }
+    kv->refs[b] = 1;
+    kv->n_referenced++;
+    return b;
+}
+
+static void unref(sim_kv *kv, int32_t b)
+{
+    if (--kv->refs[b] > 0) return;
+    kv->n_referenced--;
+    if (kv->prefix && kv->reg[b]) lru_push(kv, b);
+    else kv->free_stack[kv->n_free++] = b;
+}
+
+static int push_block(sim_kv_seq *q, int32_t b)
+{
+    if (q->n_blocks == q->cap) {
+        int cap = q->cap ? q->cap * 2 : 8;
+        int32_t *nb = realloc(q->blocks, sizeof *nb * (size_t)cap);
+        if (!nb) return -1;
+        q->blocks = nb;
+        q->cap = cap;
+    }
+    q->blocks[q->n_blocks++] = b;
+    return 0;
+}
+
+static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
+{
+    uint64_t h = parent;
+    sim_batch_seq t = {.prefix_seed = q->prefix_seed, .body_seed = q->body_seed, .prefix_len = q->prefix_len};
+    for (int p = j * kv->bs; p < (j + 1) * kv->bs; p++) h = sim_mix64(h ^ sim_seq_token(&t, p));
+    return h;
+}
+
+int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free)
+{
+    if (from_free) *from_free = 0;
+    if (!kv->prefix || q->n_blocks) return 0;
+    int max_blocks = (prompt - 1) / kv->bs;   /* the last prompt token is always computed */
+    uint64_t h = CHAIN_ROOT;
+    int j = 0;
+    for (; j < max_blocks; j++) {
+        uint64_t hj = block_hash(kv, q, h, j);
+        long slot = map_find(kv, hj);
+        if (slot < 0) break;
+        int32_t b = kv->vals[slot];
+        if (kv->refs[b] == 0 && from_free) (*from_free)++;
+        if (take) {
+            if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
+            kv->refs[b]++;
+            if (push_block(q, b)) { unref(kv, b); break; }
+        }
+        h = hj;
+    }
+    if (take) { q->hashed = j; q->chain = h; }
+    return j * kv->bs;
+}
+
+long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
+{
+    if (!kv->paged) return upto > q->reserved ? upto - q->reserved : 0;
+    long want = ((long)upto + kv->bs - 1) / kv->bs - q->n_blocks;
+    return want > 0 ? want : 0;
+}
+
+int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
+{
+    long need = sim_kv_needed(kv, q, upto);
+    if (!need) return 0;
+    if (!kv->paged) return sim_kv_reserve(kv, q, upto);
+    if (need > sim_kv_available(kv)) return -1;
+    for (long i = 0; i < need; i++) {
+        int32_t b = alloc_block(kv);
+        if (b < 0 || push_block(q, b)) { if (b >= 0) unref(kv, b); return -1; }
+    }
+    return 0;
+}
+
+int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens)
+{
+    long extra = tokens - q->reserved;
+    if (extra <= 0) return 0;
+    if (extra > kv->n - kv->reserved) return -1;
+    kv->reserved += extra;
+    q->reserved = tokens;
+    return 0;
+}
+
+void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
+{
+    if (!kv->paged) return;
+    if (kv->prefix) {
+        int full = computed / kv->bs;
+        for (int j = q->hashed; j < full && j < q->n_blocks; j++) {
+            uint64_t hj = block_hash(kv, q, q->chain, j);
+            int32_t b = q->blocks[j];
+            /* A block already known under another id stays private to this sequence. */
+            if (b >= 0 && !kv->reg[b] && map_find(kv, hj) < 0) {
+                map_put(kv, hj, b);
+                kv->hash[b] = hj;
+                kv->reg[b] = 1;
+                kv->n_cached++;
+            }
+            q->chain = hj;
+            q->hashed = j + 1;
+        }
+    }
+    if (kv->window > 0) {
+        int sink_blocks = (kv->sink + kv->bs - 1) / kv->bs;
+        int keep_from = computed - kv->window;          /* first position the window still needs */
+        for (int j = sink_blocks; j < q->n_blocks && (j + 1) * kv->bs <= keep_from; j++) {
+            if (q->blocks[j] >= 0) { unref(kv, q->blocks[j]); q->blocks[j] = -1; }
+        }
+        if (keep_from > q->held_from) q->held_from = keep_from;
+    }
+}
+
+int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed)
+{
+    (void)q;
+    if (kv->window <= 0 || computed <= kv->sink + kv->window) return computed;
+    return kv->sink + kv->window;
+}
+
+void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
+{
+    if (kv->paged) {
+        /* Release newest first, so the LRU evicts a sequence's tail before its shared head. */
+        for (int j = q->n_blocks - 1; j >= 0; j--)
+            if (q->blocks[j] >= 0) unref(kv, q->blocks[j]);
+    } else {
+        kv->reserved -= q->reserved;
+    }
+    free(q->blocks);
+    q->blocks = NULL;
+    q->n_blocks = q->cap = 0;
+    q->reserved = 0;
+    q->hashed = 0;
+    q->chain = 0;
+    q->held_from = 0;
+}

@@ -1,0 +1,58 @@
+/* kv_manager.h: the KV block manager.
+ *
+ * Paged: a pool of fixed-size blocks handed out one at a time as a sequence grows. Prefix
+ * cache (vLLM-style): each full block is named by a hash chained from its parent's hash and its
+ * tokens; only full blocks are shared; blocks carry reference counts; unreferenced cached blocks
+ * stay reusable until evicted, least recently used first. Sink + window: a sequence keeps its
+ * first `sink` tokens and its last `window`; blocks wholly outside both are freed.
+ * Contiguous: each sequence reserves its worst-case length at admission (block size 1). */
+#ifndef KVPLAN_SIM_KV_MANAGER_H
+#define KVPLAN_SIM_KV_MANAGER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct sim_kv sim_kv;
+
+/* A sequence's KV state; zero-initialise, then set the token streams. */
+typedef struct {
+    int32_t *blocks;        /* logical block j -> block id, or -1 once dropped by the window */
+    int n_blocks, cap;
+    long reserved;          /* contiguous: tokens reserved */
+    int hashed;             /* leading logical blocks whose chain hash is known */
+    uint64_t chain;         /* hash of block hashed - 1 */
+    int held_from;          /* first position still held outside the sink (window) */
+    /* token streams (sim_token_id) */
+    uint64_t prefix_seed, body_seed;
+    int prefix_len;
+} sim_kv_seq;
+
+sim_kv *sim_kv_init(long blocks, int block_size, bool paged, bool prefix_cache, int sink, int window);
+void sim_kv_free(sim_kv *kv);
+
+long sim_kv_total(const sim_kv *kv);        /* blocks (contiguous: tokens) */
+int sim_kv_block_size(const sim_kv *kv);
+long sim_kv_available(const sim_kv *kv);    /* free + evictable cached blocks */
+long sim_kv_referenced(const sim_kv *kv);   /* blocks some sequence holds */
+long sim_kv_cached(const sim_kv *kv);       /* blocks registered in the prefix cache */
+
+/* The longest run of cached full blocks that starts the prompt, leaving at least the last
+ * prompt token to compute; returns the tokens hit. With take, the sequence takes references on
+ * those blocks; without, nothing changes and *from_free counts the hit blocks that are
+ * currently unreferenced (admitting would take them out of the available pool). */
+int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free);
+/* Blocks needed to hold positions [0, upto). */
+long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto);
+/* Makes room for positions [0, upto): 0, or -1 with nothing allocated. */
+int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto);
+/* Contiguous: reserves `tokens` for the sequence's lifetime; -1 if they are not free. */
+int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens);
+/* After positions [0, computed) hold KV: registers newly full blocks in the prefix cache and
+ * frees blocks the window has passed. */
+void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed);
+/* Tokens whose KV the sequence holds, given `computed` positions (window applied). */
+int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed);
+/* Drops every reference the sequence holds and frees its table. */
+void sim_kv_release(sim_kv *kv, sim_kv_seq *q);
+
+#endif

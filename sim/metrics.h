@@ -1,0 +1,26 @@
+/* metrics.h: what a run accumulates while it goes (histograms, time integrals, counters) and
+ * how that becomes sim_metrics. Internal to sim/. */
+#ifndef KVPLAN_SIM_METRICS_H
+#define KVPLAN_SIM_METRICS_H
+
+#include "hist.h"
+#include "sim.h"
+
+typedef struct {
+    sim_hist h[SIM_Q_COUNT];
+    long requests, in_tokens, out_tokens, good;
+    long prompt_tokens, hit_tokens;      /* prefix hit rate */
+    double t_first_arrival, t_last_finish;
+    double used_integral, used_peak;     /* block-seconds referenced, over all replicas */
+    double frag_unused, frag_reserved;   /* token-seconds */
+    long preemptions, steps, batch_sum, batch_max;
+} sim_acc;
+
+int sim_acc_init(sim_acc *a);
+void sim_acc_free(sim_acc *a);
+/* True when a finished request meets every SLO term's limit. */
+bool sim_slo_met(const scn_slo *slo, const sim_request_row *r);
+void sim_acc_request(sim_acc *a, const scn_slo *slo, const sim_request_row *r);
+void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m);
+
+#endif

@@ -1,0 +1,18 @@
+/* rng.h: deterministic random numbers (xoshiro256**, seeded by splitmix64) and the
+ * distributions the workload draws from. Same seed, same stream, on every platform. */
+#ifndef KVPLAN_SIM_RNG_H
+#define KVPLAN_SIM_RNG_H
+
+#include <stdint.h>
+
+typedef struct { uint64_t s[4]; } sim_rng;
+
+void sim_rng_seed(sim_rng *r, uint64_t seed);
+uint64_t sim_rng_next(sim_rng *r);
+double sim_rng_uniform(sim_rng *r);                 /* [0, 1) */
+double sim_rng_exp(sim_rng *r, double rate);        /* mean 1/rate */
+double sim_rng_normal(sim_rng *r);                  /* standard normal */
+double sim_rng_gamma(sim_rng *r, double shape);     /* scale 1 */
+uint64_t sim_mix64(uint64_t x);                     /* splitmix64's finaliser */
+
+#endif

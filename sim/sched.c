@@ -1,0 +1,321 @@
+/* sched.c: the scheduler, modelled on vLLM's.
+ *
+ * continuous (vLLM V0's default): if waiting requests fit, a step prefills them whole, FIFO,
+ * within max_num_seqs and max_num_batched_tokens; otherwise it decodes every running sequence.
+ * chunked (vLLM V1, Sarathi): each step first gives running sequences their next token or
+ * prefill chunk, then admits waiting requests into what is left of the token budget.
+ * static (FasterTransformer-style baseline): a fixed batch padded to its longest prompt and
+ * longest output runs to completion before the next batch starts.
+ * Admission needs free blocks beyond a watermark; a running sequence that cannot grow preempts
+ * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
+ * the queue), or itself when it is the newest. */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void sim_list_push_back(sim_list *l, sim_req *r)
+{
+    r->next = NULL;
+    r->prev = l->tail;
+    if (l->tail) l->tail->next = r; else l->head = r;
+    l->tail = r;
+    l->n++;
+}
+
+void sim_list_push_front(sim_list *l, sim_req *r)
+{
+    r->prev = NULL;
+    r->next = l->head;
+    if (l->head) l->head->prev = r; else l->tail = r;
+    l->head = r;
+    l->n++;
+}
+
+void sim_list_remove(sim_list *l, sim_req *r)
+{
+    if (r->prev) r->prev->next = r->next; else l->head = r->next;
+    if (r->next) r->next->prev = r->prev; else l->tail = r->prev;
+    r->prev = r->next = NULL;
+    l->n--;
+}
+
+static int batch_room(sim_replica *rep, int n)
+{
+    if (n <= rep->bcap) return 0;
+    int cap = rep->bcap ? rep->bcap : 64;
+    while (cap < n) cap *= 2;
+    sim_batch_seq *s = realloc(rep->batch.seqs, sizeof *s * (size_t)cap);
+    if (s) rep->batch.seqs = s;
+    sim_req **b = realloc(rep->breq, sizeof *b * (size_t)cap);
+    if (b) rep->breq = b;
+    if (!s || !b) return -1;
+    rep->bcap = cap;
+    return 0;
+}
+
+static int add_seq(sim_replica *rep, sim_req *r, int new_tokens, int start, int context)
+{
+    if (batch_room(rep, rep->batch.n + 1)) return -1;
+    int i = rep->batch.n++;
+    sim_batch_seq *q = &rep->batch.seqs[i];
+    q->req_id = r->spec.id;
+    q->new_tokens = new_tokens;
+    q->start = start;
+    q->context = context;
+    q->blocks = r->kv.blocks;
+    q->n_blocks = r->kv.n_blocks;
+    q->prefix_seed = r->spec.prefix_seed;
+    q->body_seed = r->spec.body_seed;
+    q->prefix_len = r->spec.prefix_len;
+    rep->breq[i] = r;
+    r->step_new = new_tokens;
+    rep->batch.tokens += new_tokens;
+    return 0;
+}
+
+static int fail(sim_engine *e, const char *fmt, long a, long b, long c)
+{
+    snprintf(e->err, e->nerr, fmt, a, b, c);
+    e->failed = 1;
+    return -1;
+}
+
+static void preempt(sim_engine *e, sim_replica *rep, sim_req *r)
+{
+    sim_kv_release(rep->kv, &r->kv);
+    r->computed = 0;
+    r->state = REQ_WAITING;
+    r->preemptions++;
+    e->acc.preemptions++;
+    sim_list_remove(&rep->running, r);
+    sim_list_push_front(&rep->waiting, r);
+}
+
+/* What a contiguous allocator reserves: the request's longest possible length (prompt plus the
+ * most it may generate), or the StreamingLLM window when that is smaller. */
+static long contiguous_reservation(const sim_engine *e, const sim_req *r)
+{
+    const scn_workload *w = &e->s->workload;
+    long lim = e->s->deployment.max_model_len;
+    long out_max = w->output.max > 0 ? w->output.max : lim;
+    if (w->output.kind == SCN_DIST_FIXED) out_max = (long)w->output.mean;
+    if (out_max < r->spec.output) out_max = r->spec.output;
+    long want = (long)r->spec.prompt + out_max;
+    if (want > lim) want = lim;
+    if (want < r->total + 1) want = r->total + 1;
+    if (e->c.window > 0 && want > e->c.sink + e->c.window) want = e->c.sink + e->c.window;
+    return want;
+}
+
+/* Grows r to hold positions [0, upto), preempting the newest running sequences as needed.
+ * Returns 1 if r was itself preempted, 0 if it grew, -1 on a fatal problem. */
+static int grow_or_preempt(sim_engine *e, sim_replica *rep, sim_req *r, int upto)
+{
+    while (sim_kv_grow(rep->kv, &r->kv, upto) != 0) {
+        sim_req *victim = rep->running.tail;
+        if (victim == r) {
+            if (rep->running.n == 1)
+                return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds",
+                            r->spec.id, sim_kv_needed(rep->kv, &r->kv, upto) + r->kv.n_blocks, sim_kv_total(rep->kv));
+            preempt(e, rep, r);
+            return 1;
+        }
+        preempt(e, rep, victim);
+    }
+    return 0;
+}
+
+/* Tries to admit the head of the waiting list with at most `budget` new tokens. Returns the
+ * tokens scheduled, 0 if it does not fit now, -1 if it can never fit. */
+static long admit(sim_engine *e, sim_replica *rep, sim_req *r, long budget, bool chunked)
+{
+    sim_kv *kv = rep->kv;
+    bool paged = e->c.layout == SCN_LAYOUT_PAGED;
+    long from_free = 0;
+    int hit = sim_kv_match_prefix(kv, &r->kv, r->total, false, &from_free);
+    long want = r->total - hit;
+    if (want > budget) {
+        if (chunked) want = budget;
+        else if (rep->batch.n > 0) return 0;   /* a whole prompt longer than the budget runs alone */
+    }
+    if (want <= 0) return 0;
+    long upto = hit + want;
+    if (paged) {
+        long bs = sim_kv_block_size(kv);
+        long need = (upto + bs - 1) / bs - hit / bs;
+        long whole = ((long)r->total + bs) / bs;
+        if (whole > sim_kv_total(kv) - e->watermark)
+            return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds", r->spec.id, whole,
+                        sim_kv_total(kv) - e->watermark);
+        if (need + from_free + e->watermark > sim_kv_available(kv)) return 0;
+        sim_kv_match_prefix(kv, &r->kv, r->total, true, NULL);
+        if (sim_kv_grow(kv, &r->kv, (int)upto)) { sim_kv_release(kv, &r->kv); return 0; }
+    } else {
+        long res = contiguous_reservation(e, r);
+        if (res > sim_kv_total(kv))
+            return fail(e, "request %ld needs %ld tokens reserved, more than the %ld the KV cache holds",
+                        r->spec.id, res, sim_kv_total(kv));
+        if (sim_kv_reserve(kv, &r->kv, res)) return 0;
+    }
+    if (!r->admitted_once) {
+        r->admitted_once = true;
+        r->cached = hit;
+        r->t_sched = e->now;
+        e->acc.prompt_tokens += r->spec.prompt;
+        e->acc.hit_tokens += hit;
+    }
+    r->computed = hit;
+    r->state = REQ_RUNNING;
+    sim_list_remove(&rep->waiting, r);
+    sim_list_push_back(&rep->running, r);
+    if (add_seq(rep, r, (int)want, hit, sim_kv_held(kv, &r->kv, hit))) return -1;
+    return want;
+}
+
+static int step_static(sim_engine *e, sim_replica *rep)
+{
+    if (rep->sb_n == 0) {
+        /* Form a batch: FIFO, while every member's padded reservation still fits. */
+        int P = 0, O = 0, n = 0;
+        long avail = sim_kv_available(rep->kv) - e->watermark;
+        long bs = e->c.layout == SCN_LAYOUT_PAGED ? sim_kv_block_size(rep->kv) : 1;
+        for (sim_req *r = rep->waiting.head; r && n < e->s->deployment.max_num_seqs; r = r->next) {
+            int p = r->total > P ? r->total : P, o = r->spec.output - r->generated > O ? r->spec.output - r->generated : O;
+            long per = ((long)p + o + bs - 1) / bs;
+            if (per * (n + 1) > avail) {
+                if (n == 0) return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds",
+                                        r->spec.id, per, avail);
+                break;
+            }
+            P = p; O = o; n++;
+        }
+        if (n == 0) return 0;
+        if (n > rep->sb_cap) {
+            sim_req **nb = realloc(rep->sb, sizeof *nb * (size_t)n);
+            if (!nb) return -1;
+            rep->sb = nb;
+            rep->sb_cap = n;
+        }
+        rep->sb_n = n;
+        rep->sb_prompt = P;
+        rep->sb_output = O;
+        rep->sb_done = 0;
+        for (int i = 0; i < n; i++) {
+            sim_req *r = rep->waiting.head;
+            sim_list_remove(&rep->waiting, r);
+            sim_list_push_back(&rep->running, r);
+            r->state = REQ_RUNNING;
+            if (sim_kv_grow(rep->kv, &r->kv, P + O)) return fail(e, "static batch of %ld did not fit (%ld + %ld)", n, P, O);
+            if (!r->admitted_once) {
+                r->admitted_once = true;
+                r->t_sched = e->now;
+                e->acc.prompt_tokens += r->spec.prompt;
+            }
+            rep->sb[i] = r;
+        }
+    }
+    /* Step 0 prefills the padded prompt; step k > 0 decodes one padded token. */
+    for (int i = 0; i < rep->sb_n; i++) {
+        int start = rep->sb_done == 0 ? 0 : rep->sb_prompt + rep->sb_done - 1;
+        if (add_seq(rep, rep->sb[i], rep->sb_done == 0 ? rep->sb_prompt : 1, start, start)) return -1;
+    }
+    return rep->batch.n;
+}
+
+int sim_sched_step(sim_engine *e, sim_replica *rep)
+{
+    rep->batch.n = 0;
+    rep->batch.tokens = 0;
+    if (e->c.scheduler == SCN_SCHED_STATIC) return step_static(e, rep);
+    const scn_deployment *d = &e->s->deployment;
+    bool chunked = e->c.scheduler == SCN_SCHED_CHUNKED;
+    long budget = d->max_num_batched_tokens;
+    if (!chunked && rep->waiting.n) {
+        while (rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0) {
+            long got = admit(e, rep, rep->waiting.head, budget, false);
+            if (got < 0) return -1;
+            if (got == 0) break;
+            budget -= got;
+        }
+        if (rep->batch.n) return rep->batch.n;   /* a prefill step */
+    }
+    /* Running sequences, oldest first: the next token, or (chunked) the next prefill chunk. */
+    for (sim_req *r = rep->running.head; r && budget > 0;) {
+        long want = r->total - r->computed;
+        if (!chunked) want = 1;
+        if (want > budget) want = budget;
+        int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
+        if (rc < 0) return -1;
+        if (rc == 1) break;          /* r was the newest: nothing after it */
+        if (add_seq(rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
+        budget -= want;
+        r = r->next;
+    }
+    if (chunked) {
+        while (rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0) {
+            long got = admit(e, rep, rep->waiting.head, budget, true);
+            if (got < 0) return -1;
+            if (got == 0) break;
+            budget -= got;
+        }
+    }
+    return rep->batch.n;
+}
+
+/* A token comes out of r at the end of this step. */
+static void emit(sim_engine *e, sim_req *r)
+{
+    r->generated++;
+    if (r->generated == 1) r->t_first = e->now;
+    else sim_hist_add(&e->acc.h[SIM_Q_ITL], e->now - r->t_last);
+    r->t_last = e->now;
+}
+
+static int finish_static(sim_engine *e, sim_replica *rep)
+{
+    int k = rep->sb_done++;
+    for (int i = 0; i < rep->sb_n; i++) {
+        sim_req *r = rep->sb[i];
+        if (r->generated < r->spec.output) {
+            emit(e, r);
+            r->total++;
+            if (r->generated == r->spec.output && sim_engine_complete(e, rep, r)) return -1;
+        }
+    }
+    (void)k;
+    if (rep->sb_done < rep->sb_output) return 0;
+    /* The batch is over: free every member. */
+    for (int i = 0; i < rep->sb_n; i++) {
+        sim_req *r = rep->sb[i];
+        sim_kv_release(rep->kv, &r->kv);
+        sim_list_remove(&rep->running, r);
+        free(r);
+        e->alive--;
+    }
+    rep->sb_n = 0;
+    return 0;
+}
+
+int sim_sched_finish(sim_engine *e, sim_replica *rep)
+{
+    if (e->c.scheduler == SCN_SCHED_STATIC) return finish_static(e, rep);
+    for (int i = 0; i < rep->batch.n; i++) {
+        sim_req *r = rep->breq[i];
+        r->computed += r->step_new;
+        sim_kv_commit(rep->kv, &r->kv, r->computed);
+        if (r->computed < r->total) continue;   /* a prefill chunk with more to come */
+        emit(e, r);
+        r->total++;
+        if (r->generated == r->spec.output) {
+            sim_list_remove(&rep->running, r);
+            sim_kv_release(rep->kv, &r->kv);
+            r->state = REQ_DONE;
+            int rc = sim_engine_complete(e, rep, r);
+            free(r);
+            e->alive--;
+            if (rc) return -1;
+        }
+    }
+    return 0;
+}

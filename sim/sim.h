@@ -1,0 +1,153 @@
+/* sim.h: the serving engine's public interface: one option choice, the executor the engine
+ * asks for step times, and the metrics a run produces.
+ *
+ * The engine never knows whether time is predicted or measured: it hands each step's batch to
+ * an executor and advances its clock by the seconds the executor returns ("one engine, two
+ * clocks", DESIGN.md). sim_executor_model() predicts with the cost model; backends measure. */
+#ifndef KVPLAN_SIM_H
+#define KVPLAN_SIM_H
+
+#include "../scenarios/scn.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One point of the option space. */
+typedef struct {
+    scn_layout layout;
+    int block_size;          /* tokens per block (paged) */
+    bool prefix_cache;
+    scn_dtype kv_dtype;
+    scn_attention attention;
+    scn_scheduler scheduler;
+    int sink, window;        /* StreamingLLM; window 0 = off */
+} sim_choice;
+
+/* The first value of every option list. */
+sim_choice sim_choice_first(const scn_scenario *s);
+/* Checks a choice is runnable (e.g. prefix caching needs paging); fills why and returns -1 if not. */
+int sim_choice_check(const sim_choice *c, char *why, size_t n);
+/* "paged/16 prefix=on bf16 flash continuous window=off" */
+void sim_choice_describe(const sim_choice *c, char *buf, size_t n);
+
+/* ---- The executor interface ---- */
+/* One sequence's part in a step: `new_tokens` at positions [start, start + new_tokens), on top
+ * of `context` tokens whose KV is held (context < start when a window dropped old tokens). */
+typedef struct {
+    long req_id;
+    int new_tokens;
+    int start;              /* position of the first new token */
+    int context;            /* tokens whose KV is held before this step */
+    const int32_t *blocks;  /* block table: block ids holding the sequence's KV, oldest first */
+    int n_blocks;
+    /* Token ids: positions below prefix_len come from the shared prefix's stream, the rest
+     * from the request's (or its conversation's) own stream; see sim_seq_token(). */
+    uint64_t prefix_seed, body_seed;
+    int prefix_len;
+} sim_batch_seq;
+
+typedef struct {
+    int n;
+    sim_batch_seq *seqs;
+    long tokens;            /* sum of new_tokens */
+} sim_batch;
+
+/* A table of function pointers plus a context (ggml backend style). `run` is required; the
+ * others may be NULL. */
+typedef struct {
+    const char *name;
+    void *ctx;
+    /* Executes one step and reports its duration in seconds; -1 with a message on failure. */
+    int (*run)(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n);
+    /* The KV blocks the executor really allocated (validation matches the prediction to it). */
+    long (*kv_blocks)(void *ctx);
+    void (*free)(void *ctx);
+} sim_executor;
+
+/* The predicting executor: kv_step_time() of the cost model for this scenario and choice. */
+int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor *out);
+
+/* ---- Metrics ---- */
+typedef enum { SIM_Q_TTFT, SIM_Q_TPOT, SIM_Q_ITL, SIM_Q_E2E, SIM_Q_QUEUE, SIM_Q_COUNT } sim_quantity;
+const char *sim_quantity_name(sim_quantity q);
+
+typedef struct {
+    long count;
+    double mean, p50, p90, p95, p99, max;   /* s */
+} sim_summary;
+
+typedef struct {
+    long requests;             /* completed */
+    double duration;           /* s, first arrival to last completion */
+    double req_per_s, input_tok_per_s, output_tok_per_s;
+    double goodput;            /* requests/s meeting every SLO term's limit */
+    double slo_attainment;     /* fraction of requests meeting every SLO term's limit */
+    sim_summary q[SIM_Q_COUNT];
+    double kv_util_mean, kv_util_peak;   /* referenced blocks / total blocks, time-weighted */
+    double frag_mean;          /* reserved-but-unused / reserved tokens, time-weighted */
+    double prefix_hit_rate;    /* prompt tokens served from the prefix cache / prompt tokens */
+    long preemptions;
+    double batch_mean;         /* sequences per step */
+    long batch_max;
+    long steps;
+    long kv_blocks;            /* per replica */
+    long kv_tokens;            /* capacity per replica in tokens */
+    long events;               /* events processed (a speed figure) */
+    long peak_in_flight;       /* requests alive at once (memory) */
+} sim_metrics;
+
+/* The metrics as (name, value) pairs, names carrying their unit ("ttft_p99_s"): the order and
+ * names the database and every output format use. Returns the count written (at most max). */
+typedef enum { SIM_UNIT_COUNT, SIM_UNIT_SECONDS, SIM_UNIT_RATE, SIM_UNIT_FRACTION, SIM_UNIT_NUMBER } sim_unit;
+typedef struct { const char *name; double value; sim_unit unit; } sim_metric_kv;
+#define SIM_METRICS_MAX 64
+int sim_metrics_list(const sim_metrics *m, sim_metric_kv *out, int max);
+
+/* Per-request record handed to the optional sink as each request completes. */
+typedef struct {
+    long id;
+    int replica;
+    double arrival, queue, ttft, tpot, e2e;   /* s */
+    int prompt, output, cached;               /* tokens */
+    int preemptions;
+    long conversation;                        /* -1 for single-turn requests */
+    int turn;
+} sim_request_row;
+
+typedef struct {
+    double t;          /* s */
+    double kv_used;    /* fraction of blocks referenced, over all replicas */
+    long waiting, running;
+} sim_sample;
+
+typedef struct {
+    unsigned long long seed;
+    double sample_interval;                   /* s; 0 = no time series */
+    int (*on_request)(void *ud, const sim_request_row *r);   /* may be NULL */
+    int (*on_sample)(void *ud, const sim_sample *s);         /* may be NULL */
+    void (*on_progress)(void *ud, long done, long total);    /* may be NULL */
+    void *ud;
+    long kv_blocks_override;                  /* >0: use this many blocks per replica */
+} sim_run_opts;
+
+/* Failure classes of sim_run. */
+enum { SIM_OK = 0, SIM_E_DATA = -1, SIM_E_NOINPUT = -2, SIM_E_INTERNAL = -3 };
+
+/* Runs the scenario's workload through the engine under one choice. Returns SIM_OK, or a
+ * failure class with the reason in err: SIM_E_DATA (a bad trace or length file, a request or
+ * model that can never fit), SIM_E_NOINPUT (a workload file that cannot be read),
+ * SIM_E_INTERNAL (executor failure, out of memory). */
+int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const sim_run_opts *o,
+            sim_metrics *m, char *err, size_t n);
+
+/* Synthetic token ids: deterministic in (seed, stream, position), shared by every request that
+ * shares the stream (a prefix group, a conversation). */
+uint32_t sim_token_id(uint64_t stream_seed, long pos);
+
+static inline uint32_t sim_seq_token(const sim_batch_seq *q, long pos)
+{
+    return pos < q->prefix_len ? sim_token_id(q->prefix_seed, pos) : sim_token_id(q->body_seed, pos);
+}
+
+#endif

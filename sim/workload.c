@@ -1,0 +1,298 @@
+/* workload.c: generates the request stream (see workload.h). */
+#define _XOPEN_SOURCE 700
+#include "workload.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { int *len; double *cdf; int n; } empirical;
+
+struct sim_workload {
+    const scn_scenario *s;
+    sim_rng arr, len, pick;      /* separate streams, so changing one draw keeps the others */
+    uint64_t seed;
+    long created;                /* requests handed out, turns included */
+    long conversations;          /* conversations started */
+    long total;                  /* requests in all; -1 for traces */
+    double clock;                /* last arrival time */
+    double *zipf_cdf;            /* prefix group popularity */
+    empirical emp[2];            /* 0: prompt, 1: output */
+    FILE *trace;
+    const char *trace_path;
+    long trace_line;
+};
+
+static uint64_t stream_seed(uint64_t seed, uint64_t tag, uint64_t id)
+{
+    return sim_mix64(sim_mix64(seed ^ (tag << 56)) ^ id);
+}
+
+/* Reads "tokens[,weight]" lines; '#' starts a comment, a non-numeric first line is a header. */
+static int load_empirical(empirical *e, const char *path, int *noinput, char *err, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) { *noinput = 1; snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -1; }
+    char line[256];
+    long ln = 0;
+    double total = 0;
+    int cap = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '#' || *p == '\n' || *p == 0) continue;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            if (ln == 1) continue;   /* header */
+            snprintf(err, n, "%s:%ld:1: expected a token count, found '%.40s'", path, ln, p);
+            goto fail;
+        }
+        double w = 1;
+        while (*end == ' ' || *end == '\t') end++;
+        if (*end == ',') {
+            char *wend;
+            w = strtod(end + 1, &wend);
+            if (wend == end + 1 || !(w >= 0) || !isfinite(w)) {
+                snprintf(err, n, "%s:%ld:%ld: expected a weight >= 0", path, ln, (long)(end + 2 - line));
+                goto fail;
+            }
+            end = wend;
+        }
+        while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
+        if (*end || v < 1 || v > 100000000 || errno) {
+            snprintf(err, n, "%s:%ld:1: expected a whole token count >= 1 and an optional weight", path, ln);
+            goto fail;
+        }
+        if (e->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            int *nl = realloc(e->len, sizeof(int) * (size_t)cap);
+            double *nc = realloc(e->cdf, sizeof(double) * (size_t)cap);
+            if (nl) e->len = nl;
+            if (nc) e->cdf = nc;
+            if (!nl || !nc) { snprintf(err, n, "out of memory"); goto fail; }
+        }
+        total += w;
+        e->len[e->n] = (int)v;
+        e->cdf[e->n++] = total;
+    }
+    fclose(f);
+    if (e->n == 0 || total <= 0) { snprintf(err, n, "%s: no lengths with positive weight", path); return -1; }
+    for (int i = 0; i < e->n; i++) e->cdf[i] /= total;
+    return 0;
+fail:
+    fclose(f);
+    return -1;
+}
+
+sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinput, char *err, size_t n)
+{
+    *noinput = 0;
+    sim_workload *w = calloc(1, sizeof *w);
+    if (!w) { snprintf(err, n, "out of memory"); return NULL; }
+    const scn_workload *wl = &s->workload;
+    w->s = s;
+    w->seed = seed;
+    sim_rng_seed(&w->arr, stream_seed(seed, 1, 0));
+    sim_rng_seed(&w->len, stream_seed(seed, 2, 0));
+    sim_rng_seed(&w->pick, stream_seed(seed, 3, 0));
+    w->total = wl->arrival == SCN_ARRIVAL_TRACE ? -1 : wl->requests;
+    if (wl->prefix_groups > 0) {
+        w->zipf_cdf = malloc(sizeof(double) * (size_t)wl->prefix_groups);
+        if (!w->zipf_cdf) { snprintf(err, n, "out of memory"); goto fail; }
+        double acc = 0;
+        for (int g = 0; g < wl->prefix_groups; g++) {
+            acc += wl->prefix_zipf > 0 ? pow(g + 1.0, -wl->prefix_zipf) : 1.0;
+            w->zipf_cdf[g] = acc;
+        }
+        for (int g = 0; g < wl->prefix_groups; g++) w->zipf_cdf[g] /= acc;
+    }
+    const scn_dist *d[2] = {&wl->prompt, &wl->output};
+    for (int i = 0; i < 2; i++)
+        if (wl->arrival != SCN_ARRIVAL_TRACE && d[i]->kind == SCN_DIST_EMPIRICAL &&
+            load_empirical(&w->emp[i], d[i]->file, noinput, err, n))
+            goto fail;
+    if (wl->arrival == SCN_ARRIVAL_TRACE) {
+        w->trace_path = wl->trace;
+        w->trace = fopen(wl->trace, "r");
+        if (!w->trace) { *noinput = 1; snprintf(err, n, "%s: cannot open: %s", wl->trace, strerror(errno)); goto fail; }
+    }
+    return w;
+fail:
+    sim_workload_free(w);
+    return NULL;
+}
+
+void sim_workload_free(sim_workload *w)
+{
+    if (!w) return;
+    for (int i = 0; i < 2; i++) { free(w->emp[i].len); free(w->emp[i].cdf); }
+    free(w->zipf_cdf);
+    if (w->trace) fclose(w->trace);
+    free(w);
+}
+
+long sim_workload_total(const sim_workload *w) { return w->total; }
+
+static int clamp_len(double v, const scn_dist *d)
+{
+    long x = lround(v);
+    if (x < d->min) x = d->min;
+    if (x < 1) x = 1;
+    if (d->max > 0 && x > d->max) x = d->max;
+    return (int)x;
+}
+
+int sim_workload_draw(sim_workload *w, const scn_dist *d, int which)
+{
+    sim_rng *r = &w->len;
+    switch (d->kind) {
+    case SCN_DIST_FIXED: return (int)d->mean;
+    case SCN_DIST_UNIFORM: return d->min + (int)(sim_rng_uniform(r) * (d->max - d->min + 1));
+    case SCN_DIST_NORMAL: return clamp_len(d->mean + d->sigma * sim_rng_normal(r), d);
+    case SCN_DIST_LOGNORMAL: {
+        /* `mean` is the distribution's mean, so mu = ln(mean) - sigma^2 / 2. */
+        double mu = log(d->mean) - d->sigma * d->sigma / 2;
+        return clamp_len(exp(mu + d->sigma * sim_rng_normal(r)), d);
+    }
+    case SCN_DIST_EMPIRICAL: {
+        const empirical *e = &w->emp[which];
+        double u = sim_rng_uniform(r);
+        int lo = 0, hi = e->n - 1;
+        while (lo < hi) { int mid = (lo + hi) / 2; if (e->cdf[mid] > u) hi = mid; else lo = mid + 1; }
+        return e->len[lo];
+    }
+    }
+    return 1;
+}
+
+static int pick_group(sim_workload *w)
+{
+    const scn_workload *wl = &w->s->workload;
+    if (wl->prefix_groups <= 0 || sim_rng_uniform(&w->pick) >= wl->prefix_share) return -1;
+    double u = sim_rng_uniform(&w->pick);
+    int lo = 0, hi = wl->prefix_groups - 1;
+    while (lo < hi) { int mid = (lo + hi) / 2; if (w->zipf_cdf[mid] > u) hi = mid; else lo = mid + 1; }
+    return lo;
+}
+
+static int max_len(const sim_workload *w) { return w->s->deployment.max_model_len; }
+
+/* Keeps prompt + output within max_model_len by trimming the output, then the prompt. */
+static void fit(const sim_workload *w, sim_req_spec *r)
+{
+    int lim = max_len(w);
+    if (r->prompt >= lim) r->prompt = lim - 1;
+    if (r->prefix_len > r->prompt - 1) r->prefix_len = r->prompt - 1 > 0 ? r->prompt - 1 : 0;
+    if (r->prompt + r->output > lim) r->output = lim - r->prompt;
+}
+
+static int next_trace(sim_workload *w, sim_req_spec *out, char *err, size_t n)
+{
+    char line[512];
+    for (;;) {
+        if (!fgets(line, sizeof line, w->trace)) return 1;
+        w->trace_line++;
+        char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '#' || *p == '\n' || *p == '\r' || !*p) continue;
+        double t;
+        long prompt, output, prefix = -1, conv = -1;
+        char *end;
+        t = strtod(p, &end);
+        if (end == p) {
+            if (w->trace_line == 1) continue;   /* header */
+            snprintf(err, n, "%s:%ld:1: expected an arrival time in seconds", w->trace_path, w->trace_line);
+            return -1;
+        }
+        int got = sscanf(end, " , %ld , %ld , %ld , %ld", &prompt, &output, &prefix, &conv);
+        if (got < 2 || !(t >= 0) || prompt < 1 || output < 1) {
+            snprintf(err, n, "%s:%ld: expected 'arrival_s,prompt_tokens,output_tokens[,prefix_id[,conversation_id]]' "
+                             "with times >= 0 and counts >= 1", w->trace_path, w->trace_line);
+            return -1;
+        }
+        if (t < w->clock) {
+            snprintf(err, n, "%s:%ld:1: arrival %.6g s is before the previous line's %.6g s; sort the trace",
+                     w->trace_path, w->trace_line, t, w->clock);
+            return -1;
+        }
+        const scn_workload *wl = &w->s->workload;
+        memset(out, 0, sizeof *out);
+        out->id = w->created++;
+        out->arrival = w->clock = t;
+        out->prompt = (int)(prompt > 1000000000 ? 1000000000 : prompt);
+        out->output = (int)(output > 1000000000 ? 1000000000 : output);
+        out->prefix_group = got >= 3 && prefix >= 0 ? (int)(prefix % 1000000007) : -1;
+        out->prefix_len = out->prefix_group >= 0 ? (wl->prefix_tokens ? wl->prefix_tokens : 0) : 0;
+        if (out->prefix_len > out->prompt) out->prefix_len = out->prompt;
+        out->prefix_seed = stream_seed(w->seed, 4, (uint64_t)out->prefix_group);
+        out->conversation = got >= 4 && conv >= 0 ? conv : -1;
+        out->body_seed = out->conversation >= 0 ? stream_seed(w->seed, 5, (uint64_t)conv)
+                                                : stream_seed(w->seed, 6, (uint64_t)out->id);
+        fit(w, out);
+        return 0;
+    }
+}
+
+int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n)
+{
+    const scn_workload *wl = &w->s->workload;
+    if (wl->arrival == SCN_ARRIVAL_TRACE) return next_trace(w, out, err, n);
+    int turns = wl->turns > 0 ? wl->turns : 1;
+    long conv_total = (wl->requests + turns - 1) / turns;
+    if (w->conversations >= conv_total) return 1;
+    long c = w->conversations++;
+    double gap;
+    switch (wl->arrival) {
+    case SCN_ARRIVAL_CONSTANT: gap = 1 / wl->rate; break;
+    case SCN_ARRIVAL_GAMMA: {
+        /* Inter-arrival times with mean 1/rate and coefficient of variation cv: shape 1/cv^2. */
+        double k = 1 / (wl->cv * wl->cv);
+        gap = sim_rng_gamma(&w->arr, k) / (k * wl->rate);
+        break;
+    }
+    default: gap = sim_rng_exp(&w->arr, wl->rate); break;
+    }
+    /* The first request arrives at t = 0 for constant arrivals, after one gap otherwise. */
+    w->clock = c == 0 && wl->arrival == SCN_ARRIVAL_CONSTANT ? 0 : w->clock + gap;
+    memset(out, 0, sizeof *out);
+    out->id = w->created++;
+    out->arrival = w->clock;
+    out->prefix_group = pick_group(w);
+    out->prefix_len = out->prefix_group >= 0 ? wl->prefix_tokens : 0;
+    out->prefix_seed = stream_seed(w->seed, 4, (uint64_t)(out->prefix_group >= 0 ? out->prefix_group : 0));
+    out->prompt = out->prefix_len + sim_workload_draw(w, &wl->prompt, 0);
+    out->output = sim_workload_draw(w, &wl->output, 1);
+    long turns_here = wl->requests - c * turns < turns ? wl->requests - c * turns : turns;
+    out->conversation = turns > 1 ? c : -1;
+    out->turns_left = (int)turns_here - 1;
+    out->body_seed = turns > 1 ? stream_seed(w->seed, 5, (uint64_t)c) : stream_seed(w->seed, 6, (uint64_t)out->id);
+    fit(w, out);
+    return 0;
+}
+
+int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now, sim_req_spec *out)
+{
+    const scn_workload *wl = &w->s->workload;
+    if (prev->turns_left <= 0) return 1;
+    *out = *prev;
+    out->id = w->created++;
+    out->arrival = now + wl->think_time;
+    out->turn = prev->turn + 1;
+    out->turns_left = prev->turns_left - 1;
+    long prompt = (long)prev->prompt + prev->output + sim_workload_draw(w, &wl->prompt, 0);
+    out->output = sim_workload_draw(w, &wl->output, 1);
+    if (prompt + out->output > max_len(w)) {
+        /* The conversation no longer fits the context: it ends, and its remaining turns are
+         * not sent (the total shrinks accordingly). */
+        w->created--;
+        w->total -= prev->turns_left;
+        return 1;
+    }
+    out->prompt = (int)prompt;
+    return 0;
+}

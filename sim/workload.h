@@ -1,0 +1,45 @@
+/* workload.h: the stream of requests a scenario describes, generated lazily so memory does not
+ * grow with the number of requests: arrivals (poisson, gamma, constant, or a trace CSV),
+ * prompt and output lengths, shared prefixes with Zipf popularity, and conversations whose
+ * every turn carries the conversation so far. Deterministic in the seed. */
+#ifndef KVPLAN_SIM_WORKLOAD_H
+#define KVPLAN_SIM_WORKLOAD_H
+
+#include "../scenarios/scn.h"
+#include "rng.h"
+
+#include <stdint.h>
+
+typedef struct {
+    long id;                /* 0, 1, 2, ... in creation order */
+    double arrival;         /* s */
+    int prompt;             /* tokens, shared prefix included */
+    int output;             /* tokens to generate */
+    int prefix_group;       /* -1: none */
+    int prefix_len;         /* tokens of the shared prefix at the start of the prompt */
+    uint64_t prefix_seed;   /* token stream of the prefix group */
+    uint64_t body_seed;     /* token stream of the rest (the conversation's, across turns) */
+    long conversation;      /* -1 for single-turn requests */
+    int turn;               /* 0-based */
+    int turns_left;         /* further turns this conversation will send */
+} sim_req_spec;
+
+typedef struct sim_workload sim_workload;
+
+/* NULL with a message (file:line for CSV problems) on failure; *noinput is set when a file
+ * could not be opened (as opposed to holding bad data). */
+sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinput, char *err, size_t n);
+void sim_workload_free(sim_workload *w);
+/* The next request from the arrival process: 0 with *out filled, 1 when exhausted, -1 on a bad
+ * trace line (message in err). Arrival times never decrease. */
+int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n);
+/* The next turn of prev's conversation, sent `think` seconds after `now`: its prompt is the
+ * previous prompt, the previous reply and a new user message. 1 when the conversation would
+ * outgrow max_model_len and ends instead. */
+int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now, sim_req_spec *out);
+/* Requests the workload will produce in all (turns included); -1 if unknown (a trace). */
+long sim_workload_total(const sim_workload *w);
+/* Draws one length from a distribution (exposed for tests). */
+int sim_workload_draw(sim_workload *w, const scn_dist *d, int which);
+
+#endif
