@@ -108,7 +108,10 @@ static int enqueue(sim_engine *e, sim_req *r)
     rep->outstanding++;
     r->state = REQ_WAITING;
     sim_list_push_back(&rep->waiting, r);
-    return kick(e, rep);
+    if (rep->busy || rep->kick_ev.idx >= 0) return 0;
+    rep->kick_ev.kind = EV_KICK;
+    rep->kick_ev.prio = 1;
+    return sim_heap_push(&e->heap, &rep->kick_ev, e->now);
 }
 
 /* Pulls the next request from the arrival process and schedules its arrival. */
@@ -194,6 +197,9 @@ static int loop(sim_engine *e)
         case EV_SAMPLE:
             rc = sample(e);
             break;
+        case EV_KICK:
+            rc = kick(e, CONTAINER(ev, sim_replica, kick_ev));
+            break;
         }
         if (rc || e->failed) return -1;
     }
@@ -234,6 +240,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     for (int i = 0; i < e.n_rep; i++) {
         e.rep[i].id = i;
         e.rep[i].ev.idx = -1;
+        e.rep[i].kick_ev.idx = -1;
         e.rep[i].kv = sim_kv_init(blocks, c->block_size, c->layout == SCN_LAYOUT_PAGED, c->prefix_cache, c->sink, c->window);
         if (!e.rep[i].kv) { snprintf(err, n, "out of memory for %ld KV blocks", blocks); goto out; }
     }

@@ -9,7 +9,7 @@
 #include "sim.h"
 #include "workload.h"
 
-enum { EV_ARRIVAL, EV_TURN, EV_STEP, EV_SAMPLE };
+enum { EV_ARRIVAL, EV_TURN, EV_STEP, EV_SAMPLE, EV_KICK };
 enum { REQ_WAITING, REQ_RUNNING, REQ_DONE };
 
 typedef struct sim_req sim_req;
@@ -40,6 +40,7 @@ void sim_list_remove(sim_list *l, sim_req *r);
 
 typedef struct {
     sim_event ev;            /* its step's completion */
+    sim_event kick_ev;       /* "schedule when this instant's arrivals are in" */
     int id;
     sim_kv *kv;
     sim_list waiting, running;

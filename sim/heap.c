@@ -5,7 +5,9 @@
 
 static int before(const sim_event *a, const sim_event *b)
 {
-    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+    if (a->t != b->t) return a->t < b->t;
+    if (a->prio != b->prio) return a->prio < b->prio;
+    return a->seq < b->seq;
 }
 
 static void place(sim_heap *h, int i, sim_event *e) { h->v[i] = e; e->idx = i; }

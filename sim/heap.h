@@ -1,6 +1,8 @@
 /* heap.h: the event core's priority queue: an intrusive binary min-heap ordered by
- * (time, sequence number), so events at equal times fire in the order they were pushed and a
- * run with a fixed seed is bit-identical (the libuv timer heap's rule). */
+ * (time, class, sequence number), so events at equal times fire in the order they were pushed
+ * (the libuv timer heap's rule) and a run with a fixed seed is bit-identical. The class lets an
+ * event wait for everything else at its instant: the scheduler runs after every arrival at that
+ * time has been queued, as a real engine's loop drains its input before scheduling. */
 #ifndef KVPLAN_SIM_HEAP_H
 #define KVPLAN_SIM_HEAP_H
 
@@ -9,7 +11,8 @@
 /* Embed one in any struct that can be scheduled; `idx` is its slot, -1 when not queued. */
 typedef struct {
     double t;        /* s */
-    uint64_t seq;    /* push order, the tie-breaker */
+    int prio;        /* class: lower fires first among equal times */
+    uint64_t seq;    /* push order, the last tie-breaker */
     int idx;
     int kind;        /* what the owner means by this event */
 } sim_event;

@@ -241,6 +241,7 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
     if (!kv->paged) return;
     if (kv->prefix) {
         int full = computed / kv->bs;
+        if (q->hashed == 0) q->chain = CHAIN_ROOT;
         for (int j = q->hashed; j < full && j < q->n_blocks; j++) {
             uint64_t hj = block_hash(kv, q, q->chain, j);
             int32_t b = q->blocks[j];

@@ -12,7 +12,12 @@ int main(void)
     srunner_add_suite(sr, suite_weights());
     srunner_add_suite(sr, suite_capacity());
     srunner_add_suite(sr, suite_roofline());
+    srunner_add_suite(sr, suite_sim_core());
+    srunner_add_suite(sr, suite_kv_manager());
+    srunner_add_suite(sr, suite_engine());
+    srunner_add_suite(sr, suite_db());
     srunner_add_suite(sr, suite_cli());
+    srunner_add_suite(sr, suite_cli_sim());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

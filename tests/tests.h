@@ -13,6 +13,11 @@ Suite *suite_weights(void);
 Suite *suite_capacity(void);
 Suite *suite_roofline(void);
 Suite *suite_cli(void);
+Suite *suite_sim_core(void);
+Suite *suite_kv_manager(void);
+Suite *suite_engine(void);
+Suite *suite_db(void);
+Suite *suite_cli_sim(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */

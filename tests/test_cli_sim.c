@@ -1,0 +1,164 @@
+/* test_cli_sim.c: `kvplan simulate`, `runs` and `show` end to end, with the database. */
+#include "tests.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char out[1 << 16], err[1 << 14];
+
+static const char *small(void)
+{
+    return t_write("small.yaml", "name: small\nmodel: llama-3-8b\nhardware: h100-sxm\noptions: {kv_layout: paged}\n"
+                                 "workload:\n  requests: 200\n  arrival: {process: poisson, rate: 5/s}\n"
+                                 "  prompt_tokens: {dist: uniform, min: 100, max: 900}\n  output_tokens: 50\n");
+}
+
+static int run(const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return t_run(args, out, sizeof out, err, sizeof err);
+}
+
+static long lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long n = 0;
+    int c;
+    while (f && (c = fgetc(f)) != EOF) n += c == '\n';
+    if (f) fclose(f);
+    return n;
+}
+
+START_TEST(simulate_stores_and_shows)
+{
+    char sc[600], db[600], req[700], ts[700];
+    snprintf(sc, sizeof sc, "%s", small());
+    snprintf(db, sizeof db, "%s", t_write("cli.db", ""));
+    unlink(db);
+    snprintf(req, sizeof req, "%s.req.csv", db);
+    snprintf(ts, sizeof ts, "%s.ts.csv", db);
+    ck_assert_int_eq(run("simulate %s --db %s --requests-out %s --timeseries-out %s --format json", sc, db, req, ts), 0);
+    json_t *root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(root, "throughput"), "requests")), 200);
+    json_int_t id = json_integer_value(json_object_get(json_object_get(root, "run"), "run_id"));
+    ck_assert_int_eq(id, 1);
+    json_decref(root);
+    ck_assert_int_eq(lines(req), 201);                  /* header + one row per request */
+    ck_assert_int_gt(lines(ts), 10);
+    ck_assert_int_eq(run("runs --db %s --format csv", db), 0);
+    ck_assert_msg(strstr(out, "\n1,") && strstr(out, ",small,predicted,model,"), "%s", out);
+    ck_assert_int_eq(run("show 1 --db %s", db), 0);
+    ck_assert_msg(strstr(out, "ttft_p99_s") && strstr(out, "throughput_req_per_s"), "%s", out);
+    ck_assert_int_eq(run("show 99 --db %s", db), 65);
+    ck_assert_msg(strstr(err, "no run 99"), "%s", err);
+    /* Per-request rows were stored too. */
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT count(*) FROM requests WHERE run_id = 1", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 200);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    /* Same seed, same numbers: the latency CSV of two runs is identical. */
+    ck_assert_int_eq(run("simulate %s --no-db --format csv", sc), 0);
+    static char first[sizeof out];
+    memcpy(first, out, sizeof out);
+    ck_assert_int_eq(run("simulate %s --no-db --format csv", sc), 0);
+    ck_assert_str_eq(first, out);
+    ck_assert_msg(!strncmp(out, "quantity,count,mean_s,p50_s,", 28), "%s", out);
+}
+END_TEST
+
+START_TEST(concurrent_writers_share_one_database)
+{
+    char sc[600], db[600];
+    snprintf(sc, sizeof sc, "%s", small());
+    snprintf(db, sizeof db, "%s", t_write("shared.db", ""));
+    unlink(db);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "for i in 1 2 3 4; do %s simulate %s --db %s --seed $i --format csv >/dev/null & done; wait",
+             getenv("KVPLAN_BIN"), sc, db);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(run("runs --db %s --format csv", db), 0);
+    int rows = 0;
+    for (const char *p = out; (p = strchr(p, '\n')); p++) rows++;
+    ck_assert_int_eq(rows, 5);   /* header + 4 runs */
+}
+END_TEST
+
+START_TEST(an_interrupted_run_leaves_the_database_as_it_was)
+{
+    char sc[600], big[600], db[600];
+    snprintf(sc, sizeof sc, "%s", small());
+    snprintf(big, sizeof big, "%s", t_write("big.yaml", "model: llama-3-8b\nhardware: h100-sxm\noptions: {kv_layout: paged}\n"
+                                                        "workload:\n  requests: 3000000\n  arrival: {process: poisson, rate: 20/s}\n"
+                                                        "  prompt_tokens: 800\n  output_tokens: 250\n"));
+    snprintf(db, sizeof db, "%s", t_write("kill.db", ""));
+    unlink(db);
+    ck_assert_int_eq(run("simulate %s --db %s --format csv", sc, db), 0);
+    /* Kill the long run at several points; whatever moment it dies, the stored runs are whole. */
+    for (int i = 0; i < 3; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "timeout -s KILL 0.%d %s simulate %s --db %s --requests-out /dev/null >/dev/null 2>&1",
+                 3 + 3 * i, getenv("KVPLAN_BIN"), big, db);
+        int rc = system(cmd);
+        (void)rc;
+    }
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM metrics), "
+                                           "(SELECT count(*) FROM requests), (SELECT integrity_check FROM pragma_integrity_check)",
+                                        -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 1);
+    int metrics = sqlite3_column_int(st, 1);
+    ck_assert_int_gt(metrics, 40);
+    ck_assert_int_eq(sqlite3_column_int(st, 2), 0);
+    ck_assert_str_eq((const char *)sqlite3_column_text(st, 3), "ok");
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+END_TEST
+
+START_TEST(simulate_failures)
+{
+    char sc[600];
+    snprintf(sc, sizeof sc, "%s", small());
+    ck_assert_int_eq(run("simulate %s --db /nonexistent-dir/x.db", sc), 73);
+    ck_assert_msg(strstr(err, "cannot open database"), "%s", err);
+    ck_assert_int_eq(run("simulate %s --no-db --set options.kv_layout=contiguous --set options.prefix_cache=on", sc), 65);
+    ck_assert_msg(strstr(err, "needs the paged layout"), "%s", err);
+    ck_assert_int_eq(run("simulate %s --no-db --set 'workload={arrival: {process: trace, trace: /nonexistent.csv}}'", sc), 66);
+    ck_assert_int_eq(run("simulate %s --no-db --set model=llama-3-70b --set hardware=rtx-4090", sc), 65);
+    ck_assert_msg(strstr(err, "does not fit"), "%s", err);
+    ck_assert_int_eq(run("simulate %s --no-db --requests-out /nonexistent-dir/r.csv", sc), 73);
+    ck_assert_int_eq(run("simulate %s --db x.db --no-db", sc), 64);
+    ck_assert_int_eq(run("simulate %s --seed", sc), 64);
+    ck_assert(out[0] == 0);
+}
+END_TEST
+
+Suite *suite_cli_sim(void)
+{
+    Suite *su = suite_create("cli_sim");
+    TCase *tc = tcase_create("simulate");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, simulate_stores_and_shows);
+    tcase_add_test(tc, concurrent_writers_share_one_database);
+    tcase_add_test(tc, an_interrupted_run_leaves_the_database_as_it_was);
+    tcase_add_test(tc, simulate_failures);
+    suite_add_tcase(su, tc);
+    return su;
+}

@@ -1,0 +1,132 @@
+/* test_kv_manager.c: the block manager's sharing, reference counting, eviction order and
+ * windowing, traced by hand on pools of a few blocks. */
+#include "tests.h"
+#include "../sim/kv_manager.h"
+
+#include <string.h>
+
+static sim_kv_seq seq(uint64_t prefix_seed, int prefix_len, uint64_t body_seed)
+{
+    sim_kv_seq q;
+    memset(&q, 0, sizeof q);
+    q.prefix_seed = prefix_seed;
+    q.prefix_len = prefix_len;
+    q.body_seed = body_seed;
+    return q;
+}
+
+START_TEST(paged_allocates_on_demand)
+{
+    sim_kv *kv = sim_kv_init(10, 16, true, false, 0, 0);
+    sim_kv_seq a = seq(1, 0, 2);
+    ck_assert_int_eq(sim_kv_needed(kv, &a, 17), 2);
+    ck_assert_int_eq(sim_kv_grow(kv, &a, 17), 0);
+    ck_assert_int_eq(sim_kv_referenced(kv), 2);
+    ck_assert_int_eq(sim_kv_grow(kv, &a, 32), 0);          /* still 2 blocks */
+    ck_assert_int_eq(sim_kv_referenced(kv), 2);
+    ck_assert_int_eq(sim_kv_grow(kv, &a, 161), -1);        /* 11 blocks: more than the pool */
+    ck_assert_int_eq(sim_kv_referenced(kv), 2);            /* nothing allocated on failure */
+    sim_kv_release(kv, &a);
+    ck_assert_int_eq(sim_kv_available(kv), 10);
+    sim_kv_free(kv);
+}
+END_TEST
+
+START_TEST(prefix_cache_shares_full_blocks_only)
+{
+    sim_kv *kv = sim_kv_init(20, 16, true, true, 0, 0);
+    /* Two sequences share a 40-token prefix (2 full blocks + 8 tokens) and differ after it. */
+    sim_kv_seq a = seq(7, 40, 100), b = seq(7, 40, 200);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &a, 60, true, NULL), 0);   /* cold */
+    ck_assert_int_eq(sim_kv_grow(kv, &a, 60), 0);
+    sim_kv_commit(kv, &a, 60);                                          /* 3 full blocks registered */
+    ck_assert_int_eq(sim_kv_cached(kv), 3);
+    long from_free;
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &b, 60, false, &from_free), 32);   /* block 3 holds a's own tokens */
+    ck_assert_int_eq(from_free, 0);                                     /* a still holds them */
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &b, 60, true, NULL), 32);
+    ck_assert_int_eq(sim_kv_referenced(kv), 4);                         /* 2 shared + a's other 2 */
+    ck_assert_int_eq(sim_kv_grow(kv, &b, 60), 0);
+    ck_assert_int_eq(sim_kv_referenced(kv), 6);
+    ck_assert_int_eq(b.blocks[0], a.blocks[0]);
+    ck_assert_int_eq(b.blocks[1], a.blocks[1]);
+    ck_assert_int_ne(b.blocks[2], a.blocks[2]);
+    /* Releasing a keeps the shared blocks referenced by b. */
+    sim_kv_release(kv, &a);
+    ck_assert_int_eq(sim_kv_referenced(kv), 4);
+    /* A prompt that is exactly the cached blocks still computes its last token. */
+    sim_kv_seq c = seq(7, 40, 300);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &c, 32, false, NULL), 16);
+    sim_kv_release(kv, &b);
+    sim_kv_free(kv);
+}
+END_TEST
+
+START_TEST(unreferenced_cached_blocks_are_evicted_lru)
+{
+    sim_kv *kv = sim_kv_init(4, 16, true, true, 0, 0);
+    sim_kv_seq a = seq(1, 32, 11), b = seq(2, 32, 12);
+    sim_kv_grow(kv, &a, 32); sim_kv_commit(kv, &a, 32); sim_kv_release(kv, &a);   /* a's 2 blocks cached */
+    sim_kv_grow(kv, &b, 32); sim_kv_commit(kv, &b, 32); sim_kv_release(kv, &b);   /* b's 2 blocks cached */
+    ck_assert_int_eq(sim_kv_cached(kv), 4);
+    ck_assert_int_eq(sim_kv_available(kv), 4);   /* cached but unreferenced blocks are reusable */
+    /* A new sequence needing 2 blocks evicts the least recently used: a's. */
+    sim_kv_seq c = seq(3, 0, 13);
+    ck_assert_int_eq(sim_kv_grow(kv, &c, 32), 0);
+    ck_assert_int_eq(sim_kv_cached(kv), 2);
+    sim_kv_seq a2 = seq(1, 32, 14), b2 = seq(2, 32, 15);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &a2, 40, false, NULL), 0);    /* a's blocks are gone */
+    long from_free;
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &b2, 40, false, &from_free), 32);  /* b's survive */
+    ck_assert_int_eq(from_free, 2);
+    sim_kv_release(kv, &c);
+    sim_kv_free(kv);
+}
+END_TEST
+
+START_TEST(window_frees_blocks_behind_it)
+{
+    /* sink 4 + window 60, block 16: blocks wholly outside [0, 4) and the last 60 are freed. */
+    sim_kv *kv = sim_kv_init(100, 16, true, false, 4, 60);
+    sim_kv_seq a = seq(0, 0, 5);
+    for (int t = 1; t <= 1000; t++) {
+        ck_assert_int_eq(sim_kv_grow(kv, &a, t), 0);
+        sim_kv_commit(kv, &a, t);
+        /* sink block + the blocks overlapping the last 60 tokens (at most 5) + the block in progress */
+        ck_assert_msg(sim_kv_referenced(kv) <= 1 + 5 + 1, "t=%d holds %ld blocks", t, sim_kv_referenced(kv));
+    }
+    ck_assert_int_eq(sim_kv_held(kv, &a, 1000), 64);
+    ck_assert_int_eq(sim_kv_held(kv, &a, 50), 50);
+    sim_kv_release(kv, &a);
+    ck_assert_int_eq(sim_kv_available(kv), 100);
+    sim_kv_free(kv);
+}
+END_TEST
+
+START_TEST(contiguous_reserves_up_front)
+{
+    sim_kv *kv = sim_kv_init(1000, 16, false, false, 0, 0);   /* 1000 token slots */
+    sim_kv_seq a = seq(0, 0, 1), b = seq(0, 0, 2);
+    ck_assert_int_eq(sim_kv_reserve(kv, &a, 600), 0);
+    ck_assert_int_eq(sim_kv_reserve(kv, &b, 600), -1);
+    ck_assert_int_eq(sim_kv_grow(kv, &a, 500), 0);           /* within its reservation */
+    ck_assert_int_eq(sim_kv_referenced(kv), 600);
+    sim_kv_release(kv, &a);
+    ck_assert_int_eq(sim_kv_reserve(kv, &b, 600), 0);
+    sim_kv_release(kv, &b);
+    sim_kv_free(kv);
+}
+END_TEST
+
+Suite *suite_kv_manager(void)
+{
+    Suite *su = suite_create("kv_manager");
+    TCase *tc = tcase_create("blocks");
+    tcase_add_test(tc, paged_allocates_on_demand);
+    tcase_add_test(tc, prefix_cache_shares_full_blocks_only);
+    tcase_add_test(tc, unreferenced_cached_blocks_are_evicted_lru);
+    tcase_add_test(tc, window_frees_blocks_behind_it);
+    tcase_add_test(tc, contiguous_reserves_up_front);
+    suite_add_tcase(su, tc);
+    return su;
+}
