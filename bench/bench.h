@@ -4,5 +4,6 @@
 
 double bench_now(void);     /* monotonic seconds */
 void bench_model(void);     /* bench_model.c: loader and cost-model calls per second */
+void bench_sim(void);       /* bench_sim.c: simulated requests and events per second, peak RSS */
 
 #endif

@@ -17,5 +17,6 @@ int main(void)
 {
     printf("kvplan benchmarks (one core; figures, not pass/fail)\n");
     bench_model();
+    bench_sim();
     return 0;
 }

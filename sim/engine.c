@@ -18,22 +18,29 @@ void sim_engine_account(sim_engine *e, sim_replica *rep)
     rep->last_t = e->now;
     if (dt <= 0) return;
     e->acc.used_integral += dt * (double)sim_kv_referenced(rep->kv);
-    /* Reserved but unused tokens: the unfilled tail of each sequence's last block (paged), or
-     * everything reserved beyond what is computed (contiguous). */
+    e->acc.frag_unused += dt * rep->frag_unused;
+    e->acc.frag_reserved += dt * rep->frag_reserved;
+}
+
+/* Reserved but unused tokens while a step runs: the unfilled tail of each scheduled sequence's
+ * last block (paged), or everything reserved beyond what it holds (contiguous). */
+static void measure_fragmentation(sim_engine *e, sim_replica *rep)
+{
     double unused = 0, reserved = 0;
     bool paged = e->c.layout == SCN_LAYOUT_PAGED;
-    int bs = sim_kv_block_size(rep->kv);
-    for (sim_req *r = rep->running.head; r; r = r->next) {
+    for (int i = 0; i < rep->batch.n; i++) {
+        const sim_req *r = rep->breq[i];
+        long upto = r->computed + r->step_new;
         if (paged) {
-            unused += (bs - r->computed % bs) % bs;
-            reserved += (double)((r->computed + bs - 1) / bs) * bs;
+            unused += (double)(r->kv.room - upto);
+            reserved += (double)r->kv.room;
         } else {
-            unused += (double)(r->kv.reserved - r->computed);
+            unused += (double)(r->kv.reserved - upto);
             reserved += (double)r->kv.reserved;
         }
     }
-    e->acc.frag_unused += dt * unused;
-    e->acc.frag_reserved += dt * reserved;
+    rep->frag_unused = unused;
+    rep->frag_reserved = reserved;
 }
 
 static void note_peak(sim_engine *e)
@@ -59,6 +66,7 @@ static int kick(sim_engine *e, sim_replica *rep)
         return 0;
     }
     note_peak(e);
+    measure_fragmentation(e, rep);
     double dt = 0;
     char msg[256] = "";
     if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg) || !(dt >= 0) || !isfinite(dt)) {
@@ -191,6 +199,7 @@ static int loop(sim_engine *e)
             sim_replica *rep = CONTAINER(ev, sim_replica, ev);
             rep->busy = false;
             sim_engine_account(e, rep);
+            rep->frag_unused = rep->frag_reserved = 0;
             rc = sim_sched_finish(e, rep) || kick(e, rep);
             break;
         }

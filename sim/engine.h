@@ -47,6 +47,7 @@ typedef struct {
     bool busy;
     long outstanding;        /* requests routed here and not finished */
     double last_t;           /* time integrals are accumulated up to here */
+    double frag_unused, frag_reserved;   /* tokens, as of the last scheduled step */
     /* the running step */
     sim_batch batch;
     sim_req **breq;

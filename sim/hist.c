@@ -1,13 +1,15 @@
-/* hist.c: log-bucketed histogram (see hist.h). */
+/* hist.c: log-bucketed histogram (see hist.h), indexed HdrHistogram-style from the double's
+ * binary exponent and the top bits of its mantissa, so adding a value costs no logarithm. */
 #include "hist.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-#define LO 1e-9
-#define HI 1e6
-#define RATIO 1.001      /* bucket i covers [LO * RATIO^i, LO * RATIO^(i+1)) */
-#define NB 34557         /* ceil(log(HI / LO) / log(RATIO)) */
+#define SUB 2048            /* linear sub-buckets per power of two (11 mantissa bits): width <= 1/2048 relative */
+#define EMIN (-31)          /* 2^-31 s ~ 0.5 ns: smaller values count as zeros */
+#define EMAX 21             /* 2^21 s ~ 24 days: larger values go to the last bucket */
+#define NB ((EMAX - EMIN) * SUB)
 
 int sim_hist_init(sim_hist *h)
 {
@@ -21,7 +23,8 @@ int sim_hist_init(sim_hist *h)
 
 void sim_hist_free(sim_hist *h) { free(h->b); h->b = NULL; }
 
-double sim_hist_resolution(void) { return (RATIO - 1) / 2; }
+/* Half the widest bucket's width relative to its value: the quantile's worst relative error. */
+double sim_hist_resolution(void) { return 1.0 / SUB; }
 
 void sim_hist_add(sim_hist *h, double v)
 {
@@ -29,24 +32,35 @@ void sim_hist_add(sim_hist *h, double v)
     h->sum += v;
     if (v < h->min) h->min = v;
     if (v > h->max) h->max = v;
-    if (!(v > LO)) { h->zeros++; return; }
-    int i = (int)(log(v / LO) / log(RATIO));
-    if (i >= NB) i = NB - 1;
+    /* v = (1 + mant / 2^52) * 2^(E - 1023): the bucket is (E - 1023 - EMIN) * SUB plus the top
+     * 11 bits of the mantissa. */
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    long E = (long)((u >> 52) & 0x7ff) - 1023;
+    if (!(v > 0) || E < EMIN) { h->zeros++; return; }
+    long i = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
     h->b[i]++;
+}
+
+/* Lower edge of bucket i: (1 + sub / SUB) * 2^(i / SUB + EMIN). */
+static double edge(long i)
+{
+    return ldexp(1.0 + (double)(i % SUB) / SUB, (int)(i / SUB) + EMIN);
 }
 
 double sim_hist_quantile(const sim_hist *h, double q)
 {
     if (h->count == 0) return NAN;
+    if (q <= 0) return h->min;   /* the extremes are kept exactly */
+    if (q >= 1) return h->max;
     double target = q * (double)(h->count - 1);   /* rank of the wanted value, 0-based */
     if (target < h->zeros) return h->min;
     double seen = (double)h->zeros;
-    for (int i = 0; i < NB; i++) {
+    for (long i = 0; i < NB; i++) {
         if (!h->b[i]) continue;
         if (seen + h->b[i] > target) {
-            double lo = LO * pow(RATIO, i), hi = lo * RATIO;
-            double frac = (target - seen + 0.5) / h->b[i];
-            double v = lo * pow(hi / lo, frac);
+            double lo = edge(i), hi = edge(i + 1);
+            double v = lo + (hi - lo) * (target - seen + 0.5) / h->b[i];
             return v < h->min ? h->min : v > h->max ? h->max : v;
         }
         seen += h->b[i];

@@ -1,6 +1,7 @@
 /* hist.h: a fixed-size log-bucketed histogram for latency percentiles, so a run's memory does
- * not grow with the requests it simulates. Buckets are 0.05 % wide (relative) from 1 ns to
- * 1e6 s; count, mean, min and max are exact. */
+ * not grow with the requests it simulates. Each power of two is split into 2048 linear
+ * buckets (at most 0.1 % wide relative to their value) from 0.5 ns to 24 days; count, mean,
+ * min and max are exact. */
 #ifndef KVPLAN_SIM_HIST_H
 #define KVPLAN_SIM_HIST_H
 

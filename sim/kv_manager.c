@@ -174,6 +174,11 @@ static int push_block(sim_kv_seq *q, int32_t b)
     return 0;
 }
 
+static void set_room(const sim_kv *kv, sim_kv_seq *q)
+{
+    q->room = kv->paged ? (long)q->n_blocks * kv->bs : q->reserved;
+}
+
 static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
     uint64_t h = parent;
@@ -202,7 +207,7 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         }
         h = hj;
     }
-    if (take) { q->hashed = j; q->chain = h; }
+    if (take) { q->hashed = j; q->chain = h; set_room(kv, q); }
     return j * kv->bs;
 }
 
@@ -215,14 +220,16 @@ long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
 
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
 {
+    if (upto <= q->room) return 0;   /* the common case: room left */
     long need = sim_kv_needed(kv, q, upto);
     if (!need) return 0;
     if (!kv->paged) return sim_kv_reserve(kv, q, upto);
     if (need > sim_kv_available(kv)) return -1;
     for (long i = 0; i < need; i++) {
         int32_t b = alloc_block(kv);
-        if (b < 0 || push_block(q, b)) { if (b >= 0) unref(kv, b); return -1; }
+        if (b < 0 || push_block(q, b)) { if (b >= 0) unref(kv, b); set_room(kv, q); return -1; }
     }
+    set_room(kv, q);
     return 0;
 }
 
@@ -233,6 +240,7 @@ int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens)
     if (extra > kv->n - kv->reserved) return -1;
     kv->reserved += extra;
     q->reserved = tokens;
+    set_room(kv, q);
     return 0;
 }
 
@@ -286,6 +294,7 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
     q->blocks = NULL;
     q->n_blocks = q->cap = 0;
     q->reserved = 0;
+    q->room = 0;
     q->hashed = 0;
     q->chain = 0;
     q->held_from = 0;

@@ -19,6 +19,7 @@ typedef struct {
     int32_t *blocks;        /* logical block j -> block id, or -1 once dropped by the window */
     int n_blocks, cap;
     long reserved;          /* contiguous: tokens reserved */
+    long room;              /* positions [0, room) have space: blocks * block_size, or reserved */
     int hashed;             /* leading logical blocks whose chain hash is known */
     uint64_t chain;         /* hash of block hashed - 1 */
     int held_from;          /* first position still held outside the sink (window) */

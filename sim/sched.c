@@ -112,6 +112,7 @@ static long contiguous_reservation(const sim_engine *e, const sim_req *r)
  * Returns 1 if r was itself preempted, 0 if it grew, -1 on a fatal problem. */
 static int grow_or_preempt(sim_engine *e, sim_replica *rep, sim_req *r, int upto)
 {
+    if (upto <= r->kv.room) return 0;
     while (sim_kv_grow(rep->kv, &r->kv, upto) != 0) {
         sim_req *victim = rep->running.tail;
         if (victim == r) {
