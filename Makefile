@@ -27,7 +27,7 @@ CUDA ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
 VERSION := 0.1.0
-PKGS := yaml-0.1 libpcre2-8 jansson sqlite3
+PKGS := yaml-0.1 libpcre2-8 jansson sqlite3 openblas
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wstrict-prototypes -Wshadow \
           -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_LIBDIR='"$(CURDIR)/scenarios"' \
@@ -36,7 +36,7 @@ LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 LDFLAGS += $(SANFLAGS)
 CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
 
-LIB_SRC := $(wildcard scenarios/*.c model/*.c sim/*.c db/*.c backend/*.c)
+LIB_SRC := $(wildcard scenarios/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/*.c)
 BENCH_SRC := $(wildcard bench/*.c)

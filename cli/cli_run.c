@@ -1,0 +1,242 @@
+/* cli_run.c: flags, sinks, storage and the report shared by simulate, run and validate. */
+#include "cli_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *i)
+{
+    static const char *const VALUED[] = {"--seed", "--requests-out", "--timeseries-out", "--sample-interval", "--db",
+                                         "--backend", "--blocks", NULL};
+    if (!strcmp(argv[*i], "--no-db")) {
+        f->no_db = 1;
+    } else {
+        const char *v = NULL;
+        int which = -1;
+        for (int k = 0; VALUED[k] && !v; k++)
+            if ((v = cli_flag_value(argc, argv, i, VALUED[k]))) which = k;
+        if (!v) return 0;
+        if (cli_flag_missing_value()) return -1;
+        char msg[300];
+        switch (which) {
+        case 0: if (cli_parse_long("--seed", v, 0, 0x7fffffffffffffffL, &f->seed)) return -1; break;
+        case 1: f->req_out = v; break;
+        case 2: f->ts_out = v; break;
+        case 3:
+            if (scn_quantity_parse(v, SCN_UNIT_TIME, &f->interval, msg, sizeof msg)) { cli_usage_error(cmd, "--sample-interval: %s", msg); return -1; }
+            if (f->interval <= 0) { cli_usage_error(cmd, "--sample-interval must be > 0"); return -1; }
+            break;
+        case 4: f->db_flag = v; break;
+        case 5: f->backend = v; break;
+        case 6: if (cli_parse_long("--blocks", v, 1, 1L << 40, &f->blocks)) return -1; break;
+        }
+    }
+    if (f->no_db && f->db_flag) { cli_usage_error(cmd, "--db and --no-db contradict each other"); return -1; }
+    return 1;
+}
+
+static int on_request(void *ud, const sim_request_row *r)
+{
+    cli_sink *k = ud;
+    if (k->req_csv &&
+        fprintf(k->req_csv, "%ld,%d,%.9g,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%d,%ld,%d\n", r->id, r->replica, r->arrival,
+                r->prompt, r->output, r->cached, r->queue, r->ttft, r->tpot, r->e2e, r->preemptions, r->conversation,
+                r->turn) < 0)
+        return -1;
+    if (k->keep && k->req_csv) {
+        if (k->n_rows == k->cap_rows) {
+            long cap = k->cap_rows ? k->cap_rows * 2 : 1024;
+            sim_request_row *n = realloc(k->rows, sizeof *n * (size_t)cap);
+            if (!n) return -1;
+            k->rows = n;
+            k->cap_rows = cap;
+        }
+        k->rows[k->n_rows++] = *r;
+    }
+    return 0;
+}
+
+static int on_sample(void *ud, const sim_sample *s)
+{
+    cli_sink *k = ud;
+    if (k->ts_csv && fprintf(k->ts_csv, "%.9g,%.6f,%ld,%ld\n", s->t, s->kv_used, s->waiting, s->running) < 0) return -1;
+    if (k->keep) {
+        if (k->n_samples == k->cap_samples) {
+            long cap = k->cap_samples ? k->cap_samples * 2 : 256;
+            sim_sample *n = realloc(k->samples, sizeof *n * (size_t)cap);
+            if (!n) return -1;
+            k->samples = n;
+            k->cap_samples = cap;
+        }
+        k->samples[k->n_samples++] = *s;
+    }
+    return 0;
+}
+
+static void on_progress(void *ud, long done, long total) { cli_progress_update(&((cli_sink *)ud)->bar, done, total); }
+
+static FILE *open_out(const char *path, const char *header)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "kvplan: cannot create %s: %s\n", path, strerror(errno)); return NULL; }
+    fputs(header, f);
+    return f;
+}
+
+int cli_sink_open(cli_sink *k, const cli_run_flags *f, bool keep, const char *label)
+{
+    memset(k, 0, sizeof *k);
+    k->keep = keep;
+    cli_progress_init(&k->bar, label);
+    if (f->req_out && !(k->req_csv = open_out(f->req_out, "req_id,replica,arrival_s,prompt_tokens,output_tokens,"
+                                                          "cached_tokens,queue_s,ttft_s,tpot_s,e2e_s,preemptions,"
+                                                          "conversation,turn\n")))
+        return CLI_EX_CANTCREAT;
+    if (f->ts_out && !(k->ts_csv = open_out(f->ts_out, "t_s,kv_used,waiting,running\n"))) return CLI_EX_CANTCREAT;
+    return CLI_OK;
+}
+
+void cli_sink_close(cli_sink *k)
+{
+    if (k->req_csv) fclose(k->req_csv);
+    if (k->ts_csv) fclose(k->ts_csv);
+    free(k->rows);
+    free(k->samples);
+    memset(k, 0, sizeof *k);
+}
+
+sim_run_opts cli_sink_opts(cli_sink *k, const scn_scenario *s, const cli_run_flags *f)
+{
+    sim_run_opts o = {.seed = s->seed, .sample_interval = f->ts_out ? f->interval : 0, .on_request = on_request,
+                      .on_sample = on_sample, .on_progress = on_progress, .ud = k};
+    return o;
+}
+
+int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,
+                cli_sink *k, sim_metrics *m, char *started, char *finished)
+{
+    sim_run_opts o = cli_sink_opts(k, s, f);
+    o.kv_blocks_override = blocks;
+    char err[1024];
+    db_now_iso(started, 32);
+    int sr = sim_run(s, c, ex, &o, m, err, sizeof err);
+    cli_progress_end(&k->bar);
+    db_now_iso(finished, 32);
+    if (sr != SIM_OK) {
+        fprintf(stderr, "kvplan: %s: %s\n", s->source, err);
+        return sr == SIM_E_NOINPUT ? CLI_EX_NOINPUT : sr == SIM_E_DATA ? CLI_EX_DATA : CLI_EX_INTERNAL;
+    }
+    if ((k->req_csv && fflush(k->req_csv)) || (k->ts_csv && fflush(k->ts_csv))) {
+        fprintf(stderr, "kvplan: writing the CSV output failed: %s\n", strerror(errno));
+        return CLI_EX_CANTCREAT;
+    }
+    return CLI_OK;
+}
+
+int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *c, const char *kind,
+              const char *executor, const sim_metrics *m, const cli_sink *k, const char *started,
+              const char *finished, long *run_id)
+{
+    *run_id = 0;
+    if (!d) return CLI_OK;
+    sim_metric_kv mv[SIM_METRICS_MAX];
+    char *opts = db_choice_json(c), err[1024];
+    db_run_rec rec = {.scenario = s, .kind = kind, .executor = executor, .options_json = opts ? opts : "{}",
+                      .seed = s->seed, .started = started, .finished = finished, .metrics = mv,
+                      .n_metrics = sim_metrics_list(m, mv, SIM_METRICS_MAX), .rows = k->rows, .n_rows = k->n_rows,
+                      .samples = k->samples, .n_samples = k->n_samples};
+    db_status st = db_run_insert(d, &rec, run_id, err, sizeof err);
+    free(opts);
+    if (st != DB_OK) {
+        fprintf(stderr, "kvplan: %s: storing the run failed: %s\n", path, err);
+        return cli_exit_for_db(st);
+    }
+    return CLI_OK;
+}
+
+const char *cli_db_path(const char *flag)
+{
+    if (flag) return flag;
+    const char *env = getenv("KVPLAN_DB");
+    return env && env[0] ? env : "kvplan.db";
+}
+
+int cli_exit_for_db(int st)
+{
+    switch (st) {
+    case DB_E_CANTOPEN: return CLI_EX_CANTCREAT;
+    case DB_E_DATA: case DB_E_NOTFOUND: return CLI_EX_DATA;
+    default: return CLI_EX_INTERNAL;
+    }
+}
+
+int cli_open_db(const cli_run_flags *f, db **d, const char **path)
+{
+    *d = NULL;
+    *path = cli_db_path(f->db_flag);
+    if (f->no_db) return CLI_OK;
+    db_status st;
+    char err[1024];
+    *d = db_open(*path, &st, err, sizeof err);
+    if (!*d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+    return CLI_OK;
+}
+
+/* The report: run facts, latency table (the CSV), throughput and KV sections. */
+void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
+                    long run_id, const char *db_path)
+{
+    char choice[160];
+    sim_choice_describe(c, choice, sizeof choice);
+    static const out_col lat[] = {
+        {"quantity", "latency", OUT_STR}, {"count", "count", OUT_INT}, {"mean_s", "mean", OUT_SECONDS},
+        {"p50_s", "p50", OUT_SECONDS}, {"p90_s", "p90", OUT_SECONDS}, {"p95_s", "p95", OUT_SECONDS},
+        {"p99_s", "p99", OUT_SECONDS}, {"max_s", "max", OUT_SECONDS},
+    };
+    out_table(d, "latency", "Latency", 8, lat);
+    for (int q = 0; q < SIM_Q_COUNT; q++) {
+        const sim_summary *x = &m->q[q];
+        out_cell_str(d, sim_quantity_name((sim_quantity)q));
+        out_cell_num(d, (double)x->count);
+        out_cell_num(d, x->mean);
+        out_cell_num(d, x->p50);
+        out_cell_num(d, x->p90);
+        out_cell_num(d, x->p95);
+        out_cell_num(d, x->p99);
+        out_cell_num(d, x->max);
+    }
+    out_section(d, "run", "Run");
+    out_kv_str(d, "scenario", "scenario", s->name);
+    out_kv_str(d, "model", "model", s->model.name);
+    out_kv_str(d, "hardware", "hardware", s->hardware.name);
+    out_kv_str(d, "choice", "choice", choice);
+    out_kv_str(d, "executor", "executor", executor);
+    out_kv_num(d, "seed", "seed", (double)s->seed, OUT_INT);
+    out_kv_num(d, "replicas", "replicas", s->deployment.replicas, OUT_INT);
+    if (run_id > 0) {
+        out_kv_num(d, "run_id", "run id", (double)run_id, OUT_INT);
+        out_kv_str(d, "db", "database", db_path);
+    }
+    out_section(d, "throughput", "Throughput");
+    out_kv_num(d, "requests", "requests", (double)m->requests, OUT_INT);
+    out_kv_num(d, "duration_s", "duration", m->duration, OUT_SECONDS);
+    out_kv_num(d, "req_per_s", "requests/s", m->req_per_s, OUT_NUM);
+    out_kv_num(d, "input_tok_per_s", "input tokens/s", m->input_tok_per_s, OUT_NUM);
+    out_kv_num(d, "output_tok_per_s", "output tokens/s", m->output_tok_per_s, OUT_NUM);
+    out_kv_num(d, "goodput_req_per_s", "goodput (req/s in SLO)", m->goodput, OUT_NUM);
+    out_kv_num(d, "slo_attainment", "SLO attainment", m->slo_attainment, OUT_FRAC);
+    out_section(d, "kv", "KV cache and batching");
+    out_kv_num(d, "kv_blocks", "blocks per replica", (double)m->kv_blocks, OUT_INT);
+    out_kv_num(d, "kv_tokens", "token capacity", (double)m->kv_tokens, OUT_INT);
+    out_kv_num(d, "kv_util_mean", "KV use (time-weighted)", m->kv_util_mean, OUT_FRAC);
+    out_kv_num(d, "kv_util_peak", "KV use (peak)", m->kv_util_peak, OUT_FRAC);
+    out_kv_num(d, "fragmentation_mean", "reserved but unused", m->frag_mean, OUT_FRAC);
+    out_kv_num(d, "prefix_hit_rate", "prefix hit rate", m->prefix_hit_rate, OUT_FRAC);
+    out_kv_num(d, "preemptions", "preemptions", (double)m->preemptions, OUT_INT);
+    out_kv_num(d, "batch_mean", "batch size (mean)", m->batch_mean, OUT_NUM);
+    out_kv_num(d, "batch_max", "batch size (max)", (double)m->batch_max, OUT_INT);
+    out_kv_num(d, "steps", "engine steps", (double)m->steps, OUT_INT);
+}
+

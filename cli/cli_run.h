@@ -1,0 +1,53 @@
+/* cli_run.h: what the commands that execute the engine share (simulate, run, validate):
+ * their flags, the per-request and time-series sinks, storing a run, and its report. */
+#ifndef KVPLAN_CLI_RUN_H
+#define KVPLAN_CLI_RUN_H
+
+#include "cli.h"
+#include "progress.h"
+#include "../db/db.h"
+#include "../sim/sim.h"
+
+#include <stdio.h>
+
+typedef struct {
+    long seed;                  /* -1: the scenario's */
+    const char *req_out, *ts_out, *db_flag, *backend;
+    double interval;            /* s */
+    int no_db;
+    long blocks;                /* > 0: the KV pool to simulate with (--blocks) */
+} cli_run_flags;
+
+/* Consumes one engine flag at argv[*i]: 1 if it was one, 0 if not, -1 on a usage error. */
+int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *i);
+
+typedef struct {
+    FILE *req_csv, *ts_csv;
+    sim_request_row *rows;
+    long n_rows, cap_rows;
+    sim_sample *samples;
+    long n_samples, cap_samples;
+    bool keep;                  /* keep rows and samples for the database */
+    cli_progress bar;
+} cli_sink;
+
+/* Opens the CSV outputs the flags ask for; CLI_EX_CANTCREAT on failure. */
+int cli_sink_open(cli_sink *k, const cli_run_flags *f, bool keep, const char *label);
+void cli_sink_close(cli_sink *k);
+/* Run options wired to the sink. */
+sim_run_opts cli_sink_opts(cli_sink *k, const scn_scenario *s, const cli_run_flags *f);
+
+/* Executes the engine with an executor; prints the failure and returns its exit code. */
+int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,
+                cli_sink *k, sim_metrics *m, char *started, char *finished);
+/* Stores a finished run in one transaction; prints the failure and returns its exit code. */
+int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *c, const char *kind,
+              const char *executor, const sim_metrics *m, const cli_sink *k, const char *started,
+              const char *finished, long *run_id);
+/* Opens the database unless --no-db; prints and returns an exit code on failure. */
+int cli_open_db(const cli_run_flags *f, db **d, const char **path);
+/* The standard run report: latency table, run facts, throughput, KV. */
+void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
+                    long run_id, const char *db_path);
+
+#endif
