@@ -7,6 +7,10 @@
 #ifndef KVPLAN_BE_H
 #define KVPLAN_BE_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include "../scenarios/scn.h"
 #include "../sim/sim.h"
 
@@ -59,5 +63,9 @@ int be_executor(const be_ops *ops, void *ctx, sim_executor *out);
 
 /* Wall-clock seconds (monotonic). */
 double be_now(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -50,4 +50,9 @@ int cli_open_db(const cli_run_flags *f, db **d, const char **path);
 void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
                     long run_id, const char *db_path);
 
+/* Parses an engine command's flags (scenario, common and engine flags); 0 or an exit code. */
+int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, cli_run_flags *f, int *help);
+/* Maps a be_status to an exit code. */
+int cli_exit_for_be(int st);
+
 #endif

@@ -14,19 +14,11 @@ int cmd_simulate(int argc, char **argv)
     cli_common c = {.format = OUT_TABLE};
     cli_run_flags f = {.seed = -1, .interval = 1.0};
     int help = 0;
-    for (int i = 1; i < argc; i++) {
-        int r = cli_common_flag(&c, argc, argv, &i, &help);
-        if (r == 0) r = cli_run_flag("simulate", &f, argc, argv, &i);
-        if (r < 0) return CLI_EX_USAGE;
-        if (r) continue;
-        if (cli_is_flag(argv[i])) return cli_usage_error("simulate", "unknown option '%s'", argv[i]);
-        if (c.scenario) return cli_usage_error("simulate", "unexpected argument '%s'", argv[i]);
-        c.scenario = argv[i];
-    }
-    if (help) { fputs(cli_usage_of("simulate"), stdout); return CLI_OK; }
-    if (!c.scenario) return cli_usage_error("simulate", "missing SCENARIO");
+    int rc = cli_parse_engine_cmd("simulate", argc, argv, &c, &f, &help);
+    if (rc || help) { if (help) fputs(cli_usage_of("simulate"), stdout); return rc; }
+    if (f.backend) return cli_usage_error("simulate", "simulate predicts with the cost model; use `kvplan run --backend %s`", f.backend);
     scn_scenario s;
-    int rc = cli_load(&c, &s);
+    rc = cli_load(&c, &s);
     if (rc) return rc;
     if (f.seed >= 0) s.seed = (unsigned long long)f.seed;
     sim_choice ch = sim_choice_first(&s);
@@ -47,7 +39,7 @@ int cmd_simulate(int argc, char **argv)
     if ((rc = cli_sink_open(&k, &f, d != NULL, "simulating"))) goto out;
     rc = CLI_EX_INTERNAL;
     if (sim_executor_model(&s, &ch, &ex)) goto out;
-    if ((rc = cli_execute(&s, &ch, &ex, &f, 0, &k, &m, started, finished))) goto out;
+    if ((rc = cli_execute(&s, &ch, &ex, &f, f.blocks, &k, &m, started, finished))) goto out;
     if ((rc = cli_store(d, db_path, &s, &ch, "predicted", "model", &m, &k, started, finished, &run_id))) goto out;
     out_doc *doc = out_doc_init();
     rc = CLI_EX_INTERNAL;

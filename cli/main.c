@@ -51,8 +51,19 @@ const cli_command CLI_COMMANDS[] = {
      "  --seed N              random seed (default: the scenario's seed)\n"
      "  --requests-out FILE   one CSV row per request (also stored in the database)\n"
      "  --timeseries-out FILE KV use, queue and batch sampled every --sample-interval (default 1 s)\n"
+     "  --blocks N            simulate with N KV blocks per replica instead of the cost model's count\n"
      "  --db PATH             database (default $KVPLAN_DB, else ./kvplan.db); --no-db skips it\n"
      "  --format F            table (default), json or csv (the latency table)\n"},
+    {"run", cmd_run, "run the scenario for real on a backend; store the measured run",
+     "usage: kvplan run SCENARIO [--backend cpu|cuda] [--seed N] [--requests-out FILE.csv]\n"
+     "                           [--timeseries-out FILE.csv] [--db PATH | --no-db]\n"
+     "                           [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "\n"
+     "Runs the workload through the same engine as `simulate`, but every step really executes on\n"
+     "the backend (cpu: kvplan's C reference transformer with random weights; cuda: the GPU\n"
+     "backend) and takes the time it measured. Requests arrive on the scenario's schedule; the\n"
+     "KV pool is the cost model's block count for the choice. The run is stored as measured.\n"
+     "Backends run the paged layout. Exit 69 when the backend is not built or has no device.\n"},
     {"runs", cmd_runs, "list the runs stored in the database",
      "usage: kvplan runs [--db PATH] [--limit N] [--format table|json|csv]\n"
      "\n"

@@ -7,6 +7,7 @@
 #include "cpu_backend.h"
 #include "cpu_ops.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,9 @@ static be_status create(void **out, const be_config *cfg, char *err, size_t n)
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return BE_E_NOMEM;
     c->cfg = *cfg;
+    /* One thread unless asked: step times then depend on the work, not on thread wake-ups, which
+     * is what a calibrated model can predict (and matches `make bench`'s one core). */
+    openblas_set_num_threads(cfg->threads > 0 ? cfg->threads : 1);
     c->L = m->layers; c->h = m->hidden; c->H = m->heads; c->Hkv = m->kv_heads; c->d = m->head_dim;
     c->inter = m->intermediate; c->V = m->vocab;
     c->qkv = (c->H + 2 * c->Hkv) * c->d;
