@@ -29,6 +29,7 @@ be_status be_session_open(be_session *bs, const char *backend, const scn_scenari
     }
     if ((st = bs->ops->alloc_kv(bs->ctx, blocks, err, n)) != BE_OK) { be_session_close(bs); return st; }
     bs->blocks = bs->ops->kv_blocks ? bs->ops->kv_blocks(bs->ctx) : blocks;
+    bs->block_size = c->block_size;
     if (be_executor(bs->ops, bs->ctx, &bs->ex)) { be_session_close(bs); snprintf(err, n, "out of memory"); return BE_E_NOMEM; }
     return BE_OK;
 }

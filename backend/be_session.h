@@ -8,6 +8,7 @@ typedef struct {
     const be_ops *ops;
     void *ctx;
     long blocks;          /* KV blocks the backend really allocated */
+    int block_size;       /* tokens per block */
     sim_executor ex;      /* the engine's clock: measured step times */
 } be_session;
 

@@ -64,6 +64,7 @@ int cmd_simulate(int argc, char **argv);
 int cmd_runs(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 extern const cli_command CLI_COMMANDS[];
 extern const int CLI_N_COMMANDS;

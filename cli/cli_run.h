@@ -55,4 +55,6 @@ int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, 
 /* Maps a be_status to an exit code. */
 int cli_exit_for_be(int st);
 
+/* Calibration helpers (cmd_calibrate.c), shared with validate. */
+
 #endif

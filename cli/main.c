@@ -64,6 +64,19 @@ const cli_command CLI_COMMANDS[] = {
      "backend) and takes the time it measured. Requests arrive on the scenario's schedule; the\n"
      "KV pool is the cost model's block count for the choice. The run is stored as measured.\n"
      "Backends run the paged layout. Exit 69 when the backend is not built or has no device.\n"},
+    {"calibrate", cmd_calibrate, "measure a backend and fit the hardware profile to it",
+     "usage: kvplan calibrate --backend cpu|cuda [--scenario SCENARIO] [--name NAME] [--out FILE]\n"
+     "       kvplan calibrate --from RUN [--from RUN]... --scenario SCENARIO [--name NAME] [--out FILE]\n"
+     "                        [--db PATH | --no-db] [--format table|json|csv]\n"
+     "\n"
+     "With --backend: measures the copy bandwidth, GEMM throughput at the model's layer shapes,\n"
+     "and real decode and prefill steps, then fits the profile's efficiencies and overheads by\n"
+     "least squares and reports every step's measured and predicted time. The scenario gives the\n"
+     "model shape and the hardware profile to refine (default: tiny-cpu.yaml for cpu).\n"
+     "With --from: fits the same coefficients to stored measured runs (e.g. imported from vLLM)\n"
+     "by re-simulating SCENARIO until its mean TTFT and TPOT match theirs.\n"
+     "Writes the profile as <library>/hardware/NAME.yaml (default NAME: <profile>.calibrated),\n"
+     "or --out FILE, and stores the calibration in the database.\n"},
     {"runs", cmd_runs, "list the runs stored in the database",
      "usage: kvplan runs [--db PATH] [--limit N] [--format table|json|csv]\n"
      "\n"

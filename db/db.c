@@ -10,7 +10,7 @@
 #include <time.h>
 
 extern const char DB_SCHEMA_SQL[];   /* db/schema.sql, embedded by the build */
-const int DB_SCHEMA_LATEST = 2;
+const int DB_SCHEMA_LATEST = 3;
 
 #ifndef KVPLAN_VERSION
 #define KVPLAN_VERSION "dev"
@@ -351,6 +351,54 @@ char *db_run_scenario_json(db *d, long id)
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) == SQLITE_ROW) {
         const char *t = (const char *)sqlite3_column_text(st, 0);
+        size_t len = strlen(t) + 1;
+        out = malloc(len);
+        if (out) memcpy(out, t, len);
+    }
+    sqlite3_finalize(st);
+    return out;
+}
+
+db_status db_calibration_insert(db *d, const db_calibration *c, long *id, char *err, size_t n)
+{
+    sqlite3_stmt *st = NULL;
+    d->err[0] = 0;
+    DB_CHECK(d, sqlite3_prepare_v2(d->h, "INSERT INTO calibrations (name, base, backend, host, created, source, fit, "
+                                         "points, rms_log_error, median_abs_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                                         "?8, ?9, ?10) RETURNING id", -1, &st, NULL));
+    sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, c->base, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, c->backend, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, c->host, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, c->created, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, c->source, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, c->fit_json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, c->points_json, -1, SQLITE_STATIC);
+    bind_real(st, 9, c->rms_log_error);
+    bind_real(st, 10, c->median_abs_error);
+    DB_CHECK(d, sqlite3_step(st));
+    *id = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return DB_OK;
+fail:
+    sqlite3_finalize(st);
+    snprintf(err, n, "%s", d->err);
+    return DB_E_INTERNAL;
+}
+
+char *db_calibration_latest(db *d, const char *backend, const char *host, const char *base, long *id)
+{
+    sqlite3_stmt *st = NULL;
+    char *out = NULL;
+    if (sqlite3_prepare_v2(d->h, "SELECT id, fit FROM calibrations WHERE backend = ?1 AND host = ?2 AND base = ?3 "
+                                 "ORDER BY id DESC LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_text(st, 1, backend, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, base, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *id = (long)sqlite3_column_int64(st, 0);
+        const char *t = (const char *)sqlite3_column_text(st, 1);
         size_t len = strlen(t) + 1;
         out = malloc(len);
         if (out) memcpy(out, t, len);

@@ -59,6 +59,17 @@ db_status db_run_metrics(db *d, long id, int (*fn)(void *ud, const char *name, d
 /* The stored scenario JSON of a run (caller frees). */
 char *db_run_scenario_json(db *d, long id);
 
+/* A calibration: what was fitted, on which machine, and how well. */
+typedef struct {
+    const char *name, *base, *backend, *host, *created, *source;
+    const char *fit_json, *points_json;
+    double rms_log_error, median_abs_error;
+} db_calibration;
+
+db_status db_calibration_insert(db *d, const db_calibration *c, long *id, char *err, size_t n);
+/* The newest calibration's fit JSON for (backend, host, base profile), or NULL (caller frees). */
+char *db_calibration_latest(db *d, const char *backend, const char *host, const char *base, long *id);
+
 /* The resolved scenario as canonical JSON (sorted keys, compact; caller frees), and the choice. */
 char *db_scenario_json(const scn_scenario *s);
 char *db_choice_json(const sim_choice *c);

@@ -54,3 +54,18 @@ CREATE TABLE timeseries (
     running  INTEGER NOT NULL,
     PRIMARY KEY (run_id, t_s)
 ) STRICT;
+
+-- version 3
+CREATE TABLE calibrations (
+    id               INTEGER PRIMARY KEY,
+    name             TEXT NOT NULL,      -- the profile it wrote, e.g. cpu-local.calibrated
+    base             TEXT NOT NULL,      -- the hardware profile it refines
+    backend          TEXT NOT NULL,      -- cpu, cuda, or import (fitted to stored runs)
+    host             TEXT NOT NULL,
+    created          TEXT NOT NULL,      -- ISO 8601 UTC
+    source           TEXT NOT NULL,      -- 'microbenchmarks' or 'runs 3,4'
+    fit              TEXT NOT NULL CHECK (json_valid(fit)),      -- the coefficients
+    points           TEXT NOT NULL CHECK (json_valid(points)),   -- measured against predicted
+    rms_log_error    REAL,
+    median_abs_error REAL
+) STRICT;

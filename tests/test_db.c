@@ -47,7 +47,7 @@ START_TEST(creates_at_latest_version)
     ck_assert_int_eq(db_schema_version(d), DB_SCHEMA_LATEST);
     db_close(d);
     ck_assert_int_eq(count(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-                                 "('scenarios', 'runs', 'metrics', 'requests', 'timeseries')"), 5);
+                                 "('scenarios', 'runs', 'metrics', 'requests', 'timeseries', 'calibrations')"), 6);
     ck_assert_int_eq(count(path, "SELECT count(*) FROM pragma_table_list WHERE strict = 1 AND name = 'runs'"), 1);
 }
 END_TEST
@@ -72,13 +72,14 @@ START_TEST(migrates_an_older_database)
     char err[512];
     db *d = db_open(path, &st, err, sizeof err);
     ck_assert_msg(d != NULL, "%s", err);
-    ck_assert_int_eq(db_schema_version(d), 2);
+    ck_assert_int_eq(db_schema_version(d), DB_SCHEMA_LATEST);
     db_run_info r;
     ck_assert_int_eq(db_run_get(d, 1, &r, err, sizeof err), DB_OK);
     ck_assert_str_eq(r.scenario, "old");
     ck_assert(r.requests == 42);
     db_close(d);
-    ck_assert_int_eq(count(path, "SELECT count(*) FROM requests"), 0);   /* the v2 table now exists */
+    ck_assert_int_eq(count(path, "SELECT count(*) FROM requests"), 0);       /* the v2 table now exists */
+    ck_assert_int_eq(count(path, "SELECT count(*) FROM calibrations"), 0);   /* and the v3 one */
 }
 END_TEST
 

@@ -31,6 +31,7 @@ struct cpu_ctx {
     /* scratch, grown to the largest step */
     int cap_T;
     float *X, *Hn, *QKV, *Q, *O, *GU, *A, *logits;
+    int cap_logits;            /* rows of logits */
     int32_t *pos, *ids;
     /* micro-benchmark buffers */
     void *copy_src, *copy_dst;
@@ -153,7 +154,6 @@ static int grow(cpu_ctx *c, int T)
     ni = realloc(c->ids, sizeof(int32_t) * (size_t)cap);
     if (!ni) return -1;
     c->ids = ni;
-    if (!c->logits && !(c->logits = malloc(sizeof(float) * (size_t)c->V))) return -1;
     c->cap_T = cap;
     return 0;
 }
@@ -209,15 +209,21 @@ int cpu_forward(cpu_ctx *c, const sim_batch *b, int32_t *next, float *last_hidde
         cpu_swiglu(c->A, c->GU, T, c->inter);
         cpu_matmul(c->X, c->A, w->wd, T, h, c->inter, 1);            /* residual: X += A Wd */
     }
-    /* LM head on each sequence's last new token. */
+    /* LM head, one GEMM over every sequence's last new token. */
     for (int i = 0, t = 0; i < b->n; i++) {
         t += b->seqs[i].new_tokens;
-        float *last = c->Hn;   /* reuse: one row */
-        cpu_rmsnorm(last, c->X + (size_t)(t - 1) * h, c->normf, 1, h, NORM_EPS);
-        if (last_hidden) memcpy(last_hidden + (size_t)i * h, last, sizeof(float) * (size_t)h);
-        cpu_matmul(c->logits, last, c->lm, 1, c->V, h, 0);
-        if (next) next[i] = cpu_argmax(c->logits, c->V);
+        memcpy(c->Hn + (size_t)i * h, c->X + (size_t)(t - 1) * h, sizeof(float) * (size_t)h);
     }
+    cpu_rmsnorm(c->Hn, c->Hn, c->normf, b->n, h, NORM_EPS);   /* in place: row by row */
+    if (last_hidden) memcpy(last_hidden, c->Hn, sizeof(float) * (size_t)b->n * h);
+    if (b->n > c->cap_logits) {
+        float *nl = realloc(c->logits, sizeof(float) * (size_t)b->n * c->V);
+        if (!nl) return -1;
+        c->logits = nl;
+        c->cap_logits = b->n;
+    }
+    cpu_matmul(c->logits, c->Hn, c->lm, b->n, c->V, h, 0);
+    for (int i = 0; next && i < b->n; i++) next[i] = cpu_argmax(c->logits + (size_t)i * c->V, c->V);
     return 0;
 }
 

@@ -1,0 +1,138 @@
+/* fit_runs.c: `kvplan calibrate --from RUN`: fits the efficiencies and the step overhead to
+ * runs already measured (imported from a serving system, or run by kvplan's backends), by
+ * re-simulating their scenario until its mean TTFT and TPOT match theirs (least squares in
+ * log time, one coordinate at a time). */
+#include "cli_run.h"
+#include "../backend/be_calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct { double ttft, tpot; } targets;
+
+static int take(void *ud, const char *name, double v, int is_null)
+{
+    targets *t = ud;
+    if (!is_null && !strcmp(name, "ttft_mean_s")) t->ttft = v;
+    if (!is_null && !strcmp(name, "tpot_mean_s")) t->tpot = v;
+    return 0;
+}
+
+enum { F_BW, F_C, F_S, NF };
+static const double FLO[NF] = {0.02, 0.01, 1e-6}, FHI[NF] = {1.0, 1.0, 0.2};
+
+typedef struct {
+    const scn_scenario *s;
+    sim_choice c;
+    double ttft, tpot;      /* the simulated means for the current x */
+} fit_state;
+
+static int simulate(fit_state *f, const double *x)
+{
+    static scn_scenario w;
+    w = *f->s;
+    w.hardware.eff_bandwidth = x[F_BW];
+    w.hardware.eff_compute = x[F_C];
+    w.hardware.step_overhead = x[F_S];
+    sim_executor ex;
+    if (sim_executor_model(&w, &f->c, &ex)) return -1;
+    sim_run_opts o = {.seed = w.seed};
+    sim_metrics m;
+    char err[512];
+    int rc = sim_run(&w, &f->c, &ex, &o, &m, err, sizeof err);
+    ex.free(ex.ctx);
+    if (rc != SIM_OK) return -1;
+    f->ttft = m.q[SIM_Q_TTFT].mean;
+    f->tpot = m.q[SIM_Q_TPOT].mean;
+    return 0;
+}
+
+static double loss(fit_state *f, const double *x, const targets *t, int n)
+{
+    if (simulate(f, x)) return INFINITY;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].ttft > 0) sum += pow(log(f->ttft / t[i].ttft), 2);
+        if (t[i].tpot > 0) sum += pow(log(f->tpot / t[i].tpot), 2);
+    }
+    return sum;
+}
+
+int cli_fit_runs(db *d, const long *runs, int n_runs, const scn_scenario *s, be_calibration *cal)
+{
+    targets t[32];
+    char err[1024];
+    for (int i = 0; i < n_runs; i++) {
+        db_run_info info;
+        db_status st = db_run_get(d, runs[i], &info, err, sizeof err);
+        if (st != DB_OK) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+        if (strcmp(info.kind, "measured")) {
+            fprintf(stderr, "kvplan: run %ld is %s; calibrate from measured runs\n", runs[i], info.kind);
+            return CLI_EX_DATA;
+        }
+        t[i] = (targets){0, 0};
+        if ((st = db_run_metrics(d, runs[i], take, &t[i], err, sizeof err)) != DB_OK) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+        if (!(t[i].ttft > 0) && !(t[i].tpot > 0)) {
+            fprintf(stderr, "kvplan: run %ld has neither ttft_mean_s nor tpot_mean_s to fit to\n", runs[i]);
+            return CLI_EX_DATA;
+        }
+    }
+    fit_state f = {.s = s, .c = sim_choice_first(s)};
+    double x[NF] = {s->hardware.eff_bandwidth, s->hardware.eff_compute, s->hardware.step_overhead};
+    for (int k = 0; k < NF; k++) x[k] = fmin(fmax(x[k], FLO[k]), FHI[k]);
+    if (!isfinite(loss(&f, x, t, n_runs))) {
+        fprintf(stderr, "kvplan: the scenario cannot be simulated as given\n");
+        return CLI_EX_DATA;
+    }
+    const double g = 0.6180339887498949;
+    for (int sweep = 0; sweep < 4; sweep++)
+        for (int k = 0; k < NF; k++) {
+            double a = log(FLO[k]), b = log(FHI[k]), xc[NF], xd[NF];
+            memcpy(xc, x, sizeof xc);
+            memcpy(xd, x, sizeof xd);
+            double c = b - g * (b - a), e = a + g * (b - a);
+            xc[k] = exp(c);
+            xd[k] = exp(e);
+            double fc = loss(&f, xc, t, n_runs), fe = loss(&f, xd, t, n_runs);
+            for (int it = 0; it < 25; it++) {
+                if (fc < fe) { b = e; e = c; fe = fc; c = b - g * (b - a); xc[k] = exp(c); fc = loss(&f, xc, t, n_runs); }
+                else { a = c; c = e; fc = fe; e = a + g * (b - a); xd[k] = exp(e); fe = loss(&f, xd, t, n_runs); }
+            }
+            double old = x[k], before = loss(&f, x, t, n_runs);
+            x[k] = exp((a + b) / 2);
+            if (loss(&f, x, t, n_runs) > before) x[k] = old;
+        }
+    memset(cal, 0, sizeof *cal);
+    be_fit *fit = &cal->fit;
+    fit->memory_bandwidth = s->hardware.memory_bandwidth;
+    fit->gemm_dtype = s->model.weight_dtype;
+    fit->gemm_flops = s->hardware.flops[s->model.weight_dtype];
+    fit->eff_bandwidth = x[F_BW];
+    fit->eff_compute = x[F_C];
+    fit->eff_attention = s->hardware.eff_attention;
+    fit->kernel_overhead = s->hardware.kernel_overhead;
+    fit->step_overhead = x[F_S];
+    simulate(&f, x);
+    double sum = 0, abs_sum[64];
+    for (int i = 0; i < n_runs && cal->n + 2 <= BE_CAL_POINTS; i++) {
+        double meas[2] = {t[i].ttft, t[i].tpot}, pred[2] = {f.ttft, f.tpot};
+        for (int q = 0; q < 2; q++) {
+            if (!(meas[q] > 0)) continue;
+            be_cal_point *p = &cal->pts[cal->n];
+            memset(p, 0, sizeof *p);
+            snprintf(p->label, sizeof p->label, "run %ld %s mean", runs[i], q ? "tpot" : "ttft");
+            p->measured = meas[q];
+            p->predicted = pred[q];
+            sum += pow(log(pred[q] / meas[q]), 2);
+            abs_sum[cal->n] = fabs(pred[q] / meas[q] - 1);
+            cal->n++;
+        }
+    }
+    cal->rms_log_error = sqrt(sum / cal->n);
+    /* median of the absolute errors */
+    for (int i = 1; i < cal->n; i++)
+        for (int j = i; j > 0 && abs_sum[j] < abs_sum[j - 1]; j--) { double tmp = abs_sum[j]; abs_sum[j] = abs_sum[j - 1]; abs_sum[j - 1] = tmp; }
+    cal->median_abs_error = cal->n % 2 ? abs_sum[cal->n / 2] : (abs_sum[cal->n / 2 - 1] + abs_sum[cal->n / 2]) / 2;
+    return CLI_OK;
+}
