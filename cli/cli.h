@@ -65,6 +65,9 @@ int cmd_runs(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 extern const cli_command CLI_COMMANDS[];
 extern const int CLI_N_COMMANDS;

@@ -77,6 +77,25 @@ const cli_command CLI_COMMANDS[] = {
      "by re-simulating SCENARIO until its mean TTFT and TPOT match theirs.\n"
      "Writes the profile as <library>/hardware/NAME.yaml (default NAME: <profile>.calibrated),\n"
      "or --out FILE, and stores the calibration in the database.\n"},
+    {"validate", cmd_validate, "predict and run a scenario; print predicted against measured",
+     "usage: kvplan validate SCENARIO [--backend cpu|cuda] [--recalibrate] [--seed N]\n"
+     "                                [--db PATH | --no-db] [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "\n"
+     "Calibrates the backend unless this machine already has a calibration for it in the database\n"
+     "(--recalibrate forces one), predicts the scenario with the calibrated cost model on exactly\n"
+     "the KV blocks the backend allocated, runs it on the backend, stores both runs and prints\n"
+     "each metric predicted and measured with the error (predicted / measured - 1).\n"},
+    {"compare", cmd_compare, "two stored runs side by side",
+     "usage: kvplan compare RUN_A RUN_B [--db PATH] [--format table|json|csv]\n"
+     "\n"
+     "Prints every metric of both runs and how B differs from A (B / A - 1).\n"},
+    {"import", cmd_import, "store measurements from vLLM (benchmark JSON or /metrics text)",
+     "usage: kvplan import FILE [--scenario SCENARIO] [--db PATH] [--format table|json|csv]\n"
+     "\n"
+     "Reads vLLM's benchmark_serving result JSON (--save-result) or Prometheus text scraped from a\n"
+     "vLLM /metrics endpoint (TTFT, TPOT/ITL and E2E histograms, KV cache usage, prefix cache\n"
+     "hits, preemptions) and stores it as a measured run, linked to SCENARIO when given. A\n"
+     "malformed or truncated file is an error (exit 65) and stores nothing.\n"},
     {"runs", cmd_runs, "list the runs stored in the database",
      "usage: kvplan runs [--db PATH] [--limit N] [--format table|json|csv]\n"
      "\n"
