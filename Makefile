@@ -106,8 +106,10 @@ check: deps-check $(BIN) $(BUILD)/run_tests
 $(BUILD)/run_bench: $(BENCH_OBJ) $(BUILD)/libkvplan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-bench: deps-check $(BUILD)/run_bench
+bench: deps-check $(BUILD)/run_bench $(BIN)
 	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BUILD)/run_bench
+	@echo "  validate tiny-cpu on the CPU reference backend (calibrates first; aim: median |error| <= 10 %):"
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate scenarios/tiny-cpu.yaml --no-db
 
 setup:
 	bash scripts/install-deps
