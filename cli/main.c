@@ -10,6 +10,22 @@
 #endif
 
 const cli_command CLI_COMMANDS[] = {
+    {"plan", cmd_plan, "which KV-cache optimisations and deployment to choose, and why",
+     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--shard I/N] [--fresh] [--no-rules] [--seed N]\n"
+     "                            [--db PATH | --no-db] [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "\n"
+     "Simulates every combination of the scenario's options (KV layout and block size, prefix cache,\n"
+     "KV dtype, attention, window, scheduler, max_num_seqs, step budget, tensor parallelism,\n"
+     "replicas, KV-head what-ifs) on all cores, ranks them by the scenario's objective under its\n"
+     "SLO, marks the Pareto front of throughput per GPU against p99 latency, recommends one and\n"
+     "explains why in terms of the cost model, and tests rules of thumb on this scenario.\n"
+     "Options that change the model's outputs are recommended only where `quality:` accepts them.\n"
+     "\n"
+     "  --jobs N     parallel simulations (default: all cores)\n"
+     "  --top K      show the best K candidates\n"
+     "  --shard I/N  evaluate only candidates I, I+N, ... into --db (merge shards with kvplan merge)\n"
+     "  --fresh      simulate every candidate even if the database holds its run\n"
+     "  --no-rules   skip the rules of thumb (they simulate extra variants)\n"},
     {"memory", cmd_memory, "memory breakdown and KV capacity per KV dtype and layout",
      "usage: kvplan memory SCENARIO [--context T] [--set PATH=VALUE]... [--format table|json|csv]\n"
      "\n"

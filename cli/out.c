@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,26 +203,31 @@ static void print_table_view(const out_doc *d, FILE *fp)
         int rows = s->ncols ? s->n / s->ncols : 0;
         int *w = calloc((size_t)s->ncols, sizeof(int));
         if (!w) return;
-        char v[128];
+        char num[128];
         for (int c = 0; c < s->ncols; c++) w[c] = (int)strlen(s->cols[c].label);
         for (int r = 0; r < rows; r++)
             for (int c = 0; c < s->ncols; c++) {
                 const cell *x = &s->cells[r * s->ncols + c];
-                if (x->is_str) snprintf(v, sizeof v, "%s", x->s);
-                else out_format_value(v, sizeof v, x->v, s->cols[c].kind);
+                const char *v = x->is_str ? x->s : (out_format_value(num, sizeof num, x->v, s->cols[c].kind), num);
                 if ((int)strlen(v) > w[c]) w[c] = (int)strlen(v);
             }
-        fprintf(fp, " ");
-        for (int c = 0; c < s->ncols; c++)
-            fprintf(fp, " %*s", s->cols[c].kind == OUT_STR ? -w[c] : w[c], s->cols[c].label);
-        fprintf(fp, "\n");
+        bool header = false;
+        for (int c = 0; c < s->ncols; c++) header |= s->cols[c].label[0] != 0;
+        if (header) {
+            fprintf(fp, " ");
+            for (int c = 0; c < s->ncols; c++)
+                fprintf(fp, " %*s", s->cols[c].kind == OUT_STR && c < s->ncols - 1 ? -w[c] : c == s->ncols - 1 && s->cols[c].kind == OUT_STR ? 0 : w[c],
+                        s->cols[c].label);
+            fprintf(fp, "\n");
+        }
         for (int r = 0; r < rows; r++) {
             fprintf(fp, " ");
             for (int c = 0; c < s->ncols; c++) {
                 const cell *x = &s->cells[r * s->ncols + c];
-                if (x->is_str) snprintf(v, sizeof v, "%s", x->s);
-                else out_format_value(v, sizeof v, x->v, s->cols[c].kind);
-                fprintf(fp, " %*s", s->cols[c].kind == OUT_STR ? -w[c] : w[c], v);
+                const char *v = x->is_str ? x->s : (out_format_value(num, sizeof num, x->v, s->cols[c].kind), num);
+                /* The last column is not padded: long text would only add trailing blanks. */
+                if (c == s->ncols - 1 && s->cols[c].kind == OUT_STR) fprintf(fp, " %s", v);
+                else fprintf(fp, " %*s", s->cols[c].kind == OUT_STR ? -w[c] : w[c], v);
             }
             fprintf(fp, "\n");
         }

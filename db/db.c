@@ -25,7 +25,7 @@ struct db {
     do {                                                                                           \
         int rc_ = (call);                                                                          \
         if (rc_ != SQLITE_OK && rc_ != SQLITE_DONE && rc_ != SQLITE_ROW) {                         \
-            snprintf((d)->err, sizeof (d)->err, "sqlite: %s (%s in %s at %s:%d)", sqlite3_errmsg((d)->h), \
+            snprintf((d)->err, sizeof (d)->err, "sqlite: %s (%.160s in %s at %s:%d)", sqlite3_errmsg((d)->h), \
                      #call, __func__, __FILE__, __LINE__);                                         \
             goto fail;                                                                             \
         }                                                                                          \
@@ -405,4 +405,94 @@ char *db_calibration_latest(db *d, const char *backend, const char *host, const 
     }
     sqlite3_finalize(st);
     return out;
+}
+
+long db_find_run(db *d, const scn_scenario *s, const char *kind, const char *options_json, unsigned long long seed)
+{
+    char *json = db_scenario_json(s), hash[17];
+    if (!json) return -1;
+    hash_hex(json, hash);
+    free(json);
+    sqlite3_stmt *st = NULL;
+    long id = 0;
+    if (sqlite3_prepare_v2(d->h, "SELECT r.id FROM runs r JOIN scenarios s ON s.id = r.scenario_id WHERE s.hash = ?1 "
+                                 "AND r.kind = ?2 AND r.options = ?3 AND r.seed = ?4 ORDER BY r.id DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, options_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)seed);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) id = (long)sqlite3_column_int64(st, 0);
+    else if (rc != SQLITE_DONE) id = -1;
+    sqlite3_finalize(st);
+    return id;
+}
+
+/* Copies every run (with its scenario, metrics, requests and time series) and calibration of
+ * the database at `path` into d, in one transaction; runs d already has are skipped. */
+db_status db_merge(db *d, const char *path, long *copied, char *err, size_t n)
+{
+    db_status st;
+    db *src = db_open(path, &st, err, n);   /* migrates an older shard first */
+    if (!src) return st;
+    db_close(src);
+    sqlite3_stmt *q = NULL, *ins = NULL;
+    *copied = 0;
+    d->err[0] = 0;
+    char *sql = sqlite3_mprintf("ATTACH DATABASE %Q AS src", path);
+    int rc = sql ? sqlite3_exec(d->h, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) { snprintf(err, n, "%s: cannot attach: %s", path, sqlite3_errmsg(d->h)); return DB_E_CANTOPEN; }
+    DB_CHECK(d, sqlite3_exec(d->h, "BEGIN IMMEDIATE;"
+                                   "INSERT OR IGNORE INTO scenarios (hash, name, json) SELECT hash, name, json FROM src.scenarios;"
+                                   "CREATE TEMP TABLE IF NOT EXISTS run_map (old INTEGER PRIMARY KEY, new INTEGER);"
+                                   "DELETE FROM run_map;", NULL, NULL, NULL));
+    DB_CHECK(d, sqlite3_prepare_v2(d->h, "SELECT r.id, s.hash, r.kind, r.executor, r.options, r.seed, r.started, r.finished, "
+                                         "r.version FROM src.runs r JOIN src.scenarios s ON s.id = r.scenario_id ORDER BY r.id",
+                                   -1, &q, NULL));
+    DB_CHECK(d, sqlite3_prepare_v2(d->h, "INSERT INTO runs (scenario_id, kind, executor, options, seed, started, finished, version) "
+                                         "SELECT id, ?2, ?3, ?4, ?5, ?6, ?7, ?8 FROM scenarios WHERE hash = ?1 AND NOT EXISTS "
+                                         "(SELECT 1 FROM runs r WHERE r.scenario_id = scenarios.id AND r.kind = ?2 AND "
+                                         "r.executor = ?3 AND r.options = ?4 AND r.seed = ?5 AND r.started = ?6) RETURNING id",
+                                   -1, &ins, NULL));
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        for (int i = 1; i <= 8; i++) sqlite3_bind_value(ins, i, sqlite3_column_value(q, i));
+        int r2 = sqlite3_step(ins);
+        DB_CHECK(d, r2);
+        if (r2 == SQLITE_ROW) {
+            char map[128];
+            snprintf(map, sizeof map, "INSERT INTO run_map VALUES (%lld, %lld)", (long long)sqlite3_column_int64(q, 0),
+                     (long long)sqlite3_column_int64(ins, 0));
+            DB_CHECK(d, sqlite3_exec(d->h, map, NULL, NULL, NULL));
+            (*copied)++;
+        }
+        sqlite3_reset(ins);
+    }
+    DB_CHECK(d, rc);
+    sqlite3_finalize(q);
+    sqlite3_finalize(ins);
+    q = ins = NULL;
+    DB_CHECK(d, sqlite3_exec(d->h,
+                             "INSERT INTO metrics SELECT m.new, x.name, x.value FROM src.metrics x JOIN run_map m ON m.old = x.run_id;"
+                             "INSERT INTO requests SELECT m.new, x.req_id, x.replica, x.arrival_s, x.prompt_tokens, x.output_tokens, "
+                             "x.cached_tokens, x.queue_s, x.ttft_s, x.tpot_s, x.e2e_s, x.preemptions FROM src.requests x "
+                             "JOIN run_map m ON m.old = x.run_id;"
+                             "INSERT INTO timeseries SELECT m.new, x.t_s, x.kv_used, x.waiting, x.running FROM src.timeseries x "
+                             "JOIN run_map m ON m.old = x.run_id;"
+                             "INSERT INTO calibrations (name, base, backend, host, created, source, fit, points, rms_log_error, "
+                             "median_abs_error) SELECT name, base, backend, host, created, source, fit, points, rms_log_error, "
+                             "median_abs_error FROM src.calibrations c WHERE NOT EXISTS (SELECT 1 FROM calibrations k WHERE "
+                             "k.host = c.host AND k.created = c.created AND k.name = c.name);"
+                             "COMMIT;", NULL, NULL, NULL));
+    sqlite3_exec(d->h, "DETACH DATABASE src", NULL, NULL, NULL);
+    return DB_OK;
+fail:
+    sqlite3_finalize(q);
+    sqlite3_finalize(ins);
+    sqlite3_exec(d->h, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_exec(d->h, "DETACH DATABASE src", NULL, NULL, NULL);
+    snprintf(err, n, "%s: %s", path, d->err);
+    return DB_E_INTERNAL;
 }

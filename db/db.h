@@ -70,6 +70,12 @@ db_status db_calibration_insert(db *d, const db_calibration *c, long *id, char *
 /* The newest calibration's fit JSON for (backend, host, base profile), or NULL (caller frees). */
 char *db_calibration_latest(db *d, const char *backend, const char *host, const char *base, long *id);
 
+/* The newest stored run of this scenario with these options and seed (0 if none, -1 on error). */
+long db_find_run(db *d, const scn_scenario *s, const char *kind, const char *options_json, unsigned long long seed);
+/* Copies the runs, scenarios, metrics, requests, time series and calibrations of the database at
+ * `path` into d in one transaction, skipping runs d already holds. */
+db_status db_merge(db *d, const char *path, long *copied, char *err, size_t n);
+
 /* The resolved scenario as canonical JSON (sorted keys, compact; caller frees), and the choice. */
 char *db_scenario_json(const scn_scenario *s);
 char *db_choice_json(const sim_choice *c);

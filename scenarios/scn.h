@@ -177,7 +177,22 @@ typedef struct {
     int n_sched;      scn_scheduler scheduler[SCN_OPT_MAX];
     int n_window;     int sink[SCN_OPT_MAX], window[SCN_OPT_MAX]; /* tokens; window 0 = off */
     scn_quant quant[SCN_DTYPE_COUNT];                        /* per KV dtype */
+    /* Deployment choices; empty lists mean the deployment's single value. */
+    int n_max_seqs;   int max_num_seqs[SCN_OPT_MAX];
+    int n_budget;     int max_num_batched_tokens[SCN_OPT_MAX];
+    int n_tp;         int tensor_parallel[SCN_OPT_MAX];
+    int n_replicas;   int replicas[SCN_OPT_MAX];
+    int n_kv_heads;   int kv_heads[SCN_OPT_MAX];            /* GQA/MQA what-if: needs retraining */
 } scn_options;
+
+typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;
+
+/* What the planner may recommend that changes the model's outputs. */
+typedef struct {
+    bool allow_kv_dtype[SCN_DTYPE_COUNT];   /* quantised KV dtypes accepted */
+    bool allow_window;                      /* StreamingLLM sink + window */
+    bool allow_gqa;                         /* fewer KV heads than the model has (retraining) */
+} scn_quality;
 
 typedef struct {
     char name[SCN_NAME_MAX];
@@ -188,6 +203,9 @@ typedef struct {
     scn_workload workload;
     scn_slo slo;
     scn_options options;
+    scn_objective objective;
+    double usd_per_gpu_hour;      /* for objective: cost; 0 when not given */
+    scn_quality quality;
     unsigned long long seed;
 } scn_scenario;
 

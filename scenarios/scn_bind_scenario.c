@@ -8,8 +8,11 @@
 
 #define BIG 1000000000L
 
-static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "deployment",
-                                       "workload", "slo", "options", "seed", NULL};
+static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "deployment", "workload", "slo",
+                                       "options", "objective", "price", "quality", "seed", NULL};
+static const char *const OBJECTIVES[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost", NULL};
+static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
+static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
 static const char *const ROUTERS[] = {"round_robin", "least_outstanding", "prefix_affinity", NULL};
@@ -22,7 +25,8 @@ static const char *const DISTS[] = {"fixed", "uniform", "normal", "lognormal", "
 static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "popularity", NULL};
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
-                                       "scheduler", "window", "kv_quant", NULL};
+                                       "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
+                                       "tensor_parallel", "replicas", "kv_heads", NULL};
 static const char *const LAYOUTS[] = {"contiguous", "paged", NULL};
 static const char *const ATTNS[] = {"flash", "naive", NULL};
 static const char *const SCHEDS[] = {"static", "continuous", "chunked", NULL};
@@ -275,6 +279,17 @@ static int it_dtype(scn_ctx *c, const scn_node *v, const char *p, int i, scn_opt
     o->kv_dtype[i] = (scn_dtype)k;
     return 0;
 }
+/* Whole-number deployment lists share one reader, with the list chosen by path. */
+static int it_count(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{
+    long x;
+    if (scn_parse_int(c, v, p, 1, 100000000, &x)) return -1;
+    int *dst = strstr(p, "max_num_seqs") ? o->max_num_seqs : strstr(p, "max_num_batched_tokens") ? o->max_num_batched_tokens
+             : strstr(p, "tensor_parallel") ? o->tensor_parallel : strstr(p, "replicas") ? o->replicas : o->kv_heads;
+    dst[i] = (int)x;
+    return 0;
+}
+
 /* A window entry is "off" or {sink: N, window: N}. */
 static int it_window(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
 {
@@ -343,7 +358,63 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "attention", it_attn, &o->n_attention, o) ||
            each_item(c, m, "scheduler", it_sched, &o->n_sched, o) ||
            each_item(c, m, "window", it_window, &o->n_window, o) ||
+           each_item(c, m, "max_num_seqs", it_count, &o->n_max_seqs, o) ||
+           each_item(c, m, "max_num_batched_tokens", it_count, &o->n_budget, o) ||
+           each_item(c, m, "tensor_parallel", it_count, &o->n_tp, o) ||
+           each_item(c, m, "replicas", it_count, &o->n_replicas, o) ||
+           each_item(c, m, "kv_heads", it_count, &o->n_kv_heads, o) ||
            bind_quant(c, m, o) ? -1 : 0;
+}
+
+static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
+{
+    int k = 0;
+    if (scn_get_enum(c, root, "", "objective", OBJECTIVES, &k)) return -1;
+    s->objective = (scn_objective)k;
+    char p[256];
+    const scn_node *m;
+    if (sub_map(c, root, "", "price", PRICE_KEYS, &m, p, sizeof p)) return -1;
+    if (m) {
+        long cents = 0;
+        const scn_node *v = scn_map_get(m, "usd_per_gpu_hour");
+        if (scn_require(c, m, p, "usd_per_gpu_hour")) return -1;
+        char *end;
+        double x = v->kind == SCN_NODE_SCALAR ? strtod(v->text, &end) : -1;
+        if (v->kind != SCN_NODE_SCALAR || end == v->text || *end || !(x > 0))
+            return fail_at(c, v, "price.usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
+        (void)cents;
+        s->usd_per_gpu_hour = x;
+    }
+    if (s->objective == SCN_OBJ_COST && s->usd_per_gpu_hour <= 0)
+        return fail_at(c, scn_map_get(root, "objective"), "objective", "objective cost needs price.usd_per_gpu_hour");
+    if (sub_map(c, root, "", "quality", QUALITY_KEYS, &m, p, sizeof p)) return -1;
+    if (m) {
+        const scn_node *l = scn_map_get(m, "allow_kv_dtype");
+        if (l) {
+            int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
+            for (int i = 0; i < n; i++) {
+                const scn_node *v = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
+                scn_dtype d;
+                char ip[280];
+                snprintf(ip, sizeof ip, "quality.allow_kv_dtype[%d]", i);
+                if (v->kind != SCN_NODE_SCALAR || scn_dtype_parse(v->text, &d))
+                    return fail_at(c, v, ip, "expected a KV dtype: fp16, bf16, fp8, int8 or int4");
+                s->quality.allow_kv_dtype[d] = true;
+            }
+        }
+        if (scn_get_bool(c, m, p, "allow_window", &s->quality.allow_window) ||
+            scn_get_bool(c, m, p, "allow_gqa", &s->quality.allow_gqa))
+            return -1;
+    }
+    for (int i = 0; i < s->options.n_tp; i++)
+        if (s->model.heads % s->options.tensor_parallel[i])
+            return fail_at(c, scn_map_get(scn_map_get(root, "options"), "tensor_parallel"), "options.tensor_parallel",
+                           "every choice must divide the model's query heads");
+    for (int i = 0; i < s->options.n_kv_heads; i++)
+        if (s->model.heads % s->options.kv_heads[i] || s->model.kv_lora_rank)
+            return fail_at(c, scn_map_get(scn_map_get(root, "options"), "kv_heads"), "options.kv_heads",
+                           "a KV-head what-if must divide the query heads (and the model must not use MLA)");
+    return 0;
 }
 
 int scn_bind_scenario(scn_ctx *c, const scn_node *root, scn_scenario *s)
@@ -358,7 +429,7 @@ int scn_bind_scenario(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_bind_model(c, scn_map_get(root, "model"), "model", &s->model) ||
         scn_bind_hardware(c, scn_map_get(root, "hardware"), "hardware", &s->hardware) ||
         bind_deployment(c, root, s) || bind_workload(c, root, s) || bind_slo(c, root, s) ||
-        bind_options(c, root, s))
+        bind_options(c, root, s) || bind_planning(c, root, s))
         return -1;
     s->seed = (unsigned long long)seed;
     if (!s->name[0]) snprintf(s->name, sizeof s->name, "%s", "unnamed");

@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const QNAMES[SIM_Q_COUNT] = {"ttft", "tpot", "itl", "e2e", "queue"};
@@ -118,4 +119,32 @@ int sim_metrics_list(const sim_metrics *m, sim_metric_kv *out, int max)
     int k = n < max ? n : max;
     for (int i = 0; i < k; i++) out[i] = v[i];
     return k;
+}
+
+int sim_metrics_set(sim_metrics *m, const char *name, double v)
+{
+    /* The inverse of sim_metrics_list: the same names, back into their fields. */
+    static const char *const STAT[] = {"mean", "p50", "p90", "p95", "p99", "max"};
+    for (int q = 0; q < SIM_Q_COUNT; q++) {
+        size_t l = strlen(QNAMES[q]);
+        if (strncmp(name, QNAMES[q], l) || name[l] != '_') continue;
+        double *f[] = {&m->q[q].mean, &m->q[q].p50, &m->q[q].p90, &m->q[q].p95, &m->q[q].p99, &m->q[q].max};
+        for (int k = 0; k < 6; k++) {
+            char want[48];
+            snprintf(want, sizeof want, "%s_%s_s", QNAMES[q], STAT[k]);
+            if (!strcmp(name, want)) { *f[k] = v; return 0; }
+        }
+    }
+    struct { const char *n; double *d; long *l; } T[] = {
+        {"requests", NULL, &m->requests}, {"duration_s", &m->duration, NULL}, {"throughput_req_per_s", &m->req_per_s, NULL},
+        {"input_tok_per_s", &m->input_tok_per_s, NULL}, {"output_tok_per_s", &m->output_tok_per_s, NULL},
+        {"goodput_req_per_s", &m->goodput, NULL}, {"slo_attainment", &m->slo_attainment, NULL},
+        {"kv_util_mean", &m->kv_util_mean, NULL}, {"kv_util_peak", &m->kv_util_peak, NULL},
+        {"fragmentation_mean", &m->frag_mean, NULL}, {"prefix_hit_rate", &m->prefix_hit_rate, NULL},
+        {"preemptions", NULL, &m->preemptions}, {"batch_mean", &m->batch_mean, NULL}, {"batch_max", NULL, &m->batch_max},
+        {"steps", NULL, &m->steps}, {"kv_blocks", NULL, &m->kv_blocks}, {"kv_tokens", NULL, &m->kv_tokens},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+        if (!strcmp(name, T[i].n)) { if (T[i].d) *T[i].d = v; else *T[i].l = (long)v; return 0; }
+    return -1;
 }

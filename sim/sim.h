@@ -103,6 +103,8 @@ typedef enum { SIM_UNIT_COUNT, SIM_UNIT_SECONDS, SIM_UNIT_RATE, SIM_UNIT_FRACTIO
 typedef struct { const char *name; double value; sim_unit unit; } sim_metric_kv;
 #define SIM_METRICS_MAX 64
 int sim_metrics_list(const sim_metrics *m, sim_metric_kv *out, int max);
+/* Sets the field a listed name stands for; -1 for an unknown name. */
+int sim_metrics_set(sim_metrics *m, const char *name, double v);
 
 /* Per-request record handed to the optional sink as each request completes. */
 typedef struct {

@@ -1,0 +1,214 @@
+/* cmd_plan.c: `kvplan plan SCENARIO`: every candidate of the option space simulated (reusing
+ * runs the database already holds), ranked under the SLO, with the Pareto front, the
+ * recommendation and its reasons, and rules of thumb checked against this scenario. */
+#include "cli_run.h"
+#include "../planner/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void on_progress(void *ud, long done, long total) { cli_progress_update(ud, done, total); }
+
+static int load_metric(void *ud, const char *name, double v, int is_null)
+{
+    sim_metrics_set(ud, name, is_null ? NAN : v);
+    return 0;
+}
+
+/* Fills candidates from runs the database already holds (same scenario, options and seed). */
+static void reuse(db *d, const scn_scenario *s, plan_result *r)
+{
+    char err[256];
+    for (int i = 0; i < r->n; i++) {
+        plan_cand *c = &r->c[i];
+        if (c->status != PLAN_PENDING) continue;
+        char *opts = plan_options_json(c);
+        long id = opts ? db_find_run(d, s, "predicted", opts, s->seed) : 0;
+        free(opts);
+        if (id <= 0) continue;
+        memset(&c->m, 0, sizeof c->m);
+        if (db_run_metrics(d, id, load_metric, &c->m, err, sizeof err) != DB_OK) continue;
+        c->status = PLAN_DONE;
+        c->reused = true;
+        c->run_id = id;
+    }
+}
+
+static int store(db *d, const char *path, const scn_scenario *s, plan_result *r, const char *started)
+{
+    char finished[32], err[1024];
+    db_now_iso(finished, sizeof finished);
+    for (int i = 0; i < r->n; i++) {
+        plan_cand *c = &r->c[i];
+        if (c->status != PLAN_DONE || c->reused) continue;
+        sim_metric_kv mv[SIM_METRICS_MAX];
+        char *opts = plan_options_json(c);
+        db_run_rec rec = {.scenario = s, .kind = "predicted", .executor = "model", .options_json = opts ? opts : "{}",
+                          .seed = s->seed, .started = started, .finished = finished, .metrics = mv,
+                          .n_metrics = sim_metrics_list(&c->m, mv, SIM_METRICS_MAX)};
+        db_status st = db_run_insert(d, &rec, &c->run_id, err, sizeof err);
+        free(opts);
+        if (st != DB_OK) { fprintf(stderr, "kvplan: %s: storing candidate %d failed: %s\n", path, i, err); return cli_exit_for_db(st); }
+    }
+    return CLI_OK;
+}
+
+static const char *risk_label(const plan_cand *c)
+{
+    if (!c->risk_dtype && !c->risk_window && !c->risk_gqa) return "";
+    if (!c->allowed) return c->risk_gqa ? "risk: retraining (not allowed)" : c->risk_window ? "risk: window (not allowed)"
+                                                                                           : "risk: KV quantisation (not allowed)";
+    return c->risk_gqa ? "risk: retraining (accepted)" : c->risk_window ? "risk: window (accepted)" : "risk: KV quantisation (accepted)";
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    cli_common c = {.format = OUT_TABLE};
+    cli_run_flags f = {.seed = -1, .interval = 1.0};
+    long jobs = sysconf(_SC_NPROCESSORS_ONLN), top = 0, shard_i = 0, shard_n = 1;
+    int help = 0, no_rules = 0, fresh = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_common_flag(&c, argc, argv, &i, &help);
+        if (r == 0) r = cli_run_flag("plan", &f, argc, argv, &i);
+        if (r < 0) return CLI_EX_USAGE;
+        if (r) continue;
+        const char *v;
+        if ((v = cli_flag_value(argc, argv, &i, "--jobs"))) {
+            if (cli_flag_missing_value() || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--top"))) {
+            if (cli_flag_missing_value() || cli_parse_long("--top", v, 1, 100000, &top)) return CLI_EX_USAGE;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--shard"))) {
+            if (cli_flag_missing_value()) return CLI_EX_USAGE;
+            char tail;
+            if (sscanf(v, "%ld/%ld%c", &shard_i, &shard_n, &tail) != 2 || shard_n < 1 || shard_i < 0 || shard_i >= shard_n)
+                return cli_usage_error("plan", "--shard takes I/N with 0 <= I < N, e.g. 0/4, not '%s'", v);
+        } else if (!strcmp(argv[i], "--no-rules")) {
+            no_rules = 1;
+        } else if (!strcmp(argv[i], "--fresh")) {
+            fresh = 1;
+        } else if (cli_is_flag(argv[i])) {
+            return cli_usage_error("plan", "unknown option '%s'", argv[i]);
+        } else if (!c.scenario) {
+            c.scenario = argv[i];
+        } else {
+            return cli_usage_error("plan", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (help) { fputs(cli_usage_of("plan"), stdout); return CLI_OK; }
+    if (!c.scenario) return cli_usage_error("plan", "missing SCENARIO");
+    if (f.backend || f.req_out || f.ts_out || f.blocks) return cli_usage_error("plan", "plan takes --db/--no-db and --seed of the engine flags");
+    if (shard_n > 1 && f.no_db) return cli_usage_error("plan", "--shard writes its results to a database; drop --no-db");
+    scn_scenario s;
+    int rc = cli_load(&c, &s);
+    if (rc) return rc;
+    if (f.seed >= 0) s.seed = (unsigned long long)f.seed;
+    plan_result r;
+    if (plan_enumerate(&s, &r)) { fprintf(stderr, "kvplan: %s: the option space has more than 100000 candidates\n", c.scenario); return CLI_EX_DATA; }
+    db *d;
+    const char *db_path;
+    if ((rc = cli_open_db(&f, &d, &db_path))) { plan_result_free(&r); return rc; }
+    if (d && !fresh) reuse(d, &s, &r);
+    char started[32], err[1024];
+    db_now_iso(started, sizeof started);
+    cli_progress bar;
+    cli_progress_init(&bar, "planning");
+    int er = plan_evaluate(&s, &r, (int)jobs, (int)shard_i, (int)shard_n, on_progress, &bar, err, sizeof err);
+    cli_progress_end(&bar);
+    if (er) { fprintf(stderr, "kvplan: %s: %s\n", c.scenario, err); rc = CLI_EX_INTERNAL; goto out; }
+    if (d && (rc = store(d, db_path, &s, &r, started))) goto out;
+    out_doc *doc = out_doc_init();
+    rc = CLI_EX_INTERNAL;
+    if (!doc) goto out;
+    if (shard_n > 1) {
+        long done = 0;
+        for (int i = 0; i < r.n; i++) done += r.c[i].status == PLAN_DONE && i % shard_n == shard_i;
+        out_section(doc, "shard", "Shard");
+        out_kv_num(doc, "shard", "shard", (double)shard_i, OUT_INT);
+        out_kv_num(doc, "of", "of", (double)shard_n, OUT_INT);
+        out_kv_num(doc, "candidates", "candidates evaluated or reused", (double)done, OUT_INT);
+        out_kv_str(doc, "db", "database", db_path);
+        out_note(doc, "Merge the shards with `kvplan merge ALL.db SHARD.db...`, then `kvplan plan %s --db ALL.db` ranks "
+                      "them without simulating again.", c.scenario);
+        rc = cli_emit(doc, c.format);
+        out_doc_free(doc);
+        goto out;
+    }
+    plan_rank(&s, &r);
+    static const out_col cols[] = {
+        {"rank", "#", OUT_INT}, {"options", "options", OUT_STR}, {"slo", "SLO", OUT_STR}, {"risk", "accuracy", OUT_STR},
+        {"objective", "objective", OUT_NUM}, {"gpus", "GPUs", OUT_INT}, {"goodput_per_gpu", "goodput/GPU", OUT_NUM},
+        {"output_tok_per_s", "out tok/s", OUT_NUM}, {"ttft_p99_s", "TTFT p99", OUT_SECONDS},
+        {"tpot_p99_s", "TPOT p99", OUT_SECONDS}, {"e2e_p99_s", "E2E p99", OUT_SECONDS}, {"kv_util_peak", "KV peak", OUT_FRAC},
+        {"preemptions", "preempt", OUT_INT}, {"pareto", "pareto", OUT_STR}, {"run_id", "run", OUT_INT},
+    };
+    out_table(doc, "candidates", "Candidates, best first (objective: higher is better)", 15, cols);
+    int shown = 0;
+    for (int k = 0; k < r.n; k++) {
+        const plan_cand *x = &r.c[r.order[k]];
+        if (x->status != PLAN_DONE) continue;
+        if (top && shown >= top) break;
+        char desc[300];
+        plan_describe(x, desc, sizeof desc);
+        out_cell_num(doc, ++shown);
+        out_cell_str(doc, desc);
+        out_cell_str(doc, s.slo.n ? (x->slo_met ? "met" : "missed") : "-");
+        out_cell_str(doc, risk_label(x));
+        out_cell_num(doc, x->objective);
+        out_cell_num(doc, x->gpus);
+        out_cell_num(doc, x->m.goodput / x->gpus);
+        out_cell_num(doc, x->m.output_tok_per_s);
+        out_cell_num(doc, x->m.q[SIM_Q_TTFT].p99);
+        out_cell_num(doc, x->m.q[SIM_Q_TPOT].p99);
+        out_cell_num(doc, x->m.q[SIM_Q_E2E].p99);
+        out_cell_num(doc, x->m.kv_util_peak);
+        out_cell_num(doc, (double)x->m.preemptions);
+        out_cell_str(doc, x->pareto ? "yes" : "");
+        out_cell_num(doc, x->run_id ? (double)x->run_id : NAN);
+    }
+    static char lines[24][PLAN_LINE];
+    int nl = plan_explain(&s, &r, lines, 24);
+    static const out_col rc_cols[] = {{"reason", "", OUT_STR}};
+    out_table(doc, "recommendation", "Recommendation", 1, rc_cols);
+    if (nl == 0) out_cell_str(doc, "No candidate could be evaluated: every one was skipped (see below).");
+    for (int i = 0; i < nl; i++) out_cell_str(doc, lines[i]);
+    if (!no_rules && r.best >= 0) {
+        static plan_rule rules[8];
+        int nr = plan_rules(&s, &r, rules, 8);
+        static const out_col rule_cols[] = {{"rule", "rule of thumb", OUT_STR}, {"verdict", "here", OUT_STR},
+                                            {"evidence", "because", OUT_STR}};
+        out_table(doc, "rules", "Rules of thumb, tested on this scenario", 3, rule_cols);
+        for (int i = 0; i < nr; i++) { out_cell_str(doc, rules[i].rule); out_cell_str(doc, rules[i].verdict); out_cell_str(doc, rules[i].evidence); }
+    }
+    static const out_col sk_cols[] = {{"options", "options", OUT_STR}, {"reason", "skipped because", OUT_STR}};
+    int skipped = 0;
+    for (int i = 0; i < r.n; i++) skipped += r.c[i].status == PLAN_SKIPPED;
+    if (skipped) {
+        out_table(doc, "skipped", "Skipped candidates", 2, sk_cols);
+        for (int i = 0; i < r.n; i++) {
+            if (r.c[i].status != PLAN_SKIPPED) continue;
+            char desc[300];
+            plan_describe(&r.c[i], desc, sizeof desc);
+            out_cell_str(doc, desc);
+            out_cell_str(doc, r.c[i].why);
+        }
+    }
+    long reused = 0, done = 0;
+    for (int i = 0; i < r.n; i++) { reused += r.c[i].reused; done += r.c[i].status == PLAN_DONE; }
+    out_section(doc, "plan", "Plan");
+    out_kv_str(doc, "scenario", "scenario", s.name);
+    static const char *const OBJ[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost"};
+    out_kv_str(doc, "objective", "objective", OBJ[s.objective]);
+    out_kv_num(doc, "candidates", "candidates", r.n, OUT_INT);
+    out_kv_num(doc, "evaluated", "evaluated", (double)done, OUT_INT);
+    out_kv_num(doc, "reused", "reused from the database", (double)reused, OUT_INT);
+    out_kv_num(doc, "skipped", "skipped", skipped, OUT_INT);
+    rc = cli_emit(doc, c.format);
+    out_doc_free(doc);
+out:
+    plan_result_free(&r);
+    db_close(d);
+    return rc;
+}
