@@ -69,6 +69,8 @@ int cmd_validate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_capacity(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 
 extern const cli_command CLI_COMMANDS[];
 extern const int CLI_N_COMMANDS;

@@ -26,6 +26,21 @@ const cli_command CLI_COMMANDS[] = {
      "  --shard I/N  evaluate only candidates I, I+N, ... into --db (merge shards with kvplan merge)\n"
      "  --fresh      simulate every candidate even if the database holds its run\n"
      "  --no-rules   skip the rules of thumb (they simulate extra variants)\n"},
+    {"capacity", cmd_capacity, "max rate within the SLO, GPUs for a target rate, longest context",
+     "usage: kvplan capacity SCENARIO [--target-rate R] [--concurrency N] [--top K] [--max-replicas N]\n"
+     "                                [--jobs N] [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "\n"
+     "Ranks the scenario's candidates like `plan`, then for the best K (default 3): the highest\n"
+     "arrival rate each sustains within the SLO; with --target-rate (e.g. 50/s) the fewest GPUs\n"
+     "(tensor parallel x replicas) that serve it; and the longest context per request that fits\n"
+     "when --concurrency requests (default 64) share the cache.\n"},
+    {"merge", cmd_merge, "combine databases (plan shards, runs from several machines)",
+     "usage: kvplan merge OUT.db IN.db [IN.db]... [--format table|json|csv]\n"
+     "\n"
+     "Copies every run (with its scenario, metrics, requests and time series) and calibration of each\n"
+     "input into OUT.db, one transaction per input; runs OUT.db already holds are not copied twice.\n"
+     "After `kvplan plan S --shard I/N --db shard-I.db` on N machines, merge the shards and run\n"
+     "`kvplan plan S --db OUT.db`: it reuses every stored candidate instead of simulating.\n"},
     {"memory", cmd_memory, "memory breakdown and KV capacity per KV dtype and layout",
      "usage: kvplan memory SCENARIO [--context T] [--set PATH=VALUE]... [--format table|json|csv]\n"
      "\n"
