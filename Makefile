@@ -115,8 +115,7 @@ setup:
 	bash scripts/install-deps
 
 demo: all
-	./kvplan memory scenarios/chat.yaml
-	./kvplan cost scenarios/chat.yaml --batch 64 --context 2048
+	./kvplan plan scenarios/chat.yaml --no-db
 
 clean:
 	rm -rf build build-san kvplan tests/out

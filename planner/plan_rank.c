@@ -51,7 +51,11 @@ static int by_rank(const void *a, const void *b)
     const plan_cand *x = &cmp_r->c[*(const int *)a], *y = &cmp_r->c[*(const int *)b];
     int gx = group(x), gy = group(y);
     if (gx != gy) return gx - gy;
-    if (x->objective != y->objective) return x->objective > y->objective ? -1 : 1;
+    /* Objectives within 0.1 % are a tie: then lower p99 latency, then less KV memory. */
+    double scale = fmax(fabs(x->objective), fabs(y->objective));
+    if (fabs(x->objective - y->objective) > 1e-3 * scale) return x->objective > y->objective ? -1 : 1;
+    if (x->latency_p99 != y->latency_p99) return x->latency_p99 < y->latency_p99 ? -1 : 1;
+    if (x->m.kv_util_peak != y->m.kv_util_peak) return x->m.kv_util_peak < y->m.kv_util_peak ? -1 : 1;
     return *(const int *)a - *(const int *)b;   /* stable: enumeration order */
 }
 
