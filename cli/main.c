@@ -41,6 +41,15 @@ const cli_command CLI_COMMANDS[] = {
      "input into OUT.db, one transaction per input; runs OUT.db already holds are not copied twice.\n"
      "After `kvplan plan S --shard I/N --db shard-I.db` on N machines, merge the shards and run\n"
      "`kvplan plan S --db OUT.db`: it reuses every stored candidate instead of simulating.\n"},
+    {"report", cmd_report, "an offline HTML page of charts from the database (or its data as JSON/CSV)",
+     "usage: kvplan report SCENARIO [--db PATH] [--out FILE.html] [--format html|json|csv]\n"
+     "                              [--set PATH=VALUE]...\n"
+     "\n"
+     "From the runs stored for SCENARIO: the Pareto front of output throughput per GPU against p99\n"
+     "latency, the memory breakdown per GPU, KV cache use over time (runs with --timeseries-out),\n"
+     "and predicted against measured (pairs of runs with the same options and seed). HTML (default,\n"
+     "written to --out, default kvplan-report.html) inlines vega, vega-lite and vega-embed, so the\n"
+     "page works offline; json prints every dataset, csv the Pareto table.\n"},
     {"memory", cmd_memory, "memory breakdown and KV capacity per KV dtype and layout",
      "usage: kvplan memory SCENARIO [--context T] [--set PATH=VALUE]... [--format table|json|csv]\n"
      "\n"

@@ -496,3 +496,51 @@ fail:
     snprintf(err, n, "%s: %s", path, d->err);
     return DB_E_INTERNAL;
 }
+
+db_status db_scenario_runs(db *d, const scn_scenario *s, int (*fn)(void *ud, const db_run_info *r), void *ud,
+                           char *err, size_t n)
+{
+    char *json = db_scenario_json(s), hash[17];
+    if (!json) { snprintf(err, n, "out of memory"); return DB_E_INTERNAL; }
+    hash_hex(json, hash);
+    free(json);
+    sqlite3_stmt *st = NULL;
+    char sql[1300];
+    snprintf(sql, sizeof sql, "%s WHERE s.hash = ?1 ORDER BY r.id", RUN_SELECT);
+    DB_CHECK(d, sqlite3_prepare_v2(d->h, sql, -1, &st, NULL));
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        db_run_info r;
+        read_info(st, &r);
+        if (fn(ud, &r)) break;
+    }
+    DB_CHECK(d, rc);
+    sqlite3_finalize(st);
+    return DB_OK;
+fail:
+    sqlite3_finalize(st);
+    snprintf(err, n, "%s", d->err);
+    return DB_E_INTERNAL;
+}
+
+db_status db_run_timeseries(db *d, long id, int (*fn)(void *ud, const sim_sample *x), void *ud, char *err, size_t n)
+{
+    sqlite3_stmt *st = NULL;
+    DB_CHECK(d, sqlite3_prepare_v2(d->h, "SELECT t_s, kv_used, waiting, running FROM timeseries WHERE run_id = ?1 ORDER BY t_s",
+                                   -1, &st, NULL));
+    sqlite3_bind_int64(st, 1, id);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sim_sample x = {sqlite3_column_double(st, 0), sqlite3_column_double(st, 1), sqlite3_column_int64(st, 2),
+                        sqlite3_column_int64(st, 3)};
+        if (fn(ud, &x)) break;
+    }
+    DB_CHECK(d, rc);
+    sqlite3_finalize(st);
+    return DB_OK;
+fail:
+    sqlite3_finalize(st);
+    snprintf(err, n, "%s", d->err);
+    return DB_E_INTERNAL;
+}

@@ -56,6 +56,11 @@ db_status db_run_get(db *d, long id, db_run_info *info, char *err, size_t n);
 /* Calls fn for each stored metric of a run, in insertion order. */
 db_status db_run_metrics(db *d, long id, int (*fn)(void *ud, const char *name, double value, int is_null),
                          void *ud, char *err, size_t n);
+/* Calls fn for each run of this scenario (by its canonical hash), oldest first. */
+db_status db_scenario_runs(db *d, const scn_scenario *s, int (*fn)(void *ud, const db_run_info *r), void *ud,
+                           char *err, size_t n);
+/* Calls fn for each time-series sample of a run, in time order. */
+db_status db_run_timeseries(db *d, long id, int (*fn)(void *ud, const sim_sample *x), void *ud, char *err, size_t n);
 /* The stored scenario JSON of a run (caller frees). */
 char *db_run_scenario_json(db *d, long id);
 

@@ -162,3 +162,57 @@ Suite *suite_cli_sim(void)
     suite_add_tcase(su, tc);
     return su;
 }
+
+START_TEST(report_renders_in_chromium)
+{
+    char db[600], html[700], args[4096];
+    snprintf(db, sizeof db, "%s", t_write("report.db", ""));
+    unlink(db);
+    snprintf(html, sizeof html, "%s.html", db);
+    char sc[800];
+    snprintf(sc, sizeof sc, "%s/tiny-cpu.yaml --set workload.requests=20", getenv("KVPLAN_LIBRARY"));
+    snprintf(args, sizeof args, "simulate %s --db %s --timeseries-out /dev/null --format csv", sc, db);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "run %s --db %s --format csv", sc, db);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "report %s --db %s --out %s", sc, db, html);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "1 predicted runs") && strstr(out, "4 predicted/measured comparisons"), "%s", out);
+    /* The page draws its four charts with no network: Chromium runs its scripts and we read the
+     * DOM it ends with. */
+    char cmd[2048];
+    size_t cap = (size_t)8 << 20;   /* the DOM carries the inlined libraries: about 1 MB */
+    char *dom = malloc(cap);
+    ck_assert_ptr_nonnull(dom);
+    snprintf(cmd, sizeof cmd, "timeout 120 chromium --headless --no-sandbox --disable-gpu --virtual-time-budget=10000 "
+                              "--dump-dom file://%s 2>/dev/null", html);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(dom, 1, cap - 1, p);
+    dom[got] = 0;
+    pclose(p);
+    ck_assert_msg(strstr(dom, "data-charts-drawn=\"4\""), "charts did not all draw: %.300s", dom);
+    int svgs = 0;
+    for (const char *q = dom; (q = strstr(q, "<svg")); q++) svgs++;
+    ck_assert_int_ge(svgs, 4);
+    free(dom);
+    /* The same data as JSON and CSV. */
+    snprintf(args, sizeof args, "report %s --db %s --format json", sc, db);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "\"pareto\"") && strstr(out, "\"memory\"") && strstr(out, "\"timeseries\"") &&
+                  strstr(out, "\"validation\""), "%s", out);
+    snprintf(args, sizeof args, "report %s --db %s --format csv", sc, db);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(!strncmp(out, "run,options,gpus,out_tok_per_gpu,", 33), "%s", out);
+}
+END_TEST
+
+Suite *suite_report(void)
+{
+    Suite *su = suite_create("report");
+    TCase *tc = tcase_create("html");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, report_renders_in_chromium);
+    suite_add_tcase(su, tc);
+    return su;
+}
