@@ -38,6 +38,8 @@ CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
 
 LIB_SRC := $(wildcard scenarios/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c planner/*.c)
 CLI_SRC := $(wildcard cli/*.c)
+MPI ?= 0
+MPICC ?= mpicc
 TEST_SRC := $(wildcard tests/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
 CU_SRC := $(wildcard backend/cuda/*.cu)
@@ -59,8 +61,8 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check bench setup demo clean deps-check
-all: deps-check $(BIN) kvplan
+.PHONY: all check check-mpi bench setup demo clean deps-check
+all: deps-check $(BIN) kvplan $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
 	@pkg-config --exists $(PKGS) || { echo "missing build dependencies: run 'make setup' (scripts/install-deps)" >&2; exit 1; }
@@ -72,6 +74,18 @@ kvplan: $(BIN)
 
 $(BIN): $(CLI_OBJ) $(BUILD)/libkvplan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The MPI planner: the CLI's objects (all but main.o) with an MPI main, linked by mpicc.
+$(BUILD)/cli/mpi/plan_mpi.o: cli/mpi/plan_mpi.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/kvplan-mpi: $(BUILD)/cli/mpi/plan_mpi.o $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ)) $(BUILD)/libkvplan.a
+	$(MPICC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+check-mpi: deps-check $(BIN) $(BUILD)/kvplan-mpi
+	@command -v mpirun >/dev/null || { echo "OpenMPI is missing: run 'make setup MPI=1'" >&2; exit 1; }
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios bash tests/mpi-check.sh $(BUILD)
 
 $(BUILD)/libkvplan.a: $(LIB_OBJ)
 	@rm -f $@
@@ -115,7 +129,7 @@ bench: deps-check $(BUILD)/run_bench $(BIN)
 	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate scenarios/tiny-cpu.yaml --no-db
 
 setup:
-	bash scripts/install-deps
+	MPI=$(MPI) bash scripts/install-deps
 
 demo: all
 	./kvplan plan scenarios/chat.yaml --no-db

@@ -52,6 +52,9 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
 
 /* Parses an engine command's flags (scenario, common and engine flags); 0 or an exit code. */
 int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, cli_run_flags *f, int *help);
+/* Ranks an evaluated plan and adds its full report to doc (cmd_plan.c; kvplan-mpi uses it too). */
+#include "../planner/plan.h"
+void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_rules, long top);
 /* Maps a be_status to an exit code. */
 int cli_exit_for_be(int st);
 

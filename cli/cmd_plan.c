@@ -64,6 +64,81 @@ static const char *risk_label(const plan_cand *c)
     return c->risk_gqa ? "risk: retraining (accepted)" : c->risk_window ? "risk: window (accepted)" : "risk: KV quantisation (accepted)";
 }
 
+/* Ranks an evaluated plan and adds its report to doc: candidates, recommendation, rules,
+ * skipped candidates, summary. Shared with kvplan-mpi. */
+void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_rules, long top)
+{
+    plan_rank(s, r);
+    static const out_col cols[] = {
+        {"rank", "#", OUT_INT}, {"options", "options", OUT_STR}, {"slo", "SLO", OUT_STR}, {"risk", "accuracy", OUT_STR},
+        {"objective", "objective", OUT_NUM}, {"gpus", "GPUs", OUT_INT}, {"goodput_per_gpu", "goodput/GPU", OUT_NUM},
+        {"output_tok_per_s", "out tok/s", OUT_NUM}, {"ttft_p99_s", "TTFT p99", OUT_SECONDS},
+        {"tpot_p99_s", "TPOT p99", OUT_SECONDS}, {"e2e_p99_s", "E2E p99", OUT_SECONDS}, {"kv_util_peak", "KV peak", OUT_FRAC},
+        {"preemptions", "preempt", OUT_INT}, {"pareto", "pareto", OUT_STR}, {"run_id", "run", OUT_INT},
+    };
+    out_table(doc, "candidates", "Candidates, best first (objective: higher is better)", 15, cols);
+    int shown = 0;
+    for (int k = 0; k < r->n; k++) {
+        const plan_cand *x = &r->c[r->order[k]];
+        if (x->status != PLAN_DONE) continue;
+        if (top && shown >= top) break;
+        char desc[300];
+        plan_describe(x, desc, sizeof desc);
+        out_cell_num(doc, ++shown);
+        out_cell_str(doc, desc);
+        out_cell_str(doc, s->slo.n ? (x->slo_met ? "met" : "missed") : "-");
+        out_cell_str(doc, risk_label(x));
+        out_cell_num(doc, x->objective);
+        out_cell_num(doc, x->gpus);
+        out_cell_num(doc, x->m.goodput / x->gpus);
+        out_cell_num(doc, x->m.output_tok_per_s);
+        out_cell_num(doc, x->m.q[SIM_Q_TTFT].p99);
+        out_cell_num(doc, x->m.q[SIM_Q_TPOT].p99);
+        out_cell_num(doc, x->m.q[SIM_Q_E2E].p99);
+        out_cell_num(doc, x->m.kv_util_peak);
+        out_cell_num(doc, (double)x->m.preemptions);
+        out_cell_str(doc, x->pareto ? "yes" : "");
+        out_cell_num(doc, x->run_id ? (double)x->run_id : NAN);
+    }
+    static char lines[24][PLAN_LINE];
+    int nl = plan_explain(s, r, lines, 24);
+    static const out_col rc_cols[] = {{"reason", "", OUT_STR}};
+    out_table(doc, "recommendation", "Recommendation", 1, rc_cols);
+    if (nl == 0) out_cell_str(doc, "No candidate could be evaluated: every one was skipped (see below).");
+    for (int i = 0; i < nl; i++) out_cell_str(doc, lines[i]);
+    if (!no_rules && r->best >= 0) {
+        static plan_rule rules[8];
+        int nr = plan_rules(s, r, rules, 8);
+        static const out_col rule_cols[] = {{"rule", "rule of thumb", OUT_STR}, {"verdict", "here", OUT_STR},
+                                            {"evidence", "because", OUT_STR}};
+        out_table(doc, "rules", "Rules of thumb, tested on this scenario", 3, rule_cols);
+        for (int i = 0; i < nr; i++) { out_cell_str(doc, rules[i].rule); out_cell_str(doc, rules[i].verdict); out_cell_str(doc, rules[i].evidence); }
+    }
+    static const out_col sk_cols[] = {{"options", "options", OUT_STR}, {"reason", "skipped because", OUT_STR}};
+    int skipped = 0;
+    for (int i = 0; i < r->n; i++) skipped += r->c[i].status == PLAN_SKIPPED;
+    if (skipped) {
+        out_table(doc, "skipped", "Skipped candidates", 2, sk_cols);
+        for (int i = 0; i < r->n; i++) {
+            if (r->c[i].status != PLAN_SKIPPED) continue;
+            char desc[300];
+            plan_describe(&r->c[i], desc, sizeof desc);
+            out_cell_str(doc, desc);
+            out_cell_str(doc, r->c[i].why);
+        }
+    }
+    long reused = 0, done = 0;
+    for (int i = 0; i < r->n; i++) { reused += r->c[i].reused; done += r->c[i].status == PLAN_DONE; }
+    out_section(doc, "plan", "Plan");
+    out_kv_str(doc, "scenario", "scenario", s->name);
+    static const char *const OBJ[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost"};
+    out_kv_str(doc, "objective", "objective", OBJ[s->objective]);
+    out_kv_num(doc, "candidates", "candidates", r->n, OUT_INT);
+    out_kv_num(doc, "evaluated", "evaluated", (double)done, OUT_INT);
+    out_kv_num(doc, "reused", "reused from the database", (double)reused, OUT_INT);
+    out_kv_num(doc, "skipped", "skipped", skipped, OUT_INT);
+}
+
 int cmd_plan(int argc, char **argv)
 {
     cli_common c = {.format = OUT_TABLE};
@@ -136,75 +211,7 @@ int cmd_plan(int argc, char **argv)
         out_doc_free(doc);
         goto out;
     }
-    plan_rank(&s, &r);
-    static const out_col cols[] = {
-        {"rank", "#", OUT_INT}, {"options", "options", OUT_STR}, {"slo", "SLO", OUT_STR}, {"risk", "accuracy", OUT_STR},
-        {"objective", "objective", OUT_NUM}, {"gpus", "GPUs", OUT_INT}, {"goodput_per_gpu", "goodput/GPU", OUT_NUM},
-        {"output_tok_per_s", "out tok/s", OUT_NUM}, {"ttft_p99_s", "TTFT p99", OUT_SECONDS},
-        {"tpot_p99_s", "TPOT p99", OUT_SECONDS}, {"e2e_p99_s", "E2E p99", OUT_SECONDS}, {"kv_util_peak", "KV peak", OUT_FRAC},
-        {"preemptions", "preempt", OUT_INT}, {"pareto", "pareto", OUT_STR}, {"run_id", "run", OUT_INT},
-    };
-    out_table(doc, "candidates", "Candidates, best first (objective: higher is better)", 15, cols);
-    int shown = 0;
-    for (int k = 0; k < r.n; k++) {
-        const plan_cand *x = &r.c[r.order[k]];
-        if (x->status != PLAN_DONE) continue;
-        if (top && shown >= top) break;
-        char desc[300];
-        plan_describe(x, desc, sizeof desc);
-        out_cell_num(doc, ++shown);
-        out_cell_str(doc, desc);
-        out_cell_str(doc, s.slo.n ? (x->slo_met ? "met" : "missed") : "-");
-        out_cell_str(doc, risk_label(x));
-        out_cell_num(doc, x->objective);
-        out_cell_num(doc, x->gpus);
-        out_cell_num(doc, x->m.goodput / x->gpus);
-        out_cell_num(doc, x->m.output_tok_per_s);
-        out_cell_num(doc, x->m.q[SIM_Q_TTFT].p99);
-        out_cell_num(doc, x->m.q[SIM_Q_TPOT].p99);
-        out_cell_num(doc, x->m.q[SIM_Q_E2E].p99);
-        out_cell_num(doc, x->m.kv_util_peak);
-        out_cell_num(doc, (double)x->m.preemptions);
-        out_cell_str(doc, x->pareto ? "yes" : "");
-        out_cell_num(doc, x->run_id ? (double)x->run_id : NAN);
-    }
-    static char lines[24][PLAN_LINE];
-    int nl = plan_explain(&s, &r, lines, 24);
-    static const out_col rc_cols[] = {{"reason", "", OUT_STR}};
-    out_table(doc, "recommendation", "Recommendation", 1, rc_cols);
-    if (nl == 0) out_cell_str(doc, "No candidate could be evaluated: every one was skipped (see below).");
-    for (int i = 0; i < nl; i++) out_cell_str(doc, lines[i]);
-    if (!no_rules && r.best >= 0) {
-        static plan_rule rules[8];
-        int nr = plan_rules(&s, &r, rules, 8);
-        static const out_col rule_cols[] = {{"rule", "rule of thumb", OUT_STR}, {"verdict", "here", OUT_STR},
-                                            {"evidence", "because", OUT_STR}};
-        out_table(doc, "rules", "Rules of thumb, tested on this scenario", 3, rule_cols);
-        for (int i = 0; i < nr; i++) { out_cell_str(doc, rules[i].rule); out_cell_str(doc, rules[i].verdict); out_cell_str(doc, rules[i].evidence); }
-    }
-    static const out_col sk_cols[] = {{"options", "options", OUT_STR}, {"reason", "skipped because", OUT_STR}};
-    int skipped = 0;
-    for (int i = 0; i < r.n; i++) skipped += r.c[i].status == PLAN_SKIPPED;
-    if (skipped) {
-        out_table(doc, "skipped", "Skipped candidates", 2, sk_cols);
-        for (int i = 0; i < r.n; i++) {
-            if (r.c[i].status != PLAN_SKIPPED) continue;
-            char desc[300];
-            plan_describe(&r.c[i], desc, sizeof desc);
-            out_cell_str(doc, desc);
-            out_cell_str(doc, r.c[i].why);
-        }
-    }
-    long reused = 0, done = 0;
-    for (int i = 0; i < r.n; i++) { reused += r.c[i].reused; done += r.c[i].status == PLAN_DONE; }
-    out_section(doc, "plan", "Plan");
-    out_kv_str(doc, "scenario", "scenario", s.name);
-    static const char *const OBJ[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost"};
-    out_kv_str(doc, "objective", "objective", OBJ[s.objective]);
-    out_kv_num(doc, "candidates", "candidates", r.n, OUT_INT);
-    out_kv_num(doc, "evaluated", "evaluated", (double)done, OUT_INT);
-    out_kv_num(doc, "reused", "reused from the database", (double)reused, OUT_INT);
-    out_kv_num(doc, "skipped", "skipped", skipped, OUT_INT);
+    cli_plan_emit(doc, &s, &r, no_rules, top);
     rc = cli_emit(doc, c.format);
     out_doc_free(doc);
 out:

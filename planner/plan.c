@@ -133,6 +133,34 @@ typedef struct {
     int failed;
 } pool;
 
+int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
+{
+    scn_scenario *t = malloc(sizeof *t);
+    sim_executor ex;
+    int rc = SIM_E_INTERNAL;
+    err[0] = 0;
+    if (t) {
+        plan_apply(s, c, t);
+        if (sim_executor_model(t, &c->c, &ex) == 0) {
+            sim_run_opts o = {.seed = t->seed};
+            rc = sim_run(t, &c->c, &ex, &o, &c->m, err, n);
+            ex.free(ex.ctx);
+        }
+    }
+    free(t);
+    if (rc == SIM_E_DATA) {
+        c->status = PLAN_SKIPPED;
+        snprintf(c->why, sizeof c->why, "%s", err);
+        return 0;
+    }
+    if (rc != SIM_OK) {
+        if (!err[0]) snprintf(err, n, "out of memory");
+        return -1;
+    }
+    c->status = PLAN_DONE;
+    return 0;
+}
+
 static void *worker(void *p)
 {
     pool *w = p;
@@ -143,28 +171,12 @@ static void *worker(void *p)
         if (i >= w->r->n) break;
         plan_cand *c = &w->r->c[i];
         if (c->status != PLAN_PENDING || i % w->shard_n != w->shard_i) continue;
-        scn_scenario *t = malloc(sizeof *t);
-        sim_executor ex;
-        char err[512] = "";
-        int rc = -1;
-        if (t) {
-            plan_apply(w->s, c, t);
-            if (sim_executor_model(t, &c->c, &ex) == 0) {
-                sim_run_opts o = {.seed = t->seed};
-                rc = sim_run(t, &c->c, &ex, &o, &c->m, err, sizeof err);
-                ex.free(ex.ctx);
-            }
-        }
-        free(t);
+        char err[512];
+        int rc = plan_evaluate_one(w->s, c, err, sizeof err);
         pthread_mutex_lock(&w->lock);
-        if (rc == SIM_E_DATA) {
-            c->status = PLAN_SKIPPED;
-            snprintf(c->why, sizeof c->why, "%s", err);
-        } else if (rc != SIM_OK) {
-            if (!w->failed) snprintf(w->err, w->nerr, "simulating a candidate failed: %s", err[0] ? err : "out of memory");
+        if (rc) {
+            if (!w->failed) snprintf(w->err, w->nerr, "simulating a candidate failed: %s", err);
             w->failed = 1;
-        } else {
-            c->status = PLAN_DONE;
         }
         w->done++;
         if (w->progress) w->progress(w->ud, w->done, w->total);

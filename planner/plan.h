@@ -47,6 +47,8 @@ char *plan_options_json(const plan_cand *c);
  * `threads` threads. progress(ud, done, total) may be NULL. */
 int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n,
                   void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n);
+/* Simulates one candidate: PLAN_DONE, or PLAN_SKIPPED when it cannot run; -1 on failure. */
+int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n);
 /* Scores, SLO checks, ranks, marks the Pareto front, and picks the recommendation. */
 void plan_rank(const scn_scenario *s, plan_result *r);
 /* The value of an SLO metric at a percentile from a run's summary. */

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# mpi-check.sh: the MPI planner (kvplan-mpi, `make MPI=1`) on 2 ranks must rank the candidates
+# exactly as `kvplan plan --no-db` does. Prints "N passed, N failed".
+set -u
+bin=${1:?usage: mpi-check.sh BUILD_DIR}
+scen="scenarios/chat.yaml --set workload.requests=800 --no-rules --format csv"
+pass=0; fail=0
+check() { if [ "$2" = ok ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $1" >&2; fi; }
+mpi=$(mpirun --allow-run-as-root --oversubscribe -n 2 "$bin/kvplan-mpi" plan $scen 2>/tmp/mpi-check.err) || true
+one=$("$bin/kvplan" plan $scen --no-db)
+[ -n "$mpi" ] && check "2 ranks produced a plan" ok || check "2 ranks produced a plan ($(tail -3 /tmp/mpi-check.err))" no
+[ "$mpi" = "$one" ] && check "2 ranks rank like one process" ok || check "2 ranks rank like one process" no
+solo=$(mpirun --allow-run-as-root --oversubscribe -n 1 "$bin/kvplan-mpi" plan $scen 2>/dev/null) || true
+[ "$solo" = "$one" ] && check "1 rank ranks like one process" ok || check "1 rank ranks like one process" no
+mpirun --allow-run-as-root --oversubscribe -n 2 "$bin/kvplan-mpi" plan 2>/dev/null; [ $? -ne 0 ] && check "usage error exits non-zero" ok || check "usage error exits non-zero" no
+echo "mpi: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
