@@ -48,7 +48,7 @@ ifeq ($(CUDA),1)
 CFLAGS += -DKVPLAN_CUDA=1
 NVFLAGS := -O2 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall
 LIB_OBJ_CU := $(CU_SRC:%.cu=$(BUILD)/%.o)
-LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 BUILD_KIND := CUDA (nvcc: $(NVCC); sm_90 + PTX)
 else
 LIB_OBJ_CU :=

@@ -176,7 +176,17 @@ START_TEST(report_renders_in_chromium)
     snprintf(args, sizeof args, "run %s --db %s --format csv", sc, db);
     ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
     snprintf(args, sizeof args, "report %s --db %s --out %s", sc, db, html);
-    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    int rc = t_run(args, out, sizeof out, err, sizeof err);
+    char probe[900];
+    snprintf(probe, sizeof probe, "%s/../node_modules/vega-embed/build/vega-embed.min.js", getenv("KVPLAN_LIBRARY"));
+    if (access(probe, R_OK) != 0) {
+        /* Without the chart libraries (npm unreachable at setup) the HTML report is refused,
+         * plainly, with exit 69; the data formats below still work. */
+        ck_assert_int_eq(rc, 69);
+        ck_assert_msg(strstr(err, "chart libraries") && strstr(err, "make setup"), "%s", err);
+        goto data_formats;
+    }
+    ck_assert_int_eq(rc, 0);
     ck_assert_msg(strstr(out, "1 predicted runs") && strstr(out, "4 predicted/measured comparisons"), "%s", out);
     /* The page draws its four charts with no network: Chromium runs its scripts and we read the
      * DOM it ends with. */
@@ -196,6 +206,7 @@ START_TEST(report_renders_in_chromium)
     for (const char *q = dom; (q = strstr(q, "<svg")); q++) svgs++;
     ck_assert_int_ge(svgs, 4);
     free(dom);
+data_formats:
     /* The same data as JSON and CSV. */
     snprintf(args, sizeof args, "report %s --db %s --format json", sc, db);
     ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);

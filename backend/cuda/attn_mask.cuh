@@ -1,0 +1,15 @@
+/* attn_mask.cuh: which keys a query at position p sees; the device copy of cpu_attn_visible. */
+#ifndef KVPLAN_ATTN_MASK_CUH
+#define KVPLAN_ATTN_MASK_CUH
+
+#include "cuda_kernels.h"
+
+__device__ __forceinline__ bool kvc_visible(const kvc_mask &m, long p, long k)
+{
+    if (k > p) return false;
+    if (m.sliding > 0 && k <= p - m.sliding) return false;
+    if (m.window > 0 && k >= m.sink && k <= p - m.window) return false;
+    return true;
+}
+
+#endif
