@@ -136,6 +136,13 @@ const cli_command CLI_COMMANDS[] = {
      "vLLM /metrics endpoint (TTFT, TPOT/ITL and E2E histograms, KV cache usage, prefix cache\n"
      "hits, preemptions) and stores it as a measured run, linked to SCENARIO when given. A\n"
      "malformed or truncated file is an error (exit 65) and stores nothing.\n"},
+    {"selftest", cmd_selftest, "check every CUDA kernel against the CPU reference",
+     "usage: kvplan selftest [--backend cuda] [--format table|json|csv]\n"
+     "\n"
+     "Runs each CUDA kernel (RMSNorm, RoPE, SwiGLU, bf16 GEMM, KV write per dtype, paged decode,\n"
+     "prefill and naive attention over block sizes 8/16/32 and every KV dtype) on fresh random\n"
+     "inputs, outputs poisoned first, and compares with the CPU reference by relative L2 error.\n"
+     "Exit 69 when kvplan was built without CUDA or no device is usable; 70 when a check fails.\n"},
     {"runs", cmd_runs, "list the runs stored in the database",
      "usage: kvplan runs [--db PATH] [--limit N] [--format table|json|csv]\n"
      "\n"

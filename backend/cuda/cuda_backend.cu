@@ -69,12 +69,6 @@ __global__ void init_f32(float *w, size_t n, unsigned long long seed, float a)
         w[i] = a == 0 ? 1.0f : hash_uniform(seed, i) * a;
 }
 
-__global__ void to_bf16(__nv_bfloat16 *out, const float *x, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = __float2bfloat16_rn(x[i]);
-}
-
 static int alloc_bf16(cuda_ctx *c, __nv_bfloat16 **w, size_t n, unsigned long long seed, int fan_in)
 {
     CUDA_CHECK(cudaMalloc(w, n * sizeof(__nv_bfloat16)));
@@ -93,17 +87,9 @@ static int alloc_f32(cuda_ctx *c, float **w, size_t n, unsigned long long seed, 
     return 0;
 }
 
-/* out[M x N] (fp32) = x[M x K] (fp32, rounded to bf16) * w[K x N] (bf16), += when accumulate.
- * Row-major through column-major cuBLAS: C^T = W^T X^T. */
 static int gemm(cuda_ctx *c, float *out, const float *x, const __nv_bfloat16 *w, int M, int N, int K, int accumulate)
 {
-    size_t n = (size_t)M * K;
-    to_bf16<<<(unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256>>>(c->xb, x, n);
-    LAUNCH_CHECK();
-    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha, w, CUDA_R_16BF, N, c->xb, CUDA_R_16BF, K,
-                              &beta, out, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return 0;
+    return kvc_gemm(out, x, w, M, N, K, accumulate, c->xb);
 }
 
 static void destroy(void *p)

@@ -23,6 +23,10 @@ int kvc_swiglu(float *out, const float *gu, int T, int inter);
 int kvc_gather_rows(float *out, const float *table, const int32_t *ids, int T, int h);
 int kvc_argmax(int32_t *out, const float *logits, int rows, int n);
 
+/* gemm.cu: out[M x N] (fp32) = x[M x K] (fp32 rounded to bf16) * w[K x N] (bf16), fp32
+ * accumulation through cuBLAS; scratch_bf16 holds M x K bf16 values. */
+int kvc_gemm(float *out, const float *x, const void *w_bf16, int M, int N, int K, int accumulate, void *scratch_bf16);
+
 /* kv_write.cu: writes K and V rows ([T x Hkv x d] each, row stride `stride`) at the given
  * (block, slot) of layer into the pool. */
 int kvc_kv_write(const struct kvc_pool *pool, int layer, const float *k, const float *v, int stride, const int32_t *blocks,

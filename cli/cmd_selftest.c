@@ -1,0 +1,65 @@
+/* cmd_selftest.c: `kvplan selftest --backend cuda`: every CUDA kernel against the CPU reference
+ * (backend/cuda/selftest.cu). Without a CUDA build or a device it says so and exits 69. */
+#include "cli_run.h"
+#include "../backend/be_cuda.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef KVPLAN_CUDA
+typedef void (*report_fn)(void *ud, const char *kernel, const char *shape, double err, double tol, int ok);
+int be_cuda_selftest(report_fn report, void *ud, char *msg, size_t n);
+
+static void row(void *ud, const char *kernel, const char *shape, double err, double tol, int ok)
+{
+    out_doc *d = ud;
+    out_cell_str(d, kernel);
+    out_cell_str(d, shape);
+    out_cell_num(d, err);
+    out_cell_num(d, tol);
+    out_cell_str(d, ok ? "ok" : "FAIL");
+}
+#endif
+
+int cmd_selftest(int argc, char **argv)
+{
+    cli_common c = {.format = OUT_TABLE};
+    const char *backend = "cuda";
+    int help = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_common_flag(&c, argc, argv, &i, &help);
+        if (r < 0) return CLI_EX_USAGE;
+        if (r) continue;
+        const char *v;
+        if ((v = cli_flag_value(argc, argv, &i, "--backend"))) { if (cli_flag_missing_value()) return CLI_EX_USAGE; backend = v; }
+        else return cli_usage_error("selftest", "unexpected argument '%s'", argv[i]);
+    }
+    if (help) { fputs(cli_usage_of("selftest"), stdout); return CLI_OK; }
+    if (!strcmp(backend, "cpu")) {
+        printf("the cpu backend is the reference the cuda kernels are checked against; `make check` tests it\n");
+        return CLI_OK;
+    }
+    if (strcmp(backend, "cuda")) return cli_usage_error("selftest", "--backend takes cuda (or cpu), not '%s'", backend);
+#ifndef KVPLAN_CUDA
+    fprintf(stderr, "kvplan: selftest: this kvplan was built without CUDA (nvcc was not found when it was compiled)\n");
+    return CLI_EX_UNAVAILABLE;
+#else
+    out_doc *doc = out_doc_init();
+    static const out_col cols[] = {{"kernel", "kernel", OUT_STR}, {"shape", "shape", OUT_STR}, {"error", "rel L2 error", OUT_NUM},
+                                   {"tolerance", "tolerance", OUT_NUM}, {"result", "result", OUT_STR}};
+    out_table(doc, "kernels", "CUDA kernels against the CPU reference", 5, cols);
+    char msg[600];
+    int failures = be_cuda_selftest(row, doc, msg, sizeof msg);
+    if (failures == -2) {
+        fprintf(stderr, "kvplan: selftest: %s\n", msg);
+        out_doc_free(doc);
+        return CLI_EX_UNAVAILABLE;
+    }
+    int rc = cli_emit(doc, c.format);
+    out_doc_free(doc);
+    if (failures < 0) { fprintf(stderr, "kvplan: selftest: CUDA error: %s\n", msg); return CLI_EX_INTERNAL; }
+    if (failures > 0) { fprintf(stderr, "kvplan: selftest: %d check(s) failed\n", failures); return CLI_EX_INTERNAL; }
+    return rc;
+#endif
+}
