@@ -73,6 +73,7 @@ int cmd_capacity(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
+int cmd_kernel_bench(int argc, char **argv);
 
 extern const cli_command CLI_COMMANDS[];
 extern const int CLI_N_COMMANDS;

@@ -8,8 +8,25 @@
 #include <string.h>
 
 #ifdef KVPLAN_CUDA
+typedef void (*bench_fn)(void *ud, const char *what, const char *shape, double seconds, double rate, const char *unit,
+                         double share);
+int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t n);
+
+static void bench_row(void *ud, const char *what, const char *shape, double seconds, double rate, const char *unit, double share)
+{
+    out_doc *d = ud;
+    out_cell_str(d, what);
+    out_cell_str(d, shape);
+    out_cell_num(d, seconds);
+    out_cell_num(d, rate);
+    out_cell_str(d, unit);
+    out_cell_num(d, share);
+    fprintf(stderr, "  %-26s %-40s %10.4g %s\n", what, shape, rate, unit);   /* progress on long device work */
+}
 typedef void (*report_fn)(void *ud, const char *kernel, const char *shape, double err, double tol, int ok);
 int be_cuda_selftest(report_fn report, void *ud, char *msg, size_t n);
+extern char kvc_last_error[512];
+static const char *kvc_error_text(void) { return kvc_last_error; }
 
 static void row(void *ud, const char *kernel, const char *shape, double err, double tol, int ok)
 {
@@ -60,6 +77,34 @@ int cmd_selftest(int argc, char **argv)
     out_doc_free(doc);
     if (failures < 0) { fprintf(stderr, "kvplan: selftest: CUDA error: %s\n", msg); return CLI_EX_INTERNAL; }
     if (failures > 0) { fprintf(stderr, "kvplan: selftest: %d check(s) failed\n", failures); return CLI_EX_INTERNAL; }
+    return rc;
+#endif
+}
+
+int cmd_kernel_bench(int argc, char **argv)
+{
+    cli_common c = {.format = OUT_TABLE};
+    int help = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_common_flag(&c, argc, argv, &i, &help);
+        if (r < 0) return CLI_EX_USAGE;
+        if (!r) return cli_usage_error("kernel-bench", "unexpected argument '%s'", argv[i]);
+    }
+    if (help) { fputs(cli_usage_of("kernel-bench"), stdout); return CLI_OK; }
+#ifndef KVPLAN_CUDA
+    fprintf(stderr, "kvplan: kernel-bench: this kvplan was built without CUDA (nvcc was not found when it was compiled)\n");
+    return CLI_EX_UNAVAILABLE;
+#else
+    out_doc *doc = out_doc_init();
+    static const out_col cols[] = {{"what", "kernel", OUT_STR}, {"shape", "shape", OUT_STR}, {"seconds", "time", OUT_SECONDS},
+                                   {"rate", "rate", OUT_NUM}, {"unit", "unit", OUT_STR}, {"share_of_ceiling", "of ceiling", OUT_FRAC}};
+    out_table(doc, "kernels", "Device measurements (median of repeats, CUDA events)", 6, cols);
+    char msg[600];
+    int rc = be_cuda_kernel_bench(bench_row, doc, msg, sizeof msg);
+    if (rc == -2) { fprintf(stderr, "kvplan: kernel-bench: %s\n", msg); out_doc_free(doc); return CLI_EX_UNAVAILABLE; }
+    if (rc < 0) { fprintf(stderr, "kvplan: kernel-bench: CUDA error: %s\n", msg[0] ? msg : kvc_error_text()); out_doc_free(doc); return CLI_EX_INTERNAL; }
+    rc = cli_emit(doc, c.format);
+    out_doc_free(doc);
     return rc;
 #endif
 }

@@ -143,6 +143,12 @@ const cli_command CLI_COMMANDS[] = {
      "prefill and naive attention over block sizes 8/16/32 and every KV dtype) on fresh random\n"
      "inputs, outputs poisoned first, and compares with the CPU reference by relative L2 error.\n"
      "Exit 69 when kvplan was built without CUDA or no device is usable; 70 when a check fails.\n"},
+    {"kernel-bench", cmd_kernel_bench, "device ceilings and attention kernel speed (CUDA)",
+     "usage: kvplan kernel-bench [--format table|json|csv]\n"
+     "\n"
+     "Measures the device-to-device copy bandwidth and the bf16 GEMM ceiling, then paged decode\n"
+     "attention over batch x context as GB/s against the copy bandwidth, and prefill attention at\n"
+     "4096 tokens (flash and naive) as TFLOP/s against the GEMM ceiling. Exit 69 without a device.\n"},
     {"runs", cmd_runs, "list the runs stored in the database",
      "usage: kvplan runs [--db PATH] [--limit N] [--format table|json|csv]\n"
      "\n"

@@ -232,6 +232,21 @@ START_TEST(hf_config_family_rules)
 }
 END_TEST
 
+START_TEST(every_bundled_scenario_loads)
+{
+    static const char *const files[] = {"chat.yaml", "tiny-cpu.yaml", "gpu-decode.yaml", "gpu-prefix.yaml",
+                                        "archetypes/chat-shared-prompt.yaml", "archetypes/high-concurrency-api.yaml",
+                                        "archetypes/long-document.yaml", "archetypes/edge-gpu.yaml", "../bench/sweep-500.yaml"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[700], msg[1500];
+        snprintf(path, sizeof path, "%s/%s", getenv("KVPLAN_LIBRARY"), files[i]);
+        scn_status st = scn_scenario_load(path, NULL, 0, &s, &e);
+        scn_error_format(&e, msg, sizeof msg);
+        ck_assert_msg(st == SCN_OK, "%s: %s", files[i], msg);
+    }
+}
+END_TEST
+
 Suite *suite_loader(void)
 {
     Suite *su = suite_create("loader");
@@ -244,6 +259,7 @@ Suite *suite_loader(void)
     tcase_add_test(tc, json_scenarios_and_anchors);
     tcase_add_test(tc, hf_config_matches_library_entry);
     tcase_add_test(tc, hf_config_family_rules);
+    tcase_add_test(tc, every_bundled_scenario_loads);
     suite_add_tcase(su, tc);
     return su;
 }
