@@ -32,6 +32,20 @@ int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, 
     return CLI_OK;
 }
 
+int cli_prepare_engine(cli_common *c, const cli_run_flags *f, scn_scenario *s, sim_choice *ch)
+{
+    int rc = cli_load(c, s);
+    if (rc) return rc;
+    if (f->seed >= 0) s->seed = (unsigned long long)f->seed;
+    *ch = sim_choice_first(s);
+    char err[256];
+    if (sim_choice_check(ch, err, sizeof err)) {
+        fprintf(stderr, "kvplan: %s: options: %s\n", c->scenario, err);
+        return CLI_EX_DATA;
+    }
+    return CLI_OK;
+}
+
 int cmd_run(int argc, char **argv)
 {
     cli_common c = {.format = OUT_TABLE};
@@ -40,11 +54,9 @@ int cmd_run(int argc, char **argv)
     int rc = cli_parse_engine_cmd("run", argc, argv, &c, &f, &help);
     if (rc || help) { if (help) fputs(cli_usage_of("run"), stdout); return rc; }
     scn_scenario s;
-    if ((rc = cli_load(&c, &s))) return rc;
-    if (f.seed >= 0) s.seed = (unsigned long long)f.seed;
-    sim_choice ch = sim_choice_first(&s);
+    sim_choice ch;
+    if ((rc = cli_prepare_engine(&c, &f, &s, &ch))) return rc;
     char err[1024];
-    if (sim_choice_check(&ch, err, sizeof err)) { fprintf(stderr, "kvplan: %s: options: %s\n", c.scenario, err); return CLI_EX_DATA; }
     be_session bs;
     be_status bst = be_session_open(&bs, f.backend, &s, &ch, err, sizeof err);
     if (bst != BE_OK) { fprintf(stderr, "kvplan: backend %s: %s\n", f.backend, err); return cli_exit_for_be(bst); }

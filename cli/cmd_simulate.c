@@ -18,15 +18,8 @@ int cmd_simulate(int argc, char **argv)
     if (rc || help) { if (help) fputs(cli_usage_of("simulate"), stdout); return rc; }
     if (f.backend) return cli_usage_error("simulate", "simulate predicts with the cost model; use `kvplan run --backend %s`", f.backend);
     scn_scenario s;
-    rc = cli_load(&c, &s);
-    if (rc) return rc;
-    if (f.seed >= 0) s.seed = (unsigned long long)f.seed;
-    sim_choice ch = sim_choice_first(&s);
-    char why[256];
-    if (sim_choice_check(&ch, why, sizeof why)) {
-        fprintf(stderr, "kvplan: %s: options: %s\n", c.scenario, why);
-        return CLI_EX_DATA;
-    }
+    sim_choice ch;
+    if ((rc = cli_prepare_engine(&c, &f, &s, &ch))) return rc;
     /* Open everything that can fail before spending time simulating. */
     db *d;
     const char *db_path;

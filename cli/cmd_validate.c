@@ -38,11 +38,9 @@ int cmd_validate(int argc, char **argv)
     int rc = cli_parse_engine_cmd("validate", argc, argv, &c, &f, &help);
     if (rc || help) { if (help) fputs(cli_usage_of("validate"), stdout); return rc; }
     scn_scenario s;
-    if ((rc = cli_load(&c, &s))) return rc;
-    if (f.seed >= 0) s.seed = (unsigned long long)f.seed;
-    sim_choice ch = sim_choice_first(&s);
+    sim_choice ch;
+    if ((rc = cli_prepare_engine(&c, &f, &s, &ch))) return rc;
     char err[1024];
-    if (sim_choice_check(&ch, err, sizeof err)) { fprintf(stderr, "kvplan: %s: options: %s\n", c.scenario, err); return CLI_EX_DATA; }
     db *d;
     const char *db_path;
     if ((rc = cli_open_db(&f, &d, &db_path))) return rc;

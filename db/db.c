@@ -277,12 +277,16 @@ static void read_info(sqlite3_stmt *st, db_run_info *r)
     r->tpot_p99 = col_real(st, 12);
 }
 
-db_status db_runs_list(db *d, int limit, int (*fn)(void *ud, const db_run_info *r), void *ud, char *err, size_t n)
+/* Runs RUN_SELECT with `tail` (WHERE/ORDER/LIMIT) and an optional text parameter ?1, calling fn
+ * for each run. */
+static db_status each_run(db *d, const char *tail, const char *param, int (*fn)(void *ud, const db_run_info *r), void *ud,
+                          char *err, size_t n)
 {
     sqlite3_stmt *st = NULL;
-    char sql[1200];
-    snprintf(sql, sizeof sql, "%s ORDER BY r.id DESC LIMIT %d", RUN_SELECT, limit > 0 ? limit : -1);
+    char sql[1300];
+    snprintf(sql, sizeof sql, "%s %s", RUN_SELECT, tail);
     DB_CHECK(d, sqlite3_prepare_v2(d->h, sql, -1, &st, NULL));
+    if (param) sqlite3_bind_text(st, 1, param, -1, SQLITE_STATIC);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         db_run_info r;
@@ -296,6 +300,13 @@ fail:
     sqlite3_finalize(st);
     snprintf(err, n, "%s", d->err);
     return DB_E_INTERNAL;
+}
+
+db_status db_runs_list(db *d, int limit, int (*fn)(void *ud, const db_run_info *r), void *ud, char *err, size_t n)
+{
+    char tail[64];
+    snprintf(tail, sizeof tail, "ORDER BY r.id DESC LIMIT %d", limit > 0 ? limit : -1);
+    return each_run(d, tail, NULL, fn, ud, err, n);
 }
 
 db_status db_run_get(db *d, long id, db_run_info *info, char *err, size_t n)
@@ -504,24 +515,7 @@ db_status db_scenario_runs(db *d, const scn_scenario *s, int (*fn)(void *ud, con
     if (!json) { snprintf(err, n, "out of memory"); return DB_E_INTERNAL; }
     hash_hex(json, hash);
     free(json);
-    sqlite3_stmt *st = NULL;
-    char sql[1300];
-    snprintf(sql, sizeof sql, "%s WHERE s.hash = ?1 ORDER BY r.id", RUN_SELECT);
-    DB_CHECK(d, sqlite3_prepare_v2(d->h, sql, -1, &st, NULL));
-    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        db_run_info r;
-        read_info(st, &r);
-        if (fn(ud, &r)) break;
-    }
-    DB_CHECK(d, rc);
-    sqlite3_finalize(st);
-    return DB_OK;
-fail:
-    sqlite3_finalize(st);
-    snprintf(err, n, "%s", d->err);
-    return DB_E_INTERNAL;
+    return each_run(d, "WHERE s.hash = ?1 ORDER BY r.id", hash, fn, ud, err, n);
 }
 
 db_status db_run_timeseries(db *d, long id, int (*fn)(void *ud, const sim_sample *x), void *ud, char *err, size_t n)
