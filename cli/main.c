@@ -169,8 +169,8 @@ static void print_help(FILE *fp)
 {
     fprintf(fp, "kvplan %s: what the KV cache costs, and which optimisation pays.\n\n"
                 "usage: kvplan COMMAND [ARGS]\n\ncommands:\n", KVPLAN_VERSION);
-    for (int i = 0; i < CLI_N_COMMANDS; i++) fprintf(fp, "  %-8s %s\n", CLI_COMMANDS[i].name, CLI_COMMANDS[i].summary);
-    fprintf(fp, "  %-8s %s\n\n", "help", "help COMMAND prints a command's options");
+    for (int i = 0; i < CLI_N_COMMANDS; i++) fprintf(fp, "  %-13s %s\n", CLI_COMMANDS[i].name, CLI_COMMANDS[i].summary);
+    fprintf(fp, "  %-13s %s\n\n", "help", "help COMMAND prints a command's options");
     fprintf(fp, "kvplan --version prints the version and which backends this build has.\n"
                 "Exit codes: 0 ok, 64 usage, 65 bad input data, 66 input not found, 69 backend\n"
                 "unavailable, 70 internal error, 73 cannot create an output file or database.\n");
