@@ -25,8 +25,8 @@ static void bench_row(void *ud, const char *what, const char *shape, double seco
 }
 typedef void (*report_fn)(void *ud, const char *kernel, const char *shape, double err, double tol, int ok);
 int be_cuda_selftest(report_fn report, void *ud, char *msg, size_t n);
-extern char kvc_last_error[512];
-static const char *kvc_error_text(void) { return kvc_last_error; }
+extern char be_cuda_last_error[512];
+static const char *be_cuda_error_text(void) { return be_cuda_last_error; }
 
 static void row(void *ud, const char *kernel, const char *shape, double err, double tol, int ok)
 {
@@ -102,7 +102,7 @@ int cmd_kernel_bench(int argc, char **argv)
     char msg[600];
     int rc = be_cuda_kernel_bench(bench_row, doc, msg, sizeof msg);
     if (rc == -2) { fprintf(stderr, "kvplan: kernel-bench: %s\n", msg); out_doc_free(doc); return CLI_EX_UNAVAILABLE; }
-    if (rc < 0) { fprintf(stderr, "kvplan: kernel-bench: CUDA error: %s\n", msg[0] ? msg : kvc_error_text()); out_doc_free(doc); return CLI_EX_INTERNAL; }
+    if (rc < 0) { fprintf(stderr, "kvplan: kernel-bench: CUDA error: %s\n", msg[0] ? msg : be_cuda_error_text()); out_doc_free(doc); return CLI_EX_INTERNAL; }
     rc = cli_emit(doc, c.format);
     out_doc_free(doc);
     return rc;

@@ -10,8 +10,8 @@
 #define MAX_G 16          /* query heads per KV head handled by one block */
 #define MAX_D 256         /* head dimension */
 
-__global__ void decode_split_kernel(float *part_acc, float *part_ml, const float *q, kvc_pool p, int layer,
-                                    const int32_t *tables, int max_blocks, const int32_t *start, int H, kvc_mask mask,
+__global__ void decode_split_kernel(float *part_acc, float *part_ml, const float *q, be_cuda_pool p, int layer,
+                                    const int32_t *tables, int max_blocks, const int32_t *start, int H, be_cuda_mask mask,
                                     int split)
 {
     extern __shared__ float sm[];     /* scores [split x g] */
@@ -27,12 +27,12 @@ __global__ void decode_split_kernel(float *part_acc, float *part_ml, const float
     /* Scores: one key per thread, its K vector read once for all g heads. */
     for (long k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
         float *sc = sm + (k - k0) * g;
-        if (!kvc_visible(mask, pos, k)) { for (int a = 0; a < g; a++) sc[a] = -INFINITY; continue; }
-        size_t vec = kvc_vec(p, table[k / bs], (int)(k % bs), layer, 0, kh);
+        if (!be_cuda_visible(mask, pos, k)) { for (int a = 0; a < g; a++) sc[a] = -INFINITY; continue; }
+        size_t vec = be_cuda_vec(p, table[k / bs], (int)(k % bs), layer, 0, kh);
         float acc[MAX_G];
         for (int a = 0; a < g; a++) acc[a] = 0;
         for (int i = 0; i < d; i++) {
-            float kv = kvc_load(p, vec, i);
+            float kv = be_cuda_load(p, vec, i);
             for (int a = 0; a < g; a++) acc[a] += qs[a * d + i] * kv;
         }
         for (int a = 0; a < g; a++) sc[a] = acc[a] * scale;
@@ -66,7 +66,7 @@ __global__ void decode_split_kernel(float *part_acc, float *part_ml, const float
         float acc = 0;
         for (long k = k0; k < k1; k++) {
             float w = sm[(k - k0) * g + a];
-            if (w != 0) acc += w * kvc_load(p, kvc_vec(p, table[k / bs], (int)(k % bs), layer, 1, kh), i);
+            if (w != 0) acc += w * be_cuda_load(p, be_cuda_vec(p, table[k / bs], (int)(k % bs), layer, 1, kh), i);
         }
         part_acc[(base + (size_t)a * nsp) * d + i] = acc;
     }
@@ -95,13 +95,13 @@ __global__ void decode_combine_kernel(float *out, const float *part_acc, const f
 static float *scratch;
 static size_t scratch_floats;
 
-extern "C" int kvc_attn_decode(float *out, const float *q, const kvc_pool *pool, int layer, const int32_t *tables,
-                               int max_blocks, const int32_t *start, int n, int H, kvc_mask mask, int split)
+extern "C" int be_cuda_attn_decode(float *out, const float *q, const be_cuda_pool *pool, int layer, const int32_t *tables,
+                               int max_blocks, const int32_t *start, int n, int H, be_cuda_mask mask, int split)
 {
     if (n <= 0) return 0;
     int d = pool->head_dim, g = H / pool->kv_heads;
     if (g > MAX_G || d > MAX_D) {
-        snprintf(kvc_last_error, sizeof kvc_last_error, "decode attention supports up to %d query heads per KV head and "
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "decode attention supports up to %d query heads per KV head and "
                  "head_dim %d (got %d, %d)", MAX_G, MAX_D, g, d);
         return -1;
     }

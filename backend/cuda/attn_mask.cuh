@@ -4,7 +4,7 @@
 
 #include "cuda_kernels.h"
 
-__device__ __forceinline__ bool kvc_visible(const kvc_mask &m, long p, long k)
+__device__ __forceinline__ bool be_cuda_visible(const be_cuda_mask &m, long p, long k)
 {
     if (k > p) return false;
     if (m.sliding > 0 && k <= p - m.sliding) return false;

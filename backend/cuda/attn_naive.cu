@@ -7,8 +7,8 @@
 #include <math.h>
 
 /* S[h][j][k] = q_j . k_k / sqrt(d), -inf where masked. One thread per (h, j, k). */
-__global__ void naive_scores(float *S, const float *q, kvc_pool p, int layer, const int32_t *table, long start, int len,
-                             int row0, int H, kvc_mask mask)
+__global__ void naive_scores(float *S, const float *q, be_cuda_pool p, int layer, const int32_t *table, long start, int len,
+                             int row0, int H, be_cuda_mask mask)
 {
     long keys = start + len, id = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= (long)H * len * keys) return;
@@ -17,11 +17,11 @@ __global__ void naive_scores(float *S, const float *q, kvc_pool p, int layer, co
     int d = p.head_dim, kh = h / (H / p.kv_heads), bs = p.block_size;
     long pos = start + j;
     float sc = -INFINITY;
-    if (kvc_visible(mask, pos, k)) {
-        size_t vec = kvc_vec(p, table[k / bs], (int)(k % bs), layer, 0, kh);
+    if (be_cuda_visible(mask, pos, k)) {
+        size_t vec = be_cuda_vec(p, table[k / bs], (int)(k % bs), layer, 0, kh);
         const float *qv = q + ((size_t)(row0 + j) * H + h) * d;
         float acc = 0;
-        for (int i = 0; i < d; i++) acc += qv[i] * kvc_load(p, vec, i);
+        for (int i = 0; i < d; i++) acc += qv[i] * be_cuda_load(p, vec, i);
         sc = acc * rsqrtf((float)d);
     }
     S[id] = sc;
@@ -49,7 +49,7 @@ __global__ void naive_softmax(float *S, long keys)
 }
 
 /* out[j][h][i] = sum_k P[h][j][k] v_k[i]. One thread per (h, j, i). */
-__global__ void naive_pv(float *out, const float *P, kvc_pool p, int layer, const int32_t *table, long start, int len,
+__global__ void naive_pv(float *out, const float *P, be_cuda_pool p, int layer, const int32_t *table, long start, int len,
                          int row0, int H)
 {
     int d = p.head_dim, bs = p.block_size;
@@ -59,13 +59,13 @@ __global__ void naive_pv(float *out, const float *P, kvc_pool p, int layer, cons
     const float *row = P + ((size_t)h * len + j) * keys;
     float acc = 0;
     for (long k = 0; k < keys; k++)
-        if (row[k] != 0) acc += row[k] * kvc_load(p, kvc_vec(p, table[k / bs], (int)(k % bs), layer, 1, kh), i);
+        if (row[k] != 0) acc += row[k] * be_cuda_load(p, be_cuda_vec(p, table[k / bs], (int)(k % bs), layer, 1, kh), i);
     out[((size_t)(row0 + j) * H + h) * d + i] = acc;
 }
 
-extern "C" int kvc_attn_naive(float *out, const float *q, const kvc_pool *pool, int layer, const int32_t *tables,
+extern "C" int be_cuda_attn_naive(float *out, const float *q, const be_cuda_pool *pool, int layer, const int32_t *tables,
                               int max_blocks, const int32_t *start, const int32_t *len, const int32_t *row0, int n, int H,
-                              kvc_mask mask, float *scratch, size_t scratch_floats)
+                              be_cuda_mask mask, float *scratch, size_t scratch_floats)
 {
     /* Sequence by sequence: the host reads each one's shape to size its launches. */
     for (int s = 0; s < n; s++) {
@@ -75,7 +75,7 @@ extern "C" int kvc_attn_naive(float *out, const float *q, const kvc_pool *pool, 
         CUDA_CHECK(cudaMemcpy(&r0, row0 + s, sizeof r0, cudaMemcpyDeviceToHost));
         long keys = (long)st + ln, cells = (long)H * ln * keys;
         if ((size_t)cells > scratch_floats) {
-            snprintf(kvc_last_error, sizeof kvc_last_error, "naive attention needs %ld floats of scratch, has %zu", cells, scratch_floats);
+            snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "naive attention needs %ld floats of scratch, has %zu", cells, scratch_floats);
             return -1;
         }
         const int32_t *table = tables + (size_t)s * max_blocks;

@@ -10,8 +10,8 @@
 #define TILE 32            /* query rows per block, and keys per shared-memory tile */
 #define PMAX_D 256
 
-__global__ void prefill_kernel(float *out, const float *q, kvc_pool p, int layer, const int32_t *tables, int max_blocks,
-                               const int32_t *start, const int32_t *len, const int32_t *row0, int H, kvc_mask mask)
+__global__ void prefill_kernel(float *out, const float *q, be_cuda_pool p, int layer, const int32_t *tables, int max_blocks,
+                               const int32_t *start, const int32_t *len, const int32_t *row0, int H, be_cuda_mask mask)
 {
     extern __shared__ float kvs[];   /* K tile then V tile: [2][TILE][d] */
     int s = blockIdx.z, h = blockIdx.y, d = p.head_dim, bs = p.block_size;
@@ -31,14 +31,14 @@ __global__ void prefill_kernel(float *out, const float *q, kvc_pool p, int layer
         /* Stage keys [t0, t0 + TILE): each thread loads one key's K and V. */
         long k = t0 + threadIdx.x;
         if (k <= last) {
-            size_t vk = kvc_vec(p, table[k / bs], (int)(k % bs), layer, 0, kh);
-            size_t vv = kvc_vec(p, table[k / bs], (int)(k % bs), layer, 1, kh);
-            for (int i = 0; i < d; i++) { ks[threadIdx.x * d + i] = kvc_load(p, vk, i); vs[threadIdx.x * d + i] = kvc_load(p, vv, i); }
+            size_t vk = be_cuda_vec(p, table[k / bs], (int)(k % bs), layer, 0, kh);
+            size_t vv = be_cuda_vec(p, table[k / bs], (int)(k % bs), layer, 1, kh);
+            for (int i = 0; i < d; i++) { ks[threadIdx.x * d + i] = be_cuda_load(p, vk, i); vs[threadIdx.x * d + i] = be_cuda_load(p, vv, i); }
         }
         __syncthreads();
         if (active) {
             for (int u = 0; u < TILE && t0 + u <= pos; u++) {
-                if (!kvc_visible(mask, pos, t0 + u)) continue;
+                if (!be_cuda_visible(mask, pos, t0 + u)) continue;
                 float sc = 0;
                 for (int i = 0; i < d; i++) sc += qv[i] * ks[u * d + i];
                 float mn = fmaxf(m, sc), corr = __expf(m - mn), w = __expf(sc - mn);
@@ -55,13 +55,13 @@ __global__ void prefill_kernel(float *out, const float *q, kvc_pool p, int layer
     }
 }
 
-extern "C" int kvc_attn_prefill(float *out, const float *q, const kvc_pool *pool, int layer, const int32_t *tables,
+extern "C" int be_cuda_attn_prefill(float *out, const float *q, const be_cuda_pool *pool, int layer, const int32_t *tables,
                                 int max_blocks, const int32_t *start, const int32_t *len, const int32_t *row0, int n,
-                                int max_len, int H, kvc_mask mask)
+                                int max_len, int H, be_cuda_mask mask)
 {
     if (n <= 0 || max_len <= 0) return 0;
     if (pool->head_dim > PMAX_D) {
-        snprintf(kvc_last_error, sizeof kvc_last_error, "prefill attention supports head_dim up to %d", PMAX_D);
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "prefill attention supports head_dim up to %d", PMAX_D);
         return -1;
     }
     dim3 grid((max_len + TILE - 1) / TILE, H, n);

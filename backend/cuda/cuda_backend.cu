@@ -18,7 +18,7 @@ extern "C" int be_cuda_probe_devices(char *msg, size_t n);
     do {                                                                                           \
         cublasStatus_t s_ = (call);                                                                \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            snprintf(kvc_last_error, sizeof kvc_last_error, "cuBLAS status %d (%s in %s at %s:%d)", (int)s_, #call, \
+            snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "cuBLAS status %d (%s in %s at %s:%d)", (int)s_, #call, \
                      __func__, __FILE__, __LINE__);                                                \
             return -1;                                                                             \
         }                                                                                          \
@@ -34,8 +34,8 @@ struct cuda_ctx {
     float *embed, *normf;
     __nv_bfloat16 *lm;
     std::vector<layer_w> lw;
-    std::vector<kvc_mask> masks;
-    kvc_pool pool;
+    std::vector<be_cuda_mask> masks;
+    be_cuda_pool pool;
     long blocks;
     size_t weight_bytes, pool_bytes;
     /* scratch, grown to the largest step */
@@ -89,7 +89,7 @@ static int alloc_f32(cuda_ctx *c, float **w, size_t n, unsigned long long seed, 
 
 static int gemm(cuda_ctx *c, float *out, const float *x, const __nv_bfloat16 *w, int M, int N, int K, int accumulate)
 {
-    return kvc_gemm(out, x, w, M, N, K, accumulate, c->xb);
+    return be_cuda_gemm(out, x, w, M, N, K, accumulate, c->xb);
 }
 
 static void destroy(void *p)
@@ -131,7 +131,7 @@ static int build(cuda_ctx *c)
             alloc_f32(c, &w.norm1, c->h, 0, 0) || alloc_f32(c, &w.norm2, c->h, 0, 0))
             return -1;
         bool sliding = m->sliding_layers > 0 && (long)l * m->sliding_layers / c->L != (long)(l + 1) * m->sliding_layers / c->L;
-        c->masks[l] = kvc_mask{c->cfg.sink, c->cfg.window, sliding ? m->sliding_window : 0};
+        c->masks[l] = be_cuda_mask{c->cfg.sink, c->cfg.window, sliding ? m->sliding_window : 0};
     }
     CUDA_CHECK(cudaDeviceSynchronize());
     return 0;
@@ -151,7 +151,7 @@ static be_status create(void **out, const be_config *cfg, char *err, size_t n)
     c->L = m->layers; c->h = m->hidden; c->H = m->heads; c->Hkv = m->kv_heads; c->d = m->head_dim;
     c->inter = m->intermediate; c->V = m->vocab;
     c->qkv = (c->H + 2 * c->Hkv) * c->d;
-    if (build(c)) { snprintf(err, n, "%s", kvc_last_error); destroy(c); return BE_E_NOMEM; }
+    if (build(c)) { snprintf(err, n, "%s", be_cuda_last_error); destroy(c); return BE_E_NOMEM; }
     *out = c;
     return BE_OK;
 }
@@ -159,17 +159,17 @@ static be_status create(void **out, const be_config *cfg, char *err, size_t n)
 static be_status alloc_kv(void *p, long blocks, char *err, size_t n)
 {
     cuda_ctx *c = (cuda_ctx *)p;
-    int dt = c->cfg.kv_dtype;   /* scn_dtype: fp32 0, fp16 1, bf16 2, fp8 3, int8 4 (as KVC_*) */
-    size_t elem = dt == KVC_F32 ? 4 : dt == KVC_F16 || dt == KVC_BF16 ? 2 : 1;
+    int dt = c->cfg.kv_dtype;   /* scn_dtype: fp32 0, fp16 1, bf16 2, fp8 3, int8 4 (as BE_CUDA_*) */
+    size_t elem = dt == BE_CUDA_F32 ? 4 : dt == BE_CUDA_F16 || dt == BE_CUDA_BF16 ? 2 : 1;
     size_t vecs = (size_t)blocks * c->L * 2 * c->cfg.block_size * c->Hkv;
-    c->pool = kvc_pool{dt, c->cfg.block_size, c->L, c->Hkv, c->d, NULL, NULL, 1.0f};
+    c->pool = be_cuda_pool{dt, c->cfg.block_size, c->L, c->Hkv, c->d, NULL, NULL, 1.0f};
     if (cudaMalloc(&c->pool.data, vecs * c->d * elem) != cudaSuccess ||
-        (dt == KVC_I8 && cudaMalloc(&c->pool.scales, vecs * sizeof(float)) != cudaSuccess)) {
+        (dt == BE_CUDA_I8 && cudaMalloc(&c->pool.scales, vecs * sizeof(float)) != cudaSuccess)) {
         snprintf(err, n, "cannot allocate %ld KV blocks (%.2f GiB) on the device", blocks, vecs * c->d * elem / 1073741824.0);
         return BE_E_NOMEM;
     }
     c->blocks = blocks;
-    c->pool_bytes = vecs * c->d * elem + (dt == KVC_I8 ? vecs * sizeof(float) : 0);
+    c->pool_bytes = vecs * c->d * elem + (dt == BE_CUDA_I8 ? vecs * sizeof(float) : 0);
     return BE_OK;
 }
 
@@ -239,32 +239,32 @@ static int step(cuda_ctx *c, const sim_batch *b, int32_t *next)
     CUDA_CHECK(cudaMemcpy(c->d_row0, row0.data(), S * sizeof(int32_t), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(c->d_last, last.data(), S * sizeof(int32_t), cudaMemcpyHostToDevice));
     int h = c->h, H = c->H, Hkv = c->Hkv, d = c->d;
-    if (kvc_gather_rows(c->X, c->embed, c->d_ids, T, h)) return -1;
+    if (be_cuda_gather_rows(c->X, c->embed, c->d_ids, T, h)) return -1;
     for (int l = 0; l < c->L; l++) {
         layer_w &w = c->lw[l];
-        if (kvc_rmsnorm(c->Hn, c->X, w.norm1, T, h, 1e-5f) || gemm(c, c->QKV, c->Hn, w.wqkv, T, c->qkv, h, 0) ||
-            kvc_rope(c->QKV, T, H, d, c->qkv, c->d_pos, 10000.0f) ||
-            kvc_rope(c->QKV + (size_t)H * d, T, Hkv, d, c->qkv, c->d_pos, 10000.0f))
+        if (be_cuda_rmsnorm(c->Hn, c->X, w.norm1, T, h, 1e-5f) || gemm(c, c->QKV, c->Hn, w.wqkv, T, c->qkv, h, 0) ||
+            be_cuda_rope(c->QKV, T, H, d, c->qkv, c->d_pos, 10000.0f) ||
+            be_cuda_rope(c->QKV + (size_t)H * d, T, Hkv, d, c->qkv, c->d_pos, 10000.0f))
             return -1;
         CUDA_CHECK(cudaMemcpy2D(c->Q, (size_t)H * d * sizeof(float), c->QKV, (size_t)c->qkv * sizeof(float),
                                 (size_t)H * d * sizeof(float), T, cudaMemcpyDeviceToDevice));
-        if (kvc_kv_write(&c->pool, l, c->QKV + (size_t)H * d, c->QKV + (size_t)(H + Hkv) * d, c->qkv, c->d_blk, c->d_slot, T))
+        if (be_cuda_kv_write(&c->pool, l, c->QKV + (size_t)H * d, c->QKV + (size_t)(H + Hkv) * d, c->qkv, c->d_blk, c->d_slot, T))
             return -1;
-        if (n_dec && kvc_attn_decode(c->O, c->Q, &c->pool, l, c->d_tab, max_blocks, c->d_start, n_dec, H, c->masks[l], 512))
+        if (n_dec && be_cuda_attn_decode(c->O, c->Q, &c->pool, l, c->d_tab, max_blocks, c->d_start, n_dec, H, c->masks[l], 512))
             return -1;
-        if (S > n_dec && kvc_attn_prefill(c->O, c->Q, &c->pool, l, c->d_tab + (size_t)n_dec * max_blocks, max_blocks,
+        if (S > n_dec && be_cuda_attn_prefill(c->O, c->Q, &c->pool, l, c->d_tab + (size_t)n_dec * max_blocks, max_blocks,
                                           c->d_start + n_dec, c->d_len + n_dec, c->d_row0 + n_dec, S - n_dec, max_len, H, c->masks[l]))
             return -1;
-        if (gemm(c, c->X, c->O, w.wo, T, h, H * d, 1) || kvc_rmsnorm(c->Hn, c->X, w.norm2, T, h, 1e-5f) ||
-            gemm(c, c->GU, c->Hn, w.wgu, T, 2 * c->inter, h, 0) || kvc_swiglu(c->A, c->GU, T, c->inter) ||
+        if (gemm(c, c->X, c->O, w.wo, T, h, H * d, 1) || be_cuda_rmsnorm(c->Hn, c->X, w.norm2, T, h, 1e-5f) ||
+            gemm(c, c->GU, c->Hn, w.wgu, T, 2 * c->inter, h, 0) || be_cuda_swiglu(c->A, c->GU, T, c->inter) ||
             gemm(c, c->X, c->A, w.wd, T, h, c->inter, 1))
             return -1;
     }
     /* LM head over each sequence's last token, then greedy tokens. */
-    if (kvc_gather_rows(c->Hn, c->X, c->d_last, S, h) == 0) { /* rows of X by index */ }
+    if (be_cuda_gather_rows(c->Hn, c->X, c->d_last, S, h) == 0) { /* rows of X by index */ }
     else return -1;
-    if (kvc_rmsnorm(c->Hn, c->Hn, c->normf, S, h, 1e-5f) || gemm(c, c->logits, c->Hn, c->lm, S, c->V, h, 0) ||
-        kvc_argmax(c->d_next, c->logits, S, c->V))
+    if (be_cuda_rmsnorm(c->Hn, c->Hn, c->normf, S, h, 1e-5f) || gemm(c, c->logits, c->Hn, c->lm, S, c->V, h, 0) ||
+        be_cuda_argmax(c->d_next, c->logits, S, c->V))
         return -1;
     if (next) {
         std::vector<int32_t> nx(S);
@@ -280,7 +280,7 @@ static be_status run(void *p, const sim_batch *b, be_step_out *out, char *err, s
     if (!c->pool.data) { snprintf(err, n, "run before alloc_kv"); return BE_E_RUNTIME; }
     if (cudaEventRecord(c->t0) != cudaSuccess || step(c, b, out->next_tokens) || cudaEventRecord(c->t1) != cudaSuccess ||
         cudaEventSynchronize(c->t1) != cudaSuccess) {
-        snprintf(err, n, "%s", kvc_last_error[0] ? kvc_last_error : "CUDA step failed");
+        snprintf(err, n, "%s", be_cuda_last_error[0] ? be_cuda_last_error : "CUDA step failed");
         return BE_E_RUNTIME;
     }
     float ms = 0;

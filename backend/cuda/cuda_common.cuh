@@ -11,13 +11,13 @@
 #include <cuda_runtime.h>
 
 /* Records the first failure's text; launchers return -1 and the caller reports it. */
-extern "C" char kvc_last_error[512];
+extern "C" char be_cuda_last_error[512];
 
 #define CUDA_CHECK(call)                                                                           \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
         if (e_ != cudaSuccess) {                                                                   \
-            snprintf(kvc_last_error, sizeof kvc_last_error, "%s: %s (%s in %s at %s:%d)",        \
+            snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "%s: %s (%s in %s at %s:%d)",        \
                      cudaGetErrorName(e_), cudaGetErrorString(e_), #call, __func__, __FILE__, __LINE__); \
             return -1;                                                                             \
         }                                                                                          \
@@ -28,9 +28,9 @@ extern "C" char kvc_last_error[512];
 
 /* KV element formats: 0 fp32, 1 fp16, 2 bf16, 3 fp8 (E4M3, one tensor scale), 4 int8 (a scale per
  * head vector). The codes follow scn_dtype's order less int4. */
-enum { KVC_F32 = 0, KVC_F16 = 1, KVC_BF16 = 2, KVC_FP8 = 3, KVC_I8 = 4 };
+enum { BE_CUDA_F32 = 0, BE_CUDA_F16 = 1, BE_CUDA_BF16 = 2, BE_CUDA_FP8 = 3, BE_CUDA_I8 = 4 };
 
-struct kvc_pool {
+struct be_cuda_pool {
     int dtype;
     int block_size, layers, kv_heads, head_dim;
     void *data;
@@ -38,19 +38,19 @@ struct kvc_pool {
     float fp8_scale;
 };
 
-__device__ __forceinline__ size_t kvc_vec(const kvc_pool &p, long block, int slot, int layer, int kv, int head)
+__device__ __forceinline__ size_t be_cuda_vec(const be_cuda_pool &p, long block, int slot, int layer, int kv, int head)
 {
     return ((((size_t)block * p.layers + layer) * 2 + kv) * p.block_size + slot) * p.kv_heads + head;
 }
 
-__device__ __forceinline__ float kvc_load(const kvc_pool &p, size_t vec, int i)
+__device__ __forceinline__ float be_cuda_load(const be_cuda_pool &p, size_t vec, int i)
 {
     size_t e = vec * p.head_dim + i;
     switch (p.dtype) {
-    case KVC_F16: return __half2float(((const __half *)p.data)[e]);
-    case KVC_BF16: return __bfloat162float(((const __nv_bfloat16 *)p.data)[e]);
-    case KVC_FP8: return float(((const __nv_fp8_e4m3 *)p.data)[e]) * p.fp8_scale;
-    case KVC_I8: return float(((const signed char *)p.data)[e]) * p.scales[vec];
+    case BE_CUDA_F16: return __half2float(((const __half *)p.data)[e]);
+    case BE_CUDA_BF16: return __bfloat162float(((const __nv_bfloat16 *)p.data)[e]);
+    case BE_CUDA_FP8: return float(((const __nv_fp8_e4m3 *)p.data)[e]) * p.fp8_scale;
+    case BE_CUDA_I8: return float(((const signed char *)p.data)[e]) * p.scales[vec];
     default: return ((const float *)p.data)[e];
     }
 }

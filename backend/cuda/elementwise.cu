@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-extern "C" char kvc_last_error[512] = "";
+extern "C" char be_cuda_last_error[512] = "";
 
 /* One block per row: sum of squares by block reduction, then scale. */
 __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int h, float eps)
@@ -27,7 +27,7 @@ __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int h
     for (int i = threadIdx.x; i < h; i += blockDim.x) out[(size_t)blockIdx.x * h + i] = r[i] * inv * w[i];
 }
 
-extern "C" int kvc_rmsnorm(float *out, const float *x, const float *w, int T, int h, float eps)
+extern "C" int be_cuda_rmsnorm(float *out, const float *x, const float *w, int T, int h, float eps)
 {
     if (T <= 0) return 0;
     rmsnorm_kernel<<<T, 256>>>(out, x, w, h, eps);
@@ -50,7 +50,7 @@ __global__ void rope_kernel(float *x, int T, int heads, int d, int stride, const
     v[i + half] = b * c + a * s;
 }
 
-extern "C" int kvc_rope(float *x, int T, int heads, int d, int row_stride, const int32_t *pos, float theta)
+extern "C" int be_cuda_rope(float *x, int T, int heads, int d, int row_stride, const int32_t *pos, float theta)
 {
     long n = (long)T * heads * (d / 2);
     if (n <= 0) return 0;
@@ -68,7 +68,7 @@ __global__ void swiglu_kernel(float *out, const float *gu, int T, int inter)
     out[id] = g / (1.0f + expf(-g)) * u;
 }
 
-extern "C" int kvc_swiglu(float *out, const float *gu, int T, int inter)
+extern "C" int be_cuda_swiglu(float *out, const float *gu, int T, int inter)
 {
     long n = (long)T * inter;
     if (n <= 0) return 0;
@@ -83,7 +83,7 @@ __global__ void gather_kernel(float *out, const float *table, const int32_t *ids
     for (int i = threadIdx.x; i < h; i += blockDim.x) out[(size_t)blockIdx.x * h + i] = src[i];
 }
 
-extern "C" int kvc_gather_rows(float *out, const float *table, const int32_t *ids, int T, int h)
+extern "C" int be_cuda_gather_rows(float *out, const float *table, const int32_t *ids, int T, int h)
 {
     if (T <= 0) return 0;
     gather_kernel<<<T, 256>>>(out, table, ids, h);
@@ -115,7 +115,7 @@ __global__ void argmax_kernel(int32_t *out, const float *logits, int n)
     if (threadIdx.x == 0) out[blockIdx.x] = bi[0];
 }
 
-extern "C" int kvc_argmax(int32_t *out, const float *logits, int rows, int n)
+extern "C" int be_cuda_argmax(int32_t *out, const float *logits, int rows, int n)
 {
     if (rows <= 0) return 0;
     argmax_kernel<<<rows, 256>>>(out, logits, n);

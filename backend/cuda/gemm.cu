@@ -14,11 +14,11 @@ __global__ void to_bf16_kernel(__nv_bfloat16 *out, const float *x, size_t n)
         out[i] = __float2bfloat16_rn(x[i]);
 }
 
-extern "C" int kvc_gemm(float *out, const float *x, const void *w_bf16, int M, int N, int K, int accumulate,
+extern "C" int be_cuda_gemm(float *out, const float *x, const void *w_bf16, int M, int N, int K, int accumulate,
                         void *scratch_bf16)
 {
     if (!handle && cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
-        snprintf(kvc_last_error, sizeof kvc_last_error, "cublasCreate failed");
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "cublasCreate failed");
         return -1;
     }
     size_t n = (size_t)M * K;
@@ -29,7 +29,7 @@ extern "C" int kvc_gemm(float *out, const float *x, const void *w_bf16, int M, i
     cublasStatus_t st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha, w_bf16, CUDA_R_16BF, N, scratch_bf16,
                                      CUDA_R_16BF, K, &beta, out, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(kvc_last_error, sizeof kvc_last_error, "cublasGemmEx failed with status %d (M %d, N %d, K %d)", (int)st, M, N, K);
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "cublasGemmEx failed with status %d (M %d, N %d, K %d)", (int)st, M, N, K);
         return -1;
     }
     return 0;

@@ -69,7 +69,7 @@ static int memcpy_d2d(void *dst, const void *src, size_t n)
 extern "C" int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t n)
 {
     if (be_cuda_probe_devices(msg, n) <= 0) return -2;
-    kvc_last_error[0] = 0;
+    be_cuda_last_error[0] = 0;
     msg[0] = 0;
     timer tm;
     /* 1. Copy bandwidth: 2 GiB device to device, bytes read plus written. */
@@ -94,7 +94,7 @@ extern "C" int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t
     CUDA_CHECK(cudaMalloc(&scratch, (size_t)M * K * 2));
     fill_float<<<4096, 256>>>(x, (size_t)M * K, 2);
     fill_random<<<4096, 256>>>((unsigned char *)w, (size_t)K * N * 2, 3);
-    TIMED(5, t, kvc_gemm(out, x, w, M, N, K, 0, scratch));
+    TIMED(5, t, be_cuda_gemm(out, x, w, M, N, K, 0, scratch));
     double gemm = 2.0 * M * N * K / t;
     report(ud, "gemm bf16", "8192 x 8192 x 8192 (with the fp32->bf16 input cast)", t, gemm / 1e12, "TFLOP/s", 1.0);
     cudaFree(x); cudaFree(out); cudaFree(w); cudaFree(scratch);
@@ -105,7 +105,7 @@ extern "C" int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t
         for (int ci = 0; ci < 3; ci++) {
             int B = batches[bi], C = ctxs[ci], per = (C + 1 + bs - 1) / bs;
             size_t blocks = (size_t)B * per, elems = blocks * 2 * bs * Hkv * d;
-            kvc_pool pool = {KVC_BF16, bs, 1, Hkv, d, NULL, NULL, 1.0f};
+            be_cuda_pool pool = {BE_CUDA_BF16, bs, 1, Hkv, d, NULL, NULL, 1.0f};
             CUDA_CHECK(cudaMalloc(&pool.data, elems * 2));
             fill_random<<<4096, 256>>>((unsigned char *)pool.data, elems * 2, 4 + bi * 3 + ci);
             std::vector<int32_t> tab((size_t)B * per), start(B, C);
@@ -119,8 +119,8 @@ extern "C" int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t
             cudaMemcpy(dtab, tab.data(), tab.size() * 4, cudaMemcpyHostToDevice);
             cudaMemcpy(dstart, start.data(), B * 4, cudaMemcpyHostToDevice);
             fill_float<<<1024, 256>>>(q, (size_t)B * H * d, 5);
-            kvc_mask none = {0, 0, 0};
-            TIMED(10, t, kvc_attn_decode(o, q, &pool, 0, dtab, per, dstart, B, H, none, 512));
+            be_cuda_mask none = {0, 0, 0};
+            TIMED(10, t, be_cuda_attn_decode(o, q, &pool, 0, dtab, per, dstart, B, H, none, 512));
             double bytes = (double)B * (C + 1) * 2 * Hkv * d * 2 + 2.0 * B * H * d * 4;
             char shape[64];
             snprintf(shape, sizeof shape, "batch %d x context %d", B, C);
@@ -131,7 +131,7 @@ extern "C" int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t
     {
         int T = 4096, per = T / bs;
         size_t elems = (size_t)per * 2 * bs * Hkv * d;
-        kvc_pool pool = {KVC_BF16, bs, 1, Hkv, d, NULL, NULL, 1.0f};
+        be_cuda_pool pool = {BE_CUDA_BF16, bs, 1, Hkv, d, NULL, NULL, 1.0f};
         CUDA_CHECK(cudaMalloc(&pool.data, elems * 2));
         fill_random<<<4096, 256>>>((unsigned char *)pool.data, elems * 2, 9);
         std::vector<int32_t> tab(per);
@@ -147,13 +147,13 @@ extern "C" int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t
         CUDA_CHECK(cudaMalloc(&q, (size_t)T * H * d * 4));
         CUDA_CHECK(cudaMalloc(&o, (size_t)T * H * d * 4));
         fill_float<<<4096, 256>>>(q, (size_t)T * H * d, 10);
-        kvc_mask none = {0, 0, 0};
+        be_cuda_mask none = {0, 0, 0};
         double flops = 4.0 * H * d * ((double)T * (T + 1) / 2);
-        TIMED(5, t, kvc_attn_prefill(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, T, H, none));
+        TIMED(5, t, be_cuda_attn_prefill(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, T, H, none));
         report(ud, "attn_prefill bf16 (flash)", "4096 tokens, causal", t, flops / t / 1e12, "TFLOP/s", flops / t / gemm);
         size_t sfl = (size_t)H * T * T;
         CUDA_CHECK(cudaMalloc(&sc, sfl * 4));
-        TIMED(3, t, kvc_attn_naive(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, H, none, sc, sfl));
+        TIMED(3, t, be_cuda_attn_naive(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, H, none, sc, sfl));
         report(ud, "attn_prefill bf16 (naive)", "4096 tokens, scores in memory", t, flops / t / 1e12, "TFLOP/s", flops / t / gemm);
         cudaFree(pool.data); cudaFree(dtab); cudaFree(dst); cudaFree(dl); cudaFree(dr); cudaFree(q); cudaFree(o); cudaFree(sc);
     }

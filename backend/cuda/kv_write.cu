@@ -4,14 +4,14 @@
 #include "cuda_kernels.h"
 
 /* One block per (token, kv head, K or V); threads over the head's elements. */
-__global__ void kv_write_kernel(kvc_pool p, int layer, const float *k, const float *v, int stride,
+__global__ void kv_write_kernel(be_cuda_pool p, int layer, const float *k, const float *v, int stride,
                                 const int32_t *blocks, const int32_t *slots)
 {
     int t = blockIdx.x, head = blockIdx.y, kv = blockIdx.z, d = p.head_dim;
     const float *src = (kv ? v : k) + (size_t)t * stride + (size_t)head * d;
-    size_t vec = kvc_vec(p, blocks[t], slots[t], layer, kv, head);
+    size_t vec = be_cuda_vec(p, blocks[t], slots[t], layer, kv, head);
     float scale = 1.0f;
-    if (p.dtype == KVC_I8) {
+    if (p.dtype == BE_CUDA_I8) {
         __shared__ float amax;
         if (threadIdx.x == 0) amax = 0;
         __syncthreads();
@@ -26,16 +26,16 @@ __global__ void kv_write_kernel(kvc_pool p, int layer, const float *k, const flo
         size_t e = vec * d + i;
         float x = src[i];
         switch (p.dtype) {
-        case KVC_F16: ((__half *)p.data)[e] = __float2half_rn(x); break;
-        case KVC_BF16: ((__nv_bfloat16 *)p.data)[e] = __float2bfloat16_rn(x); break;
-        case KVC_FP8: ((__nv_fp8_e4m3 *)p.data)[e] = __nv_fp8_e4m3(x / p.fp8_scale); break;
-        case KVC_I8: ((signed char *)p.data)[e] = (signed char)__float2int_rn(x / scale); break;
+        case BE_CUDA_F16: ((__half *)p.data)[e] = __float2half_rn(x); break;
+        case BE_CUDA_BF16: ((__nv_bfloat16 *)p.data)[e] = __float2bfloat16_rn(x); break;
+        case BE_CUDA_FP8: ((__nv_fp8_e4m3 *)p.data)[e] = __nv_fp8_e4m3(x / p.fp8_scale); break;
+        case BE_CUDA_I8: ((signed char *)p.data)[e] = (signed char)__float2int_rn(x / scale); break;
         default: ((float *)p.data)[e] = x; break;
         }
     }
 }
 
-extern "C" int kvc_kv_write(const kvc_pool *pool, int layer, const float *k, const float *v, int stride,
+extern "C" int be_cuda_kv_write(const be_cuda_pool *pool, int layer, const float *k, const float *v, int stride,
                             const int32_t *blocks, const int32_t *slots, int T)
 {
     if (T <= 0) return 0;

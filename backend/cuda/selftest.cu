@@ -85,8 +85,8 @@ static std::vector<float> down(const float *d, size_t n)
 #define RUN(call)                                                                                  \
     do {                                                                                           \
         if ((call) != 0 || cudaDeviceSynchronize() != cudaSuccess) {                               \
-            size_t used_ = strlen(kvc_last_error);                                                \
-            snprintf(kvc_last_error + used_, sizeof kvc_last_error - used_, " [%.40s]", #call);    \
+            size_t used_ = strlen(be_cuda_last_error);                                                \
+            snprintf(be_cuda_last_error + used_, sizeof be_cuda_last_error - used_, " [%.40s]", #call);    \
             return -1;                                                                             \
         }                                                                                          \
     } while (0)
@@ -101,7 +101,7 @@ static int test_elementwise(tester *t)
         auto x = rvec(t, (size_t)T * h), w = rvec(t, h), ref = std::vector<float>((size_t)T * h);
         cpu_rmsnorm(ref.data(), x.data(), w.data(), T, h, 1e-5f);
         float *dx = up(x), *dw = up(w), *dout = poisoned((size_t)T * h);
-        RUN(kvc_rmsnorm(dout, dx, dw, T, h, 1e-5f));
+        RUN(be_cuda_rmsnorm(dout, dx, dw, T, h, 1e-5f));
         verdict(t, "rmsnorm", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 1e-5);
         cudaFree(dx); cudaFree(dw); cudaFree(dout);
         /* SwiGLU over a [T x 2h] input. */
@@ -109,7 +109,7 @@ static int test_elementwise(tester *t)
         std::vector<float> sref((size_t)T * h);
         cpu_swiglu(sref.data(), gu.data(), T, h);
         float *dgu = up(gu), *dsw = poisoned((size_t)T * h);
-        RUN(kvc_swiglu(dsw, dgu, T, h));
+        RUN(be_cuda_swiglu(dsw, dgu, T, h));
         verdict(t, "swiglu", shape, rel_l2(down(dsw, (size_t)T * h).data(), sref.data(), (size_t)T * h), 1e-5);
         cudaFree(dgu); cudaFree(dsw);
     }
@@ -121,7 +121,7 @@ static int test_elementwise(tester *t)
     for (int i = 0; i < T; i++) cpu_rope(ref.data() + (size_t)i * stride, 1, heads, d, &pos[i], 10000.0f);
     float *dx = up(x);
     int32_t *dp = up(pos);
-    RUN(kvc_rope(dx, T, heads, d, stride, dp, 10000.0f));
+    RUN(be_cuda_rope(dx, T, heads, d, stride, dp, 10000.0f));
     verdict(t, "rope", "T=9 heads=8 d=128 strided", rel_l2(down(dx, (size_t)T * stride).data(), ref.data(), (size_t)T * stride), 1e-5);
     cudaFree(dx); cudaFree(dp);
     return 0;
@@ -144,7 +144,7 @@ static int test_gemm(tester *t)
         __nv_bfloat16 *dw = up(wb);
         void *scratch = NULL;
         CUDA_CHECK(cudaMalloc(&scratch, (size_t)M * K * 2));
-        RUN(kvc_gemm(dout, dx, dw, M, N, K, 0, scratch));
+        RUN(be_cuda_gemm(dout, dx, dw, M, N, K, 0, scratch));
         char shape[64];
         snprintf(shape, sizeof shape, "M=%d N=%d K=%d", M, N, K);
         verdict(t, "gemm bf16", shape, rel_l2(down(dout, (size_t)M * N).data(), ref.data(), (size_t)M * N), 2e-3);
@@ -154,11 +154,11 @@ static int test_gemm(tester *t)
 }
 
 /* A pool filled on the host by the reference writer, uploaded byte for byte (same layout). */
-struct pool_pair { cpu_kv_pool cpu; kvc_pool dev; };
+struct pool_pair { cpu_kv_pool cpu; be_cuda_pool dev; };
 
 static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs, int Hkv, int d)
 {
-    if (cpu_kv_pool_init(&pp->cpu, dt, blocks, bs, 1, Hkv, d)) { snprintf(kvc_last_error, sizeof kvc_last_error, "host pool"); return -1; }
+    if (cpu_kv_pool_init(&pp->cpu, dt, blocks, bs, 1, Hkv, d)) { snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "host pool"); return -1; }
     std::vector<float> v(d);
     for (long b = 0; b < blocks; b++)
         for (int s = 0; s < bs; s++)
@@ -167,7 +167,7 @@ static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs
                     for (auto &x : v) x = frand(t) * 2;
                     cpu_kv_write(&pp->cpu, b, s, 0, kv, h, v.data());
                 }
-    pp->dev = kvc_pool{(int)dt, bs, 1, Hkv, d, NULL, NULL, pp->cpu.fp8_scale};
+    pp->dev = be_cuda_pool{(int)dt, bs, 1, Hkv, d, NULL, NULL, pp->cpu.fp8_scale};
     size_t bytes = cpu_kv_pool_bytes(&pp->cpu), sbytes = pp->cpu.scales ? (size_t)blocks * 2 * bs * Hkv * sizeof(float) : 0;
     CUDA_CHECK(cudaMalloc(&pp->dev.data, bytes));
     CUDA_CHECK(cudaMemcpy(pp->dev.data, pp->cpu.data, bytes - sbytes, cudaMemcpyHostToDevice));
@@ -203,7 +203,7 @@ static int test_kv_write(tester *t)
             }
         float *drows = up(rows);
         int32_t *db = up(blk), *ds = up(slot);
-        RUN(kvc_kv_write(&pp.dev, 0, drows + 32 * 128, drows + 40 * 128, stride, db, ds, T));
+        RUN(be_cuda_kv_write(&pp.dev, 0, drows + 32 * 128, drows + 40 * 128, stride, db, ds, T));
         /* Read the device pool back and compare what each element dequantises to. */
         cpu_kv_pool back = pp.cpu;
         size_t bytes = cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.cpu.scales ? (size_t)8 * 2 * bs * Hkv * sizeof(float) : 0;
@@ -257,8 +257,8 @@ static int test_attention(tester *t)
                                         tab.data() + (size_t)i * max_blocks, ctx[i], 1, H, &m);
                 float *dq = up(q), *dout = poisoned((size_t)n * H * d);
                 int32_t *dt_ = up(tab), *dst = up(start);
-                kvc_mask km = {m.sink, m.window, m.sliding};
-                RUN(kvc_attn_decode(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, n, H, km, 256));
+                be_cuda_mask km = {m.sink, m.window, m.sliding};
+                RUN(be_cuda_attn_decode(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, n, H, km, 256));
                 char shape[96];
                 snprintf(shape, sizeof shape, "%s bs=%d H=32/8 ctx<=2000%s", scn_dtype_name(dt), bs, m.window ? " sink4+500" : "");
                 verdict(t, "attn_decode", shape, rel_l2(down(dout, (size_t)n * H * d).data(), ref.data(), (size_t)n * H * d), 1e-4);
@@ -280,7 +280,7 @@ static int test_attention(tester *t)
                                     tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &none);
             float *dq = up(q), *dout = poisoned((size_t)rows * H * d);
             int32_t *dt_ = up(tab), *dst = up(pst), *dl = up(plen), *dr = up(prow);
-            RUN(kvc_attn_prefill(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, dl, dr, n, max_len, H, kvc_mask{0, 0, 0}));
+            RUN(be_cuda_attn_prefill(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, dl, dr, n, max_len, H, be_cuda_mask{0, 0, 0}));
             char shape[96];
             snprintf(shape, sizeof shape, "%s bs=%d H=32/8 chunks<=96 on prefixes<=1900", scn_dtype_name(dt), bs);
             verdict(t, "attn_prefill", shape, rel_l2(down(dout, (size_t)rows * H * d).data(), ref.data(), (size_t)rows * H * d), 1e-4);
@@ -288,7 +288,7 @@ static int test_attention(tester *t)
             size_t scratch_floats = (size_t)H * 96 * 2000;
             float *scratch = NULL;
             CUDA_CHECK(cudaMalloc(&scratch, scratch_floats * sizeof(float)));
-            RUN(kvc_attn_naive(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, dl, dr, n, H, kvc_mask{0, 0, 0}, scratch, scratch_floats));
+            RUN(be_cuda_attn_naive(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, dl, dr, n, H, be_cuda_mask{0, 0, 0}, scratch, scratch_floats));
             verdict(t, "attn_naive", shape, rel_l2(down(dout, (size_t)rows * H * d).data(), ref.data(), (size_t)rows * H * d), 1e-4);
             cudaFree(scratch); cudaFree(dq); cudaFree(dout); cudaFree(dt_); cudaFree(dst); cudaFree(dl); cudaFree(dr);
             free_pool(&pp);
@@ -302,9 +302,9 @@ extern "C" int be_cuda_selftest(report_fn report, void *ud, char *msg, size_t n)
 {
     if (be_cuda_probe_devices(msg, n) <= 0) return -2;
     tester t = {report, ud, 0, 0x2545F4914F6CDD1DULL};
-    kvc_last_error[0] = 0;
+    be_cuda_last_error[0] = 0;
     if (test_elementwise(&t) || test_gemm(&t) || test_kv_write(&t) || test_attention(&t)) {
-        snprintf(msg, n, "%s", kvc_last_error);
+        snprintf(msg, n, "%s", be_cuda_last_error);
         return -1;
     }
     return t.failures;
