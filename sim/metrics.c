@@ -2,7 +2,7 @@
 #include "metrics.h"
 
 #include <math.h>
-#include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 static const char *const QNAMES[SIM_Q_COUNT] = {"ttft", "tpot", "itl", "e2e", "queue"};
@@ -77,74 +77,60 @@ void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
     m->batch_max = a->batch_max;
 }
 
+/* Every metric a run reports, in the order the database and the outputs use: its name (unit
+ * in the name), where it lives in sim_metrics, and its unit. sim_metrics_list reads through it
+ * and sim_metrics_set writes through it, so the two cannot drift apart. */
+typedef struct { const char *name; size_t off; bool is_long; sim_unit unit; } metric_field;
+
+#define REAL(n, f, u) {n, offsetof(sim_metrics, f), false, u}
+#define LONG(n, f, u) {n, offsetof(sim_metrics, f), true, u}
+#define SUMMARY(nm, i)                                                                             \
+    REAL(nm "_mean_s", q[i].mean, SIM_UNIT_SECONDS), REAL(nm "_p50_s", q[i].p50, SIM_UNIT_SECONDS), \
+    REAL(nm "_p90_s", q[i].p90, SIM_UNIT_SECONDS), REAL(nm "_p95_s", q[i].p95, SIM_UNIT_SECONDS),  \
+    REAL(nm "_p99_s", q[i].p99, SIM_UNIT_SECONDS), REAL(nm "_max_s", q[i].max, SIM_UNIT_SECONDS)
+
+static const metric_field FIELDS[] = {
+    LONG("requests", requests, SIM_UNIT_COUNT),
+    REAL("duration_s", duration, SIM_UNIT_SECONDS),
+    REAL("throughput_req_per_s", req_per_s, SIM_UNIT_RATE),
+    REAL("input_tok_per_s", input_tok_per_s, SIM_UNIT_RATE),
+    REAL("output_tok_per_s", output_tok_per_s, SIM_UNIT_RATE),
+    REAL("goodput_req_per_s", goodput, SIM_UNIT_RATE),
+    REAL("slo_attainment", slo_attainment, SIM_UNIT_FRACTION),
+    SUMMARY("ttft", SIM_Q_TTFT), SUMMARY("tpot", SIM_Q_TPOT), SUMMARY("itl", SIM_Q_ITL),
+    SUMMARY("e2e", SIM_Q_E2E), SUMMARY("queue", SIM_Q_QUEUE),
+    REAL("kv_util_mean", kv_util_mean, SIM_UNIT_FRACTION),
+    REAL("kv_util_peak", kv_util_peak, SIM_UNIT_FRACTION),
+    REAL("fragmentation_mean", frag_mean, SIM_UNIT_FRACTION),
+    REAL("prefix_hit_rate", prefix_hit_rate, SIM_UNIT_FRACTION),
+    LONG("preemptions", preemptions, SIM_UNIT_COUNT),
+    REAL("batch_mean", batch_mean, SIM_UNIT_NUMBER),
+    LONG("batch_max", batch_max, SIM_UNIT_COUNT),
+    LONG("steps", steps, SIM_UNIT_COUNT),
+    LONG("kv_blocks", kv_blocks, SIM_UNIT_COUNT),
+    LONG("kv_tokens", kv_tokens, SIM_UNIT_COUNT),
+};
+#define N_FIELDS ((int)(sizeof FIELDS / sizeof FIELDS[0]))
+
 int sim_metrics_list(const sim_metrics *m, sim_metric_kv *out, int max)
 {
-    static const char *const QN[SIM_Q_COUNT][7] = {
-        {"ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s", "ttft_max_s", "ttft_count"},
-        {"tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "tpot_max_s", "tpot_count"},
-        {"itl_mean_s", "itl_p50_s", "itl_p90_s", "itl_p95_s", "itl_p99_s", "itl_max_s", "itl_count"},
-        {"e2e_mean_s", "e2e_p50_s", "e2e_p90_s", "e2e_p95_s", "e2e_p99_s", "e2e_max_s", "e2e_count"},
-        {"queue_mean_s", "queue_p50_s", "queue_p90_s", "queue_p95_s", "queue_p99_s", "queue_max_s", "queue_count"},
-    };
-    sim_metric_kv v[SIM_METRICS_MAX];
-    int n = 0;
-#define PUT(nm, val, u) (v[n++] = (sim_metric_kv){nm, (double)(val), u})
-    PUT("requests", m->requests, SIM_UNIT_COUNT);
-    PUT("duration_s", m->duration, SIM_UNIT_SECONDS);
-    PUT("throughput_req_per_s", m->req_per_s, SIM_UNIT_RATE);
-    PUT("input_tok_per_s", m->input_tok_per_s, SIM_UNIT_RATE);
-    PUT("output_tok_per_s", m->output_tok_per_s, SIM_UNIT_RATE);
-    PUT("goodput_req_per_s", m->goodput, SIM_UNIT_RATE);
-    PUT("slo_attainment", m->slo_attainment, SIM_UNIT_FRACTION);
-    for (int q = 0; q < SIM_Q_COUNT; q++) {
-        const sim_summary *s = &m->q[q];
-        PUT(QN[q][0], s->mean, SIM_UNIT_SECONDS);
-        PUT(QN[q][1], s->p50, SIM_UNIT_SECONDS);
-        PUT(QN[q][2], s->p90, SIM_UNIT_SECONDS);
-        PUT(QN[q][3], s->p95, SIM_UNIT_SECONDS);
-        PUT(QN[q][4], s->p99, SIM_UNIT_SECONDS);
-        PUT(QN[q][5], s->max, SIM_UNIT_SECONDS);
+    int n = N_FIELDS < max ? N_FIELDS : max;
+    for (int i = 0; i < n; i++) {
+        const char *p = (const char *)m + FIELDS[i].off;
+        double v = FIELDS[i].is_long ? (double)*(const long *)p : *(const double *)p;
+        out[i] = (sim_metric_kv){FIELDS[i].name, v, FIELDS[i].unit};
     }
-    PUT("kv_util_mean", m->kv_util_mean, SIM_UNIT_FRACTION);
-    PUT("kv_util_peak", m->kv_util_peak, SIM_UNIT_FRACTION);
-    PUT("fragmentation_mean", m->frag_mean, SIM_UNIT_FRACTION);
-    PUT("prefix_hit_rate", m->prefix_hit_rate, SIM_UNIT_FRACTION);
-    PUT("preemptions", m->preemptions, SIM_UNIT_COUNT);
-    PUT("batch_mean", m->batch_mean, SIM_UNIT_NUMBER);
-    PUT("batch_max", m->batch_max, SIM_UNIT_COUNT);
-    PUT("steps", m->steps, SIM_UNIT_COUNT);
-    PUT("kv_blocks", m->kv_blocks, SIM_UNIT_COUNT);
-    PUT("kv_tokens", m->kv_tokens, SIM_UNIT_COUNT);
-#undef PUT
-    int k = n < max ? n : max;
-    for (int i = 0; i < k; i++) out[i] = v[i];
-    return k;
+    return n;
 }
 
 int sim_metrics_set(sim_metrics *m, const char *name, double v)
 {
-    /* The inverse of sim_metrics_list: the same names, back into their fields. */
-    static const char *const STAT[] = {"mean", "p50", "p90", "p95", "p99", "max"};
-    for (int q = 0; q < SIM_Q_COUNT; q++) {
-        size_t l = strlen(QNAMES[q]);
-        if (strncmp(name, QNAMES[q], l) || name[l] != '_') continue;
-        double *f[] = {&m->q[q].mean, &m->q[q].p50, &m->q[q].p90, &m->q[q].p95, &m->q[q].p99, &m->q[q].max};
-        for (int k = 0; k < 6; k++) {
-            char want[48];
-            snprintf(want, sizeof want, "%s_%s_s", QNAMES[q], STAT[k]);
-            if (!strcmp(name, want)) { *f[k] = v; return 0; }
-        }
+    for (int i = 0; i < N_FIELDS; i++) {
+        if (strcmp(name, FIELDS[i].name)) continue;
+        char *p = (char *)m + FIELDS[i].off;
+        if (FIELDS[i].is_long) *(long *)p = (long)v;
+        else *(double *)p = v;
+        return 0;
     }
-    struct { const char *n; double *d; long *l; } T[] = {
-        {"requests", NULL, &m->requests}, {"duration_s", &m->duration, NULL}, {"throughput_req_per_s", &m->req_per_s, NULL},
-        {"input_tok_per_s", &m->input_tok_per_s, NULL}, {"output_tok_per_s", &m->output_tok_per_s, NULL},
-        {"goodput_req_per_s", &m->goodput, NULL}, {"slo_attainment", &m->slo_attainment, NULL},
-        {"kv_util_mean", &m->kv_util_mean, NULL}, {"kv_util_peak", &m->kv_util_peak, NULL},
-        {"fragmentation_mean", &m->frag_mean, NULL}, {"prefix_hit_rate", &m->prefix_hit_rate, NULL},
-        {"preemptions", NULL, &m->preemptions}, {"batch_mean", &m->batch_mean, NULL}, {"batch_max", NULL, &m->batch_max},
-        {"steps", NULL, &m->steps}, {"kv_blocks", NULL, &m->kv_blocks}, {"kv_tokens", NULL, &m->kv_tokens},
-    };
-    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
-        if (!strcmp(name, T[i].n)) { if (T[i].d) *T[i].d = v; else *T[i].l = (long)v; return 0; }
     return -1;
 }
