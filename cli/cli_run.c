@@ -107,7 +107,7 @@ void cli_sink_close(cli_sink *k)
     memset(k, 0, sizeof *k);
 }
 
-sim_run_opts cli_sink_opts(cli_sink *k, const scn_scenario *s, const cli_run_flags *f)
+static sim_run_opts sink_opts(cli_sink *k, const scn_scenario *s, const cli_run_flags *f)
 {
     sim_run_opts o = {.seed = s->seed, .sample_interval = f->ts_out ? f->interval : 0, .on_request = on_request,
                       .on_sample = on_sample, .on_progress = on_progress, .ud = k};
@@ -117,7 +117,7 @@ sim_run_opts cli_sink_opts(cli_sink *k, const scn_scenario *s, const cli_run_fla
 int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,
                 cli_sink *k, sim_metrics *m, char *started, char *finished)
 {
-    sim_run_opts o = cli_sink_opts(k, s, f);
+    sim_run_opts o = sink_opts(k, s, f);
     o.kv_blocks_override = blocks;
     char err[1024];
     db_now_iso(started, 32);

@@ -34,8 +34,6 @@ typedef struct {
 /* Opens the CSV outputs the flags ask for; CLI_EX_CANTCREAT on failure. */
 int cli_sink_open(cli_sink *k, const cli_run_flags *f, bool keep, const char *label);
 void cli_sink_close(cli_sink *k);
-/* Run options wired to the sink. */
-sim_run_opts cli_sink_opts(cli_sink *k, const scn_scenario *s, const cli_run_flags *f);
 
 /* Executes the engine with an executor; prints the failure and returns its exit code. */
 int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,

@@ -1,13 +1,8 @@
 /* cmd_simulate.c: `kvplan simulate`: the engine with the cost model as its clock, for the
  * scenario's first option choice; results to stdout and (in one transaction) the database. */
-#include "cli.h"
 #include "cli_run.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 int cmd_simulate(int argc, char **argv)
 {

@@ -36,7 +36,6 @@ static double latency(const scn_scenario *s, const sim_metrics *m)
     return plan_percentile(m, s->slo.n ? s->slo.terms[0].metric : SCN_METRIC_E2E, 99);
 }
 
-static const scn_scenario *cmp_s;
 static const plan_result *cmp_r;
 
 /* Allowed and within the SLO first, then allowed, then the rest; each group by objective. */
@@ -91,7 +90,6 @@ void plan_rank(const scn_scenario *s, plan_result *r)
             if (tj >= ti && d->latency_p99 <= c->latency_p99 && (tj > ti || d->latency_p99 < c->latency_p99)) c->pareto = false;
         }
     }
-    cmp_s = s;
     cmp_r = r;
     qsort(r->order, (size_t)r->n, sizeof *r->order, by_rank);
     r->best = -1;

@@ -375,14 +375,12 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
     const scn_node *m;
     if (sub_map(c, root, "", "price", PRICE_KEYS, &m, p, sizeof p)) return -1;
     if (m) {
-        long cents = 0;
         const scn_node *v = scn_map_get(m, "usd_per_gpu_hour");
         if (scn_require(c, m, p, "usd_per_gpu_hour")) return -1;
         char *end;
         double x = v->kind == SCN_NODE_SCALAR ? strtod(v->text, &end) : -1;
         if (v->kind != SCN_NODE_SCALAR || end == v->text || *end || !(x > 0))
             return fail_at(c, v, "price.usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
-        (void)cents;
         s->usd_per_gpu_hour = x;
     }
     if (s->objective == SCN_OBJ_COST && s->usd_per_gpu_hour <= 0)

@@ -275,7 +275,7 @@ static void emit(sim_engine *e, sim_req *r)
 
 static int finish_static(sim_engine *e, sim_replica *rep)
 {
-    int k = rep->sb_done++;
+    rep->sb_done++;
     for (int i = 0; i < rep->sb_n; i++) {
         sim_req *r = rep->sb[i];
         if (r->generated < r->spec.output) {
@@ -284,7 +284,6 @@ static int finish_static(sim_engine *e, sim_replica *rep)
             if (r->generated == r->spec.output && sim_engine_complete(e, rep, r)) return -1;
         }
     }
-    (void)k;
     if (rep->sb_done < rep->sb_output) return 0;
     /* The batch is over: free every member. */
     for (int i = 0; i < rep->sb_n; i++) {
