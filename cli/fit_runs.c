@@ -35,13 +35,9 @@ static int simulate(fit_state *f, const double *x)
     w.hardware.eff_bandwidth = x[F_BW];
     w.hardware.eff_compute = x[F_C];
     w.hardware.step_overhead = x[F_S];
-    sim_executor ex;
-    if (sim_executor_model(&w, &f->c, &ex)) return -1;
-    sim_run_opts o = {.seed = w.seed};
     sim_metrics m;
     char err[512];
-    int rc = sim_run(&w, &f->c, &ex, &o, &m, err, sizeof err);
-    ex.free(ex.ctx);
+    int rc = sim_run_predicted(&w, &f->c, &m, err, sizeof err);
     if (rc != SIM_OK) return -1;
     f->ttft = m.q[SIM_Q_TTFT].mean;
     f->tpot = m.q[SIM_Q_TPOT].mean;

@@ -136,16 +136,11 @@ typedef struct {
 int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
 {
     scn_scenario *t = malloc(sizeof *t);
-    sim_executor ex;
     int rc = SIM_E_INTERNAL;
     err[0] = 0;
     if (t) {
         plan_apply(s, c, t);
-        if (sim_executor_model(t, &c->c, &ex) == 0) {
-            sim_run_opts o = {.seed = t->seed};
-            rc = sim_run(t, &c->c, &ex, &o, &c->m, err, n);
-            ex.free(ex.ctx);
-        }
+        rc = sim_run_predicted(t, &c->c, &c->m, err, n);
     }
     free(t);
     if (rc == SIM_E_DATA) {

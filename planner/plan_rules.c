@@ -21,14 +21,8 @@ static int simulate(const scn_scenario *s, const plan_cand *c, double share, boo
     if (share >= 0) t->workload.prefix_share = share;
     sim_choice ch = c->c;
     ch.prefix_cache = prefix;
-    sim_executor ex;
-    int rc = -1;
-    if (sim_executor_model(t, &ch, &ex) == 0) {
-        sim_run_opts o = {.seed = t->seed};
-        char err[256];
-        rc = sim_run(t, &ch, &ex, &o, m, err, sizeof err) == SIM_OK ? 0 : -1;
-        ex.free(ex.ctx);
-    }
+    char err[256];
+    int rc = sim_run_predicted(t, &ch, m, err, sizeof err) == SIM_OK ? 0 : -1;
     free(t);
     return rc;
 }

@@ -49,3 +49,13 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = NULL, .free = model_free};
     return 0;
 }
+
+int sim_run_predicted(const scn_scenario *s, const sim_choice *c, sim_metrics *m, char *err, size_t n)
+{
+    sim_executor ex;
+    if (sim_executor_model(s, c, &ex)) { snprintf(err, n, "out of memory"); return SIM_E_INTERNAL; }
+    sim_run_opts o = {.seed = s->seed};
+    int rc = sim_run(s, c, &ex, &o, m, err, n);
+    ex.free(ex.ctx);
+    return rc;
+}

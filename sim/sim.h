@@ -143,6 +143,9 @@ enum { SIM_OK = 0, SIM_E_DATA = -1, SIM_E_NOINPUT = -2, SIM_E_INTERNAL = -3 };
 int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const sim_run_opts *o,
             sim_metrics *m, char *err, size_t n);
 
+/* The predicting run: sim_run with the cost model as clock, the scenario's seed and no sinks. */
+int sim_run_predicted(const scn_scenario *s, const sim_choice *c, sim_metrics *m, char *err, size_t n);
+
 /* Synthetic token ids: deterministic in (seed, stream, position), shared by every request that
  * shares the stream (a prefix group, a conversation). */
 uint32_t sim_token_id(uint64_t stream_seed, long pos);
