@@ -12,12 +12,6 @@
 
 static void on_progress(void *ud, long done, long total) { cli_progress_update(ud, done, total); }
 
-static int load_metric(void *ud, const char *name, double v, int is_null)
-{
-    sim_metrics_set(ud, name, is_null ? NAN : v);
-    return 0;
-}
-
 /* Fills candidates from runs the database already holds (same scenario, options and seed). */
 static void reuse(db *d, const scn_scenario *s, plan_result *r)
 {
@@ -30,7 +24,7 @@ static void reuse(db *d, const scn_scenario *s, plan_result *r)
         free(opts);
         if (id <= 0) continue;
         memset(&c->m, 0, sizeof c->m);
-        if (db_run_metrics(d, id, load_metric, &c->m, err, sizeof err) != DB_OK) continue;
+        if (db_run_sim_metrics(d, id, &c->m, err, sizeof err) != DB_OK) continue;
         c->status = PLAN_DONE;
         c->reused = true;
         c->run_id = id;

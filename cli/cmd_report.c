@@ -24,12 +24,6 @@ typedef struct {
     json_t *runs;            /* every run: id, kind, options, metrics, as read */
 } gather;
 
-static int metric_into(void *ud, const char *name, double v, int is_null)
-{
-    sim_metrics_set(ud, name, is_null ? NAN : v);
-    return 0;
-}
-
 static int sample_into(void *ud, const sim_sample *x)
 {
     json_t **ctx = ud;   /* [0] = array, [1] = label */
@@ -47,7 +41,7 @@ static int each_run(void *ud, const db_run_info *r)
     memset(&m, 0, sizeof m);
     for (int q = 0; q < SIM_Q_COUNT; q++) m.q[q].p99 = m.q[q].p50 = m.q[q].mean = NAN;
     char err[256];
-    if (db_run_metrics(g->d, r->id, metric_into, &m, err, sizeof err) != DB_OK) return 1;
+    if (db_run_sim_metrics(g->d, r->id, &m, err, sizeof err) != DB_OK) return 1;
     json_t *opts = json_loads(r->options, 0, NULL);
     json_int_t tp = g->s->deployment.tensor_parallel, reps = g->s->deployment.replicas;
     if (opts) {

@@ -11,14 +11,6 @@
 
 typedef struct { double ttft, tpot; } targets;
 
-static int take(void *ud, const char *name, double v, int is_null)
-{
-    targets *t = ud;
-    if (!is_null && !strcmp(name, "ttft_mean_s")) t->ttft = v;
-    if (!is_null && !strcmp(name, "tpot_mean_s")) t->tpot = v;
-    return 0;
-}
-
 enum { F_BW, F_C, F_S, NF };
 static const double FLO[NF] = {0.02, 0.01, 1e-6}, FHI[NF] = {1.0, 1.0, 0.2};
 
@@ -67,8 +59,10 @@ int cli_fit_runs(db *d, const long *runs, int n_runs, const scn_scenario *s, be_
             fprintf(stderr, "kvplan: run %ld is %s; calibrate from measured runs\n", runs[i], info.kind);
             return CLI_EX_DATA;
         }
-        t[i] = (targets){0, 0};
-        if ((st = db_run_metrics(d, runs[i], take, &t[i], err, sizeof err)) != DB_OK) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+        sim_metrics m;
+        memset(&m, 0, sizeof m);
+        if ((st = db_run_sim_metrics(d, runs[i], &m, err, sizeof err)) != DB_OK) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+        t[i] = (targets){m.q[SIM_Q_TTFT].mean, m.q[SIM_Q_TPOT].mean};
         if (!(t[i].ttft > 0) && !(t[i].tpot > 0)) {
             fprintf(stderr, "kvplan: run %ld has neither ttft_mean_s nor tpot_mean_s to fit to\n", runs[i]);
             return CLI_EX_DATA;

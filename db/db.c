@@ -352,6 +352,17 @@ fail:
     return DB_E_INTERNAL;
 }
 
+static int set_metric(void *ud, const char *name, double value, int is_null)
+{
+    sim_metrics_set(ud, name, is_null ? NAN : value);
+    return 0;
+}
+
+db_status db_run_sim_metrics(db *d, long id, sim_metrics *m, char *err, size_t n)
+{
+    return db_run_metrics(d, id, set_metric, m, err, n);
+}
+
 char *db_run_scenario_json(db *d, long id)
 {
     sqlite3_stmt *st = NULL;

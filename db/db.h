@@ -61,6 +61,8 @@ db_status db_scenario_runs(db *d, const scn_scenario *s, int (*fn)(void *ud, con
                            char *err, size_t n);
 /* Calls fn for each time-series sample of a run, in time order. */
 db_status db_run_timeseries(db *d, long id, int (*fn)(void *ud, const sim_sample *x), void *ud, char *err, size_t n);
+/* Sets the fields of *m that the run's stored metrics name (other fields are left as they are). */
+db_status db_run_sim_metrics(db *d, long id, sim_metrics *m, char *err, size_t n);
 /* The stored scenario JSON of a run (caller frees). */
 char *db_run_scenario_json(db *d, long id);
 
