@@ -77,28 +77,44 @@ static double loss(fit_ctx *f, const double *x)
     return sum;
 }
 
-/* Golden-section search of coordinate k in log space, the others fixed. */
-static void line_search(fit_ctx *f, double *x, int k)
+/* Golden-section search of one coordinate, the others fixed (be_calibrate.h). */
+void be_golden_coord(be_loss_fn cost, void *ud, double *x, int np, int k, double lo, double hi, int iters)
 {
+    if (np > BE_FIT_MAX_PARAMS || k < 0 || k >= np) return;
     const double g = 0.6180339887498949;
-    double a = log(LO[k]), b = log(HI[k]);
+    double a = log(lo), b = log(hi);
     double c = b - g * (b - a), d = a + g * (b - a);
-    double xc[NP], xd[NP];
-    memcpy(xc, x, sizeof xc);
-    memcpy(xd, x, sizeof xd);
+    double xc[BE_FIT_MAX_PARAMS], xd[BE_FIT_MAX_PARAMS];
+    memcpy(xc, x, sizeof *x * (size_t)np);
+    memcpy(xd, x, sizeof *x * (size_t)np);
     xc[k] = exp(c);
     xd[k] = exp(d);
-    double fc = loss(f, xc), fd = loss(f, xd);
-    for (int it = 0; it < 60; it++) {
-        if (fc < fd) { b = d; d = c; fd = fc; c = b - g * (b - a); xc[k] = exp(c); fc = loss(f, xc); }
-        else { a = c; c = d; fc = fd; d = a + g * (b - a); xd[k] = exp(d); fd = loss(f, xd); }
+    double fc = cost(ud, xc), fd = cost(ud, xd);
+    for (int it = 0; it < iters; it++) {
+        if (fc < fd) { b = d; d = c; fd = fc; c = b - g * (b - a); xc[k] = exp(c); fc = cost(ud, xc); }
+        else { a = c; c = d; fc = fd; d = a + g * (b - a); xd[k] = exp(d); fd = cost(ud, xd); }
     }
     double cand = exp((a + b) / 2), old = x[k];
     x[k] = cand;
-    double fnew = loss(f, x);
+    double fnew = cost(ud, x);
     x[k] = old;
-    if (fnew <= loss(f, x)) x[k] = cand;
+    if (fnew <= cost(ud, x)) x[k] = cand;
 }
+
+void be_cal_summarise(be_calibration *cal)
+{
+    double sum = 0, abs_err[BE_CAL_POINTS];
+    for (int i = 0; i < cal->n; i++) {
+        const be_cal_point *p = &cal->pts[i];
+        double e = log(p->predicted) - log(p->measured);
+        sum += e * e;
+        abs_err[i] = fabs(p->predicted / p->measured - 1);
+    }
+    cal->rms_log_error = cal->n ? sqrt(sum / cal->n) : NAN;
+    cal->median_abs_error = cal->n ? median(abs_err, cal->n) : NAN;
+}
+
+static double fit_loss(void *ud, const double *x) { return loss(ud, x); }
 
 void be_fit_points(const scn_scenario *s, const sim_choice *c, be_calibration *cal)
 {
@@ -114,22 +130,14 @@ void be_fit_points(const scn_scenario *s, const sim_choice *c, be_calibration *c
     for (int k = 0; k < NP; k++) x[k] = fmin(fmax(x[k], LO[k]), HI[k]);
     double prev = loss(&f, x);
     for (int sweep = 0; sweep < 12; sweep++) {
-        for (int k = 0; k < NP; k++) line_search(&f, x, k);
+        for (int k = 0; k < NP; k++) be_golden_coord(fit_loss, &f, x, NP, k, LO[k], HI[k], 60);
         double now = loss(&f, x);
         if (prev - now < 1e-9 * (1 + prev)) break;
         prev = now;
     }
     set_params(&f, x);
-    double sum = 0, abs_err[BE_CAL_POINTS];
-    for (int i = 0; i < cal->n; i++) {
-        be_cal_point *p = &cal->pts[i];
-        p->predicted = predict(&f, p);
-        double e = log(p->predicted) - log(p->measured);
-        sum += e * e;
-        abs_err[i] = fabs(p->predicted / p->measured - 1);
-    }
-    cal->rms_log_error = cal->n ? sqrt(sum / cal->n) : NAN;
-    cal->median_abs_error = cal->n ? median(abs_err, cal->n) : NAN;
+    for (int i = 0; i < cal->n; i++) cal->pts[i].predicted = predict(&f, &cal->pts[i]);
+    be_cal_summarise(cal);
     free(f.w);
 }
 

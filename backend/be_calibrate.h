@@ -46,4 +46,14 @@ be_status be_calibrate(const be_ops *ops, const scn_scenario *s, const sim_choic
  * known coefficients from synthetic measurements). */
 void be_fit_points(const scn_scenario *s, const sim_choice *c, be_calibration *cal);
 
+/* The pieces of the fit that `calibrate --from` shares. A golden-section search of coordinate k
+ * of x (np of them, at most BE_FIT_MAX_PARAMS) in log space over [lo, hi] for `iters` steps; the
+ * bracket's centre replaces x[k] unless it raises the loss. */
+#define BE_FIT_MAX_PARAMS 8
+typedef double (*be_loss_fn)(void *ud, const double *x);
+void be_golden_coord(be_loss_fn cost, void *ud, double *x, int np, int k, double lo, double hi, int iters);
+
+/* Sets rms_log_error and median_abs_error from the points' predicted and measured times. */
+void be_cal_summarise(be_calibration *cal);
+
 #endif

@@ -47,6 +47,14 @@ static double loss(fit_state *f, const double *x, const targets *t, int n)
     return sum;
 }
 
+typedef struct { fit_state *f; const targets *t; int n; } fit_loss_ctx;
+
+static double fit_loss(void *ud, const double *x)
+{
+    fit_loss_ctx *lc = ud;
+    return loss(lc->f, x, lc->t, lc->n);
+}
+
 int cli_fit_runs(db *d, const long *runs, int n_runs, const scn_scenario *s, be_calibration *cal)
 {
     targets t[32];
@@ -75,24 +83,9 @@ int cli_fit_runs(db *d, const long *runs, int n_runs, const scn_scenario *s, be_
         fprintf(stderr, "kvplan: the scenario cannot be simulated as given\n");
         return CLI_EX_DATA;
     }
-    const double g = 0.6180339887498949;
+    fit_loss_ctx lc = {&f, t, n_runs};
     for (int sweep = 0; sweep < 4; sweep++)
-        for (int k = 0; k < NF; k++) {
-            double a = log(FLO[k]), b = log(FHI[k]), xc[NF], xd[NF];
-            memcpy(xc, x, sizeof xc);
-            memcpy(xd, x, sizeof xd);
-            double c = b - g * (b - a), e = a + g * (b - a);
-            xc[k] = exp(c);
-            xd[k] = exp(e);
-            double fc = loss(&f, xc, t, n_runs), fe = loss(&f, xd, t, n_runs);
-            for (int it = 0; it < 25; it++) {
-                if (fc < fe) { b = e; e = c; fe = fc; c = b - g * (b - a); xc[k] = exp(c); fc = loss(&f, xc, t, n_runs); }
-                else { a = c; c = e; fc = fe; e = a + g * (b - a); xd[k] = exp(e); fe = loss(&f, xd, t, n_runs); }
-            }
-            double old = x[k], before = loss(&f, x, t, n_runs);
-            x[k] = exp((a + b) / 2);
-            if (loss(&f, x, t, n_runs) > before) x[k] = old;
-        }
+        for (int k = 0; k < NF; k++) be_golden_coord(fit_loss, &lc, x, NF, k, FLO[k], FHI[k], 25);
     memset(cal, 0, sizeof *cal);
     be_fit *fit = &cal->fit;
     fit->memory_bandwidth = s->hardware.memory_bandwidth;
@@ -104,25 +97,17 @@ int cli_fit_runs(db *d, const long *runs, int n_runs, const scn_scenario *s, be_
     fit->kernel_overhead = s->hardware.kernel_overhead;
     fit->step_overhead = x[F_S];
     simulate(&f, x);
-    double sum = 0, abs_sum[64];
     for (int i = 0; i < n_runs && cal->n + 2 <= BE_CAL_POINTS; i++) {
         double meas[2] = {t[i].ttft, t[i].tpot}, pred[2] = {f.ttft, f.tpot};
         for (int q = 0; q < 2; q++) {
             if (!(meas[q] > 0)) continue;
-            be_cal_point *p = &cal->pts[cal->n];
+            be_cal_point *p = &cal->pts[cal->n++];
             memset(p, 0, sizeof *p);
             snprintf(p->label, sizeof p->label, "run %ld %s mean", runs[i], q ? "tpot" : "ttft");
             p->measured = meas[q];
             p->predicted = pred[q];
-            sum += pow(log(pred[q] / meas[q]), 2);
-            abs_sum[cal->n] = fabs(pred[q] / meas[q] - 1);
-            cal->n++;
         }
     }
-    cal->rms_log_error = sqrt(sum / cal->n);
-    /* median of the absolute errors */
-    for (int i = 1; i < cal->n; i++)
-        for (int j = i; j > 0 && abs_sum[j] < abs_sum[j - 1]; j--) { double tmp = abs_sum[j]; abs_sum[j] = abs_sum[j - 1]; abs_sum[j - 1] = tmp; }
-    cal->median_abs_error = cal->n % 2 ? abs_sum[cal->n / 2] : (abs_sum[cal->n / 2 - 1] + abs_sum[cal->n / 2]) / 2;
+    be_cal_summarise(cal);
     return CLI_OK;
 }
