@@ -36,7 +36,7 @@ LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 LDFLAGS += $(SANFLAGS)
 CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
 
-LIB_SRC := $(wildcard scenarios/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c planner/*.c)
+LIB_SRC := $(wildcard loader/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c planner/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 MPI ?= 0
 MPICC ?= mpicc

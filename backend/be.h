@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-#include "../scenarios/scn.h"
+#include "../loader/scn.h"
 #include "../sim/sim.h"
 
 #include <stddef.h>

@@ -2,7 +2,7 @@
 #ifndef KVPLAN_CLI_H
 #define KVPLAN_CLI_H
 
-#include "../scenarios/scn.h"
+#include "../loader/scn.h"
 #include "out.h"
 
 /* sysexits-style exit codes; docs/cli.md lists them. */

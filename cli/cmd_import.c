@@ -1,7 +1,7 @@
 /* cmd_import.c: `kvplan import FILE`: measurements from a serving system (vLLM benchmark JSON,
  * or a vLLM /metrics scrape) stored as a measured run. Bad files store nothing. */
 #include "cli_run.h"
-#include "../backend/be_import.h"
+#include "../db/db_import.h"
 
 #include <libgen.h>
 #include <stdio.h>
@@ -27,9 +27,9 @@ int cmd_import(int argc, char **argv)
     }
     if (help) { fputs(cli_usage_of("import"), stdout); return CLI_OK; }
     if (!file) return cli_usage_error("import", "missing FILE");
-    static be_import im;
+    static db_import im;
     char err[1024];
-    int pr = be_import_file(file, &im, err, sizeof err);
+    int pr = db_import_file(file, &im, err, sizeof err);
     if (pr) { fprintf(stderr, "kvplan: %s\n", err); return pr == -2 ? CLI_EX_NOINPUT : CLI_EX_DATA; }
     static scn_scenario s;
     memset(&s, 0, sizeof s);

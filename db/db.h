@@ -3,7 +3,7 @@
 #ifndef KVPLAN_DB_H
 #define KVPLAN_DB_H
 
-#include "../scenarios/scn.h"
+#include "../loader/scn.h"
 #include "../sim/sim.h"
 
 #include <stddef.h>

@@ -6,7 +6,7 @@
 #ifndef KVPLAN_KV_MODEL_H
 #define KVPLAN_KV_MODEL_H
 
-#include "../scenarios/scn.h"
+#include "../loader/scn.h"
 
 /* How the KV cache is stored: dtype, scale layout, and the StreamingLLM bound. */
 typedef struct {

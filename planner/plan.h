@@ -4,7 +4,7 @@
 #ifndef KVPLAN_PLAN_H
 #define KVPLAN_PLAN_H
 
-#include "../scenarios/scn.h"
+#include "../loader/scn.h"
 #include "../sim/sim.h"
 
 typedef enum { PLAN_PENDING, PLAN_DONE, PLAN_SKIPPED } plan_status;

@@ -7,7 +7,7 @@
 #ifndef KVPLAN_SIM_H
 #define KVPLAN_SIM_H
 
-#include "../scenarios/scn.h"
+#include "../loader/scn.h"
 
 #include <stdbool.h>
 #include <stdint.h>

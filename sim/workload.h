@@ -5,7 +5,7 @@
 #ifndef KVPLAN_SIM_WORKLOAD_H
 #define KVPLAN_SIM_WORKLOAD_H
 
-#include "../scenarios/scn.h"
+#include "../loader/scn.h"
 #include "rng.h"
 
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * compare work end to end. Importer inputs are in tests/data, written from the formats' docs. */
 #include "tests.h"
 #include "../backend/be_calibrate.h"
-#include "../backend/be_import.h"
+#include "../db/db_import.h"
 #include "../model/kv_model.h"
 
 #include <jansson.h>
@@ -15,7 +15,7 @@
 
 static char out[1 << 16], err[1 << 14];
 
-static double metric(const be_import *im, const char *name)
+static double metric(const db_import *im, const char *name)
 {
     for (int i = 0; i < im->n; i++) if (!strcmp(im->m[i].name, name)) return im->m[i].value;
     return NAN;
@@ -65,11 +65,11 @@ END_TEST
 
 START_TEST(imports_vllm_benchmark_json)
 {
-    be_import im;
+    db_import im;
     char e[512];
     char path[600];
     snprintf(path, sizeof path, "%s/data/vllm-bench.json", getenv("KVPLAN_TESTS"));
-    ck_assert_int_eq(be_import_file(path, &im, e, sizeof e), 0);
+    ck_assert_int_eq(db_import_file(path, &im, e, sizeof e), 0);
     ck_assert_str_eq(im.format, "vllm-benchmark");
     ck_assert(metric(&im, "requests") == 1000);
     ck_assert(metric(&im, "throughput_req_per_s") == 7.619);
@@ -79,20 +79,20 @@ START_TEST(imports_vllm_benchmark_json)
     ck_assert(fabs(metric(&im, "e2e_p99_s") - 15.0239) < 1e-12);    /* e2el */
     ck_assert(fabs(metric(&im, "input_tok_per_s") - 812345 / 131.25) < 1e-9);
     /* Broken inputs are refused with where and why. */
-    ck_assert_int_eq(be_import_text("{\"completed\": 10, \"duration\": 5,\n \"mean_ttft_ms\": }", "t.json", &im, e, sizeof e), -1);
+    ck_assert_int_eq(db_import_text("{\"completed\": 10, \"duration\": 5,\n \"mean_ttft_ms\": }", "t.json", &im, e, sizeof e), -1);
     ck_assert_msg(strstr(e, "t.json:2:") && strstr(e, "malformed JSON"), "%s", e);
-    ck_assert_int_eq(be_import_text("{\"completed\": 10, \"duration\": 5}", "t.json", &im, e, sizeof e), -1);
+    ck_assert_int_eq(db_import_text("{\"completed\": 10, \"duration\": 5}", "t.json", &im, e, sizeof e), -1);
     ck_assert_msg(strstr(e, "'mean_ttft_ms' is missing"), "%s", e);
-    ck_assert_int_eq(be_import_file("/nonexistent.json", &im, e, sizeof e), -2);
+    ck_assert_int_eq(db_import_file("/nonexistent.json", &im, e, sizeof e), -2);
 }
 END_TEST
 
 START_TEST(imports_prometheus_metrics)
 {
-    be_import im;
+    db_import im;
     char e[512], path[600];
     snprintf(path, sizeof path, "%s/data/vllm-metrics.prom", getenv("KVPLAN_TESTS"));
-    ck_assert_int_eq(be_import_file(path, &im, e, sizeof e), 0);
+    ck_assert_int_eq(db_import_file(path, &im, e, sizeof e), 0);
     ck_assert_str_eq(im.format, "prometheus");
     ck_assert(metric(&im, "requests") == 100);                     /* summed over finished_reason */
     ck_assert(fabs(metric(&im, "ttft_mean_s") - 0.056) < 1e-12);   /* sum / count */
@@ -108,18 +108,18 @@ START_TEST(imports_prometheus_metrics)
     ck_assert(metric(&im, "prefix_hit_rate") == 0.25);
     ck_assert(metric(&im, "preemptions") == 3);
     /* Truncated and malformed scrapes are refused. */
-    ck_assert_int_eq(be_import_text("vllm:time_to_first_token_seconds_bucket{le=\"0.1\"} 5\n"
+    ck_assert_int_eq(db_import_text("vllm:time_to_first_token_seconds_bucket{le=\"0.1\"} 5\n"
                                     "vllm:time_to_first_token_seconds_sum 0.3\n", "cut.prom", &im, e, sizeof e), -1);
     ck_assert_msg(strstr(e, "truncated"), "%s", e);
-    ck_assert_int_eq(be_import_text("# TYPE x gauge\nvllm:num_requests_running{a=\"b\" 3\n", "bad.prom", &im, e, sizeof e), -1);
+    ck_assert_int_eq(db_import_text("# TYPE x gauge\nvllm:num_requests_running{a=\"b\" 3\n", "bad.prom", &im, e, sizeof e), -1);
     ck_assert_msg(strstr(e, "bad.prom:2: not a Prometheus sample line"), "%s", e);
-    ck_assert_int_eq(be_import_text("vllm:e2e_request_latency_seconds_bucket{le=\"1\"} 5\n"
+    ck_assert_int_eq(db_import_text("vllm:e2e_request_latency_seconds_bucket{le=\"1\"} 5\n"
                                     "vllm:e2e_request_latency_seconds_bucket{le=\"2\"} 3\n"
                                     "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 5\n"
                                     "vllm:e2e_request_latency_seconds_sum 4\nvllm:e2e_request_latency_seconds_count 5\n",
                                     "dec.prom", &im, e, sizeof e), -1);
     ck_assert_msg(strstr(e, "decrease"), "%s", e);
-    ck_assert_int_eq(be_import_text("node_cpu_seconds_total 5\n", "node.prom", &im, e, sizeof e), -1);
+    ck_assert_int_eq(db_import_text("node_cpu_seconds_total 5\n", "node.prom", &im, e, sizeof e), -1);
     ck_assert_msg(strstr(e, "no vllm: metrics"), "%s", e);
 }
 END_TEST

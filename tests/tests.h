@@ -3,7 +3,7 @@
 #define KVPLAN_TESTS_H
 
 #include <check.h>
-#include "../scenarios/scn.h"
+#include "../loader/scn.h"
 
 Suite *suite_units(void);
 Suite *suite_loader(void);

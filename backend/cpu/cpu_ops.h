@@ -4,7 +4,7 @@
 #ifndef KVPLAN_CPU_OPS_H
 #define KVPLAN_CPU_OPS_H
 
-#include "../../scenarios/scn.h"
+#include "../../loader/scn.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* scn_bind.h: typed field readers for binding a node tree to the scenario structs.
  *
- * Internal to scenarios/. Each reader returns 0 when the field is valid or absent-and-optional
+ * Internal to loader/. Each reader returns 0 when the field is valid or absent-and-optional
  * (leaving *out untouched, so callers set defaults first) and -1 after filling the error with
  * the node's position and the dotted path. */
 #ifndef KVPLAN_SCN_BIND_H

@@ -1,6 +1,6 @@
 /* scn_tree.h: a YAML document as a tree of nodes that remember where they came from.
  *
- * Internal to scenarios/. All nodes and strings live in one arena owned by a scn_doc, so trees
+ * Internal to loader/. All nodes and strings live in one arena owned by a scn_doc, so trees
  * from several files (a scenario, its library entries, --set fragments) can be merged by pointer
  * and freed together. */
 #ifndef KVPLAN_SCN_TREE_H

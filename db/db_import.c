@@ -1,8 +1,8 @@
-/* be_import.c: parsers for vLLM benchmark results (JSON, through jansson) and Prometheus text
+/* db_import.c: parsers for vLLM benchmark results (JSON, through jansson) and Prometheus text
  * exposition (line by line, with PCRE2). Formats written from their public documentation. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #define _XOPEN_SOURCE 700
-#include "be_import.h"
+#include "db_import.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -12,16 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put(be_import *o, const char *name, double v, sim_unit unit)
+static void put(db_import *o, const char *name, double v, sim_unit unit)
 {
-    if (o->n == BE_IMPORT_MAX || !isfinite(v)) return;
+    if (o->n == DB_IMPORT_MAX || !isfinite(v)) return;
     snprintf(o->names[o->n], sizeof o->names[0], "%s", name);
     o->m[o->n] = (sim_metric_kv){o->names[o->n], v, unit};
     o->n++;
 }
 
 /* ---- vLLM benchmark_serving --save-result JSON ---- */
-static int parse_bench(json_t *root, const char *label, be_import *o, char *err, size_t n)
+static int parse_bench(json_t *root, const char *label, db_import *o, char *err, size_t n)
 {
     static const char *const REQUIRED[] = {"completed", "duration", "mean_ttft_ms", NULL};
     for (int i = 0; REQUIRED[i]; i++)
@@ -107,7 +107,7 @@ static pcre2_code *compile(const char *pat)
     return pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, 0, &code, &off, NULL);
 }
 
-static int parse_prom(const char *text, const char *label, be_import *o, char *err, size_t n)
+static int parse_prom(const char *text, const char *label, db_import *o, char *err, size_t n)
 {
     pcre2_code *line_re = compile("^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\\{([^}]*)\\})?[ \\t]+(\\S+)(?:[ \\t]+-?[0-9]+)?[ \\t]*$");
     pcre2_code *le_re = compile("(?:^|,)\\s*le=\"([^\"]*)\"");
@@ -216,7 +216,7 @@ out:
     return rc;
 }
 
-int be_import_text(const char *text, const char *label, be_import *o, char *err, size_t n)
+int db_import_text(const char *text, const char *label, db_import *o, char *err, size_t n)
 {
     memset(o, 0, sizeof *o);
     const char *s = text;
@@ -236,7 +236,7 @@ int be_import_text(const char *text, const char *label, be_import *o, char *err,
     return parse_prom(text, label, o, err, n);
 }
 
-int be_import_file(const char *path, be_import *o, char *err, size_t n)
+int db_import_file(const char *path, db_import *o, char *err, size_t n)
 {
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -2; }
@@ -256,7 +256,7 @@ int be_import_file(const char *path, be_import *o, char *err, size_t n)
     fclose(f);
     if (!buf || bad) { free(buf); snprintf(err, n, "%s: cannot read (%s)", path, bad ? "read error" : "too large"); return -2; }
     buf[len] = 0;
-    int rc = be_import_text(buf, path, o, err, n);
+    int rc = db_import_text(buf, path, o, err, n);
     free(buf);
     return rc;
 }
