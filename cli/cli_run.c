@@ -26,7 +26,9 @@ int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *
         case 2: f->ts_out = v; break;
         case 3:
             if (scn_quantity_parse(v, SCN_UNIT_TIME, &f->interval, msg, sizeof msg)) { cli_usage_error(cmd, "--sample-interval: %s", msg); return -1; }
-            if (f->interval <= 0) { cli_usage_error(cmd, "--sample-interval must be > 0"); return -1; }
+            /* A bound below the engine's time resolution would sample forever without time
+             * advancing; 1 ms is finer than any serving engine's metrics (docs/failure-model.md). */
+            if (!(f->interval >= 1e-3)) { cli_usage_error(cmd, "--sample-interval must be at least 1 ms, found '%s'", v); return -1; }
             break;
         case 4: f->db_flag = v; break;
         case 5: f->backend = v; break;
@@ -63,6 +65,12 @@ static int on_sample(void *ud, const sim_sample *s)
     cli_sink *k = ud;
     if (k->ts_csv && fprintf(k->ts_csv, "%.9g,%.6f,%ld,%ld\n", s->t, s->kv_used, s->waiting, s->running) < 0) return -1;
     if (k->keep) {
+        /* Kept samples go to the database in one transaction: bound them (160 MB). */
+        if (k->n_samples == CLI_MAX_SAMPLES) {
+            fprintf(stderr, "\nkvplan: more than %ld time-series samples to store; use a larger --sample-interval\n",
+                    (long)CLI_MAX_SAMPLES);
+            return -1;
+        }
         if (k->n_samples == k->cap_samples) {
             long cap = k->cap_samples ? k->cap_samples * 2 : 256;
             sim_sample *n = realloc(k->samples, sizeof *n * (size_t)cap);

@@ -21,6 +21,9 @@ typedef struct {
 /* Consumes one engine flag at argv[*i]: 1 if it was one, 0 if not, -1 on a usage error. */
 int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *i);
 
+/* Time-series samples kept for one stored run (32 bytes each). */
+#define CLI_MAX_SAMPLES 5000000L
+
 typedef struct {
     FILE *req_csv, *ts_csv;
     sim_request_row *rows;
