@@ -176,6 +176,9 @@ int cli_exit_for_db(int st)
     switch (st) {
     case DB_E_CANTOPEN: return CLI_EX_CANTCREAT;
     case DB_E_DATA: case DB_E_NOTFOUND: return CLI_EX_DATA;
+    case DB_E_NOINPUT: return CLI_EX_NOINPUT;
+    case DB_E_IO: return CLI_EX_IOERR;
+    case DB_E_BUSY: return CLI_EX_TEMPFAIL;
     default: return CLI_EX_INTERNAL;
     }
 }
@@ -188,6 +191,16 @@ int cli_open_db(const cli_run_flags *f, db **d, const char **path)
     db_status st;
     char err[1024];
     *d = db_open(*path, &st, err, sizeof err);
+    if (!*d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+    return CLI_OK;
+}
+
+int cli_open_db_read(const char *flag, db **d, const char **path)
+{
+    *path = cli_db_path(flag);
+    db_status st;
+    char err[1024];
+    *d = db_open_read(*path, &st, err, sizeof err);
     if (!*d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
     return CLI_OK;
 }

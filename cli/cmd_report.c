@@ -275,10 +275,9 @@ int cmd_report(int argc, char **argv)
                         "(npm ci in the source tree), or set KVPLAN_ASSETS to a node_modules folder\n");
         return CLI_EX_UNAVAILABLE;
     }
-    cli_run_flags f = {.db_flag = db_flag};
     db *d;
     const char *path;
-    if ((rc = cli_open_db(&f, &d, &path))) return rc;
+    if ((rc = cli_open_db_read(db_flag, &d, &path))) return rc;
     gather g = {.s = &s, .d = d, .pareto = json_array(), .timeseries = json_array(), .validation = json_array(),
                 .runs = json_array()};
     char err[1024];
