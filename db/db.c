@@ -175,7 +175,8 @@ static int check_ours(db *d, const char *path, int *version, db_status *status, 
     if (v < 0 || f < 0) {
         int rc = sqlite3_extended_errcode(d->h);
         *status = status_of(rc) == DB_E_INTERNAL || status_of(rc) == DB_E_DATA ? DB_E_DATA : status_of(rc);
-        snprintf(err, n, "%s: not a kvplan database (%s%s)", path, sqlite3_errmsg(d->h), hint_for(rc));
+        snprintf(err, n, "%s: %s (%s%s)", path, *status == DB_E_DATA ? "not a kvplan database" : "cannot read the database",
+                 sqlite3_errmsg(d->h), hint_for(rc));
         return -1;
     }
     if (f) {
@@ -191,6 +192,20 @@ static int check_ours(db *d, const char *path, int *version, db_status *status, 
     }
     *version = v;
     return 0;
+}
+
+/* Reads the root pages of every table: a damaged file usually shows here, before any work,
+ * rather than after a simulation (a full PRAGMA quick_check would read the whole file on every
+ * command). */
+static int probe_tables(db *d, const char *path, db_status *status, char *err, size_t n)
+{
+    int rc = sqlite3_exec(d->h, "SELECT (SELECT max(id) FROM scenarios), (SELECT max(id) FROM runs), "
+                                "(SELECT 1 FROM metrics LIMIT 1), (SELECT 1 FROM requests LIMIT 1), "
+                                "(SELECT 1 FROM timeseries LIMIT 1), (SELECT max(id) FROM calibrations)", NULL, NULL, NULL);
+    if (rc == SQLITE_OK || status_of(rc) == DB_E_BUSY) return 0;
+    *status = status_of(rc) == DB_E_INTERNAL ? DB_E_DATA : status_of(rc);
+    snprintf(err, n, "%s: %s%s", path, sqlite3_errmsg(d->h), hint_for(rc));
+    return -1;
 }
 
 db *db_open(const char *path, db_status *status, char *err, size_t n)
@@ -229,6 +244,7 @@ db *db_open(const char *path, db_status *status, char *err, size_t n)
         snprintf(err, n, "%s: migrating from schema version %d failed: %s", path, v, d->err);
         goto err;
     }
+    if (probe_tables(d, path, status, err, n)) goto err;
     /* Take and drop the write lock: a folder where the -wal file cannot be written, or a full
      * disk, shows here, before a simulation spends its time. */
     if (v == DB_SCHEMA_LATEST) {
@@ -281,6 +297,7 @@ db *db_open_read(const char *path, db_status *status, char *err, size_t n)
             snprintf(err + strlen(err), n - strlen(err), " (its schema version %d needs migrating first)", v);
         return d;
     }
+    if (probe_tables(d, path, status, err, n)) goto err;
     if (sqlite3_exec(d->h, "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK) {
         *status = status_of(sqlite3_extended_errcode(d->h));
         snprintf(err, n, "%s: %s", path, sqlite3_errmsg(d->h));

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct { int *len; double *cdf; int n; } empirical;
 
@@ -118,6 +119,12 @@ sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinp
             goto fail;
     if (wl->arrival == SCN_ARRIVAL_TRACE) {
         w->trace_path = wl->trace;
+        struct stat sb;
+        if (stat(wl->trace, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            *noinput = 1;
+            snprintf(err, n, "%s: is a directory, not a trace file", wl->trace);
+            goto fail;
+        }
         w->trace = fopen(wl->trace, "r");
         if (!w->trace) { *noinput = 1; snprintf(err, n, "%s: cannot open: %s", wl->trace, strerror(errno)); goto fail; }
     }
