@@ -193,7 +193,10 @@ START_TEST(calibrate_validate_import_compare)
     int rows = 0;
     for (const char *p = out; (p = strchr(p, '\n')); p++) rows++;
     ck_assert_int_eq(rows, 4);   /* header + 3 runs */
-    ck_assert_int_eq(run("run %s --backend cuda --no-db%s", path, ""), 69);
+    /* The CUDA backend is unavailable (69) without a CUDA build or a device; where selftest
+     * finds one, the run must work instead. */
+    int cuda = run("selftest --backend cuda%s%s", "", "");
+    ck_assert_int_eq(run("run %s --backend cuda --no-db%s", path, ""), cuda == 69 ? 69 : 0);
 }
 END_TEST
 
@@ -201,7 +204,10 @@ Suite *suite_verify(void)
 {
     Suite *su = suite_create("verify");
     TCase *tc = tcase_create("loop");
-    tcase_set_timeout(tc, 180);
+    /* The loop takes about 20 s of CPU (calibration micro-benchmarks, two CPU-backend runs); on
+     * a 2-core machine shared with 8 busy processes that is minutes of wall time. The timeout
+     * only has to catch a hang. */
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, fit_recovers_known_coefficients);
     tcase_add_test(tc, imports_vllm_benchmark_json);
     tcase_add_test(tc, imports_prometheus_metrics);
