@@ -169,13 +169,13 @@ fuzz-seeds:
 	@cp tests/data/* build-fuzz/seeds/import/
 	@echo "fuzz: targets in build-fuzz/ (fuzz_scenario, fuzz_units, fuzz_import, fuzz_trace); seeds in build-fuzz/seeds/"
 
-# Each target for FUZZ_SECONDS from its seeds; a crash, a leak, a UBSan report, a 10 s input
+# Each target for FUZZ_SECONDS from its seeds; a crash, a leak, a UBSan report, a 30 s input
 # or 2 GB of memory fails the run and leaves the input in build-fuzz/.
 fuzz-ci: fuzz
 	@mkdir -p build-fuzz/logs; for t in $(FUZZ_TARGETS); do \
 	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=../tests/fuzz/$$t.dict; \
 	  echo "fuzz-ci: $$t for $(FUZZ_SECONDS) s"; \
-	  ( cd build-fuzz && ./fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+	  ( cd build-fuzz && ./fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=2048 -max_len=65536 \
 	      -print_final_stats=1 $$dict -artifact_prefix=$$t- corpus/$$t seeds/$$t ) >build-fuzz/logs/$$t.log 2>&1; \
 	  rc=$$?; grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb)" build-fuzz/logs/$$t.log; \
 	  if [ $$rc -ne 0 ]; then tail -60 build-fuzz/logs/$$t.log; echo "fuzz-ci: $$t failed (input in build-fuzz/$$t-*)"; exit 1; fi; \
