@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,32 @@ err:
     return NULL;
 }
 
+/* True when neither the file nor its folder can be written by this process. */
+static bool read_only_place(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) { if (slash == dir) slash[1] = 0; else *slash = 0; }
+    else snprintf(dir, sizeof dir, ".");
+    return access(path, W_OK) != 0 && access(dir, W_OK) != 0;
+}
+
+/* "file:PATH?immutable=1" with PATH percent-encoded where a URI needs it (caller frees). */
+static char *immutable_uri(const char *path)
+{
+    size_t len = strlen(path);
+    char *u = malloc(3 * len + 32);
+    if (!u) return NULL;
+    char *o = u + sprintf(u, "file:");
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (*p == '%' || *p == '?' || *p == '#' || *p <= ' ' || *p >= 0x7f) o += sprintf(o, "%%%02X", *p);
+        else *o++ = (char)*p;
+    }
+    strcpy(o, "?immutable=1");
+    return u;
+}
+
 db *db_open_read(const char *path, db_status *status, char *err, size_t n)
 {
     struct stat sb;
@@ -288,6 +315,21 @@ db *db_open_read(const char *path, db_status *status, char *err, size_t n)
     }
     sqlite3_busy_timeout(d->h, (int)env_long("KVPLAN_DB_BUSY_MS", 10000, 1, 3600000));
     int v;
+    if (db_schema_version(d) < 0 && (sqlite3_extended_errcode(d->h) & 0xff) == SQLITE_READONLY && read_only_place(path)) {
+        /* A WAL database whose folder cannot be written has no -shm file to share locks
+         * through. Where nobody can write the file (a read-only folder or mount) there is
+         * nothing to lock against: read it as immutable. */
+        sqlite3_close(d->h);
+        d->h = NULL;
+        char *uri = immutable_uri(path);
+        int rc = uri ? sqlite3_open_v2(uri, &d->h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) : SQLITE_NOMEM;
+        free(uri);
+        if (rc != SQLITE_OK) {
+            *status = DB_E_CANTOPEN;
+            snprintf(err, n, "%s: cannot open database: %s", path, d->h ? sqlite3_errmsg(d->h) : "out of memory");
+            goto err;
+        }
+    }
     if (check_ours(d, path, &v, status, err, n)) goto err;
     if (v < DB_SCHEMA_LATEST) {
         /* An older database lacks tables the queries name: migrate it if it may be written. */

@@ -317,6 +317,23 @@ START_TEST(full_disk_and_read_only_mount)
      * runs as root only where mounting is allowed; elsewhere it says so and passes. */
     char dir[512], dbp[600], a[1400];
     snprintf(dir, sizeof dir, "%s.mnt", t_write("mnt-base", ""));
+    if (geteuid() != 0) {
+        /* Without root: a read-only file and folder stand in for the mount. */
+        char ro[590], b[1400];
+        snprintf(ro, sizeof ro, "%s.ro", dir);
+        ck_assert_int_eq(mkdir(ro, 0755), 0);
+        snprintf(dbp, sizeof dbp, "%s/k.db", ro);
+        snprintf(a, sizeof a, "simulate %s --set workload.requests=5 --db %s", chat(), dbp);
+        expect_rc(a, 0, NULL);
+        ck_assert_int_eq(chmod(dbp, 0444), 0);
+        expect_rc(a, 73, "the database file is read-only");
+        ck_assert_int_eq(chmod(ro, 0555), 0);
+        snprintf(b, sizeof b, "runs --db %s --format csv", dbp);
+        expect_rc(b, 0, NULL);
+        ck_assert_msg(strstr(out, "\n1,"), "the stored run is not listed: %s", out);
+        chmod(ro, 0755);
+        return;
+    }
     if (small_mount(dir, "size=96k")) { fprintf(stderr, "full_disk_and_read_only_mount: skipped (no tmpfs mount here)\n"); return; }
     snprintf(dbp, sizeof dbp, "%s/k.db", dir);
     snprintf(a, sizeof a, "simulate %s --set workload.requests=5 --db %s", chat(), dbp);
