@@ -130,7 +130,7 @@ static int migrate(db *d, int from)
     from = db_schema_version(d);
     for (int v = from + 1; v <= DB_SCHEMA_LATEST; v++) {
         sql = schema_section(v);
-        if (!sql) { snprintf(d->err, sizeof d->err, "schema section %d missing", v); goto fail; }
+        if (!sql) { d->rc = SQLITE_ERROR; snprintf(d->err, sizeof d->err, "schema section %d missing", v); goto fail; }
         DB_CHECK(d, sqlite3_exec(d->h, sql, NULL, NULL, NULL));
         free(sql);
         sql = NULL;
@@ -209,7 +209,7 @@ static int probe_tables(db *d, const char *path, db_status *status, char *err, s
     return -1;
 }
 
-db *db_open(const char *path, db_status *status, char *err, size_t n)
+static db *open_write_once(const char *path, db_status *status, char *err, size_t n)
 {
     db *d = calloc(1, sizeof *d);
     if (!d) { *status = DB_E_INTERNAL; snprintf(err, n, "out of memory"); return NULL; }
@@ -240,10 +240,19 @@ db *db_open(const char *path, db_status *status, char *err, size_t n)
                  sqlite3_errmsg(d->h));
         goto err;
     }
-    if (v < DB_SCHEMA_LATEST && migrate(d, v)) {
-        *status = status_of(d->rc);
-        snprintf(err, n, "%s: migrating from schema version %d failed: %s", path, v, d->err);
-        goto err;
+    if (v < DB_SCHEMA_LATEST) {
+        /* Writers that start together on a new file all try to create the tables: one does,
+         * the others wait their turn and find nothing left to do. */
+        double deadline = now_s() + (double)env_long("KVPLAN_DB_LOCK_WAIT_S", 600, 1, 86400);
+        unsigned seed = (unsigned)getpid();
+        for (int attempt = 0; migrate(d, v); attempt++) {
+            if (status_of(d->rc) != DB_E_BUSY || now_s() > deadline) {
+                *status = status_of(d->rc);
+                snprintf(err, n, "%s: migrating from schema version %d failed: %s", path, v, d->err);
+                goto err;
+            }
+            backoff(attempt, &seed);
+        }
     }
     if (probe_tables(d, path, status, err, n)) goto err;
     /* Take and drop the write lock: a folder where the -wal file cannot be written, or a full
@@ -293,7 +302,7 @@ static char *immutable_uri(const char *path)
     return u;
 }
 
-db *db_open_read(const char *path, db_status *status, char *err, size_t n)
+static db *open_read_once(const char *path, db_status *status, char *err, size_t n)
 {
     struct stat sb;
     if (stat(path, &sb) != 0) {
@@ -350,6 +359,30 @@ db *db_open_read(const char *path, db_status *status, char *err, size_t n)
 err:
     db_close(d);
     return NULL;
+}
+
+/* Opening reads the file's header and schema, which a writer creating or migrating the file
+ * holds locked for a moment: a busy open is retried like a busy write. */
+static db *open_retrying(db *(*once)(const char *, db_status *, char *, size_t), const char *path, db_status *status,
+                         char *err, size_t n)
+{
+    double deadline = now_s() + (double)env_long("KVPLAN_DB_LOCK_WAIT_S", 600, 1, 86400);
+    unsigned seed = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+    for (int attempt = 0;; attempt++) {
+        db *d = once(path, status, err, n);
+        if (d || *status != DB_E_BUSY || now_s() > deadline) return d;
+        backoff(attempt, &seed);
+    }
+}
+
+db *db_open(const char *path, db_status *status, char *err, size_t n)
+{
+    return open_retrying(open_write_once, path, status, err, n);
+}
+
+db *db_open_read(const char *path, db_status *status, char *err, size_t n)
+{
+    return open_retrying(open_read_once, path, status, err, n);
 }
 
 void db_close(db *d)

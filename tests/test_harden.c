@@ -373,9 +373,7 @@ START_TEST(concurrent_writers_keep_every_run)
     t_library("llama-3-8b", "h100-sxm", &s);
     db_status st;
     char err[1024];
-    db *d = db_open(dbp, &st, err, sizeof err);   /* created once, so no writer races to migrate */
-    ck_assert_msg(d, "%s", err);
-    db_close(d);
+    /* The file does not exist yet: the writers also race to create its tables. */
     setenv("KVPLAN_DB_BUSY_MS", "1", 0);   /* unless set by hand, to measure with other values */
     pid_t pids[16];
     for (int w = 0; w < writers; w++) {
