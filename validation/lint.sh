@@ -18,7 +18,7 @@ awk -F'\t' -v file="$tsv" -v gpus="$gpus" -v models="$models" '
 BEGIN {
     n = split(gpus, a, " "); for (i = 1; i <= n; i++) gpu[a[i]] = 1
     n = split(models, a, " "); for (i = 1; i <= n; i++) model[a[i]] = 1
-    split("vllm sglang trtllm", a, " "); for (i in a) engine[a[i]] = 1
+    split("vllm sglang trtllm gpt-fast", a, " "); for (i in a) engine[a[i]] = 1
     split("closed poisson offline batch capacity", a, " "); for (i in a) mode[a[i]] = 1
     split("ttft_mean_ms ttft_p50_ms ttft_p99_ms tpot_mean_ms tpot_p50_ms itl_mean_ms e2e_mean_ms step_ms", a, " ")
     for (i in a) { metric[a[i]] = 1; timed[a[i]] = 1 }
@@ -41,7 +41,7 @@ function err(col, msg) { printf "%s:%d:%d: %s\n", file, NR, col, msg > "/dev/std
     if ($4 != "" && $4 !~ /^[1-9][0-9]*$/) err(4, "tp: not a positive integer or empty")
     if ($4 != "" && $3 ~ /^[0-9]+$/ && $4 + 0 > $3 + 0) err(4, "tp: larger than gpus")
     if (!($5 in model)) err(5, "model: \"" $5 "\" is not in the model library")
-    if (!($6 in engine)) err(6, "engine: \"" $6 "\" is not vllm, sglang or trtllm")
+    if (!($6 in engine)) err(6, "engine: \"" $6 "\" is not vllm, sglang, trtllm or gpt-fast")
     if (!($10 in mode)) err(10, "mode: \"" $10 "\" is not closed, poisson, offline, batch or capacity")
     if ($10 != "capacity" && $11 !~ /^[0-9]+(\.[0-9]+)?$/) err(11, "load: not a number")
     if (!($14 in metric)) err(14, "metric: \"" $14 "\" is not a documented metric")
