@@ -114,12 +114,19 @@ char *db_scenario_json(const scn_scenario *s)
     return out;
 }
 
-char *db_choice_json(const sim_choice *c)
+/* The options key: the choice and the deployment it ran on, as canonical JSON. Every writer of
+ * a run's options (simulate, run, validate, plan) calls this one encoder, so equal choices on
+ * equal deployments have byte-equal keys and a stored run can be found and paired by its key.
+ * kv_heads is a planner's override of the model's KV heads, 0 for the model's own. */
+char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads)
 {
-    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i}", "kv_layout", LAYOUT[c->layout], "block_size",
-                          c->layout == SCN_LAYOUT_PAGED ? c->block_size : 0, "prefix_cache", c->prefix_cache, "kv_dtype",
-                          scn_dtype_name(c->kv_dtype), "attention", ATTN[c->attention], "scheduler", SCHED[c->scheduler],
-                          "sink", c->sink, "window", c->window);
+    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "kv_layout",
+                          LAYOUT[c->layout], "block_size", c->layout == SCN_LAYOUT_PAGED ? c->block_size : 0,
+                          "prefix_cache", c->prefix_cache, "kv_dtype", scn_dtype_name(c->kv_dtype), "attention",
+                          ATTN[c->attention], "scheduler", SCHED[c->scheduler], "sink", c->sink, "window", c->window,
+                          "tensor_parallel", d->tensor_parallel, "replicas", d->replicas, "max_num_seqs",
+                          d->max_num_seqs, "max_num_batched_tokens", d->max_num_batched_tokens, "kv_heads",
+                          kv_heads);
     if (!j) return NULL;
     char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);

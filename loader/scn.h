@@ -214,8 +214,19 @@ typedef struct {
 scn_status scn_scenario_load(const char *path, const char *const *sets, int n_sets,
                              scn_scenario *out, scn_error *err);
 
-/* The library directory: $KVPLAN_LIBRARY, else next to the executable, else the build's. */
-const char *scn_library_dir(void);
+/* ---- Where files live (scn_dirs.c) ---- */
+/* The shipped YAML library: $KVPLAN_LIBRARY, else <prefix>/share/kvplan/scenarios beside the
+ * installed executable, else the source tree's scenarios/. Fills buf; -1 when none exists (buf
+ * still names the build's folder, for messages). */
+int scn_library_dir(char *buf, size_t n);
+/* The chart libraries for HTML reports (a node_modules folder holding vega, vega-lite and
+ * vega-embed): $KVPLAN_ASSETS, else <prefix>/share/kvplan/node_modules, else the source
+ * tree's; -1 when none is installed. */
+int scn_assets_dir(char *buf, size_t n);
+/* The user's data directory for kvplan's output, $XDG_DATA_HOME/kvplan/<sub> or
+ * ~/.local/share/kvplan/<sub> (sub may be NULL); -1 when neither variable is usable. The
+ * directory may not exist yet. */
+int scn_user_dir(const char *sub, char *buf, size_t n);
 
 /* ---- Units (scn_units.c) ---- */
 typedef enum { SCN_UNIT_BYTES, SCN_UNIT_BANDWIDTH, SCN_UNIT_COMPUTE, SCN_UNIT_TIME,
