@@ -61,7 +61,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install
 all: deps-check $(BIN) kvplan $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
@@ -112,7 +112,11 @@ $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libkvplan.a
 
 $(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags check 2>/dev/null)
 
-check: deps-check $(BIN) $(BUILD)/run_tests
+# The folder DAG loader -> model -> sim -> {backend, db} -> {verify, planner} -> cli, from every #include.
+layering:
+	@bash tests/layering.sh
+
+check: deps-check layering $(BIN) $(BUILD)/run_tests
 	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
 	@# User output (calibrated profiles) goes to a throwaway data directory, never the user's.
 	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \

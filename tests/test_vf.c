@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void tiny(scn_scenario *s, int requests)
@@ -282,6 +283,45 @@ START_TEST(validate_on_the_cpu_backend)
 }
 END_TEST
 
+/* Runs tests/layering.sh on root; its exit status, with its output in out. */
+static int layering(const char *root, char *out, size_t n)
+{
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "bash %s/layering.sh %s 2>&1", getenv("KVPLAN_TESTS"), root);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(layering_holds_and_catches_violations)
+{
+    char out[8192], root[700], cmd[2000];
+    /* The real tree. */
+    snprintf(root, sizeof root, "%s/..", getenv("KVPLAN_TESTS"));
+    ck_assert_msg(layering(root, out, sizeof out) == 0, "%s", out);
+    /* A small tree with one upward include (model -> cli), one sibling include (db -> backend)
+     * and code among the data: three violations, each named. */
+    snprintf(root, sizeof root, "%s", t_write("layer-marker", ""));
+    *strrchr(root, '/') = 0;
+    strcat(root, "/layers");
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && mkdir -p %s/model %s/cli %s/db %s/backend %s/scenarios && cd %s && "
+             "printf '#include \"../cli/cli.h\"\\n' > model/a.c && printf '/* x */\\n' > cli/cli.h && "
+             "printf '#include \"../backend/be.h\"\\n' > db/d.c && printf '\\n' > backend/be.h && "
+             "printf '\\n' > scenarios/x.c && printf '#include \"cli.h\"\\n' > cli/ok.c",
+             root, root, root, root, root, root, root);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(layering(root, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "model/a.c:1: model/ includes cli/"), "%s", out);
+    ck_assert_msg(strstr(out, "db/d.c:1: db/ includes backend/"), "%s", out);
+    ck_assert_msg(strstr(out, "scenarios/ is shipped data only"), "%s", out);
+    ck_assert_msg(strstr(out, "3 violation(s)"), "%s", out);
+}
+END_TEST
+
 Suite *suite_vf(void)
 {
     Suite *s = suite_create("vf");
@@ -294,6 +334,7 @@ Suite *suite_vf(void)
     tcase_add_test(tc, profile_loads_back_as_hardware);
     tcase_add_test(tc, calibrate_from_runs_into_user_dir);
     tcase_add_test(tc, validate_on_the_cpu_backend);
+    tcase_add_test(tc, layering_holds_and_catches_violations);
     suite_add_tcase(s, tc);
     return s;
 }
