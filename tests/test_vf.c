@@ -283,6 +283,54 @@ START_TEST(validate_on_the_cpu_backend)
 }
 END_TEST
 
+static int table_len(const char *const *t)
+{
+    int n = 0;
+    while (t[n]) n++;
+    return n;
+}
+
+START_TEST(one_name_table_per_enum)
+{
+    /* Each table has one name per enum value... */
+    ck_assert_int_eq(table_len(SCN_DTYPE_NAMES), SCN_DTYPE_COUNT);
+    ck_assert_int_eq(table_len(SCN_METRIC_NAMES), SCN_METRIC_COUNT);
+    ck_assert_int_eq(table_len(SCN_LAYOUT_NAMES), SCN_LAYOUT_PAGED + 1);
+    ck_assert_int_eq(table_len(SCN_ATTN_NAMES), SCN_ATTN_NAIVE + 1);
+    ck_assert_int_eq(table_len(SCN_SCHED_NAMES), SCN_SCHED_CHUNKED + 1);
+    ck_assert_int_eq(table_len(SCN_ROUTER_NAMES), SCN_ROUTER_PREFIX_AFFINITY + 1);
+    ck_assert_int_eq(table_len(SCN_OBJECTIVE_NAMES), SCN_OBJ_COST + 1);
+    ck_assert_str_eq(scn_enum_name(SCN_SCHED_NAMES, SCN_SCHED_CHUNKED), "chunked");
+    ck_assert_str_eq(scn_enum_name(SCN_SCHED_NAMES, 99), "?");
+    /* ...and the name the loader accepts is the name the options key and the description
+     * print: every scheduler and attention value, loaded and written back. */
+    char path[600];
+    snprintf(path, sizeof path, "%s/tiny-cpu.yaml", getenv("KVPLAN_LIBRARY"));
+    for (int k = 0; SCN_SCHED_NAMES[k]; k++)
+        for (int a = 0; SCN_ATTN_NAMES[a]; a++) {
+            char s1[64], s2[64];
+            snprintf(s1, sizeof s1, "options.scheduler=%s", SCN_SCHED_NAMES[k]);
+            snprintf(s2, sizeof s2, "options.attention=%s", SCN_ATTN_NAMES[a]);
+            const char *sets[] = {s1, s2};
+            scn_scenario s;
+            scn_error e;
+            ck_assert_int_eq(scn_scenario_load(path, sets, 2, &s, &e), SCN_OK);
+            sim_choice c = sim_choice_first(&s);
+            ck_assert_int_eq(c.scheduler, k);
+            ck_assert_int_eq(c.attention, a);
+            char *key = db_options_json(&c, &s.deployment, 0), want[80], desc[200];
+            snprintf(want, sizeof want, "\"scheduler\":\"%s\"", SCN_SCHED_NAMES[k]);
+            ck_assert_msg(strstr(key, want), "%s", key);
+            snprintf(want, sizeof want, "\"attention\":\"%s\"", SCN_ATTN_NAMES[a]);
+            ck_assert_msg(strstr(key, want), "%s", key);
+            free(key);
+            sim_choice_describe(&c, desc, sizeof desc);
+            snprintf(want, sizeof want, " %s %s ", SCN_ATTN_NAMES[a], SCN_SCHED_NAMES[k]);
+            ck_assert_msg(strstr(desc, want), "%s", desc);
+        }
+}
+END_TEST
+
 /* Runs tests/layering.sh on root; its exit status, with its output in out. */
 static int layering(const char *root, char *out, size_t n)
 {
@@ -335,6 +383,7 @@ Suite *suite_vf(void)
     tcase_add_test(tc, calibrate_from_runs_into_user_dir);
     tcase_add_test(tc, validate_on_the_cpu_backend);
     tcase_add_test(tc, layering_holds_and_catches_violations);
+    tcase_add_test(tc, one_name_table_per_enum);
     suite_add_tcase(s, tc);
     return s;
 }
