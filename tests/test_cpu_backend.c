@@ -221,14 +221,14 @@ START_TEST(prefix_hit_equals_recomputation)
     /* Cold: 48 tokens (a 32-token shared prefix, then 16 of its own) in blocks 0..5. */
     int32_t cold_blocks[16] = {0, 1, 2, 3, 4, 5};
     sim_batch_seq a = seqspec(1, 0, 48, cold_blocks, 1000);
-    sim_batch ba = {1, &a, 48};
+    sim_batch ba = {1, &a, 48, 0};
     float ha[64], hb[64];
     int32_t ta, tb;
     ck_assert_int_eq(be_cpu_forward(ctx, &ba, &ta, ha), 0);
     /* Warm: the same request reuses the prefix's blocks 0..3 and computes only positions 32..47. */
     int32_t warm_blocks[16] = {0, 1, 2, 3, 10, 11};
     sim_batch_seq b = seqspec(2, 32, 16, warm_blocks, 1000);
-    sim_batch bb = {1, &b, 16};
+    sim_batch bb = {1, &b, 16, 0};
     ck_assert_int_eq(be_cpu_forward(ctx, &bb, &tb, hb), 0);
     ck_assert_msg(rel_err(hb, ha, 64) < 1e-5, "hidden differs: %g", rel_err(hb, ha, 64));
     ck_assert_int_eq(ta, tb);
@@ -241,18 +241,18 @@ START_TEST(a_sequence_does_not_depend_on_its_batch)
     open_tiny(SCN_DTYPE_FP16);
     int32_t blk_a[16] = {0, 1, 2, 3}, blk_b[16] = {20, 21, 22, 23}, blk_c[16] = {40, 41, 42, 43};
     sim_batch_seq alone = seqspec(1, 0, 20, blk_a, 5);
-    sim_batch b1 = {1, &alone, 20};
+    sim_batch b1 = {1, &alone, 20, 0};
     float h1[64], h3[3 * 64];
     int32_t t1, t3[3];
     ck_assert_int_eq(be_cpu_forward(ctx, &b1, &t1, h1), 0);
     sim_batch_seq three[3] = {seqspec(2, 0, 7, blk_b, 6), seqspec(1, 0, 20, blk_a, 5), seqspec(3, 0, 13, blk_c, 7)};
-    sim_batch b3 = {3, three, 40};
+    sim_batch b3 = {3, three, 40, 0};
     ck_assert_int_eq(be_cpu_forward(ctx, &b3, t3, h3), 0);
     ck_assert_msg(rel_err(h3 + 64, h1, 64) < 1e-5, "%g", rel_err(h3 + 64, h1, 64));
     ck_assert_int_eq(t3[1], t1);
     /* Decode steps continue it the same way, alone or batched. */
     sim_batch_seq d1 = seqspec(1, 20, 1, blk_a, 5), d3[2] = {seqspec(3, 13, 1, blk_c, 7), seqspec(1, 20, 1, blk_a, 5)};
-    sim_batch s1 = {1, &d1, 1}, s3 = {2, d3, 2};
+    sim_batch s1 = {1, &d1, 1, 0}, s3 = {2, d3, 2, 0};
     ck_assert_int_eq(be_cpu_forward(ctx, &s1, &t1, h1), 0);
     ck_assert_int_eq(be_cpu_forward(ctx, &s3, t3, h3), 0);
     ck_assert(rel_err(h3 + 64, h1, 64) < 1e-5);
