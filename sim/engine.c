@@ -142,7 +142,7 @@ int sim_engine_complete(sim_engine *e, sim_replica *rep, sim_req *r)
         .cached = r->cached, .preemptions = r->preemptions, .conversation = r->spec.conversation,
         .turn = r->spec.turn,
     };
-    sim_acc_request(&e->acc, &e->s->slo, &row);
+    if (sim_workload_measured(e->wl, &r->spec)) sim_acc_request(&e->acc, &e->s->slo, &row);
     rep->outstanding--;
     e->done++;
     if (e->o->on_request && e->o->on_request(e->o->ud, &row)) {

@@ -15,6 +15,7 @@ int main(void)
     srunner_add_suite(sr, suite_sim_core());
     srunner_add_suite(sr, suite_kv_manager());
     srunner_add_suite(sr, suite_engine());
+    srunner_add_suite(sr, suite_workload());
     srunner_add_suite(sr, suite_db());
     srunner_add_suite(sr, suite_cpu_backend());
     srunner_add_suite(sr, suite_verify());
