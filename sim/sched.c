@@ -269,7 +269,7 @@ static void emit(sim_engine *e, sim_req *r)
 {
     r->generated++;
     if (r->generated == 1) r->t_first = e->now;
-    else sim_hist_add(&e->acc.h[SIM_Q_ITL], e->now - r->t_last);
+    else if (sim_workload_measured(e->wl, &r->spec)) sim_hist_add(&e->acc.h[SIM_Q_ITL], e->now - r->t_last);
     r->t_last = e->now;
 }
 
