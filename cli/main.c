@@ -136,6 +136,17 @@ const cli_command CLI_COMMANDS[] = {
      "vLLM /metrics endpoint (TTFT, TPOT/ITL and E2E histograms, KV cache usage, prefix cache\n"
      "hits, preemptions) and stores it as a measured run, linked to SCENARIO when given. A\n"
      "malformed or truncated file is an error (exit 65) and stores nothing.\n"},
+    {"validate-published", cmd_validate_published, "predict a table of published measurements; print the errors",
+     "usage: kvplan validate-published FILE [--format table|json|csv]\n"
+     "\n"
+     "Reads a tab-separated table of public measurements (validation/published.tsv; columns in\n"
+     "docs/validation.md), builds a scenario per row from the bundled library (model, hardware,\n"
+     "engine profile when one is bundled), predicts it uncalibrated (simulation for closed,\n"
+     "poisson and offline rows; the cost model for batch and capacity rows) and prints each row's\n"
+     "measured and predicted value and error (predicted / measured - 1), then per metric class the\n"
+     "share within 10 % and 20 % and the median |error|. Rows whose model, hardware, dataset or\n"
+     "dtype the library lacks are listed as skipped with the reason. A malformed row is an error\n"
+     "(file:line:col, exit 65). Nothing is fitted to the table and nothing is stored.\n"},
     {"selftest", cmd_selftest, "check every CUDA kernel against the CPU reference",
      "usage: kvplan selftest [--backend cuda] [--format table|json|csv]\n"
      "\n"
