@@ -129,13 +129,16 @@ const cli_command CLI_COMMANDS[] = {
      "usage: kvplan compare RUN_A RUN_B [--db PATH] [--format table|json|csv]\n"
      "\n"
      "Prints every metric of both runs and how B differs from A (B / A - 1).\n"},
-    {"import", cmd_import, "store measurements from vLLM (benchmark JSON or /metrics text)",
+    {"import", cmd_import, "store measurements from vLLM, SGLang, genai-perf/aiperf or MLPerf",
      "usage: kvplan import FILE [--scenario SCENARIO] [--db PATH] [--format table|json|csv]\n"
      "\n"
-     "Reads vLLM's benchmark_serving result JSON (--save-result) or Prometheus text scraped from a\n"
-     "vLLM /metrics endpoint (TTFT, TPOT/ITL and E2E histograms, KV cache usage, prefix cache\n"
-     "hits, preemptions) and stores it as a measured run, linked to SCENARIO when given. A\n"
-     "malformed or truncated file is an error (exit 65) and stores nothing.\n"},
+     "Reads vLLM's benchmark_serving or `vllm bench serve` result JSON (--save-result), Prometheus\n"
+     "text scraped from a vLLM /metrics endpoint, a genai-perf or aiperf profile export JSON, SGLang\n"
+     "bench_serving JSONL (the last record) or an MLPerf mlperf_log_summary.txt (Server, Offline),\n"
+     "recognised by content, and stores it as a measured run, linked to SCENARIO when given. The\n"
+     "benchmark's setting (concurrency, rate or offline, request count, mean prompt and output\n"
+     "lengths) is stored with it and applied to SCENARIO's workload, so the run can be\n"
+     "re-simulated. A malformed or truncated file is an error (exit 65) and stores nothing.\n"},
     {"validate-published", cmd_validate_published, "predict a table of published measurements; print the errors",
      "usage: kvplan validate-published FILE [--format table|json|csv]\n"
      "\n"
