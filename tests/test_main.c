@@ -10,6 +10,7 @@ int main(void)
     srunner_add_suite(sr, suite_errors());
     srunner_add_suite(sr, suite_kv_bytes());
     srunner_add_suite(sr, suite_weights());
+    srunner_add_suite(sr, suite_model_library());
     srunner_add_suite(sr, suite_capacity());
     srunner_add_suite(sr, suite_roofline());
     srunner_add_suite(sr, suite_sim_core());

@@ -10,6 +10,7 @@ Suite *suite_loader(void);
 Suite *suite_errors(void);
 Suite *suite_kv_bytes(void);
 Suite *suite_weights(void);
+Suite *suite_model_library(void);
 Suite *suite_capacity(void);
 Suite *suite_roofline(void);
 Suite *suite_cli(void);
