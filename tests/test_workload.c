@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static scn_scenario s;
@@ -193,6 +194,32 @@ START_TEST(bad_closed_and_window_fields_are_located)
 }
 END_TEST
 
+START_TEST(closed_and_offline_runs_are_stored_and_reported)
+{
+    static char out[131072], errs[4096];
+    char args[2048];
+    const char *db = t_write("workload.db", "");
+    remove(db);
+    const char *chat = getenv("KVPLAN_LIBRARY");
+    snprintf(args, sizeof args, "simulate '%s/chat.yaml' --set 'workload.arrival={process: closed, concurrency: 32}' "
+             "--set workload.requests=400 --set 'workload.measure={skip_first: 10%%, skip_last: 10%%}' --db '%s' --format json",
+             chat, db);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\"requests\": 320"), "the window keeps 320 of 400: %.400s", out);
+    snprintf(args, sizeof args, "simulate '%s/chat.yaml' --set 'workload.arrival={process: offline}' "
+             "--set workload.requests=200 --db '%s' --format json", chat, db);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    snprintf(args, sizeof args, "runs --db '%s' --format csv", db);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\n1,") && strstr(out, "\n2,") && strstr(out, ",320,") && strstr(out, ",200,"), "%s", out);
+    snprintf(args, sizeof args, "report '%s/chat.yaml' --set 'workload.arrival={process: closed, concurrency: 32}' "
+             "--set workload.requests=400 --set 'workload.measure={skip_first: 10%%, skip_last: 10%%}' --db '%s' --format json",
+             chat, db);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\"run\": 1,"), "%.600s", out);
+}
+END_TEST
+
 Suite *suite_workload(void)
 {
     Suite *su = suite_create("workload");
@@ -204,6 +231,7 @@ Suite *suite_workload(void)
     tcase_add_test(tc, offline_is_one_batch_at_time_zero);
     tcase_add_test(tc, window_counts);
     tcase_add_test(tc, bad_closed_and_window_fields_are_located);
+    tcase_add_test(tc, closed_and_offline_runs_are_stored_and_reported);
     suite_add_tcase(su, tc);
     return su;
 }
