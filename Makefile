@@ -31,13 +31,13 @@ VERSION := 0.1.0
 PKGS := yaml-0.1 libpcre2-8 jansson sqlite3 openblas
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wstrict-prototypes -Wshadow \
-          -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_LIBDIR='"$(CURDIR)/scenarios"' \
+          -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_SRCDIR='"$(CURDIR)"' \
           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 LDFLAGS += $(SANFLAGS)
 CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
 
-LIB_SRC := $(wildcard loader/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c planner/*.c)
+LIB_SRC := $(wildcard loader/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c verify/*.c planner/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 MPI ?= 0
 MPICC ?= mpicc
@@ -62,7 +62,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check validate-published
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install validate-published
 all: deps-check $(BIN) kvplan $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
@@ -113,10 +113,15 @@ $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libkvplan.a
 
 $(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags check 2>/dev/null)
 
-check: deps-check $(BIN) $(BUILD)/run_tests
+# The folder DAG loader -> model -> sim -> {backend, db} -> {verify, planner} -> cli, from every #include.
+layering:
+	@bash tests/layering.sh
+
+check: deps-check layering $(BIN) $(BUILD)/run_tests
 	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
+	@# User output (calibrated profiles) goes to a throwaway data directory, never the user's.
 	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \
-	  $(BUILD)/run_tests
+	  XDG_DATA_HOME=$$(mktemp -d /tmp/kvplan-xdg-XXXXXX) $(BUILD)/run_tests
 
 $(BUILD)/run_bench: $(BENCH_OBJ) $(BUILD)/libkvplan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

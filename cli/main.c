@@ -216,10 +216,11 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(stdout); return CLI_OK; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        char msg[256];
+        char msg[256], lib[4096];
         int n = be_cuda_device_count(msg, sizeof msg);
+        scn_library_dir(lib, sizeof lib);
         printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION,
-               be_cuda_built() ? ", cuda" : "", n > 0 ? msg : msg, scn_library_dir());
+               be_cuda_built() ? ", cuda" : "", n > 0 ? msg : msg, lib);
         return CLI_OK;
     }
     if (!strcmp(cmd, "help")) {

@@ -93,9 +93,7 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 /* ---- hardware ---- */
 static const char *const HW_KEYS[] = {"name", "source", "extends", "memory", "memory_bandwidth",
                                       "compute", "interconnect", "efficiency", "overhead", "calibrated", NULL};
-static const char *const COMPUTE_KEYS[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", NULL};
-static const char *const LINK_KINDS[] = {"none", "nvlink", "pcie", "infinity_fabric", NULL};
 static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "attention", "interconnect", NULL};
 static const char *const OVH_KEYS[] = {"kernel_launch", "step", "runtime_memory", NULL};
 
@@ -141,9 +139,9 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
         return -1;
     char full[256];
     const scn_node *s;
-    if (sub_map(c, m, path, "compute", COMPUTE_KEYS, &s, full, sizeof full)) return -1;
-    for (int d = 0; COMPUTE_KEYS[d]; d++)
-        if (scn_get_qty(c, s, full, COMPUTE_KEYS[d], SCN_UNIT_COMPUTE, true, &o->flops[d])) return -1;
+    if (sub_map(c, m, path, "compute", SCN_DTYPE_NAMES, &s, full, sizeof full)) return -1;
+    for (int d = 0; SCN_DTYPE_NAMES[d]; d++)
+        if (scn_get_qty(c, s, full, SCN_DTYPE_NAMES[d], SCN_UNIT_COMPUTE, true, &o->flops[d])) return -1;
     if (o->flops[SCN_DTYPE_FP16] == 0 && o->flops[SCN_DTYPE_BF16] == 0)
         return invalid(c, s, full, "bf16", "missing: the profile needs fp16 or bf16 tensor throughput");
     if (o->flops[SCN_DTYPE_FP16] == 0) o->flops[SCN_DTYPE_FP16] = o->flops[SCN_DTYPE_BF16];
@@ -151,7 +149,7 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
     if (sub_map(c, m, path, "interconnect", LINK_KEYS, &s, full, sizeof full)) return -1;
     if (s) {
         int k = 0;
-        if (scn_get_enum(c, s, full, "kind", LINK_KINDS, &k) ||
+        if (scn_get_enum(c, s, full, "kind", SCN_LINK_NAMES, &k) ||
             scn_get_qty(c, s, full, "bandwidth", SCN_UNIT_BANDWIDTH, false, &o->link_bandwidth) ||
             scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &o->link_latency))
             return -1;

@@ -11,31 +11,22 @@
 
 static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "deployment", "workload", "slo",
                                        "options", "objective", "price", "quality", "seed", NULL};
-static const char *const OBJECTIVES[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost", NULL};
 static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
 static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
-static const char *const ROUTERS[] = {"round_robin", "least_outstanding", "prefix_affinity", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
-static const char *const ARRIVALS[] = {"poisson", "gamma", "constant", "trace", "closed", "offline", NULL};
 static const char *const MEASURE_KEYS[] = {"skip_first", "skip_last", NULL};
 static const char *const DIST_KEYS[] = {"dist", "value", "mean", "sigma", "min", "max", "file", NULL};
-static const char *const DISTS[] = {"fixed", "uniform", "normal", "lognormal", "empirical", NULL};
 static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "popularity", NULL};
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
                                        "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
                                        "tensor_parallel", "replicas", "kv_heads", NULL};
-static const char *const LAYOUTS[] = {"contiguous", "paged", NULL};
-static const char *const ATTNS[] = {"flash", "naive", NULL};
-static const char *const SCHEDS[] = {"static", "continuous", "chunked", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
-static const char *const GRANS[] = {"per_tensor", "per_token_head", "group", NULL};
-static const char *const METRICS[] = {"ttft", "tpot", "itl", "e2e", NULL};
 
 static int fail_at(scn_ctx *c, const scn_node *at, const char *path, const char *msg)
 {
@@ -68,7 +59,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
     if (!m) return 0;
     int router = (int)d->router;
-    if (scn_get_enum(c, m, p, "router", ROUTERS, &router)) return -1;
+    if (scn_get_enum(c, m, p, "router", SCN_ROUTER_NAMES, &router)) return -1;
     d->router = (scn_router)router;
     if (scn_get_int(c, m, p, "tensor_parallel", 1, 1024, &d->tensor_parallel) ||
         scn_get_int(c, m, p, "replicas", 1, 100000, &d->replicas) ||
@@ -108,7 +99,7 @@ static int bind_dist(scn_ctx *c, const scn_node *w, const char *wpath, const cha
     }
     if (scn_expect_map(c, v, p) || scn_check_keys(c, v, p, DIST_KEYS) || scn_require(c, v, p, "dist")) return -1;
     int k = 0;
-    if (scn_get_enum(c, v, p, "dist", DISTS, &k)) return -1;
+    if (scn_get_enum(c, v, p, "dist", SCN_DIST_NAMES, &k)) return -1;
     o->kind = (scn_dist_kind)k;
     o->min = 1;
     char f[256];
@@ -203,7 +194,7 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
     const scn_node *a;
     if (sub_map(c, m, p, "arrival", ARRIVAL_KEYS, &a, f, sizeof f)) return -1;
     int k = 0;
-    if (scn_get_enum(c, a, f, "process", ARRIVALS, &k)) return -1;
+    if (scn_get_enum(c, a, f, "process", SCN_ARRIVAL_NAMES, &k)) return -1;
     w->arrival = (scn_arrival_kind)k;
     if (w->arrival == SCN_ARRIVAL_TRACE) {
         if (scn_require(c, a, f, "trace") || scn_get_str(c, a, f, "trace", w->trace, sizeof w->trace)) return -1;
@@ -223,7 +214,7 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
     for (int i = 0; i < 2 && w->arrival != SCN_ARRIVAL_CLOSED; i++) {
         const scn_node *v = scn_map_get(a, CLOSED_ONLY[i]);
         char ff[256], msg[160];
-        snprintf(msg, sizeof msg, "'%s' applies only to process closed, not %s", CLOSED_ONLY[i], ARRIVALS[k]);
+        snprintf(msg, sizeof msg, "'%s' applies only to process closed, not %s", CLOSED_ONLY[i], SCN_ARRIVAL_NAMES[k]);
         if (v) return fail_at(c, v, scn_path_join(ff, sizeof ff, f, CLOSED_ONLY[i]), msg);
     }
     w->cv = 1.0;
@@ -279,7 +270,7 @@ static int bind_slo(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_path_join(p, sizeof p, "slo", key);
         int idx = -1;
         if (sscanf(key, "%15[a-z2]_p%lf%c", metric, &pct, &tail) == 2) {
-            for (int j = 0; METRICS[j]; j++) if (!strcmp(metric, METRICS[j])) idx = j;
+            for (int j = 0; SCN_METRIC_NAMES[j]; j++) if (!strcmp(metric, SCN_METRIC_NAMES[j])) idx = j;
         }
         if (idx < 0 || pct <= 0 || pct >= 100)
             return fail_at(c, m->keys[i], p, "unknown SLO; expected <metric>_p<percentile> with metric one of "
@@ -316,11 +307,11 @@ static int each_item(scn_ctx *c, const scn_node *m, const char *key, item_fn fn,
 }
 
 static int it_layout(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
-{ int k; if (scn_parse_enum(c, v, p, LAYOUTS, &k)) return -1; o->layout[i] = (scn_layout)k; return 0; }
+{ int k; if (scn_parse_enum(c, v, p, SCN_LAYOUT_NAMES, &k)) return -1; o->layout[i] = (scn_layout)k; return 0; }
 static int it_attn(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
-{ int k; if (scn_parse_enum(c, v, p, ATTNS, &k)) return -1; o->attention[i] = (scn_attention)k; return 0; }
+{ int k; if (scn_parse_enum(c, v, p, SCN_ATTN_NAMES, &k)) return -1; o->attention[i] = (scn_attention)k; return 0; }
 static int it_sched(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
-{ int k; if (scn_parse_enum(c, v, p, SCHEDS, &k)) return -1; o->scheduler[i] = (scn_scheduler)k; return 0; }
+{ int k; if (scn_parse_enum(c, v, p, SCN_SCHED_NAMES, &k)) return -1; o->scheduler[i] = (scn_scheduler)k; return 0; }
 static int it_prefix(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
 { return scn_parse_bool(c, v, p, &o->prefix_cache[i]); }
 static int it_block(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
@@ -333,9 +324,8 @@ static int it_block(scn_ctx *c, const scn_node *v, const char *p, int i, scn_opt
 static int it_dtype(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
 {
     if (v->kind == SCN_NODE_SCALAR && scn_dtype_parse(v->text, &o->kv_dtype[i]) == 0) return 0;
-    static const char *const names[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", NULL};
     int k;
-    if (scn_parse_enum(c, v, p, names, &k)) return -1;
+    if (scn_parse_enum(c, v, p, SCN_DTYPE_NAMES, &k)) return -1;
     o->kv_dtype[i] = (scn_dtype)k;
     return 0;
 }
@@ -386,7 +376,7 @@ static int bind_quant(scn_ctx *c, const scn_node *m, scn_options *o)
         if (scn_expect_map(c, e, p) || scn_check_keys(c, e, p, QUANT_KEYS)) return -1;
         scn_quant *t = &o->quant[QDV[i]];
         int g = (int)t->granularity;
-        if (scn_get_enum(c, e, p, "granularity", GRANS, &g) ||
+        if (scn_get_enum(c, e, p, "granularity", SCN_QUANT_GRAN_NAMES, &g) ||
             scn_get_int(c, e, p, "group_size", 1, 65536, &t->group_size) ||
             scn_get_dtype(c, e, p, "scale_dtype", &t->scale_dtype) ||
             scn_get_bool(c, e, p, "zero_point", &t->zero_point))
@@ -429,7 +419,7 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
 static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
     int k = 0;
-    if (scn_get_enum(c, root, "", "objective", OBJECTIVES, &k)) return -1;
+    if (scn_get_enum(c, root, "", "objective", SCN_OBJECTIVE_NAMES, &k)) return -1;
     s->objective = (scn_objective)k;
     char p[256];
     const scn_node *m;

@@ -271,11 +271,18 @@ void pub_table_free(pub_table *t)
 
 /* ---- Predicting ---- */
 
+static const char *library(void)
+{
+    static char dir[1024];
+    scn_library_dir(dir, sizeof dir);
+    return dir;
+}
+
 static bool in_library(const char *kind, const char *name)
 {
-    char p[1024];
+    char p[1200];
     struct stat st;
-    snprintf(p, sizeof p, "%s/%s/%s.yaml", scn_library_dir(), kind, name);
+    snprintf(p, sizeof p, "%s/%s/%s.yaml", library(), kind, name);
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
@@ -423,12 +430,12 @@ int pub_row_predict(pub_row *r, char *err, size_t n)
     r->why[0] = 0;
     char why[600];
     if (!in_library("models", r->model)) {
-        snprintf(why, sizeof why, "model '%s' is not in the library (%s/models)", r->model, scn_library_dir());
+        snprintf(why, sizeof why, "model '%s' is not in the library (%.400s/models)", r->model, library());
         skip(r, PUB_SKIPPED, why);
         return 0;
     }
     if (!in_library("hardware", r->gpu)) {
-        snprintf(why, sizeof why, "hardware '%s' is not in the library (%s/hardware)", r->gpu, scn_library_dir());
+        snprintf(why, sizeof why, "hardware '%s' is not in the library (%.400s/hardware)", r->gpu, library());
         skip(r, PUB_SKIPPED, why);
         return 0;
     }

@@ -181,6 +181,8 @@ static int pick_group(sim_workload *w)
     return lo;
 }
 
+bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r);
+
 static int max_len(const sim_workload *w) { return w->s->deployment.max_model_len; }
 
 /* Keeps prompt + output within max_model_len by trimming the output, then the prompt. */
@@ -235,6 +237,7 @@ static int next_trace(sim_workload *w, sim_req_spec *out, char *err, size_t n)
         out->body_seed = out->conversation >= 0 ? stream_seed(w->seed, 5, (uint64_t)conv)
                                                 : stream_seed(w->seed, 6, (uint64_t)out->id);
         fit(w, out);
+        out->measured = sim_workload_measured(w, out);
         return 0;
     }
 }
@@ -264,6 +267,7 @@ static void first_turn(sim_workload *w, double at, sim_req_spec *out)
     out->turns_left = (int)turns_here - 1;
     out->body_seed = turns > 1 ? stream_seed(w->seed, 5, (uint64_t)c) : stream_seed(w->seed, 6, (uint64_t)out->id);
     fit(w, out);
+    out->measured = sim_workload_measured(w, out);
 }
 
 int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n)
@@ -335,5 +339,6 @@ int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now
         return closed_next(w, now, out);
     }
     out->prompt = (int)prompt;
+    out->measured = sim_workload_measured(w, out);
     return 0;
 }

@@ -24,6 +24,7 @@ typedef struct {
     long conversation;      /* -1 for single-turn requests */
     int turn;               /* 0-based */
     int turns_left;         /* further turns this conversation will send */
+    bool measured;          /* inside the steady-state window (workload.measure) */
 } sim_req_spec;
 
 typedef struct sim_workload sim_workload;
@@ -40,8 +41,9 @@ int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n);
  * user message; or, in a closed loop, once the conversation is over (or would outgrow
  * max_model_len), a new conversation `client_think_time` after now. 1 when nothing follows. */
 int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now, sim_req_spec *out);
-/* True when r falls inside the scenario's steady-state window (workload.measure): the summary
- * metrics count only these; every request still runs and reaches the per-request sink. */
+/* True when r falls inside the scenario's steady-state window (workload.measure), judged with
+ * the request total known now; the generator stores it in r->measured as it creates r. The
+ * summary metrics count only these; every request still runs and reaches the per-request sink. */
 bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r);
 /* Requests the workload will produce in all (turns included); -1 if unknown (a trace). */
 long sim_workload_total(const sim_workload *w);

@@ -21,7 +21,9 @@ int main(void)
     srunner_add_suite(sr, suite_import());
     srunner_add_suite(sr, suite_db());
     srunner_add_suite(sr, suite_cpu_backend());
+    srunner_add_suite(sr, suite_pool());
     srunner_add_suite(sr, suite_verify());
+    srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());
     srunner_add_suite(sr, suite_report());
     srunner_add_suite(sr, suite_cli());
