@@ -8,60 +8,8 @@
 #include "../db/db_import.h"
 
 #include <libgen.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-static double setting(const db_import *im, const char *name)
-{
-    for (int i = 0; i < im->n; i++) if (!strcmp(im->m[i].name, name)) return im->m[i].value;
-    return NAN;
-}
-
-/* The benchmark's traffic and lengths as the scenario's workload; describes what it set.
- * A closed loop wins over a rate when a client gave both (a rate capped by a concurrency
- * limit): with the cap reached the clients, not the rate, pace the requests. */
-static void apply_setting(const db_import *im, scn_scenario *s, char *desc, size_t n)
-{
-    scn_workload *w = &s->workload;
-    double conc = setting(im, "setting_concurrency"), rate = setting(im, "setting_request_rate_per_s");
-    double offline = setting(im, "setting_offline"), prompts = setting(im, "setting_prompts");
-    double in = setting(im, "setting_input_tokens_mean"), out = setting(im, "setting_output_tokens_mean");
-    double burst = setting(im, "setting_burstiness"), done = setting(im, "requests");
-    size_t k = 0;
-    desc[0] = 0;
-    if (conc >= 1) {
-        w->arrival = SCN_ARRIVAL_CLOSED;
-        w->concurrency = (int)lround(conc);
-        w->client_think_time = 0;
-        k += (size_t)snprintf(desc + k, n - k, "closed loop, %d clients", w->concurrency);
-    } else if (offline == 1) {
-        w->arrival = SCN_ARRIVAL_OFFLINE;
-        k += (size_t)snprintf(desc + k, n - k, "offline");
-    } else if (rate > 0) {
-        /* vLLM's burstiness is the gamma shape of the gaps: cv = 1 / sqrt(shape). */
-        w->arrival = burst > 0 && burst != 1 ? SCN_ARRIVAL_GAMMA : SCN_ARRIVAL_POISSON;
-        w->rate = rate;
-        w->cv = burst > 0 ? 1 / sqrt(burst) : 1;
-        k += (size_t)snprintf(desc + k, n - k, "%s at %.6g req/s", burst > 0 && burst != 1 ? "gamma" : "poisson", rate);
-    }
-    double reqs = prompts >= 1 ? prompts : done;
-    if (reqs >= 1) {
-        w->requests = lround(reqs);
-        k += (size_t)snprintf(desc + k, n - k, "%s%ld requests", k ? "; " : "", w->requests);
-    }
-    if (in >= 1) w->prompt = (scn_dist){.kind = SCN_DIST_FIXED, .mean = lround(in), .min = 1};
-    if (out >= 1) w->output = (scn_dist){.kind = SCN_DIST_FIXED, .mean = lround(out), .min = 1};
-    if (in >= 1 || out >= 1) {
-        char a[32] = "?", b[32] = "?";
-        if (in >= 1) snprintf(a, sizeof a, "%.0f", w->prompt.mean);
-        if (out >= 1) snprintf(b, sizeof b, "%.0f", w->output.mean);
-        snprintf(desc + k, n - k, "%sprompt %s and output %s tokens (means)", k ? "; " : "", a, b);
-    }
-    /* The measurement covers the benchmark's whole run: no window. */
-    w->skip_first = w->skip_last = 0;
-    w->skip_first_frac = w->skip_last_frac = 0;
-}
 
 int cmd_import(int argc, char **argv)
 {
@@ -97,7 +45,12 @@ int cmd_import(int argc, char **argv)
         snprintf(s.name, sizeof s.name, "import %.50s", basename(tmp));
     }
     char how[256] = "";
-    if (c.scenario) apply_setting(&im, &s, how, sizeof how);
+    if (c.scenario) {
+        const char *names[DB_IMPORT_MAX];
+        double values[DB_IMPORT_MAX];
+        for (int i = 0; i < im.n; i++) { names[i] = im.m[i].name; values[i] = im.m[i].value; }
+        vf_setting_apply(names, values, im.n, &s, how, sizeof how);
+    }
     db *d;
     const char *path;
     if ((rc = cli_open_db(&f, &d, &path))) return rc;

@@ -113,8 +113,10 @@ const cli_command CLI_COMMANDS[] = {
      "and real decode and prefill steps, then fits the profile's efficiencies and overheads by\n"
      "least squares and reports every step's measured and predicted time. The scenario gives the\n"
      "model shape and the hardware profile to refine (default: tiny-cpu.yaml for cpu).\n"
-     "With --from: fits the same coefficients to stored measured runs (e.g. imported from vLLM)\n"
-     "by re-simulating SCENARIO until its mean TTFT and TPOT match theirs.\n"
+     "With --from: fits the same coefficients to stored measured runs (e.g. imported from vLLM,\n"
+     "SGLang, genai-perf/aiperf or MLPerf) by re-simulating SCENARIO, under each run's imported\n"
+     "benchmark setting, until its mean TTFT and TPOT match theirs; with two runs or more, each\n"
+     "run is also predicted by a fit to the others and those held-out residuals are printed.\n"
      "Writes the profile as <library>/hardware/NAME.yaml (default NAME: <profile>.calibrated),\n"
      "or --out FILE, and stores the calibration in the database.\n"},
     {"validate", cmd_validate, "predict and run a scenario; print predicted against measured",

@@ -4,11 +4,14 @@
  * broken files. Expected values are the samples' figures converted by hand. */
 #include "tests.h"
 #include "../db/db_import.h"
+#include "../verify/vf.h"
+#include "../sim/sim.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static db_import im;
 
@@ -174,16 +177,85 @@ START_TEST(cli_applies_the_setting)
 {
     static char out[65536], errs[4096];
     char args[2048];
-    const char *db = t_write("import.db", "");
-    remove(db);
+    const char *dbp = t_write("import.db", "");
+    remove(dbp);
     snprintf(args, sizeof args, "import '%s' --scenario '%s/chat.yaml' --db '%s' --format json", data("sglang-bench.jsonl"),
-             getenv("KVPLAN_LIBRARY"), db);
+             getenv("KVPLAN_LIBRARY"), dbp);
     ck_assert_int_eq(t_run(args, out, sizeof out, errs, sizeof errs), 0);
     ck_assert_msg(strstr(out, "closed loop, 16 clients; 320 requests; prompt 1024 and output 256 tokens (means)"), "%s", out);
     snprintf(args, sizeof args, "import '%s' --scenario '%s/chat.yaml' --db '%s' --format json", data("mlperf-offline-summary.txt"),
-             getenv("KVPLAN_LIBRARY"), db);
+             getenv("KVPLAN_LIBRARY"), dbp);
     ck_assert_int_eq(t_run(args, out, sizeof out, errs, sizeof errs), 0);
     ck_assert_msg(strstr(out, "offline; 24576 requests; prompt ? and output 300 tokens (means)"), "%s", out);
+}
+END_TEST
+
+/* Stores a "measured" run made by the model itself with known coefficients under a benchmark
+ * setting, with the setting entries an importer would have stored. */
+static long store_synthetic(db *d, const scn_scenario *base, const scn_scenario *truth_hw, const char *const *names,
+                            const double *values, int n)
+{
+    static scn_scenario sc;
+    sc = *base;
+    ck_assert_int_eq(vf_setting_apply(names, values, n, &sc, NULL, 0), 1);
+    sc.hardware = truth_hw->hardware;
+    sim_choice c = sim_choice_first(&sc);
+    sim_metrics m;
+    char err[1024];
+    ck_assert_msg(sim_run_predicted(&sc, &c, &m, err, sizeof err) == SIM_OK, "%s", err);
+    sim_metric_kv kv[SIM_METRICS_MAX + 16];
+    int k = sim_metrics_list(&m, kv, SIM_METRICS_MAX);
+    for (int i = 0; i < n; i++) kv[k++] = (sim_metric_kv){names[i], values[i], SIM_UNIT_NUMBER};
+    db_run_rec rec = {.scenario = base, .kind = "measured", .executor = "import:test", .options_json = "{}",
+                      .started = "a", .finished = "b", .metrics = kv, .n_metrics = k};
+    long id = 0;
+    ck_assert_msg(db_run_insert(d, &rec, &id, err, sizeof err) == DB_OK, "%s", err);
+    return id;
+}
+
+START_TEST(calibrate_from_imports_with_held_out_runs)
+{
+    /* Three benchmark runs of one deployment (a single client, eight clients, Poisson 20/s) made
+     * with known coefficients; the fit starts from the library's and each run is re-simulated
+     * under its own setting. TPOT depends smoothly on the coefficients, so both the fitted and
+     * the held-out predictions of it land close; the held-out points say so per run. */
+    scn_scenario s, truth;
+    char path[600];
+    snprintf(path, sizeof path, "%s/tiny-cpu.yaml", getenv("KVPLAN_LIBRARY"));
+    scn_error e;
+    ck_assert_int_eq(scn_scenario_load(path, NULL, 0, &s, &e), SCN_OK);
+    truth = s;
+    truth.hardware.eff_bandwidth = 0.5;
+    truth.hardware.step_overhead = 3e-4;
+    const char *p = t_write("fit-imports.db", "");
+    unlink(p);
+    db_status st;
+    char err[1024];
+    db *d = db_open(p, &st, err, sizeof err);
+    ck_assert_msg(d, "%s", err);
+    const char *closed[] = {"setting_concurrency", "setting_prompts", "setting_input_tokens_mean", "setting_output_tokens_mean"};
+    const char *open_[] = {"setting_request_rate_per_s", "setting_prompts", "setting_input_tokens_mean", "setting_output_tokens_mean"};
+    double one[] = {1, 40, 200, 32}, eight[] = {8, 80, 200, 32}, poisson[] = {20, 80, 100, 48};
+    long runs[3] = {store_synthetic(d, &s, &truth, closed, one, 4), store_synthetic(d, &s, &truth, closed, eight, 4),
+                    store_synthetic(d, &s, &truth, open_, poisson, 4)};
+    static be_calibration cal;
+    ck_assert_msg(vf_fit_runs(d, runs, 3, &s, &cal, err, sizeof err) == VF_OK, "%s", err);
+    db_close(d);
+    ck_assert_int_eq(cal.n, 12);   /* TTFT and TPOT of three runs, fitted then held out */
+    for (int i = 0; i < 12; i++) {
+        const be_cal_point *pt = &cal.pts[i];
+        bool held = strstr(pt->label, "(held out)") != NULL, tpot = strstr(pt->label, "tpot") != NULL;
+        ck_assert_msg(held == (i >= 6), "%s", pt->label);
+        /* The coordinate search trades bandwidth against the step overhead (both set a decode
+         * step) and stops within a few percent of the truth on TPOT; TTFT is matched closely. */
+        double err_rel = fabs(pt->predicted / pt->measured - 1);
+        ck_assert_msg(err_rel < (tpot || held ? 0.10 : 0.05), "%s: %g vs %g", pt->label, pt->predicted, pt->measured);
+    }
+    /* Each run was simulated under its own setting: the eight clients' TTFT (queued behind each
+     * other's prefills) is several times the single client's; one scenario's workload for all
+     * three runs could not match both. */
+    ck_assert_msg(cal.pts[2].measured > 4 * cal.pts[0].measured && cal.pts[2].predicted > 4 * cal.pts[0].predicted,
+                  "ttft %g vs %g", cal.pts[2].predicted, cal.pts[0].predicted);
 }
 END_TEST
 
@@ -200,5 +272,9 @@ Suite *suite_import(void)
     tcase_add_test(tc, broken_files_are_located);
     tcase_add_test(tc, cli_applies_the_setting);
     suite_add_tcase(su, tc);
+    TCase *fit = tcase_create("calibrate");
+    tcase_set_timeout(fit, 300);
+    tcase_add_test(fit, calibrate_from_imports_with_held_out_runs);
+    suite_add_tcase(su, fit);
     return su;
 }
