@@ -6,6 +6,7 @@
 #   make bench            benchmarks: figures and ratios, never pass/fail
 #   make setup            install the Debian packages the build needs (scripts/install-deps)
 #   make demo             run the main job on the bundled chat scenario
+#   make validate-published  predict validation/published.tsv uncalibrated; print the errors
 #   make clean            remove every build output
 #
 # CUDA=0 forces a CPU-only build; NVCC=/path picks the compiler.
@@ -61,7 +62,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check layering install
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install validate-published
 all: deps-check $(BIN) kvplan $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
@@ -138,6 +139,13 @@ setup:
 
 demo: all
 	./kvplan plan scenarios/chat.yaml --no-db
+
+# The test set of public measurements (docs/validation.md): predicted with the bundled,
+# uncalibrated library; nothing is fitted to it.
+PUBLISHED ?= validation/published.tsv
+validate-published: deps-check $(BIN)
+	@test -f $(PUBLISHED) || { echo "$(PUBLISHED) is missing (PUBLISHED=FILE picks another table)" >&2; exit 66; }
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate-published $(PUBLISHED)
 
 clean:
 	rm -rf build build-san kvplan tests/out

@@ -199,9 +199,19 @@ typedef struct {
     char file[SCN_PATH_MAX]; /* empirical: CSV of lengths (and optional weights) */
 } scn_dist;
 
-typedef enum { SCN_ARRIVAL_POISSON, SCN_ARRIVAL_GAMMA, SCN_ARRIVAL_CONSTANT, SCN_ARRIVAL_TRACE }
-    scn_arrival_kind;
+/* Open-loop processes (poisson, gamma, constant, trace) send at times of their own; closed
+ * keeps `concurrency` clients each waiting for its reply before sending again (vLLM bench serve
+ * --max-concurrency, genai-perf --concurrency); offline has every request waiting at t = 0
+ * (MLPerf Offline, vllm bench throughput). */
+typedef enum { SCN_ARRIVAL_POISSON, SCN_ARRIVAL_GAMMA, SCN_ARRIVAL_CONSTANT, SCN_ARRIVAL_TRACE,
+               SCN_ARRIVAL_CLOSED, SCN_ARRIVAL_OFFLINE } scn_arrival_kind;
 extern const char *const SCN_ARRIVAL_NAMES[];
+
+/* True for the processes driven by a request rate (the ones capacity searches may scale). */
+static inline bool scn_arrival_has_rate(scn_arrival_kind k)
+{
+    return k == SCN_ARRIVAL_POISSON || k == SCN_ARRIVAL_GAMMA || k == SCN_ARRIVAL_CONSTANT;
+}
 
 typedef struct {
     long requests;
@@ -216,6 +226,13 @@ typedef struct {
     double prefix_zipf;         /* Zipf exponent of group popularity; 0 = uniform */
     int turns;                  /* turns per conversation; 1 = single-turn */
     double think_time;          /* s between a reply and the next turn */
+    int concurrency;            /* closed: clients, each with one request in flight */
+    double client_think_time;   /* closed: s between a client's reply and its next request */
+    /* The steady-state window the summary metrics cover: requests numbered in creation order
+     * are measured when skip_first <= id < total - skip_last. A fraction (frac > 0) stands for
+     * that share of the requests; counts and fractions do not mix on one side. */
+    long skip_first, skip_last;         /* requests */
+    double skip_first_frac, skip_last_frac;
 } scn_workload;
 
 typedef enum { SCN_METRIC_TTFT, SCN_METRIC_TPOT, SCN_METRIC_ITL, SCN_METRIC_E2E,

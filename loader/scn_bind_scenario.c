@@ -2,6 +2,7 @@
  * to scn_scenario: deployment, workload, SLO and the option space. */
 #include "scn_bind.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,9 @@ static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "al
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
-                                        "shared_prefix", "conversation", NULL};
-static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", NULL};
+                                        "shared_prefix", "conversation", "measure", NULL};
+static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
+static const char *const MEASURE_KEYS[] = {"skip_first", "skip_last", NULL};
 static const char *const DIST_KEYS[] = {"dist", "value", "mean", "sigma", "min", "max", "file", NULL};
 static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "popularity", NULL};
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
@@ -147,6 +149,48 @@ static int bind_dist(scn_ctx *c, const scn_node *w, const char *wpath, const cha
     return 0;
 }
 
+/* One side of the steady-state window: a whole number of requests, or "P%" of them. */
+static int measure_side(scn_ctx *c, const scn_node *m, const char *path, const char *key, long requests,
+                        long *count, double *frac)
+{
+    const scn_node *v = scn_map_get(m, key);
+    if (!v) return 0;
+    char p[256];
+    scn_path_join(p, sizeof p, path, key);
+    size_t len = v->kind == SCN_NODE_SCALAR ? strlen(v->text) : 0;
+    if (len && v->text[len - 1] == '%') {
+        char msg[160];
+        double x;
+        if (scn_quantity_parse(v->text, SCN_UNIT_FRACTION, &x, msg, sizeof msg) || !(x >= 0) || x >= 1)
+            return fail_at(c, v, p, "expected a share below 100%, e.g. '10%', or a whole number of requests");
+        *frac = x;
+        return 0;
+    }
+    return scn_get_long(c, m, path, key, 0, requests, count);
+}
+
+static int bind_measure(scn_ctx *c, const scn_node *m, const char *path, scn_workload *w)
+{
+    const scn_node *ms;
+    char f[256];
+    if (sub_map(c, m, path, "measure", MEASURE_KEYS, &ms, f, sizeof f)) return -1;
+    if (!ms) return 0;
+    if (measure_side(c, ms, f, "skip_first", w->requests, &w->skip_first, &w->skip_first_frac) ||
+        measure_side(c, ms, f, "skip_last", w->requests, &w->skip_last, &w->skip_last_frac))
+        return -1;
+    char ff[256];
+    const scn_node *last = scn_map_get(ms, "skip_last");
+    if (last && w->arrival == SCN_ARRIVAL_TRACE)
+        return fail_at(c, last, scn_path_join(ff, sizeof ff, f, "skip_last"),
+                       "a trace's request count is not known in advance; use skip_first only");
+    /* The window must keep at least one request (fractions are applied to the request count). */
+    double kept = (double)w->requests - (double)w->skip_first - (double)w->skip_last -
+                  floor(w->skip_first_frac * (double)w->requests) - floor(w->skip_last_frac * (double)w->requests);
+    if (w->arrival != SCN_ARRIVAL_TRACE && kept < 1)
+        return fail_at(c, ms, f, "skip_first and skip_last together leave no request to measure");
+    return 0;
+}
+
 static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
     scn_workload *w = &s->workload;
@@ -165,8 +209,24 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
     w->arrival = (scn_arrival_kind)k;
     if (w->arrival == SCN_ARRIVAL_TRACE) {
         if (scn_require(c, a, f, "trace") || scn_get_str(c, a, f, "trace", w->trace, sizeof w->trace)) return -1;
+    } else if (w->arrival == SCN_ARRIVAL_CLOSED) {
+        if (scn_require(c, a, f, "concurrency") || scn_get_int(c, a, f, "concurrency", 1, 10000000, &w->concurrency) ||
+            scn_get_qty(c, a, f, "think_time", SCN_UNIT_TIME, true, &w->client_think_time))
+            return -1;
+    } else if (w->arrival == SCN_ARRIVAL_OFFLINE) {
+        /* Nothing to read: every request is waiting at t = 0. */
     } else if (scn_require(c, a, f, "rate") || scn_get_qty(c, a, f, "rate", SCN_UNIT_RATE, false, &w->rate)) {
         return -1;
+    }
+    /* Fields of another process are a mistake worth naming, not something to ignore. */
+    /* (A leftover rate is tolerated, so `--set workload.arrival.process=closed` works on a
+     * scenario written for poisson arrivals.) */
+    static const char *const CLOSED_ONLY[] = {"concurrency", "think_time"};
+    for (int i = 0; i < 2 && w->arrival != SCN_ARRIVAL_CLOSED; i++) {
+        const scn_node *v = scn_map_get(a, CLOSED_ONLY[i]);
+        char ff[256], msg[160];
+        snprintf(msg, sizeof msg, "'%s' applies only to process closed, not %s", CLOSED_ONLY[i], SCN_ARRIVAL_NAMES[k]);
+        if (v) return fail_at(c, v, scn_path_join(ff, sizeof ff, f, CLOSED_ONLY[i]), msg);
     }
     w->cv = 1.0;
     if (scn_get_qty(c, a, f, "cv", SCN_UNIT_FRACTION, false, &w->cv)) return -1;
@@ -205,7 +265,7 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
     if (cv && (scn_get_int(c, cv, f, "turns", 1, 10000, &w->turns) ||
                scn_get_qty(c, cv, f, "think_time", SCN_UNIT_TIME, true, &w->think_time)))
         return -1;
-    return 0;
+    return bind_measure(c, m, p, w);
 }
 
 /* ---- SLO: keys are <metric>_p<percentile>, values durations ---- */

@@ -145,7 +145,7 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
         .cached = r->cached, .preemptions = r->preemptions, .conversation = r->spec.conversation,
         .turn = r->spec.turn,
     };
-    sim_acc_request(&e->acc, &e->s->slo, &row);
+    if (r->spec.measured) sim_acc_request(&e->acc, &e->s->slo, &row);
     rep->outstanding--;
     e->done++;
     if (e->o->on_request && e->o->on_request(e->o->ud, &row)) {

@@ -250,7 +250,7 @@ static void emit(sim_sched *e, sim_req *r)
 {
     r->generated++;
     if (r->generated == 1) r->t_first = e->now;
-    else sim_hist_add(&e->acc->h[SIM_Q_ITL], e->now - r->t_last);
+    else if (r->spec.measured) sim_hist_add(&e->acc->h[SIM_Q_ITL], e->now - r->t_last);
     r->t_last = e->now;
 }
 

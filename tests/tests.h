@@ -25,6 +25,9 @@ Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);
 Suite *suite_vf(void);
+Suite *suite_workload(void);
+Suite *suite_published(void);
+Suite *suite_import(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */
