@@ -14,8 +14,9 @@ static scn_scenario base;
 
 static void load_base(void)
 {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/chat.yaml", scn_library_dir());
+    char lib[1024], path[1200];
+    scn_library_dir(lib, sizeof lib);
+    snprintf(path, sizeof path, "%s/chat.yaml", lib);
     scn_error err;
     if (scn_scenario_load(path, NULL, 0, &base, &err) != SCN_OK) { fprintf(stderr, "%s\n", err.msg); abort(); }
     base.workload.arrival = SCN_ARRIVAL_TRACE;
