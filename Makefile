@@ -183,7 +183,7 @@ fuzz-ci: fuzz
 	  echo "fuzz-ci: $$t for $(FUZZ_SECONDS) s"; \
 	  ( cd build-fuzz && ./fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=2048 -max_len=65536 \
 	      -print_final_stats=1 $$dict -artifact_prefix=$$t- corpus/$$t seeds/$$t ) >build-fuzz/logs/$$t.log 2>&1; \
-	  rc=$$?; grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb)" build-fuzz/logs/$$t.log; \
+	  rc=$$?; grep -E "^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::peak_rss_mb)" build-fuzz/logs/$$t.log; \
 	  if [ $$rc -ne 0 ]; then tail -60 build-fuzz/logs/$$t.log; echo "fuzz-ci: $$t failed (input in build-fuzz/$$t-*)"; exit 1; fi; \
 	done
 
