@@ -146,16 +146,17 @@ START_TEST(trace_workloads)
     char tr[512], sc[512], y[1400], a[1400], dbp[512];
     put(dbp, sizeof dbp, "trace.db", "");
     unlink(dbp);
-    /* D6: memory on a trace scenario divided by a zero mean length. It now assumes
-     * max_model_len (8192 for llama-3-8b): 54.70 GiB of KV / 1 GiB per sequence = 54. */
+    /* D6: memory on a trace scenario divided by a zero mean length. It now reads the trace:
+     * (100 + 20 + 200 + 30) / 2 = 175 tokens, 175 x 128 KiB = 22937600 bytes a sequence; paged,
+     * 11 blocks of 16 (176 tokens) each, so 448074 tokens of budget hold floor(448074 / 176) =
+     * 2545 sequences. */
     put(tr, sizeof tr, "tr.csv", "0.0,100,20\n0.5,200,30\n");
     snprintf(y, sizeof y, HEAD_TRACE, tr);
     put(sc, sizeof sc, "trace.yaml", y);
     snprintf(a, sizeof a, "memory %s --format csv", sc);
     expect_rc(a, 0, NULL);
     ck_assert_msg(!strstr(out, "-9223372036854775808"), "%s", out);
-    /* KV/sequence 8192 x 128 KiB = 1 GiB; 448074 tokens, 28004 blocks of 16; 54 sequences. */
-    ck_assert_msg(strstr(out, ",1073741824,448074,28004,54,"), "%s", out);
+    ck_assert_msg(strstr(out, ",22937600,448074,28004,2545,"), "%s", out);
     /* D7: a directory, an empty file and an infinite time, each refused; no run stored. */
     snprintf(y, sizeof y, HEAD_TRACE, "/tmp");
     put(sc, sizeof sc, "trace-dir.yaml", y);
