@@ -102,6 +102,7 @@ typedef struct {
     double kernel_overhead;     /* s per kernel launch */
     double step_overhead;       /* s of CPU scheduling per engine step */
     double runtime_memory;      /* bytes taken by the runtime (context, workspaces, graphs) */
+    double usd_per_gpu_hour;    /* list price (price.usd_per_gpu_hour); 0 when the profile gives none */
     bool calibrated;
 } scn_hardware;
 
@@ -167,6 +168,7 @@ typedef enum { SCN_ATTN_FLASH, SCN_ATTN_NAIVE } scn_attention;
 typedef enum { SCN_SCHED_STATIC, SCN_SCHED_CONTINUOUS, SCN_SCHED_CHUNKED } scn_scheduler;
 
 #define SCN_OPT_MAX 16
+#define SCN_HW_OPT_MAX 8
 /* The option space; each list holds at least one entry after loading. */
 typedef struct {
     int n_layout;     scn_layout layout[SCN_OPT_MAX];
@@ -183,6 +185,7 @@ typedef struct {
     int n_tp;         int tensor_parallel[SCN_OPT_MAX];
     int n_replicas;   int replicas[SCN_OPT_MAX];
     int n_kv_heads;   int kv_heads[SCN_OPT_MAX];            /* GQA/MQA what-if: needs retraining */
+    int n_hardware;   scn_hardware hardware[SCN_HW_OPT_MAX]; /* hardware profiles to compare; empty: the scenario's */
 } scn_options;
 
 typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;

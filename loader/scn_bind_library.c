@@ -2,6 +2,9 @@
  * or a translated Hugging Face config). Field meanings: docs/scenarios.md, "model". */
 #include "scn_bind.h"
 
+#include <math.h>
+#include <stdlib.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -92,7 +95,8 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 
 /* ---- hardware ---- */
 static const char *const HW_KEYS[] = {"name", "source", "extends", "memory", "memory_bandwidth",
-                                      "compute", "interconnect", "efficiency", "overhead", "calibrated", NULL};
+                                      "compute", "interconnect", "efficiency", "overhead", "calibrated", "price", NULL};
+static const char *const HW_PRICE_KEYS[] = {"usd_per_gpu_hour", "source", NULL};
 static const char *const COMPUTE_KEYS[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", NULL};
 static const char *const LINK_KINDS[] = {"none", "nvlink", "pcie", "infinity_fabric", NULL};
@@ -169,6 +173,16 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
               scn_get_qty(c, s, full, "step", SCN_UNIT_TIME, true, &o->step_overhead) ||
               scn_get_qty(c, s, full, "runtime_memory", SCN_UNIT_BYTES, true, &o->runtime_memory)))
         return -1;
+    /* A list price per GPU-hour, for cost per token (sources in docs/sources.md). */
+    if (sub_map(c, m, path, "price", HW_PRICE_KEYS, &s, full, sizeof full)) return -1;
+    const scn_node *pv = s ? scn_map_get(s, "usd_per_gpu_hour") : NULL;
+    if (pv) {
+        char *end = NULL;
+        double x = pv->kind == SCN_NODE_SCALAR ? strtod(pv->text, &end) : -1;
+        if (pv->kind != SCN_NODE_SCALAR || end == pv->text || *end || !(x >= 0) || !isfinite(x))
+            return invalid(c, s, full, "usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
+        o->usd_per_gpu_hour = x;
+    }
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-hardware");
     return 0;
 }
