@@ -36,8 +36,6 @@ static double latency(const scn_scenario *s, const sim_metrics *m)
     return plan_percentile(m, s->slo.n ? s->slo.terms[0].metric : SCN_METRIC_E2E, 99);
 }
 
-static const plan_result *cmp_r;
-
 /* Allowed and within the SLO first, then allowed, then the rest; each group by objective. */
 static int group(const plan_cand *c)
 {
@@ -45,9 +43,16 @@ static int group(const plan_cand *c)
     return c->allowed ? (c->slo_met ? 0 : 1) : 2;
 }
 
-static int by_rank(const void *a, const void *b)
+/* What qsort sorts: a candidate index with the result it indexes, so the comparator needs no
+ * global to find the candidates. */
+typedef struct {
+    const plan_result *r;
+    int i;
+} rank_item;
+
+static int rank_cmp(const plan_result *r, int a, int b)
 {
-    const plan_cand *x = &cmp_r->c[*(const int *)a], *y = &cmp_r->c[*(const int *)b];
+    const plan_cand *x = &r->c[a], *y = &r->c[b];
     int gx = group(x), gy = group(y);
     if (gx != gy) return gx - gy;
     /* Objectives within 0.1 % are a tie: then lower p99 latency, then less KV memory. */
@@ -55,7 +60,13 @@ static int by_rank(const void *a, const void *b)
     if (fabs(x->objective - y->objective) > 1e-3 * scale) return x->objective > y->objective ? -1 : 1;
     if (x->latency_p99 != y->latency_p99) return x->latency_p99 < y->latency_p99 ? -1 : 1;
     if (x->m.kv_util_peak != y->m.kv_util_peak) return x->m.kv_util_peak < y->m.kv_util_peak ? -1 : 1;
-    return *(const int *)a - *(const int *)b;   /* stable: enumeration order */
+    return a - b;   /* stable: enumeration order */
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const rank_item *x = a, *y = b;
+    return rank_cmp(x->r, x->i, y->i);
 }
 
 void plan_rank(const scn_scenario *s, plan_result *r)
@@ -90,8 +101,21 @@ void plan_rank(const scn_scenario *s, plan_result *r)
             if (tj >= ti && d->latency_p99 <= c->latency_p99 && (tj > ti || d->latency_p99 < c->latency_p99)) c->pareto = false;
         }
     }
-    cmp_r = r;
-    qsort(r->order, (size_t)r->n, sizeof *r->order, by_rank);
+    rank_item *items = malloc(sizeof *items * (size_t)(r->n > 0 ? r->n : 1));
+    if (items) {
+        for (int i = 0; i < r->n; i++) items[i] = (rank_item){r, i};
+        qsort(items, (size_t)r->n, sizeof *items, by_rank);
+        for (int i = 0; i < r->n; i++) r->order[i] = items[i].i;
+        free(items);
+    } else {
+        /* Out of memory: the same order by insertion. */
+        for (int i = 1; i < r->n; i++)
+            for (int j = i; j > 0 && rank_cmp(r, r->order[j - 1], r->order[j]) > 0; j--) {
+                int t = r->order[j];
+                r->order[j] = r->order[j - 1];
+                r->order[j - 1] = t;
+            }
+    }
     r->best = -1;
     for (int i = 0; i < r->n; i++) {
         const plan_cand *c = &r->c[r->order[i]];
