@@ -7,6 +7,7 @@
 #   make setup            install the Debian packages the build needs (scripts/install-deps)
 #   make demo             run the main job on the bundled chat scenario
 #   make install          install into PREFIX (default /usr/local; DESTDIR for staging)
+#   make validate-published  predict validation/published.tsv uncalibrated; print the errors
 #   make clean            remove every build output
 #
 # CUDA=0 forces a CPU-only build; NVCC=/path picks the compiler.
@@ -62,7 +63,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check validate-published
 all: deps-check $(BIN) kvplan $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
@@ -157,6 +158,13 @@ install-check: $(BIN)
 
 demo: all
 	./kvplan plan scenarios/chat.yaml --no-db
+
+# The test set of public measurements (docs/validation.md): predicted with the bundled,
+# uncalibrated library; nothing is fitted to it.
+PUBLISHED ?= validation/published.tsv
+validate-published: deps-check $(BIN)
+	@test -f $(PUBLISHED) || { echo "$(PUBLISHED) is missing (PUBLISHED=FILE picks another table)" >&2; exit 66; }
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate-published $(PUBLISHED)
 
 clean:
 	rm -rf build build-san kvplan tests/out

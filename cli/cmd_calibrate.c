@@ -37,6 +37,15 @@ void cli_report_calibration(out_doc *doc, const be_calibration *cal)
     out_kv_num(doc, "step_overhead_s", "overhead per step", f->step_overhead, OUT_SECONDS);
     out_kv_num(doc, "rms_log_error", "rms log error", cal->rms_log_error, OUT_NUM);
     out_kv_num(doc, "median_abs_error", "median |error|", cal->median_abs_error, OUT_FRAC);
+    /* Runs predicted by a fit to the other runs (calibrate --from with two runs or more). */
+    double held[BE_CAL_POINTS];
+    int nh = 0;
+    for (int i = 0; i < cal->n; i++)
+        if (strstr(cal->pts[i].label, "(held out)")) held[nh++] = fabs(cal->pts[i].predicted / cal->pts[i].measured - 1);
+    for (int i = 1; i < nh; i++)
+        for (int j = i; j > 0 && held[j - 1] > held[j]; j--) { double x = held[j]; held[j] = held[j - 1]; held[j - 1] = x; }
+    if (nh) out_kv_num(doc, "heldout_median_abs_error", "held out: median |error|",
+                       nh % 2 ? held[nh / 2] : (held[nh / 2 - 1] + held[nh / 2]) / 2, OUT_FRAC);
 }
 
 int cmd_calibrate(int argc, char **argv)

@@ -101,6 +101,18 @@ char *db_scenario_json(const scn_scenario *s)
         w->prefix_zipf, "turns", w->turns, "think_time_s", w->think_time, "slo", slo, "options", opt, "seed",
         (json_int_t)s->seed);
     if (!root) return NULL;
+    /* Closed-loop and windowed settings, added only when used so older records keep their form. */
+    json_t *wj = json_object_get(root, "workload");
+    if (w->arrival == SCN_ARRIVAL_CLOSED &&
+        (json_object_set_new(wj, "concurrency", json_integer(w->concurrency)) ||
+         json_object_set_new(wj, "client_think_time_s", json_real(w->client_think_time)))) { json_decref(root); return NULL; }
+    if ((w->skip_first || w->skip_last || w->skip_first_frac > 0 || w->skip_last_frac > 0) &&
+        json_object_set_new(wj, "measure", json_pack("{s:I, s:I, s:f, s:f}", "skip_first", (json_int_t)w->skip_first,
+                                                     "skip_last", (json_int_t)w->skip_last, "skip_first_frac",
+                                                     w->skip_first_frac, "skip_last_frac", w->skip_last_frac))) {
+        json_decref(root);
+        return NULL;
+    }
     char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(root);
     return out;

@@ -74,10 +74,27 @@ vf_status vf_calibration_store(db *d, const char *name, const char *base, const 
 
 /* Fits the bandwidth and compute efficiencies and the step overhead to stored measured runs by
  * re-simulating the scenario until its mean TTFT and TPOT match theirs (least squares in log
- * time, one coordinate at a time). At most VF_FIT_RUNS runs. (vf_fit_runs.c) */
+ * time, one coordinate at a time). A run that carries its benchmark setting (an import) is
+ * re-simulated under that setting. With two runs or more, each run is also predicted by a fit
+ * to the others: those held-out points follow the fitted ones in cal->pts, labelled "held out",
+ * and cal's error summary covers the fitted points only. At most VF_FIT_RUNS runs.
+ * (vf_fit_runs.c) */
 #define VF_FIT_RUNS 32
 vf_status vf_fit_runs(db *d, const long *runs, int n_runs, const scn_scenario *s, be_calibration *cal, char *err,
                       size_t n);
+
+/* ---- Benchmark settings of imported runs (vf_setting.c) ---- */
+
+/* Applies the setting_* entries among (names, values) to the scenario's workload: a closed loop
+ * of setting_concurrency clients, else offline (setting_offline), else poisson or gamma
+ * (setting_burstiness) at setting_request_rate_per_s; the request count (setting_prompts, else
+ * requests); fixed prompt and output lengths at their means; no measurement window. Describes
+ * what it set in desc (may be NULL). Returns 1 when a traffic setting was present, else 0 and
+ * the scenario is untouched. */
+int vf_setting_apply(const char *const *names, const double *values, int n_values, scn_scenario *s, char *desc,
+                     size_t n);
+/* The same from a stored run's metrics. */
+vf_status vf_run_setting(db *d, long run, scn_scenario *s, int *applied, char *err, size_t n);
 
 /* ---- Calibrated profiles (vf_profile.c) ---- */
 
