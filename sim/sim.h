@@ -65,6 +65,11 @@ typedef struct {
      * when it holds none. The engine sizes each replica's block manager with it. */
     long (*kv_blocks)(void *ctx, int replica);
     void (*free)(void *ctx);
+    /* Optional (a predicting clock): the seconds of a step in which each of n sequences computes
+     * one token, at positions that sum to sum_start, exactly as `run` would report them; 1 when
+     * it cannot answer from that summary. The engine then advances whole runs of such steps
+     * without forming each batch (docs/simulator.md, "Fast-forward"). */
+    int (*decode_time)(void *ctx, long n, long sum_start, double *seconds);
     /* True for a real device: every step must run on it, and its pools are fixed (an
      * override of the block count must agree with them). False for the cost model's clock. */
     bool measured;
@@ -138,6 +143,8 @@ typedef struct {
     void *ud;
     long kv_blocks_override;                  /* >0: this many blocks per replica (a measuring
                                                  executor's pools must hold exactly this many) */
+    bool per_step;                            /* form every step through the scheduler (no
+                                                 fast-forward); results are identical either way */
 } sim_run_opts;
 
 /* Failure classes of sim_run. */
