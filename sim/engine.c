@@ -106,10 +106,22 @@ static int route(sim_engine *e, const sim_req_spec *s)
     return best;
 }
 
+/* Requests are recycled through a free list (at most the peak in flight), each keeping its
+ * block table's buffer, so a steady run allocates nothing per request. */
 static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
 {
-    sim_req *r = calloc(1, sizeof *r);
-    if (!r) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return NULL; }
+    sim_req *r = e->pool;
+    if (r) {
+        e->pool = r->next;
+        sim_kv_seq keep = r->kv;
+        memset(r, 0, sizeof *r);
+        r->kv.blocks = keep.blocks;
+        r->kv.cap = keep.cap;
+    } else if (!(r = calloc(1, sizeof *r))) {
+        snprintf(e->err, e->nerr, "out of memory");
+        e->internal = 1;
+        return NULL;
+    }
     r->spec = *spec;
     r->total = spec->prompt;
     r->ev.idx = -1;
@@ -176,8 +188,8 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
 
 static void free_req(sim_engine *e, sim_req *r)
 {
-    free(r->kv.blocks);
-    free(r);
+    r->next = e->pool;
+    e->pool = r;
     e->alive--;
 }
 
@@ -318,7 +330,14 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         account(e, rep);
         rep->frag_unused = rep->frag_reserved = 0;
         if (J == 0) {
-            for (int i = 0; i < n0; i++) sim_hist_add(itl, tend - rep->breq[i]->t_last);
+            /* Gaps since each sequence's last token, in batch order, recorded in runs of equals. */
+            for (int i = 0; i < n0;) {
+                double v = tend - rep->breq[i]->t_last;
+                int k = i + 1;
+                while (k < n0 && tend - rep->breq[k]->t_last == v) k++;
+                sim_hist_add_n(itl, v, k - i);
+                i = k;
+            }
         } else {
             sim_hist_add_n(itl, tend - T, alive);
         }
@@ -567,7 +586,8 @@ out:
     /* Follow-up turns still queued (only after a failure) own their requests. */
     sim_event *ev;
     while ((ev = sim_heap_pop(&e.heap)))
-        if (ev->kind == EV_TURN) { sim_req *r = CONTAINER(ev, sim_req, ev); free(r); }
+        if (ev->kind == EV_TURN) { sim_req *r = CONTAINER(ev, sim_req, ev); free(r->kv.blocks); free(r); }
+    while (e.pool) { sim_req *r = e.pool; e.pool = r->next; free(r->kv.blocks); free(r); }
     free(e.rep);
     sim_heap_free(&e.heap);
     sim_workload_free(e.wl);

@@ -43,6 +43,7 @@ typedef struct {
     sim_req_spec next_spec;  /* the request that event will deliver */
     sim_event sample_ev;
     sim_acc acc;
+    sim_req *pool;           /* finished requests for reuse, linked through next */
     long total, done, alive, peak_alive;
     double now;              /* s */
     char *err;

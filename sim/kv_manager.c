@@ -290,12 +290,17 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
     } else {
         kv->reserved -= q->reserved;
     }
-    free(q->blocks);
-    q->blocks = NULL;
-    q->n_blocks = q->cap = 0;
+    q->n_blocks = 0;   /* the table's buffer is kept for the sequence's next admission */
     q->reserved = 0;
     q->room = 0;
     q->hashed = 0;
     q->chain = 0;
     q->held_from = 0;
+}
+
+void sim_kv_seq_free(sim_kv_seq *q)
+{
+    free(q->blocks);
+    q->blocks = NULL;
+    q->n_blocks = q->cap = 0;
 }

@@ -53,7 +53,9 @@ int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens);
 void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed);
 /* Tokens whose KV the sequence holds, given `computed` positions (window applied). */
 int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed);
-/* Drops every reference the sequence holds and frees its table. */
+/* Drops every reference the sequence holds; its table's buffer stays for reuse. */
 void sim_kv_release(sim_kv *kv, sim_kv_seq *q);
+/* Frees a released sequence's table buffer. */
+void sim_kv_seq_free(sim_kv_seq *q);
 
 #endif

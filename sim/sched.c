@@ -246,11 +246,26 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
 }
 
 /* A token comes out of r at the end of this step. */
+/* ITL values are recorded in runs of equal values (every sequence that also produced a token
+ * in the previous step has the same gap): sim_hist_add_n records a run exactly as one call per
+ * value would. */
+static void itl_flush(sim_sched *e)
+{
+    if (e->itl_n) sim_hist_add_n(&e->acc->h[SIM_Q_ITL], e->itl_v, e->itl_n);
+    e->itl_n = 0;
+}
+
 static void emit(sim_sched *e, sim_req *r)
 {
     r->generated++;
-    if (r->generated == 1) r->t_first = e->now;
-    else sim_hist_add(&e->acc->h[SIM_Q_ITL], e->now - r->t_last);
+    if (r->generated == 1) {
+        r->t_first = e->now;
+    } else {
+        double v = e->now - r->t_last;
+        if (e->itl_n && v != e->itl_v) itl_flush(e);
+        e->itl_v = v;
+        e->itl_n++;
+    }
     r->t_last = e->now;
 }
 
@@ -265,6 +280,7 @@ static int finish_static(sim_sched *e, sim_replica *rep)
             if (r->generated == r->spec.output) rep->fin[rep->n_fin++] = r;   /* recorded now, freed with the batch */
         }
     }
+    itl_flush(e);
     if (rep->sb_done < rep->sb_output) return 0;
     /* The batch is over: every member releases its KV. */
     for (int i = 0; i < rep->sb_n; i++) {
@@ -295,6 +311,7 @@ int sim_sched_finish(sim_sched *e, sim_replica *rep)
             rep->fin[rep->n_fin++] = r;
         }
     }
+    itl_flush(e);
     return 0;
 }
 

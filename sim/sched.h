@@ -19,6 +19,8 @@ typedef struct {
     char *err;
     size_t nerr;
     int internal;            /* the last failure was the machine's (out of memory), not the input's */
+    double itl_v;            /* s: a run of equal inter-token gaps not yet recorded */
+    long itl_n;
 } sim_sched;
 
 typedef struct {
