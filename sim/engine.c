@@ -43,11 +43,18 @@ static void measure_fragmentation(sim_engine *e, sim_replica *rep)
     rep->frag_reserved = reserved;
 }
 
-static void note_peak(sim_engine *e)
+/* Keeps e->used_now, the blocks referenced over all replicas, current after rep changed. */
+static void refresh_used(sim_engine *e, sim_replica *rep)
 {
-    double used = 0;
-    for (int i = 0; i < e->n_rep; i++) used += (double)sim_kv_referenced(e->rep[i].kv);
-    if (used > e->acc.used_peak) e->acc.used_peak = used;
+    long r = sim_kv_referenced(rep->kv);
+    e->used_now += r - rep->used_seen;
+    rep->used_seen = r;
+}
+
+static void note_peak(sim_engine *e, sim_replica *rep)
+{
+    refresh_used(e, rep);
+    if ((double)e->used_now > e->acc.used_peak) e->acc.used_peak = (double)e->used_now;
 }
 
 static int fast_forward(sim_engine *e, sim_replica *rep, double *dt);
@@ -65,6 +72,7 @@ static int kick(sim_engine *e, sim_replica *rep)
         int n = sim_sched_step(&e->sched, rep);
         if (n < 0) { e->internal = e->sched.internal; return -1; }
         if (n == 0) {
+            refresh_used(e, rep);
             if (rep->waiting.n && !rep->running.n) {
                 snprintf(e->err, e->nerr, "request %ld cannot be admitted even into an empty replica",
                          rep->waiting.head->spec.id);
@@ -72,7 +80,7 @@ static int kick(sim_engine *e, sim_replica *rep)
             }
             return 0;
         }
-        note_peak(e);
+        note_peak(e, rep);
         measure_fragmentation(e, rep);
         double dt = 0;
         char msg[256] = "";
@@ -132,10 +140,21 @@ static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
     return r;
 }
 
+static void free_req(sim_engine *e, sim_req *r);
+
+/* Queues an arrived request on its replica, or rejects it when that replica's waiting queue
+ * is full (an overloaded server answers "busy" rather than queueing without bound): it is
+ * counted, not served, and its conversation sends no further turns. */
 static int enqueue(sim_engine *e, sim_req *r)
 {
     r->replica = route(e, &r->spec);
     sim_replica *rep = &e->rep[r->replica];
+    if (rep->waiting.n >= e->max_waiting) {
+        e->acc.rejected++;
+        e->done++;
+        free_req(e, r);
+        return 0;
+    }
     rep->outstanding++;
     r->state = REQ_WAITING;
     sim_list_push_back(&rep->waiting, r);
@@ -159,14 +178,21 @@ static int next_arrival(sim_engine *e)
  * Every completion passes here, so this is the place for per-completion hooks. */
 static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
 {
-    sim_request_row row = {
-        .id = r->spec.id, .replica = rep->id, .arrival = r->spec.arrival,
-        .queue = r->t_sched - r->spec.arrival, .ttft = r->t_first - r->spec.arrival,
-        .tpot = r->spec.output > 1 ? (r->t_last - r->t_first) / (r->spec.output - 1) : 0,
-        .e2e = r->t_last - r->spec.arrival, .prompt = r->spec.prompt, .output = r->spec.output,
-        .cached = r->cached, .preemptions = r->preemptions, .conversation = r->spec.conversation,
-        .turn = r->spec.turn,
-    };
+    sim_request_row row;
+    memset(&row, 0, sizeof row);   /* padding too: sinks may compare or hash whole rows */
+    row.id = r->spec.id;
+    row.replica = rep->id;
+    row.arrival = r->spec.arrival;
+    row.queue = r->t_sched - r->spec.arrival;
+    row.ttft = r->t_first - r->spec.arrival;
+    row.tpot = r->spec.output > 1 ? (r->t_last - r->t_first) / (r->spec.output - 1) : 0;
+    row.e2e = r->t_last - r->spec.arrival;
+    row.prompt = r->spec.prompt;
+    row.output = r->spec.output;
+    row.cached = r->cached;
+    row.preemptions = r->preemptions;
+    row.conversation = r->spec.conversation;
+    row.turn = r->spec.turn;
     sim_acc_request(&e->acc, &e->s->slo, &row);
     rep->outstanding--;
     e->done++;
@@ -206,6 +232,7 @@ static int finish_step(sim_engine *e, sim_replica *rep)
     }
     for (int i = 0; i < rep->n_gone; i++) free_req(e, rep->gone[i]);
     rep->n_fin = rep->n_gone = 0;
+    refresh_used(e, rep);
     return rc;
 }
 
@@ -391,7 +418,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         unused -= alive;   /* every sequence fills one more slot */
         J++;
         T = tend;
-        note_peak(e);
+        note_peak(e, rep);
         rep->frag_unused = (double)unused;
         rep->frag_reserved = (double)reserved;
         double ndt;
@@ -408,6 +435,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
     /* Write the run back into the requests and (when a step is pending) the batch. With ret 1,
      * step J - 1 completed at T and nothing is formed; with ret 0, step J is formed. */
     if (J == 0) return 0;   /* nothing was carried: the batch stands as formed */
+    refresh_used(e, rep);
     const long done_steps = J;   /* steps 0 .. J - 1 completed inline */
     int w = 0;
     for (int i = 0; i < n0; i++) {
@@ -537,6 +565,8 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     long blocks = 0, blocks_all = 0;
     if (sim_acc_init(&e.acc)) { snprintf(err, n, "out of memory"); goto out; }
     e.n_rep = s->deployment.replicas;
+    long cap = o->max_waiting > 0 ? o->max_waiting : SIM_MAX_WAITING;
+    e.max_waiting = cap / e.n_rep > 0 ? cap / e.n_rep : 1;
     e.rep = calloc((size_t)e.n_rep, sizeof *e.rep);
     e.ff = calloc((size_t)e.n_rep, sizeof *e.ff);
     if (!e.rep || !e.ff) { snprintf(err, n, "out of memory"); goto out; }

@@ -39,12 +39,14 @@ typedef struct {
     sim_ff *ff;              /* one per replica */
     int n_rep;
     long rr;                 /* round-robin cursor */
+    long max_waiting;        /* per replica: arrivals beyond this many waiting are rejected */
     sim_event arrival_ev;    /* the next arrival from the process */
     sim_req_spec next_spec;  /* the request that event will deliver */
     sim_event sample_ev;
     sim_acc acc;
     sim_req *pool;           /* finished requests for reuse, linked through next */
     long total, done, alive, peak_alive;
+    long used_now;           /* blocks referenced over all replicas, as of each replica's last change */
     double now;              /* s */
     char *err;
     size_t nerr;
