@@ -22,22 +22,16 @@ static void account(sim_engine *e, sim_replica *rep)
     e->acc.frag_reserved += dt * rep->frag_reserved;
 }
 
-/* Reserved but unused tokens while a step runs: the unfilled tail of each scheduled sequence's
- * last block (paged), or everything reserved beyond what it holds (contiguous). */
-static void measure_fragmentation(sim_engine *e, sim_replica *rep)
+/* Reserved but unused tokens while a step runs: the space each scheduled sequence occupies
+ * (live blocks, or its contiguous reservation) minus the KV it holds once the step is done. */
+static void measure_fragmentation(sim_replica *rep)
 {
     double unused = 0, reserved = 0;
-    bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     for (int i = 0; i < rep->batch.n; i++) {
         const sim_req *r = rep->breq[i];
-        long upto = r->computed + r->step_new;
-        if (paged) {
-            unused += (double)(r->kv.room - upto);
-            reserved += (double)r->kv.room;
-        } else {
-            unused += (double)(r->kv.reserved - upto);
-            reserved += (double)r->kv.reserved;
-        }
+        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
+        unused += (double)(space - sim_kv_held(rep->kv, &r->kv, r->computed + r->step_new));
+        reserved += (double)space;
     }
     rep->frag_unused = unused;
     rep->frag_reserved = reserved;
@@ -81,7 +75,7 @@ static int kick(sim_engine *e, sim_replica *rep)
             return 0;
         }
         note_peak(e, rep);
-        measure_fragmentation(e, rep);
+        measure_fragmentation(rep);
         double dt = 0;
         char msg[256] = "";
         if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg) || !(dt >= 0) || !isfinite(dt)) {

@@ -3,6 +3,7 @@
 #include "rng.h"
 #include "sim.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,9 +231,18 @@ static int push_block(sim_kv_seq *q, int32_t b)
     return 0;
 }
 
+/* Tokens a contiguous sequence keeps for `positions` positions: a ring of sink + window. */
+static long ring_held(const sim_kv *kv, long positions)
+{
+    if (kv->window > 0 && positions > (long)kv->sink + kv->window) return (long)kv->sink + kv->window;
+    return positions;
+}
+
 static void set_room(const sim_kv *kv, sim_kv_seq *q)
 {
-    q->room = kv->paged ? (long)q->n_blocks * kv->bs : q->reserved;
+    if (kv->paged) q->room = (long)q->n_blocks * kv->bs;
+    else if (kv->window > 0 && q->reserved >= (long)kv->sink + kv->window) q->room = INT_MAX;   /* the ring holds any position */
+    else q->room = q->reserved;
 }
 
 static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
@@ -269,7 +279,10 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
 
 long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
 {
-    if (!kv->paged) return upto > q->reserved ? upto - q->reserved : 0;
+    if (!kv->paged) {
+        long held = ring_held(kv, upto);
+        return held > q->reserved ? held - q->reserved : 0;
+    }
     long want = ((long)upto + kv->bs - 1) / kv->bs - q->n_blocks;
     return want > 0 ? want : 0;
 }
@@ -279,7 +292,7 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
     if (upto <= q->room) return 0;   /* the common case: room left */
     long need = sim_kv_needed(kv, q, upto);
     if (!need) return 0;
-    if (!kv->paged) return sim_kv_reserve(kv, q, upto);
+    if (!kv->paged) return sim_kv_reserve(kv, q, ring_held(kv, upto));
     if (need > sim_kv_available(kv)) return -1;
     for (long i = 0; i < need; i++) {
         int32_t b = alloc_block(kv);
@@ -323,10 +336,15 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
         int sink_blocks = (kv->sink + kv->bs - 1) / kv->bs;
         int keep_from = computed - kv->window;          /* first position the window still needs */
         for (int j = sink_blocks; j < q->n_blocks && (j + 1) * kv->bs <= keep_from; j++) {
-            if (q->blocks[j] >= 0) { unref(kv, q->blocks[j]); q->blocks[j] = -1; }
+            if (q->blocks[j] >= 0) { unref(kv, q->blocks[j]); q->blocks[j] = -1; q->dropped++; }
         }
         if (keep_from > q->held_from) q->held_from = keep_from;
     }
+}
+
+long sim_kv_seq_tokens(const sim_kv *kv, const sim_kv_seq *q)
+{
+    return kv->paged ? (long)(q->n_blocks - q->dropped) * kv->bs : q->reserved;
 }
 
 int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed)
@@ -346,6 +364,7 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
         kv->reserved -= q->reserved;
     }
     q->n_blocks = 0;   /* the table's buffer is kept for the sequence's next admission */
+    q->dropped = 0;
     q->reserved = 0;
     q->room = 0;
     q->hashed = 0;

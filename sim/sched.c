@@ -10,6 +10,7 @@
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
  * the queue), or itself when it is the newest. */
 #include "sched.h"
+#include "../model/kv_blocks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,20 +72,12 @@ static void preempt(sim_sched *e, sim_replica *rep, sim_req *r)
     sim_list_push_front(&rep->waiting, r);
 }
 
-/* What a contiguous allocator reserves: the request's longest possible length (prompt plus the
- * most it may generate), or the StreamingLLM window when that is smaller. */
+/* What a contiguous allocator reserves: the model's one rule (kv_contiguous_reserve), which
+ * `kvplan memory` and the planner's capacity search use too. */
 static long contiguous_reservation(const sim_sched *e, const sim_req *r)
 {
-    const scn_workload *w = &e->s->workload;
-    long lim = e->s->deployment.max_model_len;
-    long out_max = w->output.max > 0 ? w->output.max : lim;
-    if (w->output.kind == SCN_DIST_FIXED) out_max = (long)w->output.mean;
-    if (out_max < r->spec.output) out_max = r->spec.output;
-    long want = (long)r->spec.prompt + out_max;
-    if (want > lim) want = lim;
-    if (want < r->total + 1) want = r->total + 1;
-    if (e->c.window > 0 && want > e->c.sink + e->c.window) want = e->c.sink + e->c.window;
-    return want;
+    kv_cache_cfg cfg = {.dtype = e->c.kv_dtype, .sink = e->c.sink, .window = e->c.window};
+    return kv_contiguous_reserve(e->s, &cfg, r->spec.prompt, r->spec.output, r->total);
 }
 
 /* Grows r to hold positions [0, upto), preempting the newest running sequences as needed.
