@@ -22,6 +22,8 @@ int main(void)
     srunner_add_suite(sr, suite_db());
     srunner_add_suite(sr, suite_cpu_backend());
     srunner_add_suite(sr, suite_pool());
+    srunner_add_suite(sr, suite_fastfwd());
+    srunner_add_suite(sr, suite_bounded());
     srunner_add_suite(sr, suite_verify());
     srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());

@@ -21,6 +21,8 @@ Suite *suite_db(void);
 Suite *suite_cli_sim(void);
 Suite *suite_cpu_backend(void);
 Suite *suite_pool(void);
+Suite *suite_fastfwd(void);
+Suite *suite_bounded(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);
