@@ -21,7 +21,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     const scn_deployment *d = &s->deployment;
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
-                  count_or_1(o->n_kv_heads)};
+                  count_or_1(o->n_kv_heads), count_or_1(o->n_wformat), count_or_1(o->n_engine)};
     int nd = (int)(sizeof dims / sizeof dims[0]);
     long total = 1;
     for (int i = 0; i < nd; i++) total *= dims[i];
@@ -31,7 +31,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     r->order = calloc((size_t)total, sizeof *r->order);
     if (!r->c || !r->order) { plan_result_free(r); return -1; }
     r->best = -1;
-    int idx[12] = {0};
+    int idx[14] = {0};
     for (long k = 0; k < total; k++) {
         /* Mixed-radix counter over the dimensions, last dimension fastest. */
         long rest = k;
@@ -50,12 +50,24 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         c->replicas = o->n_replicas ? o->replicas[idx[10]] : d->replicas;
         c->kv_heads = o->n_kv_heads ? o->kv_heads[idx[11]] : 0;
         if (c->kv_heads == s->model.kv_heads) c->kv_heads = 0;
+        c->wformat = o->n_wformat ? idx[12] : -1;
+        c->engine = o->n_engine ? idx[13] : -1;
         c->gpus = (double)c->tp * c->replicas;
+        const scn_wformat *wf = c->wformat >= 0 ? &o->wformat[c->wformat] : NULL;
+        c->risk_weights = wf && wf->quant != SCN_WQ_NONE &&
+                          (wf->quant != s->model.weight_quant || wf->dtype != s->model.weight_dtype);
         c->risk_dtype = !native_dtype(&s->model, c->c.kv_dtype);
+        if (c->wformat >= 0) snprintf(c->wformat_name, sizeof c->wformat_name, "%s", scn_wformat_name(&o->wformat[c->wformat]));
+        else {
+            scn_wformat own = {s->model.weight_dtype, s->model.weight_quant, s->model.weight_group};
+            snprintf(c->wformat_name, sizeof c->wformat_name, "%s", scn_wformat_name(&own));
+        }
+        snprintf(c->engine_name, sizeof c->engine_name, "%s", c->engine >= 0 ? o->engine[c->engine].name : s->engine.name);
         c->risk_window = c->c.window > 0;
         c->risk_gqa = c->kv_heads > 0 && c->kv_heads < s->model.kv_heads;
         c->allowed = (!c->risk_dtype || s->quality.allow_kv_dtype[c->c.kv_dtype]) &&
-                     (!c->risk_window || s->quality.allow_window) && (!c->risk_gqa || s->quality.allow_gqa);
+                     (!c->risk_window || s->quality.allow_window) && (!c->risk_gqa || s->quality.allow_gqa) &&
+                     (!c->risk_weights || s->quality.allow_weight_quant[wf->quant]);
         c->status = PLAN_PENDING;
         char why[200];
         if (sim_choice_check(&c->c, why, sizeof why)) {
@@ -94,6 +106,8 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out)
     out->deployment.max_num_seqs = c->max_num_seqs;
     out->deployment.max_num_batched_tokens = c->max_batched;
     if (c->kv_heads > 0) out->model.kv_heads = c->kv_heads;
+    if (c->wformat >= 0) kv_model_set_wformat(&out->model, &s->options.wformat[c->wformat]);
+    if (c->engine >= 0) scn_engine_apply(out, &s->options.engine[c->engine]);
 }
 
 void plan_describe(const plan_cand *c, char *buf, size_t n)
@@ -101,19 +115,24 @@ void plan_describe(const plan_cand *c, char *buf, size_t n)
     char base[160];
     sim_choice_describe(&c->c, base, sizeof base);
     int used = snprintf(buf, n, "%s tp=%d x%d seqs=%d budget=%d", base, c->tp, c->replicas, c->max_num_seqs, c->max_batched);
-    if (c->kv_heads > 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " kv_heads=%d", c->kv_heads);
+    if (c->kv_heads > 0 && used > 0 && (size_t)used < n)
+        used += snprintf(buf + used, n - (size_t)used, " kv_heads=%d", c->kv_heads);
+    if (c->wformat >= 0 && used > 0 && (size_t)used < n)
+        used += snprintf(buf + used, n - (size_t)used, " weights=%s", c->wformat_name);
+    if (c->engine >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " engine=%s", c->engine_name);
 }
 
 char *plan_options_json(const plan_cand *c)
 {
     static const char *const LAYOUT[] = {"contiguous", "paged"}, *const ATTN[] = {"flash", "naive"},
                              *const SCHED[] = {"static", "continuous", "chunked"};
-    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "kv_layout",
+    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "kv_layout",
                           LAYOUT[c->c.layout], "block_size", c->c.layout == SCN_LAYOUT_PAGED ? c->c.block_size : 0,
                           "prefix_cache", c->c.prefix_cache, "kv_dtype", scn_dtype_name(c->c.kv_dtype), "attention",
                           ATTN[c->c.attention], "scheduler", SCHED[c->c.scheduler], "sink", c->c.sink, "window",
                           c->c.window, "tensor_parallel", c->tp, "replicas", c->replicas, "max_num_seqs", c->max_num_seqs,
-                          "max_num_batched_tokens", c->max_batched, "kv_heads", c->kv_heads);
+                          "max_num_batched_tokens", c->max_batched, "kv_heads", c->kv_heads, "weight_dtype",
+                          c->wformat_name, "engine", c->engine_name);
     char *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(j);
     return out;

@@ -12,9 +12,12 @@ typedef enum { PLAN_PENDING, PLAN_DONE, PLAN_SKIPPED } plan_status;
 typedef struct {
     sim_choice c;
     int tp, replicas, max_num_seqs, max_batched, kv_heads;   /* kv_heads 0: the model's own */
+    int wformat, engine;       /* indices into options.weight_dtype / options.engine; -1: the scenario's */
+    char wformat_name[16], engine_name[64];   /* what the candidate runs with (named either way) */
     plan_status status;
     char why[240];             /* why it was skipped */
     bool risk_dtype, risk_window, risk_gqa;   /* options that change the model's outputs */
+    bool risk_weights;         /* quantised weights the model does not ship with */
     bool allowed;              /* every risk it takes is accepted by the scenario's quality */
     sim_metrics m;
     bool slo_met;

@@ -251,6 +251,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      "scenario's quality settings do not accept that.", d2, v2, gain(s, c->objective, b->objective),
                      c->risk_gqa ? "needs a model retrained with fewer KV heads"
                      : c->risk_window ? "drops all but the sink and window tokens from attention"
+                     : c->risk_weights ? "quantises the weights"
                                       : "quantises the KV cache");
         break;
     }
