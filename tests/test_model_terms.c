@@ -20,10 +20,11 @@ START_TEST(gemm_efficiency_at_chosen_shapes)
     const scn_hardware *hw = &s.hardware;
     /* 4096^3 bf16: 128 x 128 tiles, 32 x 32 = 1024 of them, 8 waves over 132 SMs (1056 slots). */
     ck_assert(near(kv_gemm_shape_efficiency(hw, 4096, 4096, 4096, SCN_DTYPE_BF16), 1024.0 / 1056));
-    /* M = 1 (decode): a 64-row tile, 32 column tiles, split-K by floor(132 / 32) = 4 over the
+    /* M = 1 (decode): rows padded to 8, 32 column tiles, split-K by floor(132 / 32) = 4 over the
      * 64 K-steps of 64: 128 CTAs in one wave, each doing 16 steps. Useful work 1 x 4096 x 4096
-     * of 132 x 64 x 128 x 64 x 16. */
-    ck_assert(near(kv_gemm_shape_efficiency(hw, 1, 4096, 4096, SCN_DTYPE_BF16), 4096.0 * 4096 / (132.0 * 64 * 128 * 64 * 16)));
+     * of 132 x 8 x 128 x 64 x 16. M = 40 pads to 64 the same way. */
+    ck_assert(near(kv_gemm_shape_efficiency(hw, 1, 4096, 4096, SCN_DTYPE_BF16), 4096.0 * 4096 / (132.0 * 8 * 128 * 64 * 16)));
+    ck_assert(near(kv_gemm_shape_efficiency(hw, 40, 4096, 4096, SCN_DTYPE_BF16), 40.0 * 4096 * 4096 / (132.0 * 64 * 128 * 64 * 16)));
     /* M = 200, N = K = 8192 (near the ridge): 2 x 64 = 128 tiles fill 128 of 132 SMs; rows
      * padded 200 -> 256. */
     ck_assert(near(kv_gemm_shape_efficiency(hw, 200, 8192, 8192, SCN_DTYPE_BF16), 200.0 / 256 * 128 / 132));
