@@ -233,6 +233,33 @@ START_TEST(engine_errors_are_located)
 }
 END_TEST
 
+START_TEST(hf_quantization_config)
+{
+    /* A Llama-3-8B AWQ checkpoint's config.json: the quantization_config names the format. */
+    t_write("awq.json", "{\"model_type\": \"llama\", \"num_hidden_layers\": 32, \"hidden_size\": 4096,\n"
+                        " \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"intermediate_size\": 14336,\n"
+                        " \"vocab_size\": 128256, \"max_position_embeddings\": 8192, \"torch_dtype\": \"float16\",\n"
+                        " \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128,\n"
+                        "   \"zero_point\": true, \"version\": \"gemm\"}}\n");
+    scn_error e;
+    const char *y = "model: {hf_config: awq.json}\nhardware: rtx-4090\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                    "  prompt_tokens: 10\n  output_tokens: 10\n";
+    ck_assert_int_eq(t_load(y, NULL, 0, &s, &e), SCN_OK);
+    ck_assert(s.model.weight_dtype == SCN_DTYPE_INT4 && s.model.weight_quant == SCN_WQ_AWQ && s.model.weight_group == 128);
+    ck_assert(near(kv_weights_compute(&s.model, 1).bytes_total, 6979321856.0 * (0.5 + 2.5 / 128) + (2.0 * 128256 * 4096 + 65.0 * 4096) * 2));
+    /* DeepSeek-style fp8 with 128 x 128 blocks. */
+    t_write("fp8.json", "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 256,\n"
+                        " \"num_attention_heads\": 4, \"intermediate_size\": 512, \"vocab_size\": 1000,\n"
+                        " \"max_position_embeddings\": 512, \"torch_dtype\": \"bfloat16\",\n"
+                        " \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}}\n");
+    const char *y2 = "model: {hf_config: fp8.json}\nhardware: h100-sxm\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                     "  prompt_tokens: 10\n  output_tokens: 10\n";
+    ck_assert_int_eq(t_load(y2, NULL, 0, &s, &e), SCN_OK);
+    ck_assert(s.model.weight_dtype == SCN_DTYPE_FP8 && s.model.weight_quant == SCN_WQ_BLOCK && s.model.weight_group == 128);
+    ck_assert_int_eq(kv_gemm_dtype(&s.model, &s.hardware), SCN_DTYPE_FP8);
+}
+END_TEST
+
 Suite *suite_model_terms(void)
 {
     Suite *su = suite_create("model_terms");
@@ -244,6 +271,7 @@ Suite *suite_model_terms(void)
     tcase_add_test(tc, graphs_pad_decode_batches);
     tcase_add_test(tc, engine_profiles_load);
     tcase_add_test(tc, engine_errors_are_located);
+    tcase_add_test(tc, hf_quantization_config);
     suite_add_tcase(su, tc);
     return su;
 }
