@@ -106,7 +106,7 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 }
 
 /* ---- hardware ---- */
-static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "memory", "memory_bandwidth",
+static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "l2_cache", "memory", "memory_bandwidth",
                                       "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", NULL};
 static const char *const ARCHS[] = {"other", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu", NULL};
 static const char *const COMPUTE_KEYS[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", NULL};
@@ -156,7 +156,8 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
         scn_get_qty(c, m, path, "memory", SCN_UNIT_BYTES, false, &o->memory) ||
         scn_get_qty(c, m, path, "memory_bandwidth", SCN_UNIT_BANDWIDTH, false, &o->memory_bandwidth) ||
         scn_get_bool(c, m, path, "calibrated", &o->calibrated) ||
-        scn_get_int(c, m, path, "sm_count", 1, 100000, &o->sm_count))
+        scn_get_int(c, m, path, "sm_count", 1, 100000, &o->sm_count) ||
+        scn_get_qty(c, m, path, "l2_cache", SCN_UNIT_BYTES, true, &o->l2_cache))
         return -1;
     int arch = SCN_ARCH_OTHER;
     if (scn_get_enum(c, m, path, "arch", ARCHS, &arch)) return -1;
