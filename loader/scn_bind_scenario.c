@@ -9,10 +9,10 @@
 
 #define BIG 1000000000L
 
-static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "deployment", "workload", "slo",
+static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "engine", "deployment", "workload", "slo",
                                        "options", "objective", "price", "quality", "seed", NULL};
 static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
-static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", NULL};
+static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", "allow_weight_dtype", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
@@ -24,7 +24,7 @@ static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "populari
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
                                        "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
-                                       "tensor_parallel", "replicas", "kv_heads", NULL};
+                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
 
@@ -43,6 +43,17 @@ static int sub_map(scn_ctx *c, const scn_node *m, const char *path, const char *
     return scn_expect_map(c, *out, full) || scn_check_keys(c, *out, full, keys);
 }
 
+/* ---- engine: the loader resolved it (default vllm) to a mapping ---- */
+static int bind_engine(scn_ctx *c, const scn_node *root, scn_scenario *s)
+{
+    scn_engine e;
+    const scn_node *m = scn_map_get(root, "engine");
+    if (!m) return fail_at(c, root, "engine", "missing engine profile");
+    if (scn_bind_engine(c, m, "engine", &e)) return -1;
+    scn_engine_apply(s, &e);
+    return 0;
+}
+
 /* ---- deployment ---- */
 static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
@@ -53,7 +64,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     d->gpu_memory_utilization = 0.90;
     d->max_model_len = s->model.max_position;
     d->max_num_seqs = 256;
-    d->max_num_batched_tokens = 8192;
+    d->max_num_batched_tokens = s->engine.max_num_batched_tokens > 0 ? s->engine.max_num_batched_tokens : 8192;
     char p[256];
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
@@ -352,6 +363,19 @@ static int it_window(scn_ctx *c, const scn_node *v, const char *p, int i, scn_op
     return 0;
 }
 
+/* A weight format by name: bf16, fp16, fp8, fp8_block, int8 (W8A8), awq/int4, gptq, fp4. */
+static int it_wformat(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{
+    if (v->kind == SCN_NODE_SCALAR && scn_wformat_parse(v->text, &o->wformat[i]) == 0) return 0;
+    return fail_at(c, v, p, "expected a weight format: bf16, fp16, fp8, fp8_block, int8, awq, int4, gptq or fp4");
+}
+
+/* An engine entry arrives resolved to a mapping by the loader. */
+static int it_engine(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{
+    return scn_bind_engine(c, v, p, &o->engine[i]);
+}
+
 /* Default scale layouts per KV dtype: docs/cost-model.md, "Quantised KV". */
 static void default_quant(scn_options *o)
 {
@@ -359,6 +383,7 @@ static void default_quant(scn_options *o)
         o->quant[d] = (scn_quant){SCN_QUANT_PER_TENSOR, 0, SCN_DTYPE_FP32, false};
     o->quant[SCN_DTYPE_INT8] = (scn_quant){SCN_QUANT_PER_TOKEN_HEAD, 0, SCN_DTYPE_FP16, false};
     o->quant[SCN_DTYPE_INT4] = (scn_quant){SCN_QUANT_GROUP, 64, SCN_DTYPE_FP16, true};
+    o->quant[SCN_DTYPE_FP4] = (scn_quant){SCN_QUANT_GROUP, 16, SCN_DTYPE_FP8, false};   /* NVFP4 */
 }
 
 static int bind_quant(scn_ctx *c, const scn_node *m, scn_options *o)
@@ -395,7 +420,7 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
     o->n_prefix = 1; o->prefix_cache[0] = false;
     o->n_dtype = 1; o->kv_dtype[0] = s->model.weight_dtype == SCN_DTYPE_FP16 ? SCN_DTYPE_FP16 : SCN_DTYPE_BF16;
     o->n_attention = 1; o->attention[0] = SCN_ATTN_FLASH;
-    o->n_sched = 1; o->scheduler[0] = SCN_SCHED_CONTINUOUS;
+    o->n_sched = 1; o->scheduler[0] = s->engine.chunked_prefill ? SCN_SCHED_CHUNKED : SCN_SCHED_CONTINUOUS;
     o->n_window = 1; o->sink[0] = o->window[0] = 0;
     default_quant(o);
     const scn_node *m = scn_map_get(root, "options");
@@ -413,6 +438,8 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "tensor_parallel", it_count, &o->n_tp, o) ||
            each_item(c, m, "replicas", it_count, &o->n_replicas, o) ||
            each_item(c, m, "kv_heads", it_count, &o->n_kv_heads, o) ||
+           each_item(c, m, "weight_dtype", it_wformat, &o->n_wformat, o) ||
+           each_item(c, m, "engine", it_engine, &o->n_engine, o) ||
            bind_quant(c, m, o) ? -1 : 0;
 }
 
@@ -450,6 +477,19 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
                 s->quality.allow_kv_dtype[d] = true;
             }
         }
+        l = scn_map_get(m, "allow_weight_dtype");
+        if (l) {
+            int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
+            for (int i = 0; i < n; i++) {
+                const scn_node *v = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
+                scn_wformat f;
+                char ip[280];
+                snprintf(ip, sizeof ip, "quality.allow_weight_dtype[%d]", i);
+                if (v->kind != SCN_NODE_SCALAR || scn_wformat_parse(v->text, &f))
+                    return fail_at(c, v, ip, "expected a weight format: fp8, fp8_block, int8, awq, int4, gptq or fp4");
+                s->quality.allow_weight_quant[f.quant] = true;
+            }
+        }
         if (scn_get_bool(c, m, p, "allow_window", &s->quality.allow_window) ||
             scn_get_bool(c, m, p, "allow_gqa", &s->quality.allow_gqa))
             return -1;
@@ -476,7 +516,7 @@ int scn_bind_scenario(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_get_long(c, root, "", "seed", 0, 0x7fffffffffffffffL, &seed) ||
         scn_bind_model(c, scn_map_get(root, "model"), "model", &s->model) ||
         scn_bind_hardware(c, scn_map_get(root, "hardware"), "hardware", &s->hardware) ||
-        bind_deployment(c, root, s) || bind_workload(c, root, s) || bind_slo(c, root, s) ||
+        bind_engine(c, root, s) || bind_deployment(c, root, s) || bind_workload(c, root, s) || bind_slo(c, root, s) ||
         bind_options(c, root, s) || bind_planning(c, root, s))
         return -1;
     s->seed = (unsigned long long)seed;

@@ -212,9 +212,36 @@ static int resolve_ref(loader *L, scn_node *root, const char *field, const char 
     return scn_map_set(L->c.doc, root, field, m);
 }
 
+/* The engine defaults to vllm; options.engine lists library names (or mappings) to resolve. */
+static int resolve_engines(loader *L, scn_node *root)
+{
+    if (!scn_map_get(root, "engine")) {
+        scn_node *nm = scn_node_new(L->c.doc, SCN_NODE_SCALAR, root->file, root->line, root->col);
+        if (!nm) return -1;
+        nm->text = "vllm";
+        if (scn_map_set(L->c.doc, root, "engine", nm)) return -1;
+    }
+    if (resolve_ref(L, root, "engine", "engines")) return -1;
+    scn_node *opt = scn_map_get(root, "options");
+    scn_node *list = opt && opt->kind == SCN_NODE_MAP ? scn_map_get(opt, "engine") : NULL;
+    if (!list) return 0;
+    /* Each item is resolved as a one-field mapping so resolve_ref can be reused. */
+    int n = list->kind == SCN_NODE_SEQ ? list->n : 1;
+    for (int i = 0; i < n; i++) {
+        scn_node *item = list->kind == SCN_NODE_SEQ ? list->vals[i] : list;
+        scn_node *holder = scn_node_new(L->c.doc, SCN_NODE_MAP, item->file, item->line, item->col);
+        if (!holder || scn_map_set(L->c.doc, holder, "engine", item) || resolve_ref(L, holder, "engine", "engines"))
+            return -1;
+        if (list->kind == SCN_NODE_SEQ) list->vals[i] = scn_map_get(holder, "engine");
+        else if (scn_map_set(L->c.doc, opt, "engine", scn_map_get(holder, "engine"))) return -1;
+    }
+    return 0;
+}
+
 static int resolve_all(loader *L, scn_node *root)
 {
-    return resolve_ref(L, root, "model", "models") || resolve_ref(L, root, "hardware", "hardware");
+    return resolve_ref(L, root, "model", "models") || resolve_ref(L, root, "hardware", "hardware") ||
+           resolve_engines(L, root);
 }
 
 /* Applies one "a.b.c=value" override. */
@@ -242,8 +269,9 @@ static int apply_set(loader *L, scn_node *root, const char *arg)
         if (!next) return scn_map_set(L->c.doc, cur, tok, val);
         scn_node *child = scn_map_get(cur, tok);
         if (child && child->kind == SCN_NODE_SCALAR && cur == root &&
-            (!strcmp(tok, "model") || !strcmp(tok, "hardware"))) {
-            if (resolve_ref(L, root, tok, !strcmp(tok, "model") ? "models" : "hardware")) return -1;
+            (!strcmp(tok, "model") || !strcmp(tok, "hardware") || !strcmp(tok, "engine"))) {
+            if (resolve_ref(L, root, tok, !strcmp(tok, "model") ? "models" : !strcmp(tok, "engine") ? "engines" : "hardware"))
+                return -1;
             child = scn_map_get(cur, tok);
         }
         if (!child) {

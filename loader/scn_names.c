@@ -3,9 +3,10 @@
  * scn.h beside each type, so a new enum value and its name are added together. */
 #include "scn.h"
 
-const char *const SCN_DTYPE_NAMES[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", NULL};
+const char *const SCN_DTYPE_NAMES[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", NULL};
 const char *const SCN_QUANT_GRAN_NAMES[] = {"per_tensor", "per_token_head", "group", NULL};
-const char *const SCN_LINK_NAMES[] = {"none", "nvlink", "pcie", "infinity_fabric", NULL};
+const char *const SCN_LINK_NAMES[] = {"none", "nvlink", "pcie", "infinity_fabric", "infiniband", "roce", NULL};
+const char *const SCN_ARCH_NAMES[] = {"other", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu", NULL};
 const char *const SCN_ROUTER_NAMES[] = {"round_robin", "least_outstanding", "prefix_affinity", NULL};
 const char *const SCN_DIST_NAMES[] = {"fixed", "uniform", "normal", "lognormal", "empirical", NULL};
 const char *const SCN_ARRIVAL_NAMES[] = {"poisson", "gamma", "constant", "trace", "closed", "offline", NULL};

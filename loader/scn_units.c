@@ -127,7 +127,7 @@ int scn_quantity_parse(const char *text, scn_unit_kind kind, double *out, char *
 }
 
 /* ---- dtypes ---- */
-static const double DTYPE_BYTES[SCN_DTYPE_COUNT] = {4, 2, 2, 1, 1, 0.5};
+static const double DTYPE_BYTES[SCN_DTYPE_COUNT] = {4, 2, 2, 1, 1, 0.5, 0.5};
 
 const char *scn_dtype_name(scn_dtype d) { return d < SCN_DTYPE_COUNT ? SCN_DTYPE_NAMES[d] : "?"; }
 double scn_dtype_bytes(scn_dtype d) { return d < SCN_DTYPE_COUNT ? DTYPE_BYTES[d] : 0; }
