@@ -309,12 +309,11 @@ static long requests_for(const pub_row *r)
 
 /* The scenario for a row, as YAML. The library supplies the model, hardware and (when one is
  * bundled) the engine profile; everything else is the benchmark's setting. */
-static void scenario_text(const pub_row *r, scn_dtype wd, bool own_wd, char *buf, size_t n)
+static void scenario_text(const pub_row *r, char *buf, size_t n)
 {
     size_t k = 0;
     k += (size_t)snprintf(buf + k, n - k, "name: published-%s\n", r->id);
-    if (own_wd) k += (size_t)snprintf(buf + k, n - k, "model: %s\n", r->model);
-    else k += (size_t)snprintf(buf + k, n - k, "model: {extends: %s, weight_dtype: %s}\n", r->model, scn_dtype_name(wd));
+    k += (size_t)snprintf(buf + k, n - k, "model: %s\n", r->model);
     k += (size_t)snprintf(buf + k, n - k, "hardware: %s\n", r->gpu);
     if (in_library("engines", r->engine)) k += (size_t)snprintf(buf + k, n - k, "engine: %s\n", r->engine);
     k += (size_t)snprintf(buf + k, n - k, "deployment: {tensor_parallel: %d, replicas: %d}\n", r->tp, r->gpus / r->tp);
@@ -446,8 +445,9 @@ int pub_row_predict(pub_row *r, char *err, size_t n)
         skip(r, PUB_SKIPPED, why);
         return 0;
     }
-    scn_dtype wd, kd;
-    if (dtype_of(r->weight_dtype, &wd)) {
+    scn_wformat wf;
+    scn_dtype kd;
+    if (scn_wformat_parse(r->weight_dtype, &wf)) {
         snprintf(why, sizeof why, "weight format '%s' is not one the library can cost", r->weight_dtype);
         skip(r, PUB_SKIPPED, why);
         return 0;
@@ -462,23 +462,20 @@ int pub_row_predict(pub_row *r, char *err, size_t n)
         skip(r, PUB_SKIPPED, "more than a million offline prompts");
         return 0;
     }
-    /* The model's own weight dtype unless the row differs (bf16 and fp16 cost the same). */
     static scn_scenario s;
     char text[2048];
-    scenario_text(r, wd, true, text, sizeof text);
+    scenario_text(r, text, sizeof text);
     int lr = load_text(text, &s, why, sizeof why, err, n);
     if (lr < 0) return -1;
-    if (lr == 0 && s.model.weight_dtype != wd &&
-        !(scn_dtype_bytes(wd) == 2 && scn_dtype_bytes(s.model.weight_dtype) == 2)) {
-        scenario_text(r, wd, false, text, sizeof text);
-        if ((lr = load_text(text, &s, why, sizeof why, err, n)) < 0) return -1;
-    }
     if (lr) {
         char w2[640];
         snprintf(w2, sizeof w2, "the library cannot express it: %.560s", why);
         skip(r, PUB_SKIPPED, w2);
         return 0;
     }
+    /* The checkpoint as published: a quantised format replaces the model's; a 16-bit one keeps
+     * the model's own (bf16 and fp16 cost the same). */
+    if (wf.quant != SCN_WQ_NONE || scn_dtype_bytes(wf.dtype) != 2) kv_model_set_wformat(&s.model, &wf);
     double v = NAN;
     if (r->mode == PUB_MODE_CAPACITY) {
         sim_choice c = sim_choice_first(&s);
@@ -509,7 +506,9 @@ int pub_row_predict(pub_row *r, char *err, size_t n)
     if (!isfinite(v)) { skip(r, PUB_FAILED, "the run produced no value for this metric"); return 0; }
     r->predicted = v;
     r->error = (v - r->value) / r->value;
-    snprintf(r->why, sizeof r->why, "engine profile: %s", in_library("engines", r->engine) ? r->engine : "none (generic)");
+    if (in_library("engines", r->engine)) snprintf(r->why, sizeof r->why, "engine profile: %s", s.engine.name);
+    else snprintf(r->why, sizeof r->why, "engine '%s' is not in the library: the default profile (%s) was used", r->engine,
+                  s.engine.name[0] ? s.engine.name : "none");
     return 0;
 }
 

@@ -38,7 +38,7 @@ START_TEST(sample_parses)
     pub_table t;
     char err[512];
     ck_assert_msg(pub_table_read(sample_path(), &t, err, sizeof err) == 0, "%s", err);
-    ck_assert_int_eq(t.n, 9);
+    ck_assert_int_eq(t.n, 10);
     pub_row *r = find(&t, "t-offline");
     ck_assert_int_eq(r->line, 9);
     ck_assert_int_eq(r->gpus, 2);
@@ -72,6 +72,16 @@ START_TEST(capacity_row_by_hand)
     double expect = floor(budget / (16 * 2.0 * 32 * 8 * 128 * 2)) * 16;
     ck_assert_msg(r->predicted == expect, "predicted %.17g, by hand %.17g", r->predicted, expect);
     ck_assert(fabs(r->error - (expect / 400000 - 1)) < 1e-12);
+    /* The same with the published AWQ checkpoint: the weight format comes from the row. */
+    pub_row *q = find(&t, "t-awq-capacity");
+    ck_assert_msg(q->status == PUB_PREDICTED, "%s", q->why);
+    scn_wformat awq;
+    ck_assert_int_eq(scn_wformat_parse("awq", &awq), 0);
+    kv_model_set_wformat(&s.model, &awq);
+    c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    double budget_awq = kv_capacity_compute(&s, &c, 16, 0).kv_budget;
+    ck_assert(budget_awq > budget);
+    ck_assert(q->predicted == floor(budget_awq / (16 * 2.0 * 32 * 8 * 128 * 2)) * 16);
     pub_table_free(&t);
 }
 END_TEST
@@ -127,7 +137,7 @@ START_TEST(served_rows_and_skips)
     ck_assert(strstr(find(&t, "t-skip-dataset")->why, "dataset 'sharegpt'"));
     pub_summary sum[PUB_CLASS_COUNT + 1];
     pub_table_summarise(&t, sum);
-    ck_assert_int_eq(sum[PUB_CLASS_COUNT].rows, 6);
+    ck_assert_int_eq(sum[PUB_CLASS_COUNT].rows, 7);
     ck_assert_int_eq(sum[PUB_CLASS_COUNT].skipped, 3);
     ck_assert_int_eq(sum[PUB_CLASS_TPOT].skipped, 2);
     pub_table_free(&t);
