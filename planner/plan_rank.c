@@ -167,6 +167,15 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         const plan_cand *c = &r->c[r->order[i]];
         if (c->status == PLAN_DONE && c->allowed) { r->best = r->order[i]; break; }
     }
+    /* When the seeds cannot tell a candidate with fewer GPUs from the best, recommend it: the
+     * same measured objective for less hardware. */
+    if (r->best < 0) return;
+    const plan_cand *top = &r->c[r->best];
+    for (int i = 0; i < r->n; i++) {
+        const plan_cand *c = &r->c[r->order[i]], *b = &r->c[r->best];
+        if (c->status != PLAN_DONE || !c->allowed || group(c) != group(top) || c->gpus >= b->gpus) continue;
+        if (top->obj.n > 1 && !plan_intervals_separate(c->obj, top->obj)) r->best = r->order[i];
+    }
 }
 
 /* ---- reasons ---- */
@@ -278,8 +287,11 @@ void plan_compare_text(const scn_scenario *s, const plan_cand *a, const plan_can
      * tenth of the value; otherwise a ratio. */
     if (y > 0 && x > 0 && y >= 0.1 * x && x >= 0.1 * y)
         snprintf(rel, sizeof rel, ": %.0f %% %s, %s", fabs(x - y) / y * 100, x > y ? "higher" : "lower", better ? "better" : "worse");
-    else if (y > 0 && x > 0)
-        snprintf(rel, sizeof rel, ": %.1fx %s, %s", x > y ? x / y : y / x, x > y ? "higher" : "lower", better ? "better" : "worse");
+    else if (y > 0 && x > 0) {
+        char ratio[32];
+        fmt_num(x > y ? x / y : y / x, ratio, sizeof ratio);
+        snprintf(rel, sizeof rel, ": %sx %s, %s", ratio, x > y ? "higher" : "lower", better ? "better" : "worse");
+    }
     else
         snprintf(rel, sizeof rel, ": %s", better ? "better" : "worse");
     if (a->obj.n > 1)
