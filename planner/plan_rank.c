@@ -132,6 +132,11 @@ void plan_rank(const scn_scenario *s, plan_result *r)
             for (int k = 0; k < n; k++) { v[k] = capacity_objective(s, c, k); rate[k] = c->seed_rate[k]; tok[k] = c->seed_tok[k]; }
             c->obj = plan_interval_of(v, n);
             c->rate = plan_interval_of(rate, n);
+            /* Each seed's rate is known to the search's resolution: the capacity lies between the
+             * rate found and PLAN_CAPACITY_TOL above it, so the interval's upper end widens by it
+             * (towards zero for cost, which is negated). Identical seeds then still leave an interval. */
+            if (isfinite(c->obj.hi)) c->obj.hi = c->obj.hi >= 0 ? c->obj.hi * (1 + PLAN_CAPACITY_TOL) : c->obj.hi / (1 + PLAN_CAPACITY_TOL);
+            if (isfinite(c->rate.hi)) c->rate.hi *= 1 + PLAN_CAPACITY_TOL;
             plan_interval t = plan_interval_of(tok, n);
             c->tok_per_gpu = t.mean / c->gpus;
             c->usd_per_mtok = c->usd_per_gpu_hour > 0 && t.mean > 0 ? c->usd_per_gpu_hour * c->gpus / 3600.0 / t.mean * 1e6 : NAN;
@@ -423,8 +428,9 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
         dim_value(b, dim, mine, sizeof mine);
         dim_value(alt, dim, theirs, sizeof theirs);
         plan_compare_text(s, b, alt, cmp, sizeof cmp);
-        snprintf(lines[n++], PLAN_LINE, "%.90s instead of %.90s: %.400s%s.", mine, theirs, cmp,
-                 alt->slo_met || misses_everywhere(alt) ? "" : "; the alternative misses the SLO at the offered load");
+        snprintf(lines[n++], PLAN_LINE, "%.90s instead of %.90s: %.400s%s%s.", mine, theirs, cmp,
+                 alt->slo_met || misses_everywhere(alt) ? "" : "; the alternative misses the SLO at the offered load",
+                 alt->allowed ? "" : "; the alternative is not accepted by the scenario's quality settings");
     }
     /* The runner-up and what it gives up. */
     for (int i = 0; i < r->n && n < max; i++) {
