@@ -95,6 +95,16 @@ void plan_set_seeds(plan_result *r, int seeds)
     for (int i = 0; i < r->n; i++) r->c[i].n_seeds = seeds;
 }
 
+void plan_skip_disallowed(plan_result *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        plan_cand *c = &r->c[i];
+        if (c->allowed || c->status != PLAN_PENDING) continue;
+        c->status = PLAN_SKIPPED;
+        snprintf(c->why, sizeof c->why, "changes the model's outputs, which the scenario's quality settings do not accept");
+    }
+}
+
 void plan_set_capacity(plan_result *r, bool on)
 {
     for (int i = 0; i < r->n; i++) r->c[i].search_capacity = on;
