@@ -1,5 +1,6 @@
 /* plan.c: candidates from the option space, and their parallel evaluation. */
 #include "plan.h"
+#include "../db/db.h"
 #include "../model/kv_model.h"
 
 #include <jansson.h>
@@ -20,11 +21,10 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
 {
     const scn_options *o = &s->options;
     const scn_deployment *d = &s->deployment;
-    /* One dimension per option list. An engine dimension joins here (and in differs_only_in of
-     * plan_rank.c) once scenarios carry engine profiles. */
+    /* One dimension per option list (PLAN_DIMS; differs_only_in in plan_rank.c follows this order). */
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
-                  count_or_1(o->n_kv_heads), count_or_1(o->n_hardware)};
+                  count_or_1(o->n_kv_heads), count_or_1(o->n_hardware), count_or_1(o->n_engine)};
     int nd = (int)(sizeof dims / sizeof dims[0]);
     long total = 1;
     for (int i = 0; i < nd; i++) total *= dims[i];
@@ -35,7 +35,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     if (!r->c || !r->order) { plan_result_free(r); return -1; }
     r->best = -1;
     r->seeds = PLAN_SEEDS_DEFAULT;
-    int idx[13] = {0};
+    int idx[PLAN_DIMS] = {0};
     for (long k = 0; k < total; k++) {
         /* Mixed-radix counter over the dimensions, last dimension fastest. */
         long rest = k;
@@ -56,6 +56,8 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         if (c->kv_heads == s->model.kv_heads) c->kv_heads = 0;
         c->hw = o->n_hardware ? idx[12] : -1;
         if (c->hw >= 0) snprintf(c->hw_name, sizeof c->hw_name, "%s", o->hardware[c->hw].name);
+        c->eng = o->n_engine ? idx[13] : -1;
+        if (c->eng >= 0) snprintf(c->eng_name, sizeof c->eng_name, "%s", o->engine[c->eng].name);
         c->n_seeds = r->seeds;
         c->search_capacity = plan_objective_at_capacity(s);
         c->gpus = (double)c->tp * c->replicas;
@@ -148,6 +150,10 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out)
     out->deployment.max_num_batched_tokens = c->max_batched;
     if (c->kv_heads > 0) out->model.kv_heads = c->kv_heads;
     if (c->hw >= 0 && c->hw < s->options.n_hardware) out->hardware = s->options.hardware[c->hw];
+    /* The engine's overheads go into the hardware profile (unless it sets its own): again after a
+     * hardware option replaced the profile, and for an engine option. */
+    bool eng = c->eng >= 0 && c->eng < s->options.n_engine;
+    if (eng || c->hw >= 0) scn_engine_apply(out, eng ? &s->options.engine[c->eng] : &s->engine);
 }
 
 void plan_describe(const plan_cand *c, char *buf, size_t n)
@@ -157,22 +163,16 @@ void plan_describe(const plan_cand *c, char *buf, size_t n)
     int used = snprintf(buf, n, "%s tp=%d x%d seqs=%d budget=%d", base, c->tp, c->replicas, c->max_num_seqs, c->max_batched);
     if (c->kv_heads > 0 && used > 0 && (size_t)used < n) used += snprintf(buf + used, n - (size_t)used, " kv_heads=%d", c->kv_heads);
     /* The hardware is named only when it is an option. */
-    if (c->hw >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " on %s", c->hw_name);
+    if (c->hw >= 0 && used > 0 && (size_t)used < n) used += snprintf(buf + used, n - (size_t)used, " on %s", c->hw_name);
+    if (c->eng >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " engine=%s", c->eng_name);
 }
 
 char *plan_options_json(const plan_cand *c)
 {
-    static const char *const LAYOUT[] = {"contiguous", "paged"}, *const ATTN[] = {"flash", "naive"},
-                             *const SCHED[] = {"static", "continuous", "chunked"};
-    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "kv_layout",
-                          LAYOUT[c->c.layout], "block_size", c->c.layout == SCN_LAYOUT_PAGED ? c->c.block_size : 0,
-                          "prefix_cache", c->c.prefix_cache, "kv_dtype", scn_dtype_name(c->c.kv_dtype), "attention",
-                          ATTN[c->c.attention], "scheduler", SCHED[c->c.scheduler], "sink", c->c.sink, "window",
-                          c->c.window, "tensor_parallel", c->tp, "replicas", c->replicas, "max_num_seqs", c->max_num_seqs,
-                          "max_num_batched_tokens", c->max_batched, "kv_heads", c->kv_heads);
-    char *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(j);
-    return out;
+    /* The one options encoder (db_options_json), so a plan's key equals simulate's for the same choice. */
+    scn_deployment d = {.tensor_parallel = c->tp, .replicas = c->replicas, .max_num_seqs = c->max_num_seqs,
+                        .max_num_batched_tokens = c->max_batched};
+    return db_options_json(&c->c, &d, c->kv_heads);
 }
 
 /* ---- parallel evaluation ---- */

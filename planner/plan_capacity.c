@@ -41,7 +41,7 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
                          double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (s->workload.arrival == SCN_ARRIVAL_TRACE) { out->rate = NAN; return -1; }
+    if (!scn_arrival_has_rate(s->workload.arrival)) { out->rate = NAN; return -1; }
     if (!(hint > 0)) hint = s->workload.rate > 0 ? s->workload.rate : 1;
     if (!(step > 1)) step = 2;
     if (!(tol > 0)) tol = PLAN_CAPACITY_TOL;
@@ -91,7 +91,7 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
 
 double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations)
 {
-    if (s->workload.arrival == SCN_ARRIVAL_TRACE) return NAN;   /* a trace has no rate to scale */
+    if (!scn_arrival_has_rate(s->workload.arrival)) return NAN;   /* a trace, closed loop or offline run has no rate to scale */
     plan_capacity_result x;
     /* Doubling brackets [r, 2r]; `iterations` halvings make it 2^-iterations of r wide. */
     plan_capacity_search(s, c, s->seed, c->replicas, 0, 2, ldexp(1.0, -iterations), NULL, &x);
