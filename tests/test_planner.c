@@ -4,6 +4,7 @@
  * same answer. Scenarios are cut to a few hundred requests so the suite stays quick. */
 #include "tests.h"
 #include "../planner/plan.h"
+#include "../verify/vf.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -632,6 +633,26 @@ START_TEST(deepseek_fp8_is_not_credited_where_kv_is_a_small_share)
 }
 END_TEST
 
+
+START_TEST(validate_headline_is_the_worst_metric)
+{
+    /* Issue 16, finding 5: validate's headline was the mean of |error| over throughput and mean
+     * TPOT (4.4 % there) while TPOT p50 was off by -30.8 % and E2E p50 by -31.3 %. */
+    vf_row rows[] = {{"throughput_req_per_s", 1.02, 1, 0.02}, {"tpot_mean_s", 1.069, 1, 0.069},
+                     {"tpot_p50_s", 0.692, 1, -0.308}, {"e2e_p50_s", 0.687, 1, -0.313}, {"kv_util_peak", NAN, 1, NAN}};
+    ck_assert_double_eq_tol(vf_key_error(rows, 5), (0.02 + 0.069) / 2, 1e-12);
+    ck_assert_int_eq(vf_worst_row(rows, 5), 3);
+    ck_assert_int_eq(vf_worst_row(rows, 0), -1);
+    /* Overloaded: the p99 wait for admission past 5 s (a queue growing with every request). */
+    sim_metrics m;
+    memset(&m, 0, sizeof m);
+    m.q[SIM_Q_QUEUE].p99 = 4.9;
+    ck_assert(!vf_overloaded(&m));
+    m.q[SIM_Q_QUEUE].p99 = 5.1;
+    ck_assert(vf_overloaded(&m));
+}
+END_TEST
+
 START_TEST(seeds_flag_is_checked)
 {
     char args[1200];
@@ -672,6 +693,7 @@ Suite *suite_planner(void)
     tcase_add_test(cf, edge_4090_recommends_paged_at_capacity);
     tcase_add_test(cf, sweep_draws_load_curves);
     tcase_add_test(cf, seeds_flag_is_checked);
+    tcase_add_test(cf, validate_headline_is_the_worst_metric);
     tcase_add_test(cf, deepseek_fp8_is_not_credited_where_kv_is_a_small_share);
     suite_add_tcase(su, cf);
     return su;
