@@ -138,7 +138,16 @@ $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libkvplan.a
 
 $(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags check 2>/dev/null)
 
-check: deps-check $(BIN) $(BUILD)/run_tests
+# Stand-ins for the CUDA plugin, so the plugin machinery is tested without CUDA (tests/test_cuda_plugin.c).
+FAKE_PLUGINS := $(BUILD)/tests/fake-cuda-plugin.so $(BUILD)/tests/fake-cuda-plugin-abi1.so
+$(BUILD)/tests/fake-cuda-plugin.so: tests/plugin/fake_cuda_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -shared -o $@ $<
+$(BUILD)/tests/fake-cuda-plugin-abi1.so: tests/plugin/fake_cuda_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFAKE_ABI=1 -fPIC -shared -o $@ $<
+
+check: deps-check $(BIN) $(BUILD)/run_tests $(FAKE_PLUGINS)
 	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
 	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \
 	  $(BUILD)/run_tests

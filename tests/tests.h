@@ -22,6 +22,7 @@ Suite *suite_cpu_backend(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);
+Suite *suite_cuda_plugin(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */
