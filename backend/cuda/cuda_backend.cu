@@ -210,6 +210,17 @@ static int grow(cuda_ctx *c, int T, int S, int tab)
     return 0;
 }
 
+/* Prefill attention for the chunks after the n_dec decode sequences, by the selected kernel. */
+static int prefill(cuda_ctx *c, int l, int n_dec, int n, int max_blocks, int max_len)
+{
+    const int32_t *tab = c->d_tab + (size_t)n_dec * max_blocks;
+    if (c->ws.prefill_kernel == BE_CUDA_PREFILL_TC && (c->d == 64 || c->d == 128))
+        return be_cuda_attn_prefill_tc(c->O, c->Q, &c->pool, l, tab, max_blocks, c->d_start + n_dec, c->d_len + n_dec,
+                                       c->d_row0 + n_dec, n, max_len, c->H, c->masks[l]);
+    return be_cuda_attn_prefill(c->O, c->Q, &c->pool, l, tab, max_blocks, c->d_start + n_dec, c->d_len + n_dec, c->d_row0 + n_dec,
+                                n, max_len, c->H, c->masks[l]);
+}
+
 /* One engine step. Rows are laid out decode sequences first, then prefill chunks. */
 static int step(cuda_ctx *c, const sim_batch *b, int32_t *next)
 {
@@ -264,9 +275,7 @@ static int step(cuda_ctx *c, const sim_batch *b, int32_t *next)
             return -1;
         if (n_dec && be_cuda_attn_decode(&c->ws, c->O, c->Q, &c->pool, l, c->d_tab, max_blocks, c->d_start, n_dec, H, c->masks[l], 0))
             return -1;
-        if (S > n_dec && be_cuda_attn_prefill(c->O, c->Q, &c->pool, l, c->d_tab + (size_t)n_dec * max_blocks, max_blocks,
-                                          c->d_start + n_dec, c->d_len + n_dec, c->d_row0 + n_dec, S - n_dec, max_len, H, c->masks[l]))
-            return -1;
+        if (S > n_dec && prefill(c, l, n_dec, S - n_dec, max_blocks, max_len)) return -1;
         if (gemm(c, c->X, c->O, w.wo, T, h, H * d, 1) || be_cuda_rmsnorm(c->Hn, c->X, w.norm2, T, h, 1e-5f) ||
             gemm(c, c->GU, c->Hn, w.wgu, T, 2 * c->inter, h, 0) || be_cuda_swiglu(c->A, c->GU, T, c->inter) ||
             gemm(c, c->X, c->A, w.wd, T, h, c->inter, 1))

@@ -20,6 +20,9 @@ extern char be_cuda_last_error[512];
  * the default) or the first, scalar one (attn_decode.cu), kept selectable so a device run can
  * compare them (KVPLAN_CUDA_DECODE=v1|v2). */
 enum { BE_CUDA_DECODE_V2 = 0, BE_CUDA_DECODE_V1 = 1 };
+/* Which prefill-attention kernel the backend runs: fp32 on CUDA cores (attn_prefill.cu, the
+ * default) or tensor cores (attn_prefill_tc.cu, KVPLAN_CUDA_PREFILL=tc; head_dim 64 and 128). */
+enum { BE_CUDA_PREFILL_FP32 = 0, BE_CUDA_PREFILL_TC = 1 };
 
 /* What a backend context owns for its launches instead of process-wide statics: cuBLAS (opened
  * with dlopen when the workspace is made, so loading the plugin costs nothing), its handle, and
@@ -34,10 +37,11 @@ typedef struct be_cuda_ws {
     float *scratch;             /* decode partials */
     size_t scratch_floats;
     int decode_kernel;          /* BE_CUDA_DECODE_* */
+    int prefill_kernel;         /* BE_CUDA_PREFILL_* */
     int num_sms;                /* multiprocessors of the device, to size decode splits */
 } be_cuda_ws;
 
-/* gemm.cu: opens cuBLAS and creates the handle; reads KVPLAN_CUDA_DECODE. */
+/* gemm.cu: opens cuBLAS and creates the handle; reads KVPLAN_CUDA_DECODE and KVPLAN_CUDA_PREFILL. */
 int be_cuda_ws_init(be_cuda_ws *ws);
 void be_cuda_ws_free(be_cuda_ws *ws);
 
@@ -92,6 +96,12 @@ int be_cuda_decode_combine(float *out, const float *acc, const float *ml, int ro
 int be_cuda_attn_prefill(float *out, const float *q, const struct be_cuda_pool *pool, int layer, const int32_t *tables,
                      int max_blocks, const int32_t *start, const int32_t *len, const int32_t *row0, int n, int max_len,
                      int H, be_cuda_mask mask);
+
+/* attn_prefill_tc.cu: the same on tensor cores (bf16 operands, fp32 accumulation), head_dim 64
+ * or 128. */
+int be_cuda_attn_prefill_tc(float *out, const float *q, const struct be_cuda_pool *pool, int layer, const int32_t *tables,
+                            int max_blocks, const int32_t *start, const int32_t *len, const int32_t *row0, int n, int max_len,
+                            int H, be_cuda_mask mask);
 
 /* attn_naive.cu: the same attention, materialising scores in `scratch` ([H x max_len x keys]
  * floats for the longest sequence): what FlashAttention avoids. */

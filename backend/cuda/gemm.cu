@@ -80,6 +80,8 @@ extern "C" int be_cuda_ws_init(be_cuda_ws *ws)
     memset(ws, 0, sizeof *ws);
     const char *dk = getenv("KVPLAN_CUDA_DECODE");
     ws->decode_kernel = dk && !strcmp(dk, "v1") ? BE_CUDA_DECODE_V1 : BE_CUDA_DECODE_V2;
+    const char *pk = getenv("KVPLAN_CUDA_PREFILL");
+    ws->prefill_kernel = pk && !strcmp(pk, "tc") ? BE_CUDA_PREFILL_TC : BE_CUDA_PREFILL_FP32;
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&ws->num_sms, cudaDevAttrMultiProcessorCount, dev));
@@ -117,9 +119,10 @@ extern "C" void be_cuda_ws_free(be_cuda_ws *ws)
     if (ws->blas && ws->destroy) ((destroy_fn)ws->destroy)((cublasHandle_t)ws->blas);
     if (ws->scratch) cudaFree(ws->scratch);
     if (ws->blas_lib) dlclose(ws->blas_lib);
-    int dk = ws->decode_kernel;
+    int dk = ws->decode_kernel, pk = ws->prefill_kernel;
     memset(ws, 0, sizeof *ws);
     ws->decode_kernel = dk;
+    ws->prefill_kernel = pk;
 }
 
 __global__ void to_bf16_kernel(__nv_bfloat16 *out, const float *x, size_t n)

@@ -184,6 +184,8 @@ static int bench(be_cuda_ws *ws, bench_fn report, void *ud)
         double flops = 4.0 * H * d * ((double)T * (T + 1) / 2);
         if (timed(tm, 5, &t, [&] { return be_cuda_attn_prefill(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, T, H, none); })) return -1;
         report(ud, "attn_prefill bf16 (flash)", "4096 tokens, causal", t, flops / t / 1e12, "TFLOP/s", flops / t / gemm);
+        if (timed(tm, 5, &t, [&] { return be_cuda_attn_prefill_tc(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, T, H, none); })) return -1;
+        report(ud, "attn_prefill bf16 (tensor cores)", "4096 tokens, causal", t, flops / t / 1e12, "TFLOP/s", flops / t / gemm);
         if (timed(tm, 3, &t, [&] { return be_cuda_attn_naive(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, H, none, sc, sfl); })) return -1;
         report(ud, "attn_prefill bf16 (naive)", "4096 tokens, scores in memory", t, flops / t / 1e12, "TFLOP/s", flops / t / gemm);
     }
