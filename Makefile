@@ -47,8 +47,9 @@ BENCH_SRC := $(wildcard bench/*.c)
 CU_SRC := $(wildcard backend/cuda/*.cu)
 
 # ---- the CUDA plugin ----
-# The binary looks for the plugin beside itself, in ../lib/kvplan, then in this tree's build/.
-CFLAGS += -DKVPLAN_PLUGINDIR='"$(CURDIR)/build"'
+# The binary looks for the plugin beside itself, in ../lib/kvplan, then in its build folder
+# (build-san/ has none: the sanitized build stays CPU-only).
+CFLAGS += -DKVPLAN_PLUGINDIR='"$(CURDIR)/$(BUILD)"'
 PREFIX ?= /usr/local
 PLUGIN_FILE := libkvplan-cuda.so
 # The plugin carries its own PIC copies of the CPU reference kernels its selftest compares with.
