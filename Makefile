@@ -6,6 +6,7 @@
 #   make bench            benchmarks: figures and ratios, never pass/fail
 #   make setup            install the Debian packages the build needs (scripts/install-deps)
 #   make demo             run the main job on the bundled chat scenario
+#   make validate-published  predict validation/published.tsv uncalibrated; print the errors
 #   make clean            remove every build output
 #
 # CUDA=0 forces a CPU-only build; NVCC=/path picks the compiler. The CUDA backend is a plugin,
@@ -32,13 +33,13 @@ VERSION := 0.1.0
 PKGS := yaml-0.1 libpcre2-8 jansson sqlite3 openblas
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wstrict-prototypes -Wshadow \
-          -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_LIBDIR='"$(CURDIR)/scenarios"' \
+          -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_SRCDIR='"$(CURDIR)"' \
           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lpthread -lm
 LDFLAGS += $(SANFLAGS)
 CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
 
-LIB_SRC := $(wildcard loader/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c planner/*.c)
+LIB_SRC := $(wildcard loader/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c verify/*.c planner/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 MPI ?= 0
 MPICC ?= mpicc
@@ -70,7 +71,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check install-cuda
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-cuda validate-published
 all: deps-check $(BIN) kvplan $(PLUGIN) $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
@@ -148,10 +149,16 @@ $(BUILD)/tests/fake-cuda-plugin-abi1.so: tests/plugin/fake_cuda_plugin.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DFAKE_ABI=1 -fPIC -shared -o $@ $<
 
-check: deps-check $(BIN) $(BUILD)/run_tests $(FAKE_PLUGINS)
+
+# The folder DAG loader -> model -> sim -> {backend, db} -> {verify, planner} -> cli, from every #include.
+layering:
+	@bash tests/layering.sh
+
+check: deps-check layering $(BIN) $(BUILD)/run_tests $(FAKE_PLUGINS)
 	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
+	@# User output (calibrated profiles) goes to a throwaway data directory, never the user's.
 	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \
-	  $(BUILD)/run_tests
+	  XDG_DATA_HOME=$$(mktemp -d /tmp/kvplan-xdg-XXXXXX) $(BUILD)/run_tests
 
 $(BUILD)/run_bench: $(BENCH_OBJ) $(BUILD)/libkvplan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -175,6 +182,13 @@ setup:
 
 demo: all
 	./kvplan plan scenarios/chat.yaml --no-db
+
+# The test set of public measurements (docs/validation.md): predicted with the bundled,
+# uncalibrated library; nothing is fitted to it.
+PUBLISHED ?= validation/published.tsv
+validate-published: deps-check $(BIN)
+	@test -f $(PUBLISHED) || { echo "$(PUBLISHED) is missing (PUBLISHED=FILE picks another table)" >&2; exit 66; }
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate-published $(PUBLISHED)
 
 clean:
 	rm -rf build build-san kvplan tests/out

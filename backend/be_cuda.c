@@ -38,7 +38,7 @@ static int candidates(char out[][PATH_MAX], int max)
     int k = 0;
     const char *env = getenv("KVPLAN_CUDA_PLUGIN");
     if (env && *env) {
-        snprintf(out[k++], PATH_MAX, "%s", env);
+        snprintf(out[k++], PATH_MAX, "%.4000s", env);
         return k;   /* an explicit choice is the only one tried */
     }
     char exe[PATH_MAX];
@@ -48,11 +48,11 @@ static int candidates(char out[][PATH_MAX], int max)
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
-            if (k < max) snprintf(out[k++], PATH_MAX, "%s/%s", exe, BE_CUDA_PLUGIN_FILE);
-            if (k < max) snprintf(out[k++], PATH_MAX, "%s/../lib/kvplan/%s", exe, BE_CUDA_PLUGIN_FILE);
+            if (k < max) snprintf(out[k++], PATH_MAX, "%.4000s/%s", exe, BE_CUDA_PLUGIN_FILE);
+            if (k < max) snprintf(out[k++], PATH_MAX, "%.4000s/../lib/kvplan/%s", exe, BE_CUDA_PLUGIN_FILE);
         }
     }
-    if (KVPLAN_PLUGINDIR[0] && k < max) snprintf(out[k++], PATH_MAX, "%s/%s", KVPLAN_PLUGINDIR, BE_CUDA_PLUGIN_FILE);
+    if (KVPLAN_PLUGINDIR[0] && k < max) snprintf(out[k++], PATH_MAX, "%.4000s/%s", KVPLAN_PLUGINDIR, BE_CUDA_PLUGIN_FILE);
     return k;
 }
 
@@ -67,27 +67,27 @@ static void try_load(void)
     if (!found) {
         size_t used = (size_t)snprintf(loaded.why, sizeof loaded.why, "the CUDA plugin (%s) is not installed; looked in", BE_CUDA_PLUGIN_FILE);
         for (int i = 0; i < k && used < sizeof loaded.why; i++)
-            used += (size_t)snprintf(loaded.why + used, sizeof loaded.why - used, "%s %s", i ? "," : "", paths[i]);
+            used += (size_t)snprintf(loaded.why + used, sizeof loaded.why - used, "%s %.300s", i ? "," : "", paths[i]);
         if (used < sizeof loaded.why)
             snprintf(loaded.why + used, sizeof loaded.why - used, " (build it with nvcc present: make CUDA=1)");
         return;
     }
-    snprintf(loaded.path, sizeof loaded.path, "%s", found);
+    snprintf(loaded.path, sizeof loaded.path, "%.4000s", found);
     /* RTLD_LOCAL: the plugin's symbols stay its own; it exports only the table anyway. */
     void *h = dlopen(found, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(loaded.why, sizeof loaded.why, "the CUDA plugin %s does not load: %s", found, dlerror());
+        snprintf(loaded.why, sizeof loaded.why, "the CUDA plugin %.300s does not load: %.600s", found, dlerror());
         return;
     }
     const be_cuda_plugin *t = dlsym(h, BE_CUDA_PLUGIN_SYMBOL);
     if (!t) {
-        snprintf(loaded.why, sizeof loaded.why, "%s has no %s table: not a kvplan CUDA plugin", found, BE_CUDA_PLUGIN_SYMBOL);
+        snprintf(loaded.why, sizeof loaded.why, "%.300s has no %s table: not a kvplan CUDA plugin", found, BE_CUDA_PLUGIN_SYMBOL);
         dlclose(h);
         return;
     }
     if (t->abi != BE_CUDA_PLUGIN_ABI || t->config_size != sizeof(be_config) || t->batch_size != sizeof(sim_batch_seq)) {
         snprintf(loaded.why, sizeof loaded.why,
-                 "the CUDA plugin %s was built for another kvplan (interface %d, expected %d): rebuild it with this tree (make)",
+                 "the CUDA plugin %.300s was built for another kvplan (interface %d, expected %d): rebuild it with this tree (make)",
                  found, t->abi, BE_CUDA_PLUGIN_ABI);
         dlclose(h);
         return;
@@ -107,7 +107,7 @@ int be_cuda_plugin_describe(char *msg, size_t n)
 {
     const be_cuda_plugin *p = be_cuda_plugin_load(msg, n);
     if (p) {
-        snprintf(msg, n, "plugin %s (%s; loads; devices are probed by `kvplan selftest`)", loaded.path, p->build);
+        snprintf(msg, n, "plugin %.600s (%.100s; loads; devices are probed by `kvplan selftest`)", loaded.path, p->build);
         return 1;
     }
     return loaded.path[0] ? -1 : 0;

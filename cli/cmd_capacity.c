@@ -47,8 +47,8 @@ int cmd_capacity(int argc, char **argv)
     scn_scenario s;
     int rc = cli_load(&c, &s);
     if (rc) return rc;
-    if (s.workload.arrival == SCN_ARRIVAL_TRACE) {
-        fprintf(stderr, "kvplan: %s: capacity scales the arrival rate; a trace has none to scale\n", c.scenario);
+    if (!scn_arrival_has_rate(s.workload.arrival)) {
+        fprintf(stderr, "kvplan: %s: capacity scales the arrival rate; a trace, closed loop or offline run has none to scale\n", c.scenario);
         return CLI_EX_DATA;
     }
     plan_result r;

@@ -8,14 +8,12 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 typedef struct {
     const scn_scenario *s;
@@ -142,26 +140,6 @@ static char *slurp(const char *path)
     return b;
 }
 
-/* The chart libraries: $KVPLAN_ASSETS, else node_modules beside the library's parent folder
- * (the source tree) or beside the executable. */
-static int find_assets(char *dir, size_t n)
-{
-    const char *env = getenv("KVPLAN_ASSETS");
-    char cands[3][PATH_MAX - 64];
-    int nc = 0;
-    if (env && env[0]) snprintf(cands[nc++], sizeof cands[0], "%s", env);
-    snprintf(cands[nc++], sizeof cands[0], "%.3000s/../node_modules", scn_library_dir());
-    char exe[PATH_MAX - 128];
-    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (l > 0) { exe[l] = 0; snprintf(cands[nc++], sizeof cands[0], "%s/node_modules", dirname(exe)); }
-    for (int i = 0; i < nc; i++) {
-        char probe[PATH_MAX];
-        snprintf(probe, sizeof probe, "%.4000s/vega/build/vega.min.js", cands[i]);
-        if (access(probe, R_OK) == 0) { snprintf(dir, n, "%.4000s", cands[i]); return 0; }
-    }
-    return -1;
-}
-
 /* Writes a library as a script element; "</script" inside it is escaped so it cannot end the element. */
 static int script(FILE *f, const char *js)
 {
@@ -270,7 +248,7 @@ int cmd_report(int argc, char **argv)
     int rc = cli_load(&c, &s);
     if (rc) return rc;
     char assets[PATH_MAX];
-    if (html && find_assets(assets, sizeof assets)) {
+    if (html && scn_assets_dir(assets, sizeof assets)) {
         fprintf(stderr, "kvplan: the chart libraries (vega, vega-lite, vega-embed) are not installed: run `make setup` "
                         "(npm ci in the source tree), or set KVPLAN_ASSETS to a node_modules folder\n");
         return CLI_EX_UNAVAILABLE;

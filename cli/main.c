@@ -113,8 +113,10 @@ const cli_command CLI_COMMANDS[] = {
      "and real decode and prefill steps, then fits the profile's efficiencies and overheads by\n"
      "least squares and reports every step's measured and predicted time. The scenario gives the\n"
      "model shape and the hardware profile to refine (default: tiny-cpu.yaml for cpu).\n"
-     "With --from: fits the same coefficients to stored measured runs (e.g. imported from vLLM)\n"
-     "by re-simulating SCENARIO until its mean TTFT and TPOT match theirs.\n"
+     "With --from: fits the same coefficients to stored measured runs (e.g. imported from vLLM,\n"
+     "SGLang, genai-perf/aiperf or MLPerf) by re-simulating SCENARIO, under each run's imported\n"
+     "benchmark setting, until its mean TTFT and TPOT match theirs; with two runs or more, each\n"
+     "run is also predicted by a fit to the others and those held-out residuals are printed.\n"
      "Writes the profile as <library>/hardware/NAME.yaml (default NAME: <profile>.calibrated),\n"
      "or --out FILE, and stores the calibration in the database.\n"},
     {"validate", cmd_validate, "predict and run a scenario; print predicted against measured",
@@ -129,13 +131,27 @@ const cli_command CLI_COMMANDS[] = {
      "usage: kvplan compare RUN_A RUN_B [--db PATH] [--format table|json|csv]\n"
      "\n"
      "Prints every metric of both runs and how B differs from A (B / A - 1).\n"},
-    {"import", cmd_import, "store measurements from vLLM (benchmark JSON or /metrics text)",
+    {"import", cmd_import, "store measurements from vLLM, SGLang, genai-perf/aiperf or MLPerf",
      "usage: kvplan import FILE [--scenario SCENARIO] [--db PATH] [--format table|json|csv]\n"
      "\n"
-     "Reads vLLM's benchmark_serving result JSON (--save-result) or Prometheus text scraped from a\n"
-     "vLLM /metrics endpoint (TTFT, TPOT/ITL and E2E histograms, KV cache usage, prefix cache\n"
-     "hits, preemptions) and stores it as a measured run, linked to SCENARIO when given. A\n"
-     "malformed or truncated file is an error (exit 65) and stores nothing.\n"},
+     "Reads vLLM's benchmark_serving or `vllm bench serve` result JSON (--save-result), Prometheus\n"
+     "text scraped from a vLLM /metrics endpoint, a genai-perf or aiperf profile export JSON, SGLang\n"
+     "bench_serving JSONL (the last record) or an MLPerf mlperf_log_summary.txt (Server, Offline),\n"
+     "recognised by content, and stores it as a measured run, linked to SCENARIO when given. The\n"
+     "benchmark's setting (concurrency, rate or offline, request count, mean prompt and output\n"
+     "lengths) is stored with it and applied to SCENARIO's workload, so the run can be\n"
+     "re-simulated. A malformed or truncated file is an error (exit 65) and stores nothing.\n"},
+    {"validate-published", cmd_validate_published, "predict a table of published measurements; print the errors",
+     "usage: kvplan validate-published FILE [--format table|json|csv]\n"
+     "\n"
+     "Reads a tab-separated table of public measurements (validation/published.tsv; columns in\n"
+     "docs/validation.md), builds a scenario per row from the bundled library (model, hardware,\n"
+     "engine profile when one is bundled), predicts it uncalibrated (simulation for closed,\n"
+     "poisson and offline rows; the cost model for batch and capacity rows) and prints each row's\n"
+     "measured and predicted value and error (predicted / measured - 1), then per metric class the\n"
+     "share within 10 % and 20 % and the median |error|. Rows whose model, hardware, dataset or\n"
+     "dtype the library lacks are listed as skipped with the reason. A malformed row is an error\n"
+     "(file:line:col, exit 65). Nothing is fitted to the table and nothing is stored.\n"},
     {"selftest", cmd_selftest, "check every CUDA kernel against the CPU reference",
      "usage: kvplan selftest [--backend cuda] [--format table|json|csv]\n"
      "\n"
@@ -202,10 +218,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(stdout); return CLI_OK; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        char msg[1400];
+        char msg[1400], lib[4096];
         int cuda = be_cuda_plugin_describe(msg, sizeof msg);   /* dlopen only: CUDA is not started */
-        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION, cuda > 0 ? ", cuda" : "", msg,
-               scn_library_dir());
+        scn_library_dir(lib, sizeof lib);
+        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION, cuda > 0 ? ", cuda" : "", msg, lib);
         return CLI_OK;
     }
     if (!strcmp(cmd, "help")) {

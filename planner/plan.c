@@ -1,8 +1,8 @@
 /* plan.c: candidates from the option space, and their parallel evaluation. */
 #include "plan.h"
+#include "../db/db.h"
 #include "../model/kv_model.h"
 
-#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,17 +106,10 @@ void plan_describe(const plan_cand *c, char *buf, size_t n)
 
 char *plan_options_json(const plan_cand *c)
 {
-    static const char *const LAYOUT[] = {"contiguous", "paged"}, *const ATTN[] = {"flash", "naive"},
-                             *const SCHED[] = {"static", "continuous", "chunked"};
-    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "kv_layout",
-                          LAYOUT[c->c.layout], "block_size", c->c.layout == SCN_LAYOUT_PAGED ? c->c.block_size : 0,
-                          "prefix_cache", c->c.prefix_cache, "kv_dtype", scn_dtype_name(c->c.kv_dtype), "attention",
-                          ATTN[c->c.attention], "scheduler", SCHED[c->c.scheduler], "sink", c->c.sink, "window",
-                          c->c.window, "tensor_parallel", c->tp, "replicas", c->replicas, "max_num_seqs", c->max_num_seqs,
-                          "max_num_batched_tokens", c->max_batched, "kv_heads", c->kv_heads);
-    char *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(j);
-    return out;
+    /* The one options encoder (db_options_json), so a plan's key equals simulate's for the same choice. */
+    scn_deployment d = {.tensor_parallel = c->tp, .replicas = c->replicas, .max_num_seqs = c->max_num_seqs,
+                        .max_num_batched_tokens = c->max_batched};
+    return db_options_json(&c->c, &d, c->kv_heads);
 }
 
 /* ---- parallel evaluation ---- */

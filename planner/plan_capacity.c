@@ -32,7 +32,7 @@ static bool sustains(const scn_scenario *s, const plan_cand *c, double rate, int
 
 double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations)
 {
-    if (s->workload.arrival == SCN_ARRIVAL_TRACE) return NAN;   /* a trace has no rate to scale */
+    if (!scn_arrival_has_rate(s->workload.arrival)) return NAN;   /* a trace, closed loop or offline run has no rate to scale */
     double lo = 0, hi = s->workload.rate > 0 ? s->workload.rate : 1;
     int replicas = c->replicas;
     if (sustains(s, c, hi, replicas)) {

@@ -2,7 +2,7 @@
  * (KVPLAN_CUDA_DECODE=v1) so a device run can compare it with attn_decode_v2.cu. Flash-decoding style. Grid (sequence, KV head, split):
  * each block takes one split of `split` keys for the g query heads sharing its KV head, reads
  * each K and V vector once (dequantising on load), and writes its partial max, sum and weighted
- * V; a second kernel combines the splits. Reference: cpu_attention_paged with n = 1. */
+ * V; a second kernel combines the splits. Reference: be_cpu_attention_paged with n = 1. */
 #include "attn_mask.cuh"
 #include "cuda_common.cuh"
 #include "cuda_kernels.h"

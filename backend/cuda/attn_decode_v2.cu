@@ -1,5 +1,5 @@
 /* attn_decode_v2.cu: paged decode attention designed for the memory roofline (flash-decoding,
- * FlashInfer's paged layout). Reference: cpu_attention_paged with n = 1; v1 (attn_decode.cu)
+ * FlashInfer's paged layout). Reference: be_cpu_attention_paged with n = 1; v1 (attn_decode.cu)
  * computes the same function and stays selectable.
  *
  * Grid (sequence, KV head, split); 128 threads. A key's K (or V) row of D elements is read by a

@@ -1,5 +1,5 @@
 /* attn_prefill_tc.cu: prefill attention on tensor cores, FlashAttention-2 style. Reference:
- * cpu_attention_paged; attn_prefill.cu computes the same function in fp32 on CUDA cores and stays
+ * be_cpu_attention_paged; attn_prefill.cu computes the same function in fp32 on CUDA cores and stays
  * the backend's default until this kernel has passed the selftest on a device
  * (KVPLAN_CUDA_PREFILL=tc selects it).
  *

@@ -408,17 +408,17 @@ struct host_model {
     std::vector<std::vector<float>> wqkv, wo, wgu, wd, n1, n2;
 };
 
-static void bf16_round(std::vector<float> &x) { for (auto &v : x) v = kvf_bf16_to_f32(kvf_f32_to_bf16(v)); }
+static void bf16_round(std::vector<float> &x) { for (auto &v : x) v = be_cpu_bf16_to_f32(be_cpu_f32_to_bf16(v)); }
 
 static void host_gemm(float *out, const float *x, const std::vector<float> &w, int M, int N, int K, int acc)
 {
     std::vector<float> xr(x, x + (size_t)M * K);
     bf16_round(xr);
-    cpu_matmul(out, xr.data(), w.data(), M, N, K, acc);
+    be_cpu_matmul(out, xr.data(), w.data(), M, N, K, acc);
 }
 
 /* The plain-C step in the device's row order (decodes first); returns logits [S x V]. */
-static std::vector<float> host_step(const host_model &m, cpu_kv_pool *pool, const std::vector<be_cuda_mask> &masks,
+static std::vector<float> host_step(const host_model &m, be_cpu_kv_pool *pool, const std::vector<be_cuda_mask> &masks,
                                     const sim_batch *b, const std::vector<int> &order, int V)
 {
     int S = b->n, T = 0;
@@ -439,12 +439,12 @@ static std::vector<float> host_step(const host_model &m, cpu_kv_pool *pool, cons
         last[k] = t - 1;
     }
     for (int l = 0; l < m.L; l++) {
-        cpu_rmsnorm(Hn.data(), X.data(), m.n1[l].data(), T, h, 1e-5f);
+        be_cpu_rmsnorm(Hn.data(), X.data(), m.n1[l].data(), T, h, 1e-5f);
         host_gemm(QKV.data(), Hn.data(), m.wqkv[l], T, m.qkv, h, 0);
         for (int t = 0; t < T; t++) {
             float *row = &QKV[(size_t)t * m.qkv];
-            cpu_rope(row, 1, H, d, &pos[t], 10000.0f);
-            cpu_rope(row + (size_t)H * d, 1, Hkv, d, &pos[t], 10000.0f);
+            be_cpu_rope(row, 1, H, d, &pos[t], 10000.0f);
+            be_cpu_rope(row + (size_t)H * d, 1, Hkv, d, &pos[t], 10000.0f);
             memcpy(&Q[(size_t)t * H * d], row, (size_t)H * d * sizeof(float));
         }
         for (int k = 0, t = 0; k < S; k++) {
@@ -453,25 +453,25 @@ static std::vector<float> host_step(const host_model &m, cpu_kv_pool *pool, cons
                 for (int kh = 0; kh < Hkv; kh++) {
                     const float *row = &QKV[(size_t)t * m.qkv];
                     long p = q->start + j;
-                    cpu_kv_write(pool, q->blocks[p / bs], (int)(p % bs), l, 0, kh, row + (size_t)(H + kh) * d);
-                    cpu_kv_write(pool, q->blocks[p / bs], (int)(p % bs), l, 1, kh, row + (size_t)(H + Hkv + kh) * d);
+                    be_cpu_kv_write(pool, q->blocks[p / bs], (int)(p % bs), l, 0, kh, row + (size_t)(H + kh) * d);
+                    be_cpu_kv_write(pool, q->blocks[p / bs], (int)(p % bs), l, 1, kh, row + (size_t)(H + Hkv + kh) * d);
                 }
         }
-        cpu_attn_mask cm = {masks[l].sink, masks[l].window, masks[l].sliding};
+        be_cpu_attn_mask cm = {masks[l].sink, masks[l].window, masks[l].sliding};
         for (int k = 0; k < S; k++) {
             const sim_batch_seq *q = &b->seqs[order[k]];
-            cpu_attention_paged(&O[(size_t)row0[k] * H * d], &Q[(size_t)row0[k] * H * d], pool, l, q->blocks, q->start, q->new_tokens,
+            be_cpu_attention_paged(&O[(size_t)row0[k] * H * d], &Q[(size_t)row0[k] * H * d], pool, l, q->blocks, q->start, q->new_tokens,
                                 H, &cm);
         }
         host_gemm(X.data(), O.data(), m.wo[l], T, h, H * d, 1);
-        cpu_rmsnorm(Hn.data(), X.data(), m.n2[l].data(), T, h, 1e-5f);
+        be_cpu_rmsnorm(Hn.data(), X.data(), m.n2[l].data(), T, h, 1e-5f);
         host_gemm(GU.data(), Hn.data(), m.wgu[l], T, 2 * m.inter, h, 0);
-        cpu_swiglu(A.data(), GU.data(), T, m.inter);
+        be_cpu_swiglu(A.data(), GU.data(), T, m.inter);
         host_gemm(X.data(), A.data(), m.wd[l], T, h, m.inter, 1);
     }
     std::vector<float> last_rows((size_t)S * h), normed((size_t)S * h), logits((size_t)S * V);
     for (int k = 0; k < S; k++) memcpy(&last_rows[(size_t)k * h], &X[(size_t)last[k] * h], h * sizeof(float));
-    cpu_rmsnorm(normed.data(), last_rows.data(), m.normf.data(), S, h, 1e-5f);
+    be_cpu_rmsnorm(normed.data(), last_rows.data(), m.normf.data(), S, h, 1e-5f);
     host_gemm(logits.data(), normed.data(), m.lm, S, V, h, 0);
     return logits;
 }
@@ -504,10 +504,10 @@ extern "C" int be_cuda_step_check(step_report_fn report, void *ud, int *failures
     cuda_ctx *c = (cuda_ctx *)p;
     int rc = -1;
     long blocks = 16;
-    cpu_kv_pool hp;
+    be_cpu_kv_pool hp;
     memset(&hp, 0, sizeof hp);
     if (alloc_kv(c, blocks, err, sizeof err) != BE_OK) { snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "step check: %s", err); destroy(c); return -1; }
-    if (cpu_kv_pool_init(&hp, cfg.kv_dtype, blocks, cfg.block_size, c->L, c->Hkv, c->d)) { destroy(c); return -1; }
+    if (be_cpu_kv_pool_init(&hp, cfg.kv_dtype, blocks, cfg.block_size, c->L, c->Hkv, c->d)) { destroy(c); return -1; }
     hp.fp8_scale = c->pool.fp8_scale;
     host_model hm;
     hm.L = c->L; hm.h = c->h; hm.H = c->H; hm.Hkv = c->Hkv; hm.d = c->d; hm.inter = c->inter; hm.V = c->V; hm.qkv = c->qkv;
@@ -558,7 +558,7 @@ extern "C" int be_cuda_step_check(step_report_fn report, void *ud, int *failures
     }
     rc = 0;
 out:
-    cpu_kv_pool_free(&hp);
+    be_cpu_kv_pool_free(&hp);
     destroy(c);
     return rc;
 }

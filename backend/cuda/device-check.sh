@@ -98,12 +98,14 @@ fi
 say "cuBLAS: ${cublas:-not found (the device stages will say so)}"
 
 say "2. the binary and the plugin"
-if [ -x .devlibs/kvplan ]; then
+if [ -n "${KVPLAN_BIN:-}" ]; then
+  KV="$KVPLAN_BIN"          # a chosen binary (the dry-run test's)
+elif [ -x .devlibs/kvplan ]; then
   export LD_LIBRARY_PATH="$root/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export KVPLAN_CUDA_PLUGIN="$root/.devlibs/libkvplan-cuda.so"
   KV="$root/.devlibs/kvplan"
 else
-  KV="${KVPLAN_BIN:-$root/kvplan}"
+  KV="$root/kvplan"
 fi
 { echo "== ldd $KV"; ldd "$KV" 2>&1; echo; echo "== ldd ${KVPLAN_CUDA_PLUGIN:-$root/build/libkvplan-cuda.so}";
   ldd "${KVPLAN_CUDA_PLUGIN:-$root/build/libkvplan-cuda.so}" 2>&1; } >"$W/ldd.txt"

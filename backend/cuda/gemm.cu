@@ -1,6 +1,6 @@
 /* gemm.cu: GEMMs through cuBLAS in bf16 with fp32 accumulation: out[M x N] (fp32) =
  * x[M x K] (fp32, rounded to bf16) * w[K x N] (bf16). Row-major through column-major cuBLAS:
- * C^T = W^T X^T. Reference: cpu_matmul on bf16-rounded operands.
+ * C^T = W^T X^T. Reference: be_cpu_matmul on bf16-rounded operands.
  *
  * cuBLAS is opened here with dlopen when a backend context is made, not linked: libcublasLt alone
  * is over 500 MB, and linking it cost every kvplan command about 200 MiB and up to seconds of

@@ -163,14 +163,14 @@ static int check_rmsnorm_swiglu(tester *t, int T, int h)
     char shape[64];
     snprintf(shape, sizeof shape, "T=%d h=%d", T, h);
     auto x = rvec(t, (size_t)T * h, 3.0f), w = rvec(t, h), ref = std::vector<float>((size_t)T * h);
-    cpu_rmsnorm(ref.data(), x.data(), w.data(), T, h, 1e-5f);
+    be_cpu_rmsnorm(ref.data(), x.data(), w.data(), T, h, 1e-5f);
     float *dx = sc.up(x), *dw = sc.up(w), *dout = sc.poisoned((size_t)T * h);
     NEED(dx && dw && dout);
     RUN("rmsnorm", shape, be_cuda_rmsnorm(dout, dx, dw, T, h, 1e-5f));
     verdict(t, "rmsnorm", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 1e-5);
     auto gu = rvec(t, (size_t)T * 2 * h, 4.0f);
     std::vector<float> sref((size_t)T * h);
-    cpu_swiglu(sref.data(), gu.data(), T, h);
+    be_cpu_swiglu(sref.data(), gu.data(), T, h);
     float *dgu = sc.up(gu), *dsw = sc.poisoned((size_t)T * h);
     NEED(dgu && dsw);
     RUN("swiglu", shape, be_cuda_swiglu(dsw, dgu, T, h));
@@ -189,7 +189,7 @@ static int check_rope(tester *t, int heads, int d)
     std::vector<int32_t> pos(T);
     for (int i = 0; i < T; i++) pos[i] = (int32_t)(frand(t) * 60000 + 60000);
     pos[0] = 0;
-    for (int i = 0; i < T; i++) cpu_rope(ref.data() + (size_t)i * stride, 1, heads, d, &pos[i], 10000.0f);
+    for (int i = 0; i < T; i++) be_cpu_rope(ref.data() + (size_t)i * stride, 1, heads, d, &pos[i], 10000.0f);
     float *dx = sc.up(x);
     int32_t *dp = sc.up(pos);
     NEED(dx && dp);
@@ -219,7 +219,7 @@ static int check_gather(tester *t, int T, int h, int V)
     return 0;
 }
 
-/* Argmax per row, with planted ties (the lowest index wins, as cpu_argmax) and a max at the
+/* Argmax per row, with planted ties (the lowest index wins, as be_cpu_argmax) and a max at the
  * row's last element; the error is the share of rows that disagree. */
 static int check_argmax(tester *t, int rows, int n)
 {
@@ -240,7 +240,7 @@ static int check_argmax(tester *t, int rows, int n)
     std::vector<int32_t> got(rows);
     cudaMemcpy(got.data(), dout, rows * sizeof(int32_t), cudaMemcpyDeviceToHost);
     int wrong = 0;
-    for (int r = 0; r < rows; r++) wrong += got[r] != cpu_argmax(&x[(size_t)r * n], n);
+    for (int r = 0; r < rows; r++) wrong += got[r] != be_cpu_argmax(&x[(size_t)r * n], n);
     verdict(t, "argmax", shape, (double)wrong / rows, 0);
     return 0;
 }
@@ -253,9 +253,9 @@ static int check_gemm(tester *t, int M, int N, int K)
     std::vector<__nv_bfloat16> wb(w.size());
     for (size_t i = 0; i < w.size(); i++) { wb[i] = __float2bfloat16_rn(w[i]); w[i] = __bfloat162float(wb[i]); }
     auto xr = x;
-    for (auto &v : xr) v = kvf_bf16_to_f32(kvf_f32_to_bf16(v));
+    for (auto &v : xr) v = be_cpu_bf16_to_f32(be_cpu_f32_to_bf16(v));
     std::vector<float> ref((size_t)M * N);
-    cpu_matmul(ref.data(), xr.data(), w.data(), M, N, K, 0);
+    be_cpu_matmul(ref.data(), xr.data(), w.data(), M, N, K, 0);
     float *dx = sc.up(x), *dout = sc.poisoned((size_t)M * N);
     __nv_bfloat16 *dw = sc.up(wb);
     void *scratch = sc.raw((size_t)M * K * 2);
@@ -269,16 +269,16 @@ static int check_gemm(tester *t, int M, int N, int K)
 
 /* A pool filled on the host by the reference writer, uploaded byte for byte (same layout). */
 struct pool_pair {
-    cpu_kv_pool cpu;
+    be_cpu_kv_pool cpu;
     be_cuda_pool dev;
     pool_pair() { memset(&cpu, 0, sizeof cpu); memset(&dev, 0, sizeof dev); }
-    ~pool_pair() { cpu_kv_pool_free(&cpu); cudaFree(dev.data); cudaFree(dev.scales); }
+    ~pool_pair() { be_cpu_kv_pool_free(&cpu); cudaFree(dev.data); cudaFree(dev.scales); }
     size_t scale_bytes() const { return cpu.scales ? (size_t)cpu.blocks * cpu.layers * 2 * cpu.block_size * cpu.kv_heads * sizeof(float) : 0; }
 };
 
 static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs, int layers, int Hkv, int d, float amp)
 {
-    if (cpu_kv_pool_init(&pp->cpu, dt, blocks, bs, layers, Hkv, d)) {
+    if (be_cpu_kv_pool_init(&pp->cpu, dt, blocks, bs, layers, Hkv, d)) {
         snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "host pool of %ld blocks", blocks);
         return -1;
     }
@@ -289,10 +289,10 @@ static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs
                 for (int kv = 0; kv < 2; kv++)
                     for (int h = 0; h < Hkv; h++) {
                         for (auto &x : v) x = frand(t) * amp;
-                        cpu_kv_write(&pp->cpu, b, s, l, kv, h, v.data());
+                        be_cpu_kv_write(&pp->cpu, b, s, l, kv, h, v.data());
                     }
     pp->dev = be_cuda_pool{(int)dt, bs, layers, Hkv, d, NULL, NULL, pp->cpu.fp8_scale};
-    size_t bytes = cpu_kv_pool_bytes(&pp->cpu), sbytes = pp->scale_bytes();
+    size_t bytes = be_cpu_kv_pool_bytes(&pp->cpu), sbytes = pp->scale_bytes();
     CUDA_CHECK(cudaMalloc(&pp->dev.data, bytes - sbytes));
     CUDA_CHECK(cudaMemcpy(pp->dev.data, pp->cpu.data, bytes - sbytes, cudaMemcpyHostToDevice));
     if (sbytes) {
@@ -332,19 +332,19 @@ static int check_kv_write(tester *t, scn_dtype dt, int Hkv, int d)
     T = used;
     for (int i = 0; i < T; i++)
         for (int h = 0; h < Hkv; h++) {
-            cpu_kv_write(&pp.cpu, b2[i], s2[i], layer, 0, h, r2.data() + (size_t)i * stride + (H + h) * d);
-            cpu_kv_write(&pp.cpu, b2[i], s2[i], layer, 1, h, r2.data() + (size_t)i * stride + (H + Hkv + h) * d);
+            be_cpu_kv_write(&pp.cpu, b2[i], s2[i], layer, 0, h, r2.data() + (size_t)i * stride + (H + h) * d);
+            be_cpu_kv_write(&pp.cpu, b2[i], s2[i], layer, 1, h, r2.data() + (size_t)i * stride + (H + Hkv + h) * d);
         }
     float *drows = sc.up(r2);
     int32_t *db = sc.up(b2), *ds = sc.up(s2);
     NEED(drows && db && ds);
     RUN("kv_write", shape, be_cuda_kv_write(&pp.dev, layer, drows + (size_t)H * d, drows + (size_t)(H + Hkv) * d, stride, db, ds, T));
-    size_t bytes = cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.scale_bytes();
+    size_t bytes = be_cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.scale_bytes();
     std::vector<uint8_t> data(bytes - sbytes);
     std::vector<float> scales(sbytes / sizeof(float));
     cudaMemcpy(data.data(), pp.dev.data, data.size(), cudaMemcpyDeviceToHost);
     if (sbytes) cudaMemcpy(scales.data(), pp.dev.scales, sbytes, cudaMemcpyDeviceToHost);
-    cpu_kv_pool back = pp.cpu;
+    be_cpu_kv_pool back = pp.cpu;
     back.data = data.data();
     back.scales = sbytes ? scales.data() : NULL;
     std::vector<float> a(d), b(d);
@@ -358,8 +358,8 @@ static int check_kv_write(tester *t, scn_dtype dt, int Hkv, int d)
                     for (int h = 0; h < Hkv; h++) {
                         bool target = l == layer && hit[(size_t)bl * bs + s];
                         if (target) {
-                            cpu_kv_read(&pp.cpu, bl, s, l, kv, h, a.data());
-                            cpu_kv_read(&back, bl, s, l, kv, h, b.data());
+                            be_cpu_kv_read(&pp.cpu, bl, s, l, kv, h, a.data());
+                            be_cpu_kv_read(&back, bl, s, l, kv, h, b.data());
                             worst = std::max(worst, rel_l2(b.data(), a.data(), d));
                         } else {
                             size_t vec = ((((size_t)bl * 2 + l) * 2 + kv) * bs + s) * Hkv + h;
@@ -381,7 +381,7 @@ typedef int (*decode_fn)(be_cuda_ws *, float *, const float *, const be_cuda_poo
 struct attn_case {
     scn_dtype dt;
     int bs, H, Hkv, d;
-    cpu_attn_mask mask;
+    be_cpu_attn_mask mask;
     float qamp, kvamp;      /* input spreads: large ones make large scores */
     const char *note;
 };
@@ -406,7 +406,7 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
     auto q = rvec(t, (size_t)n * H * d, c.qamp);
     std::vector<float> ref((size_t)n * H * d);
     for (int i = 0; i < n; i++)
-        cpu_attention_paged(ref.data() + (size_t)i * H * d, q.data() + (size_t)i * H * d, &pp.cpu, layer,
+        be_cpu_attention_paged(ref.data() + (size_t)i * H * d, q.data() + (size_t)i * H * d, &pp.cpu, layer,
                             tab.data() + (size_t)i * max_blocks, ctx[i], 1, H, &c.mask);
     float *dq = sc.up(q), *dout = sc.poisoned((size_t)n * H * d);
     int32_t *dtab = sc.up(tab), *dst = sc.up(start);
@@ -435,7 +435,7 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
     auto pq = rvec(t, (size_t)rows * H * d, c.qamp);
     std::vector<float> pref((size_t)rows * H * d);
     for (int i = 0; i < n; i++)
-        cpu_attention_paged(pref.data() + (size_t)prow[i] * H * d, pq.data() + (size_t)prow[i] * H * d, &pp.cpu, layer,
+        be_cpu_attention_paged(pref.data() + (size_t)prow[i] * H * d, pq.data() + (size_t)prow[i] * H * d, &pp.cpu, layer,
                             tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &c.mask);
     float *dpq = sc.up(pq), *dpo = sc.poisoned((size_t)rows * H * d);
     int32_t *dps = sc.up(pst), *dpl = sc.up(plen), *dpr = sc.up(prow);
@@ -470,7 +470,7 @@ static int run_all(tester *t)
     scn_dtype dts[] = {SCN_DTYPE_FP32, SCN_DTYPE_FP16, SCN_DTYPE_BF16, SCN_DTYPE_FP8, SCN_DTYPE_INT8};
     for (scn_dtype dt : dts) if (check_kv_write(t, dt, 8, 128) || check_kv_write(t, dt, 2, 64)) return -1;
     /* Every dtype x block size x mask at Llama-3-8B's head shape. */
-    cpu_attn_mask masks[] = {{0, 0, 0}, {4, 500, 0}, {0, 0, 300}};
+    be_cpu_attn_mask masks[] = {{0, 0, 0}, {4, 500, 0}, {0, 0, 300}};
     std::vector<int> ctx = {0, 37, 300, 1025, 2000};
     for (scn_dtype dt : dts)
         for (int bs : {8, 16, 32})
