@@ -11,29 +11,45 @@
 
 const cli_command CLI_COMMANDS[] = {
     {"plan", cmd_plan, "which KV-cache optimisations and deployment to choose, and why",
-     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--shard I/N] [--fresh] [--no-rules] [--seed N]\n"
+     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--seeds N] [--shard I/N] [--fresh] [--no-rules] [--seed N]\n"
      "                            [--db PATH | --no-db] [--set PATH=VALUE]... [--format table|json|csv]\n"
      "\n"
      "Simulates every combination of the scenario's options (KV layout and block size, prefix cache,\n"
      "KV dtype, attention, window, scheduler, max_num_seqs, step budget, tensor parallelism,\n"
-     "replicas, KV-head what-ifs) on all cores, ranks them by the scenario's objective under its\n"
-     "SLO, marks the Pareto front of throughput per GPU against p99 latency, recommends one and\n"
+     "replicas, KV-head what-ifs, hardware) on all cores over several seeds, ranks them by the\n"
+     "scenario's objective under its SLO (throughput, goodput and cost at each candidate's highest\n"
+     "rate within the SLO; p99 latency at the offered load), with a 95 % interval per candidate,\n"
+     "marks the Pareto front of throughput per GPU against p99 latency, recommends one and\n"
      "explains why in terms of the cost model, and tests rules of thumb on this scenario.\n"
      "Options that change the model's outputs are recommended only where `quality:` accepts them.\n"
      "\n"
      "  --jobs N     parallel simulations (default: all cores)\n"
      "  --top K      show the best K candidates\n"
+     "  --seeds N    seeds per candidate (default 3); an option is credited only when the\n"
+     "               candidates' 95 % intervals separate\n"
      "  --shard I/N  evaluate only candidates I, I+N, ... into --db (merge shards with kvplan merge)\n"
      "  --fresh      simulate every candidate even if the database holds its run\n"
      "  --no-rules   skip the rules of thumb (they simulate extra variants)\n"},
     {"capacity", cmd_capacity, "max rate within the SLO, GPUs for a target rate, longest context",
      "usage: kvplan capacity SCENARIO [--target-rate R] [--concurrency N] [--top K] [--max-replicas N]\n"
-     "                                [--jobs N] [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "                                [--seeds N] [--curve] [--jobs N] [--set PATH=VALUE]...\n"
+     "                                [--format table|json|csv]\n"
      "\n"
-     "Ranks the scenario's candidates like `plan`, then for the best K (default 3): the highest\n"
-     "arrival rate each sustains within the SLO; with --target-rate (e.g. 50/s) the fewest GPUs\n"
-     "(tensor parallel x replicas) that serve it; and the longest context per request that fits\n"
-     "when --concurrency requests (default 64) share the cache.\n"},
+     "Ranks the scenario's candidates by their highest arrival rate within the SLO (mean and 95 %\n"
+     "interval over --seeds, default 3), then for the best K (default 3) and the best on each\n"
+     "hardware profile: that rate, $ per million output tokens at it (with a price), with\n"
+     "--target-rate (e.g. 50/s) the fewest GPUs (tensor parallel x replicas) that serve it, and\n"
+     "the longest context per request (at most max_model_len) that fits when --concurrency\n"
+     "requests (default 64) share the cache. --curve draws load curves instead (kvplan sweep).\n"},
+    {"sweep", cmd_sweep, "latency and goodput against offered rate (load curves)",
+     "usage: kvplan sweep SCENARIO [--top K] [--points N] [--max-rate R] [--seeds N] [--jobs N]\n"
+     "                             [--seed N] [--db PATH | --no-db] [--set PATH=VALUE]...\n"
+     "                             [--format table|json|csv]\n"
+     "\n"
+     "Ranks the candidates at capacity (over --seeds, default 1), then simulates the best K\n"
+     "(default 3) at --points rates (default 8) evenly spaced up to --max-rate (default 1.5x the\n"
+     "highest capacity found): TTFT and TPOT percentiles, E2E p99, goodput and output tokens/s at\n"
+     "each rate. The points are stored so `kvplan report` draws them with the SLO lines.\n"},
     {"merge", cmd_merge, "combine databases (plan shards, runs from several machines)",
      "usage: kvplan merge OUT.db IN.db [IN.db]... [--format table|json|csv]\n"
      "\n"
@@ -92,7 +108,7 @@ const cli_command CLI_COMMANDS[] = {
      "  --requests-out FILE   one CSV row per request (also stored in the database)\n"
      "  --timeseries-out FILE KV use, queue and batch sampled every --sample-interval (default 1 s)\n"
      "  --blocks N            simulate with N KV blocks per replica instead of the cost model's count\n"
-     "  --db PATH             database (default $KVPLAN_DB, else ./kvplan.db); --no-db skips it\n"
+     "  --db PATH             database (default $KVPLAN_DB, else ~/.local/share/kvplan/kvplan.db); --no-db skips it\n"
      "  --format F            table (default), json or csv (the latency table)\n"},
     {"run", cmd_run, "run the scenario for real on a backend; store the measured run",
      "usage: kvplan run SCENARIO [--backend cpu|cuda] [--seed N] [--requests-out FILE.csv]\n"
@@ -173,8 +189,8 @@ const cli_command CLI_COMMANDS[] = {
      "usage: kvplan show RUN [--db PATH] [--format table|json|csv]\n"
      "\n"
      "Prints every metric stored for run RUN (an id from `kvplan runs`) and how it was made.\n"},
-    {"list", cmd_list, "list the bundled models, hardware profiles and scenarios",
-     "usage: kvplan list [models|hardware|scenarios] [--format table|json|csv]\n"
+    {"list", cmd_list, "list the bundled models, hardware profiles, engines and scenarios",
+     "usage: kvplan list [models|hardware|engines|scenarios] [--format table|json|csv]\n"
      "\n"
      "Lists the library entries a scenario can name (from $KVPLAN_LIBRARY or the bundled\n"
      "scenarios/ folder), with their source files.\n"},
@@ -218,11 +234,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(stdout); return CLI_OK; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        char msg[256], lib[4096];
-        int n = be_cuda_device_count(msg, sizeof msg);
+        char msg[1400], lib[4096];
+        int cuda = be_cuda_plugin_describe(msg, sizeof msg);   /* dlopen only: CUDA is not started */
         scn_library_dir(lib, sizeof lib);
-        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION,
-               be_cuda_built() ? ", cuda" : "", n > 0 ? msg : msg, lib);
+        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION, cuda > 0 ? ", cuda" : "", msg, lib);
         return CLI_OK;
     }
     if (!strcmp(cmd, "help")) {

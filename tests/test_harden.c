@@ -137,7 +137,7 @@ START_TEST(huge_memory_is_refused_or_saturates)
     snprintf(a, sizeof a, "memory %s --set 'hardware.memory=1e290 TiB' --format csv", chat());
     expect_rc(a, 0, NULL);
     ck_assert_msg(!strstr(out, ",-"), "a negative count: %s", out);
-    ck_assert_msg(strstr(out, ",9.2e+18,"), "no saturated count: %s", out);
+    ck_assert_msg(strstr(out, ",9e+15,"), "no saturated count: %s", out);
 }
 END_TEST
 
