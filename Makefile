@@ -217,7 +217,7 @@ fuzz-seeds:
 	@for t in $(FUZZ_TARGETS); do mkdir -p build-fuzz/seeds/$$t build-fuzz/corpus/$$t; \
 	  cp tests/fuzz/seeds/$$t/* build-fuzz/seeds/$$t/ 2>/dev/null || true; done
 	@for f in scenarios/*.yaml scenarios/*/*.yaml; do cp $$f build-fuzz/seeds/scenario/$$(echo $$f | tr / _); done
-	@cp tests/data/* build-fuzz/seeds/import/
+	@find tests/data -maxdepth 1 -type f -exec cp {} build-fuzz/seeds/import/ \;
 	@echo "fuzz: targets in build-fuzz/ (fuzz_scenario, fuzz_units, fuzz_import, fuzz_trace); seeds in build-fuzz/seeds/"
 
 # Each target for FUZZ_SECONDS from its seeds; a crash, a leak, a UBSan report, a 30 s input
