@@ -78,6 +78,15 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A seed that differs between processes started together: the pid and the clock's nanoseconds
+ * (each taken modulo 2^32, so no conversion can overflow). */
+static unsigned jitter_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned)getpid() * 2654435761u ^ (unsigned)(ts.tv_nsec % 1000000000L);
+}
+
 /* Sleeps before retry number `attempt` (0-based): 20 ms doubling to 2 s, with jitter so that
  * writers that collided do not collide again in step. */
 static void backoff(int attempt, unsigned *seed)
@@ -367,7 +376,7 @@ static db *open_retrying(db *(*once)(const char *, db_status *, char *, size_t),
                          char *err, size_t n)
 {
     double deadline = now_s() + (double)env_long("KVPLAN_DB_LOCK_WAIT_S", 600, 1, 86400);
-    unsigned seed = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+    unsigned seed = jitter_seed();
     for (int attempt = 0;; attempt++) {
         db *d = once(path, status, err, n);
         if (d || *status != DB_E_BUSY || now_s() > deadline) return d;
@@ -548,7 +557,7 @@ db_status db_run_insert(db *d, const db_run_rec *r, long *run_id, char *err, siz
     } else {
         /* A run is never lost to a lock: retry the short commit with backoff until the deadline. */
         double deadline = now_s() + (double)env_long("KVPLAN_DB_LOCK_WAIT_S", 600, 1, 86400);
-        unsigned seed = (unsigned)getpid() ^ (unsigned)(now_s() * 1e6);
+        unsigned seed = jitter_seed();
         for (int attempt = 0; commit_run(d, r, json, hash, run_id); attempt++) {
             st = status_of(d->rc);
             if (st != DB_E_BUSY || now_s() > deadline) break;
