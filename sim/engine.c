@@ -276,7 +276,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     sim_engine e;
     memset(&e, 0, sizeof e);
     e.s = s; e.c = *c; e.ex = ex; e.o = o; e.err = err; e.nerr = n;
-    e.sched = (sim_sched){.s = s, .c = *c, .acc = &e.acc, .err = err, .nerr = n};
+    e.sched = (sim_sched){.s = s, .c = *c, .acc = &e.acc, .err = err, .nerr = n, .seed = o->seed};
     e.arrival_ev.idx = e.sample_ev.idx = -1;
     e.sample_ev.kind = EV_SAMPLE;
     sim_heap_init(&e.heap);

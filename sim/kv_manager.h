@@ -53,6 +53,9 @@ int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens);
 void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed);
 /* Tokens whose KV the sequence holds, given `computed` positions (window applied). */
 int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed);
+/* Speculative decoding's rollback: frees the blocks wholly past position `upto` (the KV of
+ * rejected draft tokens). Contiguous reservations are for the sequence's lifetime: no change. */
+void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto);
 /* Drops every reference the sequence holds and frees its table. */
 void sim_kv_release(sim_kv *kv, sim_kv_seq *q);
 

@@ -19,6 +19,7 @@ typedef struct {
     char *err;
     size_t nerr;
     int internal;            /* the last failure was the machine's (out of memory), not the input's */
+    unsigned long long seed; /* the run's seed: speculative acceptance draws (sim/spec.c) */
 } sim_sched;
 
 typedef struct {
