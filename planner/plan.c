@@ -2,6 +2,7 @@
 #include "plan.h"
 #include "../db/db.h"
 #include "../model/kv_model.h"
+#include "../model/kv_spec.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -25,7 +26,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
      * plan_rank.c) once scenarios carry engine profiles. */
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
-                  count_or_1(o->n_kv_heads), count_or_1(o->n_hardware)};
+                  count_or_1(o->n_kv_heads), count_or_1(o->n_hardware), count_or_1(o->n_spec)};
     int nd = (int)(sizeof dims / sizeof dims[0]);
     long total = 1;
     for (int i = 0; i < nd; i++) total *= dims[i];
@@ -36,7 +37,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     if (!r->c || !r->order) { plan_result_free(r); return -1; }
     r->best = -1;
     r->seeds = PLAN_SEEDS_DEFAULT;
-    int idx[13] = {0};
+    int idx[14] = {0};
     for (long k = 0; k < total; k++) {
         /* Mixed-radix counter over the dimensions, last dimension fastest. */
         long rest = k;
@@ -56,6 +57,12 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         c->kv_heads = o->n_kv_heads ? o->kv_heads[idx[11]] : 0;
         if (c->kv_heads == s->model.kv_heads) c->kv_heads = 0;
         c->hw = o->n_hardware ? idx[12] : -1;
+        c->c.spec = o->n_spec ? idx[13] : 0;
+        const scn_spec *sp = kv_spec_get(s, c->c.spec);
+        if (sp && sp->method == SCN_SPEC_DRAFT)
+            snprintf(c->spec_name, sizeof c->spec_name, "draft(%.24s) k=%d a=%.2f", sp->draft.name, sp->k, sp->accept[0]);
+        else if (sp)
+            snprintf(c->spec_name, sizeof c->spec_name, "%s k=%d a=%.2f", SCN_SPEC_NAMES[sp->method], sp->k, sp->accept[0]);
         if (c->hw >= 0) snprintf(c->hw_name, sizeof c->hw_name, "%s", o->hardware[c->hw].name);
         c->n_seeds = r->seeds;
         c->search_capacity = plan_objective_at_capacity(s);
@@ -147,6 +154,7 @@ void plan_describe(const plan_cand *c, char *buf, size_t n)
     sim_choice_describe(&c->c, base, sizeof base);
     int used = snprintf(buf, n, "%s tp=%d x%d seqs=%d budget=%d", base, c->tp, c->replicas, c->max_num_seqs, c->max_batched);
     if (c->kv_heads > 0 && used > 0 && (size_t)used < n) used += snprintf(buf + used, n - (size_t)used, " kv_heads=%d", c->kv_heads);
+    if (c->spec_name[0] && used > 0 && (size_t)used < n) used += snprintf(buf + used, n - (size_t)used, " spec=%s", c->spec_name);
     /* The hardware is named only when it is an option. */
     if (c->hw >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " on %s", c->hw_name);
 }

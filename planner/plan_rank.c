@@ -167,6 +167,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         const plan_cand *c = &r->c[r->order[i]];
         if (c->status == PLAN_DONE && c->allowed) { r->best = r->order[i]; break; }
     }
+    plan_spec_gate(s, r);
 }
 
 /* ---- reasons ---- */
@@ -296,7 +297,7 @@ static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim)
         a->c.prefix_cache == b->c.prefix_cache, a->c.kv_dtype == b->c.kv_dtype, a->c.attention == b->c.attention,
         a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
         a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
-        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw};
+        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->c.spec == b->c.spec};
     if (same[dim]) return 0;
     for (int i = 0; i < PLAN_DIMS; i++) if (i != dim && !same[i]) return 0;
     return 1;
@@ -318,7 +319,8 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 9: snprintf(buf, n, "tensor parallel %d", c->tp); break;
     case 10: snprintf(buf, n, "%d replica%s", c->replicas, c->replicas > 1 ? "s" : ""); break;
     case 11: if (c->kv_heads) snprintf(buf, n, "%d KV heads", c->kv_heads); else snprintf(buf, n, "the model's own KV heads"); break;
-    default: snprintf(buf, n, "%s", c->hw_name); break;
+    case 12: snprintf(buf, n, "%s", c->hw_name); break;
+    default: if (c->spec_name[0]) snprintf(buf, n, "speculative decoding (%s)", c->spec_name); else snprintf(buf, n, "no speculative decoding"); break;
     }
 }
 
@@ -398,6 +400,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                               binding, why, pf.new_tokens, kv_bound_name(pc.bound), pc.seconds * 1e3);
         free(w);
     }
+    if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;
     /* What each chosen option earns: the best against itself with one option changed, credited
      * only when the seeds' intervals separate. */
     for (int dim = 0; dim < PLAN_DIMS && n < max; dim++) {
