@@ -6,6 +6,7 @@
 #   make bench            benchmarks: figures and ratios, never pass/fail
 #   make setup            install the Debian packages the build needs (scripts/install-deps)
 #   make demo             run the main job on the bundled chat scenario
+#   make install          install into PREFIX (default /usr/local; DESTDIR for staging)
 #   make validate-published  predict validation/published.tsv uncalibrated; print the errors
 #   make clean            remove every build output
 #
@@ -62,7 +63,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check layering install validate-published
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check validate-published
 all: deps-check $(BIN) kvplan $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
@@ -117,7 +118,7 @@ $(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags check 2>/dev/null)
 layering:
 	@bash tests/layering.sh
 
-check: deps-check layering $(BIN) $(BUILD)/run_tests
+check: deps-check layering $(BIN) $(BUILD)/run_tests install-check
 	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
 	@# User output (calibrated profiles) goes to a throwaway data directory, never the user's.
 	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \
@@ -136,6 +137,24 @@ bench: deps-check $(BUILD)/run_bench $(BIN)
 
 setup:
 	MPI=$(MPI) bash scripts/install-deps
+
+# make install PREFIX=... [DESTDIR=...]: the binary, the YAML library, the chart libraries
+# (when `make setup` fetched them) and the man page. The binary finds its library in
+# $(PREFIX)/share/kvplan wherever the prefix is moved; user output never goes there.
+PREFIX ?= /usr/local
+SHARE = $(DESTDIR)$(PREFIX)/share/kvplan
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE) $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kvplan
+	cd scenarios && find . -name '*.yaml' -exec install -D -m 644 {} $(SHARE)/scenarios/{} \;
+	for lib in vega vega-lite vega-embed; do \
+	  if [ -f node_modules/$$lib/build/$$lib.min.js ]; then \
+	    install -D -m 644 node_modules/$$lib/build/$$lib.min.js $(SHARE)/node_modules/$$lib/build/$$lib.min.js; fi; done
+	install -m 644 docs/kvplan.1 $(DESTDIR)$(PREFIX)/share/man/man1/kvplan.1
+
+# Installs into a temporary prefix and runs `memory` from there (part of `make check`).
+install-check: $(BIN)
+	@bash tests/install-check.sh "$(MAKE) --no-print-directory SANITIZE=$(SANITIZE) CUDA=$(CUDA)" $(BIN)
 
 demo: all
 	./kvplan plan scenarios/chat.yaml --no-db

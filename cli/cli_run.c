@@ -87,11 +87,17 @@ int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *
     return CLI_OK;
 }
 
-const char *cli_db_path(const char *flag)
+const char *cli_db_path(const char *flag, char *buf, size_t n)
 {
     if (flag) return flag;
     const char *env = getenv("KVPLAN_DB");
-    return env && env[0] ? env : "kvplan.db";
+    if (env && env[0]) return env;
+    /* User output belongs to the user's data directory, never the tree kvplan runs in. */
+    if (n > 16 && scn_user_dir(NULL, buf, n - 16) == 0 && scn_mkdirs(buf) == 0) {
+        strcat(buf, "/kvplan.db");
+        return buf;
+    }
+    return "kvplan.db";
 }
 
 int cli_exit_for_db(int st)
@@ -103,10 +109,10 @@ int cli_exit_for_db(int st)
     }
 }
 
-int cli_open_db(const cli_run_flags *f, db **d, const char **path)
+int cli_open_db(cli_run_flags *f, db **d, const char **path)
 {
     *d = NULL;
-    *path = cli_db_path(f->db_flag);
+    *path = cli_db_path(f->db_flag, f->db_default, sizeof f->db_default);
     if (f->no_db) return CLI_OK;
     db_status st;
     char err[1024];

@@ -17,6 +17,7 @@ typedef struct {
     double interval;            /* s */
     int no_db;
     long blocks;                /* > 0: the KV pool to simulate with (--blocks) */
+    char db_default[4096];      /* the default database path, once resolved */
 } cli_run_flags;
 
 /* Consumes one engine flag at argv[*i]: 1 if it was one, 0 if not, -1 on a usage error. */
@@ -40,7 +41,7 @@ int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *
               const char *executor, const sim_metrics *m, const cli_sink *k, const char *started,
               const char *finished, long *run_id);
 /* Opens the database unless --no-db; prints and returns an exit code on failure. */
-int cli_open_db(const cli_run_flags *f, db **d, const char **path);
+int cli_open_db(cli_run_flags *f, db **d, const char **path);
 /* The standard run report: latency table, run facts, throughput, KV. */
 void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
                     long run_id, const char *db_path);

@@ -108,7 +108,7 @@ const cli_command CLI_COMMANDS[] = {
      "  --requests-out FILE   one CSV row per request (also stored in the database)\n"
      "  --timeseries-out FILE KV use, queue and batch sampled every --sample-interval (default 1 s)\n"
      "  --blocks N            simulate with N KV blocks per replica instead of the cost model's count\n"
-     "  --db PATH             database (default $KVPLAN_DB, else ./kvplan.db); --no-db skips it\n"
+     "  --db PATH             database (default $KVPLAN_DB, else ~/.local/share/kvplan/kvplan.db); --no-db skips it\n"
      "  --format F            table (default), json or csv (the latency table)\n"},
     {"run", cmd_run, "run the scenario for real on a backend; store the measured run",
      "usage: kvplan run SCENARIO [--backend cpu|cuda] [--seed N] [--requests-out FILE.csv]\n"

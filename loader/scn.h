@@ -341,6 +341,8 @@ int scn_assets_dir(char *buf, size_t n);
  * ~/.local/share/kvplan/<sub> (sub may be NULL); -1 when neither variable is usable. The
  * directory may not exist yet. */
 int scn_user_dir(const char *sub, char *buf, size_t n);
+/* mkdir -p: creates dir and its missing parents; -1 with errno set on failure. */
+int scn_mkdirs(const char *dir);
 
 /* Makes `e` the scenario's engine: copies it, and its overheads into the hardware profile unless
  * the profile sets its own (hardware.overhead_given). */

@@ -6,6 +6,7 @@
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "scn.h"
 
+#include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -66,4 +67,18 @@ int scn_user_dir(const char *sub, char *buf, size_t n)
     else if (home && home[0]) w = snprintf(buf, n, "%s/.local/share/kvplan%s%s", home, sub && sub[0] ? "/" : "", sub ? sub : "");
     else return -1;
     return w > 0 && w < (int)n ? 0 : -1;
+}
+
+int scn_mkdirs(const char *dir)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return -1;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+        if (!c) return 0;
+        *s = c;
+    }
 }

@@ -331,6 +331,55 @@ START_TEST(one_name_table_per_enum)
 }
 END_TEST
 
+START_TEST(where_files_live)
+{
+    char buf[1024], home[1024] = "", xdg[1024] = "";
+    /* Restored at the end, in case the runner does not fork. */
+    if (getenv("HOME")) snprintf(home, sizeof home, "%s", getenv("HOME"));
+    if (getenv("XDG_DATA_HOME")) snprintf(xdg, sizeof xdg, "%s", getenv("XDG_DATA_HOME"));
+    /* User output: XDG_DATA_HOME when absolute, else HOME's .local/share, else nothing. */
+    setenv("XDG_DATA_HOME", "/x/data", 1);
+    setenv("HOME", "/home/u", 1);
+    ck_assert_int_eq(scn_user_dir("hardware", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "/x/data/kvplan/hardware");
+    ck_assert_int_eq(scn_user_dir(NULL, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "/x/data/kvplan");
+    setenv("XDG_DATA_HOME", "relative/dir", 1);   /* the XDG spec: relative paths are ignored */
+    ck_assert_int_eq(scn_user_dir("hardware", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "/home/u/.local/share/kvplan/hardware");
+    unsetenv("XDG_DATA_HOME");
+    unsetenv("HOME");
+    ck_assert_int_eq(scn_user_dir("hardware", buf, sizeof buf), -1);
+    ck_assert_int_eq(scn_user_dir("hardware", buf, 8), -1);
+    /* Shipped data: the environment first, as given. */
+    setenv("KVPLAN_ASSETS", "/opt/charts", 1);
+    ck_assert_int_eq(scn_assets_dir(buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "/opt/charts");
+    char lib[700];
+    snprintf(lib, sizeof lib, "%s", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(scn_library_dir(buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, lib);
+    /* Without it, the test binary (not installed) finds the source tree's library. */
+    unsetenv("KVPLAN_LIBRARY");
+    ck_assert_int_eq(scn_library_dir(buf, sizeof buf), 0);
+    ck_assert_msg(strlen(buf) > 10 && !strcmp(buf + strlen(buf) - 10, "/scenarios"), "%s", buf);
+    setenv("KVPLAN_LIBRARY", lib, 1);
+    /* mkdir -p */
+    char d[800];
+    snprintf(d, sizeof d, "%s", t_write("mk-marker", ""));
+    *strrchr(d, '/') = 0;
+    strcat(d, "/a/b/c");
+    ck_assert_int_eq(scn_mkdirs(d), 0);
+    ck_assert_int_eq(scn_mkdirs(d), 0);   /* existing is fine */
+    struct stat st;
+    ck_assert(stat(d, &st) == 0 && S_ISDIR(st.st_mode));
+    ck_assert_int_eq(scn_mkdirs("/proc/no/such"), -1);
+    unsetenv("KVPLAN_ASSETS");
+    if (home[0]) setenv("HOME", home, 1);
+    if (xdg[0]) setenv("XDG_DATA_HOME", xdg, 1);
+}
+END_TEST
+
 /* Runs tests/layering.sh on root; its exit status, with its output in out. */
 static int layering(const char *root, char *out, size_t n)
 {
@@ -384,6 +433,7 @@ Suite *suite_vf(void)
     tcase_add_test(tc, validate_on_the_cpu_backend);
     tcase_add_test(tc, layering_holds_and_catches_violations);
     tcase_add_test(tc, one_name_table_per_enum);
+    tcase_add_test(tc, where_files_live);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
 
 vf_status vf_profile_write(const char *path, const char *name, const scn_hardware *base, const be_calibration *cal,
                            const char *host, const char *when, const char *backend, char *err, size_t n)
@@ -31,20 +30,6 @@ vf_status vf_profile_write(const char *path, const char *name, const scn_hardwar
     return VF_OK;
 }
 
-/* mkdir -p for the directory part of `path`. */
-static int make_parents(const char *path)
-{
-    char p[4096];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return -1;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
-        *s = '/';
-    }
-    return 0;
-}
-
 vf_status vf_calibrate(const vf_calibrate_req *rq, vf_calibrate_result *out, char *err, size_t n)
 {
     const scn_scenario *s = rq->s;
@@ -63,8 +48,8 @@ vf_status vf_calibrate(const vf_calibrate_req *rq, vf_calibrate_result *out, cha
             snprintf(err, n, "no directory for user data: set XDG_DATA_HOME or HOME, or pass --out");
             return VF_E_CANTCREAT;
         }
+        if (scn_mkdirs(dir)) { snprintf(err, n, "cannot create %s: %s", dir, strerror(errno)); return VF_E_CANTCREAT; }
         snprintf(out->path, sizeof out->path, "%s/%s.yaml", dir, out->name);
-        if (make_parents(out->path)) { snprintf(err, n, "cannot create %s: %s", dir, strerror(errno)); return VF_E_CANTCREAT; }
     }
     char source[400] = "microbenchmarks";
     if (rq->n_runs) {
