@@ -1,6 +1,8 @@
 /* cmd_memory.c: `kvplan memory`: the memory breakdown and KV capacity for each KV dtype,
  * window and layout the scenario's options name. */
 #include "cli.h"
+#include "cli_moe.h"
+#include "cli_spec.h"
 #include "../model/kv_model.h"
 
 #include <stdio.h>
@@ -101,6 +103,8 @@ int cmd_memory(int argc, char **argv)
                     out_cell_num(d, paged ? k.waste_paged : k.waste_contiguous);
                 }
             }
+    cli_spec_memory(d, &s, &c0, o->block_size[0]);   /* when options.speculative is on */
+    cli_moe_memory(d, &s, &c0, o->block_size[0]);    /* with EP / attention DP */
     if (k0.kv_budget <= 0)
         out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
                     "usable. Raise tensor_parallel or gpu_memory_utilization.",

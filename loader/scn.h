@@ -185,6 +185,13 @@ typedef struct {
     int max_model_len;             /* tokens; defaults to the model's max_position */
     int max_num_seqs;
     int max_num_batched_tokens;
+    /* MoE serving DeepSeek-style (docs/cost-model.md, "Expert parallelism and attention data
+     * parallelism"): a replica is tensor_parallel x attention_data_parallel GPUs; attention runs
+     * on attention_data_parallel ranks of tensor_parallel GPUs, each with its own sequences and
+     * KV pool; routed experts are sharded over expert_parallel of the replica's GPUs. */
+    int expert_parallel;           /* ranks the routed experts are sharded over; 1 = none */
+    int attention_dp;              /* attention data-parallel ranks per replica; 1 = none */
+    double expert_skew;            /* Zipf exponent of expert popularity; 0 = uniform routing */
 } scn_deployment;
 
 typedef enum { SCN_DIST_FIXED, SCN_DIST_UNIFORM, SCN_DIST_NORMAL, SCN_DIST_LOGNORMAL,

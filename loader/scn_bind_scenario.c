@@ -14,7 +14,8 @@ static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "
 static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
 static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", "allow_weight_dtype", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
-                                          "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
+                                          "max_model_len", "max_num_seqs", "max_num_batched_tokens", "expert_parallel",
+                                          "attention_data_parallel", "expert_skew", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
@@ -66,6 +67,8 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     d->max_model_len = s->model.max_position;
     d->max_num_seqs = 256;
     d->max_num_batched_tokens = s->engine.max_num_batched_tokens > 0 ? s->engine.max_num_batched_tokens : 8192;
+    d->expert_parallel = d->attention_dp = 1;
+    d->expert_skew = 0;
     char p[256];
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
@@ -78,9 +81,22 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_get_qty(c, m, p, "gpu_memory_utilization", SCN_UNIT_FRACTION, false, &d->gpu_memory_utilization) ||
         scn_get_int(c, m, p, "max_model_len", 1, BIG, &d->max_model_len) ||
         scn_get_int(c, m, p, "max_num_seqs", 1, 1000000, &d->max_num_seqs) ||
-        scn_get_int(c, m, p, "max_num_batched_tokens", 1, BIG, &d->max_num_batched_tokens))
+        scn_get_int(c, m, p, "max_num_batched_tokens", 1, BIG, &d->max_num_batched_tokens) ||
+        scn_get_int(c, m, p, "expert_parallel", 1, 4096, &d->expert_parallel) ||
+        scn_get_int(c, m, p, "attention_data_parallel", 1, 4096, &d->attention_dp) ||
+        scn_get_qty(c, m, p, "expert_skew", SCN_UNIT_FRACTION, true, &d->expert_skew))
         return -1;
     char f[256];
+    int gpus = d->tensor_parallel * d->attention_dp;
+    if (d->expert_parallel > 1 && s->model.experts == 0)
+        return fail_at(c, scn_map_get(m, "expert_parallel"), scn_path_join(f, sizeof f, p, "expert_parallel"),
+                       "the model has no routed experts to shard");
+    if (d->expert_parallel > 1 && (s->model.experts % d->expert_parallel || gpus % d->expert_parallel))
+        return fail_at(c, scn_map_get(m, "expert_parallel"), scn_path_join(f, sizeof f, p, "expert_parallel"),
+                       "must divide the routed experts and the replica's GPUs (tensor_parallel x attention_data_parallel)");
+    if (d->expert_skew > 0 && s->model.experts == 0)
+        return fail_at(c, scn_map_get(m, "expert_skew"), scn_path_join(f, sizeof f, p, "expert_skew"),
+                       "the model has no routed experts");
     if (d->gpu_memory_utilization > 1)
         return fail_at(c, scn_map_get(m, "gpu_memory_utilization"),
                        scn_path_join(f, sizeof f, p, "gpu_memory_utilization"), "must be a fraction in (0, 1]");

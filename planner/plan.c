@@ -66,7 +66,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         if (c->hw >= 0) snprintf(c->hw_name, sizeof c->hw_name, "%s", o->hardware[c->hw].name);
         c->n_seeds = r->seeds;
         c->search_capacity = plan_objective_at_capacity(s);
-        c->gpus = (double)c->tp * c->replicas;
+        c->gpus = (double)c->tp * c->replicas * (d->attention_dp > 1 ? d->attention_dp : 1);   /* DP attention ranks */
         c->risk_dtype = !native_dtype(&s->model, c->c.kv_dtype);
         c->risk_window = c->c.window > 0;
         c->risk_gqa = c->kv_heads > 0 && c->kv_heads < s->model.kv_heads;

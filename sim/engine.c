@@ -283,7 +283,8 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     int rc = SIM_E_INTERNAL;
     long blocks = 0, blocks_all = 0;
     if (sim_acc_init(&e.acc)) { snprintf(err, n, "out of memory"); goto out; }
-    e.n_rep = s->deployment.replicas;
+    /* Each attention-DP rank holds its own sequences and KV pool (model/kv_moe_parallel.h). */
+    e.n_rep = s->deployment.replicas * (s->deployment.attention_dp > 1 ? s->deployment.attention_dp : 1);
     e.rep = calloc((size_t)e.n_rep, sizeof *e.rep);
     if (!e.rep) { snprintf(err, n, "out of memory"); goto out; }
     for (int i = 0; i < e.n_rep; i++) {

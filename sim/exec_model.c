@@ -1,6 +1,7 @@
 /* exec_model.c: the predicting executor: a step takes the time the cost model says. */
 #include "sim.h"
 #include "../model/kv_blocks.h"
+#include "../model/kv_moe_parallel.h"
 #include "../model/kv_spec.h"
 
 #include <stdio.h>
@@ -40,6 +41,8 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
     if (m->sp)   /* speculative decoding: verify plus the proposer's passes (model/kv_spec.c) */
         *seconds = kv_spec_step_time(m->s, m->ps, m->sp, &m->cfg, m->attn, m->work, m->drafts, b->n,
                                      m->work + m->cap).seconds;
+    else if (kv_moe_parallel_on(m->s))   /* one attention-DP rank, experts over EP ranks */
+        *seconds = kv_moe_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
     else
         *seconds = kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
     return 0;
@@ -75,6 +78,8 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
         if (!kv_spec_proposer_scenario(s, m->sp, m->ps)) { free(m->ps); m->ps = NULL; }
     }
     m->blocks = kv_spec_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, m->sp).blocks;
+    if (!m->sp && kv_moe_parallel_on(s))   /* per attention-DP rank, experts sharded */
+        m->blocks = kv_moe_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).blocks;
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free};
     return 0;
 }

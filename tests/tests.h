@@ -29,6 +29,7 @@ Suite *suite_workload(void);
 Suite *suite_published(void);
 Suite *suite_import(void);
 Suite *suite_spec(void);
+Suite *suite_moe_parallel(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */
