@@ -40,7 +40,7 @@ static int plain_twin(const plan_result *r, const scn_scenario *s, const plan_ca
             d->c.kv_dtype == c->c.kv_dtype && d->c.attention == c->c.attention && d->c.scheduler == c->c.scheduler &&
             d->c.sink == c->c.sink && d->c.window == c->c.window && d->max_num_seqs == c->max_num_seqs &&
             d->max_batched == c->max_batched && d->tp == c->tp && d->replicas == c->replicas &&
-            d->kv_heads == c->kv_heads && d->hw == c->hw)
+            d->kv_heads == c->kv_heads && d->hw == c->hw && d->wformat == c->wformat && d->engine == c->engine)
             return i;
     }
     return -1;
