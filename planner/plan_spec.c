@@ -112,7 +112,23 @@ int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, s
         snprintf(tail, sizeof tail, "its simulated decode batch averaged %.1f; the recommendation ranks higher on the objective",
                  c->m.batch_mean);
     }
-    snprintf(line, n, "Speculative decoding (%.60s, %.2f tokens per verify step at %ld tokens of context): %.400s; %s: %.190s.",
-             c->spec_name, k1.expected, ctx, where, verdict, tail);
+    int used = snprintf(line, n, "Speculative decoding (%.60s, %.2f tokens per verify step at %ld tokens of context): %.400s; "
+                        "%s: %.190s.", c->spec_name, k1.expected, ctx, where, verdict, tail);
+    /* The other speculative settings' crossovers, once each, on the same deployment. */
+    bool seen[SCN_OPT_MAX] = {false};
+    seen[c->c.spec] = true;
+    const char *lead = " Crossover batches of the other settings:";
+    for (int i = 0; i < r->n && used > 0 && (size_t)used < n; i++) {
+        const plan_cand *d = &r->c[r->order[i]];
+        if (d->status != PLAN_DONE || !kv_spec_get(s, d->c.spec) || seen[d->c.spec]) continue;
+        seen[d->c.spec] = true;
+        int xd = plan_spec_crossover(s, d);
+        char xs[48];
+        if (xd > d->max_num_seqs) snprintf(xs, sizeof xs, "above %d", d->max_num_seqs);
+        else snprintf(xs, sizeof xs, "%d", xd);
+        used += snprintf(line + used, n - (size_t)used, "%s %.60s %s", lead, d->spec_name, xs);
+        lead = ";";
+    }
+    if (used > 0 && (size_t)used < n && lead[0] == ';') snprintf(line + used, n - (size_t)used, ".");
     return 1;
 }

@@ -5,6 +5,7 @@
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
 #include "../model/kv_spec.h"
+#include "../planner/plan.h"
 #include "../sim/kv_manager.h"
 #include "../sim/request.h"
 #include "../sim/sim.h"
@@ -389,6 +390,59 @@ START_TEST(crossover_sits_where_the_sides_change)
 }
 END_TEST
 
+/* A candidate of the loaded scenario with speculative option `spec`, as plan_enumerate makes it. */
+static plan_cand cand(int spec, double batch_mean)
+{
+    plan_cand c;
+    memset(&c, 0, sizeof c);
+    c.c = sim_choice_first(&s);
+    c.c.spec = spec;
+    c.tp = 1;
+    c.replicas = 1;
+    c.max_num_seqs = s.deployment.max_num_seqs;
+    c.max_batched = s.deployment.max_num_batched_tokens;
+    c.hw = c.wformat = c.engine = -1;
+    c.status = PLAN_DONE;
+    c.allowed = true;
+    c.m.batch_mean = batch_mean;
+    return c;
+}
+
+START_TEST(planner_recommends_speculation_only_below_its_crossover)
+{
+    load(HEAD "options:\n  speculative: [off, {method: eagle, k: 4}, {method: draft, model: llama-3.1-8b, k: 4}]\n", NULL, 0);
+    plan_cand c[3] = {cand(0, 4), cand(1, 4), cand(2, 4)};
+    /* EAGLE at the workload's 105-token decode context pays well above a batch of 4: it stays recommended. */
+    int x = plan_spec_crossover(&s, &c[1]);
+    ck_assert_msg(x > 4, "crossover %d", x);
+    int order[3] = {1, 0, 2};
+    plan_result r = {.c = c, .n = 3, .order = order, .best = 1};
+    plan_spec_gate(&s, &r);
+    ck_assert_int_eq(r.best, 1);
+    ck_assert(!r.spec_gated);
+    char line[PLAN_LINE];
+    ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "recommended") != NULL, "%s", line);
+    /* At or above the crossover it is passed over for the same deployment without it. */
+    c[1].m.batch_mean = x;
+    plan_spec_gate(&s, &r);
+    ck_assert_int_eq(r.best, 0);
+    ck_assert(r.spec_gated);
+    ck_assert_int_eq(r.spec_gated_cand, 1);
+    ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "not recommended") != NULL, "%s", line);
+    /* A draft model as large as the target never pays: its crossover is 0 and it is passed over
+     * even at batch 1, and the explanation says it loses at one sequence. */
+    ck_assert_int_eq(plan_spec_crossover(&s, &c[2]), 0);
+    c[2].m.batch_mean = 1;
+    r.best = 2;
+    plan_spec_gate(&s, &r);
+    ck_assert_int_eq(r.best, 0);
+    ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "loses already at one sequence") != NULL, "%s", line);
+}
+END_TEST
+
 START_TEST(cli_simulates_and_plans_speculation)
 {
     char out[65536], err[8192];
@@ -426,6 +480,7 @@ Suite *suite_spec(void)
     tcase_add_test(tc, proposer_memory_counted_by_hand);
     tcase_add_test(tc, verify_rows_run_the_decode_kernels);
     tcase_add_test(tc, crossover_sits_where_the_sides_change);
+    tcase_add_test(tc, planner_recommends_speculation_only_below_its_crossover);
     tcase_add_test(tc, cli_simulates_and_plans_speculation);
     suite_add_tcase(su, tc);
     return su;
