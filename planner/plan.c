@@ -2,6 +2,7 @@
 #include "plan.h"
 #include "../db/db.h"
 #include "../model/kv_model.h"
+#include "../model/kv_moe_parallel.h"
 #include "../model/kv_spec.h"
 
 #include <jansson.h>
@@ -94,6 +95,11 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
             plan_apply(s, c, &t);
             kv_cache_cfg kc = kv_cache_cfg_make(&t, c->c.kv_dtype, c->c.sink, c->c.window);
             kv_capacity cap = kv_capacity_compute(&t, &kc, c->c.block_size, 0);
+            if (kv_moe_parallel_on(&t)) {   /* routed experts sharded over EP ranks */
+                kv_moe_memory mm = kv_moe_memory_compute(&t, &kc);
+                cap.weights = mm.weights;
+                cap.kv_budget = mm.kv_budget;
+            }
             if (cap.kv_budget <= 0) {
                 c->status = PLAN_SKIPPED;
                 snprintf(c->why, sizeof c->why, "does not fit: weights %.1f GiB + activations %.1f GiB + runtime %.1f GiB "

@@ -179,6 +179,10 @@ void plan_spec_gate(const scn_scenario *s, plan_result *r);
 /* The sentence explaining where speculation pays and where it loses; 0 when no candidate
  * speculates. */
 int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
+/* The sentence on expert parallelism and attention DP (plan_moe.c): one DP rank's step split
+ * into attention, the busiest expert rank and the all-to-all; 0 when the recommendation uses
+ * neither. */
+int plan_moe_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
 
 /* Rules of thumb tested against this scenario's own numbers (plan_rules.c). */
 typedef struct {

@@ -3,6 +3,7 @@
  * KV per DP rank and weights per GPU by hand, and attention-DP ranks that never share KV. */
 #include "tests.h"
 #include "../model/kv_moe_parallel.h"
+#include "../planner/plan.h"
 #include "../sim/sim.h"
 
 #include <math.h>
@@ -159,6 +160,41 @@ START_TEST(attention_dp_ranks_never_share_kv)
 }
 END_TEST
 
+START_TEST(plan_explains_the_ep_step)
+{
+    load(DSV3, NULL, 0);
+    plan_cand c;
+    memset(&c, 0, sizeof c);
+    c.c = sim_choice_first(&s);
+    c.tp = 1;
+    c.replicas = 1;
+    c.max_num_seqs = s.deployment.max_num_seqs;
+    c.max_batched = s.deployment.max_num_batched_tokens;
+    c.hw = c.wformat = c.engine = -1;
+    c.status = PLAN_DONE;
+    c.allowed = true;
+    c.m.batch_mean = 64;
+    int order[1] = {0};
+    plan_result r = {.c = &c, .n = 1, .order = order, .best = 0};
+    char line[PLAN_LINE];
+    ck_assert_int_eq(plan_moe_explain(&s, &r, line, sizeof line), 1);
+    /* The DP rank's step at 64 sequences, as kv_moe_step_time has it, and its all-to-all share. */
+    kv_cache_cfg kc = kv_cache_cfg_make(&s, c.c.kv_dtype, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 105};   /* the workload's context: 100 + 10 / 2 */
+    kv_moe_step st = kv_moe_step_time(&s, &kc, c.c.attention, w, 64);
+    char want[160];
+    snprintf(want, sizeof want, "all-to-all %.2f ms (%.0f %% of the step", st.alltoall * 1e3, 100 * st.alltoall / st.seconds);
+    ck_assert_msg(strstr(line, "Expert parallelism (EP 8, attention DP 8 x TP 1)") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "68.6 KiB per token per DP rank") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, want) != NULL, "want '%s' in: %s", want, line);
+    /* A plain deployment gets no such line. */
+    load("model: llama-3.1-8b\nhardware: h100-sxm\n" WL, NULL, 0);
+    c.c = sim_choice_first(&s);
+    ck_assert_int_eq(plan_moe_explain(&s, &r, line, sizeof line), 0);
+}
+END_TEST
+
 START_TEST(cli_reports_dp_ep)
 {
     char out[65536], err[8192], args[1024];
@@ -182,6 +218,7 @@ Suite *suite_moe_parallel(void)
     tcase_add_test(tc, ep8_alltoall_bytes_by_hand);
     tcase_add_test(tc, deepseek_memory_per_gpu_by_hand);
     tcase_add_test(tc, attention_dp_ranks_never_share_kv);
+    tcase_add_test(tc, plan_explains_the_ep_step);
     tcase_add_test(tc, cli_reports_dp_ep);
     suite_add_tcase(su, tc);
     return su;
