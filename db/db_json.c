@@ -113,6 +113,12 @@ char *db_scenario_json(const scn_scenario *s)
         w->prefix_zipf, "turns", w->turns, "think_time_s", w->think_time, "slo", slo, "options", opt, "seed",
         (json_int_t)s->seed);
     if (!root) return NULL;
+    /* Expert and attention-DP parallelism, added only when used so older records keep their digest. */
+    json_t *dj = json_object_get(root, "deployment");
+    if ((d->expert_parallel > 1 || d->attention_dp > 1 || d->expert_skew > 0) &&
+        (json_object_set_new(dj, "expert_parallel", json_integer(d->expert_parallel)) ||
+         json_object_set_new(dj, "attention_data_parallel", json_integer(d->attention_dp)) ||
+         json_object_set_new(dj, "expert_skew", json_real(d->expert_skew)))) { json_decref(root); return NULL; }
     /* Closed-loop and windowed settings, added only when used so older records keep their form. */
     json_t *wj = json_object_get(root, "workload");
     if (w->arrival == SCN_ARRIVAL_CLOSED &&
