@@ -300,6 +300,7 @@ START_TEST(rejected_drafts_release_their_blocks)
     sim_kv_truncate(kv, &q, 10);
     ck_assert_int_eq(q.n_blocks, 3);
     sim_kv_release(kv, &q);
+    sim_kv_seq_free(&q);   /* release keeps the table's buffer for reuse */
     ck_assert_int_eq(sim_kv_available(kv), 10);
     /* With the prefix cache, committed full blocks stay: truncation never cuts below them. */
     sim_kv *pc = sim_kv_init(10, 4, true, true, 0, 0);
@@ -309,6 +310,7 @@ START_TEST(rejected_drafts_release_their_blocks)
     sim_kv_truncate(pc, &q, 5);
     ck_assert_int_eq(q.n_blocks, 2);
     sim_kv_release(pc, &q);
+    sim_kv_seq_free(&q);
     sim_kv_free(pc);
     sim_kv_free(kv);
 }
