@@ -72,6 +72,7 @@ int cmd_import(int argc, char **argv);
 int cmd_validate_published(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_capacity(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);

@@ -11,29 +11,45 @@
 
 const cli_command CLI_COMMANDS[] = {
     {"plan", cmd_plan, "which KV-cache optimisations and deployment to choose, and why",
-     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--shard I/N] [--fresh] [--no-rules] [--seed N]\n"
+     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--seeds N] [--shard I/N] [--fresh] [--no-rules] [--seed N]\n"
      "                            [--db PATH | --no-db] [--set PATH=VALUE]... [--format table|json|csv]\n"
      "\n"
      "Simulates every combination of the scenario's options (KV layout and block size, prefix cache,\n"
      "KV dtype, attention, window, scheduler, max_num_seqs, step budget, tensor parallelism,\n"
-     "replicas, KV-head what-ifs) on all cores, ranks them by the scenario's objective under its\n"
-     "SLO, marks the Pareto front of throughput per GPU against p99 latency, recommends one and\n"
+     "replicas, KV-head what-ifs, hardware) on all cores over several seeds, ranks them by the\n"
+     "scenario's objective under its SLO (throughput, goodput and cost at each candidate's highest\n"
+     "rate within the SLO; p99 latency at the offered load), with a 95 % interval per candidate,\n"
+     "marks the Pareto front of throughput per GPU against p99 latency, recommends one and\n"
      "explains why in terms of the cost model, and tests rules of thumb on this scenario.\n"
      "Options that change the model's outputs are recommended only where `quality:` accepts them.\n"
      "\n"
      "  --jobs N     parallel simulations (default: all cores)\n"
      "  --top K      show the best K candidates\n"
+     "  --seeds N    seeds per candidate (default 3); an option is credited only when the\n"
+     "               candidates' 95 % intervals separate\n"
      "  --shard I/N  evaluate only candidates I, I+N, ... into --db (merge shards with kvplan merge)\n"
      "  --fresh      simulate every candidate even if the database holds its run\n"
      "  --no-rules   skip the rules of thumb (they simulate extra variants)\n"},
     {"capacity", cmd_capacity, "max rate within the SLO, GPUs for a target rate, longest context",
      "usage: kvplan capacity SCENARIO [--target-rate R] [--concurrency N] [--top K] [--max-replicas N]\n"
-     "                                [--jobs N] [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "                                [--seeds N] [--curve] [--jobs N] [--set PATH=VALUE]...\n"
+     "                                [--format table|json|csv]\n"
      "\n"
-     "Ranks the scenario's candidates like `plan`, then for the best K (default 3): the highest\n"
-     "arrival rate each sustains within the SLO; with --target-rate (e.g. 50/s) the fewest GPUs\n"
-     "(tensor parallel x replicas) that serve it; and the longest context per request that fits\n"
-     "when --concurrency requests (default 64) share the cache.\n"},
+     "Ranks the scenario's candidates by their highest arrival rate within the SLO (mean and 95 %\n"
+     "interval over --seeds, default 3), then for the best K (default 3) and the best on each\n"
+     "hardware profile: that rate, $ per million output tokens at it (with a price), with\n"
+     "--target-rate (e.g. 50/s) the fewest GPUs (tensor parallel x replicas) that serve it, and\n"
+     "the longest context per request (at most max_model_len) that fits when --concurrency\n"
+     "requests (default 64) share the cache. --curve draws load curves instead (kvplan sweep).\n"},
+    {"sweep", cmd_sweep, "latency and goodput against offered rate (load curves)",
+     "usage: kvplan sweep SCENARIO [--top K] [--points N] [--max-rate R] [--seeds N] [--jobs N]\n"
+     "                             [--seed N] [--db PATH | --no-db] [--set PATH=VALUE]...\n"
+     "                             [--format table|json|csv]\n"
+     "\n"
+     "Ranks the candidates at capacity (over --seeds, default 1), then simulates the best K\n"
+     "(default 3) at --points rates (default 8) evenly spaced up to --max-rate (default 1.5x the\n"
+     "highest capacity found): TTFT and TPOT percentiles, E2E p99, goodput and output tokens/s at\n"
+     "each rate. The points are stored so `kvplan report` draws them with the SLO lines.\n"},
     {"merge", cmd_merge, "combine databases (plan shards, runs from several machines)",
      "usage: kvplan merge OUT.db IN.db [IN.db]... [--format table|json|csv]\n"
      "\n"

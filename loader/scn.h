@@ -144,6 +144,7 @@ typedef struct {
     bool overhead_given;        /* the profile sets kernel_launch/step itself (a calibrated profile) */
     bool attention_given;       /* the profile sets efficiency.attention itself */
     double runtime_memory;      /* bytes taken by the runtime (context, workspaces, graphs) */
+    double usd_per_gpu_hour;    /* list price (price.usd_per_gpu_hour); 0 when the profile gives none */
     bool calibrated;
 } scn_hardware;
 
@@ -259,6 +260,7 @@ typedef enum { SCN_SCHED_STATIC, SCN_SCHED_CONTINUOUS, SCN_SCHED_CHUNKED } scn_s
 extern const char *const SCN_SCHED_NAMES[];
 
 #define SCN_OPT_MAX 16
+#define SCN_HW_OPT_MAX 8
 /* The option space; each list holds at least one entry after loading. */
 typedef struct {
     int n_layout;     scn_layout layout[SCN_OPT_MAX];
@@ -278,6 +280,7 @@ typedef struct {
     /* Weight formats and engines; empty lists mean the model's format and the scenario's engine. */
     int n_wformat;    scn_wformat wformat[SCN_OPT_MAX];
     int n_engine;     scn_engine engine[SCN_OPT_MAX];
+    int n_hardware;   scn_hardware hardware[SCN_HW_OPT_MAX]; /* hardware profiles to compare; empty: the scenario's */
 } scn_options;
 
 typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;

@@ -2,6 +2,9 @@
  * or a translated Hugging Face config). Field meanings: docs/scenarios.md, "model". */
 #include "scn_bind.h"
 
+#include <math.h>
+#include <stdlib.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -107,10 +110,11 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 
 /* ---- hardware ---- */
 static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "memory", "memory_bandwidth",
-                                      "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", NULL};
+                                      "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", "price", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_per_node", "oneshot_latency",
                                         "oneshot_latency_per_peer", NULL};
 static const char *const NET_KEYS[] = {"kind", "bandwidth", "latency", NULL};
+static const char *const HW_PRICE_KEYS[] = {"usd_per_gpu_hour", "source", NULL};
 static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "attention", "interconnect", NULL};
 static const char *const OVH_KEYS[] = {"kernel_launch", "step", "runtime_memory", NULL};
 
@@ -208,6 +212,16 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
             return invalid(c, s, full, scn_has(s, "step") ? "kernel_launch" : "step",
                            "give both kernel_launch and step (a calibrated profile), or neither (the engine's)");
         o->overhead_given = true;
+    }
+    /* A list price per GPU-hour, for cost per token (sources in docs/sources.md). */
+    if (sub_map(c, m, path, "price", HW_PRICE_KEYS, &s, full, sizeof full)) return -1;
+    const scn_node *pv = s ? scn_map_get(s, "usd_per_gpu_hour") : NULL;
+    if (pv) {
+        char *end = NULL;
+        double x = pv->kind == SCN_NODE_SCALAR ? strtod(pv->text, &end) : -1;
+        if (pv->kind != SCN_NODE_SCALAR || end == pv->text || *end || !(x >= 0) || !isfinite(x))
+            return invalid(c, s, full, "usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
+        o->usd_per_gpu_hour = x;
     }
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-hardware");
     return 0;

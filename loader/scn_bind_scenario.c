@@ -24,7 +24,7 @@ static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "populari
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
                                        "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
-                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", NULL};
+                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
 
@@ -412,6 +412,25 @@ static int bind_quant(scn_ctx *c, const scn_node *m, scn_options *o)
     return 0;
 }
 
+/* options.hardware: profiles the loader already resolved to mappings (scn_load.c). */
+static int bind_hw_options(scn_ctx *c, const scn_node *m, scn_options *o)
+{
+    const scn_node *l = scn_map_get(m, "hardware");
+    if (!l) return 0;
+    int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
+    if (n < 1 || n > SCN_HW_OPT_MAX) return fail_at(c, l, "options.hardware", "expected 1 to 8 hardware profiles");
+    for (int i = 0; i < n; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "options.hardware[%d]", i);
+        if (scn_bind_hardware(c, l->kind == SCN_NODE_SEQ ? l->vals[i] : l, p, &o->hardware[i])) return -1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(o->hardware[j].name, o->hardware[i].name))
+                return fail_at(c, l->kind == SCN_NODE_SEQ ? l->vals[i] : l, p, "this hardware profile is listed twice");
+    }
+    o->n_hardware = n;
+    return 0;
+}
+
 static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
     scn_options *o = &s->options;
@@ -440,7 +459,7 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "kv_heads", it_count, &o->n_kv_heads, o) ||
            each_item(c, m, "weight_dtype", it_wformat, &o->n_wformat, o) ||
            each_item(c, m, "engine", it_engine, &o->n_engine, o) ||
-           bind_quant(c, m, o) ? -1 : 0;
+           bind_hw_options(c, m, o) || bind_quant(c, m, o) ? -1 : 0;
 }
 
 static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
@@ -460,8 +479,13 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
             return fail_at(c, v, "price.usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
         s->usd_per_gpu_hour = x;
     }
-    if (s->objective == SCN_OBJ_COST && s->usd_per_gpu_hour <= 0)
-        return fail_at(c, scn_map_get(root, "objective"), "objective", "objective cost needs price.usd_per_gpu_hour");
+    /* Cost needs a price for every hardware candidate: the scenario's, or each profile's own. */
+    bool priced = s->usd_per_gpu_hour > 0 || s->hardware.usd_per_gpu_hour > 0;
+    for (int i = 0; i < s->options.n_hardware; i++)
+        if (!(s->options.hardware[i].usd_per_gpu_hour > 0) && strcmp(s->options.hardware[i].name, s->hardware.name)) priced = false;
+    if (s->objective == SCN_OBJ_COST && !priced)
+        return fail_at(c, scn_map_get(root, "objective"), "objective",
+                       "objective cost needs price.usd_per_gpu_hour (or a price in every hardware profile compared)");
     if (sub_map(c, root, "", "quality", QUALITY_KEYS, &m, p, sizeof p)) return -1;
     if (m) {
         const scn_node *l = scn_map_get(m, "allow_kv_dtype");

@@ -238,10 +238,31 @@ static int resolve_engines(loader *L, scn_node *root)
     return 0;
 }
 
+/* options.hardware: each item (a library name, a path or a mapping) resolved as `hardware` is,
+ * so the planner can compare hardware profiles. */
+static int resolve_hw_options(loader *L, scn_node *root)
+{
+    scn_node *o = scn_map_get(root, "options");
+    scn_node *l = o && o->kind == SCN_NODE_MAP ? scn_map_get(o, "hardware") : NULL;
+    if (!l) return 0;
+    int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
+    for (int i = 0; i < n; i++) {
+        scn_node *item = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
+        char key[64];
+        snprintf(key, sizeof key, "options.hardware[%d]", i);
+        scn_node *tmp = scn_node_new(L->c.doc, SCN_NODE_MAP, item->file, item->line, item->col);
+        if (!tmp || scn_map_set(L->c.doc, tmp, key, item) || resolve_ref(L, tmp, key, "hardware")) return -1;
+        scn_node *m = scn_map_get(tmp, key);
+        if (l->kind == SCN_NODE_SEQ) l->vals[i] = m;
+        else if (scn_map_set(L->c.doc, o, "hardware", m)) return -1;
+    }
+    return 0;
+}
+
 static int resolve_all(loader *L, scn_node *root)
 {
     return resolve_ref(L, root, "model", "models") || resolve_ref(L, root, "hardware", "hardware") ||
-           resolve_engines(L, root);
+           resolve_engines(L, root) || resolve_hw_options(L, root);
 }
 
 /* Applies one "a.b.c=value" override. */
