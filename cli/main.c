@@ -189,8 +189,8 @@ const cli_command CLI_COMMANDS[] = {
      "usage: kvplan show RUN [--db PATH] [--format table|json|csv]\n"
      "\n"
      "Prints every metric stored for run RUN (an id from `kvplan runs`) and how it was made.\n"},
-    {"list", cmd_list, "list the bundled models, hardware profiles and scenarios",
-     "usage: kvplan list [models|hardware|scenarios] [--format table|json|csv]\n"
+    {"list", cmd_list, "list the bundled models, hardware profiles, engines and scenarios",
+     "usage: kvplan list [models|hardware|engines|scenarios] [--format table|json|csv]\n"
      "\n"
      "Lists the library entries a scenario can name (from $KVPLAN_LIBRARY or the bundled\n"
      "scenarios/ folder), with their source files.\n"},

@@ -296,7 +296,8 @@ static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim)
         a->c.prefix_cache == b->c.prefix_cache, a->c.kv_dtype == b->c.kv_dtype, a->c.attention == b->c.attention,
         a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
         a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
-        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw};
+        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->wformat == b->wformat,
+        a->engine == b->engine};
     if (same[dim]) return 0;
     for (int i = 0; i < PLAN_DIMS; i++) if (i != dim && !same[i]) return 0;
     return 1;
@@ -318,7 +319,9 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 9: snprintf(buf, n, "tensor parallel %d", c->tp); break;
     case 10: snprintf(buf, n, "%d replica%s", c->replicas, c->replicas > 1 ? "s" : ""); break;
     case 11: if (c->kv_heads) snprintf(buf, n, "%d KV heads", c->kv_heads); else snprintf(buf, n, "the model's own KV heads"); break;
-    default: snprintf(buf, n, "%s", c->hw_name); break;
+    case 12: snprintf(buf, n, "%s", c->hw_name); break;
+    case 13: snprintf(buf, n, "%s weights", c->wformat_name); break;
+    default: snprintf(buf, n, "the %s engine", c->engine_name); break;
     }
 }
 
@@ -438,6 +441,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      "quality settings do not accept that.", d2, cmp,
                      c->risk_gqa ? "it needs a model retrained with fewer KV heads"
                      : c->risk_window ? "it drops all but the sink and window tokens from attention"
+                                      : c->risk_weights ? "it quantises the weights"
                                       : "it quantises the KV cache");
         }
         break;

@@ -13,6 +13,8 @@ int main(void)
     srunner_add_suite(sr, suite_model_library());
     srunner_add_suite(sr, suite_capacity());
     srunner_add_suite(sr, suite_roofline());
+    srunner_add_suite(sr, suite_collective());
+    srunner_add_suite(sr, suite_model_terms());
     srunner_add_suite(sr, suite_sim_core());
     srunner_add_suite(sr, suite_kv_manager());
     srunner_add_suite(sr, suite_engine());
@@ -22,6 +24,8 @@ int main(void)
     srunner_add_suite(sr, suite_db());
     srunner_add_suite(sr, suite_cpu_backend());
     srunner_add_suite(sr, suite_pool());
+    srunner_add_suite(sr, suite_fastfwd());
+    srunner_add_suite(sr, suite_bounded());
     srunner_add_suite(sr, suite_verify());
     srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());
