@@ -21,8 +21,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
 {
     const scn_options *o = &s->options;
     const scn_deployment *d = &s->deployment;
-    /* One dimension per option list. An engine dimension joins here (and in differs_only_in of
-     * plan_rank.c) once scenarios carry engine profiles. */
+    /* One dimension per option list (PLAN_DIMS; differs_only_in in plan_rank.c follows this order). */
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
                   count_or_1(o->n_kv_heads), count_or_1(o->n_hardware), count_or_1(o->n_wformat),
@@ -37,7 +36,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     if (!r->c || !r->order) { plan_result_free(r); return -1; }
     r->best = -1;
     r->seeds = PLAN_SEEDS_DEFAULT;
-    int idx[15] = {0};
+    int idx[PLAN_DIMS] = {0};
     for (long k = 0; k < total; k++) {
         /* Mixed-radix counter over the dimensions, last dimension fastest. */
         long rest = k;
@@ -109,6 +108,16 @@ void plan_set_seeds(plan_result *r, int seeds)
     for (int i = 0; i < r->n; i++) r->c[i].n_seeds = seeds;
 }
 
+void plan_skip_disallowed(plan_result *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        plan_cand *c = &r->c[i];
+        if (c->allowed || c->status != PLAN_PENDING) continue;
+        c->status = PLAN_SKIPPED;
+        snprintf(c->why, sizeof c->why, "changes the model's outputs, which the scenario's quality settings do not accept");
+    }
+}
+
 void plan_set_capacity(plan_result *r, bool on)
 {
     for (int i = 0; i < r->n; i++) r->c[i].search_capacity = on;
@@ -153,7 +162,10 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out)
     if (c->kv_heads > 0) out->model.kv_heads = c->kv_heads;
     if (c->hw >= 0 && c->hw < s->options.n_hardware) out->hardware = s->options.hardware[c->hw];
     if (c->wformat >= 0) kv_model_set_wformat(&out->model, &s->options.wformat[c->wformat]);
-    if (c->engine >= 0) scn_engine_apply(out, &s->options.engine[c->engine]);
+    /* The engine's overheads go into the hardware profile (unless it sets its own): again after a
+     * hardware option replaced the profile, and for an engine option. */
+    bool eng = c->engine >= 0 && c->engine < s->options.n_engine;
+    if (eng || c->hw >= 0) scn_engine_apply(out, eng ? &s->options.engine[c->engine] : &s->engine);
 }
 
 void plan_describe(const plan_cand *c, char *buf, size_t n)

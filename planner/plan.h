@@ -87,6 +87,9 @@ void plan_set_seeds(plan_result *r, int seeds);
 /* Whether plan_evaluate searches each candidate's capacity (default: when the objective is
  * judged at capacity; `capacity` and `sweep` always want it). */
 void plan_set_capacity(plan_result *r, bool on);
+/* Marks candidates whose accuracy risks the scenario does not accept as skipped (for commands
+ * that never show them: `capacity`, `sweep`), so they are not simulated. */
+void plan_skip_disallowed(plan_result *r);
 /* True when the scenario's objective is judged at capacity (throughput, goodput, cost on an
  * open-loop rate; p99 latency and traces stay at the offered load). */
 bool plan_objective_at_capacity(const scn_scenario *s);

@@ -32,6 +32,7 @@ int main(void)
     srunner_add_suite(sr, suite_report());
     srunner_add_suite(sr, suite_cli());
     srunner_add_suite(sr, suite_cli_sim());
+    srunner_add_suite(sr, suite_cuda_plugin());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
