@@ -5,6 +5,7 @@
  * 22 output tokens/s under contiguous + window, against 0 and 208 without the window). */
 #include "tests.h"
 #include "../model/kv_blocks.h"
+#include "../model/kv_throughput.h"
 #include "../sim/kv_manager.h"
 #include "../sim/sim.h"
 
@@ -143,6 +144,37 @@ START_TEST(memory_labels_carry_units)
 }
 END_TEST
 
+START_TEST(saturation_rate_brackets_the_simulated_one)
+{
+    /* Independent reference: the simulator driven at five times the estimate saturates, and
+     * its throughput is what the replica really sustains. */
+    static const char *const cases[][2] = {{"chat.yaml", "options.kv_layout=paged"},
+                                           {"../bench/splitwise.yaml", "options.kv_layout=paged"},
+                                           {"archetypes/edge-gpu.yaml", "options.kv_layout=paged"}};
+    static scn_scenario s;
+    static kv_seq_work w[1024];
+    for (int i = 0; i < 3; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", getenv("KVPLAN_LIBRARY"), cases[i][0]);
+        const char *sets[] = {cases[i][1], "options.prefix_cache=off", "workload.requests=2000"};
+        scn_error e;
+        ck_assert_int_eq(scn_scenario_load(path, sets, 3, &s, &e), SCN_OK);
+        sim_choice c = sim_choice_first(&s);
+        kv_cache_cfg cfg = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+        kv_saturation k = kv_saturation_rate(&s, &cfg, c.attention, true, c.block_size, w, 1024);
+        ck_assert(k.rate > 0 && k.batch >= 1 && k.batch <= s.deployment.max_num_seqs);
+        s.workload.arrival = SCN_ARRIVAL_POISSON;
+        s.workload.rate = 5 * k.rate;
+        sim_metrics m;
+        char err[512];
+        ck_assert_msg(simulate(&s, &c, &m, err) == SIM_OK, "%s", err);
+        double ratio = k.rate / m.req_per_s;
+        ck_assert_msg(ratio > 0.75 && ratio < 1.35, "%s: estimate %.3f req/s, simulated %.3f req/s", cases[i][0], k.rate,
+                      m.req_per_s);
+    }
+}
+END_TEST
+
 Suite *suite_accounting(void)
 {
     Suite *s = suite_create("accounting");
@@ -151,6 +183,7 @@ Suite *suite_accounting(void)
     tcase_add_test(tc, a_window_never_adds_reservation_or_preemptions);
     tcase_add_test(tc, memory_and_simulator_size_sequences_alike);
     tcase_add_test(tc, memory_labels_carry_units);
+    tcase_add_test(tc, saturation_rate_brackets_the_simulated_one);
     suite_add_tcase(s, tc);
     return s;
 }
