@@ -1,5 +1,5 @@
 /* kv_throughput.h: the request rate at which one replica saturates, from the cost model alone
- * (docs/cost-model.md, "Saturation rate"): a starting bracket for a capacity search, so it
+ * (docs/simulator.md, "Saturation rate"): a starting bracket for a capacity search, so it
  * need not simulate its way up from a low rate. */
 #ifndef KVPLAN_KV_THROUGHPUT_H
 #define KVPLAN_KV_THROUGHPUT_H
