@@ -32,13 +32,17 @@ typedef struct {
 void scn_error_format(const scn_error *e, char *buf, size_t n);
 
 typedef enum { SCN_DTYPE_FP32, SCN_DTYPE_FP16, SCN_DTYPE_BF16, SCN_DTYPE_FP8, SCN_DTYPE_INT8,
-               SCN_DTYPE_INT4, SCN_DTYPE_COUNT } scn_dtype;
+               SCN_DTYPE_INT4, SCN_DTYPE_FP4, SCN_DTYPE_COUNT } scn_dtype;
+extern const char *const SCN_DTYPE_NAMES[];   /* names, in enum order, NULL-terminated (scn_names.c) */
 const char *scn_dtype_name(scn_dtype d);
 double scn_dtype_bytes(scn_dtype d);          /* 0.5 for int4 */
 int scn_dtype_parse(const char *s, scn_dtype *out);
+/* The name of value v in one of the SCN_*_NAMES tables; "?" when out of range. */
+const char *scn_enum_name(const char *const *names, int v);
 
 /* How quantised KV stores its scales (docs/cost-model.md, "Quantised KV"). */
 typedef enum { SCN_QUANT_PER_TENSOR, SCN_QUANT_PER_TOKEN_HEAD, SCN_QUANT_GROUP } scn_quant_gran;
+extern const char *const SCN_QUANT_GRAN_NAMES[];
 
 typedef struct {
     scn_quant_gran granularity;
@@ -46,6 +50,24 @@ typedef struct {
     scn_dtype scale_dtype;   /* dtype of each scale (and zero point) */
     bool zero_point;         /* asymmetric quantisation stores a zero point per scale */
 } scn_quant;
+
+/* How quantised weights store their scales (docs/cost-model.md, "Quantised weights"). NONE is a
+ * plain 16/32-bit checkpoint; the others name the checkpoint layouts engines load. */
+typedef enum { SCN_WQ_NONE, SCN_WQ_PER_TENSOR, SCN_WQ_BLOCK, SCN_WQ_PER_CHANNEL, SCN_WQ_AWQ, SCN_WQ_GPTQ,
+               SCN_WQ_NVFP4, SCN_WQ_COUNT } scn_wquant;
+const char *scn_wquant_name(scn_wquant q);
+
+/* A weight format: what a plan option `weight_dtype` names (bf16, fp8, fp8_block, int8, awq,
+ * gptq, fp4). */
+typedef struct {
+    scn_dtype dtype;        /* stored element type */
+    scn_wquant quant;       /* scale layout */
+    int group_size;         /* elements per scale for group layouts (AWQ/GPTQ 128, NVFP4 16, block 128x128) */
+} scn_wformat;
+/* Parses a weight-format name; 0 on success. */
+int scn_wformat_parse(const char *name, scn_wformat *out);
+/* "bf16", "awq", ... */
+const char *scn_wformat_name(const scn_wformat *f);
 
 #define SCN_NAME_MAX 64
 #define SCN_PATH_MAX 512
@@ -64,7 +86,9 @@ typedef struct {
     bool attention_bias;      /* q/k/v projections carry a bias (Qwen2) */
     int norms_per_layer;      /* RMSNorm weight vectors per layer (2 for Llama, 4 for Gemma 2) */
     int max_position;         /* max_position_embeddings (tokens) */
-    scn_dtype weight_dtype;
+    scn_dtype weight_dtype;   /* stored element type of the linear layers' weights */
+    scn_wquant weight_quant;  /* their scale layout (NONE for 16/32-bit) */
+    int weight_group;         /* elements per scale for group layouts */
     /* Sliding-window attention: `sliding_layers` of the layers attend to at most
      * `sliding_window` tokens (0 = none). */
     int sliding_window;       /* tokens */
@@ -83,29 +107,75 @@ typedef struct {
     int v_head_dim;
 } scn_model;
 
-typedef enum { SCN_LINK_NONE, SCN_LINK_NVLINK, SCN_LINK_PCIE, SCN_LINK_INFINITY_FABRIC } scn_link;
+typedef enum { SCN_LINK_NONE, SCN_LINK_NVLINK, SCN_LINK_PCIE, SCN_LINK_INFINITY_FABRIC, SCN_LINK_INFINIBAND,
+               SCN_LINK_ROCE } scn_link;
+extern const char *const SCN_LINK_NAMES[];
+
+/* GPU generation: which attention kernels an engine runs and how well (docs/cost-model.md). */
+typedef enum { SCN_ARCH_OTHER, SCN_ARCH_AMPERE, SCN_ARCH_ADA, SCN_ARCH_HOPPER, SCN_ARCH_BLACKWELL, SCN_ARCH_CDNA3,
+               SCN_ARCH_CPU } scn_arch;
+extern const char *const SCN_ARCH_NAMES[];
 
 typedef struct {
     char name[SCN_NAME_MAX];
     char source[SCN_PATH_MAX];
+    scn_arch arch;
     double memory;              /* bytes of device memory */
     double memory_bandwidth;    /* bytes/s, datasheet peak */
     double flops[SCN_DTYPE_COUNT]; /* dense tensor ops/s per operand dtype; 0 = unsupported */
     scn_link link;
     double link_bandwidth;      /* bytes/s per GPU per direction */
-    double link_latency;        /* s per collective hop */
+    double link_latency;        /* s per collective step (NCCL's low-latency protocol, one hop) */
+    int gpus_per_node;          /* GPUs the link joins all-to-all (an NVSwitch node); 0 = tensor_parallel */
+    double oneshot_latency;     /* s: a custom one-shot all-reduce of a tiny message over 2 GPUs */
+    double oneshot_latency_peer;/* s added per further peer */
+    scn_link net;               /* scale-out network between nodes */
+    double net_bandwidth;       /* bytes/s per GPU per direction (one NIC per GPU) */
+    double net_latency;         /* s per collective step across the network */
+    int sm_count;               /* streaming multiprocessors (compute units); 0 = no wave model */
     /* Efficiency factors and overheads: defaults in the library, replaced by calibration. */
     double eff_bandwidth;       /* achieved / peak memory bandwidth */
     double eff_compute;         /* achieved / peak tensor throughput on GEMMs */
-    double eff_attention;       /* achieved / peak tensor throughput in attention */
+    double eff_attention;       /* achieved / peak tensor throughput in attention (used when calibrated;
+                                 * otherwise the engine's kernel family sets it) */
     double eff_link;            /* achieved / peak interconnect bandwidth */
-    double kernel_overhead;     /* s per kernel launch */
-    double step_overhead;       /* s of CPU scheduling per engine step */
+    double kernel_overhead;     /* s per kernel launch (eager); from the engine unless overhead_given */
+    double step_overhead;       /* s of CPU scheduling per engine step; likewise */
+    bool overhead_given;        /* the profile sets kernel_launch/step itself (a calibrated profile) */
+    bool attention_given;       /* the profile sets efficiency.attention itself */
     double runtime_memory;      /* bytes taken by the runtime (context, workspaces, graphs) */
+    double usd_per_gpu_hour;    /* list price (price.usd_per_gpu_hour); 0 when the profile gives none */
     bool calibrated;
 } scn_hardware;
 
+/* A serving engine's profile (scenarios/engines/NAME.yaml; docs/cost-model.md, "Engine
+ * profiles"). */
+typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
+typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_COUNT } scn_attn_kernel;
+#define SCN_GRAPH_SIZES_MAX 96
+typedef struct {
+    char name[SCN_NAME_MAX];
+    char source[SCN_PATH_MAX];
+    double step_cpu;            /* s of CPU work per step (scheduling, input prep, sampling, output) */
+    double seq_cpu;             /* s of CPU work per scheduled sequence per step */
+    bool async_scheduling;      /* CPU work for step i+1 overlaps the GPU's step i */
+    double kernel_launch;       /* s per kernel launched eagerly */
+    bool cuda_graphs;           /* decode-only steps replay a captured graph */
+    int n_graph_sizes;          /* captured batch sizes, ascending */
+    int graph_sizes[SCN_GRAPH_SIZES_MAX];
+    double graph_launch;        /* s to launch one graph */
+    double graph_kernel;        /* s between kernels inside a graph */
+    bool chunked_prefill;       /* the engine's default scheduler chunks prefills */
+    int max_num_batched_tokens; /* its default token budget per step; 0 = the deployment's */
+    scn_allreduce_impl allreduce;
+    double oneshot_max;         /* bytes: custom all-reduce runs one-shot up to here (8 GPUs) */
+    double custom_max;          /* bytes: and two-shot up to here; NCCL above */
+    scn_attn_kernel attn_kernel;
+} scn_engine;
+const char *scn_attn_kernel_name(scn_attn_kernel k);
+
 typedef enum { SCN_ROUTER_ROUND_ROBIN, SCN_ROUTER_LEAST_OUTSTANDING, SCN_ROUTER_PREFIX_AFFINITY } scn_router;
+extern const char *const SCN_ROUTER_NAMES[];
 
 typedef struct {
     int tensor_parallel;
@@ -119,6 +189,7 @@ typedef struct {
 
 typedef enum { SCN_DIST_FIXED, SCN_DIST_UNIFORM, SCN_DIST_NORMAL, SCN_DIST_LOGNORMAL,
                SCN_DIST_EMPIRICAL } scn_dist_kind;
+extern const char *const SCN_DIST_NAMES[];
 
 /* A token-length distribution. */
 typedef struct {
@@ -129,8 +200,19 @@ typedef struct {
     char file[SCN_PATH_MAX]; /* empirical: CSV of lengths (and optional weights) */
 } scn_dist;
 
-typedef enum { SCN_ARRIVAL_POISSON, SCN_ARRIVAL_GAMMA, SCN_ARRIVAL_CONSTANT, SCN_ARRIVAL_TRACE }
-    scn_arrival_kind;
+/* Open-loop processes (poisson, gamma, constant, trace) send at times of their own; closed
+ * keeps `concurrency` clients each waiting for its reply before sending again (vLLM bench serve
+ * --max-concurrency, genai-perf --concurrency); offline has every request waiting at t = 0
+ * (MLPerf Offline, vllm bench throughput). */
+typedef enum { SCN_ARRIVAL_POISSON, SCN_ARRIVAL_GAMMA, SCN_ARRIVAL_CONSTANT, SCN_ARRIVAL_TRACE,
+               SCN_ARRIVAL_CLOSED, SCN_ARRIVAL_OFFLINE } scn_arrival_kind;
+extern const char *const SCN_ARRIVAL_NAMES[];
+
+/* True for the processes driven by a request rate (the ones capacity searches may scale). */
+static inline bool scn_arrival_has_rate(scn_arrival_kind k)
+{
+    return k == SCN_ARRIVAL_POISSON || k == SCN_ARRIVAL_GAMMA || k == SCN_ARRIVAL_CONSTANT;
+}
 
 typedef struct {
     long requests;
@@ -145,10 +227,18 @@ typedef struct {
     double prefix_zipf;         /* Zipf exponent of group popularity; 0 = uniform */
     int turns;                  /* turns per conversation; 1 = single-turn */
     double think_time;          /* s between a reply and the next turn */
+    int concurrency;            /* closed: clients, each with one request in flight */
+    double client_think_time;   /* closed: s between a client's reply and its next request */
+    /* The steady-state window the summary metrics cover: requests numbered in creation order
+     * are measured when skip_first <= id < total - skip_last. A fraction (frac > 0) stands for
+     * that share of the requests; counts and fractions do not mix on one side. */
+    long skip_first, skip_last;         /* requests */
+    double skip_first_frac, skip_last_frac;
 } scn_workload;
 
 typedef enum { SCN_METRIC_TTFT, SCN_METRIC_TPOT, SCN_METRIC_ITL, SCN_METRIC_E2E,
                SCN_METRIC_COUNT } scn_metric;
+extern const char *const SCN_METRIC_NAMES[];
 
 typedef struct {
     scn_metric metric;
@@ -163,10 +253,14 @@ typedef struct {
 } scn_slo;
 
 typedef enum { SCN_LAYOUT_CONTIGUOUS, SCN_LAYOUT_PAGED } scn_layout;
+extern const char *const SCN_LAYOUT_NAMES[];
 typedef enum { SCN_ATTN_FLASH, SCN_ATTN_NAIVE } scn_attention;
+extern const char *const SCN_ATTN_NAMES[];
 typedef enum { SCN_SCHED_STATIC, SCN_SCHED_CONTINUOUS, SCN_SCHED_CHUNKED } scn_scheduler;
+extern const char *const SCN_SCHED_NAMES[];
 
 #define SCN_OPT_MAX 16
+#define SCN_HW_OPT_MAX 8
 /* The option space; each list holds at least one entry after loading. */
 typedef struct {
     int n_layout;     scn_layout layout[SCN_OPT_MAX];
@@ -183,15 +277,21 @@ typedef struct {
     int n_tp;         int tensor_parallel[SCN_OPT_MAX];
     int n_replicas;   int replicas[SCN_OPT_MAX];
     int n_kv_heads;   int kv_heads[SCN_OPT_MAX];            /* GQA/MQA what-if: needs retraining */
+    /* Weight formats and engines; empty lists mean the model's format and the scenario's engine. */
+    int n_wformat;    scn_wformat wformat[SCN_OPT_MAX];
+    int n_engine;     scn_engine engine[SCN_OPT_MAX];
+    int n_hardware;   scn_hardware hardware[SCN_HW_OPT_MAX]; /* hardware profiles to compare; empty: the scenario's */
 } scn_options;
 
 typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;
+extern const char *const SCN_OBJECTIVE_NAMES[];
 
 /* What the planner may recommend that changes the model's outputs. */
 typedef struct {
     bool allow_kv_dtype[SCN_DTYPE_COUNT];   /* quantised KV dtypes accepted */
     bool allow_window;                      /* StreamingLLM sink + window */
     bool allow_gqa;                         /* fewer KV heads than the model has (retraining) */
+    bool allow_weight_quant[SCN_WQ_COUNT];  /* quantised weight layouts accepted */
 } scn_quality;
 
 typedef struct {
@@ -199,6 +299,7 @@ typedef struct {
     char source[SCN_PATH_MAX];
     scn_model model;
     scn_hardware hardware;
+    scn_engine engine;            /* `engine:`, default vllm */
     scn_deployment deployment;
     scn_workload workload;
     scn_slo slo;
@@ -214,8 +315,26 @@ typedef struct {
 scn_status scn_scenario_load(const char *path, const char *const *sets, int n_sets,
                              scn_scenario *out, scn_error *err);
 
-/* The library directory: $KVPLAN_LIBRARY, else next to the executable, else the build's. */
-const char *scn_library_dir(void);
+/* ---- Where files live (scn_dirs.c) ---- */
+/* The shipped YAML library: $KVPLAN_LIBRARY, else <prefix>/share/kvplan/scenarios beside the
+ * installed executable, else the source tree's scenarios/. Fills buf; -1 when none exists (buf
+ * still names the build's folder, for messages). */
+int scn_library_dir(char *buf, size_t n);
+/* The chart libraries for HTML reports (a node_modules folder holding vega, vega-lite and
+ * vega-embed): $KVPLAN_ASSETS, else <prefix>/share/kvplan/node_modules, else the source
+ * tree's; -1 when none is installed. */
+int scn_assets_dir(char *buf, size_t n);
+/* The user's data directory for kvplan's output, $XDG_DATA_HOME/kvplan/<sub> or
+ * ~/.local/share/kvplan/<sub> (sub may be NULL); -1 when neither variable is usable. The
+ * directory may not exist yet. */
+int scn_user_dir(const char *sub, char *buf, size_t n);
+/* mkdir -p: creates dir and its missing parents; -1 with errno set on failure. */
+int scn_mkdirs(const char *dir);
+
+/* Makes `e` the scenario's engine: copies it, and its overheads into the hardware profile unless
+ * the profile sets its own (hardware.overhead_given). */
+void scn_engine_apply(scn_scenario *s, const scn_engine *e);
+
 
 /* ---- Units (scn_units.c) ---- */
 typedef enum { SCN_UNIT_BYTES, SCN_UNIT_BANDWIDTH, SCN_UNIT_COMPUTE, SCN_UNIT_TIME,

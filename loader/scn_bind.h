@@ -47,6 +47,7 @@ int scn_parse_bool(scn_ctx *c, const scn_node *v, const char *path, bool *out);
 int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *out);
 int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardware *out);
 int scn_bind_scenario(scn_ctx *c, const scn_node *root, scn_scenario *out);
+int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine *out);
 
 /* Translates a Hugging Face config.json tree into a kvplan model mapping (scn_hf.c). */
 scn_node *scn_hf_translate(scn_ctx *c, const scn_node *cfg, const char *path);

@@ -2,6 +2,9 @@
  * or a translated Hugging Face config). Field meanings: docs/scenarios.md, "model". */
 #include "scn_bind.h"
 
+#include <math.h>
+#include <stdlib.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +15,8 @@ static const char *const MODEL_KEYS[] = {
     "intermediate", "vocab", "tie_embeddings", "attention_bias", "norms_per_layer",
     "max_position", "weight_dtype", "sliding_window", "sliding_layers", "experts",
     "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "kv_lora_rank",
-    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", NULL};
+    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", NULL};
+static const char *const WQUANTS[] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4", NULL};
 
 static int invalid(scn_ctx *c, const scn_node *at, const char *path, const char *key, const char *msg)
 {
@@ -64,6 +68,20 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
         return -1;
     if (o->heads % o->kv_heads)
         return invalid(c, m, path, "kv_heads", "heads must be a multiple of kv_heads");
+    /* The weight layout defaults to what checkpoints of that dtype use (docs/cost-model.md,
+     * "Quantised weights"). */
+    static const scn_wquant DEF_Q[SCN_DTYPE_COUNT] = {SCN_WQ_NONE, SCN_WQ_NONE, SCN_WQ_NONE, SCN_WQ_PER_TENSOR,
+                                                     SCN_WQ_PER_CHANNEL, SCN_WQ_AWQ, SCN_WQ_NVFP4};
+    static const int DEF_G[SCN_WQ_COUNT] = {0, 0, 128, 0, 128, 128, 16};
+    int q = (int)DEF_Q[o->weight_dtype];
+    if (scn_get_enum(c, m, path, "weight_quant", WQUANTS, &q)) return -1;
+    o->weight_quant = (scn_wquant)q;
+    o->weight_group = DEF_G[o->weight_quant];
+    if (scn_get_int(c, m, path, "weight_group", 1, 1 << 20, &o->weight_group)) return -1;
+    bool sixteen = o->weight_dtype == SCN_DTYPE_FP32 || o->weight_dtype == SCN_DTYPE_FP16 || o->weight_dtype == SCN_DTYPE_BF16;
+    if (sixteen != (o->weight_quant == SCN_WQ_NONE))
+        return invalid(c, m, path, scn_has(m, "weight_quant") ? "weight_quant" : "weight_dtype",
+                       "weight_quant none goes with fp32/fp16/bf16 weights, and quantised dtypes need a layout");
     o->sliding_layers = o->sliding_window ? o->layers : 0;
     if (scn_get_int(c, m, path, "sliding_layers", 0, o->layers, &o->sliding_layers)) return -1;
     if (scn_has(m, "sliding_layers") && !o->sliding_window)
@@ -91,11 +109,12 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 }
 
 /* ---- hardware ---- */
-static const char *const HW_KEYS[] = {"name", "source", "extends", "memory", "memory_bandwidth",
-                                      "compute", "interconnect", "efficiency", "overhead", "calibrated", NULL};
-static const char *const COMPUTE_KEYS[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", NULL};
-static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", NULL};
-static const char *const LINK_KINDS[] = {"none", "nvlink", "pcie", "infinity_fabric", NULL};
+static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "memory", "memory_bandwidth",
+                                      "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", "price", NULL};
+static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_per_node", "oneshot_latency",
+                                        "oneshot_latency_per_peer", NULL};
+static const char *const NET_KEYS[] = {"kind", "bandwidth", "latency", NULL};
+static const char *const HW_PRICE_KEYS[] = {"usd_per_gpu_hour", "source", NULL};
 static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "attention", "interconnect", NULL};
 static const char *const OVH_KEYS[] = {"kernel_launch", "step", "runtime_memory", NULL};
 
@@ -130,20 +149,24 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
     o->eff_compute = 0.60;
     o->eff_attention = 0.40;
     o->eff_link = 0.70;
-    o->kernel_overhead = 4e-6;
-    o->step_overhead = 2e-3;
     o->runtime_memory = 1.0 * 1073741824.0;
-    o->link_latency = 5e-6;
+    /* NCCL's tuning model: 0.6 us per ring step of its low-latency protocol over NVLink
+     * (docs/sources.md); the profiles give their own. */
+    o->link_latency = 0.6e-6;
     if (scn_get_str(c, m, path, "name", o->name, sizeof o->name) ||
         scn_get_qty(c, m, path, "memory", SCN_UNIT_BYTES, false, &o->memory) ||
         scn_get_qty(c, m, path, "memory_bandwidth", SCN_UNIT_BANDWIDTH, false, &o->memory_bandwidth) ||
-        scn_get_bool(c, m, path, "calibrated", &o->calibrated))
+        scn_get_bool(c, m, path, "calibrated", &o->calibrated) ||
+        scn_get_int(c, m, path, "sm_count", 1, 100000, &o->sm_count))
         return -1;
+    int arch = SCN_ARCH_OTHER;
+    if (scn_get_enum(c, m, path, "arch", SCN_ARCH_NAMES, &arch)) return -1;
+    o->arch = (scn_arch)arch;
     char full[256];
     const scn_node *s;
-    if (sub_map(c, m, path, "compute", COMPUTE_KEYS, &s, full, sizeof full)) return -1;
-    for (int d = 0; COMPUTE_KEYS[d]; d++)
-        if (scn_get_qty(c, s, full, COMPUTE_KEYS[d], SCN_UNIT_COMPUTE, true, &o->flops[d])) return -1;
+    if (sub_map(c, m, path, "compute", SCN_DTYPE_NAMES, &s, full, sizeof full)) return -1;
+    for (int d = 0; SCN_DTYPE_NAMES[d]; d++)
+        if (scn_get_qty(c, s, full, SCN_DTYPE_NAMES[d], SCN_UNIT_COMPUTE, true, &o->flops[d])) return -1;
     if (o->flops[SCN_DTYPE_FP16] == 0 && o->flops[SCN_DTYPE_BF16] == 0)
         return invalid(c, s, full, "bf16", "missing: the profile needs fp16 or bf16 tensor throughput");
     if (o->flops[SCN_DTYPE_FP16] == 0) o->flops[SCN_DTYPE_FP16] = o->flops[SCN_DTYPE_BF16];
@@ -151,12 +174,24 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
     if (sub_map(c, m, path, "interconnect", LINK_KEYS, &s, full, sizeof full)) return -1;
     if (s) {
         int k = 0;
-        if (scn_get_enum(c, s, full, "kind", LINK_KINDS, &k) ||
+        if (scn_get_enum(c, s, full, "kind", SCN_LINK_NAMES, &k) ||
             scn_get_qty(c, s, full, "bandwidth", SCN_UNIT_BANDWIDTH, false, &o->link_bandwidth) ||
-            scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &o->link_latency))
+            scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &o->link_latency) ||
+            scn_get_int(c, s, full, "gpus_per_node", 1, 100000, &o->gpus_per_node) ||
+            scn_get_qty(c, s, full, "oneshot_latency", SCN_UNIT_TIME, true, &o->oneshot_latency) ||
+            scn_get_qty(c, s, full, "oneshot_latency_per_peer", SCN_UNIT_TIME, true, &o->oneshot_latency_peer))
             return -1;
         o->link = (scn_link)k;
         if (o->link != SCN_LINK_NONE && scn_require(c, s, full, "bandwidth")) return -1;
+    }
+    if (sub_map(c, m, path, "network", NET_KEYS, &s, full, sizeof full)) return -1;
+    if (s) {
+        int k = 0;
+        if (scn_require(c, s, full, "bandwidth") || scn_get_enum(c, s, full, "kind", SCN_LINK_NAMES, &k) ||
+            scn_get_qty(c, s, full, "bandwidth", SCN_UNIT_BANDWIDTH, false, &o->net_bandwidth) ||
+            scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &o->net_latency))
+            return -1;
+        o->net = (scn_link)k;
     }
     if (sub_map(c, m, path, "efficiency", EFF_KEYS, &s, full, sizeof full)) return -1;
     if (s && (get_fraction(c, s, full, "memory_bandwidth", &o->eff_bandwidth) ||
@@ -164,11 +199,30 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
               get_fraction(c, s, full, "attention", &o->eff_attention) ||
               get_fraction(c, s, full, "interconnect", &o->eff_link)))
         return -1;
+    o->attention_given = s && scn_has(s, "attention");
     if (sub_map(c, m, path, "overhead", OVH_KEYS, &s, full, sizeof full)) return -1;
     if (s && (scn_get_qty(c, s, full, "kernel_launch", SCN_UNIT_TIME, true, &o->kernel_overhead) ||
               scn_get_qty(c, s, full, "step", SCN_UNIT_TIME, true, &o->step_overhead) ||
               scn_get_qty(c, s, full, "runtime_memory", SCN_UNIT_BYTES, true, &o->runtime_memory)))
         return -1;
+    /* A profile that names its own launch and step costs (a calibrated one) overrides the
+     * engine's; otherwise the engine supplies both (scn_engine_apply). */
+    if (s && (scn_has(s, "kernel_launch") || scn_has(s, "step"))) {
+        if (!scn_has(s, "kernel_launch") || !scn_has(s, "step"))
+            return invalid(c, s, full, scn_has(s, "step") ? "kernel_launch" : "step",
+                           "give both kernel_launch and step (a calibrated profile), or neither (the engine's)");
+        o->overhead_given = true;
+    }
+    /* A list price per GPU-hour, for cost per token (sources in docs/sources.md). */
+    if (sub_map(c, m, path, "price", HW_PRICE_KEYS, &s, full, sizeof full)) return -1;
+    const scn_node *pv = s ? scn_map_get(s, "usd_per_gpu_hour") : NULL;
+    if (pv) {
+        char *end = NULL;
+        double x = pv->kind == SCN_NODE_SCALAR ? strtod(pv->text, &end) : -1;
+        if (pv->kind != SCN_NODE_SCALAR || end == pv->text || *end || !(x >= 0) || !isfinite(x))
+            return invalid(c, s, full, "usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
+        o->usd_per_gpu_hour = x;
+    }
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-hardware");
     return 0;
 }

@@ -43,11 +43,59 @@ typedef struct {
     double params_attention;    /* all layers */
     double params_mlp;          /* all layers, all experts */
     double params_norm;         /* norm weights (replicated under TP) */
-    double bytes_total;         /* params_total * weight dtype bytes */
+    double params_linear;       /* parameters of the quantisable linear layers (attention, experts, MLP) */
+    double bytes_per_linear;    /* stored bytes per linear parameter, scales and zero points included */
+    double bytes_per_other;     /* bytes per embedding, LM-head, norm and router parameter (16-bit
+                                 * when the linear layers are quantised) */
+    double bytes_total;         /* as the checkpoint stores them */
     double bytes_per_rank;      /* what one tensor-parallel rank stores */
 } kv_weights;
 
 kv_weights kv_weights_compute(const scn_model *m, int tp);
+/* Stored bytes per linear-layer parameter for the model's weight format, scales included. */
+double kv_weight_bytes_per_param(const scn_model *m);
+/* The dtype a GEMM over these weights runs in on this hardware: W4A16 formats dequantise into
+ * 16-bit math; fp8/int8/fp4 use their own tensor rate where the hardware has one. */
+scn_dtype kv_gemm_dtype(const scn_model *m, const scn_hardware *hw);
+/* The model with another weight format (a plan option). */
+void kv_model_set_wformat(scn_model *m, const scn_wformat *f);
+
+/* ---- Collectives (kv_collective.c) ---- */
+typedef enum { KV_COLL_NONE, KV_COLL_ONESHOT, KV_COLL_TWOSHOT, KV_COLL_RING, KV_COLL_TREE, KV_COLL_ALLTOALL,
+               KV_COLL_P2P, KV_COLL_COUNT } kv_coll_algo;
+const char *kv_coll_algo_name(kv_coll_algo a);
+
+typedef struct {
+    kv_coll_algo algo;
+    double latency;      /* s: the fixed part */
+    double transfer;     /* s: bytes over bandwidth */
+    double net_bytes;    /* bytes each rank moves over the link */
+    double seconds;      /* latency + transfer */
+} kv_coll_cost;
+
+/* An all-reduce of `bytes` over p ranks as the engine runs it (custom one-/two-shot within its
+ * size limits, else NCCL's fastest algorithm and protocol). */
+kv_coll_cost kv_allreduce_time(const scn_hardware *hw, const scn_engine *e, int p, double bytes);
+/* One all-reduce algorithm by itself (ring and tree: the best NCCL protocol). */
+kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_coll_algo a);
+/* All-to-all where every rank holds `bytes` split evenly over the p ranks. */
+kv_coll_cost kv_alltoall_time(const scn_hardware *hw, int p, double bytes);
+/* One point-to-point transfer (a KV-cache hand-off), within a node or across the network. */
+kv_coll_cost kv_p2p_time(const scn_hardware *hw, double bytes, bool same_node);
+
+/* ---- Efficiency from shapes (kv_efficiency.c) ---- */
+/* Share of eff_compute * peak a GEMM of M x N x K reaches: tile padding in M, N and K and the
+ * last partial wave of tiles over the SMs (split-K when tiles are fewer than SMs). */
+double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt);
+/* Achieved / peak bf16 tensor rate of prefill attention for the engine's kernel family. */
+double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e);
+/* Share of the streaming bandwidth decode attention reaches with `units` independent
+ * (sequence, KV head, split) work items spread over the SMs. */
+double kv_wave_efficiency(const scn_hardware *hw, double units);
+/* Work items of split-KV decode for `seqs` sequences of `held` keys with `heads` KV heads each. */
+double kv_decode_units(const scn_hardware *hw, double seqs, double heads, double held);
+/* Time of an op that needs t_compute and t_memory: a smooth roofline, (tc^2 + tm^2)^(1/2). */
+double kv_roofline_combine(double t_compute, double t_memory);
 
 /* ---- Memory budget and capacity (kv_capacity.c) ---- */
 typedef struct {
@@ -101,8 +149,9 @@ typedef struct {
     double t_compute;    /* s: flops / (peak * efficiency) */
     double t_memory;     /* s: bytes / (bandwidth * efficiency) */
     double t_network;    /* s */
-    double t_overhead;   /* s: kernels * launch overhead, or the step overhead */
-    double seconds;      /* max(t_compute, t_memory, t_network) + t_overhead */
+    double t_overhead;   /* s: launch cost not hidden behind the GPU, or the step's CPU cost */
+    double seconds;      /* max(combine(t_compute, t_memory), t_network) + t_overhead */
+    double efficiency;   /* GEMMs: shape efficiency; attention: kernel efficiency (0 = n/a) */
     kv_bound bound;
 } kv_op_cost;
 
@@ -111,6 +160,15 @@ typedef struct {
     double seconds;      /* the step: sum over ops */
     long tokens;         /* new tokens in the step */
     kv_bound bound;      /* what binds the step as a whole (largest share of time) */
+    /* The terms `kvplan cost` explains. */
+    double gpu_seconds;  /* device time: every op but the step's CPU cost */
+    double cpu_seconds;  /* the engine's CPU work for the step */
+    bool graph;          /* replayed from a CUDA graph */
+    int graph_batch;     /* the captured size it ran at (batch padded up to it) */
+    scn_dtype gemm_dtype;   /* the dtype GEMMs ran in */
+    kv_coll_cost allreduce; /* one all-reduce of the step */
+    int allreduces;      /* how many */
+    bool mla_absorbed;   /* MLA decode ran over the latent cache with absorbed weights */
 } kv_step_cost;
 
 /* Step time of one engine step over n sequences on the scenario's hardware and deployment. */

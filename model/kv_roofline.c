@@ -1,9 +1,11 @@
 /* kv_roofline.c: time of one engine step as a roofline per operation.
  *
- * Each op's time is max(flops / achievable compute, bytes / achievable bandwidth, network
- * time) plus its kernel launches' fixed cost; the step adds the engine's CPU overhead.
- * Counts are per tensor-parallel rank and summed over layers. docs/cost-model.md, "Step time",
- * derives each count. */
+ * Each op's time is the smooth roofline of its compute time (flops over the dtype's peak times
+ * the shape's efficiency) and memory time, or its collective's time, plus whatever of its
+ * kernel launches the GPU does not hide; the step adds the engine's CPU work (hidden behind the
+ * GPU when the engine schedules asynchronously). Decode steps the engine captured replay a CUDA
+ * graph. Counts are per tensor-parallel rank and summed over layers. docs/cost-model.md, "Step
+ * time", derives each count. */
 #include "kv_model.h"
 
 #include <math.h>
@@ -67,39 +69,95 @@ static void add(kv_op_cost *o, double flops, double bytes, double kernels)
     o->kernels += kernels;
 }
 
-/* Finishes an op: times from counts, and which term binds. */
-static void finish(kv_op_cost *o, double peak, double bw, double launch)
+/* What every GEMM of the step shares. */
+typedef struct {
+    const scn_hardware *hw;
+    double T;          /* tokens (rows) really processed */
+    double M;          /* rows the kernel computes: T, or the CUDA-graph size it was padded to */
+    double peak;       /* GEMM dtype's tensor rate * eff_compute */
+    scn_dtype dt;
+    double wb;         /* stored bytes per weight parameter */
+} gemm_ctx;
+
+/* A GEMM [M x K] x [K x N] over `layers` layers: flops on the real rows, time on the padded
+ * rows at the shape's efficiency; the weight is read once, activations in and out. */
+static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double layers, double kernels)
 {
-    o->t_compute = peak > 0 ? o->flops / peak : 0;
-    o->t_memory = bw > 0 ? o->bytes / bw : 0;
-    o->t_overhead += o->kernels * launch;
-    double t = o->t_compute;
-    o->bound = KV_BOUND_COMPUTE;
-    if (o->t_memory >= t) { t = o->t_memory; o->bound = KV_BOUND_MEMORY; }
-    if (o->t_network > t) { t = o->t_network; o->bound = KV_BOUND_NETWORK; }
-    if (o->t_overhead > t) o->bound = KV_BOUND_OVERHEAD;
-    o->seconds = t + o->t_overhead;
+    double eff = kv_gemm_shape_efficiency(g->hw, g->M, N, K, g->dt);
+    add(o, 2.0 * g->T * N * K * layers, (N * K * g->wb + g->T * (N + K) * AB) * layers, kernels * layers);
+    o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
+    o->efficiency = eff;
 }
 
-/* Attention over all sequences, one layer kind (global or sliding), `layers` of them. */
-static void attention(kv_op_cost *o, const scn_model *m, const kv_cache_cfg *c, scn_attention attn,
-                      int tp, const kv_seq_work *seqs, int n, int sliding, double layers)
+/* Finishes an op: memory time, the roofline, launches the GPU does not hide, and the bound. */
+static void finish(kv_op_cost *o, double bw, double launch, bool graph, double graph_kernel)
+{
+    if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
+    o->t_memory = bw > 0 ? o->bytes / bw : 0;
+    double gpu = fmax(kv_roofline_combine(o->t_compute, o->t_memory), o->t_network);
+    /* Eager launches overlap the GPU's work: only a CPU launch rate slower than the kernels
+     * shows. A graph replays its kernels back to back with a small gap each. */
+    o->t_overhead += graph ? o->kernels * graph_kernel : fmax(0, o->kernels * launch - gpu);
+    o->bound = KV_BOUND_COMPUTE;
+    if (o->t_memory >= o->t_compute) o->bound = KV_BOUND_MEMORY;
+    if (o->t_network > kv_roofline_combine(o->t_compute, o->t_memory)) o->bound = KV_BOUND_NETWORK;
+    if (o->t_overhead > gpu) o->bound = KV_BOUND_OVERHEAD;
+    o->seconds = gpu + o->t_overhead;
+}
+
+/* Attention over all sequences, one layer kind (global or sliding), `layers` of them. Adds
+ * flops, bytes and compute time, and the SM work items decode spreads over (*units). */
+static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
+                      const kv_seq_work *seqs, int n, int sliding, double layers, double *units, bool *absorbed)
 {
     if (layers <= 0) return;
+    const scn_model *m = &s->model;
+    const scn_hardware *hw = &s->hardware;
+    int tp = s->deployment.tensor_parallel;
     long cap = layer_cap(m, c, sliding);
     double heads = (double)m->heads / tp;
     double kv_tok = kv_bytes_per_token_layer_rank(m, c, tp);
-    /* Per key and head: QK^T and PV multiply-adds. MLA attends in the latent space. */
-    double qk_dim = m->kv_lora_rank > 0 ? m->kv_lora_rank + m->qk_rope_head_dim : m->head_dim;
-    double v_dim = m->kv_lora_rank > 0 ? m->kv_lora_rank : m->head_dim;
-    double flop_per_key = 2.0 * heads * (qk_dim + v_dim);
+    bool mla = m->kv_lora_rank > 0;
+    double r = m->kv_lora_rank, dr = m->qk_rope_head_dim, dn = m->qk_nope_head_dim, dv = m->v_head_dim;
+    double kvh = mla ? 1 : kv_heads_per_rank(m, tp);
     double flops = 0, bytes = 0, kernels;
+    int decoding = 0;
+    for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1;
+    bool kv_b_read = false;
     for (int i = 0; i < n; i++) {
         long nt = seqs[i].new_tokens, ctx = seqs[i].context;
         if (nt <= 0) continue;
-        double qo = nt * heads * (qk_dim + v_dim) * AB;              /* read Q, write O */
-        double kv_new = nt * kv_tok;                                 /* write the new K/V */
         long held = kv_tokens_held(m, c, sliding, ctx + nt);
+        double kv_new = nt * kv_tok;                                  /* write the new K/V */
+        if (nt == 1) {
+            double split = fmax(1, fmin(ceil(held / 128.0), hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1));
+            *units += kvh * split;
+        } else {
+            *units += heads * ceil(nt / 128.0);
+        }
+        if (mla && nt == 1) {
+            /* Absorbed decode: W_UK folded into the query, W_UV applied after attention, so
+             * attention runs over the latent (r + rope per key; r for values). */
+            double per_key = 2.0 * heads * (r + dr + r);
+            flops += per_key * held + 2.0 * heads * r * (dn + dv);
+            bytes += heads * (r + dr + r) * AB + kv_new + held * kv_tok;
+            kv_b_read = *absorbed = true;
+            continue;
+        }
+        if (mla) {
+            /* Prefill decompresses every key it attends: kv_b expands the latent of all held
+             * tokens to per-head K (nope) and V, then ordinary attention over d_nope + d_rope
+             * query/key dims and d_v value dims. */
+            double exp_per_tok = heads * (dn + dr + dv) * AB;
+            flops += 2.0 * held * r * heads * (dn + dv) + 2.0 * heads * (dn + dr + dv) * keys_attended(ctx, nt, cap);
+            bytes += nt * heads * (dn + dr + dv) * AB + kv_new + held * kv_tok + held * exp_per_tok +
+                     flash_kv_tokens(ctx, nt, cap) * exp_per_tok;
+            kv_b_read = true;
+            continue;
+        }
+        double qk_dim = m->head_dim, v_dim = m->head_dim;
+        double flop_per_key = 2.0 * heads * (qk_dim + v_dim);
+        double qo = nt * heads * (qk_dim + v_dim) * AB;              /* read Q, write O */
         if (attn == SCN_ATTN_FLASH) {
             flops += flop_per_key * keys_attended(ctx, nt, cap);
             bytes += qo + kv_new + flash_kv_tokens(ctx, nt, cap) * kv_tok;
@@ -111,15 +169,21 @@ static void attention(kv_op_cost *o, const scn_model *m, const kv_cache_cfg *c, 
             bytes += qo + kv_new + held * kv_tok + 4.0 * scores * AB;
         }
     }
+    if (kv_b_read) bytes += r * heads * (dn + dv) * kv_weight_bytes_per_param(m);
     kernels = attn == SCN_ATTN_FLASH ? 2 : 5;   /* cache write + kernel; or + QK, softmax, PV, copy */
+    if (mla) kernels += 1;                      /* the kv_b expansion or absorption GEMM */
     add(o, flops * layers, bytes * layers, kernels * layers);
 }
 
-/* A GEMM op: weight matrix of `wparams` per rank, T tokens in and out widths per rank. */
-static void gemm(kv_op_cost *o, double T, double wparams, double in_w, double out_w, double wb,
-                 double layers, double kernels)
+/* The captured size a decode batch of n replays at, or 0 when it is not captured. */
+static int graph_size(const scn_engine *e, const kv_seq_work *seqs, int n)
 {
-    add(o, 2.0 * T * wparams * layers, (wparams * wb + T * (in_w + out_w) * AB) * layers, kernels * layers);
+    if (!e->cuda_graphs || n <= 0) return 0;
+    for (int i = 0; i < n; i++)
+        if (seqs[i].new_tokens != 1) return 0;
+    for (int i = 0; i < e->n_graph_sizes; i++)
+        if (e->graph_sizes[i] >= n) return e->graph_sizes[i];
+    return 0;
 }
 
 kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
@@ -127,14 +191,22 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
 {
     const scn_model *m = &s->model;
     const scn_hardware *hw = &s->hardware;
+    const scn_engine *e = &s->engine;
     int tp = s->deployment.tensor_parallel;
     kv_step_cost r;
     memset(&r, 0, sizeof r);
     double T = 0;
     for (int i = 0; i < n; i++) T += (double)(seqs[i].new_tokens > 0 ? seqs[i].new_tokens : 0);
     r.tokens = (long)T;
-    double h = m->hidden, wb = scn_dtype_bytes(m->weight_dtype), L = m->layers, H = m->heads;
+    r.graph_batch = graph_size(e, seqs, n);
+    r.graph = r.graph_batch > 0;
+    double h = m->hidden, L = m->layers, H = m->heads;
     double S = n;
+    kv_weights kw = kv_weights_compute(m, tp);
+    r.gemm_dtype = kv_gemm_dtype(m, hw);
+    gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, hw->flops[r.gemm_dtype] * hw->eff_compute, r.gemm_dtype,
+                  kw.bytes_per_linear};
+    double attn_units = 0;
 
     if (T > 0) {
         add(&r.op[KV_OP_EMBED], 0, 2.0 * T * h * AB, 1);
@@ -142,25 +214,34 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
         add(&r.op[KV_OP_NORM], 5.0 * T * h * m->norms_per_layer * L, 4.0 * T * h * AB * m->norms_per_layer * L,
             m->norms_per_layer * L);
 
-        double q_out, qkv_params, o_in;
+        double q_out, o_in;
         if (m->kv_lora_rank > 0) {
+            /* Queries (through q_lora when present) and kv_a's latent + rope key; kv_b belongs to
+             * attention, which runs it as expansion (prefill) or absorption (decode). */
             double qk = m->qk_nope_head_dim + m->qk_rope_head_dim;
-            double q = m->q_lora_rank > 0 ? h * m->q_lora_rank + (double)m->q_lora_rank * H * qk / tp : h * H * qk / tp;
-            double kv_a = h * (m->kv_lora_rank + m->qk_rope_head_dim);
-            double kv_b = (double)m->kv_lora_rank * H * (m->qk_nope_head_dim + m->v_head_dim) / tp;
-            qkv_params = q + kv_a + kv_b;
-            q_out = H * qk / tp + m->kv_lora_rank + m->qk_rope_head_dim;
+            double kv_a = m->kv_lora_rank + m->qk_rope_head_dim;
+            if (m->q_lora_rank > 0) {
+                gemm(&r.op[KV_OP_QKV], &g, m->q_lora_rank + kv_a, h, L, 1);
+                gemm(&r.op[KV_OP_QKV], &g, H * qk / tp, m->q_lora_rank, L, 1);
+            } else {
+                gemm(&r.op[KV_OP_QKV], &g, H * qk / tp + kv_a, h, L, 1);
+            }
+            add(&r.op[KV_OP_QKV], 0, 0, L);   /* rotary */
+            q_out = H * qk / tp + kv_a;
             o_in = H * m->v_head_dim / tp;
         } else {
             q_out = (H / tp + 2.0 * kv_heads_per_rank(m, tp)) * m->head_dim;
-            qkv_params = h * q_out;
+            gemm(&r.op[KV_OP_QKV], &g, q_out, h, L, 2);   /* GEMM + rotary */
             o_in = H * m->head_dim / tp;
         }
-        gemm(&r.op[KV_OP_QKV], T, qkv_params, h, q_out, wb, L, 2);   /* GEMM + rotary */
-        gemm(&r.op[KV_OP_OUT_PROJ], T, o_in * h, o_in, h, wb, L, 1);
+        gemm(&r.op[KV_OP_OUT_PROJ], &g, h, o_in, L, 1);
 
-        attention(&r.op[KV_OP_ATTENTION], m, c, attn, tp, seqs, n, 0, L - m->sliding_layers);
-        attention(&r.op[KV_OP_ATTENTION], m, c, attn, tp, seqs, n, 1, m->sliding_layers);
+        kv_op_cost *at = &r.op[KV_OP_ATTENTION];
+        attention(at, s, c, attn, seqs, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed);
+        attention(at, s, c, attn, seqs, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed);
+        at->efficiency = kv_attention_efficiency(hw, e);
+        double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
+        at->t_compute = apeak > 0 ? at->flops / apeak : 0;
 
         /* MLP: gate|up GEMM, activation, down GEMM. Activation traffic: x in, gate|up out and
          * back in (4I), product out and back in (2I), y out. */
@@ -168,8 +249,9 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
         double dense_layers = m->experts > 0 ? m->dense_layers : L;
         if (dense_layers > 0) {
             double I = (double)m->intermediate / tp;
-            add(mlp, 2.0 * T * 3.0 * h * I * dense_layers,
-                (3.0 * h * I * wb + (2.0 * T * h + 6.0 * T * I) * AB) * dense_layers, 3 * dense_layers);
+            gemm(mlp, &g, 2.0 * I, h, dense_layers, 1);
+            gemm(mlp, &g, h, I, dense_layers, 1);
+            add(mlp, 0, (3.0 * T * I) * AB * dense_layers, dense_layers);   /* activation: gate|up in, product out */
         }
         if (m->experts > 0) {
             double moe_layers = L - m->dense_layers, E = m->experts, k = m->experts_per_token;
@@ -177,41 +259,57 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
             /* Distinct experts T tokens touch when each picks k of E uniformly: E(1 - (1 - k/E)^T). */
             double touched = E * (1.0 - pow(1.0 - k / E, T)) + m->shared_experts;
             double active = k + m->shared_experts;
-            add(mlp, (2.0 * T * 3.0 * h * I * active + 2.0 * T * h * E) * moe_layers,
-                (touched * 3.0 * h * I * wb + h * E * wb + (2.0 * T * h + 6.0 * T * I * active) * AB) * moe_layers,
+            double flops = (2.0 * T * 3.0 * h * I * active + 2.0 * T * h * E) * moe_layers;
+            add(mlp, flops,
+                (touched * 3.0 * h * I * kw.bytes_per_linear + h * E * kw.bytes_per_other +
+                 (2.0 * T * h + 6.0 * T * I * active) * AB) * moe_layers,
                 5 * moe_layers);   /* router, top-k, grouped gate|up, activation, grouped down */
+            /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
+            double Me = fmax(1, g.M * active / touched);
+            double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);
+            mlp->t_compute += g.peak > 0 ? flops * g.M / T / (g.peak * eff) : 0;
+            mlp->efficiency = eff;
         }
 
         if (tp > 1) {
-            /* Ring all-reduce of the T x h activations after attention and after the MLP. */
+            /* Two all-reduces of the M x h activations a layer (after attention and the MLP),
+             * each as the engine runs it on this interconnect. */
             kv_op_cost *ar = &r.op[KV_OP_ALLREDUCE];
-            double msg = T * h * AB, p = tp;
-            double per = 2.0 * (p - 1) / p * msg;
-            ar->net_bytes = 2.0 * L * per;
-            ar->bytes = 2.0 * L * 2.0 * msg;   /* reduce-add reads and writes locally */
+            double msg = g.M * h * AB;
+            r.allreduce = kv_allreduce_time(hw, e, tp, msg);
+            r.allreduces = (int)(2 * L);
+            ar->net_bytes = 2.0 * L * r.allreduce.net_bytes;
+            ar->t_network = 2.0 * L * r.allreduce.seconds;
             ar->kernels = 2.0 * L;
-            double bw = hw->link_bandwidth * hw->eff_link;
-            ar->t_network = bw > 0 ? ar->net_bytes / bw : INFINITY;
-            ar->t_overhead = 2.0 * L * 2.0 * (p - 1) * hw->link_latency;
         }
-        /* LM head: one token's logits per sequence, plus the final norm. */
+        /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. */
         double V = (double)m->vocab / tp;
-        add(&r.op[KV_OP_LM_HEAD], 2.0 * S * h * V, V * h * wb + S * h * AB + S * V * LOGIT_BYTES + 2.0 * S * h * AB, 2);
+        gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, hw->flops[SCN_DTYPE_BF16] * hw->eff_compute,
+                       SCN_DTYPE_BF16, kw.bytes_per_other};
+        gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);
+        add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
     }
 
     double bw = hw->memory_bandwidth * hw->eff_bandwidth;
-    scn_dtype gd = hw->flops[m->weight_dtype] > 0 ? m->weight_dtype : SCN_DTYPE_BF16;
-    double gemm_peak = hw->flops[gd] * hw->eff_compute;
-    double attn_peak = hw->flops[SCN_DTYPE_BF16] * hw->eff_attention;
+    double fp32 = hw->flops[SCN_DTYPE_FP32] > 0 ? hw->flops[SCN_DTYPE_FP32] : g.peak / 8;
+    r.op[KV_OP_NORM].t_compute = fp32 > 0 ? r.op[KV_OP_NORM].flops / fp32 : 0;
     for (int op = 0; op < KV_OP_COUNT; op++) {
         if (op == KV_OP_STEP) continue;
-        double peak = op == KV_OP_ATTENTION ? attn_peak : op == KV_OP_NORM || op == KV_OP_EMBED ? 0 : gemm_peak;
-        if (op == KV_OP_NORM) peak = hw->flops[SCN_DTYPE_FP32] > 0 ? hw->flops[SCN_DTYPE_FP32] : gemm_peak / 8;
-        finish(&r.op[op], peak, bw, hw->kernel_overhead);
+        /* Decode attention streams the cache with as many work items as it can spread. */
+        double obw = op == KV_OP_ATTENTION ? bw * kv_wave_efficiency(hw, attn_units) : bw;
+        finish(&r.op[op], obw, hw->kernel_overhead, r.graph, e->graph_kernel);
     }
-    r.op[KV_OP_STEP].t_overhead = hw->step_overhead;
-    r.op[KV_OP_STEP].seconds = hw->step_overhead;
-    r.op[KV_OP_STEP].bound = KV_BOUND_OVERHEAD;
+    for (int op = 0; op < KV_OP_COUNT; op++) r.gpu_seconds += r.op[op].seconds;
+    if (r.graph) r.gpu_seconds += e->graph_launch;
+
+    /* The engine's CPU work: serial with the GPU, or hidden behind it when scheduling runs a
+     * step ahead. */
+    r.cpu_seconds = hw->step_overhead + e->seq_cpu * n;
+    kv_op_cost *st = &r.op[KV_OP_STEP];
+    st->t_overhead = (r.graph ? e->graph_launch : 0) +
+                     (e->async_scheduling ? fmax(0, r.cpu_seconds - r.gpu_seconds) : r.cpu_seconds);
+    st->seconds = st->t_overhead;
+    st->bound = KV_BOUND_OVERHEAD;
 
     /* The step's bound is the category holding the most time. */
     double by[4] = {0};
@@ -220,7 +318,7 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
         r.seconds += o->seconds;
         by[KV_BOUND_OVERHEAD] += o->t_overhead;
         double t = o->seconds - o->t_overhead;
-        if (t > 0) by[o->bound == KV_BOUND_OVERHEAD ? (o->t_memory >= o->t_compute ? KV_BOUND_MEMORY : KV_BOUND_COMPUTE)
+        if (t > 0) by[o->bound == KV_BOUND_OVERHEAD ? (o->t_network > 0 ? KV_BOUND_NETWORK : o->t_memory >= o->t_compute ? KV_BOUND_MEMORY : KV_BOUND_COMPUTE)
                                                     : o->bound] += t;
     }
     r.bound = KV_BOUND_MEMORY;

@@ -46,10 +46,48 @@ kv_weights kv_weights_compute(const scn_model *m, int tp)
     }
     w.params_total = w.params_embedding + w.params_attention + w.params_norm + w.params_mlp;
     w.params_active = w.params_embedding + w.params_attention + w.params_norm + mlp_active;
-    double b = scn_dtype_bytes(m->weight_dtype);
-    w.bytes_total = w.params_total * b;
+    /* Quantised checkpoints keep the embedding, LM head, norms and MoE routers in 16-bit. */
+    double router = m->experts > 0 ? (double)(m->layers - m->dense_layers) * h * m->experts : 0;
+    w.params_linear = w.params_total - w.params_embedding - w.params_norm - router;
+    w.bytes_per_linear = kv_weight_bytes_per_param(m);
+    w.bytes_per_other = m->weight_quant == SCN_WQ_NONE ? scn_dtype_bytes(m->weight_dtype) : 2.0;
+    w.bytes_total = w.params_linear * w.bytes_per_linear + (w.params_total - w.params_linear) * w.bytes_per_other;
     /* Norms are replicated; everything else (embedding and LM head by vocabulary) is split. */
     if (tp < 1) tp = 1;
-    w.bytes_per_rank = ((w.params_total - w.params_norm) / tp + w.params_norm) * b;
+    w.bytes_per_rank = (w.bytes_total - w.params_norm * w.bytes_per_other) / tp + w.params_norm * w.bytes_per_other;
     return w;
+}
+
+double kv_weight_bytes_per_param(const scn_model *m)
+{
+    double b = scn_dtype_bytes(m->weight_dtype), g = m->weight_group > 0 ? m->weight_group : 128;
+    switch (m->weight_quant) {
+    case SCN_WQ_NONE:
+    case SCN_WQ_PER_TENSOR: return b;                     /* one scale per tensor: a few bytes */
+    case SCN_WQ_BLOCK: return b + 4.0 / (g * g);           /* an fp32 scale per g x g block */
+    case SCN_WQ_PER_CHANNEL: return b + 4.0 / m->hidden;   /* an fp32 scale per output row of ~hidden inputs */
+    case SCN_WQ_AWQ:
+    case SCN_WQ_GPTQ: return b + (2.0 + 0.5) / g;         /* fp16 scale + packed 4-bit zero per group */
+    case SCN_WQ_NVFP4: return b + 1.0 / g;                /* an fp8 (e4m3) scale per 16 elements */
+    case SCN_WQ_COUNT: break;
+    }
+    return b;
+}
+
+scn_dtype kv_gemm_dtype(const scn_model *m, const scn_hardware *hw)
+{
+    scn_dtype d = m->weight_dtype;
+    switch (m->weight_quant) {
+    case SCN_WQ_NONE: return hw->flops[d] > 0 ? d : SCN_DTYPE_BF16;
+    case SCN_WQ_AWQ:
+    case SCN_WQ_GPTQ: return SCN_DTYPE_BF16;              /* W4A16: dequantised into 16-bit MMA */
+    default: return hw->flops[d] > 0 ? d : SCN_DTYPE_BF16; /* fp8/int8/fp4 math, or W8A16/W4A16 */
+    }
+}
+
+void kv_model_set_wformat(scn_model *m, const scn_wformat *f)
+{
+    m->weight_dtype = f->dtype;
+    m->weight_quant = f->quant;
+    m->weight_group = f->group_size;
 }

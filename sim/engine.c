@@ -193,7 +193,7 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
     row.preemptions = r->preemptions;
     row.conversation = r->spec.conversation;
     row.turn = r->spec.turn;
-    sim_acc_request(&e->acc, &e->s->slo, &row);
+    if (r->spec.measured) sim_acc_request(&e->acc, &e->s->slo, &row);
     rep->outstanding--;
     e->done++;
     if (e->o->on_request && e->o->on_request(e->o->ud, &row)) {
@@ -283,7 +283,7 @@ static void ff_free(sim_ff *f)
 /* Whether the step just formed on rep opens a run the fast-forward can carry. */
 static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
-    if (e->o->per_step || e->ex->measured || !e->ex->decode_time) return false;
+    if (e->o->per_step || e->ex->measured) return false;
     if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
@@ -331,8 +331,15 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
             limit = jstar;
         }
     }
-    /* Step 0, as the scheduler's path would time and count it. */
-    if (e->ex->decode_time(e->ex->ctx, n0, base, dt)) return FF_DECLINED;
+    /* Step 0, as the scheduler's path would time and count it: from the executor's decode
+     * summary when it has one, else from the batch itself (which the run then keeps current). */
+    bool by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, n0, base, dt);
+    char msg[256] = "";
+    if (by_batch && e->ex->run(e->ex->ctx, &rep->batch, dt, msg, sizeof msg)) {
+        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+        e->internal = 1;
+        return FF_ERROR;
+    }
     if (!(*dt >= 0) || !isfinite(*dt)) {
         snprintf(e->err, e->nerr, "executor %s failed: bad step time", e->ex->name);
         e->internal = 1;
@@ -345,7 +352,8 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
     if (n0 > e->acc.batch_max) e->acc.batch_max = n0;
     const sim_event *first = sim_heap_peek(&e->heap);
     if (first && first->t <= e->now + *dt) return FF_PENDING;   /* not even this step completes alone */
-    int alive = n0;
+    int alive = n0, measured = 0;   /* measured: alive sequences whose gaps are recorded */
+    for (int i = 0; i < n0; i++) measured += rep->breq[i]->spec.measured;
     long J = 0;             /* the pending step */
     double T = e->now;      /* its start */
     sim_hist *itl = &e->acc.h[SIM_Q_ITL];
@@ -366,14 +374,19 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         if (J == 0) {
             /* Gaps since each sequence's last token, in batch order, recorded in runs of equals. */
             for (int i = 0; i < n0;) {
+                if (!rep->breq[i]->spec.measured) { i++; continue; }
                 double v = tend - rep->breq[i]->t_last;
-                int k = i + 1;
-                while (k < n0 && tend - rep->breq[k]->t_last == v) k++;
-                sim_hist_add_n(itl, v, k - i);
+                int k = i + 1, run = 1;
+                for (; k < n0; k++) {
+                    if (!rep->breq[k]->spec.measured) continue;
+                    if (tend - rep->breq[k]->t_last != v) break;
+                    run++;
+                }
+                sim_hist_add_n(itl, v, run);
                 i = k;
             }
         } else {
-            sim_hist_add_n(itl, tend - T, alive);
+            sim_hist_add_n(itl, tend - T, measured);
         }
         /* Blocks that just filled join the prefix cache (batch order), before any release. */
         if (paged && e->c.prefix_cache)
@@ -395,6 +408,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
             r->state = REQ_DONE;
             f->dead[i] = 1;
             alive--;
+            measured -= r->spec.measured;
             base -= f->c0[i];
         }
         for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
@@ -428,8 +442,34 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         note_peak(e, rep);
         rep->frag_unused = (double)unused;
         rep->frag_reserved = (double)reserved;
-        double ndt;
-        if (e->ex->decode_time(e->ex->ctx, alive, base + (long)alive * J, &ndt) || !(ndt >= 0) || !isfinite(ndt)) {
+        double ndt = 0;
+        if (by_batch) {
+            /* The batch of step J: the live sequences in batch order, one position on. */
+            int w = 0;
+            for (int i = 0; i < n0; i++) {
+                if (f->dead[i]) continue;
+                const sim_req *r = rep->breq[i];
+                sim_batch_seq *q = &rep->batch.seqs[w++];
+                q->req_id = r->spec.id;
+                q->new_tokens = 1;
+                q->start = (int)(f->c0[i] + J);
+                q->context = sim_kv_held(rep->kv, &r->kv, q->start);
+                q->blocks = r->kv.blocks;
+                q->n_blocks = r->kv.n_blocks;
+                q->prefix_seed = r->spec.prefix_seed;
+                q->body_seed = r->spec.body_seed;
+                q->prefix_len = r->spec.prefix_len;
+            }
+            rep->batch.n = w;
+            rep->batch.tokens = w;
+        }
+        if (by_batch ? e->ex->run(e->ex->ctx, &rep->batch, &ndt, msg, sizeof msg)
+                     : e->ex->decode_time(e->ex->ctx, alive, base + (long)alive * J, &ndt)) {
+            snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "no decode time");
+            e->internal = 1;
+            return FF_ERROR;
+        }
+        if (!(ndt >= 0) || !isfinite(ndt)) {
             snprintf(e->err, e->nerr, "executor %s failed: bad step time", e->ex->name);
             e->internal = 1;
             return FF_ERROR;

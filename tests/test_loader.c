@@ -144,7 +144,7 @@ START_TEST(extends_merges_and_overrides)
     ck_assert(s.hardware.memory_bandwidth == 3e12);
     ck_assert(s.hardware.memory == 81559 * MIB);          /* from h100-sxm */
     ck_assert(s.hardware.eff_bandwidth == 0.9);           /* overridden */
-    ck_assert(s.hardware.eff_compute == 0.60);            /* merged from the base's mapping */
+    ck_assert(s.hardware.eff_compute == 0.75);            /* merged from the base's mapping (large-GEMM default) */
     ck_assert(s.hardware.calibrated);
     /* A scenario extending another, and inline model fields over a library entry. */
     t_write("base.yaml", MINI "seed: 7\n");

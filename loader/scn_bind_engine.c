@@ -1,0 +1,159 @@
+/* scn_bind_engine.c: binds serving-engine profiles (scenarios/engines/NAME.yaml) and names the
+ * weight formats a plan may choose. Field meanings: docs/scenarios.md, "engine"; what each
+ * number does to a step: docs/cost-model.md, "Engine profiles". */
+#include "scn_bind.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const WQ_NAMES[SCN_WQ_COUNT] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4"};
+const char *scn_wquant_name(scn_wquant q) { return q < SCN_WQ_COUNT ? WQ_NAMES[q] : "?"; }
+
+static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", NULL};
+const char *scn_attn_kernel_name(scn_attn_kernel k) { return k < SCN_AK_COUNT ? AK_NAMES[k] : "?"; }
+
+/* The formats a plan option may name, with the layout each checkpoint family uses: AWQ and GPTQ
+ * group 128 input elements per scale, NVFP4 16, DeepSeek-style fp8 blocks are 128 x 128. */
+static const struct { const char *name; scn_wformat f; } WFORMATS[] = {
+    {"fp32", {SCN_DTYPE_FP32, SCN_WQ_NONE, 0}},
+    {"bf16", {SCN_DTYPE_BF16, SCN_WQ_NONE, 0}},
+    {"fp16", {SCN_DTYPE_FP16, SCN_WQ_NONE, 0}},
+    {"fp8", {SCN_DTYPE_FP8, SCN_WQ_PER_TENSOR, 0}},
+    {"fp8_block", {SCN_DTYPE_FP8, SCN_WQ_BLOCK, 128}},
+    {"int8", {SCN_DTYPE_INT8, SCN_WQ_PER_CHANNEL, 0}},
+    {"awq", {SCN_DTYPE_INT4, SCN_WQ_AWQ, 128}},
+    {"int4", {SCN_DTYPE_INT4, SCN_WQ_AWQ, 128}},
+    {"gptq", {SCN_DTYPE_INT4, SCN_WQ_GPTQ, 128}},
+    {"fp4", {SCN_DTYPE_FP4, SCN_WQ_NVFP4, 16}},
+};
+#define N_WFORMATS (int)(sizeof WFORMATS / sizeof WFORMATS[0])
+
+int scn_wformat_parse(const char *name, scn_wformat *out)
+{
+    for (int i = 0; i < N_WFORMATS; i++)
+        if (!strcmp(name, WFORMATS[i].name)) { *out = WFORMATS[i].f; return 0; }
+    return -1;
+}
+
+const char *scn_wformat_name(const scn_wformat *f)
+{
+    for (int i = 0; i < N_WFORMATS; i++)
+        if (WFORMATS[i].f.dtype == f->dtype && WFORMATS[i].f.quant == f->quant) return WFORMATS[i].name;
+    return scn_dtype_name(f->dtype);
+}
+
+/* ---- engine profiles ---- */
+static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
+                                          "chunked_prefill", "allreduce", "attention", NULL};
+static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", NULL};
+static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
+static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
+static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", NULL};
+static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", NULL};
+static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
+
+static int sub_map(scn_ctx *c, const scn_node *m, const char *path, const char *key,
+                   const char *const *keys, const scn_node **out, char *full, size_t n)
+{
+    *out = scn_map_get(m, key);
+    scn_path_join(full, n, path, key);
+    if (!*out) return 0;
+    return scn_expect_map(c, *out, full) || scn_check_keys(c, *out, full, keys);
+}
+
+static int fail_at(scn_ctx *c, const scn_node *at, const char *path, const char *msg)
+{
+    scn_fail(c->err, SCN_E_DATA, at, path, "%s", msg);
+    return -1;
+}
+
+/* Captured sizes: an explicit ascending list, then optionally every `then_every` up to `max`. */
+static int bind_graph_sizes(scn_ctx *c, const scn_node *g, const char *path, scn_engine *e)
+{
+    char p[256];
+    const scn_node *l = scn_map_get(g, "sizes");
+    scn_path_join(p, sizeof p, path, "sizes");
+    int last = 0;
+    if (l) {
+        if (l->kind != SCN_NODE_SEQ) return fail_at(c, l, p, "expected a list of batch sizes, e.g. [1, 2, 4, 8]");
+        for (int i = 0; i < l->n; i++) {
+            char ip[280];
+            snprintf(ip, sizeof ip, "%s[%d]", p, i);
+            long x;
+            if (scn_parse_int(c, l->vals[i], ip, 1, 1000000, &x)) return -1;
+            if (x <= last) return fail_at(c, l->vals[i], ip, "sizes must be ascending");
+            if (e->n_graph_sizes == SCN_GRAPH_SIZES_MAX) return fail_at(c, l->vals[i], ip, "too many sizes (at most 96)");
+            e->graph_sizes[e->n_graph_sizes++] = last = (int)x;
+        }
+    }
+    int every = 0, max = 0;
+    if (scn_get_int(c, g, path, "then_every", 1, 1000000, &every) || scn_get_int(c, g, path, "max", 1, 1000000, &max))
+        return -1;
+    if (every && !max) return fail_at(c, g, path, "then_every needs max (the largest captured size)");
+    for (int x = every ? (last / every + 1) * every : 0; every && x <= max; x += every) {
+        if (e->n_graph_sizes == SCN_GRAPH_SIZES_MAX) return fail_at(c, g, path, "too many captured sizes (at most 96)");
+        e->graph_sizes[e->n_graph_sizes++] = x;
+    }
+    if (e->cuda_graphs && !e->n_graph_sizes) return fail_at(c, g, path, "CUDA graphs need at least one captured size");
+    return 0;
+}
+
+int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine *e)
+{
+    if (scn_expect_map(c, m, path) || scn_check_keys(c, m, path, ENGINE_KEYS)) return -1;
+    memset(e, 0, sizeof *e);
+    snprintf(e->source, sizeof e->source, "%s", m->file ? m->file : "");
+    e->allreduce = SCN_AR_NCCL;
+    e->attn_kernel = SCN_AK_FLASH2;
+    if (scn_get_str(c, m, path, "name", e->name, sizeof e->name)) return -1;
+    char p[256];
+    const scn_node *s;
+    if (sub_map(c, m, path, "cpu", CPU_KEYS, &s, p, sizeof p)) return -1;
+    if (s && (scn_get_qty(c, s, p, "step", SCN_UNIT_TIME, true, &e->step_cpu) ||
+              scn_get_qty(c, s, p, "per_sequence", SCN_UNIT_TIME, true, &e->seq_cpu) ||
+              scn_get_bool(c, s, p, "async_scheduling", &e->async_scheduling)))
+        return -1;
+    if (sub_map(c, m, path, "launch", LAUNCH_KEYS, &s, p, sizeof p)) return -1;
+    if (s && scn_get_qty(c, s, p, "kernel", SCN_UNIT_TIME, true, &e->kernel_launch)) return -1;
+    if (sub_map(c, m, path, "cuda_graphs", GRAPH_KEYS, &s, p, sizeof p)) return -1;
+    if (s) {
+        e->cuda_graphs = true;
+        if (scn_get_bool(c, s, p, "enabled", &e->cuda_graphs) ||
+            scn_get_qty(c, s, p, "launch", SCN_UNIT_TIME, true, &e->graph_launch) ||
+            scn_get_qty(c, s, p, "per_kernel", SCN_UNIT_TIME, true, &e->graph_kernel) ||
+            bind_graph_sizes(c, s, p, e))
+            return -1;
+    }
+    if (sub_map(c, m, path, "chunked_prefill", CHUNK_KEYS, &s, p, sizeof p)) return -1;
+    if (s) {
+        e->chunked_prefill = true;
+        if (scn_get_bool(c, s, p, "enabled", &e->chunked_prefill) ||
+            scn_get_int(c, s, p, "max_num_batched_tokens", 1, 1000000000, &e->max_num_batched_tokens))
+            return -1;
+    }
+    if (sub_map(c, m, path, "allreduce", AR_KEYS, &s, p, sizeof p)) return -1;
+    if (s) {
+        int k = (int)e->allreduce;
+        if (scn_get_enum(c, s, p, "impl", AR_IMPLS, &k) ||
+            scn_get_qty(c, s, p, "oneshot_max", SCN_UNIT_BYTES, true, &e->oneshot_max) ||
+            scn_get_qty(c, s, p, "custom_max", SCN_UNIT_BYTES, true, &e->custom_max))
+            return -1;
+        e->allreduce = (scn_allreduce_impl)k;
+        if (e->allreduce == SCN_AR_CUSTOM && e->custom_max < e->oneshot_max)
+            return fail_at(c, scn_map_get(s, "custom_max"), p, "custom_max must be at least oneshot_max");
+    }
+    int k = (int)e->attn_kernel;
+    if (scn_get_enum(c, m, path, "attention", AK_NAMES, &k)) return -1;
+    e->attn_kernel = (scn_attn_kernel)k;
+    if (!e->name[0]) snprintf(e->name, sizeof e->name, "%s", "unnamed-engine");
+    return 0;
+}
+
+void scn_engine_apply(scn_scenario *s, const scn_engine *e)
+{
+    s->engine = *e;
+    if (!s->hardware.overhead_given) {
+        s->hardware.kernel_overhead = e->kernel_launch;
+        s->hardware.step_overhead = e->step_cpu;
+    }
+}

@@ -1,0 +1,129 @@
+/* kv_collective.c: collectives as serving engines run them: latency plus bytes over bandwidth
+ * for each algorithm (one-shot and two-shot custom all-reduce, NCCL ring and tree with its three
+ * protocols), chosen by message size as the engines and NCCL choose. Also the all-to-all and
+ * point-to-point transfers later issues use (expert parallelism, KV transfer).
+ * docs/cost-model.md, "Collectives", derives each formula; docs/sources.md names the figures. */
+#include "kv_model.h"
+
+#include <math.h>
+
+/* NCCL's tuning model (src/graph/tuning.cc): base latency per protocol for ring and tree, and
+ * the per-step hop latency of each protocol relative to its low-latency (LL) protocol over
+ * NVLink (0.6, 1.9, 3.4 us). LL moves 4 data bytes per 8-byte line; LL128 120 of 128. */
+enum { PR_LL, PR_LL128, PR_SIMPLE, PR_N };
+static const double NCCL_BASE_RING[PR_N] = {6.6e-6, 14.0e-6, 8.4e-6};
+static const double NCCL_BASE_TREE[PR_N] = {6.8e-6, 14.0e-6, 8.4e-6};
+static const double NCCL_HOP_RATIO[PR_N] = {1.0, 1.9 / 0.6, 3.4 / 0.6};
+static const double NCCL_BW_FRACTION[PR_N] = {0.5, 120.0 / 128.0, 1.0};
+
+static const char *const ALGO_NAMES[KV_COLL_COUNT] = {"none", "one-shot", "two-shot", "ring", "tree",
+                                                      "all-to-all", "p2p"};
+const char *kv_coll_algo_name(kv_coll_algo a) { return a < KV_COLL_COUNT ? ALGO_NAMES[a] : "?"; }
+
+/* GPUs one all-to-all link domain holds: the profile's node size, else everything. */
+static int node_size(const scn_hardware *hw, int p) { return hw->gpus_per_node > 0 && hw->gpus_per_node < p ? hw->gpus_per_node : p; }
+
+static double link_bw(const scn_hardware *hw) { return hw->link_bandwidth * hw->eff_link; }
+static double net_bw(const scn_hardware *hw) { return hw->net_bandwidth * hw->eff_link; }
+
+static kv_coll_cost make(kv_coll_algo a, double latency, double net_bytes, double bw)
+{
+    kv_coll_cost c = {.algo = a, .latency = latency, .net_bytes = net_bytes};
+    c.transfer = net_bytes > 0 ? (bw > 0 ? net_bytes / bw : INFINITY) : 0;
+    c.seconds = c.latency + c.transfer;
+    return c;
+}
+
+/* One-shot latency over p GPUs: the two-GPU figure plus one increment per further peer. */
+static double oneshot_latency(const scn_hardware *hw, int p)
+{
+    return hw->oneshot_latency + (p > 2 ? p - 2 : 0) * hw->oneshot_latency_peer;
+}
+
+kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_coll_algo a)
+{
+    if (p <= 1 || bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
+    int g = node_size(hw, p), nodes = (p + g - 1) / g;
+    double bmin = nodes > 1 ? fmin(link_bw(hw), net_bw(hw)) : link_bw(hw);
+    double hop = nodes > 1 ? fmax(hw->link_latency, hw->net_latency) : hw->link_latency;
+    switch (a) {
+    case KV_COLL_ONESHOT:
+        /* Every rank reads the p - 1 peers' whole buffers and reduces locally. */
+        return make(a, oneshot_latency(hw, p), (p - 1) * bytes, link_bw(hw));
+    case KV_COLL_TWOSHOT:
+        /* Reduce-scatter then all-gather through peer memory: 2 (p-1)/p of the message each
+         * way, and a second barrier over the p - 1 peers. */
+        return make(a, oneshot_latency(hw, p) + (p - 1) * hw->oneshot_latency_peer, 2.0 * (p - 1) / p * bytes,
+                    link_bw(hw));
+    case KV_COLL_RING:
+    case KV_COLL_TREE: {
+        kv_coll_cost best = make(a, INFINITY, 0, 1);
+        for (int pr = 0; pr < PR_N; pr++) {
+            double lat, moved;
+            if (a == KV_COLL_RING) {
+                lat = NCCL_BASE_RING[pr] + 2.0 * (p - 1) * hop * NCCL_HOP_RATIO[pr];
+                moved = 2.0 * (p - 1) / p * bytes;
+            } else {
+                /* Up and down a tree: log2(nodes) network steps and g - 1 chained NVLink steps
+                 * each way; the message goes up once and comes down once. */
+                double steps = ceil(log2((double)nodes)) * fmax(hw->net_latency, hw->link_latency) +
+                               (g - 1) * hw->link_latency;
+                lat = NCCL_BASE_TREE[pr] + 2.0 * steps * NCCL_HOP_RATIO[pr];
+                moved = 2.0 * bytes;
+            }
+            kv_coll_cost c = make(a, lat, moved, bmin * NCCL_BW_FRACTION[pr]);
+            c.net_bytes = moved;
+            if (c.seconds < best.seconds) best = c;
+        }
+        return best;
+    }
+    default:
+        return make(KV_COLL_NONE, INFINITY, 0, 1);
+    }
+}
+
+kv_coll_cost kv_allreduce_time(const scn_hardware *hw, const scn_engine *e, int p, double bytes)
+{
+    if (p <= 1 || bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
+    int g = node_size(hw, p);
+    /* Custom all-reduce needs every GPU to reach every other's memory in one node: NVSwitch or
+     * a full Infinity Fabric mesh, or just two GPUs (vLLM allows two over PCIe). */
+    bool mesh = hw->link == SCN_LINK_NVLINK || hw->link == SCN_LINK_INFINITY_FABRIC;
+    if (e->allreduce == SCN_AR_CUSTOM && g == p && (mesh || p == 2) && bytes <= e->custom_max) {
+        /* vLLM's size rule: one-shot always for 2 GPUs, up to twice the 8-GPU limit for 4. */
+        double one = p == 2 ? e->custom_max : p <= 4 ? 2.0 * e->oneshot_max : e->oneshot_max;
+        return kv_allreduce_algo(hw, p, bytes, bytes <= one ? KV_COLL_ONESHOT : KV_COLL_TWOSHOT);
+    }
+    /* NCCL picks the algorithm and protocol its own cost model says is fastest; within a node
+     * it runs rings. */
+    kv_coll_cost r = kv_allreduce_algo(hw, p, bytes, KV_COLL_RING);
+    if (g < p) {
+        kv_coll_cost t = kv_allreduce_algo(hw, p, bytes, KV_COLL_TREE);
+        if (t.seconds < r.seconds) r = t;
+    }
+    return r;
+}
+
+kv_coll_cost kv_alltoall_time(const scn_hardware *hw, int p, double bytes)
+{
+    if (p <= 1 || bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
+    int g = node_size(hw, p);
+    /* Each rank keeps 1/p of its buffer and sends the rest: (g-1)/p over the link to peers in
+     * its node, (p-g)/p over the network; both go at once, so the slower share binds. */
+    double in = (g - 1.0) / p * bytes, out = (double)(p - g) / p * bytes;
+    double t_in = in > 0 ? in / link_bw(hw) : 0, t_out = out > 0 ? out / net_bw(hw) : 0;
+    double hop = g < p ? fmax(hw->link_latency, hw->net_latency) : hw->link_latency;
+    kv_coll_cost c = {.algo = KV_COLL_ALLTOALL, .latency = NCCL_BASE_RING[PR_SIMPLE] + hop * NCCL_HOP_RATIO[PR_SIMPLE],
+                      .net_bytes = in + out};
+    c.transfer = fmax(t_in, t_out);
+    c.seconds = c.latency + c.transfer;
+    return c;
+}
+
+kv_coll_cost kv_p2p_time(const scn_hardware *hw, double bytes, bool same_node)
+{
+    if (bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
+    double hop = same_node ? hw->link_latency : hw->net_latency;
+    return make(KV_COLL_P2P, NCCL_BASE_RING[PR_SIMPLE] + hop * NCCL_HOP_RATIO[PR_SIMPLE], bytes,
+                same_node ? link_bw(hw) : net_bw(hw));
+}
