@@ -1,9 +1,12 @@
-/* test_capacity.c: the memory budget and what fits in it, against hand arithmetic. */
+/* test_capacity.c: the memory budget and what fits in it, against hand arithmetic; the
+ * planner's longest context, capped at max_model_len. */
 #include "tests.h"
 #include "../model/kv_model.h"
+#include "../planner/plan.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static scn_scenario s;
 
@@ -99,6 +102,35 @@ START_TEST(block_waste_is_half_a_block)
 }
 END_TEST
 
+
+START_TEST(longest_context_is_capped_at_max_model_len)
+{
+    /* Issue 16, finding 5: capacity said 43,887 tokens for Llama-3-70B, whose limit is 8,192.
+     * With 4 H100s and one sequence the memory would hold far more than 8192 tokens; no request
+     * may be longer than max_model_len, so the answer is 8192. */
+    t_library("llama-3-70b", "h100-sxm", &s);
+    s.deployment.tensor_parallel = 4;
+    ck_assert_int_eq(s.deployment.max_model_len, 8192);
+    plan_cand c;
+    memset(&c, 0, sizeof c);
+    c.c = (sim_choice){.layout = SCN_LAYOUT_PAGED, .block_size = 16, .kv_dtype = SCN_DTYPE_BF16};
+    c.tp = 4;
+    c.replicas = 1;
+    c.max_num_seqs = s.deployment.max_num_seqs;
+    c.max_batched = s.deployment.max_num_batched_tokens;
+    c.hw = -1;
+    kv_cache_cfg kc = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity cap = kv_capacity_compute(&s, &kc, 16, 0);
+    ck_assert(kv_bytes_for_context(&s.model, &kc, 4, 8192) < cap.kv_budget);   /* memory alone would allow more */
+    ck_assert_int_eq(plan_max_context(&s, &c, 1), 8192);
+    /* Where memory binds first, the answer is the memory's: 1000 sequences of it fit, one token more does not. */
+    long ctx = plan_max_context(&s, &c, 1000);
+    ck_assert(ctx > 0 && ctx < 8192);
+    ck_assert(kv_bytes_for_context(&s.model, &kc, 4, ctx) <= cap.kv_budget / 1000);
+    ck_assert(kv_bytes_for_context(&s.model, &kc, 4, ctx + 1) > cap.kv_budget / 1000);
+}
+END_TEST
+
 Suite *suite_capacity(void)
 {
     Suite *su = suite_create("capacity");
@@ -109,6 +141,7 @@ Suite *suite_capacity(void)
     tcase_add_test(tc, model_that_does_not_fit);
     tcase_add_test(tc, tensor_parallel_frees_memory_per_rank);
     tcase_add_test(tc, block_waste_is_half_a_block);
+    tcase_add_test(tc, longest_context_is_capped_at_max_model_len);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -31,6 +31,9 @@ Suite *suite_vf(void);
 Suite *suite_workload(void);
 Suite *suite_published(void);
 Suite *suite_import(void);
+Suite *suite_collective(void);
+Suite *suite_model_terms(void);
+Suite *suite_cuda_plugin(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */
