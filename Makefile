@@ -6,6 +6,8 @@
 #   make bench            benchmarks: figures and ratios, never pass/fail
 #   make setup            install the Debian packages the build needs (scripts/install-deps)
 #   make demo             run the main job on the bundled chat scenario
+#   make install          install into PREFIX (default /usr/local; DESTDIR for staging)
+#   make validate-published  predict validation/published.tsv uncalibrated; print the errors
 #   make clean            remove every build output
 #
 # CUDA=0 forces a CPU-only build; NVCC=/path picks the compiler.
@@ -30,13 +32,13 @@ VERSION := 0.1.0
 PKGS := yaml-0.1 libpcre2-8 jansson sqlite3 openblas
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wstrict-prototypes -Wshadow \
-          -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_LIBDIR='"$(CURDIR)/scenarios"' \
+          -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_SRCDIR='"$(CURDIR)"' \
           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 LDFLAGS += $(SANFLAGS)
 CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
 
-LIB_SRC := $(wildcard loader/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c planner/*.c)
+LIB_SRC := $(wildcard loader/*.c model/*.c sim/*.c db/*.c backend/*.c backend/cpu/*.c verify/*.c planner/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 MPI ?= 0
 MPICC ?= mpicc
@@ -61,7 +63,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check validate-published
 all: deps-check $(BIN) kvplan $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
@@ -112,10 +114,15 @@ $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libkvplan.a
 
 $(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags check 2>/dev/null)
 
-check: deps-check $(BIN) $(BUILD)/run_tests
+# The folder DAG loader -> model -> sim -> {backend, db} -> {verify, planner} -> cli, from every #include.
+layering:
+	@bash tests/layering.sh
+
+check: deps-check layering $(BIN) $(BUILD)/run_tests install-check
 	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
+	@# User output (calibrated profiles) goes to a throwaway data directory, never the user's.
 	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \
-	  $(BUILD)/run_tests
+	  XDG_DATA_HOME=$$(mktemp -d /tmp/kvplan-xdg-XXXXXX) $(BUILD)/run_tests
 
 $(BUILD)/run_bench: $(BENCH_OBJ) $(BUILD)/libkvplan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -131,8 +138,33 @@ bench: deps-check $(BUILD)/run_bench $(BIN)
 setup:
 	MPI=$(MPI) bash scripts/install-deps
 
+# make install PREFIX=... [DESTDIR=...]: the binary, the YAML library, the chart libraries
+# (when `make setup` fetched them) and the man page. The binary finds its library in
+# $(PREFIX)/share/kvplan wherever the prefix is moved; user output never goes there.
+PREFIX ?= /usr/local
+SHARE = $(DESTDIR)$(PREFIX)/share/kvplan
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE) $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kvplan
+	cd scenarios && find . -name '*.yaml' -exec install -D -m 644 {} $(SHARE)/scenarios/{} \;
+	for lib in vega vega-lite vega-embed; do \
+	  if [ -f node_modules/$$lib/build/$$lib.min.js ]; then \
+	    install -D -m 644 node_modules/$$lib/build/$$lib.min.js $(SHARE)/node_modules/$$lib/build/$$lib.min.js; fi; done
+	install -m 644 docs/kvplan.1 $(DESTDIR)$(PREFIX)/share/man/man1/kvplan.1
+
+# Installs into a temporary prefix and runs `memory` from there (part of `make check`).
+install-check: $(BIN)
+	@bash tests/install-check.sh "$(MAKE) --no-print-directory SANITIZE=$(SANITIZE) CUDA=$(CUDA)" $(BIN)
+
 demo: all
 	./kvplan plan scenarios/chat.yaml --no-db
+
+# The test set of public measurements (docs/validation.md): predicted with the bundled,
+# uncalibrated library; nothing is fitted to it.
+PUBLISHED ?= validation/published.tsv
+validate-published: deps-check $(BIN)
+	@test -f $(PUBLISHED) || { echo "$(PUBLISHED) is missing (PUBLISHED=FILE picks another table)" >&2; exit 66; }
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate-published $(PUBLISHED)
 
 clean:
 	rm -rf build build-san kvplan tests/out

@@ -32,7 +32,9 @@ typedef struct {
     int32_t *next_tokens;     /* per sequence: the greedy token after its last new token (may be NULL) */
 } be_step_out;
 
-typedef enum { BE_OK = 0, BE_E_UNAVAILABLE, BE_E_CONFIG, BE_E_NOMEM, BE_E_RUNTIME } be_status;
+/* BE_E_UNSUPPORTED: the backend cannot run what was asked (a deployment shape it has no
+ * devices for); the caller's request, not the data, is at fault. */
+typedef enum { BE_OK = 0, BE_E_UNAVAILABLE, BE_E_CONFIG, BE_E_NOMEM, BE_E_RUNTIME, BE_E_UNSUPPORTED } be_status;
 
 typedef struct be_ops {
     const char *name;

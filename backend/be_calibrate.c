@@ -163,7 +163,7 @@ static be_status time_step(be_session *bs, int seqs, int new_tokens, int context
         q[i] = (sim_batch_seq){.req_id = i, .new_tokens = new_tokens, .start = context, .context = context,
                                .blocks = t, .n_blocks = (int)per, .prefix_seed = 1, .body_seed = 100 + (uint64_t)i};
     }
-    sim_batch b = {seqs, q, (long)seqs * new_tokens};
+    sim_batch b = {seqs, q, (long)seqs * new_tokens, 0};
     double times[REPEAT];
     for (int r = 0; r <= REPEAT; r++) {
         be_step_out o = {0};

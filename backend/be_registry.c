@@ -47,9 +47,10 @@ static int exec_run(void *p, const sim_batch *b, double *seconds, char *err, siz
     return 0;
 }
 
-static long exec_blocks(void *p)
+static long exec_blocks(void *p, int replica)
 {
     exec_ctx *e = p;
+    if (replica != 0) return -1;   /* one context holds one pool */
     return e->ops->kv_blocks ? e->ops->kv_blocks(e->ctx) : -1;
 }
 
@@ -61,6 +62,7 @@ int be_executor(const be_ops *ops, void *ctx, sim_executor *out)
     if (!e) return -1;
     e->ops = ops;
     e->ctx = ctx;
-    *out = (sim_executor){.name = ops->name, .ctx = e, .run = exec_run, .kv_blocks = exec_blocks, .free = exec_free};
+    *out = (sim_executor){.name = ops->name, .ctx = e, .run = exec_run, .kv_blocks = exec_blocks, .free = exec_free,
+                          .measured = true};
     return 0;
 }

@@ -38,8 +38,9 @@ int cli_flag_missing_value(void);
 int cli_is_flag(const char *arg);
 /* A command's --help text. */
 const char *cli_usage_of(const char *name);
-/* The database path: the --db flag, else $KVPLAN_DB, else kvplan.db. */
-const char *cli_db_path(const char *flag);
+/* The database path: the --db flag, else $KVPLAN_DB, else kvplan.db in the user's data
+ * directory (created; scn_user_dir), else ./kvplan.db. buf holds the default's path. */
+const char *cli_db_path(const char *flag, char *buf, size_t n);
 /* Maps a db_status to an exit code. */
 int cli_exit_for_db(int st);
 /* Parses a whole-number flag value; -1 after a usage error naming the flag. */
@@ -68,8 +69,10 @@ int cmd_calibrate(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_validate_published(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_capacity(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);

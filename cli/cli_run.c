@@ -37,130 +37,67 @@ int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *
     return 1;
 }
 
-static int on_request(void *ud, const sim_request_row *r)
+int cli_exit_for_vf(vf_status st)
 {
-    cli_sink *k = ud;
-    if (k->req_csv &&
-        fprintf(k->req_csv, "%ld,%d,%.9g,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%d,%ld,%d\n", r->id, r->replica, r->arrival,
-                r->prompt, r->output, r->cached, r->queue, r->ttft, r->tpot, r->e2e, r->preemptions, r->conversation,
-                r->turn) < 0)
-        return -1;
-    if (k->keep && k->req_csv) {
-        if (k->n_rows == k->cap_rows) {
-            long cap = k->cap_rows ? k->cap_rows * 2 : 1024;
-            sim_request_row *n = realloc(k->rows, sizeof *n * (size_t)cap);
-            if (!n) return -1;
-            k->rows = n;
-            k->cap_rows = cap;
-        }
-        k->rows[k->n_rows++] = *r;
+    switch (st) {
+    case VF_OK: return CLI_OK;
+    case VF_E_DATA: return CLI_EX_DATA;
+    case VF_E_NOINPUT: return CLI_EX_NOINPUT;
+    case VF_E_UNAVAILABLE: return CLI_EX_UNAVAILABLE;
+    case VF_E_CANTCREAT: return CLI_EX_CANTCREAT;
+    default: return CLI_EX_INTERNAL;
     }
-    return 0;
 }
 
-static int on_sample(void *ud, const sim_sample *s)
+int cli_fail_vf(vf_status st, const char *err)
 {
-    cli_sink *k = ud;
-    if (k->ts_csv && fprintf(k->ts_csv, "%.9g,%.6f,%ld,%ld\n", s->t, s->kv_used, s->waiting, s->running) < 0) return -1;
-    if (k->keep) {
-        if (k->n_samples == k->cap_samples) {
-            long cap = k->cap_samples ? k->cap_samples * 2 : 256;
-            sim_sample *n = realloc(k->samples, sizeof *n * (size_t)cap);
-            if (!n) return -1;
-            k->samples = n;
-            k->cap_samples = cap;
-        }
-        k->samples[k->n_samples++] = *s;
-    }
-    return 0;
-}
-
-static void on_progress(void *ud, long done, long total) { cli_progress_update(&((cli_sink *)ud)->bar, done, total); }
-
-static FILE *open_out(const char *path, const char *header)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "kvplan: cannot create %s: %s\n", path, strerror(errno)); return NULL; }
-    fputs(header, f);
-    return f;
+    fprintf(stderr, "kvplan: %s\n", err);
+    return cli_exit_for_vf(st);
 }
 
 int cli_sink_open(cli_sink *k, const cli_run_flags *f, bool keep, const char *label)
 {
+    char err[1024];
     memset(k, 0, sizeof *k);
-    k->keep = keep;
     cli_progress_init(&k->bar, label);
-    if (f->req_out && !(k->req_csv = open_out(f->req_out, "req_id,replica,arrival_s,prompt_tokens,output_tokens,"
-                                                          "cached_tokens,queue_s,ttft_s,tpot_s,e2e_s,preemptions,"
-                                                          "conversation,turn\n")))
-        return CLI_EX_CANTCREAT;
-    if (f->ts_out && !(k->ts_csv = open_out(f->ts_out, "t_s,kv_used,waiting,running\n"))) return CLI_EX_CANTCREAT;
-    return CLI_OK;
+    vf_status st = vf_sink_open(&k->v, f->req_out, f->ts_out, keep, err, sizeof err);
+    k->v.progress = cli_progress_cb;
+    k->v.progress_ud = &k->bar;
+    return st ? cli_fail_vf(st, err) : CLI_OK;
 }
 
-void cli_sink_close(cli_sink *k)
-{
-    if (k->req_csv) fclose(k->req_csv);
-    if (k->ts_csv) fclose(k->ts_csv);
-    free(k->rows);
-    free(k->samples);
-    memset(k, 0, sizeof *k);
-}
-
-static sim_run_opts sink_opts(cli_sink *k, const scn_scenario *s, const cli_run_flags *f)
-{
-    sim_run_opts o = {.seed = s->seed, .sample_interval = f->ts_out ? f->interval : 0, .on_request = on_request,
-                      .on_sample = on_sample, .on_progress = on_progress, .ud = k};
-    return o;
-}
+void cli_sink_close(cli_sink *k) { vf_sink_close(&k->v); }
 
 int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,
                 cli_sink *k, sim_metrics *m, char *started, char *finished)
 {
-    sim_run_opts o = sink_opts(k, s, f);
-    o.kv_blocks_override = blocks;
-    char err[1024];
-    db_now_iso(started, 32);
-    int sr = sim_run(s, c, ex, &o, m, err, sizeof err);
+    char err[1500];
+    vf_status st = vf_execute(s, c, ex, &k->v, f->interval, blocks, m, started, finished, err, sizeof err);
     cli_progress_end(&k->bar);
-    db_now_iso(finished, 32);
-    if (sr != SIM_OK) {
-        fprintf(stderr, "kvplan: %s: %s\n", s->source, err);
-        return sr == SIM_E_NOINPUT ? CLI_EX_NOINPUT : sr == SIM_E_DATA ? CLI_EX_DATA : CLI_EX_INTERNAL;
-    }
-    if ((k->req_csv && fflush(k->req_csv)) || (k->ts_csv && fflush(k->ts_csv))) {
-        fprintf(stderr, "kvplan: writing the CSV output failed: %s\n", strerror(errno));
-        return CLI_EX_CANTCREAT;
-    }
-    return CLI_OK;
+    return st ? cli_fail_vf(st, err) : CLI_OK;
 }
 
 int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *c, const char *kind,
               const char *executor, const sim_metrics *m, const cli_sink *k, const char *started,
               const char *finished, long *run_id)
 {
-    *run_id = 0;
-    if (!d) return CLI_OK;
-    sim_metric_kv mv[SIM_METRICS_MAX];
-    char *opts = db_choice_json(c), err[1024];
-    db_run_rec rec = {.scenario = s, .kind = kind, .executor = executor, .options_json = opts ? opts : "{}",
-                      .seed = s->seed, .started = started, .finished = finished, .metrics = mv,
-                      .n_metrics = sim_metrics_list(m, mv, SIM_METRICS_MAX), .rows = k->rows, .n_rows = k->n_rows,
-                      .samples = k->samples, .n_samples = k->n_samples};
-    db_status st = db_run_insert(d, &rec, run_id, err, sizeof err);
-    free(opts);
-    if (st != DB_OK) {
-        fprintf(stderr, "kvplan: %s: storing the run failed: %s\n", path, err);
-        return cli_exit_for_db(st);
-    }
+    char err[1500];
+    vf_status st = vf_store(d, s, c, kind, executor, m, &k->v, started, finished, run_id, err, sizeof err);
+    if (st) { fprintf(stderr, "kvplan: %s: %s\n", path, err); return cli_exit_for_vf(st); }
     return CLI_OK;
 }
 
-const char *cli_db_path(const char *flag)
+const char *cli_db_path(const char *flag, char *buf, size_t n)
 {
     if (flag) return flag;
     const char *env = getenv("KVPLAN_DB");
-    return env && env[0] ? env : "kvplan.db";
+    if (env && env[0]) return env;
+    /* User output belongs to the user's data directory, never the tree kvplan runs in. */
+    if (n > 16 && scn_user_dir(NULL, buf, n - 16) == 0 && scn_mkdirs(buf) == 0) {
+        strcat(buf, "/kvplan.db");
+        return buf;
+    }
+    return "kvplan.db";
 }
 
 int cli_exit_for_db(int st)
@@ -172,10 +109,10 @@ int cli_exit_for_db(int st)
     }
 }
 
-int cli_open_db(const cli_run_flags *f, db **d, const char **path)
+int cli_open_db(cli_run_flags *f, db **d, const char **path)
 {
     *d = NULL;
-    *path = cli_db_path(f->db_flag);
+    *path = cli_db_path(f->db_flag, f->db_default, sizeof f->db_default);
     if (f->no_db) return CLI_OK;
     db_status st;
     char err[1024];

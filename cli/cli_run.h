@@ -7,6 +7,7 @@
 #include "progress.h"
 #include "../db/db.h"
 #include "../sim/sim.h"
+#include "../verify/vf.h"
 
 #include <stdio.h>
 
@@ -16,18 +17,15 @@ typedef struct {
     double interval;            /* s */
     int no_db;
     long blocks;                /* > 0: the KV pool to simulate with (--blocks) */
+    char db_default[4096];      /* the default database path, once resolved */
 } cli_run_flags;
 
 /* Consumes one engine flag at argv[*i]: 1 if it was one, 0 if not, -1 on a usage error. */
 int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *i);
 
+/* A run's recorder (verify's sink) with a progress bar on stderr. */
 typedef struct {
-    FILE *req_csv, *ts_csv;
-    sim_request_row *rows;
-    long n_rows, cap_rows;
-    sim_sample *samples;
-    long n_samples, cap_samples;
-    bool keep;                  /* keep rows and samples for the database */
+    vf_sink v;
     cli_progress bar;
 } cli_sink;
 
@@ -43,7 +41,7 @@ int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *
               const char *executor, const sim_metrics *m, const cli_sink *k, const char *started,
               const char *finished, long *run_id);
 /* Opens the database unless --no-db; prints and returns an exit code on failure. */
-int cli_open_db(const cli_run_flags *f, db **d, const char **path);
+int cli_open_db(cli_run_flags *f, db **d, const char **path);
 /* The standard run report: latency table, run facts, throughput, KV. */
 void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
                     long run_id, const char *db_path);
@@ -58,7 +56,11 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
 int cli_prepare_engine(cli_common *c, const cli_run_flags *f, scn_scenario *s, sim_choice *ch);
 /* Maps a be_status to an exit code. */
 int cli_exit_for_be(int st);
-
-/* Calibration helpers (cmd_calibrate.c), shared with validate. */
+/* Maps a vf_status to an exit code. */
+int cli_exit_for_vf(vf_status st);
+/* Reports a library failure: prints "kvplan: err" and returns the status's exit code. */
+int cli_fail_vf(vf_status st, const char *err);
+/* The calibration table and fitted profile (cmd_calibrate.c), shared with validate. */
+void cli_report_calibration(out_doc *doc, const be_calibration *cal);
 
 #endif

@@ -1,119 +1,12 @@
-/* cmd_calibrate.c: `kvplan calibrate`: measure a backend (or fit stored measured runs) and
- * write the calibrated hardware profile as YAML and into the database. */
+/* cmd_calibrate.c: `kvplan calibrate`: parses the flags, measures a backend or fits stored
+ * measured runs (verify/vf_profile.c: vf_calibrate), and prints the fit and where the profile
+ * went (the user's data directory unless --out says otherwise). */
 #include "cli_run.h"
-#include "../backend/be_calibrate.h"
 
-#include <errno.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-char *cli_fit_json(const be_fit *f)
-{
-    json_t *j = json_pack("{s:f, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "memory_bandwidth", f->memory_bandwidth,
-                          "gemm_dtype", scn_dtype_name(f->gemm_dtype), "gemm_flops", f->gemm_flops, "eff_bandwidth",
-                          f->eff_bandwidth, "eff_compute", f->eff_compute, "eff_attention", f->eff_attention,
-                          "kernel_overhead_s", f->kernel_overhead, "step_overhead_s", f->step_overhead);
-    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
-    json_decref(j);
-    return s;
-}
-
-int cli_fit_parse(const char *text, be_fit *f)
-{
-    json_t *j = json_loads(text, 0, NULL);
-    const char *dt = NULL;
-    int rc = -1;
-    if (j && json_unpack(j, "{s:F, s:s, s:F, s:F, s:F, s:F, s:F, s:F}", "memory_bandwidth", &f->memory_bandwidth,
-                         "gemm_dtype", &dt, "gemm_flops", &f->gemm_flops, "eff_bandwidth", &f->eff_bandwidth,
-                         "eff_compute", &f->eff_compute, "eff_attention", &f->eff_attention, "kernel_overhead_s",
-                         &f->kernel_overhead, "step_overhead_s", &f->step_overhead) == 0 &&
-        scn_dtype_parse(dt, &f->gemm_dtype) == 0)
-        rc = 0;
-    json_decref(j);
-    return rc;
-}
-
-void cli_hostname(char *buf, size_t n)
-{
-    if (gethostname(buf, n) != 0) snprintf(buf, n, "unknown");
-    buf[n - 1] = 0;
-}
-
-static char *points_json(const be_calibration *cal)
-{
-    json_t *a = json_array();
-    for (int i = 0; i < cal->n; i++) {
-        const be_cal_point *p = &cal->pts[i];
-        json_array_append_new(a, json_pack("{s:i, s:i, s:i, s:f, s:f}", "seqs", p->seqs, "new_tokens", p->new_tokens,
-                                           "context", p->context, "measured_s", p->measured, "predicted_s", p->predicted));
-    }
-    char *s = json_dumps(a, JSON_COMPACT | JSON_REAL_PRECISION(17));
-    json_decref(a);
-    return s;
-}
-
-/* Writes the calibrated profile: the base profile's fields, overridden by the fit. */
-static int write_yaml(const char *path, const char *name, const scn_hardware *base, const be_fit *f,
-                      const be_calibration *cal, const char *host, const char *when, const char *backend)
-{
-    FILE *fp = fopen(path, "w");
-    if (!fp) { fprintf(stderr, "kvplan: cannot create %s: %s\n", path, strerror(errno)); return CLI_EX_CANTCREAT; }
-    fprintf(fp, "# %s: written by `kvplan calibrate --backend %s` on %s, %s.\n", name, backend, host, when);
-    fprintf(fp, "# Measured: copy bandwidth %.4g GB/s (bytes read + written), best %s GEMM %.4g TFLOP/s.\n",
-            f->memory_bandwidth / 1e9, scn_dtype_name(f->gemm_dtype), f->gemm_flops / 1e12);
-    if (cal && cal->n)
-        fprintf(fp, "# Fitted over %d measured steps: rms log error %.3f, median |error| %.1f %%.\n", cal->n,
-                cal->rms_log_error, 100 * cal->median_abs_error);
-    fprintf(fp, "extends: %s\nname: %s\n", base->name, name);
-    fprintf(fp, "memory_bandwidth: %.6g GB/s\n", f->memory_bandwidth / 1e9);
-    fprintf(fp, "compute: {%s: %.6g GFLOPS}\n", scn_dtype_name(f->gemm_dtype), f->gemm_flops / 1e9);
-    fprintf(fp, "efficiency: {memory_bandwidth: %.6g, compute: %.6g, attention: %.6g, interconnect: %.6g}\n",
-            f->eff_bandwidth, f->eff_compute, f->eff_attention, base->eff_link);
-    fprintf(fp, "overhead: {kernel_launch: %.6g us, step: %.6g us, runtime_memory: %.6g MiB}\n", f->kernel_overhead * 1e6,
-            f->step_overhead * 1e6, base->runtime_memory / 1048576.0);
-    fprintf(fp, "calibrated: true\n");
-    if (fclose(fp) != 0) { fprintf(stderr, "kvplan: writing %s failed: %s\n", path, strerror(errno)); return CLI_EX_CANTCREAT; }
-    return CLI_OK;
-}
-
-static void on_progress(void *ud, long done, long total) { cli_progress_update(ud, done, total); }
-
-int cli_calibrate_backend(const char *backend, const scn_scenario *s, be_calibration *cal)
-{
-    char err[1024];
-    const be_ops *ops = be_find(backend, err, sizeof err);
-    if (!ops) { fprintf(stderr, "kvplan: %s\n", err); return CLI_EX_UNAVAILABLE; }
-    sim_choice ch = sim_choice_first(s);
-    cli_progress bar;
-    cli_progress_init(&bar, "calibrating");
-    be_status st = be_calibrate(ops, s, &ch, cal, on_progress, &bar, err, sizeof err);
-    cli_progress_end(&bar);
-    if (st != BE_OK) { fprintf(stderr, "kvplan: calibrating %s: %s\n", backend, err); return cli_exit_for_be(st); }
-    return CLI_OK;
-}
-
-int cli_store_calibration(db *d, const char *db_path, const char *name, const char *base, const char *backend,
-                          const char *source, const be_calibration *cal, long *id)
-{
-    *id = 0;
-    if (!d) return CLI_OK;
-    char host[256], when[32], err[1024];
-    cli_hostname(host, sizeof host);
-    db_now_iso(when, sizeof when);
-    char *fj = cli_fit_json(&cal->fit), *pj = points_json(cal);
-    db_calibration rec = {.name = name, .base = base, .backend = backend, .host = host, .created = when,
-                          .source = source, .fit_json = fj ? fj : "{}", .points_json = pj ? pj : "[]",
-                          .rms_log_error = cal->rms_log_error, .median_abs_error = cal->median_abs_error};
-    db_status st = db_calibration_insert(d, &rec, id, err, sizeof err);
-    free(fj);
-    free(pj);
-    if (st != DB_OK) { fprintf(stderr, "kvplan: %s: storing the calibration failed: %s\n", db_path, err); return cli_exit_for_db(st); }
-    return CLI_OK;
-}
 
 void cli_report_calibration(out_doc *doc, const be_calibration *cal)
 {
@@ -144,17 +37,23 @@ void cli_report_calibration(out_doc *doc, const be_calibration *cal)
     out_kv_num(doc, "step_overhead_s", "overhead per step", f->step_overhead, OUT_SECONDS);
     out_kv_num(doc, "rms_log_error", "rms log error", cal->rms_log_error, OUT_NUM);
     out_kv_num(doc, "median_abs_error", "median |error|", cal->median_abs_error, OUT_FRAC);
+    /* Runs predicted by a fit to the other runs (calibrate --from with two runs or more). */
+    double held[BE_CAL_POINTS];
+    int nh = 0;
+    for (int i = 0; i < cal->n; i++)
+        if (strstr(cal->pts[i].label, "(held out)")) held[nh++] = fabs(cal->pts[i].predicted / cal->pts[i].measured - 1);
+    for (int i = 1; i < nh; i++)
+        for (int j = i; j > 0 && held[j - 1] > held[j]; j--) { double x = held[j]; held[j] = held[j - 1]; held[j - 1] = x; }
+    if (nh) out_kv_num(doc, "heldout_median_abs_error", "held out: median |error|",
+                       nh % 2 ? held[nh / 2] : (held[nh / 2 - 1] + held[nh / 2]) / 2, OUT_FRAC);
 }
-
-/* --from RUN: fit to stored measured runs by re-simulating the scenario (fit_runs.c). */
-int cli_fit_runs(db *d, const long *runs, int n_runs, const scn_scenario *s, be_calibration *cal);
 
 int cmd_calibrate(int argc, char **argv)
 {
     cli_common c = {.format = OUT_TABLE};
     cli_run_flags f = {.seed = -1, .interval = 1.0, .backend = ""};
     const char *name = NULL, *out_path = NULL;
-    long runs[32];
+    long runs[VF_FIT_RUNS];
     int n_runs = 0, help = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_common_flag(&c, argc, argv, &i, &help);
@@ -166,7 +65,7 @@ int cmd_calibrate(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--out"))) out_path = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--scenario"))) c.scenario = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--from"))) {
-            if (n_runs == 32) return cli_usage_error("calibrate", "at most 32 --from runs");
+            if (n_runs == VF_FIT_RUNS) return cli_usage_error("calibrate", "at most %d --from runs", VF_FIT_RUNS);
             if (!cli_flag_missing_value() && cli_parse_long("--from", v, 1, 0x7fffffffffffffffL, &runs[n_runs++])) return CLI_EX_USAGE;
         } else return cli_usage_error("calibrate", "unexpected argument '%s'", argv[i]);
         if (cli_flag_missing_value()) return CLI_EX_USAGE;
@@ -177,9 +76,10 @@ int cmd_calibrate(int argc, char **argv)
     if (backend && n_runs) return cli_usage_error("calibrate", "--backend measures; --from fits stored runs: choose one");
     if (n_runs && !c.scenario) return cli_usage_error("calibrate", "--from needs --scenario: the scenario the runs measured");
     if (n_runs && f.no_db) return cli_usage_error("calibrate", "--from reads runs from the database; drop --no-db");
-    char def[1200];
+    char def[4200], lib[4000];
     if (!c.scenario) {
-        snprintf(def, sizeof def, "%s/%s", scn_library_dir(), !strcmp(backend, "cpu") ? "tiny-cpu.yaml" : "gpu-decode.yaml");
+        scn_library_dir(lib, sizeof lib);
+        snprintf(def, sizeof def, "%s/%s", lib, !strcmp(backend, "cpu") ? "tiny-cpu.yaml" : "gpu-decode.yaml");
         c.scenario = def;
     }
     scn_scenario s;
@@ -188,36 +88,28 @@ int cmd_calibrate(int argc, char **argv)
     db *d;
     const char *db_path;
     if ((rc = cli_open_db(&f, &d, &db_path))) return rc;
-    static be_calibration cal;
-    rc = n_runs ? cli_fit_runs(d, runs, n_runs, &s, &cal) : cli_calibrate_backend(backend, &s, &cal);
-    if (rc) { db_close(d); return rc; }
-    char prof[128], path[1400], host[256], when[32], source[400] = "microbenchmarks";
-    snprintf(prof, sizeof prof, "%s", name ? name : "");
-    if (!name) snprintf(prof, sizeof prof, "%.100s.calibrated", s.hardware.name);
-    if (out_path) snprintf(path, sizeof path, "%s", out_path);
-    else snprintf(path, sizeof path, "%s/hardware/%s.yaml", scn_library_dir(), prof);
-    if (n_runs) {
-        size_t used = (size_t)snprintf(source, sizeof source, "runs");
-        for (int i = 0; i < n_runs && used < sizeof source; i++)
-            used += (size_t)snprintf(source + used, sizeof source - used, "%s%ld", i ? "," : " ", runs[i]);
-    }
-    cli_hostname(host, sizeof host);
-    db_now_iso(when, sizeof when);
-    long id = 0;
-    if ((rc = write_yaml(path, prof, &s.hardware, &cal.fit, &cal, host, when, backend ? backend : "import")) ||
-        (rc = cli_store_calibration(d, db_path, prof, s.hardware.name, backend ? backend : "import", source, &cal, &id))) {
-        db_close(d);
-        return rc;
-    }
+    cli_progress bar;
+    cli_progress_init(&bar, "calibrating");
+    vf_calibrate_req rq = {.s = &s, .backend = backend, .runs = runs, .n_runs = n_runs, .d = d, .name = name,
+                           .out_path = out_path, .progress = cli_progress_cb, .ud = &bar};
+    vf_calibrate_result *r = malloc(sizeof *r);
+    char err[1500];
+    vf_status st = r ? vf_calibrate(&rq, r, err, sizeof err) : VF_E_INTERNAL;
+    if (!r) snprintf(err, sizeof err, "out of memory");
+    cli_progress_end(&bar);
     db_close(d);
+    if (st) { free(r); return cli_fail_vf(st, err); }
     out_doc *doc = out_doc_init();
-    if (!doc) return CLI_EX_INTERNAL;
-    cli_report_calibration(doc, &cal);
-    out_section(doc, "written", "Written");
-    out_kv_str(doc, "profile", "profile (name it as hardware:)", prof);
-    out_kv_str(doc, "file", "file", path);
-    if (id) out_kv_num(doc, "calibration_id", "calibration id", (double)id, OUT_INT);
-    rc = cli_emit(doc, c.format);
-    out_doc_free(doc);
+    rc = CLI_EX_INTERNAL;
+    if (doc) {
+        cli_report_calibration(doc, &r->cal);
+        out_section(doc, "written", "Written");
+        out_kv_str(doc, "profile", "profile (name it as hardware:)", r->name);
+        out_kv_str(doc, "file", "file", r->path);
+        if (r->calibration_id) out_kv_num(doc, "calibration_id", "calibration id", (double)r->calibration_id, OUT_INT);
+        rc = cli_emit(doc, c.format);
+        out_doc_free(doc);
+    }
+    free(r);
     return rc;
 }

@@ -10,10 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
+static void on_progress(void *ud, long done, long total) { cli_progress_update(ud, done, total); }
+
 int cmd_capacity(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--curve")) return cmd_sweep(argc, argv);   /* load curves: sweep takes the flags */
     cli_common c = {.format = OUT_TABLE};
-    long top = 3, concurrency = 64, jobs = sysconf(_SC_NPROCESSORS_ONLN), max_replicas = 64;
+    long top = 3, concurrency = 64, jobs = sysconf(_SC_NPROCESSORS_ONLN), max_replicas = 64, seeds = PLAN_SEEDS_DEFAULT;
     double target = 0;
     int help = 0;
     for (int i = 1; i < argc; i++) {
@@ -32,6 +36,8 @@ int cmd_capacity(int argc, char **argv)
             if (cli_flag_missing_value() || cli_parse_long("--concurrency", v, 1, 10000000, &concurrency)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-replicas"))) {
             if (cli_flag_missing_value() || cli_parse_long("--max-replicas", v, 1, 4096, &max_replicas)) return CLI_EX_USAGE;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--seeds"))) {
+            if (cli_flag_missing_value() || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--jobs"))) {
             if (cli_flag_missing_value() || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
         } else if (cli_is_flag(argv[i])) {
@@ -47,59 +53,77 @@ int cmd_capacity(int argc, char **argv)
     scn_scenario s;
     int rc = cli_load(&c, &s);
     if (rc) return rc;
-    if (s.workload.arrival == SCN_ARRIVAL_TRACE) {
-        fprintf(stderr, "kvplan: %s: capacity scales the arrival rate; a trace has none to scale\n", c.scenario);
+    if (!scn_arrival_has_rate(s.workload.arrival)) {
+        fprintf(stderr, "kvplan: %s: capacity scales the arrival rate; a trace, closed loop or offline run has none to scale\n", c.scenario);
         return CLI_EX_DATA;
     }
     plan_result r;
     if (plan_enumerate(&s, &r)) return CLI_EX_DATA;
+    plan_set_seeds(&r, (int)seeds);
+    plan_set_capacity(&r, true);
     char err[1024];
     cli_progress bar;
-    cli_progress_init(&bar, "ranking");
-    if (plan_evaluate(&s, &r, (int)jobs, 0, 1, NULL, NULL, err, sizeof err)) {
+    cli_progress_init(&bar, "searching capacity");
+    if (plan_evaluate(&s, &r, (int)jobs, 0, 1, on_progress, &bar, err, sizeof err)) {
+        cli_progress_end(&bar);
         fprintf(stderr, "kvplan: %s\n", err);
         plan_result_free(&r);
         return CLI_EX_INTERNAL;
     }
     plan_rank(&s, &r);
-    out_doc *doc = out_doc_init();
-    if (!doc) { plan_result_free(&r); return CLI_EX_INTERNAL; }
+    int max = (int)top + SCN_HW_OPT_MAX;
+    plan_capacity_row *rows = calloc((size_t)max, sizeof *rows);
+    out_doc *doc = rows ? out_doc_init() : NULL;
+    if (!doc) { cli_progress_end(&bar); free(rows); plan_result_free(&r); return CLI_EX_INTERNAL; }
+    int nr = plan_capacity_rows(&s, &r, (int)top, target, (int)max_replicas, concurrency, rows, max, on_progress, &bar);
+    cli_progress_end(&bar);
     static const out_col cols[] = {
-        {"options", "candidate", OUT_STR}, {"gpus", "GPUs", OUT_INT}, {"max_rate_req_per_s", "max rate in SLO", OUT_RATE},
-        {"max_rate_per_gpu", "per GPU", OUT_RATE}, {"gpus_for_target", "GPUs for target", OUT_INT},
+        {"options", "candidate", OUT_STR}, {"hardware", "hardware", OUT_STR}, {"gpus", "GPUs", OUT_INT},
+        {"max_rate_req_per_s", "max rate in SLO", OUT_RATE}, {"max_rate_lo", "95% lo", OUT_RATE},
+        {"max_rate_hi", "95% hi", OUT_RATE}, {"seeds", "seeds", OUT_INT}, {"max_rate_per_gpu", "per GPU", OUT_RATE},
+        {"usd_per_mtok", "$/Mtok", OUT_NUM}, {"gpus_for_target", "GPUs for target", OUT_INT},
         {"max_context_tokens", "max context", OUT_INT},
     };
-    out_table(doc, "capacity", "Capacity of the best candidates", 6, cols);
-    int shown = 0;
-    long total = top * (target > 0 ? 2 : 1), done = 0;
-    for (int k = 0; k < r.n && shown < top; k++) {
-        const plan_cand *x = &r.c[r.order[k]];
-        if (x->status != PLAN_DONE || !x->allowed) continue;
-        shown++;
+    out_table(doc, "capacity", "Capacity of the best candidates (and the best on each hardware profile)", 11, cols);
+    for (int i = 0; i < nr; i++) {
+        const plan_cand *x = &r.c[rows[i].cand];
         char desc[300];
         plan_describe(x, desc, sizeof desc);
-        double rate = plan_max_rate(&s, x, 6);
-        cli_progress_update(&bar, ++done, total);
-        int reps = 0;
-        if (target > 0) { reps = plan_min_replicas(&s, x, target, (int)max_replicas); cli_progress_update(&bar, ++done, total); }
         out_cell_str(doc, desc);
+        out_cell_str(doc, plan_hardware_name(&s, x));
         out_cell_num(doc, x->gpus);
-        out_cell_num(doc, rate);
-        out_cell_num(doc, rate / x->gpus);
-        out_cell_num(doc, target > 0 ? (reps ? (double)reps * x->tp : NAN) : NAN);
-        out_cell_num(doc, (double)plan_max_context(&s, x, concurrency));
+        out_cell_num(doc, rows[i].rate.mean);
+        out_cell_num(doc, rows[i].rate.lo);
+        out_cell_num(doc, rows[i].rate.hi);
+        out_cell_num(doc, rows[i].rate.n);
+        out_cell_num(doc, rows[i].rate_per_gpu);
+        out_cell_num(doc, rows[i].usd_per_mtok);
+        out_cell_num(doc, rows[i].gpus_for_target > 0 ? (double)rows[i].gpus_for_target : NAN);
+        out_cell_num(doc, (double)rows[i].max_context);
     }
-    cli_progress_end(&bar);
     out_section(doc, "question", "Asked");
     out_kv_str(doc, "scenario", "scenario", s.name);
     out_kv_num(doc, "target_rate", "target rate (req/s)", target > 0 ? target : NAN, OUT_NUM);
     out_kv_num(doc, "concurrency", "concurrency for max context", (double)concurrency, OUT_INT);
+    out_kv_num(doc, "seeds", "seeds per candidate", r.seeds, OUT_INT);
+    int f = plan_capacity_fewest(rows, nr);
+    if (target > 0) {
+        char desc[300] = "none up to the replica limit";
+        if (f >= 0) plan_describe(&r.c[rows[f].cand], desc, sizeof desc);
+        out_kv_str(doc, "fewest_gpus_for_target", "fewest GPUs for the target", desc);
+        out_kv_num(doc, "fewest_gpus", "GPUs", f >= 0 ? rows[f].gpus_for_target : NAN, OUT_INT);
+        out_kv_str(doc, "fewest_gpus_hardware", "on", f >= 0 ? plan_hardware_name(&s, &r.c[rows[f].cand]) : "-");
+    }
     out_note(doc, "Max rate: the highest arrival rate at which the queue stays bounded (p99 wait for admission under "
-                  "5 s) and the SLO holds, found by doubling then bisection (%d requests a trial). GPUs for target: tensor "
-                  "parallel x the fewest replicas that serve it (blank when none up to %ld). Max context: the longest "
-                  "sequence of which %ld fit the KV cache together (cost model).", 3000, max_replicas, concurrency);
+                  "%.0f s) and the SLO holds, mean and 95 %% interval over seeds (doubling then bisection to %.0f %%, "
+                  "%d requests a trial). $/Mtok: the hardware's price per GPU-hour over the output tokens/s at that rate. "
+                  "GPUs for target: tensor parallel x the fewest replicas that serve it (blank when none up to %ld). "
+                  "Max context: the longest sequence of which %ld fit the KV cache together (cost model), at most "
+                  "max_model_len.", PLAN_MAX_QUEUE_P99, 100 * PLAN_CAPACITY_TOL, PLAN_CAPACITY_REQUESTS, max_replicas,
+             concurrency);
     rc = cli_emit(doc, c.format);
     out_doc_free(doc);
+    free(rows);
     plan_result_free(&r);
     return rc;
 }

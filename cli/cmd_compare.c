@@ -39,7 +39,7 @@ int cmd_compare(int argc, char **argv)
     const char *path;
     int rc = cli_open_db(&f, &d, &path);
     if (rc) return rc;
-    static metric_set sets[2];
+    metric_set sets[2];
     db_run_info info[2];
     char err[1024];
     for (int i = 0; i < 2; i++) {
@@ -66,7 +66,7 @@ int cmd_compare(int argc, char **argv)
             out_cell_str(doc, name);
             out_cell_num(doc, a);
             out_cell_num(doc, b);
-            out_cell_num(doc, a != 0 && isfinite(a) && isfinite(b) ? b / a - 1 : NAN);
+            out_cell_num(doc, vf_error(b, a));   /* B against A, as validation compares */
         }
     for (int i = 0; i < 2; i++) {
         out_section(doc, i ? "run_b" : "run_a", i ? "Run B" : "Run A");

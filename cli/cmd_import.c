@@ -1,5 +1,9 @@
-/* cmd_import.c: `kvplan import FILE`: measurements from a serving system (vLLM benchmark JSON,
- * or a vLLM /metrics scrape) stored as a measured run. Bad files store nothing. */
+/* cmd_import.c: `kvplan import FILE`: measurements from a serving system or a benchmark client
+ * (vLLM benchmark_serving / bench serve JSON, a vLLM /metrics scrape, genai-perf/aiperf
+ * profile exports, SGLang bench_serving JSONL, MLPerf mlperf_log_summary.txt) stored as a
+ * measured run. The benchmark's setting (closed loop, rate or offline; request count; mean
+ * prompt and output lengths) is applied to --scenario's workload so the stored run can be
+ * re-simulated. Bad files store nothing. */
 #include "cli_run.h"
 #include "../db/db_import.h"
 
@@ -40,6 +44,13 @@ int cmd_import(int argc, char **argv)
         snprintf(tmp, sizeof tmp, "%s", file);
         snprintf(s.name, sizeof s.name, "import %.50s", basename(tmp));
     }
+    char how[256] = "";
+    if (c.scenario) {
+        const char *names[DB_IMPORT_MAX];
+        double values[DB_IMPORT_MAX];
+        for (int i = 0; i < im.n; i++) { names[i] = im.m[i].name; values[i] = im.m[i].value; }
+        vf_setting_apply(names, values, im.n, &s, how, sizeof how);
+    }
     db *d;
     const char *path;
     if ((rc = cli_open_db(&f, &d, &path))) return rc;
@@ -60,6 +71,7 @@ int cmd_import(int argc, char **argv)
     out_section(doc, "run", "Stored");
     out_kv_num(doc, "run_id", "run id", (double)id, OUT_INT);
     out_kv_str(doc, "format", "format", im.format);
+    if (how[0]) out_kv_str(doc, "setting", "scenario workload set to", how);
     out_kv_str(doc, "db", "database", path);
     rc = cli_emit(doc, c.format);
     out_doc_free(doc);

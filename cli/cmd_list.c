@@ -11,8 +11,9 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
 /* Adds one row per .yaml file in dir/sub (sub "" = the library root). */
 static int list_dir(out_doc *d, const char *kind, const char *sub)
 {
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s%s%s", scn_library_dir(), sub[0] ? "/" : "", sub);
+    char lib[1000], dir[1200];
+    scn_library_dir(lib, sizeof lib);
+    snprintf(dir, sizeof dir, "%s%s%s", lib, sub[0] ? "/" : "", sub);
     DIR *dp = opendir(dir);
     if (!dp) { fprintf(stderr, "kvplan list: cannot open %s\n", dir); return -1; }
     char *names[512];

@@ -12,44 +12,6 @@
 
 static void on_progress(void *ud, long done, long total) { cli_progress_update(ud, done, total); }
 
-/* Fills candidates from runs the database already holds (same scenario, options and seed). */
-static void reuse(db *d, const scn_scenario *s, plan_result *r)
-{
-    char err[256];
-    for (int i = 0; i < r->n; i++) {
-        plan_cand *c = &r->c[i];
-        if (c->status != PLAN_PENDING) continue;
-        char *opts = plan_options_json(c);
-        long id = opts ? db_find_run(d, s, "predicted", opts, s->seed) : 0;
-        free(opts);
-        if (id <= 0) continue;
-        memset(&c->m, 0, sizeof c->m);
-        if (db_run_sim_metrics(d, id, &c->m, err, sizeof err) != DB_OK) continue;
-        c->status = PLAN_DONE;
-        c->reused = true;
-        c->run_id = id;
-    }
-}
-
-static int store(db *d, const char *path, const scn_scenario *s, plan_result *r, const char *started)
-{
-    char finished[32], err[1024];
-    db_now_iso(finished, sizeof finished);
-    for (int i = 0; i < r->n; i++) {
-        plan_cand *c = &r->c[i];
-        if (c->status != PLAN_DONE || c->reused) continue;
-        sim_metric_kv mv[SIM_METRICS_MAX];
-        char *opts = plan_options_json(c);
-        db_run_rec rec = {.scenario = s, .kind = "predicted", .executor = "model", .options_json = opts ? opts : "{}",
-                          .seed = s->seed, .started = started, .finished = finished, .metrics = mv,
-                          .n_metrics = sim_metrics_list(&c->m, mv, SIM_METRICS_MAX)};
-        db_status st = db_run_insert(d, &rec, &c->run_id, err, sizeof err);
-        free(opts);
-        if (st != DB_OK) { fprintf(stderr, "kvplan: %s: storing candidate %d failed: %s\n", path, i, err); return cli_exit_for_db(st); }
-    }
-    return CLI_OK;
-}
-
 static const char *risk_label(const plan_cand *c)
 {
     if (!c->risk_dtype && !c->risk_window && !c->risk_gqa && !c->risk_weights) return "";
@@ -64,14 +26,22 @@ static const char *risk_label(const plan_cand *c)
 void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_rules, long top)
 {
     plan_rank(s, r);
+    bool cap = plan_objective_at_capacity(s);
     static const out_col cols[] = {
         {"rank", "#", OUT_INT}, {"options", "options", OUT_STR}, {"slo", "SLO", OUT_STR}, {"risk", "accuracy", OUT_STR},
-        {"objective", "objective", OUT_NUM}, {"gpus", "GPUs", OUT_INT}, {"goodput_per_gpu", "goodput/GPU", OUT_NUM},
+        {"objective", "objective", OUT_NUM}, {"objective_lo", "95% lo", OUT_NUM}, {"objective_hi", "95% hi", OUT_NUM},
+        {"seeds", "seeds", OUT_INT}, {"judged_at", "judged at", OUT_STR},
+        {"max_rate_req_per_s", "max rate in SLO", OUT_RATE}, {"offered_objective", "at offered load", OUT_NUM},
+        {"gpus", "GPUs", OUT_INT}, {"hardware", "hardware", OUT_STR}, {"usd_per_mtok", "$/Mtok", OUT_NUM},
+        {"goodput_per_gpu", "goodput/GPU", OUT_NUM},
         {"output_tok_per_s", "out tok/s", OUT_NUM}, {"ttft_p99_s", "TTFT p99", OUT_SECONDS},
         {"tpot_p99_s", "TPOT p99", OUT_SECONDS}, {"e2e_p99_s", "E2E p99", OUT_SECONDS}, {"kv_util_peak", "KV peak", OUT_FRAC},
         {"preemptions", "preempt", OUT_INT}, {"pareto", "pareto", OUT_STR}, {"run_id", "run", OUT_INT},
     };
-    out_table(doc, "candidates", "Candidates, best first (objective: higher is better)", 15, cols);
+    char title[200];
+    snprintf(title, sizeof title, "Candidates, best first (objective: %s, higher is better; mean of each candidate's seeds; "
+             "the other columns: first seed at the offered load)", cap ? "at the highest rate within the SLO" : "at the offered load");
+    out_table(doc, "candidates", title, 23, cols);
     int shown = 0;
     for (int k = 0; k < r->n; k++) {
         const plan_cand *x = &r->c[r->order[k]];
@@ -84,7 +54,15 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
         out_cell_str(doc, s->slo.n ? (x->slo_met ? "met" : "missed") : "-");
         out_cell_str(doc, risk_label(x));
         out_cell_num(doc, x->objective);
+        out_cell_num(doc, x->obj.lo);
+        out_cell_num(doc, x->obj.hi);
+        out_cell_num(doc, x->obj.n);
+        out_cell_str(doc, cap ? "capacity" : "offered load");
+        out_cell_num(doc, x->rate.mean);
+        out_cell_num(doc, x->offered.mean);
         out_cell_num(doc, x->gpus);
+        out_cell_str(doc, plan_hardware_name(s, x));
+        out_cell_num(doc, x->usd_per_mtok);
         out_cell_num(doc, x->m.goodput / x->gpus);
         out_cell_num(doc, x->m.output_tok_per_s);
         out_cell_num(doc, x->m.q[SIM_Q_TTFT].p99);
@@ -128,6 +106,8 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
     out_kv_str(doc, "scenario", "scenario", s->name);
     static const char *const OBJ[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost"};
     out_kv_str(doc, "objective", "objective", OBJ[s->objective]);
+    out_kv_str(doc, "judged_at", "judged at", cap ? "capacity (highest rate within the SLO)" : "offered load");
+    out_kv_num(doc, "seeds", "seeds per candidate", r->seeds, OUT_INT);
     out_kv_num(doc, "candidates", "candidates", r->n, OUT_INT);
     out_kv_num(doc, "evaluated", "evaluated", (double)done, OUT_INT);
     out_kv_num(doc, "reused", "reused from the database", (double)reused, OUT_INT);
@@ -138,7 +118,7 @@ int cmd_plan(int argc, char **argv)
 {
     cli_common c = {.format = OUT_TABLE};
     cli_run_flags f = {.seed = -1, .interval = 1.0};
-    long jobs = sysconf(_SC_NPROCESSORS_ONLN), top = 0, shard_i = 0, shard_n = 1;
+    long jobs = sysconf(_SC_NPROCESSORS_ONLN), top = 0, shard_i = 0, shard_n = 1, seeds = PLAN_SEEDS_DEFAULT;
     int help = 0, no_rules = 0, fresh = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_common_flag(&c, argc, argv, &i, &help);
@@ -148,6 +128,8 @@ int cmd_plan(int argc, char **argv)
         const char *v;
         if ((v = cli_flag_value(argc, argv, &i, "--jobs"))) {
             if (cli_flag_missing_value() || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
+        } else if ((v = cli_flag_value(argc, argv, &i, "--seeds"))) {
+            if (cli_flag_missing_value() || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--top"))) {
             if (cli_flag_missing_value() || cli_parse_long("--top", v, 1, 100000, &top)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--shard"))) {
@@ -177,10 +159,11 @@ int cmd_plan(int argc, char **argv)
     if (f.seed >= 0) s.seed = (unsigned long long)f.seed;
     plan_result r;
     if (plan_enumerate(&s, &r)) { fprintf(stderr, "kvplan: %s: the option space has more than 100000 candidates\n", c.scenario); return CLI_EX_DATA; }
+    plan_set_seeds(&r, (int)seeds);
     db *d;
     const char *db_path;
     if ((rc = cli_open_db(&f, &d, &db_path))) { plan_result_free(&r); return rc; }
-    if (d && !fresh) reuse(d, &s, &r);
+    if (d && !fresh) plan_store_reuse(d, &s, &r);
     char started[32], err[1024];
     db_now_iso(started, sizeof started);
     cli_progress bar;
@@ -188,7 +171,10 @@ int cmd_plan(int argc, char **argv)
     int er = plan_evaluate(&s, &r, (int)jobs, (int)shard_i, (int)shard_n, on_progress, &bar, err, sizeof err);
     cli_progress_end(&bar);
     if (er) { fprintf(stderr, "kvplan: %s: %s\n", c.scenario, err); rc = CLI_EX_INTERNAL; goto out; }
-    if (d && (rc = store(d, db_path, &s, &r, started))) goto out;
+    if (d) {
+        int st = plan_store_save(d, &s, &r, started, err, sizeof err);
+        if (st) { fprintf(stderr, "kvplan: %s: storing the plan's runs failed: %s\n", db_path, err); rc = cli_exit_for_db(st); goto out; }
+    }
     out_doc *doc = out_doc_init();
     rc = CLI_EX_INTERNAL;
     if (!doc) goto out;

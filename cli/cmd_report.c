@@ -4,128 +4,16 @@
  * installed by `make setup` (npm) and inlined, so the page needs no network. */
 #include "cli_run.h"
 #include "../model/kv_model.h"
-#include "../planner/plan.h"
+#include "../planner/plan_report.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
-
-typedef struct {
-    const scn_scenario *s;
-    db *d;
-    json_t *pareto, *timeseries, *validation;
-    json_t *runs;            /* every run: id, kind, options, metrics, as read */
-} gather;
-
-static int sample_into(void *ud, const sim_sample *x)
-{
-    json_t **ctx = ud;   /* [0] = array, [1] = label */
-    json_array_append_new(ctx[0], json_pack("{s:O, s:f, s:f, s:I}", "run", ctx[1], "t_s", x->t, "kv_used", x->kv_used,
-                                            "queue", (json_int_t)x->waiting));
-    return 0;
-}
-
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
-static int each_run(void *ud, const db_run_info *r)
-{
-    gather *g = ud;
-    sim_metrics m;
-    memset(&m, 0, sizeof m);
-    for (int q = 0; q < SIM_Q_COUNT; q++) m.q[q].p99 = m.q[q].p50 = m.q[q].mean = NAN;
-    char err[256];
-    if (db_run_sim_metrics(g->d, r->id, &m, err, sizeof err) != DB_OK) return 1;
-    json_t *opts = json_loads(r->options, 0, NULL);
-    json_int_t tp = g->s->deployment.tensor_parallel, reps = g->s->deployment.replicas;
-    if (opts) {
-        json_t *v;
-        if ((v = json_object_get(opts, "tensor_parallel")) && json_is_integer(v)) tp = json_integer_value(v);
-        if ((v = json_object_get(opts, "replicas")) && json_is_integer(v)) reps = json_integer_value(v);
-    }
-    double gpus = (double)(tp * reps);
-    double lat = plan_percentile(&m, g->s->slo.n ? g->s->slo.terms[0].metric : SCN_METRIC_E2E, 99);
-    char label[48];
-    snprintf(label, sizeof label, "run %ld (%s)", r->id, r->kind);
-    json_array_append_new(g->runs, json_pack("{s:I, s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
-                                             "run", (json_int_t)r->id, "label", label, "kind", r->kind, "options", r->options,
-                                             "seed", (json_int_t)r->seed, "gpus", gpus,
-                                             "out_tok_per_gpu", num(m.output_tok_per_s / gpus), "latency_p99_s", num(lat),
-                                             "ttft_p50_s", num(m.q[SIM_Q_TTFT].p50), "ttft_p99_s", num(m.q[SIM_Q_TTFT].p99),
-                                             "tpot_mean_s", num(m.q[SIM_Q_TPOT].mean), "throughput_req_per_s", num(m.req_per_s),
-                                             "slo_met", plan_slo_met(g->s, &m)));
-    json_t *lab = json_string(label);
-    json_t *ctx[2] = {g->timeseries, lab};
-    db_run_timeseries(g->d, r->id, sample_into, ctx, err, sizeof err);
-    json_decref(lab);
-    json_decref(opts);
-    return 0;
-}
-
-/* The Pareto front over predicted runs, and predicted/measured pairs (same options and seed). */
-static void derive(gather *g)
-{
-    size_t n = json_array_size(g->runs);
-    for (size_t i = 0; i < n; i++) {
-        json_t *a = json_array_get(g->runs, i);
-        if (strcmp(json_string_value(json_object_get(a, "kind")), "predicted")) continue;
-        double ta = json_number_value(json_object_get(a, "out_tok_per_gpu")), la = json_number_value(json_object_get(a, "latency_p99_s"));
-        bool front = json_is_number(json_object_get(a, "latency_p99_s"));
-        for (size_t j = 0; j < n && front; j++) {
-            json_t *b = json_array_get(g->runs, j);
-            if (j == i || strcmp(json_string_value(json_object_get(b, "kind")), "predicted")) continue;
-            double tb = json_number_value(json_object_get(b, "out_tok_per_gpu")), lb = json_number_value(json_object_get(b, "latency_p99_s"));
-            if (tb >= ta && lb <= la && (tb > ta || lb < la)) front = false;
-        }
-        json_t *p = json_deep_copy(a);
-        json_object_set_new(p, "pareto", json_boolean(front));
-        json_array_append_new(g->pareto, p);
-        for (size_t j = 0; j < n; j++) {
-            json_t *b = json_array_get(g->runs, j);
-            if (strcmp(json_string_value(json_object_get(b, "kind")), "measured") ||
-                strcmp(json_string_value(json_object_get(b, "options")), json_string_value(json_object_get(a, "options"))) ||
-                json_integer_value(json_object_get(b, "seed")) != json_integer_value(json_object_get(a, "seed")))
-                continue;
-            static const char *const M[] = {"throughput_req_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_mean_s"};
-            char pair[64];
-            snprintf(pair, sizeof pair, "runs %lld/%lld", (long long)json_integer_value(json_object_get(a, "run")),
-                     (long long)json_integer_value(json_object_get(b, "run")));
-            for (int k = 0; k < 4; k++) {
-                double pv = json_number_value(json_object_get(a, M[k])), mv = json_number_value(json_object_get(b, M[k]));
-                json_array_append_new(g->validation, json_pack("{s:s, s:s, s:o, s:o, s:o}", "pair", pair, "metric", M[k],
-                                                               "predicted", num(pv), "measured", num(mv),
-                                                               "error", num(mv != 0 ? pv / mv - 1 : NAN)));
-            }
-        }
-    }
-}
-
-/* Memory per GPU for each tensor-parallel choice: where the device memory goes. */
-static json_t *memory_rows(const scn_scenario *s)
-{
-    json_t *rows = json_array();
-    int n = s->options.n_tp ? s->options.n_tp : 1;
-    for (int i = 0; i < n; i++) {
-        scn_scenario t = *s;
-        t.deployment.tensor_parallel = s->options.n_tp ? s->options.tensor_parallel[i] : s->deployment.tensor_parallel;
-        kv_cache_cfg c = kv_cache_cfg_make(&t, s->options.kv_dtype[0], 0, 0);
-        kv_capacity k = kv_capacity_compute(&t, &c, s->options.block_size[0], 0);
-        char tp[32];
-        snprintf(tp, sizeof tp, "tp=%d", t.deployment.tensor_parallel);
-        double parts[5] = {k.weights, k.activation, k.runtime, k.kv_budget > 0 ? k.kv_budget : 0, k.device_memory - k.usable};
-        static const char *const NAMES[] = {"weights", "activation peak", "runtime", "KV cache", "held back (1 - utilization)"};
-        for (int p = 0; p < 5; p++)
-            json_array_append_new(rows, json_pack("{s:s, s:s, s:i, s:f}", "deployment", tp, "part", NAMES[p], "order", p, "gib",
-                                                  parts[p] / 1073741824.0));
-    }
-    return rows;
-}
 
 /* ---- HTML ---- */
 static char *slurp(const char *path)
@@ -142,26 +30,6 @@ static char *slurp(const char *path)
     return b;
 }
 
-/* The chart libraries: $KVPLAN_ASSETS, else node_modules beside the library's parent folder
- * (the source tree) or beside the executable. */
-static int find_assets(char *dir, size_t n)
-{
-    const char *env = getenv("KVPLAN_ASSETS");
-    char cands[3][PATH_MAX - 64];
-    int nc = 0;
-    if (env && env[0]) snprintf(cands[nc++], sizeof cands[0], "%s", env);
-    snprintf(cands[nc++], sizeof cands[0], "%.3000s/../node_modules", scn_library_dir());
-    char exe[PATH_MAX - 128];
-    ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (l > 0) { exe[l] = 0; snprintf(cands[nc++], sizeof cands[0], "%s/node_modules", dirname(exe)); }
-    for (int i = 0; i < nc; i++) {
-        char probe[PATH_MAX];
-        snprintf(probe, sizeof probe, "%.4000s/vega/build/vega.min.js", cands[i]);
-        if (access(probe, R_OK) == 0) { snprintf(dir, n, "%.4000s", cands[i]); return 0; }
-    }
-    return -1;
-}
-
 /* Writes a library as a script element; "</script" inside it is escaped so it cannot end the element. */
 static int script(FILE *f, const char *js)
 {
@@ -174,22 +42,40 @@ static int script(FILE *f, const char *js)
 }
 
 static const char *SPECS =
+    "const V = 'https://vega.github.io/schema/vega-lite/v5.json';\n"
     "const specs = {\n"
-    " pareto: {$schema: 'https://vega.github.io/schema/vega-lite/v5.json', title: 'Throughput against p99 latency (predicted runs)',\n"
-    "   width: 520, height: 300, data: {values: DATA.pareto}, mark: {type: 'point', filled: true, size: 80},\n"
-    "   encoding: {x: {field: 'latency_p99_s', type: 'quantitative', title: 'p99 latency (s)', scale: {type: 'log'}},\n"
+    " pareto: {$schema: V, title: 'Throughput against p99 latency (predicted runs; the Pareto front joined and enlarged)',\n"
+    "   width: 520, height: 300, data: {values: DATA.pareto}, layer: [\n"
+    "   {transform: [{filter: 'datum.pareto'}], mark: {type: 'line', color: '#d62728', strokeDash: [4, 3]},\n"
+    "    encoding: {x: {field: 'latency_p99_s', type: 'quantitative', scale: {type: 'log'}}, y: {field: 'out_tok_per_gpu', type: 'quantitative'},\n"
+    "      order: {field: 'latency_p99_s'}}},\n"
+    "   {mark: {type: 'point', filled: true},\n"
+    "    encoding: {x: {field: 'latency_p99_s', type: 'quantitative', title: 'p99 latency (s)', scale: {type: 'log'}},\n"
     "     y: {field: 'out_tok_per_gpu', type: 'quantitative', title: 'output tokens/s per GPU'},\n"
-    "     color: {field: 'pareto', type: 'nominal', title: 'Pareto front'}, shape: {field: 'slo_met', type: 'nominal', title: 'SLO met'},\n"
-    "     tooltip: [{field: 'options'}, {field: 'run'}, {field: 'latency_p99_s'}, {field: 'out_tok_per_gpu'}]}},\n"
-    " memory: {$schema: 'https://vega.github.io/schema/vega-lite/v5.json', title: 'Memory per GPU (cost model)', width: 520, height: 240,\n"
+    "     size: {field: 'pareto', type: 'nominal', title: 'Pareto front', scale: {domain: [true, false], range: [160, 40]}},\n"
+    "     color: {field: 'pareto', type: 'nominal', title: 'Pareto front', scale: {domain: [true, false], range: ['#d62728', '#9ecae9']}},\n"
+    "     shape: {field: 'slo_met', type: 'nominal', title: 'SLO met'},\n"
+    "     tooltip: [{field: 'options'}, {field: 'hardware'}, {field: 'run'}, {field: 'latency_p99_s'}, {field: 'out_tok_per_gpu'}]}}]},\n"
+    " curves: {$schema: V, title: 'Latency and goodput against offered rate (kvplan sweep; red lines: the SLO)',\n"
+    "   data: {values: DATA.curves}, facet: {row: {field: 'metric', type: 'nominal', title: null}},\n"
+    "   resolve: {scale: {y: 'independent'}},\n"
+    "   spec: {width: 520, height: 160, layer: [\n"
+    "    {transform: [{filter: \"datum.kind === 'curve'\"}], mark: {type: 'line', point: true},\n"
+    "     encoding: {x: {field: 'rate_req_per_s', type: 'quantitative', title: 'offered rate (req/s)'},\n"
+    "      y: {field: 'value', type: 'quantitative', title: 's, or req/s for goodput'},\n"
+    "      color: {field: 'options', type: 'nominal', title: null, legend: {orient: 'bottom', columns: 1, labelLimit: 600}},\n"
+    "      tooltip: [{field: 'options'}, {field: 'rate_req_per_s'}, {field: 'value'}]}},\n"
+    "    {transform: [{filter: \"datum.kind === 'slo'\"}], mark: {type: 'rule', color: '#d62728', strokeWidth: 2},\n"
+    "     encoding: {y: {field: 'value', type: 'quantitative'}}}]}},\n"
+    " memory: {$schema: V, title: 'Memory per GPU (cost model)', width: 520, height: 240,\n"
     "   data: {values: DATA.memory}, mark: 'bar', encoding: {y: {field: 'deployment', type: 'nominal', title: null},\n"
     "     x: {field: 'gib', type: 'quantitative', title: 'GiB', stack: 'zero'}, color: {field: 'part', type: 'nominal', title: null},\n"
     "     order: {field: 'order'}, tooltip: [{field: 'part'}, {field: 'gib', format: '.2f'}]}},\n"
-    " kv: {$schema: 'https://vega.github.io/schema/vega-lite/v5.json', title: 'KV cache use over time', width: 520, height: 240,\n"
+    " kv: {$schema: V, title: 'KV cache use over time', width: 520, height: 240,\n"
     "   data: {values: DATA.timeseries}, mark: 'line', encoding: {x: {field: 't_s', type: 'quantitative', title: 'time (s)'},\n"
     "     y: {field: 'kv_used', type: 'quantitative', title: 'blocks in use', axis: {format: '%'}},\n"
     "     color: {field: 'run', type: 'nominal', title: null}}},\n"
-    " validation: {$schema: 'https://vega.github.io/schema/vega-lite/v5.json', title: 'Prediction error (predicted / measured - 1)',\n"
+    " validation: {$schema: V, title: 'Prediction error (predicted / measured - 1)',\n"
     "   width: 520, height: 240, data: {values: DATA.validation}, mark: 'bar',\n"
     "   encoding: {x: {field: 'metric', type: 'nominal', title: null, axis: {labelAngle: 0}}, xOffset: {field: 'pair'},\n"
     "     y: {field: 'error', type: 'quantitative', title: 'error', axis: {format: '%'}},\n"
@@ -222,9 +108,10 @@ static int write_html(const char *path, const char *assets, const scn_scenario *
     }
     fprintf(f, "</head><body data-charts-drawn=\"0\">\n<h1>kvplan report: %s</h1>\n<p>%s on %s, generated by kvplan %s.</p>\n",
             s->name, s->model.name, s->hardware.name, KVPLAN_VERSION);
-    static const char *const IDS[][2] = {{"pareto", "Throughput and latency"}, {"memory", "Where the memory goes"},
-                                         {"kv", "KV cache use"}, {"validation", "Prediction against measurement"}};
-    for (int i = 0; i < 4; i++)
+    static const char *const IDS[][2] = {{"pareto", "Throughput and latency"}, {"curves", "Load curves"},
+                                         {"memory", "Where the memory goes"}, {"kv", "KV cache use"},
+                                         {"validation", "Prediction against measurement"}};
+    for (int i = 0; i < 5; i++)
         fprintf(f, "<h2>%s</h2><div id=\"%s\"></div><p class=\"note\" id=\"%s-note\"></p>\n", IDS[i][1], IDS[i][0], IDS[i][0]);
     char *js = json_dumps(data, JSON_COMPACT | JSON_REAL_PRECISION(10));
     fputs("<script>\nconst DATA = ", f);
@@ -270,7 +157,7 @@ int cmd_report(int argc, char **argv)
     int rc = cli_load(&c, &s);
     if (rc) return rc;
     char assets[PATH_MAX];
-    if (html && find_assets(assets, sizeof assets)) {
+    if (html && scn_assets_dir(assets, sizeof assets)) {
         fprintf(stderr, "kvplan: the chart libraries (vega, vega-lite, vega-embed) are not installed: run `make setup` "
                         "(npm ci in the source tree), or set KVPLAN_ASSETS to a node_modules folder\n");
         return CLI_EX_UNAVAILABLE;
@@ -279,20 +166,18 @@ int cmd_report(int argc, char **argv)
     db *d;
     const char *path;
     if ((rc = cli_open_db(&f, &d, &path))) return rc;
-    gather g = {.s = &s, .d = d, .pareto = json_array(), .timeseries = json_array(), .validation = json_array(),
-                .runs = json_array()};
     char err[1024];
-    db_status st = db_scenario_runs(d, &s, each_run, &g, err, sizeof err);
+    db_status st;
+    json_t *data = plan_report_data(d, &s, &st, err, sizeof err);
     db_close(d);
-    if (st != DB_OK) { fprintf(stderr, "kvplan: %s: %s\n", path, err); rc = cli_exit_for_db(st); goto out; }
-    derive(&g);
-    json_t *data = json_pack("{s:O, s:o, s:O, s:O}", "pareto", g.pareto, "memory", memory_rows(&s), "timeseries", g.timeseries,
-                             "validation", g.validation);
+    if (!data) { fprintf(stderr, "kvplan: %s: %s\n", path, err); return cli_exit_for_db(st); }
+    json_t *pareto = json_object_get(data, "pareto");
     if (html) {
         rc = write_html(out_path, assets, &s, data);
         if (rc == CLI_OK)
-            printf("wrote %s: %zu predicted runs, %zu time-series samples, %zu predicted/measured comparisons\n", out_path,
-                   json_array_size(g.pareto), json_array_size(g.timeseries), json_array_size(g.validation));
+            printf("wrote %s: %zu predicted runs, %zu load-curve rows, %zu time-series samples, %zu predicted/measured "
+                   "comparisons\n", out_path, json_array_size(pareto), json_array_size(json_object_get(data, "curves")),
+                   json_array_size(json_object_get(data, "timeseries")), json_array_size(json_object_get(data, "validation")));
     } else if (c.format == OUT_JSON) {
         rc = json_dumpf(data, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) ? CLI_EX_INTERNAL : CLI_OK;
         putchar('\n');
@@ -302,8 +187,8 @@ int cmd_report(int argc, char **argv)
                                        {"out_tok_per_gpu", "out tok/s per GPU", OUT_NUM}, {"latency_p99_s", "p99", OUT_SECONDS},
                                        {"slo_met", "slo", OUT_STR}, {"pareto", "pareto", OUT_STR}};
         out_table(doc, "pareto", "", 7, cols);
-        for (size_t i = 0; i < json_array_size(g.pareto); i++) {
-            json_t *p = json_array_get(g.pareto, i);
+        for (size_t i = 0; i < json_array_size(pareto); i++) {
+            json_t *p = json_array_get(pareto, i);
             out_cell_num(doc, (double)json_integer_value(json_object_get(p, "run")));
             out_cell_str(doc, json_string_value(json_object_get(p, "options")));
             out_cell_num(doc, json_number_value(json_object_get(p, "gpus")));
@@ -316,10 +201,5 @@ int cmd_report(int argc, char **argv)
         out_doc_free(doc);
     }
     json_decref(data);
-out:
-    json_decref(g.pareto);
-    json_decref(g.timeseries);
-    json_decref(g.validation);
-    json_decref(g.runs);
     return rc;
 }

@@ -1,5 +1,8 @@
 /* cmd_run.c: `kvplan run SCENARIO --backend cpu|cuda`: the engine with a real backend as its
- * clock; every step's time is the backend's measured wall time. Stored as a measured run. */
+ * clock; every step's time is the backend's measured wall time. Stored as a measured run.
+ * The backend holds one KV pool per replica (--blocks blocks each, or the cost model's count);
+ * a deployment it cannot run (tensor_parallel > 1) exits 64, a machine too small for the
+ * model and pools exits 69, both before anything is allocated. */
 #include "cli_run.h"
 #include "../backend/be_session.h"
 
@@ -10,6 +13,7 @@ int cli_exit_for_be(int st)
 {
     switch (st) {
     case BE_E_UNAVAILABLE: return CLI_EX_UNAVAILABLE;
+    case BE_E_UNSUPPORTED: return CLI_EX_USAGE;
     case BE_E_CONFIG: return CLI_EX_DATA;
     default: return CLI_EX_INTERNAL;
     }
@@ -58,7 +62,9 @@ int cmd_run(int argc, char **argv)
     if ((rc = cli_prepare_engine(&c, &f, &s, &ch))) return rc;
     char err[1024];
     be_session bs;
-    be_status bst = be_session_open(&bs, f.backend, &s, &ch, err, sizeof err);
+    /* The backend allocates the pools (--blocks, or the cost model's count) and the engine
+     * takes each replica's from it. */
+    be_status bst = be_session_open_blocks(&bs, f.backend, &s, &ch, f.blocks, err, sizeof err);
     if (bst != BE_OK) { fprintf(stderr, "kvplan: backend %s: %s\n", f.backend, err); return cli_exit_for_be(bst); }
     db *d;
     const char *db_path;

@@ -61,7 +61,8 @@ int cmd_runs(int argc, char **argv)
     if (help) { fputs(cli_usage_of("runs"), stdout); return CLI_OK; }
     char err[1024];
     db_status st;
-    const char *path = cli_db_path(db_flag);
+    char def[4096];
+    const char *path = cli_db_path(db_flag, def, sizeof def);
     db *d = db_open(path, &st, err, sizeof err);
     if (!d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
     out_doc *doc = out_doc_init();
@@ -100,7 +101,8 @@ int cmd_show(int argc, char **argv)
     if (cli_parse_long("RUN", arg, 1, 0x7fffffffffffffffL, &id)) return CLI_EX_USAGE;
     char err[1024];
     db_status st;
-    const char *path = cli_db_path(db_flag);
+    char def[4096];
+    const char *path = cli_db_path(db_flag, def, sizeof def);
     db *d = db_open(path, &st, err, sizeof err);
     if (!d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
     db_run_info r;

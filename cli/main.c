@@ -11,29 +11,45 @@
 
 const cli_command CLI_COMMANDS[] = {
     {"plan", cmd_plan, "which KV-cache optimisations and deployment to choose, and why",
-     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--shard I/N] [--fresh] [--no-rules] [--seed N]\n"
+     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--seeds N] [--shard I/N] [--fresh] [--no-rules] [--seed N]\n"
      "                            [--db PATH | --no-db] [--set PATH=VALUE]... [--format table|json|csv]\n"
      "\n"
      "Simulates every combination of the scenario's options (KV layout and block size, prefix cache,\n"
      "KV dtype, attention, window, scheduler, max_num_seqs, step budget, tensor parallelism,\n"
-     "replicas, KV-head what-ifs) on all cores, ranks them by the scenario's objective under its\n"
-     "SLO, marks the Pareto front of throughput per GPU against p99 latency, recommends one and\n"
+     "replicas, KV-head what-ifs, hardware) on all cores over several seeds, ranks them by the\n"
+     "scenario's objective under its SLO (throughput, goodput and cost at each candidate's highest\n"
+     "rate within the SLO; p99 latency at the offered load), with a 95 % interval per candidate,\n"
+     "marks the Pareto front of throughput per GPU against p99 latency, recommends one and\n"
      "explains why in terms of the cost model, and tests rules of thumb on this scenario.\n"
      "Options that change the model's outputs are recommended only where `quality:` accepts them.\n"
      "\n"
      "  --jobs N     parallel simulations (default: all cores)\n"
      "  --top K      show the best K candidates\n"
+     "  --seeds N    seeds per candidate (default 3); an option is credited only when the\n"
+     "               candidates' 95 % intervals separate\n"
      "  --shard I/N  evaluate only candidates I, I+N, ... into --db (merge shards with kvplan merge)\n"
      "  --fresh      simulate every candidate even if the database holds its run\n"
      "  --no-rules   skip the rules of thumb (they simulate extra variants)\n"},
     {"capacity", cmd_capacity, "max rate within the SLO, GPUs for a target rate, longest context",
      "usage: kvplan capacity SCENARIO [--target-rate R] [--concurrency N] [--top K] [--max-replicas N]\n"
-     "                                [--jobs N] [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "                                [--seeds N] [--curve] [--jobs N] [--set PATH=VALUE]...\n"
+     "                                [--format table|json|csv]\n"
      "\n"
-     "Ranks the scenario's candidates like `plan`, then for the best K (default 3): the highest\n"
-     "arrival rate each sustains within the SLO; with --target-rate (e.g. 50/s) the fewest GPUs\n"
-     "(tensor parallel x replicas) that serve it; and the longest context per request that fits\n"
-     "when --concurrency requests (default 64) share the cache.\n"},
+     "Ranks the scenario's candidates by their highest arrival rate within the SLO (mean and 95 %\n"
+     "interval over --seeds, default 3), then for the best K (default 3) and the best on each\n"
+     "hardware profile: that rate, $ per million output tokens at it (with a price), with\n"
+     "--target-rate (e.g. 50/s) the fewest GPUs (tensor parallel x replicas) that serve it, and\n"
+     "the longest context per request (at most max_model_len) that fits when --concurrency\n"
+     "requests (default 64) share the cache. --curve draws load curves instead (kvplan sweep).\n"},
+    {"sweep", cmd_sweep, "latency and goodput against offered rate (load curves)",
+     "usage: kvplan sweep SCENARIO [--top K] [--points N] [--max-rate R] [--seeds N] [--jobs N]\n"
+     "                             [--seed N] [--db PATH | --no-db] [--set PATH=VALUE]...\n"
+     "                             [--format table|json|csv]\n"
+     "\n"
+     "Ranks the candidates at capacity (over --seeds, default 1), then simulates the best K\n"
+     "(default 3) at --points rates (default 8) evenly spaced up to --max-rate (default 1.5x the\n"
+     "highest capacity found): TTFT and TPOT percentiles, E2E p99, goodput and output tokens/s at\n"
+     "each rate. The points are stored so `kvplan report` draws them with the SLO lines.\n"},
     {"merge", cmd_merge, "combine databases (plan shards, runs from several machines)",
      "usage: kvplan merge OUT.db IN.db [IN.db]... [--format table|json|csv]\n"
      "\n"
@@ -92,7 +108,7 @@ const cli_command CLI_COMMANDS[] = {
      "  --requests-out FILE   one CSV row per request (also stored in the database)\n"
      "  --timeseries-out FILE KV use, queue and batch sampled every --sample-interval (default 1 s)\n"
      "  --blocks N            simulate with N KV blocks per replica instead of the cost model's count\n"
-     "  --db PATH             database (default $KVPLAN_DB, else ./kvplan.db); --no-db skips it\n"
+     "  --db PATH             database (default $KVPLAN_DB, else ~/.local/share/kvplan/kvplan.db); --no-db skips it\n"
      "  --format F            table (default), json or csv (the latency table)\n"},
     {"run", cmd_run, "run the scenario for real on a backend; store the measured run",
      "usage: kvplan run SCENARIO [--backend cpu|cuda] [--seed N] [--requests-out FILE.csv]\n"
@@ -113,8 +129,10 @@ const cli_command CLI_COMMANDS[] = {
      "and real decode and prefill steps, then fits the profile's efficiencies and overheads by\n"
      "least squares and reports every step's measured and predicted time. The scenario gives the\n"
      "model shape and the hardware profile to refine (default: tiny-cpu.yaml for cpu).\n"
-     "With --from: fits the same coefficients to stored measured runs (e.g. imported from vLLM)\n"
-     "by re-simulating SCENARIO until its mean TTFT and TPOT match theirs.\n"
+     "With --from: fits the same coefficients to stored measured runs (e.g. imported from vLLM,\n"
+     "SGLang, genai-perf/aiperf or MLPerf) by re-simulating SCENARIO, under each run's imported\n"
+     "benchmark setting, until its mean TTFT and TPOT match theirs; with two runs or more, each\n"
+     "run is also predicted by a fit to the others and those held-out residuals are printed.\n"
      "Writes the profile as <library>/hardware/NAME.yaml (default NAME: <profile>.calibrated),\n"
      "or --out FILE, and stores the calibration in the database.\n"},
     {"validate", cmd_validate, "predict and run a scenario; print predicted against measured",
@@ -129,13 +147,27 @@ const cli_command CLI_COMMANDS[] = {
      "usage: kvplan compare RUN_A RUN_B [--db PATH] [--format table|json|csv]\n"
      "\n"
      "Prints every metric of both runs and how B differs from A (B / A - 1).\n"},
-    {"import", cmd_import, "store measurements from vLLM (benchmark JSON or /metrics text)",
+    {"import", cmd_import, "store measurements from vLLM, SGLang, genai-perf/aiperf or MLPerf",
      "usage: kvplan import FILE [--scenario SCENARIO] [--db PATH] [--format table|json|csv]\n"
      "\n"
-     "Reads vLLM's benchmark_serving result JSON (--save-result) or Prometheus text scraped from a\n"
-     "vLLM /metrics endpoint (TTFT, TPOT/ITL and E2E histograms, KV cache usage, prefix cache\n"
-     "hits, preemptions) and stores it as a measured run, linked to SCENARIO when given. A\n"
-     "malformed or truncated file is an error (exit 65) and stores nothing.\n"},
+     "Reads vLLM's benchmark_serving or `vllm bench serve` result JSON (--save-result), Prometheus\n"
+     "text scraped from a vLLM /metrics endpoint, a genai-perf or aiperf profile export JSON, SGLang\n"
+     "bench_serving JSONL (the last record) or an MLPerf mlperf_log_summary.txt (Server, Offline),\n"
+     "recognised by content, and stores it as a measured run, linked to SCENARIO when given. The\n"
+     "benchmark's setting (concurrency, rate or offline, request count, mean prompt and output\n"
+     "lengths) is stored with it and applied to SCENARIO's workload, so the run can be\n"
+     "re-simulated. A malformed or truncated file is an error (exit 65) and stores nothing.\n"},
+    {"validate-published", cmd_validate_published, "predict a table of published measurements; print the errors",
+     "usage: kvplan validate-published FILE [--format table|json|csv]\n"
+     "\n"
+     "Reads a tab-separated table of public measurements (validation/published.tsv; columns in\n"
+     "docs/validation.md), builds a scenario per row from the bundled library (model, hardware,\n"
+     "engine profile when one is bundled), predicts it uncalibrated (simulation for closed,\n"
+     "poisson and offline rows; the cost model for batch and capacity rows) and prints each row's\n"
+     "measured and predicted value and error (predicted / measured - 1), then per metric class the\n"
+     "share within 10 % and 20 % and the median |error|. Rows whose model, hardware, dataset or\n"
+     "dtype the library lacks are listed as skipped with the reason. A malformed row is an error\n"
+     "(file:line:col, exit 65). Nothing is fitted to the table and nothing is stored.\n"},
     {"selftest", cmd_selftest, "check every CUDA kernel against the CPU reference",
      "usage: kvplan selftest [--backend cuda] [--format table|json|csv]\n"
      "\n"
@@ -202,10 +234,11 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(stdout); return CLI_OK; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        char msg[256];
+        char msg[256], lib[4096];
         int n = be_cuda_device_count(msg, sizeof msg);
+        scn_library_dir(lib, sizeof lib);
         printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION,
-               be_cuda_built() ? ", cuda" : "", n > 0 ? msg : msg, scn_library_dir());
+               be_cuda_built() ? ", cuda" : "", n > 0 ? msg : msg, lib);
         return CLI_OK;
     }
     if (!strcmp(cmd, "help")) {

@@ -1,28 +1,22 @@
 /* progress.c: see progress.h. */
 #include "progress.h"
+#include "../backend/be.h"
 
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void cli_progress_init(cli_progress *p, const char *label)
 {
     p->label = label;
     p->tty = isatty(2);
-    p->t0 = p->last = now();
+    p->t0 = p->last = be_now();
 }
 
 void cli_progress_update(cli_progress *p, long done, long total)
 {
     if (!p->tty) return;
-    double t = now();
+    double t = be_now();
     if (t - p->last < 0.1 && done < total) return;
     p->last = t;
     if (total > 0) {
@@ -41,3 +35,5 @@ void cli_progress_end(cli_progress *p)
 {
     if (p->tty) fprintf(stderr, "\r%*s\r", 79, "");
 }
+
+void cli_progress_cb(void *bar, long done, long total) { cli_progress_update(bar, done, total); }

@@ -83,9 +83,11 @@ long db_find_run(db *d, const scn_scenario *s, const char *kind, const char *opt
  * `path` into d in one transaction, skipping runs d already holds. */
 db_status db_merge(db *d, const char *path, long *copied, char *err, size_t n);
 
-/* The resolved scenario as canonical JSON (sorted keys, compact; caller frees), and the choice. */
+/* The resolved scenario as canonical JSON (sorted keys, compact; caller frees). */
 char *db_scenario_json(const scn_scenario *s);
-char *db_choice_json(const sim_choice *c);
+/* The options key of a run: choice c on deployment d (kv_heads: an override of the model's, 0
+ * for none), as canonical JSON (caller frees). The one encoder every writer of options uses. */
+char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads);
 /* Current UTC time as ISO 8601. */
 void db_now_iso(char *buf, size_t n);
 

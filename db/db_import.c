@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #define _XOPEN_SOURCE 700
 #include "db_import.h"
+#include "import_formats.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -219,6 +220,9 @@ out:
 int db_import_text(const char *text, const char *label, db_import *o, char *err, size_t n)
 {
     memset(o, 0, sizeof *o);
+    /* The benchmark-client formats (import_formats.h) are recognised first. */
+    int more = db_import_detect_more(text, label, o, err, n);
+    if (more <= 0) return more;
     const char *s = text;
     while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
     if (*s == '{') {

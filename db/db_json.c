@@ -5,14 +5,6 @@
 #include <jansson.h>
 #include <stdlib.h>
 
-static const char *const LAYOUT[] = {"contiguous", "paged"};
-static const char *const ATTN[] = {"flash", "naive"};
-static const char *const SCHED[] = {"static", "continuous", "chunked"};
-static const char *const ARRIVAL[] = {"poisson", "gamma", "constant", "trace"};
-static const char *const DIST[] = {"fixed", "uniform", "normal", "lognormal", "empirical"};
-static const char *const ROUTER[] = {"round_robin", "least_outstanding", "prefix_affinity"};
-static const char *const METRIC[] = {"ttft", "tpot", "itl", "e2e"};
-static const char *const GRAN[] = {"per_tensor", "per_token_head", "group"};
 
 static json_t *model_json(const scn_model *m)
 {
@@ -44,7 +36,7 @@ static json_t *hardware_json(const scn_hardware *h)
 
 static json_t *dist_json(const scn_dist *d)
 {
-    return json_pack("{s:s, s:f, s:f, s:i, s:i, s:s}", "dist", DIST[d->kind], "mean", d->mean, "sigma", d->sigma,
+    return json_pack("{s:s, s:f, s:f, s:i, s:i, s:s}", "dist", SCN_DIST_NAMES[d->kind], "mean", d->mean, "sigma", d->sigma,
                      "min", d->min, "max", d->max, "file", d->file);
 }
 
@@ -70,7 +62,7 @@ char *db_scenario_json(const scn_scenario *s)
     int tmp[SCN_OPT_MAX];
     json_t *opt = json_object();
     for (int i = 0; i < o->n_layout; i++) tmp[i] = o->layout[i];
-    json_object_set_new(opt, "kv_layout", name_list(LAYOUT, tmp, o->n_layout));
+    json_object_set_new(opt, "kv_layout", name_list(SCN_LAYOUT_NAMES, tmp, o->n_layout));
     json_object_set_new(opt, "block_size", int_list(o->block_size, o->n_block));
     json_t *pc = json_array();
     for (int i = 0; i < o->n_prefix; i++) json_array_append_new(pc, json_boolean(o->prefix_cache[i]));
@@ -79,47 +71,66 @@ char *db_scenario_json(const scn_scenario *s)
     for (int i = 0; i < o->n_dtype; i++) json_array_append_new(dt, json_string(scn_dtype_name(o->kv_dtype[i])));
     json_object_set_new(opt, "kv_dtype", dt);
     for (int i = 0; i < o->n_attention; i++) tmp[i] = o->attention[i];
-    json_object_set_new(opt, "attention", name_list(ATTN, tmp, o->n_attention));
+    json_object_set_new(opt, "attention", name_list(SCN_ATTN_NAMES, tmp, o->n_attention));
     for (int i = 0; i < o->n_sched; i++) tmp[i] = o->scheduler[i];
-    json_object_set_new(opt, "scheduler", name_list(SCHED, tmp, o->n_sched));
+    json_object_set_new(opt, "scheduler", name_list(SCN_SCHED_NAMES, tmp, o->n_sched));
     json_t *win = json_array();
     for (int i = 0; i < o->n_window; i++) json_array_append_new(win, json_pack("{s:i, s:i}", "sink", o->sink[i], "window", o->window[i]));
     json_object_set_new(opt, "window", win);
     json_t *q = json_object();
     for (int dd = SCN_DTYPE_FP8; dd <= SCN_DTYPE_INT4; dd++)
         json_object_set_new(q, scn_dtype_name((scn_dtype)dd),
-                            json_pack("{s:s, s:i, s:s, s:b}", "granularity", GRAN[o->quant[dd].granularity],
+                            json_pack("{s:s, s:i, s:s, s:b}", "granularity", SCN_QUANT_GRAN_NAMES[o->quant[dd].granularity],
                                       "group_size", o->quant[dd].group_size, "scale_dtype",
                                       scn_dtype_name(o->quant[dd].scale_dtype), "zero_point", o->quant[dd].zero_point));
     json_object_set_new(opt, "kv_quant", q);
     json_t *slo = json_array();
     for (int i = 0; i < s->slo.n; i++)
-        json_array_append_new(slo, json_pack("{s:s, s:f, s:f}", "metric", METRIC[s->slo.terms[i].metric],
+        json_array_append_new(slo, json_pack("{s:s, s:f, s:f}", "metric", SCN_METRIC_NAMES[s->slo.terms[i].metric],
                                              "percentile", s->slo.terms[i].percentile, "limit_s", s->slo.terms[i].limit));
     json_t *root = json_pack(
         "{s:s, s:o, s:o, s:{s:i, s:i, s:s, s:f, s:i, s:i, s:i}, s:{s:I, s:s, s:f, s:f, s:s, s:o, s:o, s:i, s:i, s:f, "
         "s:f, s:i, s:f}, s:o, s:o, s:I}",
         "name", s->name, "model", model_json(&s->model), "hardware", hardware_json(&s->hardware), "deployment",
-        "tensor_parallel", d->tensor_parallel, "replicas", d->replicas, "router", ROUTER[d->router],
+        "tensor_parallel", d->tensor_parallel, "replicas", d->replicas, "router", SCN_ROUTER_NAMES[d->router],
         "gpu_memory_utilization", d->gpu_memory_utilization, "max_model_len", d->max_model_len, "max_num_seqs",
         d->max_num_seqs, "max_num_batched_tokens", d->max_num_batched_tokens, "workload", "requests",
-        (json_int_t)w->requests, "arrival", ARRIVAL[w->arrival], "rate", w->rate, "cv", w->cv, "trace", w->trace,
+        (json_int_t)w->requests, "arrival", SCN_ARRIVAL_NAMES[w->arrival], "rate", w->rate, "cv", w->cv, "trace", w->trace,
         "prompt_tokens", dist_json(&w->prompt), "output_tokens", dist_json(&w->output), "prefix_groups",
         w->prefix_groups, "prefix_tokens", w->prefix_tokens, "prefix_share", w->prefix_share, "prefix_zipf",
         w->prefix_zipf, "turns", w->turns, "think_time_s", w->think_time, "slo", slo, "options", opt, "seed",
         (json_int_t)s->seed);
     if (!root) return NULL;
+    /* Closed-loop and windowed settings, added only when used so older records keep their form. */
+    json_t *wj = json_object_get(root, "workload");
+    if (w->arrival == SCN_ARRIVAL_CLOSED &&
+        (json_object_set_new(wj, "concurrency", json_integer(w->concurrency)) ||
+         json_object_set_new(wj, "client_think_time_s", json_real(w->client_think_time)))) { json_decref(root); return NULL; }
+    if ((w->skip_first || w->skip_last || w->skip_first_frac > 0 || w->skip_last_frac > 0) &&
+        json_object_set_new(wj, "measure", json_pack("{s:I, s:I, s:f, s:f}", "skip_first", (json_int_t)w->skip_first,
+                                                     "skip_last", (json_int_t)w->skip_last, "skip_first_frac",
+                                                     w->skip_first_frac, "skip_last_frac", w->skip_last_frac))) {
+        json_decref(root);
+        return NULL;
+    }
     char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(root);
     return out;
 }
 
-char *db_choice_json(const sim_choice *c)
+/* The options key: the choice and the deployment it ran on, as canonical JSON. Every writer of
+ * a run's options (simulate, run, validate, plan) calls this one encoder, so equal choices on
+ * equal deployments have byte-equal keys and a stored run can be found and paired by its key.
+ * kv_heads is a planner's override of the model's KV heads, 0 for the model's own. */
+char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads)
 {
-    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i}", "kv_layout", LAYOUT[c->layout], "block_size",
-                          c->layout == SCN_LAYOUT_PAGED ? c->block_size : 0, "prefix_cache", c->prefix_cache, "kv_dtype",
-                          scn_dtype_name(c->kv_dtype), "attention", ATTN[c->attention], "scheduler", SCHED[c->scheduler],
-                          "sink", c->sink, "window", c->window);
+    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "kv_layout",
+                          SCN_LAYOUT_NAMES[c->layout], "block_size", c->layout == SCN_LAYOUT_PAGED ? c->block_size : 0,
+                          "prefix_cache", c->prefix_cache, "kv_dtype", scn_dtype_name(c->kv_dtype), "attention",
+                          SCN_ATTN_NAMES[c->attention], "scheduler", SCN_SCHED_NAMES[c->scheduler], "sink", c->sink, "window", c->window,
+                          "tensor_parallel", d->tensor_parallel, "replicas", d->replicas, "max_num_seqs",
+                          d->max_num_seqs, "max_num_batched_tokens", d->max_num_batched_tokens, "kv_heads",
+                          kv_heads);
     if (!j) return NULL;
     char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);

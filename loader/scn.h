@@ -33,12 +33,16 @@ void scn_error_format(const scn_error *e, char *buf, size_t n);
 
 typedef enum { SCN_DTYPE_FP32, SCN_DTYPE_FP16, SCN_DTYPE_BF16, SCN_DTYPE_FP8, SCN_DTYPE_INT8,
                SCN_DTYPE_INT4, SCN_DTYPE_FP4, SCN_DTYPE_COUNT } scn_dtype;
+extern const char *const SCN_DTYPE_NAMES[];   /* names, in enum order, NULL-terminated (scn_names.c) */
 const char *scn_dtype_name(scn_dtype d);
 double scn_dtype_bytes(scn_dtype d);          /* 0.5 for int4 */
 int scn_dtype_parse(const char *s, scn_dtype *out);
+/* The name of value v in one of the SCN_*_NAMES tables; "?" when out of range. */
+const char *scn_enum_name(const char *const *names, int v);
 
 /* How quantised KV stores its scales (docs/cost-model.md, "Quantised KV"). */
 typedef enum { SCN_QUANT_PER_TENSOR, SCN_QUANT_PER_TOKEN_HEAD, SCN_QUANT_GROUP } scn_quant_gran;
+extern const char *const SCN_QUANT_GRAN_NAMES[];
 
 typedef struct {
     scn_quant_gran granularity;
@@ -105,10 +109,12 @@ typedef struct {
 
 typedef enum { SCN_LINK_NONE, SCN_LINK_NVLINK, SCN_LINK_PCIE, SCN_LINK_INFINITY_FABRIC, SCN_LINK_INFINIBAND,
                SCN_LINK_ROCE } scn_link;
+extern const char *const SCN_LINK_NAMES[];
 
 /* GPU generation: which attention kernels an engine runs and how well (docs/cost-model.md). */
 typedef enum { SCN_ARCH_OTHER, SCN_ARCH_AMPERE, SCN_ARCH_ADA, SCN_ARCH_HOPPER, SCN_ARCH_BLACKWELL, SCN_ARCH_CDNA3,
                SCN_ARCH_CPU } scn_arch;
+extern const char *const SCN_ARCH_NAMES[];
 
 typedef struct {
     char name[SCN_NAME_MAX];
@@ -139,6 +145,7 @@ typedef struct {
     bool overhead_given;        /* the profile sets kernel_launch/step itself (a calibrated profile) */
     bool attention_given;       /* the profile sets efficiency.attention itself */
     double runtime_memory;      /* bytes taken by the runtime (context, workspaces, graphs) */
+    double usd_per_gpu_hour;    /* list price (price.usd_per_gpu_hour); 0 when the profile gives none */
     bool calibrated;
 } scn_hardware;
 
@@ -169,6 +176,7 @@ typedef struct {
 const char *scn_attn_kernel_name(scn_attn_kernel k);
 
 typedef enum { SCN_ROUTER_ROUND_ROBIN, SCN_ROUTER_LEAST_OUTSTANDING, SCN_ROUTER_PREFIX_AFFINITY } scn_router;
+extern const char *const SCN_ROUTER_NAMES[];
 
 typedef struct {
     int tensor_parallel;
@@ -182,6 +190,7 @@ typedef struct {
 
 typedef enum { SCN_DIST_FIXED, SCN_DIST_UNIFORM, SCN_DIST_NORMAL, SCN_DIST_LOGNORMAL,
                SCN_DIST_EMPIRICAL } scn_dist_kind;
+extern const char *const SCN_DIST_NAMES[];
 
 /* A token-length distribution. */
 typedef struct {
@@ -192,8 +201,19 @@ typedef struct {
     char file[SCN_PATH_MAX]; /* empirical: CSV of lengths (and optional weights) */
 } scn_dist;
 
-typedef enum { SCN_ARRIVAL_POISSON, SCN_ARRIVAL_GAMMA, SCN_ARRIVAL_CONSTANT, SCN_ARRIVAL_TRACE }
-    scn_arrival_kind;
+/* Open-loop processes (poisson, gamma, constant, trace) send at times of their own; closed
+ * keeps `concurrency` clients each waiting for its reply before sending again (vLLM bench serve
+ * --max-concurrency, genai-perf --concurrency); offline has every request waiting at t = 0
+ * (MLPerf Offline, vllm bench throughput). */
+typedef enum { SCN_ARRIVAL_POISSON, SCN_ARRIVAL_GAMMA, SCN_ARRIVAL_CONSTANT, SCN_ARRIVAL_TRACE,
+               SCN_ARRIVAL_CLOSED, SCN_ARRIVAL_OFFLINE } scn_arrival_kind;
+extern const char *const SCN_ARRIVAL_NAMES[];
+
+/* True for the processes driven by a request rate (the ones capacity searches may scale). */
+static inline bool scn_arrival_has_rate(scn_arrival_kind k)
+{
+    return k == SCN_ARRIVAL_POISSON || k == SCN_ARRIVAL_GAMMA || k == SCN_ARRIVAL_CONSTANT;
+}
 
 typedef struct {
     long requests;
@@ -208,10 +228,18 @@ typedef struct {
     double prefix_zipf;         /* Zipf exponent of group popularity; 0 = uniform */
     int turns;                  /* turns per conversation; 1 = single-turn */
     double think_time;          /* s between a reply and the next turn */
+    int concurrency;            /* closed: clients, each with one request in flight */
+    double client_think_time;   /* closed: s between a client's reply and its next request */
+    /* The steady-state window the summary metrics cover: requests numbered in creation order
+     * are measured when skip_first <= id < total - skip_last. A fraction (frac > 0) stands for
+     * that share of the requests; counts and fractions do not mix on one side. */
+    long skip_first, skip_last;         /* requests */
+    double skip_first_frac, skip_last_frac;
 } scn_workload;
 
 typedef enum { SCN_METRIC_TTFT, SCN_METRIC_TPOT, SCN_METRIC_ITL, SCN_METRIC_E2E,
                SCN_METRIC_COUNT } scn_metric;
+extern const char *const SCN_METRIC_NAMES[];
 
 typedef struct {
     scn_metric metric;
@@ -226,10 +254,14 @@ typedef struct {
 } scn_slo;
 
 typedef enum { SCN_LAYOUT_CONTIGUOUS, SCN_LAYOUT_PAGED } scn_layout;
+extern const char *const SCN_LAYOUT_NAMES[];
 typedef enum { SCN_ATTN_FLASH, SCN_ATTN_NAIVE } scn_attention;
+extern const char *const SCN_ATTN_NAMES[];
 typedef enum { SCN_SCHED_STATIC, SCN_SCHED_CONTINUOUS, SCN_SCHED_CHUNKED } scn_scheduler;
+extern const char *const SCN_SCHED_NAMES[];
 
 #define SCN_OPT_MAX 16
+#define SCN_HW_OPT_MAX 8
 /* The option space; each list holds at least one entry after loading. */
 typedef struct {
     int n_layout;     scn_layout layout[SCN_OPT_MAX];
@@ -249,9 +281,11 @@ typedef struct {
     /* Weight formats and engines; empty lists mean the model's format and the scenario's engine. */
     int n_wformat;    scn_wformat wformat[SCN_OPT_MAX];
     int n_engine;     scn_engine engine[SCN_OPT_MAX];
+    int n_hardware;   scn_hardware hardware[SCN_HW_OPT_MAX]; /* hardware profiles to compare; empty: the scenario's */
 } scn_options;
 
 typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;
+extern const char *const SCN_OBJECTIVE_NAMES[];
 
 /* What the planner may recommend that changes the model's outputs. */
 typedef struct {
@@ -282,12 +316,26 @@ typedef struct {
 scn_status scn_scenario_load(const char *path, const char *const *sets, int n_sets,
                              scn_scenario *out, scn_error *err);
 
+/* ---- Where files live (scn_dirs.c) ---- */
+/* The shipped YAML library: $KVPLAN_LIBRARY, else <prefix>/share/kvplan/scenarios beside the
+ * installed executable, else the source tree's scenarios/. Fills buf; -1 when none exists (buf
+ * still names the build's folder, for messages). */
+int scn_library_dir(char *buf, size_t n);
+/* The chart libraries for HTML reports (a node_modules folder holding vega, vega-lite and
+ * vega-embed): $KVPLAN_ASSETS, else <prefix>/share/kvplan/node_modules, else the source
+ * tree's; -1 when none is installed. */
+int scn_assets_dir(char *buf, size_t n);
+/* The user's data directory for kvplan's output, $XDG_DATA_HOME/kvplan/<sub> or
+ * ~/.local/share/kvplan/<sub> (sub may be NULL); -1 when neither variable is usable. The
+ * directory may not exist yet. */
+int scn_user_dir(const char *sub, char *buf, size_t n);
+/* mkdir -p: creates dir and its missing parents; -1 with errno set on failure. */
+int scn_mkdirs(const char *dir);
+
 /* Makes `e` the scenario's engine: copies it, and its overheads into the hardware profile unless
  * the profile sets its own (hardware.overhead_given). */
 void scn_engine_apply(scn_scenario *s, const scn_engine *e);
 
-/* The library directory: $KVPLAN_LIBRARY, else next to the executable, else the build's. */
-const char *scn_library_dir(void);
 
 /* ---- Units (scn_units.c) ---- */
 typedef enum { SCN_UNIT_BYTES, SCN_UNIT_BANDWIDTH, SCN_UNIT_COMPUTE, SCN_UNIT_TIME,

@@ -2,6 +2,9 @@
  * or a translated Hugging Face config). Field meanings: docs/scenarios.md, "model". */
 #include "scn_bind.h"
 
+#include <math.h>
+#include <stdlib.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -107,13 +110,11 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 
 /* ---- hardware ---- */
 static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "l2_cache", "memory", "memory_bandwidth",
-                                      "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", NULL};
-static const char *const ARCHS[] = {"other", "ampere", "ada", "hopper", "blackwell", "cdna3", "cpu", NULL};
-static const char *const COMPUTE_KEYS[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", NULL};
+                                      "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", "price", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_per_node", "oneshot_latency",
                                         "oneshot_latency_per_peer", NULL};
 static const char *const NET_KEYS[] = {"kind", "bandwidth", "latency", NULL};
-static const char *const LINK_KINDS[] = {"none", "nvlink", "pcie", "infinity_fabric", "infiniband", "roce", NULL};
+static const char *const HW_PRICE_KEYS[] = {"usd_per_gpu_hour", "source", NULL};
 static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "attention", "interconnect", NULL};
 static const char *const OVH_KEYS[] = {"kernel_launch", "step", "runtime_memory", NULL};
 
@@ -160,13 +161,13 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
         scn_get_qty(c, m, path, "l2_cache", SCN_UNIT_BYTES, true, &o->l2_cache))
         return -1;
     int arch = SCN_ARCH_OTHER;
-    if (scn_get_enum(c, m, path, "arch", ARCHS, &arch)) return -1;
+    if (scn_get_enum(c, m, path, "arch", SCN_ARCH_NAMES, &arch)) return -1;
     o->arch = (scn_arch)arch;
     char full[256];
     const scn_node *s;
-    if (sub_map(c, m, path, "compute", COMPUTE_KEYS, &s, full, sizeof full)) return -1;
-    for (int d = 0; COMPUTE_KEYS[d]; d++)
-        if (scn_get_qty(c, s, full, COMPUTE_KEYS[d], SCN_UNIT_COMPUTE, true, &o->flops[d])) return -1;
+    if (sub_map(c, m, path, "compute", SCN_DTYPE_NAMES, &s, full, sizeof full)) return -1;
+    for (int d = 0; SCN_DTYPE_NAMES[d]; d++)
+        if (scn_get_qty(c, s, full, SCN_DTYPE_NAMES[d], SCN_UNIT_COMPUTE, true, &o->flops[d])) return -1;
     if (o->flops[SCN_DTYPE_FP16] == 0 && o->flops[SCN_DTYPE_BF16] == 0)
         return invalid(c, s, full, "bf16", "missing: the profile needs fp16 or bf16 tensor throughput");
     if (o->flops[SCN_DTYPE_FP16] == 0) o->flops[SCN_DTYPE_FP16] = o->flops[SCN_DTYPE_BF16];
@@ -174,7 +175,7 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
     if (sub_map(c, m, path, "interconnect", LINK_KEYS, &s, full, sizeof full)) return -1;
     if (s) {
         int k = 0;
-        if (scn_get_enum(c, s, full, "kind", LINK_KINDS, &k) ||
+        if (scn_get_enum(c, s, full, "kind", SCN_LINK_NAMES, &k) ||
             scn_get_qty(c, s, full, "bandwidth", SCN_UNIT_BANDWIDTH, false, &o->link_bandwidth) ||
             scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &o->link_latency) ||
             scn_get_int(c, s, full, "gpus_per_node", 1, 100000, &o->gpus_per_node) ||
@@ -187,7 +188,7 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
     if (sub_map(c, m, path, "network", NET_KEYS, &s, full, sizeof full)) return -1;
     if (s) {
         int k = 0;
-        if (scn_require(c, s, full, "bandwidth") || scn_get_enum(c, s, full, "kind", LINK_KINDS, &k) ||
+        if (scn_require(c, s, full, "bandwidth") || scn_get_enum(c, s, full, "kind", SCN_LINK_NAMES, &k) ||
             scn_get_qty(c, s, full, "bandwidth", SCN_UNIT_BANDWIDTH, false, &o->net_bandwidth) ||
             scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &o->net_latency))
             return -1;
@@ -212,6 +213,16 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
             return invalid(c, s, full, scn_has(s, "step") ? "kernel_launch" : "step",
                            "give both kernel_launch and step (a calibrated profile), or neither (the engine's)");
         o->overhead_given = true;
+    }
+    /* A list price per GPU-hour, for cost per token (sources in docs/sources.md). */
+    if (sub_map(c, m, path, "price", HW_PRICE_KEYS, &s, full, sizeof full)) return -1;
+    const scn_node *pv = s ? scn_map_get(s, "usd_per_gpu_hour") : NULL;
+    if (pv) {
+        char *end = NULL;
+        double x = pv->kind == SCN_NODE_SCALAR ? strtod(pv->text, &end) : -1;
+        if (pv->kind != SCN_NODE_SCALAR || end == pv->text || *end || !(x >= 0) || !isfinite(x))
+            return invalid(c, s, full, "usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
+        o->usd_per_gpu_hour = x;
     }
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-hardware");
     return 0;

@@ -2,6 +2,7 @@
  * to scn_scenario: deployment, workload, SLO and the option space. */
 #include "scn_bind.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,30 +11,22 @@
 
 static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "engine", "deployment", "workload", "slo",
                                        "options", "objective", "price", "quality", "seed", NULL};
-static const char *const OBJECTIVES[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost", NULL};
 static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
 static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", "allow_weight_dtype", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
-static const char *const ROUTERS[] = {"round_robin", "least_outstanding", "prefix_affinity", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
-                                        "shared_prefix", "conversation", NULL};
-static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", NULL};
-static const char *const ARRIVALS[] = {"poisson", "gamma", "constant", "trace", NULL};
+                                        "shared_prefix", "conversation", "measure", NULL};
+static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
+static const char *const MEASURE_KEYS[] = {"skip_first", "skip_last", NULL};
 static const char *const DIST_KEYS[] = {"dist", "value", "mean", "sigma", "min", "max", "file", NULL};
-static const char *const DISTS[] = {"fixed", "uniform", "normal", "lognormal", "empirical", NULL};
 static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "popularity", NULL};
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
                                        "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
-                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", NULL};
-static const char *const LAYOUTS[] = {"contiguous", "paged", NULL};
-static const char *const ATTNS[] = {"flash", "naive", NULL};
-static const char *const SCHEDS[] = {"static", "continuous", "chunked", NULL};
+                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
-static const char *const GRANS[] = {"per_tensor", "per_token_head", "group", NULL};
-static const char *const METRICS[] = {"ttft", "tpot", "itl", "e2e", NULL};
 
 static int fail_at(scn_ctx *c, const scn_node *at, const char *path, const char *msg)
 {
@@ -77,7 +70,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
     if (!m) return 0;
     int router = (int)d->router;
-    if (scn_get_enum(c, m, p, "router", ROUTERS, &router)) return -1;
+    if (scn_get_enum(c, m, p, "router", SCN_ROUTER_NAMES, &router)) return -1;
     d->router = (scn_router)router;
     if (scn_get_int(c, m, p, "tensor_parallel", 1, 1024, &d->tensor_parallel) ||
         scn_get_int(c, m, p, "replicas", 1, 100000, &d->replicas) ||
@@ -117,7 +110,7 @@ static int bind_dist(scn_ctx *c, const scn_node *w, const char *wpath, const cha
     }
     if (scn_expect_map(c, v, p) || scn_check_keys(c, v, p, DIST_KEYS) || scn_require(c, v, p, "dist")) return -1;
     int k = 0;
-    if (scn_get_enum(c, v, p, "dist", DISTS, &k)) return -1;
+    if (scn_get_enum(c, v, p, "dist", SCN_DIST_NAMES, &k)) return -1;
     o->kind = (scn_dist_kind)k;
     o->min = 1;
     char f[256];
@@ -156,6 +149,48 @@ static int bind_dist(scn_ctx *c, const scn_node *w, const char *wpath, const cha
     return 0;
 }
 
+/* One side of the steady-state window: a whole number of requests, or "P%" of them. */
+static int measure_side(scn_ctx *c, const scn_node *m, const char *path, const char *key, long requests,
+                        long *count, double *frac)
+{
+    const scn_node *v = scn_map_get(m, key);
+    if (!v) return 0;
+    char p[256];
+    scn_path_join(p, sizeof p, path, key);
+    size_t len = v->kind == SCN_NODE_SCALAR ? strlen(v->text) : 0;
+    if (len && v->text[len - 1] == '%') {
+        char msg[160];
+        double x;
+        if (scn_quantity_parse(v->text, SCN_UNIT_FRACTION, &x, msg, sizeof msg) || !(x >= 0) || x >= 1)
+            return fail_at(c, v, p, "expected a share below 100%, e.g. '10%', or a whole number of requests");
+        *frac = x;
+        return 0;
+    }
+    return scn_get_long(c, m, path, key, 0, requests, count);
+}
+
+static int bind_measure(scn_ctx *c, const scn_node *m, const char *path, scn_workload *w)
+{
+    const scn_node *ms;
+    char f[256];
+    if (sub_map(c, m, path, "measure", MEASURE_KEYS, &ms, f, sizeof f)) return -1;
+    if (!ms) return 0;
+    if (measure_side(c, ms, f, "skip_first", w->requests, &w->skip_first, &w->skip_first_frac) ||
+        measure_side(c, ms, f, "skip_last", w->requests, &w->skip_last, &w->skip_last_frac))
+        return -1;
+    char ff[256];
+    const scn_node *last = scn_map_get(ms, "skip_last");
+    if (last && w->arrival == SCN_ARRIVAL_TRACE)
+        return fail_at(c, last, scn_path_join(ff, sizeof ff, f, "skip_last"),
+                       "a trace's request count is not known in advance; use skip_first only");
+    /* The window must keep at least one request (fractions are applied to the request count). */
+    double kept = (double)w->requests - (double)w->skip_first - (double)w->skip_last -
+                  floor(w->skip_first_frac * (double)w->requests) - floor(w->skip_last_frac * (double)w->requests);
+    if (w->arrival != SCN_ARRIVAL_TRACE && kept < 1)
+        return fail_at(c, ms, f, "skip_first and skip_last together leave no request to measure");
+    return 0;
+}
+
 static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
     scn_workload *w = &s->workload;
@@ -170,12 +205,28 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
     const scn_node *a;
     if (sub_map(c, m, p, "arrival", ARRIVAL_KEYS, &a, f, sizeof f)) return -1;
     int k = 0;
-    if (scn_get_enum(c, a, f, "process", ARRIVALS, &k)) return -1;
+    if (scn_get_enum(c, a, f, "process", SCN_ARRIVAL_NAMES, &k)) return -1;
     w->arrival = (scn_arrival_kind)k;
     if (w->arrival == SCN_ARRIVAL_TRACE) {
         if (scn_require(c, a, f, "trace") || scn_get_str(c, a, f, "trace", w->trace, sizeof w->trace)) return -1;
+    } else if (w->arrival == SCN_ARRIVAL_CLOSED) {
+        if (scn_require(c, a, f, "concurrency") || scn_get_int(c, a, f, "concurrency", 1, 10000000, &w->concurrency) ||
+            scn_get_qty(c, a, f, "think_time", SCN_UNIT_TIME, true, &w->client_think_time))
+            return -1;
+    } else if (w->arrival == SCN_ARRIVAL_OFFLINE) {
+        /* Nothing to read: every request is waiting at t = 0. */
     } else if (scn_require(c, a, f, "rate") || scn_get_qty(c, a, f, "rate", SCN_UNIT_RATE, false, &w->rate)) {
         return -1;
+    }
+    /* Fields of another process are a mistake worth naming, not something to ignore. */
+    /* (A leftover rate is tolerated, so `--set workload.arrival.process=closed` works on a
+     * scenario written for poisson arrivals.) */
+    static const char *const CLOSED_ONLY[] = {"concurrency", "think_time"};
+    for (int i = 0; i < 2 && w->arrival != SCN_ARRIVAL_CLOSED; i++) {
+        const scn_node *v = scn_map_get(a, CLOSED_ONLY[i]);
+        char ff[256], msg[160];
+        snprintf(msg, sizeof msg, "'%s' applies only to process closed, not %s", CLOSED_ONLY[i], SCN_ARRIVAL_NAMES[k]);
+        if (v) return fail_at(c, v, scn_path_join(ff, sizeof ff, f, CLOSED_ONLY[i]), msg);
     }
     w->cv = 1.0;
     if (scn_get_qty(c, a, f, "cv", SCN_UNIT_FRACTION, false, &w->cv)) return -1;
@@ -214,7 +265,7 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
     if (cv && (scn_get_int(c, cv, f, "turns", 1, 10000, &w->turns) ||
                scn_get_qty(c, cv, f, "think_time", SCN_UNIT_TIME, true, &w->think_time)))
         return -1;
-    return 0;
+    return bind_measure(c, m, p, w);
 }
 
 /* ---- SLO: keys are <metric>_p<percentile>, values durations ---- */
@@ -230,7 +281,7 @@ static int bind_slo(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_path_join(p, sizeof p, "slo", key);
         int idx = -1;
         if (sscanf(key, "%15[a-z2]_p%lf%c", metric, &pct, &tail) == 2) {
-            for (int j = 0; METRICS[j]; j++) if (!strcmp(metric, METRICS[j])) idx = j;
+            for (int j = 0; SCN_METRIC_NAMES[j]; j++) if (!strcmp(metric, SCN_METRIC_NAMES[j])) idx = j;
         }
         if (idx < 0 || pct <= 0 || pct >= 100)
             return fail_at(c, m->keys[i], p, "unknown SLO; expected <metric>_p<percentile> with metric one of "
@@ -267,11 +318,11 @@ static int each_item(scn_ctx *c, const scn_node *m, const char *key, item_fn fn,
 }
 
 static int it_layout(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
-{ int k; if (scn_parse_enum(c, v, p, LAYOUTS, &k)) return -1; o->layout[i] = (scn_layout)k; return 0; }
+{ int k; if (scn_parse_enum(c, v, p, SCN_LAYOUT_NAMES, &k)) return -1; o->layout[i] = (scn_layout)k; return 0; }
 static int it_attn(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
-{ int k; if (scn_parse_enum(c, v, p, ATTNS, &k)) return -1; o->attention[i] = (scn_attention)k; return 0; }
+{ int k; if (scn_parse_enum(c, v, p, SCN_ATTN_NAMES, &k)) return -1; o->attention[i] = (scn_attention)k; return 0; }
 static int it_sched(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
-{ int k; if (scn_parse_enum(c, v, p, SCHEDS, &k)) return -1; o->scheduler[i] = (scn_scheduler)k; return 0; }
+{ int k; if (scn_parse_enum(c, v, p, SCN_SCHED_NAMES, &k)) return -1; o->scheduler[i] = (scn_scheduler)k; return 0; }
 static int it_prefix(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
 { return scn_parse_bool(c, v, p, &o->prefix_cache[i]); }
 static int it_block(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
@@ -284,9 +335,8 @@ static int it_block(scn_ctx *c, const scn_node *v, const char *p, int i, scn_opt
 static int it_dtype(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
 {
     if (v->kind == SCN_NODE_SCALAR && scn_dtype_parse(v->text, &o->kv_dtype[i]) == 0) return 0;
-    static const char *const names[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", NULL};
     int k;
-    if (scn_parse_enum(c, v, p, names, &k)) return -1;
+    if (scn_parse_enum(c, v, p, SCN_DTYPE_NAMES, &k)) return -1;
     o->kv_dtype[i] = (scn_dtype)k;
     return 0;
 }
@@ -351,7 +401,7 @@ static int bind_quant(scn_ctx *c, const scn_node *m, scn_options *o)
         if (scn_expect_map(c, e, p) || scn_check_keys(c, e, p, QUANT_KEYS)) return -1;
         scn_quant *t = &o->quant[QDV[i]];
         int g = (int)t->granularity;
-        if (scn_get_enum(c, e, p, "granularity", GRANS, &g) ||
+        if (scn_get_enum(c, e, p, "granularity", SCN_QUANT_GRAN_NAMES, &g) ||
             scn_get_int(c, e, p, "group_size", 1, 65536, &t->group_size) ||
             scn_get_dtype(c, e, p, "scale_dtype", &t->scale_dtype) ||
             scn_get_bool(c, e, p, "zero_point", &t->zero_point))
@@ -359,6 +409,25 @@ static int bind_quant(scn_ctx *c, const scn_node *m, scn_options *o)
         t->granularity = (scn_quant_gran)g;
         if (t->granularity == SCN_QUANT_GROUP && t->group_size == 0) t->group_size = 64;
     }
+    return 0;
+}
+
+/* options.hardware: profiles the loader already resolved to mappings (scn_load.c). */
+static int bind_hw_options(scn_ctx *c, const scn_node *m, scn_options *o)
+{
+    const scn_node *l = scn_map_get(m, "hardware");
+    if (!l) return 0;
+    int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
+    if (n < 1 || n > SCN_HW_OPT_MAX) return fail_at(c, l, "options.hardware", "expected 1 to 8 hardware profiles");
+    for (int i = 0; i < n; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "options.hardware[%d]", i);
+        if (scn_bind_hardware(c, l->kind == SCN_NODE_SEQ ? l->vals[i] : l, p, &o->hardware[i])) return -1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(o->hardware[j].name, o->hardware[i].name))
+                return fail_at(c, l->kind == SCN_NODE_SEQ ? l->vals[i] : l, p, "this hardware profile is listed twice");
+    }
+    o->n_hardware = n;
     return 0;
 }
 
@@ -390,13 +459,13 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "kv_heads", it_count, &o->n_kv_heads, o) ||
            each_item(c, m, "weight_dtype", it_wformat, &o->n_wformat, o) ||
            each_item(c, m, "engine", it_engine, &o->n_engine, o) ||
-           bind_quant(c, m, o) ? -1 : 0;
+           bind_hw_options(c, m, o) || bind_quant(c, m, o) ? -1 : 0;
 }
 
 static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
     int k = 0;
-    if (scn_get_enum(c, root, "", "objective", OBJECTIVES, &k)) return -1;
+    if (scn_get_enum(c, root, "", "objective", SCN_OBJECTIVE_NAMES, &k)) return -1;
     s->objective = (scn_objective)k;
     char p[256];
     const scn_node *m;
@@ -410,8 +479,13 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
             return fail_at(c, v, "price.usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
         s->usd_per_gpu_hour = x;
     }
-    if (s->objective == SCN_OBJ_COST && s->usd_per_gpu_hour <= 0)
-        return fail_at(c, scn_map_get(root, "objective"), "objective", "objective cost needs price.usd_per_gpu_hour");
+    /* Cost needs a price for every hardware candidate: the scenario's, or each profile's own. */
+    bool priced = s->usd_per_gpu_hour > 0 || s->hardware.usd_per_gpu_hour > 0;
+    for (int i = 0; i < s->options.n_hardware; i++)
+        if (!(s->options.hardware[i].usd_per_gpu_hour > 0) && strcmp(s->options.hardware[i].name, s->hardware.name)) priced = false;
+    if (s->objective == SCN_OBJ_COST && !priced)
+        return fail_at(c, scn_map_get(root, "objective"), "objective",
+                       "objective cost needs price.usd_per_gpu_hour (or a price in every hardware profile compared)");
     if (sub_map(c, root, "", "quality", QUALITY_KEYS, &m, p, sizeof p)) return -1;
     if (m) {
         const scn_node *l = scn_map_get(m, "allow_kv_dtype");

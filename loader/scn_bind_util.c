@@ -236,9 +236,8 @@ int scn_get_dtype(scn_ctx *c, const scn_node *m, const char *path, const char *k
     const scn_node *v = scalar_of(c, m, path, key, full, sizeof full, &bad);
     if (!v) return bad ? -1 : 0;
     if (scn_dtype_parse(v->text, out) == 0) return 0;
-    static const char *const names[] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", NULL};
     int idx;
-    if (scn_parse_enum(c, v, full, names, &idx)) return -1;
+    if (scn_parse_enum(c, v, full, SCN_DTYPE_NAMES, &idx)) return -1;
     *out = (scn_dtype)idx;
     return 0;
 }

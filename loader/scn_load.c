@@ -16,36 +16,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef KVPLAN_LIBDIR
-#define KVPLAN_LIBDIR "scenarios"
-#endif
-
 #define MAX_DEPTH 16
 
-const char *scn_library_dir(void)
+/* The file a library name stands for: <library>/<kind>/<name>.yaml, else the same in the user's
+ * data directory (where `calibrate` writes profiles). When neither exists, the library path. */
+static void library_path(const char *kind, const char *name, char *path, size_t n)
 {
-    static char dir[PATH_MAX];
-    const char *env = getenv("KVPLAN_LIBRARY");
-    if (env && env[0]) return env;
-    if (dir[0]) return dir;
-    /* Next to the executable: <bin>/scenarios (a build tree) or <bin>/../share/kvplan/scenarios. */
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *d = dirname(exe);
-        const char *cands[] = {"%s/scenarios", "%s/../share/kvplan/scenarios"};
-        for (int i = 0; i < 2; i++) {
-            char p[PATH_MAX];
-            if (snprintf(p, sizeof p, cands[i], d) >= (int)sizeof p) continue;
-            struct stat st;
-            char mp[PATH_MAX + 16];
-            snprintf(mp, sizeof mp, "%s/models", p);
-            if (stat(mp, &st) == 0 && S_ISDIR(st.st_mode)) { memcpy(dir, p, sizeof dir); return dir; }
-        }
-    }
-    snprintf(dir, sizeof dir, "%s", KVPLAN_LIBDIR);
-    return dir;
+    char dir[PATH_MAX - 300], user[PATH_MAX - 300];
+    scn_library_dir(dir, sizeof dir);
+    snprintf(path, n, "%s/%s/%.255s.yaml", dir, kind, name);
+    if (access(path, F_OK) == 0 || scn_user_dir(kind, user, sizeof user)) return;
+    char alt[PATH_MAX];
+    snprintf(alt, sizeof alt, "%s/%.255s.yaml", user, name);
+    if (access(alt, F_OK) == 0) snprintf(path, n, "%s", alt);
 }
 
 typedef struct {
@@ -105,7 +88,7 @@ static scn_node *apply_extends(loader *L, scn_node *m, const char *kind, const c
     }
     char path[PATH_MAX];
     if (kind && !looks_like_path(ext->text))
-        snprintf(path, sizeof path, "%s/%s/%s.yaml", scn_library_dir(), kind, ext->text);
+        library_path(kind, ext->text, path, sizeof path);
     else
         relative_to(path, sizeof path, m->file, ext->text);
     scn_node *base = load_file(L, path, ext, p);
@@ -172,11 +155,12 @@ static int resolve_ref(loader *L, scn_node *root, const char *field, const char 
     if (v->kind == SCN_NODE_SCALAR) {
         char path[PATH_MAX];
         bool lib = !looks_like_path(v->text);
-        if (lib) snprintf(path, sizeof path, "%s/%s/%s.yaml", scn_library_dir(), kind, v->text);
+        if (lib) library_path(kind, v->text, path, sizeof path);
         else relative_to(path, sizeof path, v->file, v->text);
         if (lib && access(path, F_OK) != 0) {
-            char near[256], dir[PATH_MAX + 32];
-            snprintf(dir, sizeof dir, "%s/%s", scn_library_dir(), kind);
+            char near[256], lib_dir[PATH_MAX - 64], dir[PATH_MAX];
+            scn_library_dir(lib_dir, sizeof lib_dir);
+            snprintf(dir, sizeof dir, "%s/%s", lib_dir, kind);
             nearest_entry(dir, v->text, near, sizeof near);
             if (near[0])
                 scn_fail(L->c.err, SCN_E_DATA, v, field, "unknown %s '%s'; did you mean '%s'? (library: %s)",
@@ -254,10 +238,31 @@ static int resolve_engines(loader *L, scn_node *root)
     return 0;
 }
 
+/* options.hardware: each item (a library name, a path or a mapping) resolved as `hardware` is,
+ * so the planner can compare hardware profiles. */
+static int resolve_hw_options(loader *L, scn_node *root)
+{
+    scn_node *o = scn_map_get(root, "options");
+    scn_node *l = o && o->kind == SCN_NODE_MAP ? scn_map_get(o, "hardware") : NULL;
+    if (!l) return 0;
+    int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
+    for (int i = 0; i < n; i++) {
+        scn_node *item = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
+        char key[64];
+        snprintf(key, sizeof key, "options.hardware[%d]", i);
+        scn_node *tmp = scn_node_new(L->c.doc, SCN_NODE_MAP, item->file, item->line, item->col);
+        if (!tmp || scn_map_set(L->c.doc, tmp, key, item) || resolve_ref(L, tmp, key, "hardware")) return -1;
+        scn_node *m = scn_map_get(tmp, key);
+        if (l->kind == SCN_NODE_SEQ) l->vals[i] = m;
+        else if (scn_map_set(L->c.doc, o, "hardware", m)) return -1;
+    }
+    return 0;
+}
+
 static int resolve_all(loader *L, scn_node *root)
 {
     return resolve_ref(L, root, "model", "models") || resolve_ref(L, root, "hardware", "hardware") ||
-           resolve_engines(L, root);
+           resolve_engines(L, root) || resolve_hw_options(L, root);
 }
 
 /* Applies one "a.b.c=value" override. */

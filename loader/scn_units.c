@@ -127,16 +127,15 @@ int scn_quantity_parse(const char *text, scn_unit_kind kind, double *out, char *
 }
 
 /* ---- dtypes ---- */
-static const char *const DTYPE_NAMES[SCN_DTYPE_COUNT] = {"fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4"};
 static const double DTYPE_BYTES[SCN_DTYPE_COUNT] = {4, 2, 2, 1, 1, 0.5, 0.5};
 
-const char *scn_dtype_name(scn_dtype d) { return d < SCN_DTYPE_COUNT ? DTYPE_NAMES[d] : "?"; }
+const char *scn_dtype_name(scn_dtype d) { return d < SCN_DTYPE_COUNT ? SCN_DTYPE_NAMES[d] : "?"; }
 double scn_dtype_bytes(scn_dtype d) { return d < SCN_DTYPE_COUNT ? DTYPE_BYTES[d] : 0; }
 
 int scn_dtype_parse(const char *s, scn_dtype *out)
 {
     for (int i = 0; i < SCN_DTYPE_COUNT; i++)
-        if (strcmp(s, DTYPE_NAMES[i]) == 0) { *out = (scn_dtype)i; return 0; }
+        if (strcmp(s, SCN_DTYPE_NAMES[i]) == 0) { *out = (scn_dtype)i; return 0; }
     /* Accepted spellings from Hugging Face configs and vLLM flags. */
     if (!strcmp(s, "float16") || !strcmp(s, "half")) { *out = SCN_DTYPE_FP16; return 0; }
     if (!strcmp(s, "bfloat16")) { *out = SCN_DTYPE_BF16; return 0; }

@@ -1,8 +1,10 @@
 /* plan.c: candidates from the option space, and their parallel evaluation. */
 #include "plan.h"
+#include "../db/db.h"
 #include "../model/kv_model.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +21,11 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
 {
     const scn_options *o = &s->options;
     const scn_deployment *d = &s->deployment;
+    /* One dimension per option list (plan_rank.c's differs_only_in knows each). */
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
-                  count_or_1(o->n_kv_heads), count_or_1(o->n_wformat), count_or_1(o->n_engine)};
+                  count_or_1(o->n_kv_heads), count_or_1(o->n_hardware), count_or_1(o->n_wformat),
+                  count_or_1(o->n_engine)};
     int nd = (int)(sizeof dims / sizeof dims[0]);
     long total = 1;
     for (int i = 0; i < nd; i++) total *= dims[i];
@@ -31,7 +35,8 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     r->order = calloc((size_t)total, sizeof *r->order);
     if (!r->c || !r->order) { plan_result_free(r); return -1; }
     r->best = -1;
-    int idx[14] = {0};
+    r->seeds = PLAN_SEEDS_DEFAULT;
+    int idx[15] = {0};
     for (long k = 0; k < total; k++) {
         /* Mixed-radix counter over the dimensions, last dimension fastest. */
         long rest = k;
@@ -50,8 +55,12 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         c->replicas = o->n_replicas ? o->replicas[idx[10]] : d->replicas;
         c->kv_heads = o->n_kv_heads ? o->kv_heads[idx[11]] : 0;
         if (c->kv_heads == s->model.kv_heads) c->kv_heads = 0;
-        c->wformat = o->n_wformat ? idx[12] : -1;
-        c->engine = o->n_engine ? idx[13] : -1;
+        c->hw = o->n_hardware ? idx[12] : -1;
+        if (c->hw >= 0) snprintf(c->hw_name, sizeof c->hw_name, "%s", o->hardware[c->hw].name);
+        c->wformat = o->n_wformat ? idx[13] : -1;
+        c->engine = o->n_engine ? idx[14] : -1;
+        c->n_seeds = r->seeds;
+        c->search_capacity = plan_objective_at_capacity(s);
         c->gpus = (double)c->tp * c->replicas;
         const scn_wformat *wf = c->wformat >= 0 ? &o->wformat[c->wformat] : NULL;
         c->risk_weights = wf && wf->quant != SCN_WQ_NONE &&
@@ -81,9 +90,9 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
             if (cap.kv_budget <= 0) {
                 c->status = PLAN_SKIPPED;
                 snprintf(c->why, sizeof c->why, "does not fit: weights %.1f GiB + activations %.1f GiB + runtime %.1f GiB "
-                         "exceed the %.1f GiB usable per GPU at tensor_parallel %d",
+                         "exceed the %.1f GiB usable per GPU (%s) at tensor_parallel %d",
                          cap.weights / 1073741824.0, cap.activation / 1073741824.0, cap.runtime / 1073741824.0,
-                         cap.usable / 1073741824.0, c->tp);
+                         cap.usable / 1073741824.0, t.hardware.name, c->tp);
             }
         }
         r->n++;
@@ -91,8 +100,43 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     return 0;
 }
 
+void plan_set_seeds(plan_result *r, int seeds)
+{
+    if (seeds < 1) seeds = 1;
+    if (seeds > PLAN_SEEDS_MAX) seeds = PLAN_SEEDS_MAX;
+    r->seeds = seeds;
+    for (int i = 0; i < r->n; i++) r->c[i].n_seeds = seeds;
+}
+
+void plan_set_capacity(plan_result *r, bool on)
+{
+    for (int i = 0; i < r->n; i++) r->c[i].search_capacity = on;
+}
+
+bool plan_objective_at_capacity(const scn_scenario *s)
+{
+    return s->objective != SCN_OBJ_P99_LATENCY && s->workload.arrival != SCN_ARRIVAL_TRACE;
+}
+
+const char *plan_hardware_name(const scn_scenario *s, const plan_cand *c)
+{
+    return c->hw >= 0 && c->hw < s->options.n_hardware ? s->options.hardware[c->hw].name : s->hardware.name;
+}
+
+double plan_price(const scn_scenario *s, const plan_cand *c)
+{
+    if (c->hw >= 0 && c->hw < s->options.n_hardware) {
+        const scn_hardware *h = &s->options.hardware[c->hw];
+        /* The scenario's price is for its own hardware; an option naming the same profile shares it. */
+        if (s->usd_per_gpu_hour > 0 && !strcmp(h->name, s->hardware.name)) return s->usd_per_gpu_hour;
+        return h->usd_per_gpu_hour;
+    }
+    return s->usd_per_gpu_hour > 0 ? s->usd_per_gpu_hour : s->hardware.usd_per_gpu_hour;
+}
+
 void plan_result_free(plan_result *r)
 {
+    for (int i = 0; i < r->n && r->c; i++) free(r->c[i].seed_m);
     free(r->c);
     free(r->order);
     memset(r, 0, sizeof *r);
@@ -106,8 +150,11 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out)
     out->deployment.max_num_seqs = c->max_num_seqs;
     out->deployment.max_num_batched_tokens = c->max_batched;
     if (c->kv_heads > 0) out->model.kv_heads = c->kv_heads;
+    if (c->hw >= 0 && c->hw < s->options.n_hardware) out->hardware = s->options.hardware[c->hw];
     if (c->wformat >= 0) kv_model_set_wformat(&out->model, &s->options.wformat[c->wformat]);
-    if (c->engine >= 0) scn_engine_apply(out, &s->options.engine[c->engine]);
+    /* The engine last: it supplies the launch and step costs of hardware that does not set its
+     * own (a hardware option arrives without them). */
+    if (c->engine >= 0 || c->hw >= 0) scn_engine_apply(out, c->engine >= 0 ? &s->options.engine[c->engine] : &s->engine);
 }
 
 void plan_describe(const plan_cand *c, char *buf, size_t n)
@@ -115,27 +162,21 @@ void plan_describe(const plan_cand *c, char *buf, size_t n)
     char base[160];
     sim_choice_describe(&c->c, base, sizeof base);
     int used = snprintf(buf, n, "%s tp=%d x%d seqs=%d budget=%d", base, c->tp, c->replicas, c->max_num_seqs, c->max_batched);
-    if (c->kv_heads > 0 && used > 0 && (size_t)used < n)
-        used += snprintf(buf + used, n - (size_t)used, " kv_heads=%d", c->kv_heads);
+    if (c->kv_heads > 0 && used > 0 && (size_t)used < n) used += snprintf(buf + used, n - (size_t)used, " kv_heads=%d", c->kv_heads);
     if (c->wformat >= 0 && used > 0 && (size_t)used < n)
         used += snprintf(buf + used, n - (size_t)used, " weights=%s", c->wformat_name);
-    if (c->engine >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " engine=%s", c->engine_name);
+    if (c->engine >= 0 && used > 0 && (size_t)used < n)
+        used += snprintf(buf + used, n - (size_t)used, " engine=%s", c->engine_name);
+    /* The hardware is named only when it is an option. */
+    if (c->hw >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " on %s", c->hw_name);
 }
 
 char *plan_options_json(const plan_cand *c)
 {
-    static const char *const LAYOUT[] = {"contiguous", "paged"}, *const ATTN[] = {"flash", "naive"},
-                             *const SCHED[] = {"static", "continuous", "chunked"};
-    json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "kv_layout",
-                          LAYOUT[c->c.layout], "block_size", c->c.layout == SCN_LAYOUT_PAGED ? c->c.block_size : 0,
-                          "prefix_cache", c->c.prefix_cache, "kv_dtype", scn_dtype_name(c->c.kv_dtype), "attention",
-                          ATTN[c->c.attention], "scheduler", SCHED[c->c.scheduler], "sink", c->c.sink, "window",
-                          c->c.window, "tensor_parallel", c->tp, "replicas", c->replicas, "max_num_seqs", c->max_num_seqs,
-                          "max_num_batched_tokens", c->max_batched, "kv_heads", c->kv_heads, "weight_dtype",
-                          c->wformat_name, "engine", c->engine_name);
-    char *out = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(j);
-    return out;
+    /* The one options encoder (db_options_json), so a plan's key equals simulate's for the same choice. */
+    scn_deployment d = {.tensor_parallel = c->tp, .replicas = c->replicas, .max_num_seqs = c->max_num_seqs,
+                        .max_num_batched_tokens = c->max_batched};
+    return db_options_json(&c->c, &d, c->kv_heads);
 }
 
 /* ---- parallel evaluation ---- */
@@ -152,25 +193,91 @@ typedef struct {
     int failed;
 } pool;
 
+/* The objective of one seed's run at the offered load (higher is better). */
+static double offered_objective(const scn_scenario *s, const plan_cand *c, const sim_metrics *m)
+{
+    double v;
+    switch (s->objective) {
+    case SCN_OBJ_THROUGHPUT: v = m->output_tok_per_s; break;
+    case SCN_OBJ_P99_LATENCY: v = -plan_percentile(m, s->slo.n ? s->slo.terms[0].metric : SCN_METRIC_E2E, 99); break;
+    case SCN_OBJ_COST: v = -(plan_price(s, c) * c->gpus / 3600.0) / m->output_tok_per_s * 1e6; break;
+    default: v = m->goodput / c->gpus; break;
+    }
+    return isfinite(v) ? v : -INFINITY;
+}
+
+void plan_record_offered(const scn_scenario *s, plan_cand *c, int k, const sim_metrics *m)
+{
+    if (k == 0) c->m = *m;
+    if (!c->seed_m) c->seed_m = calloc(PLAN_SEEDS_MAX, sizeof *c->seed_m);
+    if (c->seed_m) c->seed_m[k] = *m;
+    c->seed_offered[k] = offered_objective(s, c, m);
+    if (plan_slo_met(s, m)) c->seed_slo |= 1u << k; else c->seed_slo &= ~(1u << k);
+    c->seed_done |= 1u << k;
+}
+
 int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
 {
     scn_scenario *t = malloc(sizeof *t);
-    int rc = SIM_E_INTERNAL;
     err[0] = 0;
-    if (t) {
-        plan_apply(s, c, t);
-        rc = sim_run_predicted(t, &c->c, &c->m, err, n);
+    if (!t) { snprintf(err, n, "out of memory"); return -1; }
+    plan_apply(s, c, t);
+    bool cap = c->search_capacity && s->workload.arrival != SCN_ARRIVAL_TRACE;
+    double first_rate = -1, first_lowest = s->workload.rate / 256;   /* first_rate -1: no seed searched yet */
+    if (c->n_seeds < 1) c->n_seeds = 1;
+    for (int k = 0; k < c->n_seeds; k++) {
+        sim_metrics m;
+        bool have_m = false;
+        t->seed = s->seed + (unsigned long long)k;
+        if (!(c->seed_done & (1u << k))) {
+            int rc = sim_run_predicted(t, &c->c, &m, err, n);
+            c->sims++;
+            if (rc == SIM_E_DATA) {
+                c->status = PLAN_SKIPPED;
+                snprintf(c->why, sizeof c->why, "%s", err);
+                free(t);
+                return 0;
+            }
+            if (rc != SIM_OK) {
+                if (!err[0]) snprintf(err, n, "out of memory");
+                free(t);
+                return -1;
+            }
+            plan_record_offered(s, c, k, &m);
+            have_m = true;
+        }
+        if (!cap || (c->cap_done & (1u << k))) {
+            if (c->cap_done & (1u << k) && first_rate < 0) first_rate = c->seed_rate[k];
+            continue;
+        }
+        /* The first seed searches from the offered rate in doublings, reusing the offered-load
+         * run as its first trial when that run is trial-sized; later seeds start at the first
+         * seed's answer and step by 10 %, since seeds move capacity by a few per cent. When the
+         * first seed met the SLO at no rate, later seeds try only its lowest rate (stopping early). */
+        plan_capacity_result x;
+        bool trial_sized = t->workload.requests <= PLAN_CAPACITY_REQUESTS && have_m;
+        if (first_rate > 0) {
+            plan_capacity_search(s, c, t->seed, c->replicas, first_rate, 1.1, PLAN_CAPACITY_TOL, NULL, &x);
+        } else if (first_rate == 0) {
+            sim_metrics low;
+            memset(&x, 0, sizeof x);
+            x.sims = 1;
+            if (plan_sustains(s, c, t->seed, first_lowest, c->replicas, &low)) {
+                plan_capacity_search(s, c, t->seed, c->replicas, first_lowest, 2, PLAN_CAPACITY_TOL, &low, &x);
+                x.sims++;
+            }
+        } else {
+            plan_capacity_search(s, c, t->seed, c->replicas, s->workload.rate, 2, PLAN_CAPACITY_TOL,
+                                 trial_sized ? &m : NULL, &x);
+            first_lowest = x.lowest;
+        }
+        c->sims += x.sims;
+        c->seed_rate[k] = x.rate;
+        c->seed_tok[k] = x.out_tok_per_s;
+        c->cap_done |= 1u << k;
+        if (first_rate < 0) first_rate = x.rate;
     }
     free(t);
-    if (rc == SIM_E_DATA) {
-        c->status = PLAN_SKIPPED;
-        snprintf(c->why, sizeof c->why, "%s", err);
-        return 0;
-    }
-    if (rc != SIM_OK) {
-        if (!err[0]) snprintf(err, n, "out of memory");
-        return -1;
-    }
     c->status = PLAN_DONE;
     return 0;
 }

@@ -9,24 +9,64 @@
 
 typedef enum { PLAN_PENDING, PLAN_DONE, PLAN_SKIPPED } plan_status;
 
+#define PLAN_SEEDS_MAX 32          /* --seeds accepts 1..PLAN_SEEDS_MAX */
+#define PLAN_SEEDS_DEFAULT 3
+/* A capacity trial: the scenario's requests, at most this many (enough for a queue to show
+ * overload, few enough to search quickly), and the p99 admission wait beyond which the queue
+ * is taken to be growing. The one definition `plan`, `capacity` and `sweep` share. */
+#define PLAN_CAPACITY_REQUESTS 3000
+#define PLAN_MAX_QUEUE_P99 5.0     /* s */
+#define PLAN_CAPACITY_TOL 0.03     /* the rate search stops when its bracket is this narrow (relative) */
+
+/* A mean over seeds and its two-sided 95 % confidence interval (Student's t). n 1: lo = hi = mean. */
+typedef struct {
+    double mean, lo, hi;
+    int n;
+} plan_interval;
+plan_interval plan_interval_of(const double *x, int n);
+/* True when the intervals do not overlap: the difference is measurable at this many seeds. */
+bool plan_intervals_separate(plan_interval a, plan_interval b);
+
 typedef struct {
     sim_choice c;
     int tp, replicas, max_num_seqs, max_batched, kv_heads;   /* kv_heads 0: the model's own */
+    int hw;                    /* index into options.hardware; -1: the scenario's own hardware */
+    char hw_name[SCN_NAME_MAX];
     int wformat, engine;       /* indices into options.weight_dtype / options.engine; -1: the scenario's */
-    char wformat_name[16], engine_name[64];   /* what the candidate runs with (named either way) */
+    char wformat_name[16], engine_name[SCN_NAME_MAX];   /* what the candidate runs with (named either way) */
     plan_status status;
     char why[240];             /* why it was skipped */
     bool risk_dtype, risk_window, risk_gqa;   /* options that change the model's outputs */
     bool risk_weights;         /* quantised weights the model does not ship with */
     bool allowed;              /* every risk it takes is accepted by the scenario's quality */
-    sim_metrics m;
-    bool slo_met;
-    double objective;          /* higher is better (latency and cost are negated) */
-    double latency_p99;        /* s: the Pareto front's latency axis */
+    sim_metrics m;             /* the first seed's run at the offered load (the table's columns) */
+    /* Per seed k (seed = scenario seed + k): */
+    int n_seeds;
+    unsigned seed_done;        /* bit k: the offered-load run of seed k is in */
+    unsigned cap_done;         /* bit k: the capacity search of seed k is in */
+    unsigned seed_slo;         /* bit k: seed k met the SLO at the offered load */
+    double seed_offered[PLAN_SEEDS_MAX];   /* objective at the offered load */
+    double seed_rate[PLAN_SEEDS_MAX];      /* req/s: highest rate within the SLO (0: none) */
+    double seed_tok[PLAN_SEEDS_MAX];       /* output tokens/s at that rate */
+    bool search_capacity;      /* search each seed's highest rate within the SLO */
+    unsigned seed_reused;      /* bit k: seed k came from a stored run */
+    sim_metrics *seed_m;       /* n_seeds runs at the offered load (for storing); NULL when not kept */
+    long sims;                 /* simulations this process ran for it */
+    /* From plan_rank: */
+    bool at_capacity;          /* objective judged at the highest rate within the SLO */
+    plan_interval obj;         /* the objective over seeds (higher is better: latency, cost negated) */
+    plan_interval offered;     /* the objective at the offered load over seeds */
+    plan_interval rate;        /* highest rate within the SLO over seeds (NaN when not searched) */
+    bool slo_met;              /* at the offered load, on most seeds */
+    double objective;          /* = obj.mean */
+    double latency_p99;        /* s: the Pareto front's latency axis (first seed, offered load) */
+    double tok_per_gpu;        /* output tokens/s per GPU: the Pareto front's throughput axis */
     double gpus;
+    double usd_per_gpu_hour;   /* the candidate's hardware price; 0 when none is known */
+    double usd_per_mtok;       /* $ per million output tokens at the highest rate within the SLO */
     bool pareto;
-    long run_id;               /* when stored */
-    bool reused;               /* metrics came from a stored run */
+    long run_id;               /* the first seed's stored run, when stored */
+    bool reused;               /* every seed's metrics came from stored runs */
 } plan_cand;
 
 typedef struct {
@@ -34,10 +74,27 @@ typedef struct {
     int n;
     int *order;                /* candidate indices, best first */
     int best;                  /* recommended candidate, or -1 */
+    int seeds;                 /* seeds per candidate (plan_set_seeds) */
 } plan_result;
 
-/* Every combination of the option lists (invalid ones marked skipped, with the reason). */
+typedef struct db db;
+
+/* Every combination of the option lists (invalid ones marked skipped, with the reason), with
+ * PLAN_SEEDS_DEFAULT seeds each. */
 int plan_enumerate(const scn_scenario *s, plan_result *r);
+/* Seeds per candidate, 1..PLAN_SEEDS_MAX (clamped). */
+void plan_set_seeds(plan_result *r, int seeds);
+/* Whether plan_evaluate searches each candidate's capacity (default: when the objective is
+ * judged at capacity; `capacity` and `sweep` always want it). */
+void plan_set_capacity(plan_result *r, bool on);
+/* True when the scenario's objective is judged at capacity (throughput, goodput, cost on an
+ * open-loop rate; p99 latency and traces stay at the offered load). */
+bool plan_objective_at_capacity(const scn_scenario *s);
+/* The price per GPU-hour of a candidate's hardware: the scenario's price.usd_per_gpu_hour for
+ * its own hardware when given, else the hardware profile's; 0 when neither. */
+double plan_price(const scn_scenario *s, const plan_cand *c);
+/* The candidate's hardware name. */
+const char *plan_hardware_name(const scn_scenario *s, const plan_cand *c);
 void plan_result_free(plan_result *r);
 /* The scenario as one candidate runs it (deployment choices and what-ifs applied). */
 void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out);
@@ -50,8 +107,12 @@ char *plan_options_json(const plan_cand *c);
  * `threads` threads. progress(ud, done, total) may be NULL. */
 int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n,
                   void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n);
-/* Simulates one candidate: PLAN_DONE, or PLAN_SKIPPED when it cannot run; -1 on failure. */
+/* Simulates one candidate over its seeds at the offered load and, when the objective is judged
+ * at capacity, searches each seed's highest rate within the SLO (seeds already in, from stored
+ * runs, are kept): PLAN_DONE, or PLAN_SKIPPED when it cannot run; -1 on failure. */
 int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n);
+/* Records seed k's run at the offered load (from a simulation or a stored run). */
+void plan_record_offered(const scn_scenario *s, plan_cand *c, int k, const sim_metrics *m);
 /* Scores, SLO checks, ranks, marks the Pareto front, and picks the recommendation. */
 void plan_rank(const scn_scenario *s, plan_result *r);
 /* The value of an SLO metric at a percentile from a run's summary. */
@@ -61,8 +122,45 @@ bool plan_slo_met(const scn_scenario *s, const sim_metrics *m);
 
 /* The recommendation's reasons, as sentences: which cost binds and by how much, how far each
  * chosen option moved the objective, what the runner-up gives up. Returns the count. */
-#define PLAN_LINE 480
+#define PLAN_LINE 1024
+#define PLAN_DIMS 15               /* option dimensions (plan_enumerate's order) */
 int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_LINE], int max);
+
+/* How candidate a compares with b on the objective, absolute figures first, credited only when
+ * the seeds' 95 % intervals separate ("no measurable difference at this load" otherwise). */
+void plan_compare_text(const scn_scenario *s, const plan_cand *a, const plan_cand *b, char *buf, size_t n);
+
+/* Load curves (plan_curve.c): latency percentiles and goodput against offered rate. */
+typedef struct {
+    int cand;                  /* index into the plan's candidates */
+    double rate;               /* req/s offered */
+    sim_metrics m;             /* the capacity-trial run at that rate (scenario seed) */
+    bool slo_met;              /* the SLO holds and the queue stays bounded */
+} plan_curve_point;
+/* `points` rates evenly spaced up to `max_rate` (0: 1.5 x the highest capacity among the
+ * candidates, else 2 x the offered rate) into rates[]; returns the count. */
+int plan_curve_rates(const scn_scenario *s, const plan_result *r, const int *cands, int n_cands, double max_rate,
+                     int points, double *rates);
+/* Simulates candidate `cand` at each rate (capacity-trial size, the scenario's seed) into out[]. */
+int plan_curve(const scn_scenario *s, const plan_result *r, int cand, const double *rates, int n, plan_curve_point *out,
+               char *err, size_t nerr);
+
+/* Plan storage (plan_store.c). */
+/* The stored predicted run of this candidate's choice on this scenario and seed: its id, 0 when
+ * there is none, -1 on a database error. Runs from `simulate` of the same choice count. */
+long plan_store_find(db *d, const scn_scenario *s, const plan_cand *c, unsigned long long seed);
+/* Fills pending candidates' seeds from stored runs (a candidate every seed of which is stored
+ * becomes done without simulating). Returns the number of seeds reused. */
+long plan_store_reuse(db *d, const scn_scenario *s, plan_result *r);
+/* Stores every simulated seed of every done candidate as a predicted run (the capacity found,
+ * when searched, as the metrics capacity_req_per_s and capacity_out_tok_per_s). 0, or a
+ * db_status with the message in err. */
+int plan_store_save(db *d, const scn_scenario *s, plan_result *r, const char *started, char *err, size_t n);
+
+/* Stores load-curve points as predicted runs of the scenario at each rate (the metric
+ * sweep_rate_req_per_s marks them for `report`). 0, or a db_status with the message in err. */
+int plan_store_curve(db *d, const scn_scenario *s, const plan_result *r, const plan_curve_point *p, int n,
+                     const char *started, char *err, size_t nerr);
 
 /* Rules of thumb tested against this scenario's own numbers (plan_rules.c). */
 typedef struct {
@@ -73,11 +171,49 @@ typedef struct {
 int plan_rules(const scn_scenario *s, const plan_result *r, plan_rule *out, int max);
 
 /* Capacity (plan_capacity.c). */
-/* The highest arrival rate (req/s) the candidate sustains within the SLO; 0 if none. */
+typedef struct {
+    double rate;               /* req/s: the highest rate that kept up within the SLO; 0 if none */
+    double out_tok_per_s;      /* output tokens/s at that rate in steady state (rate x tokens per request) */
+    double lowest;             /* req/s: the lowest rate tried (when rate is 0: it missed down to here) */
+    int sims;                  /* simulations run */
+    sim_metrics m;             /* the run at `rate` (zeroed when none) */
+} plan_capacity_result;
+
+/* Simulates the candidate at `rate` with `replicas` and `seed` on a capacity trial
+ * (PLAN_CAPACITY_REQUESTS): true when the queue stays bounded and the SLO holds. */
+bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
+                   sim_metrics *m);
+/* The highest rate the candidate sustains: starts at `hint` (0: the scenario's rate), steps by
+ * `step` (> 1) up or down until the answer changes (down at most to hint/256), then bisects
+ * until the bracket is within `tol` (relative). `at_hint`, when not NULL, is an already
+ * simulated trial at `hint` with this seed, reused instead of simulating it again. */
+int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double hint,
+                         double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out);
+/* The highest arrival rate (req/s) the candidate sustains within the SLO on the scenario's
+ * seed; 0 if none; NaN for a trace. `iterations` halvings of the initial doubling bracket. */
 double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations);
 /* The fewest replicas (at the candidate's tp) that serve `rate` within the SLO; 0 if none up to max. */
 int plan_min_replicas(const scn_scenario *s, const plan_cand *c, double rate, int max);
-/* The longest context (tokens) a sequence may hold when `concurrency` of them share the cache. */
+/* One row of `kvplan capacity`: a candidate's capacity over seeds, what it costs, the GPUs a
+ * target rate needs, and the longest context at a concurrency. */
+typedef struct {
+    int cand;                  /* index into the plan's candidates */
+    plan_interval rate;        /* req/s within the SLO, over seeds */
+    double rate_per_gpu;
+    double usd_per_mtok;       /* NaN without a price */
+    int gpus_for_target;       /* tp x fewest replicas for the target; 0 when none up to max_replicas (or no target) */
+    long max_context;          /* tokens */
+} plan_capacity_row;
+/* Fills up to `max` rows of an evaluated, ranked plan (capacity searched): the `top` best allowed
+ * candidates, and the best of each other hardware profile. Returns the count. `progress` may be NULL. */
+int plan_capacity_rows(const scn_scenario *s, const plan_result *r, int top, double target, int max_replicas,
+                       long concurrency, plan_capacity_row *rows, int max,
+                       void (*progress)(void *ud, long done, long total), void *ud);
+/* The row needing the fewest GPUs for the target (ties: the cheaper, then the higher rate); -1 if none. */
+int plan_capacity_fewest(const plan_capacity_row *rows, int n);
+
+/* The longest context (tokens) a sequence may hold when `concurrency` of them share the cache,
+ * capped at the deployment's max_model_len (no request may be longer). */
 long plan_max_context(const scn_scenario *s, const plan_cand *c, long concurrency);
 
 #endif

@@ -1,67 +1,115 @@
 /* plan_capacity.c: capacity questions answered by search over simulations: the highest rate a
- * candidate sustains within the SLO, the fewest replicas for a target rate, and the longest
- * context that fits at a given concurrency (cost model only). */
+ * candidate sustains within the SLO (one search shared by `plan`, `capacity` and `sweep`), the
+ * fewest replicas for a target rate, and the longest context that fits at a given concurrency
+ * (cost model only). */
 #include "plan.h"
 #include "../model/kv_model.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-#define CAPACITY_REQUESTS 3000   /* enough for queues to show overload, few enough to search quickly */
-#define MAX_QUEUE_P99 5.0         /* s: a p99 wait for admission beyond this means the queue is growing */
-
-/* Simulates the candidate at `rate` with `replicas`; true when it keeps up within the SLO. */
-static bool sustains(const scn_scenario *s, const plan_cand *c, double rate, int replicas)
+bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
+                   sim_metrics *m)
 {
     scn_scenario *t = malloc(sizeof *t);
     if (!t) return false;
     plan_apply(s, c, t);
     t->deployment.replicas = replicas;
     t->workload.rate = rate;
-    if (t->workload.requests > CAPACITY_REQUESTS) t->workload.requests = CAPACITY_REQUESTS;
-    sim_metrics m;
+    t->seed = seed;
+    if (t->workload.requests > PLAN_CAPACITY_REQUESTS) t->workload.requests = PLAN_CAPACITY_REQUESTS;
     char err[256];
     /* Keeping up: the queue stays bounded (an overloaded engine's queue grows with every
      * request, so its p99 wait climbs past seconds within a trial), and the SLO holds.
      * Completions per second are no test: a short trial's drain tail lowers them. */
-    bool ok = sim_run_predicted(t, &c->c, &m, err, sizeof err) == SIM_OK && m.q[SIM_Q_QUEUE].p99 <= MAX_QUEUE_P99 &&
-              plan_slo_met(t, &m);
+    bool ok = sim_run_predicted(t, &c->c, m, err, sizeof err) == SIM_OK && m->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 &&
+              plan_slo_met(t, m);
     free(t);
     return ok;
 }
 
+/* Output tokens per second in steady state at `rate`: each completed request brings its output
+ * tokens, so rate x (output tokens / request) as the trial measured them. The trial's own
+ * tokens/s would read low by its drain tail. */
+static double steady_tokens(double rate, const sim_metrics *m)
+{
+    return m->req_per_s > 0 ? rate * m->output_tok_per_s / m->req_per_s : 0;
+}
+
+int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double hint,
+                         double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!scn_arrival_has_rate(s->workload.arrival)) { out->rate = NAN; return -1; }
+    if (!(hint > 0)) hint = s->workload.rate > 0 ? s->workload.rate : 1;
+    if (!(step > 1)) step = 2;
+    if (!(tol > 0)) tol = PLAN_CAPACITY_TOL;
+    sim_metrics m;
+    double lo = 0, hi = INFINITY;   /* lo: highest rate known to keep up; hi: lowest known not to */
+    bool ok;
+    if (at_hint) {
+        m = *at_hint;
+        ok = m.q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(s, &m);
+    } else {
+        ok = plan_sustains(s, c, seed, hint, replicas, &m);
+        out->sims++;
+    }
+    out->lowest = hint;
+    if (ok) {
+        lo = hint;
+        out->m = m;
+        /* Upward until it fails (at most 40 steps: a rate 2^40 times the hint is no answer). */
+        for (int i = 0; i < 40 && !isfinite(hi); i++) {
+            double r = lo * step;
+            out->sims++;
+            if (plan_sustains(s, c, seed, r, replicas, &m)) { lo = r; out->m = m; } else hi = r;
+        }
+        if (!isfinite(hi)) { out->rate = lo; out->out_tok_per_s = steady_tokens(lo, &out->m); return 0; }
+    } else {
+        /* Downward to 1/256 of the hint: below that the answer is "misses the SLO at every rate". */
+        hi = hint;
+        int downs = (int)ceil(log(256.0) / log(step));
+        for (int i = 0; i < downs && lo == 0; i++) {
+            double r = hi / step;
+            out->sims++;
+            out->lowest = r;
+            if (plan_sustains(s, c, seed, r, replicas, &m)) { lo = r; out->m = m; } else hi = r;
+        }
+        if (lo == 0) { memset(&out->m, 0, sizeof out->m); return 0; }
+    }
+    /* Bisection: stops as soon as the bracket is within tol of its lower end. */
+    while (hi / lo - 1 > tol) {
+        double mid = (lo + hi) / 2;
+        out->sims++;
+        if (plan_sustains(s, c, seed, mid, replicas, &m)) { lo = mid; out->m = m; } else hi = mid;
+    }
+    out->rate = lo;
+    out->out_tok_per_s = steady_tokens(lo, &out->m);
+    return 0;
+}
+
 double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations)
 {
-    if (s->workload.arrival == SCN_ARRIVAL_TRACE) return NAN;   /* a trace has no rate to scale */
-    double lo = 0, hi = s->workload.rate > 0 ? s->workload.rate : 1;
-    int replicas = c->replicas;
-    if (sustains(s, c, hi, replicas)) {
-        lo = hi;
-        for (int i = 0; i < 24 && sustains(s, c, hi * 2, replicas); i++) { hi *= 2; lo = hi; }
-        hi *= 2;
-    } else {
-        int i = 0;
-        for (; i < 24; i++) { hi /= 2; if (sustains(s, c, hi, replicas)) { lo = hi; hi *= 2; break; } }
-        if (i == 24) return 0;
-    }
-    for (int i = 0; i < iterations; i++) {
-        double mid = (lo + hi) / 2;
-        if (sustains(s, c, mid, replicas)) lo = mid; else hi = mid;
-    }
-    return lo;
+    if (!scn_arrival_has_rate(s->workload.arrival)) return NAN;   /* a trace, closed loop or offline run has no rate to scale */
+    plan_capacity_result x;
+    /* Doubling brackets [r, 2r]; `iterations` halvings make it 2^-iterations of r wide. */
+    plan_capacity_search(s, c, s->seed, c->replicas, 0, 2, ldexp(1.0, -iterations), NULL, &x);
+    return x.rate;
 }
 
 int plan_min_replicas(const scn_scenario *s, const plan_cand *c, double rate, int max)
 {
+    sim_metrics m;
     int lo = 0, hi = 1;
-    while (hi <= max && !sustains(s, c, rate, hi)) { lo = hi; hi *= 2; }
+    while (hi <= max && !plan_sustains(s, c, s->seed, rate, hi, &m)) { lo = hi; hi *= 2; }
     if (hi > max) {
-        if (lo < max && sustains(s, c, rate, max)) hi = max;
+        if (lo < max && plan_sustains(s, c, s->seed, rate, max, &m)) hi = max;
         else return 0;
     }
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (sustains(s, c, rate, mid)) hi = mid; else lo = mid;
+        if (plan_sustains(s, c, s->seed, rate, mid, &m)) hi = mid; else lo = mid;
     }
     return hi;
 }
@@ -73,14 +121,62 @@ long plan_max_context(const scn_scenario *s, const plan_cand *c, long concurrenc
     kv_cache_cfg kc = kv_cache_cfg_make(&t, c->c.kv_dtype, c->c.sink, c->c.window);
     kv_capacity cap = kv_capacity_compute(&t, &kc, c->c.block_size, 0);
     if (cap.kv_budget <= 0 || concurrency < 1) return 0;
+    /* No request may be longer than max_model_len, whatever memory is left over. */
+    long limit = t.deployment.max_model_len > 0 ? t.deployment.max_model_len : t.model.max_position;
+    if (limit <= 0) limit = 100000000L;
     double per = cap.kv_budget / (double)concurrency;
-    long lo = 0, hi = 1;
-    /* Grow until a sequence of hi tokens no longer fits (windows may make every length fit). */
-    while (hi < 100000000L && kv_bytes_for_context(&t.model, &kc, t.deployment.tensor_parallel, hi) <= per) { lo = hi; hi *= 2; }
-    if (hi >= 100000000L) return hi;
+    if (kv_bytes_for_context(&t.model, &kc, t.deployment.tensor_parallel, limit) <= per) return limit;
+    long lo = 0, hi = limit;
     while (hi - lo > 1) {
-        long mid = (lo + hi) / 2;
+        long mid = lo + (hi - lo) / 2;
         if (kv_bytes_for_context(&t.model, &kc, t.deployment.tensor_parallel, mid) <= per) lo = mid; else hi = mid;
     }
     return lo;
+}
+
+int plan_capacity_rows(const scn_scenario *s, const plan_result *r, int top, double target, int max_replicas,
+                       long concurrency, plan_capacity_row *rows, int max,
+                       void (*progress)(void *ud, long done, long total), void *ud)
+{
+    int n = 0, ranked = 0;
+    unsigned seen_hw = 0;   /* bit h+1: hardware h (or -1, the scenario's) already has a row */
+    for (int k = 0; k < r->n && n < max; k++) {
+        const plan_cand *x = &r->c[r->order[k]];
+        if (x->status != PLAN_DONE || !x->allowed) continue;
+        /* The best `top`, and the best of every other hardware profile (fewest GPUs across hardware). */
+        unsigned bit = 1u << (x->hw + 1);
+        if (ranked >= top && (seen_hw & bit)) continue;
+        if (ranked < top) ranked++;
+        seen_hw |= bit;
+        plan_capacity_row *w = &rows[n++];
+        double v[PLAN_SEEDS_MAX], tok[PLAN_SEEDS_MAX];
+        for (int i = 0; i < x->n_seeds; i++) { v[i] = x->seed_rate[i]; tok[i] = x->seed_tok[i]; }
+        w->cand = r->order[k];
+        w->rate = plan_interval_of(v, x->n_seeds);
+        w->rate_per_gpu = w->rate.mean / x->gpus;
+        double t = plan_interval_of(tok, x->n_seeds).mean, price = plan_price(s, x);
+        w->usd_per_mtok = price > 0 && t > 0 ? price * x->gpus / 3600.0 / t * 1e6 : NAN;
+        int reps = target > 0 ? plan_min_replicas(s, x, target, max_replicas) : 0;
+        w->gpus_for_target = reps * x->tp;
+        w->max_context = plan_max_context(s, x, concurrency);
+        if (progress) progress(ud, n, max);
+    }
+    return n;
+}
+
+int plan_capacity_fewest(const plan_capacity_row *rows, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        const plan_capacity_row *a = &rows[i];
+        if (a->gpus_for_target <= 0) continue;
+        if (best < 0) { best = i; continue; }
+        const plan_capacity_row *b = &rows[best];
+        if (a->gpus_for_target != b->gpus_for_target) { if (a->gpus_for_target < b->gpus_for_target) best = i; continue; }
+        /* Equal GPU counts: the cheaper per token, then the higher rate. */
+        if (isfinite(a->usd_per_mtok) && isfinite(b->usd_per_mtok) && a->usd_per_mtok != b->usd_per_mtok) {
+            if (a->usd_per_mtok < b->usd_per_mtok) best = i;
+        } else if (a->rate.mean > b->rate.mean) best = i;
+    }
+    return best;
 }

@@ -36,7 +36,35 @@ static double latency(const scn_scenario *s, const sim_metrics *m)
     return plan_percentile(m, s->slo.n ? s->slo.terms[0].metric : SCN_METRIC_E2E, 99);
 }
 
-static const plan_result *cmp_r;
+/* Two-sided 95 % critical values of Student's t for 1..31 degrees of freedom (NIST/SEMATECH
+ * e-Handbook of Statistical Methods, table 1.3.6.7.2; docs/sources.md). */
+static const double T95[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201,
+                             2.179,  2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074,
+                             2.069,  2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042, 2.040};
+
+plan_interval plan_interval_of(const double *x, int n)
+{
+    plan_interval r = {NAN, NAN, NAN, n};
+    if (n < 1) return r;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += x[i];
+    r.mean = sum / n;
+    if (!isfinite(r.mean) || n == 1) { r.lo = r.hi = r.mean; return r; }
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (x[i] - r.mean) * (x[i] - r.mean);
+    int df = n - 1;
+    double t = df <= (int)(sizeof T95 / sizeof T95[0]) ? T95[df - 1] : 1.960;
+    double half = t * sqrt(ss / df / n);
+    r.lo = r.mean - half;
+    r.hi = r.mean + half;
+    return r;
+}
+
+bool plan_intervals_separate(plan_interval a, plan_interval b)
+{
+    if (isnan(a.mean) || isnan(b.mean)) return false;
+    return a.lo > b.hi || b.lo > a.hi;
+}
 
 /* Allowed and within the SLO first, then allowed, then the rest; each group by objective. */
 static int group(const plan_cand *c)
@@ -45,53 +73,95 @@ static int group(const plan_cand *c)
     return c->allowed ? (c->slo_met ? 0 : 1) : 2;
 }
 
-static int by_rank(const void *a, const void *b)
+static int by_rank(const plan_result *r, int a, int b)
 {
-    const plan_cand *x = &cmp_r->c[*(const int *)a], *y = &cmp_r->c[*(const int *)b];
+    const plan_cand *x = &r->c[a], *y = &r->c[b];
     int gx = group(x), gy = group(y);
     if (gx != gy) return gx - gy;
     /* Objectives within 0.1 % are a tie: then lower p99 latency, then less KV memory. */
     double scale = fmax(fabs(x->objective), fabs(y->objective));
-    if (fabs(x->objective - y->objective) > 1e-3 * scale) return x->objective > y->objective ? -1 : 1;
+    if (x->objective != y->objective && !(fabs(x->objective - y->objective) <= 1e-3 * scale))
+        return x->objective > y->objective ? -1 : 1;
     if (x->latency_p99 != y->latency_p99) return x->latency_p99 < y->latency_p99 ? -1 : 1;
     if (x->m.kv_util_peak != y->m.kv_util_peak) return x->m.kv_util_peak < y->m.kv_util_peak ? -1 : 1;
-    return *(const int *)a - *(const int *)b;   /* stable: enumeration order */
+    return a - b;   /* stable: enumeration order */
+}
+
+/* A merge sort of r->order by by_rank (qsort has no context argument in C11). */
+static void sort_order(const plan_result *r, int *a, int *tmp, int n)
+{
+    if (n < 2) return;
+    int h = n / 2;
+    sort_order(r, a, tmp, h);
+    sort_order(r, a + h, tmp, n - h);
+    int i = 0, j = h, k = 0;
+    while (i < h && j < n) tmp[k++] = by_rank(r, a[j], a[i]) < 0 ? a[j++] : a[i++];
+    while (i < h) tmp[k++] = a[i++];
+    while (j < n) tmp[k++] = a[j++];
+    memcpy(a, tmp, sizeof *a * (size_t)n);
+}
+
+/* Seed k's objective at capacity (higher is better). */
+static double capacity_objective(const scn_scenario *s, const plan_cand *c, int k)
+{
+    double v;
+    switch (s->objective) {
+    case SCN_OBJ_THROUGHPUT: v = c->seed_tok[k]; break;
+    case SCN_OBJ_COST: v = c->seed_tok[k] > 0 ? -(plan_price(s, c) * c->gpus / 3600.0) / c->seed_tok[k] * 1e6 : -INFINITY; break;
+    default: v = c->seed_rate[k] / c->gpus; break;
+    }
+    return isnan(v) ? -INFINITY : v;
 }
 
 void plan_rank(const scn_scenario *s, plan_result *r)
 {
+    bool cap = plan_objective_at_capacity(s);
     for (int i = 0; i < r->n; i++) {
         plan_cand *c = &r->c[i];
         r->order[i] = i;
         if (c->status != PLAN_DONE) continue;
-        c->slo_met = plan_slo_met(s, &c->m);
+        int n = c->n_seeds < 1 ? 1 : c->n_seeds, met = 0;
+        double v[PLAN_SEEDS_MAX], rate[PLAN_SEEDS_MAX], tok[PLAN_SEEDS_MAX];
+        for (int k = 0; k < n; k++) met += (c->seed_slo >> k) & 1;
+        c->slo_met = 2 * met > n;
+        c->offered = plan_interval_of(c->seed_offered, n);
+        c->at_capacity = cap;
         c->latency_p99 = latency(s, &c->m);
-        switch (s->objective) {
-        case SCN_OBJ_THROUGHPUT: c->objective = c->m.output_tok_per_s; break;
-        case SCN_OBJ_P99_LATENCY: c->objective = -c->latency_p99; break;
-        case SCN_OBJ_COST:
-            /* dollars per million output tokens, negated */
-            c->objective = -(s->usd_per_gpu_hour * c->gpus / 3600.0) / c->m.output_tok_per_s * 1e6;
-            break;
-        default: c->objective = c->m.goodput / c->gpus; break;
+        c->usd_per_gpu_hour = plan_price(s, c);
+        if (cap) {
+            for (int k = 0; k < n; k++) { v[k] = capacity_objective(s, c, k); rate[k] = c->seed_rate[k]; tok[k] = c->seed_tok[k]; }
+            c->obj = plan_interval_of(v, n);
+            c->rate = plan_interval_of(rate, n);
+            plan_interval t = plan_interval_of(tok, n);
+            c->tok_per_gpu = t.mean / c->gpus;
+            c->usd_per_mtok = c->usd_per_gpu_hour > 0 && t.mean > 0 ? c->usd_per_gpu_hour * c->gpus / 3600.0 / t.mean * 1e6 : NAN;
+        } else {
+            c->obj = c->offered;
+            c->rate = (plan_interval){NAN, NAN, NAN, 0};
+            c->tok_per_gpu = c->m.output_tok_per_s / c->gpus;
+            c->usd_per_mtok = c->usd_per_gpu_hour > 0 && c->m.output_tok_per_s > 0
+                                  ? c->usd_per_gpu_hour * c->gpus / 3600.0 / c->m.output_tok_per_s * 1e6 : NAN;
         }
-        if (!isfinite(c->objective)) c->objective = -INFINITY;
+        c->objective = c->obj.mean;
+        if (isnan(c->objective)) c->objective = -INFINITY;
     }
-    /* Pareto front of output throughput per GPU against p99 latency, over evaluated candidates. */
+    /* Pareto front of output throughput per GPU (at capacity when the objective is judged
+     * there) against p99 latency at the offered load, over evaluated candidates. */
     for (int i = 0; i < r->n; i++) {
         plan_cand *c = &r->c[i];
         if (c->status != PLAN_DONE) continue;
-        double ti = c->m.output_tok_per_s / c->gpus;
+        double ti = c->tok_per_gpu;
         c->pareto = true;
         for (int j = 0; j < r->n && c->pareto; j++) {
             const plan_cand *d = &r->c[j];
             if (j == i || d->status != PLAN_DONE) continue;
-            double tj = d->m.output_tok_per_s / d->gpus;
+            double tj = d->tok_per_gpu;
             if (tj >= ti && d->latency_p99 <= c->latency_p99 && (tj > ti || d->latency_p99 < c->latency_p99)) c->pareto = false;
         }
     }
-    cmp_r = r;
-    qsort(r->order, (size_t)r->n, sizeof *r->order, by_rank);
+    int *tmp = malloc(sizeof *tmp * (size_t)(r->n > 0 ? r->n : 1));
+    if (tmp) sort_order(r, r->order, tmp, r->n);
+    free(tmp);
     r->best = -1;
     for (int i = 0; i < r->n; i++) {
         const plan_cand *c = &r->c[r->order[i]];
@@ -100,40 +170,136 @@ void plan_rank(const scn_scenario *s, plan_result *r)
 }
 
 /* ---- reasons ---- */
-static const char *objective_name(scn_objective o)
+static const char *objective_name(const scn_scenario *s)
 {
-    static const char *const N[] = {"goodput per GPU", "output throughput", "p99 latency", "cost per million tokens"};
-    return N[o];
+    static const char *const N[] = {"goodput per GPU", "output throughput", "p99 latency", "cost per million output tokens"};
+    return N[s->objective];
 }
 
-static void objective_value(const scn_scenario *s, double v, char *buf, size_t n)
+/* A number with as many decimals as its size needs (42.2, 0.049, 1234). */
+static void fmt_num(double v, char *buf, size_t n)
+{
+    double a = fabs(v);
+    if (!isfinite(v)) snprintf(buf, n, "%s", isnan(v) ? "n/a" : "none");
+    else if (a >= 100) snprintf(buf, n, "%.0f", v);
+    else if (a >= 10) snprintf(buf, n, "%.1f", v);
+    else if (a >= 1) snprintf(buf, n, "%.2f", v);
+    else snprintf(buf, n, "%.3g", v);
+}
+
+/* The objective as a positive quantity in its unit (latency and cost are stored negated). */
+static double shown(const scn_scenario *s, double v)
+{
+    return s->objective == SCN_OBJ_P99_LATENCY || s->objective == SCN_OBJ_COST ? -v : v;
+}
+
+static bool lower_is_better(const scn_scenario *s)
+{
+    return s->objective == SCN_OBJ_P99_LATENCY || s->objective == SCN_OBJ_COST;
+}
+
+static void unit_text(const scn_scenario *s, bool cap, char *buf, size_t n)
 {
     switch (s->objective) {
-    case SCN_OBJ_THROUGHPUT: snprintf(buf, n, "%.0f tokens/s", v); break;
-    case SCN_OBJ_P99_LATENCY: snprintf(buf, n, "%.3f s", -v); break;
-    case SCN_OBJ_COST: snprintf(buf, n, "$%.3f per million tokens", -v); break;
-    default: snprintf(buf, n, "%.3f req/s per GPU", v); break;
+    case SCN_OBJ_THROUGHPUT: snprintf(buf, n, "output tokens/s%s", cap ? " at the highest rate within the SLO" : ""); break;
+    case SCN_OBJ_P99_LATENCY: snprintf(buf, n, "s p99 latency"); break;
+    case SCN_OBJ_COST: snprintf(buf, n, "$ per million output tokens%s", cap ? " at the highest rate within the SLO" : ""); break;
+    default: snprintf(buf, n, "req/s per GPU%s", cap ? " within the SLO" : " of goodput"); break;
     }
 }
 
-/* How much better a is than b on the objective, as a signed percentage of b. */
-static double gain(const scn_scenario *s, double a, double b)
+/* "42.2 req/s per GPU within the SLO" (cost: "$0.120 per million ..."). */
+static void value_text(const scn_scenario *s, bool cap, double v, char *buf, size_t n)
 {
-    if (s->objective == SCN_OBJ_P99_LATENCY || s->objective == SCN_OBJ_COST) return b != 0 ? (b - a) / b * 100 : 0;
-    return b != 0 ? (a - b) / fabs(b) * 100 : 0;
+    char num[32], unit[96];
+    fmt_num(shown(s, v), num, sizeof num);
+    unit_text(s, cap, unit, sizeof unit);
+    if (s->objective == SCN_OBJ_COST) snprintf(buf, n, "$%s%s", num, unit + 1);
+    else snprintf(buf, n, "%s %s", num, unit);
+}
+
+static void interval_text(const scn_scenario *s, plan_interval x, char *buf, size_t n)
+{
+    char a[32], b[32];
+    if (x.n < 2 || !isfinite(x.mean)) { snprintf(buf, n, "%s", x.n < 2 ? "one seed, no interval" : "every seed"); return; }
+    double lo = shown(s, x.lo), hi = shown(s, x.hi);
+    fmt_num(fmin(lo, hi), a, sizeof a);
+    fmt_num(fmax(lo, hi), b, sizeof b);
+    snprintf(buf, n, "%s-%s", a, b);
+}
+
+/* True when the candidate met the SLO at no rate on any seed (judged at capacity). */
+static bool misses_everywhere(const plan_cand *c)
+{
+    if (!c->at_capacity) return false;
+    for (int k = 0; k < c->n_seeds; k++) if (c->seed_rate[k] > 0) return false;
+    return true;
+}
+
+/* How a compares with b on the objective, in absolute units first: "42.2 vs 35.2 req/s per
+ * GPU within the SLO (95 % intervals 41.9-42.5 and 34.8-35.6 over 3 seeds): 20 % higher,
+ * better", or that the difference is not measurable, or that b misses the SLO at every rate. */
+void plan_compare_text(const scn_scenario *s, const plan_cand *a, const plan_cand *b, char *buf, size_t n)
+{
+    bool cap = a->at_capacity;
+    char va[32], vb[32], unit[96], ia[64], ib[64];
+    fmt_num(shown(s, a->objective), va, sizeof va);
+    fmt_num(shown(s, b->objective), vb, sizeof vb);
+    unit_text(s, cap, unit, sizeof unit);
+    if (misses_everywhere(a) && misses_everywhere(b)) {
+        snprintf(buf, n, "both miss the SLO at every rate tried");
+        return;
+    }
+    if (misses_everywhere(b)) {
+        char v[128];
+        value_text(s, cap, a->objective, v, sizeof v);
+        snprintf(buf, n, "the alternative misses the SLO at every rate tried, this one reaches %s", v);
+        return;
+    }
+    if (misses_everywhere(a)) {
+        char v[128];
+        value_text(s, cap, b->objective, v, sizeof v);
+        snprintf(buf, n, "this one misses the SLO at every rate tried, the alternative reaches %s", v);
+        return;
+    }
+    interval_text(s, a->obj, ia, sizeof ia);
+    interval_text(s, b->obj, ib, sizeof ib);
+    const char *cur = s->objective == SCN_OBJ_COST ? "$" : "";
+    const char *u = s->objective == SCN_OBJ_COST ? unit + 2 : unit;
+    if (!plan_intervals_separate(a->obj, b->obj) && a->obj.n > 1) {
+        snprintf(buf, n, "no measurable difference at this load (%s%s vs %s%s %s; 95 %% intervals %s and %s over %d seeds overlap)",
+                 cur, va, cur, vb, u, ia, ib, a->obj.n);
+        return;
+    }
+    double x = shown(s, a->objective), y = shown(s, b->objective);
+    bool better = lower_is_better(s) ? x < y : x > y;
+    char rel[96] = "";
+    /* A relative change only against a meaningful base: same sign, and the base at least a
+     * tenth of the value; otherwise a ratio. */
+    if (y > 0 && x > 0 && y >= 0.1 * x && x >= 0.1 * y)
+        snprintf(rel, sizeof rel, ": %.0f %% %s, %s", fabs(x - y) / y * 100, x > y ? "higher" : "lower", better ? "better" : "worse");
+    else if (y > 0 && x > 0)
+        snprintf(rel, sizeof rel, ": %.1fx %s, %s", x > y ? x / y : y / x, x > y ? "higher" : "lower", better ? "better" : "worse");
+    else
+        snprintf(rel, sizeof rel, ": %s", better ? "better" : "worse");
+    if (a->obj.n > 1)
+        snprintf(buf, n, "%s%s vs %s%s %s (95 %% intervals %s and %s over %d seeds)%s", cur, va, cur, vb, u, ia, ib, a->obj.n, rel);
+    else
+        snprintf(buf, n, "%s%s vs %s%s %s (one seed)%s", cur, va, cur, vb, u, rel);
 }
 
 /* The candidate equal to `base` except in dimension `dim`, with a different value there. */
 static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim)
 {
-    int same[12] = {
+    int same[PLAN_DIMS] = {
         a->c.layout == b->c.layout, a->c.block_size == b->c.block_size || a->c.layout == SCN_LAYOUT_CONTIGUOUS,
         a->c.prefix_cache == b->c.prefix_cache, a->c.kv_dtype == b->c.kv_dtype, a->c.attention == b->c.attention,
         a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
         a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
-        a->replicas == b->replicas, a->kv_heads == b->kv_heads};
+        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->wformat == b->wformat,
+        a->engine == b->engine};
     if (same[dim]) return 0;
-    for (int i = 0; i < 12; i++) if (i != dim && !same[i]) return 0;
+    for (int i = 0; i < PLAN_DIMS; i++) if (i != dim && !same[i]) return 0;
     return 1;
 }
 
@@ -152,7 +318,10 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 8: snprintf(buf, n, "a %d-token step budget", c->max_batched); break;
     case 9: snprintf(buf, n, "tensor parallel %d", c->tp); break;
     case 10: snprintf(buf, n, "%d replica%s", c->replicas, c->replicas > 1 ? "s" : ""); break;
-    default: snprintf(buf, n, "%d KV heads", c->kv_heads ? c->kv_heads : 0); break;
+    case 11: if (c->kv_heads) snprintf(buf, n, "%d KV heads", c->kv_heads); else snprintf(buf, n, "the model's own KV heads"); break;
+    case 12: snprintf(buf, n, "%s", c->hw_name); break;
+    case 13: snprintf(buf, n, "%s weights", c->wformat_name); break;
+    default: snprintf(buf, n, "engine %s", c->engine_name); break;
     }
 }
 
@@ -161,12 +330,35 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
     int n = 0;
     if (r->best < 0 || max <= 0) return 0;
     const plan_cand *b = &r->c[r->best];
-    char desc[300], val[96];
+    char desc[300], val[160], iv[64];
     plan_describe(b, desc, sizeof desc);
-    objective_value(s, b->objective, val, sizeof val);
+    value_text(s, b->at_capacity, b->objective, val, sizeof val);
+    interval_text(s, b->obj, iv, sizeof iv);
     const sim_metrics *m = &b->m;
-    if (n < max) snprintf(lines[n++], PLAN_LINE, "Recommended: %.200s, for %s %.60s%s.", desc, objective_name(s->objective), val,
-                          b->slo_met ? " within the SLO" : "; no allowed candidate meets the SLO, this one comes closest");
+    if (n < max) {
+        char how[200];
+        if (b->at_capacity)
+            snprintf(how, sizeof how, "judged at capacity (each candidate at its highest arrival rate within the SLO, mean of %d "
+                     "seed%s)", b->obj.n, b->obj.n == 1 ? "" : "s");
+        else
+            snprintf(how, sizeof how, "judged at the offered load (%s, mean of %d seed%s)",
+                     s->workload.arrival == SCN_ARRIVAL_TRACE ? "a trace has no rate to raise" : "the objective is a latency",
+                     b->obj.n, b->obj.n == 1 ? "" : "s");
+        snprintf(lines[n++], PLAN_LINE, "Recommended: %.200s, for %s %.200s: %.160s (95 %% interval %.60s)%s.", desc, objective_name(s), how,
+                 val, iv, b->slo_met ? "" : "; no allowed candidate meets the SLO at the offered load, this one comes closest");
+    }
+    if (n < max && b->at_capacity && isfinite(b->rate.mean)) {
+        char r1[32], r2[32];
+        fmt_num(b->rate.mean, r1, sizeof r1);
+        fmt_num(s->workload.rate, r2, sizeof r2);
+        snprintf(lines[n++], PLAN_LINE, "Capacity: %s req/s within the SLO against the %s req/s offered (%.1fx headroom)%s.", r1, r2,
+                 s->workload.rate > 0 ? b->rate.mean / s->workload.rate : NAN,
+                 b->slo_met ? "" : "; at the offered load it misses the SLO");
+    }
+    if (n < max && b->usd_per_gpu_hour > 0 && isfinite(b->usd_per_mtok))
+        snprintf(lines[n++], PLAN_LINE, "Cost: $%.3f per million output tokens %s, on %.0f GPU%s of %s at $%.2f per GPU-hour.",
+                 b->usd_per_mtok, b->at_capacity ? "at the highest rate within the SLO" : "at the offered load", b->gpus,
+                 b->gpus == 1 ? "" : "s", plan_hardware_name(s, b), b->usd_per_gpu_hour);
     /* Which cost binds: the cost model's view of a typical decode and prefill step. */
     scn_scenario t;
     plan_apply(s, b, &t);
@@ -188,8 +380,8 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
         double queue_share = m->q[SIM_Q_TTFT].mean > 0 ? m->q[SIM_Q_QUEUE].mean / m->q[SIM_Q_TTFT].mean : 0;
         if (m->preemptions > 0 || m->kv_util_peak > 0.95) {
             binding = "KV memory caps concurrency";
-            snprintf(why, sizeof why, "the cache peaked at %.0f %% of %ld blocks with %ld preemptions, so the batch (mean %.1f) "
-                     "cannot grow further", 100 * m->kv_util_peak, m->kv_blocks, m->preemptions, m->batch_mean);
+            snprintf(why, sizeof why, "the cache peaked at %.0f %% of its %ld blocks with %ld preemptions, so the batch (mean %.1f "
+                     "sequences) cannot grow further", 100 * m->kv_util_peak, m->kv_blocks, m->preemptions, m->batch_mean);
         } else if (queue_share > 0.5) {
             binding = "queueing binds";
             snprintf(why, sizeof why, "%.0f %% of the mean TTFT (%.3f s) is waiting for admission", 100 * queue_share,
@@ -205,54 +397,53 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      batch, ctx, total / 1073741824.0, 100 * kv / total, dc.seconds * 1e3,
                      100 * (dc.seconds - dc.op[KV_OP_STEP].seconds) / dc.seconds, 100 * m->kv_util_peak);
         }
-        if (n < max) snprintf(lines[n++], PLAN_LINE, "What binds: %s: %.300s. A %ld-token prefill is %s-bound (%.1f ms).",
+        if (n < max) snprintf(lines[n++], PLAN_LINE, "What binds (at the offered load): %s: %.300s. A %ld-token prefill is %s-bound (%.1f ms).",
                               binding, why, pf.new_tokens, kv_bound_name(pc.bound), pc.seconds * 1e3);
         free(w);
     }
-    /* How far each chosen option moved the objective: the best against itself with one option changed. */
-    for (int dim = 0; dim < 12 && n < max; dim++) {
+    /* What each chosen option earns: the best against itself with one option changed, credited
+     * only when the seeds' intervals separate. */
+    for (int dim = 0; dim < PLAN_DIMS && n < max; dim++) {
         const plan_cand *alt = NULL;
         for (int i = 0; i < r->n; i++) {
             const plan_cand *c = &r->c[r->order[i]];
             if (c->status == PLAN_DONE && differs_only_in(b, c, dim)) { alt = c; break; }
         }
         if (!alt) continue;
-        char mine[96], theirs[96], av[96];
+        char mine[96], theirs[96], cmp[400];
         dim_value(b, dim, mine, sizeof mine);
         dim_value(alt, dim, theirs, sizeof theirs);
-        objective_value(s, alt->objective, av, sizeof av);
-        snprintf(lines[n++], PLAN_LINE, "%s instead of %s: %+.1f %% %s (%s against %s)%s.", mine, theirs,
-                 gain(s, b->objective, alt->objective), objective_name(s->objective), val, av,
-                 alt->slo_met ? "" : "; the alternative misses the SLO");
+        plan_compare_text(s, b, alt, cmp, sizeof cmp);
+        snprintf(lines[n++], PLAN_LINE, "%.90s instead of %.90s: %.400s%s.", mine, theirs, cmp,
+                 alt->slo_met || misses_everywhere(alt) ? "" : "; the alternative misses the SLO at the offered load");
     }
     /* The runner-up and what it gives up. */
     for (int i = 0; i < r->n && n < max; i++) {
         const plan_cand *c = &r->c[r->order[i]];
         if (r->order[i] == r->best || c->status != PLAN_DONE || !c->allowed) continue;
-        char d2[300], v2[96];
+        char d2[300], cmp[400];
         plan_describe(c, d2, sizeof d2);
-        objective_value(s, c->objective, v2, sizeof v2);
-        /* What it gives up, as a share of the recommendation's value. */
-        double lost = b->objective != 0 ? fabs(b->objective - c->objective) / fabs(b->objective) * 100 : 0;
-        snprintf(lines[n++], PLAN_LINE, "Runner-up: %.200s gives up %.1f %% of %s (%.60s)%s; its TTFT p99 is %.3f s against %.3f s.",
-                 d2, lost, objective_name(s->objective), v2,
-                 c->slo_met ? "" : " and misses the SLO", c->m.q[SIM_Q_TTFT].p99, m->q[SIM_Q_TTFT].p99);
+        plan_compare_text(s, b, c, cmp, sizeof cmp);
+        snprintf(lines[n++], PLAN_LINE, "Runner-up: %.200s: recommended against it, %.400s%s; its TTFT p99 at the offered load is "
+                 "%.3f s against %.3f s.", d2, cmp, c->slo_met ? "" : " (it misses the SLO at the offered load)",
+                 c->m.q[SIM_Q_TTFT].p99, m->q[SIM_Q_TTFT].p99);
         break;
     }
     /* Options that would change the model's outputs are named as such. */
     for (int i = 0; i < r->n && n < max; i++) {
         const plan_cand *c = &r->c[r->order[i]];
         if (c->status != PLAN_DONE || c->allowed) continue;
-        char d2[300], v2[96];
+        char d2[300], cmp[400];
         plan_describe(c, d2, sizeof d2);
-        objective_value(s, c->objective, v2, sizeof v2);
-        if (gain(s, c->objective, b->objective) > 0)
-            snprintf(lines[n++], PLAN_LINE, "Not recommended, accuracy risk: %.200s would give %.60s (%+.1f %%) but %s; the "
-                     "scenario's quality settings do not accept that.", d2, v2, gain(s, c->objective, b->objective),
-                     c->risk_gqa ? "needs a model retrained with fewer KV heads"
-                     : c->risk_window ? "drops all but the sink and window tokens from attention"
-                     : c->risk_weights ? "quantises the weights"
-                                      : "quantises the KV cache");
+        if (plan_intervals_separate(c->obj, b->obj) && c->objective > b->objective) {
+            plan_compare_text(s, c, b, cmp, sizeof cmp);
+            snprintf(lines[n++], PLAN_LINE, "Not recommended, accuracy risk: %.200s would give %.400s, but %s; the scenario's "
+                     "quality settings do not accept that.", d2, cmp,
+                     c->risk_gqa ? "it needs a model retrained with fewer KV heads"
+                     : c->risk_window ? "it drops all but the sink and window tokens from attention"
+                     : c->risk_weights ? "it quantises the weights"
+                                      : "it quantises the KV cache");
+        }
         break;
     }
     return n;

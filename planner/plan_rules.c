@@ -96,7 +96,7 @@ static void rule_split(const scn_scenario *s, const plan_cand *b, plan_rule *r)
 static void rule_paged(const scn_scenario *s, const plan_cand *b, plan_rule *r)
 {
     const char *rule = "PagedAttention gives 2-4x the throughput of contiguous reservation";
-    if (s->workload.arrival == SCN_ARRIVAL_TRACE) { set(r, rule, "n/a", "a trace has no rate to push to capacity"); return; }
+    if (!scn_arrival_has_rate(s->workload.arrival)) { set(r, rule, "n/a", "the arrival process has no rate to push to capacity"); return; }
     plan_cand paged = *b, contig = *b;
     paged.c.layout = SCN_LAYOUT_PAGED;
     contig.c.layout = SCN_LAYOUT_CONTIGUOUS;

@@ -33,23 +33,14 @@ int sim_choice_check(const sim_choice *c, char *why, size_t n)
 
 void sim_choice_describe(const sim_choice *c, char *buf, size_t n)
 {
-    static const char *const SCHED[] = {"static", "continuous", "chunked"};
     char win[48] = "off";
     if (c->window > 0) snprintf(win, sizeof win, "%d+%d", c->sink, c->window);
     if (c->layout == SCN_LAYOUT_PAGED)
         snprintf(buf, n, "paged/%d prefix=%s %s %s %s window=%s", c->block_size, c->prefix_cache ? "on" : "off",
-                 scn_dtype_name(c->kv_dtype), c->attention == SCN_ATTN_FLASH ? "flash" : "naive",
-                 SCHED[c->scheduler], win);
+                 scn_dtype_name(c->kv_dtype), SCN_ATTN_NAMES[c->attention],
+                 SCN_SCHED_NAMES[c->scheduler], win);
     else
         snprintf(buf, n, "contiguous prefix=%s %s %s %s window=%s", c->prefix_cache ? "on" : "off",
-                 scn_dtype_name(c->kv_dtype), c->attention == SCN_ATTN_FLASH ? "flash" : "naive",
-                 SCHED[c->scheduler], win);
-}
-
-uint32_t sim_token_id(uint64_t stream_seed, long pos)
-{
-    uint64_t x = stream_seed ^ ((uint64_t)pos * 0x9e3779b97f4a7c15ULL);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return (uint32_t)(x ^ (x >> 31));
+                 scn_dtype_name(c->kv_dtype), SCN_ATTN_NAMES[c->attention],
+                 SCN_SCHED_NAMES[c->scheduler], win);
 }

@@ -2,7 +2,7 @@
  * conversation's next turn), step completions (one per replica) and time-series samples; they
  * fire in (time, push order), so a run is a pure function of the scenario, choice and seed. */
 #include "engine.h"
-#include "../model/kv_model.h"
+#include "../model/kv_blocks.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -12,7 +12,7 @@
 
 #define CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
-void sim_engine_account(sim_engine *e, sim_replica *rep)
+static void account(sim_engine *e, sim_replica *rep)
 {
     double dt = e->now - rep->last_t;
     rep->last_t = e->now;
@@ -47,16 +47,17 @@ static void note_peak(sim_engine *e)
 {
     double used = 0;
     for (int i = 0; i < e->n_rep; i++) used += (double)sim_kv_referenced(e->rep[i].kv);
-    if (used / e->n_rep > e->acc.used_peak) e->acc.used_peak = used / e->n_rep;
+    if (used > e->acc.used_peak) e->acc.used_peak = used;
 }
 
 /* Starts the replica's next step if it is idle and has work. */
 static int kick(sim_engine *e, sim_replica *rep)
 {
     if (rep->busy) return 0;
-    sim_engine_account(e, rep);
-    int n = sim_sched_step(e, rep);
-    if (n < 0) return -1;
+    account(e, rep);
+    e->sched.now = e->now;
+    int n = sim_sched_step(&e->sched, rep);
+    if (n < 0) { e->internal = e->sched.internal; return -1; }
     if (n == 0) {
         if (rep->waiting.n && !rep->running.n) {
             snprintf(e->err, e->nerr, "request %ld cannot be admitted even into an empty replica",
@@ -132,7 +133,9 @@ static int next_arrival(sim_engine *e)
     return sim_heap_push(&e->heap, &e->arrival_ev, e->next_spec.arrival);
 }
 
-int sim_engine_complete(sim_engine *e, sim_replica *rep, sim_req *r)
+/* Records a finished request: metrics, sinks, progress, and its conversation's next turn.
+ * Every completion passes here, so this is the place for per-completion hooks. */
+static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
 {
     sim_request_row row = {
         .id = r->spec.id, .replica = rep->id, .arrival = r->spec.arrival,
@@ -142,7 +145,7 @@ int sim_engine_complete(sim_engine *e, sim_replica *rep, sim_req *r)
         .cached = r->cached, .preemptions = r->preemptions, .conversation = r->spec.conversation,
         .turn = r->spec.turn,
     };
-    sim_acc_request(&e->acc, &e->s->slo, &row);
+    if (r->spec.measured) sim_acc_request(&e->acc, &e->s->slo, &row);
     rep->outstanding--;
     e->done++;
     if (e->o->on_request && e->o->on_request(e->o->ud, &row)) {
@@ -159,6 +162,29 @@ int sim_engine_complete(sim_engine *e, sim_replica *rep, sim_req *r)
     }
     e->total = sim_workload_total(e->wl);
     return 0;
+}
+
+static void free_req(sim_engine *e, sim_req *r)
+{
+    free(r->kv.blocks);
+    free(r);
+    e->alive--;
+}
+
+/* A step has ended on rep: the scheduler applies it, then the engine records what completed. */
+static int finish_step(sim_engine *e, sim_replica *rep)
+{
+    e->sched.now = e->now;
+    if (sim_sched_finish(&e->sched, rep)) return -1;
+    int rc = 0;
+    for (int i = 0; i < rep->n_fin; i++) {
+        sim_req *r = rep->fin[i];
+        if (!rc) rc = complete(e, rep, r);   /* after a failure, only free what is no longer listed */
+        if (r->state == REQ_DONE) free_req(e, r);
+    }
+    for (int i = 0; i < rep->n_gone; i++) free_req(e, rep->gone[i]);
+    rep->n_fin = rep->n_gone = 0;
+    return rc;
 }
 
 static int sample(sim_engine *e)
@@ -198,9 +224,9 @@ static int loop(sim_engine *e)
         case EV_STEP: {
             sim_replica *rep = CONTAINER(ev, sim_replica, ev);
             rep->busy = false;
-            sim_engine_account(e, rep);
+            account(e, rep);
             rep->frag_unused = rep->frag_reserved = 0;
-            rc = sim_sched_finish(e, rep) || kick(e, rep);
+            rc = finish_step(e, rep) || kick(e, rep);
             break;
         }
         case EV_SAMPLE:
@@ -210,20 +236,36 @@ static int loop(sim_engine *e)
             rc = kick(e, CONTAINER(ev, sim_replica, kick_ev));
             break;
         }
-        if (rc || e->failed) return -1;
+        if (rc) return -1;
     }
     return 0;
 }
 
-static long blocks_for(const scn_scenario *s, const sim_choice *c, char *err, size_t n)
+/* The KV pool of replica i, in blocks (contiguous: tokens). The executor owns the pool: a
+ * measuring executor reports what it really allocated, and an override must agree with it;
+ * the predicting executor reports the cost model's count, which an override replaces. */
+static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_executor *ex, const sim_run_opts *o,
+                        int i, char *err, size_t n)
 {
+    long got = ex->kv_blocks ? ex->kv_blocks(ex->ctx, i) : 0;
+    if (ex->measured) {
+        if (got <= 0) {
+            snprintf(err, n, "executor %s holds no KV pool for replica %d", ex->name, i);
+            return -1;
+        }
+        if (o->kv_blocks_override > 0 && o->kv_blocks_override != got) {
+            snprintf(err, n, "executor %s allocated %ld KV blocks for replica %d, not the %ld asked for", ex->name, got, i,
+                     o->kv_blocks_override);
+            return -1;
+        }
+        return got;
+    }
+    if (o->kv_blocks_override > 0) return o->kv_blocks_override;
+    if (got > 0) return got;
     kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
-    kv_capacity k = kv_capacity_compute(s, &cfg, c->layout == SCN_LAYOUT_PAGED ? c->block_size : 1, 0);
-    long blocks = c->layout == SCN_LAYOUT_PAGED ? k.capacity_blocks : k.capacity_tokens;
-    if (blocks <= 0)
-        snprintf(err, n, "the model does not fit: weights, activations and runtime leave %.2f GiB for the KV cache",
-                 k.kv_budget / 1073741824.0);
-    return blocks;
+    snprintf(err, n, "the model does not fit: weights, activations and runtime leave %.2f GiB for the KV cache",
+             kv_pool_size(s, &cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).kv_budget / 1073741824.0);
+    return -1;
 }
 
 int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const sim_run_opts *o,
@@ -231,27 +273,33 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
 {
     memset(m, 0, sizeof *m);
     if (sim_choice_check(c, err, n)) return SIM_E_DATA;
-    long blocks = o->kv_blocks_override > 0 ? o->kv_blocks_override : blocks_for(s, c, err, n);
-    if (blocks <= 0) return SIM_E_DATA;
     sim_engine e;
     memset(&e, 0, sizeof e);
     e.s = s; e.c = *c; e.ex = ex; e.o = o; e.err = err; e.nerr = n;
+    e.sched = (sim_sched){.s = s, .c = *c, .acc = &e.acc, .err = err, .nerr = n};
     e.arrival_ev.idx = e.sample_ev.idx = -1;
     e.sample_ev.kind = EV_SAMPLE;
-    /* vLLM keeps 1 % of blocks free at admission so running sequences can grow. */
-    e.watermark = c->layout == SCN_LAYOUT_PAGED ? blocks / 100 : 0;
     sim_heap_init(&e.heap);
     int rc = SIM_E_INTERNAL;
+    long blocks = 0, blocks_all = 0;
     if (sim_acc_init(&e.acc)) { snprintf(err, n, "out of memory"); goto out; }
     e.n_rep = s->deployment.replicas;
     e.rep = calloc((size_t)e.n_rep, sizeof *e.rep);
     if (!e.rep) { snprintf(err, n, "out of memory"); goto out; }
     for (int i = 0; i < e.n_rep; i++) {
-        e.rep[i].id = i;
-        e.rep[i].ev.idx = -1;
-        e.rep[i].kick_ev.idx = -1;
-        e.rep[i].kv = sim_kv_init(blocks, c->block_size, c->layout == SCN_LAYOUT_PAGED, c->prefix_cache, c->sink, c->window);
-        if (!e.rep[i].kv) { snprintf(err, n, "out of memory for %ld KV blocks", blocks); goto out; }
+        sim_replica *rep = &e.rep[i];
+        rep->id = i;
+        rep->ev.idx = -1;
+        rep->kick_ev.idx = -1;
+        rep->batch.replica = i;
+        long b = pool_blocks(s, c, ex, o, i, err, n);
+        if (b <= 0) { rc = ex->measured ? SIM_E_INTERNAL : SIM_E_DATA; goto out; }
+        if (i == 0) blocks = b;
+        blocks_all += b;
+        /* vLLM keeps 1 % of blocks free at admission so running sequences can grow. */
+        rep->watermark = c->layout == SCN_LAYOUT_PAGED ? b / 100 : 0;
+        rep->kv = sim_kv_init(b, c->block_size, c->layout == SCN_LAYOUT_PAGED, c->prefix_cache, c->sink, c->window);
+        if (!rep->kv) { snprintf(err, n, "out of memory for %ld KV blocks", b); goto out; }
     }
     int noinput = 0;
     e.wl = sim_workload_init(s, o->seed, &noinput, err, n);
@@ -262,10 +310,9 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     if (o->sample_interval > 0 && sim_heap_push(&e.heap, &e.sample_ev, 0)) goto out;
     rc = loop(&e) ? (e.internal ? SIM_E_INTERNAL : SIM_E_DATA) : SIM_OK;
     if (rc == SIM_OK) {
-        for (int i = 0; i < e.n_rep; i++) sim_engine_account(&e, &e.rep[i]);
-        /* used_integral covers all replicas; per-replica utilisation divides by their count. */
-        e.acc.used_integral /= e.n_rep;
-        sim_acc_finish(&e.acc, blocks, m);
+        for (int i = 0; i < e.n_rep; i++) account(&e, &e.rep[i]);
+        /* used_integral and the peak cover all replicas: utilisation is over all their blocks. */
+        sim_acc_finish(&e.acc, blocks_all, m);
         m->kv_blocks = blocks;
         m->kv_tokens = c->layout == SCN_LAYOUT_PAGED ? blocks * c->block_size : blocks;
         m->events = (long)e.heap.next_seq;
@@ -278,9 +325,7 @@ out:
         for (sim_list *l = &rep->waiting; l; l = l == &rep->waiting ? &rep->running : NULL)
             while (l->head) { sim_req *r = l->head; sim_list_remove(l, r); free(r->kv.blocks); free(r); }
         sim_kv_free(rep->kv);
-        free(rep->batch.seqs);
-        free(rep->breq);
-        free(rep->sb);
+        sim_sched_replica_free(rep);
     }
     /* Follow-up turns still queued (only after a failure) own their requests. */
     sim_event *ev;

@@ -1,6 +1,6 @@
 /* exec_model.c: the predicting executor: a step takes the time the cost model says. */
 #include "sim.h"
-#include "../model/kv_model.h"
+#include "../model/kv_blocks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@ typedef struct {
     scn_attention attn;
     kv_seq_work *work;
     int cap;
+    long blocks;             /* the cost model's pool per replica */
 } model_ctx;
 
 static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
@@ -31,6 +32,12 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
     return 0;
 }
 
+static long model_blocks(void *ctx, int replica)
+{
+    (void)replica;
+    return ((model_ctx *)ctx)->blocks;
+}
+
 static void model_free(void *ctx)
 {
     model_ctx *m = ctx;
@@ -46,7 +53,8 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->s = s;
     m->cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
     m->attn = c->attention;
-    *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = NULL, .free = model_free};
+    m->blocks = kv_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).blocks;
+    *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free};
     return 0;
 }
 

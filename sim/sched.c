@@ -9,36 +9,10 @@
  * Admission needs free blocks beyond a watermark; a running sequence that cannot grow preempts
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
  * the queue), or itself when it is the newest. */
-#include "engine.h"
+#include "sched.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-void sim_list_push_back(sim_list *l, sim_req *r)
-{
-    r->next = NULL;
-    r->prev = l->tail;
-    if (l->tail) l->tail->next = r; else l->head = r;
-    l->tail = r;
-    l->n++;
-}
-
-void sim_list_push_front(sim_list *l, sim_req *r)
-{
-    r->prev = NULL;
-    r->next = l->head;
-    if (l->head) l->head->prev = r; else l->tail = r;
-    l->head = r;
-    l->n++;
-}
-
-void sim_list_remove(sim_list *l, sim_req *r)
-{
-    if (r->prev) r->prev->next = r->next; else l->head = r->next;
-    if (r->next) r->next->prev = r->prev; else l->tail = r->prev;
-    r->prev = r->next = NULL;
-    l->n--;
-}
 
 static int batch_room(sim_replica *rep, int n)
 {
@@ -49,14 +23,20 @@ static int batch_room(sim_replica *rep, int n)
     if (s) rep->batch.seqs = s;
     sim_req **b = realloc(rep->breq, sizeof *b * (size_t)cap);
     if (b) rep->breq = b;
-    if (!s || !b) return -1;
+    sim_req **f = realloc(rep->fin, sizeof *f * (size_t)cap);
+    if (f) rep->fin = f;
+    if (!s || !b || !f) return -1;
     rep->bcap = cap;
     return 0;
 }
 
-static int add_seq(sim_replica *rep, sim_req *r, int new_tokens, int start, int context)
+static int add_seq(sim_sched *e, sim_replica *rep, sim_req *r, int new_tokens, int start, int context)
 {
-    if (batch_room(rep, rep->batch.n + 1)) return -1;
+    if (batch_room(rep, rep->batch.n + 1)) {
+        snprintf(e->err, e->nerr, "out of memory for a batch of %d sequences", rep->batch.n + 1);
+        e->internal = 1;
+        return -1;
+    }
     int i = rep->batch.n++;
     sim_batch_seq *q = &rep->batch.seqs[i];
     q->req_id = r->spec.id;
@@ -74,27 +54,26 @@ static int add_seq(sim_replica *rep, sim_req *r, int new_tokens, int start, int 
     return 0;
 }
 
-static int fail(sim_engine *e, const char *fmt, long a, long b, long c)
+static int fail(sim_sched *e, const char *fmt, long a, long b, long c)
 {
     snprintf(e->err, e->nerr, fmt, a, b, c);
-    e->failed = 1;
     return -1;
 }
 
-static void preempt(sim_engine *e, sim_replica *rep, sim_req *r)
+static void preempt(sim_sched *e, sim_replica *rep, sim_req *r)
 {
     sim_kv_release(rep->kv, &r->kv);
     r->computed = 0;
     r->state = REQ_WAITING;
     r->preemptions++;
-    e->acc.preemptions++;
+    e->acc->preemptions++;
     sim_list_remove(&rep->running, r);
     sim_list_push_front(&rep->waiting, r);
 }
 
 /* What a contiguous allocator reserves: the request's longest possible length (prompt plus the
  * most it may generate), or the StreamingLLM window when that is smaller. */
-static long contiguous_reservation(const sim_engine *e, const sim_req *r)
+static long contiguous_reservation(const sim_sched *e, const sim_req *r)
 {
     const scn_workload *w = &e->s->workload;
     long lim = e->s->deployment.max_model_len;
@@ -110,7 +89,7 @@ static long contiguous_reservation(const sim_engine *e, const sim_req *r)
 
 /* Grows r to hold positions [0, upto), preempting the newest running sequences as needed.
  * Returns 1 if r was itself preempted, 0 if it grew, -1 on a fatal problem. */
-static int grow_or_preempt(sim_engine *e, sim_replica *rep, sim_req *r, int upto)
+static int grow_or_preempt(sim_sched *e, sim_replica *rep, sim_req *r, int upto)
 {
     if (upto <= r->kv.room) return 0;
     while (sim_kv_grow(rep->kv, &r->kv, upto) != 0) {
@@ -129,7 +108,7 @@ static int grow_or_preempt(sim_engine *e, sim_replica *rep, sim_req *r, int upto
 
 /* Tries to admit the head of the waiting list with at most `budget` new tokens. Returns the
  * tokens scheduled, 0 if it does not fit now, -1 if it can never fit. */
-static long admit(sim_engine *e, sim_replica *rep, sim_req *r, long budget, bool chunked)
+static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool chunked)
 {
     sim_kv *kv = rep->kv;
     bool paged = e->c.layout == SCN_LAYOUT_PAGED;
@@ -146,10 +125,10 @@ static long admit(sim_engine *e, sim_replica *rep, sim_req *r, long budget, bool
         long bs = sim_kv_block_size(kv);
         long need = (upto + bs - 1) / bs - hit / bs;
         long whole = ((long)r->total + bs) / bs;
-        if (whole > sim_kv_total(kv) - e->watermark)
+        if (whole > sim_kv_total(kv) - rep->watermark)
             return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds", r->spec.id, whole,
-                        sim_kv_total(kv) - e->watermark);
-        if (need + from_free + e->watermark > sim_kv_available(kv)) return 0;
+                        sim_kv_total(kv) - rep->watermark);
+        if (need + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         sim_kv_match_prefix(kv, &r->kv, r->total, true, NULL);
         if (sim_kv_grow(kv, &r->kv, (int)upto)) { sim_kv_release(kv, &r->kv); return 0; }
     } else {
@@ -163,23 +142,23 @@ static long admit(sim_engine *e, sim_replica *rep, sim_req *r, long budget, bool
         r->admitted_once = true;
         r->cached = hit;
         r->t_sched = e->now;
-        e->acc.prompt_tokens += r->spec.prompt;
-        e->acc.hit_tokens += hit;
+        e->acc->prompt_tokens += r->spec.prompt;
+        e->acc->hit_tokens += hit;
     }
     r->computed = hit;
     r->state = REQ_RUNNING;
     sim_list_remove(&rep->waiting, r);
     sim_list_push_back(&rep->running, r);
-    if (add_seq(rep, r, (int)want, hit, sim_kv_held(kv, &r->kv, hit))) return -1;
+    if (add_seq(e, rep, r, (int)want, hit, sim_kv_held(kv, &r->kv, hit))) return -1;
     return want;
 }
 
-static int step_static(sim_engine *e, sim_replica *rep)
+static int step_static(sim_sched *e, sim_replica *rep)
 {
     if (rep->sb_n == 0) {
         /* Form a batch: FIFO, while every member's padded reservation still fits. */
         int P = 0, O = 0, n = 0;
-        long avail = sim_kv_available(rep->kv) - e->watermark;
+        long avail = sim_kv_available(rep->kv) - rep->watermark;
         long bs = e->c.layout == SCN_LAYOUT_PAGED ? sim_kv_block_size(rep->kv) : 1;
         for (sim_req *r = rep->waiting.head; r && n < e->s->deployment.max_num_seqs; r = r->next) {
             int p = r->total > P ? r->total : P, o = r->spec.output - r->generated > O ? r->spec.output - r->generated : O;
@@ -194,8 +173,10 @@ static int step_static(sim_engine *e, sim_replica *rep)
         if (n == 0) return 0;
         if (n > rep->sb_cap) {
             sim_req **nb = realloc(rep->sb, sizeof *nb * (size_t)n);
-            if (!nb) return -1;
-            rep->sb = nb;
+            if (nb) rep->sb = nb;
+            sim_req **ng = realloc(rep->gone, sizeof *ng * (size_t)n);
+            if (ng) rep->gone = ng;
+            if (!nb || !ng) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return -1; }
             rep->sb_cap = n;
         }
         rep->sb_n = n;
@@ -211,7 +192,7 @@ static int step_static(sim_engine *e, sim_replica *rep)
             if (!r->admitted_once) {
                 r->admitted_once = true;
                 r->t_sched = e->now;
-                e->acc.prompt_tokens += r->spec.prompt;
+                e->acc->prompt_tokens += r->spec.prompt;
             }
             rep->sb[i] = r;
         }
@@ -219,12 +200,12 @@ static int step_static(sim_engine *e, sim_replica *rep)
     /* Step 0 prefills the padded prompt; step k > 0 decodes one padded token. */
     for (int i = 0; i < rep->sb_n; i++) {
         int start = rep->sb_done == 0 ? 0 : rep->sb_prompt + rep->sb_done - 1;
-        if (add_seq(rep, rep->sb[i], rep->sb_done == 0 ? rep->sb_prompt : 1, start, start)) return -1;
+        if (add_seq(e, rep, rep->sb[i], rep->sb_done == 0 ? rep->sb_prompt : 1, start, start)) return -1;
     }
     return rep->batch.n;
 }
 
-int sim_sched_step(sim_engine *e, sim_replica *rep)
+int sim_sched_step(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
     rep->batch.tokens = 0;
@@ -249,7 +230,7 @@ int sim_sched_step(sim_engine *e, sim_replica *rep)
         int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
         if (rc < 0) return -1;
         if (rc == 1) break;          /* r was the newest: nothing after it */
-        if (add_seq(rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
+        if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
         budget -= want;
         r = r->next;
     }
@@ -265,15 +246,15 @@ int sim_sched_step(sim_engine *e, sim_replica *rep)
 }
 
 /* A token comes out of r at the end of this step. */
-static void emit(sim_engine *e, sim_req *r)
+static void emit(sim_sched *e, sim_req *r)
 {
     r->generated++;
     if (r->generated == 1) r->t_first = e->now;
-    else sim_hist_add(&e->acc.h[SIM_Q_ITL], e->now - r->t_last);
+    else if (r->spec.measured) sim_hist_add(&e->acc->h[SIM_Q_ITL], e->now - r->t_last);
     r->t_last = e->now;
 }
 
-static int finish_static(sim_engine *e, sim_replica *rep)
+static int finish_static(sim_sched *e, sim_replica *rep)
 {
     rep->sb_done++;
     for (int i = 0; i < rep->sb_n; i++) {
@@ -281,24 +262,24 @@ static int finish_static(sim_engine *e, sim_replica *rep)
         if (r->generated < r->spec.output) {
             emit(e, r);
             r->total++;
-            if (r->generated == r->spec.output && sim_engine_complete(e, rep, r)) return -1;
+            if (r->generated == r->spec.output) rep->fin[rep->n_fin++] = r;   /* recorded now, freed with the batch */
         }
     }
     if (rep->sb_done < rep->sb_output) return 0;
-    /* The batch is over: free every member. */
+    /* The batch is over: every member releases its KV. */
     for (int i = 0; i < rep->sb_n; i++) {
         sim_req *r = rep->sb[i];
         sim_kv_release(rep->kv, &r->kv);
         sim_list_remove(&rep->running, r);
-        free(r);
-        e->alive--;
+        rep->gone[rep->n_gone++] = r;
     }
     rep->sb_n = 0;
     return 0;
 }
 
-int sim_sched_finish(sim_engine *e, sim_replica *rep)
+int sim_sched_finish(sim_sched *e, sim_replica *rep)
 {
+    rep->n_fin = rep->n_gone = 0;
     if (e->c.scheduler == SCN_SCHED_STATIC) return finish_static(e, rep);
     for (int i = 0; i < rep->batch.n; i++) {
         sim_req *r = rep->breq[i];
@@ -311,11 +292,17 @@ int sim_sched_finish(sim_engine *e, sim_replica *rep)
             sim_list_remove(&rep->running, r);
             sim_kv_release(rep->kv, &r->kv);
             r->state = REQ_DONE;
-            int rc = sim_engine_complete(e, rep, r);
-            free(r);
-            e->alive--;
-            if (rc) return -1;
+            rep->fin[rep->n_fin++] = r;
         }
     }
     return 0;
+}
+
+void sim_sched_replica_free(sim_replica *rep)
+{
+    free(rep->batch.seqs);
+    free(rep->breq);
+    free(rep->fin);
+    free(rep->sb);
+    free(rep->gone);
 }

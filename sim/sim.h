@@ -51,6 +51,7 @@ typedef struct {
     int n;
     sim_batch_seq *seqs;
     long tokens;            /* sum of new_tokens */
+    int replica;            /* whose KV pool the block tables index */
 } sim_batch;
 
 /* A table of function pointers plus a context (ggml backend style). `run` is required; the
@@ -60,12 +61,17 @@ typedef struct {
     void *ctx;
     /* Executes one step and reports its duration in seconds; -1 with a message on failure. */
     int (*run)(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n);
-    /* The KV blocks the executor really allocated (validation matches the prediction to it). */
-    long (*kv_blocks)(void *ctx);
+    /* The KV pool the executor holds for one replica, in blocks (contiguous: tokens); <= 0
+     * when it holds none. The engine sizes each replica's block manager with it. */
+    long (*kv_blocks)(void *ctx, int replica);
     void (*free)(void *ctx);
+    /* True for a real device: every step must run on it, and its pools are fixed (an
+     * override of the block count must agree with them). False for the cost model's clock. */
+    bool measured;
 } sim_executor;
 
-/* The predicting executor: kv_step_time() of the cost model for this scenario and choice. */
+/* The predicting executor: kv_step_time() of the cost model for this scenario and choice; its
+ * pool is the cost model's block count (kv_pool_size) for every replica. */
 int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor *out);
 
 /* ---- Metrics ---- */
@@ -130,7 +136,8 @@ typedef struct {
     int (*on_sample)(void *ud, const sim_sample *s);         /* may be NULL */
     void (*on_progress)(void *ud, long done, long total);    /* may be NULL */
     void *ud;
-    long kv_blocks_override;                  /* >0: use this many blocks per replica */
+    long kv_blocks_override;                  /* >0: this many blocks per replica (a measuring
+                                                 executor's pools must hold exactly this many) */
 } sim_run_opts;
 
 /* Failure classes of sim_run. */

@@ -16,6 +16,7 @@ struct sim_workload {
     uint64_t seed;
     long created;                /* requests handed out, turns included */
     long conversations;          /* conversations started */
+    long clients;                /* closed: clients that have sent their first request */
     long total;                  /* requests in all; -1 for traces */
     double clock;                /* last arrival time */
     double *zipf_cdf;            /* prefix group popularity */
@@ -180,6 +181,8 @@ static int pick_group(sim_workload *w)
     return lo;
 }
 
+bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r);
+
 static int max_len(const sim_workload *w) { return w->s->deployment.max_model_len; }
 
 /* Keeps prompt + output within max_model_len by trimming the output, then the prompt. */
@@ -234,34 +237,26 @@ static int next_trace(sim_workload *w, sim_req_spec *out, char *err, size_t n)
         out->body_seed = out->conversation >= 0 ? stream_seed(w->seed, 5, (uint64_t)conv)
                                                 : stream_seed(w->seed, 6, (uint64_t)out->id);
         fit(w, out);
+        out->measured = sim_workload_measured(w, out);
         return 0;
     }
 }
 
-int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n)
+static long conv_total(const scn_workload *wl)
+{
+    int turns = wl->turns > 0 ? wl->turns : 1;
+    return (wl->requests + turns - 1) / turns;
+}
+
+/* The first turn of the next conversation, sent at `at` seconds. */
+static void first_turn(sim_workload *w, double at, sim_req_spec *out)
 {
     const scn_workload *wl = &w->s->workload;
-    if (wl->arrival == SCN_ARRIVAL_TRACE) return next_trace(w, out, err, n);
     int turns = wl->turns > 0 ? wl->turns : 1;
-    long conv_total = (wl->requests + turns - 1) / turns;
-    if (w->conversations >= conv_total) return 1;
     long c = w->conversations++;
-    double gap;
-    switch (wl->arrival) {
-    case SCN_ARRIVAL_CONSTANT: gap = 1 / wl->rate; break;
-    case SCN_ARRIVAL_GAMMA: {
-        /* Inter-arrival times with mean 1/rate and coefficient of variation cv: shape 1/cv^2. */
-        double k = 1 / (wl->cv * wl->cv);
-        gap = sim_rng_gamma(&w->arr, k) / (k * wl->rate);
-        break;
-    }
-    default: gap = sim_rng_exp(&w->arr, wl->rate); break;
-    }
-    /* The first request arrives at t = 0 for constant arrivals, after one gap otherwise. */
-    w->clock = c == 0 && wl->arrival == SCN_ARRIVAL_CONSTANT ? 0 : w->clock + gap;
     memset(out, 0, sizeof *out);
     out->id = w->created++;
-    out->arrival = w->clock;
+    out->arrival = at;
     out->prefix_group = pick_group(w);
     out->prefix_len = out->prefix_group >= 0 ? wl->prefix_tokens : 0;
     out->prefix_seed = stream_seed(w->seed, 4, (uint64_t)(out->prefix_group >= 0 ? out->prefix_group : 0));
@@ -272,13 +267,63 @@ int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n)
     out->turns_left = (int)turns_here - 1;
     out->body_seed = turns > 1 ? stream_seed(w->seed, 5, (uint64_t)c) : stream_seed(w->seed, 6, (uint64_t)out->id);
     fit(w, out);
+    out->measured = sim_workload_measured(w, out);
+}
+
+int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n)
+{
+    const scn_workload *wl = &w->s->workload;
+    if (wl->arrival == SCN_ARRIVAL_TRACE) return next_trace(w, out, err, n);
+    if (w->conversations >= conv_total(wl)) return 1;
+    double gap;
+    switch (wl->arrival) {
+    case SCN_ARRIVAL_CLOSED:
+        /* Every client sends its first request at t = 0, as benchmark clients start; later
+         * requests come from completions (sim_workload_next_turn). */
+        if (w->clients >= wl->concurrency) return 1;
+        w->clients++;
+        gap = 0;
+        break;
+    case SCN_ARRIVAL_OFFLINE: gap = 0; break;
+    case SCN_ARRIVAL_CONSTANT: gap = 1 / wl->rate; break;
+    case SCN_ARRIVAL_GAMMA: {
+        /* Inter-arrival times with mean 1/rate and coefficient of variation cv: shape 1/cv^2. */
+        double k = 1 / (wl->cv * wl->cv);
+        gap = sim_rng_gamma(&w->arr, k) / (k * wl->rate);
+        break;
+    }
+    default: gap = sim_rng_exp(&w->arr, wl->rate); break;
+    }
+    /* The first request arrives at t = 0 for constant arrivals, after one gap otherwise. */
+    w->clock = w->conversations == 0 && wl->arrival == SCN_ARRIVAL_CONSTANT ? 0 : w->clock + gap;
+    first_turn(w, w->clock, out);
     return 0;
+}
+
+/* Closed loop: the client whose request just finished sends a new conversation after its
+ * think time, while the workload has requests left to send. */
+static int closed_next(sim_workload *w, double now, sim_req_spec *out)
+{
+    const scn_workload *wl = &w->s->workload;
+    if (wl->arrival != SCN_ARRIVAL_CLOSED || w->conversations >= conv_total(wl)) return 1;
+    first_turn(w, now + wl->client_think_time, out);
+    return 0;
+}
+
+bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r)
+{
+    const scn_workload *wl = &w->s->workload;
+    long total = w->total >= 0 ? w->total : wl->requests;
+    long first = wl->skip_first + (long)floor(wl->skip_first_frac * (double)total);
+    long last = wl->skip_last + (long)floor(wl->skip_last_frac * (double)total);
+    if (r->id < first) return false;
+    return w->total < 0 || r->id < w->total - last;
 }
 
 int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now, sim_req_spec *out)
 {
     const scn_workload *wl = &w->s->workload;
-    if (prev->turns_left <= 0) return 1;
+    if (prev->turns_left <= 0) return closed_next(w, now, out);
     *out = *prev;
     out->id = w->created++;
     out->arrival = now + wl->think_time;
@@ -291,8 +336,9 @@ int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now
          * not sent (the total shrinks accordingly). */
         w->created--;
         w->total -= prev->turns_left;
-        return 1;
+        return closed_next(w, now, out);
     }
     out->prompt = (int)prompt;
+    out->measured = sim_workload_measured(w, out);
     return 0;
 }

@@ -1,5 +1,6 @@
 /* workload.h: the stream of requests a scenario describes, generated lazily so memory does not
- * grow with the number of requests: arrivals (poisson, gamma, constant, or a trace CSV),
+ * grow with the number of requests: arrivals (poisson, gamma, constant, a trace CSV, a closed
+ * loop of clients that each wait for their reply, or offline with everything at t = 0),
  * prompt and output lengths, shared prefixes with Zipf popularity, and conversations whose
  * every turn carries the conversation so far. Deterministic in the seed. */
 #ifndef KVPLAN_SIM_WORKLOAD_H
@@ -8,6 +9,7 @@
 #include "../loader/scn.h"
 #include "rng.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -22,6 +24,7 @@ typedef struct {
     long conversation;      /* -1 for single-turn requests */
     int turn;               /* 0-based */
     int turns_left;         /* further turns this conversation will send */
+    bool measured;          /* inside the steady-state window (workload.measure) */
 } sim_req_spec;
 
 typedef struct sim_workload sim_workload;
@@ -33,10 +36,15 @@ void sim_workload_free(sim_workload *w);
 /* The next request from the arrival process: 0 with *out filled, 1 when exhausted, -1 on a bad
  * trace line (message in err). Arrival times never decrease. */
 int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n);
-/* The next turn of prev's conversation, sent `think` seconds after `now`: its prompt is the
- * previous prompt, the previous reply and a new user message. 1 when the conversation would
- * outgrow max_model_len and ends instead. */
+/* What the client of prev (completed at `now`) sends next: the next turn of its conversation,
+ * `think_time` after now, whose prompt is the previous prompt, the previous reply and a new
+ * user message; or, in a closed loop, once the conversation is over (or would outgrow
+ * max_model_len), a new conversation `client_think_time` after now. 1 when nothing follows. */
 int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now, sim_req_spec *out);
+/* True when r falls inside the scenario's steady-state window (workload.measure), judged with
+ * the request total known now; the generator stores it in r->measured as it creates r. The
+ * summary metrics count only these; every request still runs and reaches the per-request sink. */
+bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r);
 /* Requests the workload will produce in all (turns included); -1 if unknown (a trace). */
 long sim_workload_total(const sim_workload *w);
 /* Draws one length from a distribution (exposed for tests). */

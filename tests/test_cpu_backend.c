@@ -16,30 +16,30 @@
 START_TEST(number_formats_by_bit_pattern)
 {
     /* IEEE half: 1.0 = 0x3c00, -2.0 = 0xc000, 65504 = 0x7bff, 2^-24 = 0x0001 (subnormal). */
-    ck_assert_uint_eq(kvf_f32_to_f16(1.0f), 0x3c00);
-    ck_assert_uint_eq(kvf_f32_to_f16(-2.0f), 0xc000);
-    ck_assert_uint_eq(kvf_f32_to_f16(65504.0f), 0x7bff);
-    ck_assert_uint_eq(kvf_f32_to_f16(ldexpf(1, -24)), 0x0001);
-    ck_assert(kvf_f16_to_f32(0x3555) == 0.333251953125f);
+    ck_assert_uint_eq(be_cpu_f32_to_f16(1.0f), 0x3c00);
+    ck_assert_uint_eq(be_cpu_f32_to_f16(-2.0f), 0xc000);
+    ck_assert_uint_eq(be_cpu_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(be_cpu_f32_to_f16(ldexpf(1, -24)), 0x0001);
+    ck_assert(be_cpu_f16_to_f32(0x3555) == 0.333251953125f);
     /* bf16 is the top half of fp32: 1.0 = 0x3f80; rounding to nearest even. */
-    ck_assert_uint_eq(kvf_f32_to_bf16(1.0f), 0x3f80);
-    ck_assert(kvf_bf16_to_f32(0x4049) == 3.140625f);
+    ck_assert_uint_eq(be_cpu_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert(be_cpu_bf16_to_f32(0x4049) == 3.140625f);
     /* E4M3: 1.0 = 0x38, 448 = 0x7e (max; larger saturates), 2^-9 = 0x01, 1.125 = 0x39. */
-    ck_assert_uint_eq(kvf_f32_to_e4m3(1.0f), 0x38);
-    ck_assert_uint_eq(kvf_f32_to_e4m3(448.0f), 0x7e);
-    ck_assert_uint_eq(kvf_f32_to_e4m3(1000.0f), 0x7e);
-    ck_assert_uint_eq(kvf_f32_to_e4m3(ldexpf(1, -9)), 0x01);
-    ck_assert_uint_eq(kvf_f32_to_e4m3(1.125f), 0x39);
-    ck_assert(kvf_e4m3_to_f32(0xb9) == -1.125f);
+    ck_assert_uint_eq(be_cpu_f32_to_e4m3(1.0f), 0x38);
+    ck_assert_uint_eq(be_cpu_f32_to_e4m3(448.0f), 0x7e);
+    ck_assert_uint_eq(be_cpu_f32_to_e4m3(1000.0f), 0x7e);
+    ck_assert_uint_eq(be_cpu_f32_to_e4m3(ldexpf(1, -9)), 0x01);
+    ck_assert_uint_eq(be_cpu_f32_to_e4m3(1.125f), 0x39);
+    ck_assert(be_cpu_e4m3_to_f32(0xb9) == -1.125f);
     /* Round trips stay within each format's unit roundoff, for every value in a range. */
     sim_rng r;
     sim_rng_seed(&r, 3);
     for (int i = 0; i < 100000; i++) {
         float x = (float)((sim_rng_uniform(&r) * 2 - 1) * ldexp(1, (int)(sim_rng_uniform(&r) * 16) - 6));
-        ck_assert(fabsf(kvf_f16_to_f32(kvf_f32_to_f16(x)) - x) <= KVF_F16_EPS * fabsf(x) + ldexpf(1, -25));
-        ck_assert(fabsf(kvf_bf16_to_f32(kvf_f32_to_bf16(x)) - x) <= KVF_BF16_EPS * fabsf(x));
+        ck_assert(fabsf(be_cpu_f16_to_f32(be_cpu_f32_to_f16(x)) - x) <= BE_CPU_F16_EPS * fabsf(x) + ldexpf(1, -25));
+        ck_assert(fabsf(be_cpu_bf16_to_f32(be_cpu_f32_to_bf16(x)) - x) <= BE_CPU_BF16_EPS * fabsf(x));
         if (fabsf(x) <= 448.0f)   /* beyond its largest value E4M3 saturates */
-            ck_assert(fabsf(kvf_e4m3_to_f32(kvf_f32_to_e4m3(x)) - x) <= KVF_E4M3_EPS * fabsf(x) + 0.5f * ldexpf(1, -9));
+            ck_assert(fabsf(be_cpu_e4m3_to_f32(be_cpu_f32_to_e4m3(x)) - x) <= BE_CPU_E4M3_EPS * fabsf(x) + 0.5f * ldexpf(1, -9));
     }
 }
 END_TEST
@@ -48,12 +48,12 @@ enum { D = 16, HQ = 4, HKV = 2, BS = 4, P = 37 };
 
 /* Attention over plain arrays, straight from the definition: softmax(q k^T / sqrt(d)) v. */
 static void attention_direct(float *out, const float *q, const float *K, const float *V, long p, int h,
-                             const cpu_attn_mask *m)
+                             const be_cpu_attn_mask *m)
 {
     int kh = h / (HQ / HKV);
     double w[P + 1], mx = -INFINITY, sum = 0;
     for (long k = 0; k <= p; k++) {
-        if (!cpu_attn_visible(m, p, k)) { w[k] = -INFINITY; continue; }
+        if (!be_cpu_attn_visible(m, p, k)) { w[k] = -INFINITY; continue; }
         double s = 0;
         for (int i = 0; i < D; i++) s += q[i] * K[(k * HKV + kh) * D + i];
         w[k] = s / sqrt(D);
@@ -73,12 +73,12 @@ static void attention_direct(float *out, const float *q, const float *K, const f
 static float K[(P + 1) * HKV * D], V[(P + 1) * HKV * D], Q[HQ * D];
 
 /* Fills a pool for one sequence of P + 1 positions through `table`. */
-static void fill(cpu_kv_pool *pool, const int32_t *table)
+static void fill(be_cpu_kv_pool *pool, const int32_t *table)
 {
     for (long k = 0; k <= P; k++)
         for (int kh = 0; kh < HKV; kh++) {
-            cpu_kv_write(pool, table[k / BS], (int)(k % BS), 0, 0, kh, K + (k * HKV + kh) * D);
-            cpu_kv_write(pool, table[k / BS], (int)(k % BS), 0, 1, kh, V + (k * HKV + kh) * D);
+            be_cpu_kv_write(pool, table[k / BS], (int)(k % BS), 0, 0, kh, K + (k * HKV + kh) * D);
+            be_cpu_kv_write(pool, table[k / BS], (int)(k % BS), 0, 1, kh, V + (k * HKV + kh) * D);
         }
 }
 
@@ -103,22 +103,22 @@ START_TEST(paged_attention_equals_contiguous)
     int nb = (P + BS) / BS;
     int32_t scattered[16], in_order[16];
     for (int i = 0; i < nb; i++) { in_order[i] = i; scattered[i] = (i * 7 + 3) % 16; }
-    cpu_kv_pool a, b;
-    ck_assert_int_eq(cpu_kv_pool_init(&a, SCN_DTYPE_FP32, 16, BS, 1, HKV, D), 0);
-    ck_assert_int_eq(cpu_kv_pool_init(&b, SCN_DTYPE_FP32, 16, BS, 1, HKV, D), 0);
+    be_cpu_kv_pool a, b;
+    ck_assert_int_eq(be_cpu_kv_pool_init(&a, SCN_DTYPE_FP32, 16, BS, 1, HKV, D), 0);
+    ck_assert_int_eq(be_cpu_kv_pool_init(&b, SCN_DTYPE_FP32, 16, BS, 1, HKV, D), 0);
     fill(&a, in_order);
     fill(&b, scattered);
-    cpu_attn_mask m = {0};
+    be_cpu_attn_mask m = {0};
     float oa[HQ * D], ob[HQ * D], ref[D];
-    cpu_attention_paged(oa, Q, &a, 0, in_order, P, 1, HQ, &m);
-    cpu_attention_paged(ob, Q, &b, 0, scattered, P, 1, HQ, &m);
+    be_cpu_attention_paged(oa, Q, &a, 0, in_order, P, 1, HQ, &m);
+    be_cpu_attention_paged(ob, Q, &b, 0, scattered, P, 1, HQ, &m);
     ck_assert(memcmp(oa, ob, sizeof oa) == 0);   /* same keys, same order: bit-identical */
     for (int h = 0; h < HQ; h++) {
         attention_direct(ref, Q + h * D, K, V, P, h, &m);
         ck_assert_msg(rel_err(oa + h * D, ref, D) < 1e-6, "head %d: %g", h, rel_err(oa + h * D, ref, D));
     }
-    cpu_kv_pool_free(&a);
-    cpu_kv_pool_free(&b);
+    be_cpu_kv_pool_free(&a);
+    be_cpu_kv_pool_free(&b);
 }
 END_TEST
 
@@ -129,30 +129,30 @@ START_TEST(quantised_kv_within_stated_bounds)
      * relative to the values stored). int8 keeps one scale per head vector: its roundoff is half
      * a step of amax / 127, about 1 / 254 of the largest element. */
     static const struct { scn_dtype dt; double bound; } cases[] = {
-        {SCN_DTYPE_FP16, 4 * KVF_F16_EPS}, {SCN_DTYPE_BF16, 4 * KVF_BF16_EPS},
-        {SCN_DTYPE_INT8, 4.0 / 254}, {SCN_DTYPE_FP8, 4 * KVF_E4M3_EPS},
+        {SCN_DTYPE_FP16, 4 * BE_CPU_F16_EPS}, {SCN_DTYPE_BF16, 4 * BE_CPU_BF16_EPS},
+        {SCN_DTYPE_INT8, 4.0 / 254}, {SCN_DTYPE_FP8, 4 * BE_CPU_E4M3_EPS},
     };
     int32_t table[16];
     for (int i = 0; i < 16; i++) table[i] = i;
-    cpu_attn_mask m = {0};
+    be_cpu_attn_mask m = {0};
     for (int trial = 0; trial < 5; trial++) {
         random_qkv(100 + trial);
-        cpu_kv_pool ref;
-        cpu_kv_pool_init(&ref, SCN_DTYPE_FP32, 16, BS, 1, HKV, D);
+        be_cpu_kv_pool ref;
+        be_cpu_kv_pool_init(&ref, SCN_DTYPE_FP32, 16, BS, 1, HKV, D);
         fill(&ref, table);
         float oref[HQ * D], oq[HQ * D];
-        cpu_attention_paged(oref, Q, &ref, 0, table, P, 1, HQ, &m);
+        be_cpu_attention_paged(oref, Q, &ref, 0, table, P, 1, HQ, &m);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-            cpu_kv_pool q;
-            ck_assert_int_eq(cpu_kv_pool_init(&q, cases[c].dt, 16, BS, 1, HKV, D), 0);
+            be_cpu_kv_pool q;
+            ck_assert_int_eq(be_cpu_kv_pool_init(&q, cases[c].dt, 16, BS, 1, HKV, D), 0);
             fill(&q, table);
-            cpu_attention_paged(oq, Q, &q, 0, table, P, 1, HQ, &m);
+            be_cpu_attention_paged(oq, Q, &q, 0, table, P, 1, HQ, &m);
             double e = rel_err(oq, oref, HQ * D);
             ck_assert_msg(e < cases[c].bound, "%s: error %.3g over bound %.3g", scn_dtype_name(cases[c].dt), e, cases[c].bound);
             ck_assert_msg(e > 0 || cases[c].dt == SCN_DTYPE_FP32, "%s stored exactly?", scn_dtype_name(cases[c].dt));
-            cpu_kv_pool_free(&q);
+            be_cpu_kv_pool_free(&q);
         }
-        cpu_kv_pool_free(&ref);
+        be_cpu_kv_pool_free(&ref);
     }
 }
 END_TEST
@@ -162,12 +162,12 @@ START_TEST(sink_window_attends_exactly_its_keys)
     random_qkv(21);
     int32_t table[16];
     for (int i = 0; i < 16; i++) table[i] = i;
-    cpu_kv_pool pool;
-    cpu_kv_pool_init(&pool, SCN_DTYPE_FP32, 16, BS, 1, HKV, D);
+    be_cpu_kv_pool pool;
+    be_cpu_kv_pool_init(&pool, SCN_DTYPE_FP32, 16, BS, 1, HKV, D);
     fill(&pool, table);
-    cpu_attn_mask m = {.sink = 4, .window = 8};
+    be_cpu_attn_mask m = {.sink = 4, .window = 8};
     float out[HQ * D];
-    cpu_attention_paged(out, Q, &pool, 0, table, P, 1, HQ, &m);
+    be_cpu_attention_paged(out, Q, &pool, 0, table, P, 1, HQ, &m);
     /* The same attention over a copy holding only keys {0..3} and {30..37}: sink and window. */
     static float K2[(P + 1) * HKV * D], V2[(P + 1) * HKV * D];
     int n = 0;
@@ -180,13 +180,13 @@ START_TEST(sink_window_attends_exactly_its_keys)
     ck_assert_int_eq(n, 12);
     memcpy(K, K2, sizeof K2);
     memcpy(V, V2, sizeof V2);
-    cpu_attn_mask none = {0};
+    be_cpu_attn_mask none = {0};
     for (int h = 0; h < HQ; h++) {
         float ref[D];
         attention_direct(ref, Q + h * D, K, V, n - 1, h, &none);
         ck_assert_msg(rel_err(out + h * D, ref, D) < 1e-6, "head %d", h);
     }
-    cpu_kv_pool_free(&pool);
+    be_cpu_kv_pool_free(&pool);
 }
 END_TEST
 
@@ -221,15 +221,15 @@ START_TEST(prefix_hit_equals_recomputation)
     /* Cold: 48 tokens (a 32-token shared prefix, then 16 of its own) in blocks 0..5. */
     int32_t cold_blocks[16] = {0, 1, 2, 3, 4, 5};
     sim_batch_seq a = seqspec(1, 0, 48, cold_blocks, 1000);
-    sim_batch ba = {1, &a, 48};
+    sim_batch ba = {1, &a, 48, 0};
     float ha[64], hb[64];
     int32_t ta, tb;
-    ck_assert_int_eq(cpu_forward(ctx, &ba, &ta, ha), 0);
+    ck_assert_int_eq(be_cpu_forward(ctx, &ba, &ta, ha), 0);
     /* Warm: the same request reuses the prefix's blocks 0..3 and computes only positions 32..47. */
     int32_t warm_blocks[16] = {0, 1, 2, 3, 10, 11};
     sim_batch_seq b = seqspec(2, 32, 16, warm_blocks, 1000);
-    sim_batch bb = {1, &b, 16};
-    ck_assert_int_eq(cpu_forward(ctx, &bb, &tb, hb), 0);
+    sim_batch bb = {1, &b, 16, 0};
+    ck_assert_int_eq(be_cpu_forward(ctx, &bb, &tb, hb), 0);
     ck_assert_msg(rel_err(hb, ha, 64) < 1e-5, "hidden differs: %g", rel_err(hb, ha, 64));
     ck_assert_int_eq(ta, tb);
     BE_CPU.destroy(ctx);
@@ -241,20 +241,20 @@ START_TEST(a_sequence_does_not_depend_on_its_batch)
     open_tiny(SCN_DTYPE_FP16);
     int32_t blk_a[16] = {0, 1, 2, 3}, blk_b[16] = {20, 21, 22, 23}, blk_c[16] = {40, 41, 42, 43};
     sim_batch_seq alone = seqspec(1, 0, 20, blk_a, 5);
-    sim_batch b1 = {1, &alone, 20};
+    sim_batch b1 = {1, &alone, 20, 0};
     float h1[64], h3[3 * 64];
     int32_t t1, t3[3];
-    ck_assert_int_eq(cpu_forward(ctx, &b1, &t1, h1), 0);
+    ck_assert_int_eq(be_cpu_forward(ctx, &b1, &t1, h1), 0);
     sim_batch_seq three[3] = {seqspec(2, 0, 7, blk_b, 6), seqspec(1, 0, 20, blk_a, 5), seqspec(3, 0, 13, blk_c, 7)};
-    sim_batch b3 = {3, three, 40};
-    ck_assert_int_eq(cpu_forward(ctx, &b3, t3, h3), 0);
+    sim_batch b3 = {3, three, 40, 0};
+    ck_assert_int_eq(be_cpu_forward(ctx, &b3, t3, h3), 0);
     ck_assert_msg(rel_err(h3 + 64, h1, 64) < 1e-5, "%g", rel_err(h3 + 64, h1, 64));
     ck_assert_int_eq(t3[1], t1);
     /* Decode steps continue it the same way, alone or batched. */
     sim_batch_seq d1 = seqspec(1, 20, 1, blk_a, 5), d3[2] = {seqspec(3, 13, 1, blk_c, 7), seqspec(1, 20, 1, blk_a, 5)};
-    sim_batch s1 = {1, &d1, 1}, s3 = {2, d3, 2};
-    ck_assert_int_eq(cpu_forward(ctx, &s1, &t1, h1), 0);
-    ck_assert_int_eq(cpu_forward(ctx, &s3, t3, h3), 0);
+    sim_batch s1 = {1, &d1, 1, 0}, s3 = {2, d3, 2, 0};
+    ck_assert_int_eq(be_cpu_forward(ctx, &s1, &t1, h1), 0);
+    ck_assert_int_eq(be_cpu_forward(ctx, &s3, t3, h3), 0);
     ck_assert(rel_err(h3 + 64, h1, 64) < 1e-5);
     BE_CPU.destroy(ctx);
 }

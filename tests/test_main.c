@@ -10,6 +10,7 @@ int main(void)
     srunner_add_suite(sr, suite_errors());
     srunner_add_suite(sr, suite_kv_bytes());
     srunner_add_suite(sr, suite_weights());
+    srunner_add_suite(sr, suite_model_library());
     srunner_add_suite(sr, suite_capacity());
     srunner_add_suite(sr, suite_roofline());
     srunner_add_suite(sr, suite_collective());
@@ -17,9 +18,14 @@ int main(void)
     srunner_add_suite(sr, suite_sim_core());
     srunner_add_suite(sr, suite_kv_manager());
     srunner_add_suite(sr, suite_engine());
+    srunner_add_suite(sr, suite_workload());
+    srunner_add_suite(sr, suite_published());
+    srunner_add_suite(sr, suite_import());
     srunner_add_suite(sr, suite_db());
     srunner_add_suite(sr, suite_cpu_backend());
+    srunner_add_suite(sr, suite_pool());
     srunner_add_suite(sr, suite_verify());
+    srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());
     srunner_add_suite(sr, suite_report());
     srunner_add_suite(sr, suite_cli());

@@ -10,6 +10,7 @@ Suite *suite_loader(void);
 Suite *suite_errors(void);
 Suite *suite_kv_bytes(void);
 Suite *suite_weights(void);
+Suite *suite_model_library(void);
 Suite *suite_capacity(void);
 Suite *suite_roofline(void);
 Suite *suite_cli(void);
@@ -19,11 +20,16 @@ Suite *suite_engine(void);
 Suite *suite_db(void);
 Suite *suite_cli_sim(void);
 Suite *suite_cpu_backend(void);
+Suite *suite_pool(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);
 Suite *suite_collective(void);
 Suite *suite_model_terms(void);
+Suite *suite_vf(void);
+Suite *suite_workload(void);
+Suite *suite_published(void);
+Suite *suite_import(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */

@@ -20,13 +20,13 @@ typedef struct {
     float *norm1, *wqkv, *wo, *norm2, *wgu, *wd;
 } layer_w;
 
-struct cpu_ctx {
+struct be_cpu_ctx {
     be_config cfg;
     int L, h, H, Hkv, d, inter, V, qkv;
     float *embed, *normf, *lm;
     layer_w *lw;
-    cpu_attn_mask *mask;       /* per layer */
-    cpu_kv_pool pool;
+    be_cpu_attn_mask *mask;       /* per layer */
+    be_cpu_kv_pool pool;
     size_t weight_bytes;
     /* scratch, grown to the largest step */
     int cap_T;
@@ -56,18 +56,42 @@ static float *ones(size_t n)
 
 static void destroy(void *p)
 {
-    cpu_ctx *c = p;
+    be_cpu_ctx *c = p;
     if (!c) return;
     for (int l = 0; c->lw && l < c->L; l++) {
         layer_w *w = &c->lw[l];
         free(w->norm1); free(w->wqkv); free(w->wo); free(w->norm2); free(w->wgu); free(w->wd);
     }
     free(c->lw); free(c->mask); free(c->embed); free(c->normf); free(c->lm);
-    cpu_kv_pool_free(&c->pool);
+    be_cpu_kv_pool_free(&c->pool);
     free(c->X); free(c->Hn); free(c->QKV); free(c->Q); free(c->O); free(c->GU); free(c->A); free(c->logits);
     free(c->pos); free(c->ids);
     free(c->copy_src); free(c->copy_dst);
     free(c);
+}
+
+/* fp32 weights: embeddings and LM head, the final norm, and per layer QKV, output, gate|up,
+ * down and two norms. */
+static double weight_bytes(const scn_model *m)
+{
+    double h = m->hidden, V = m->vocab, qkv = (double)(m->heads + 2 * m->kv_heads) * m->head_dim;
+    double per_layer = h * (qkv + 2.0 * m->intermediate + 2) + (double)m->heads * m->head_dim * h + (double)m->intermediate * h;
+    return sizeof(float) * (V * h * 2 + h + (double)m->layers * per_layer);
+}
+
+double be_cpu_bytes_needed(const be_config *cfg, long blocks)
+{
+    const scn_model *m = &cfg->model;
+    return weight_bytes(m) + be_cpu_kv_pool_size(cfg->kv_dtype, blocks, cfg->block_size, m->layers, m->kv_heads, m->head_dim);
+}
+
+const void *be_cpu_block_addr(const be_cpu_ctx *c, long block)
+{
+    const be_cpu_kv_pool *p = &c->pool;
+    if (!p->data || block < 0 || block >= p->blocks) return NULL;
+    /* Blocks are the pool's outermost index: block b's elements start at b / blocks of the data. */
+    size_t data_bytes = be_cpu_kv_pool_bytes(p) - (p->scales ? (size_t)p->blocks * p->layers * 2 * p->block_size * p->kv_heads * sizeof(float) : 0);
+    return (const char *)p->data + data_bytes / (size_t)p->blocks * (size_t)block;
 }
 
 static be_status create(void **out, const be_config *cfg, char *err, size_t n)
@@ -82,7 +106,7 @@ static be_status create(void **out, const be_config *cfg, char *err, size_t n)
         snprintf(err, n, "the CPU reference stores KV as fp32, fp16, bf16, fp8 or int8, not int4");
         return BE_E_CONFIG;
     }
-    cpu_ctx *c = calloc(1, sizeof *c);
+    be_cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return BE_E_NOMEM;
     c->cfg = *cfg;
     /* One thread unless asked: step times then depend on the work, not on thread wake-ups, which
@@ -111,11 +135,9 @@ static be_status create(void **out, const be_config *cfg, char *err, size_t n)
         /* Windowed layers are spread evenly: all of them (Mistral) or every other (Gemma 2). */
         bool sliding = m->sliding_layers > 0 &&
                        (long)l * m->sliding_layers / c->L != (long)(l + 1) * m->sliding_layers / c->L;
-        c->mask[l] = (cpu_attn_mask){.sink = cfg->sink, .window = cfg->window, .sliding = sliding ? m->sliding_window : 0};
+        c->mask[l] = (be_cpu_attn_mask){.sink = cfg->sink, .window = cfg->window, .sliding = sliding ? m->sliding_window : 0};
     }
-    c->weight_bytes = sizeof(float) * ((size_t)c->V * c->h * 2 + c->h +
-                                       (size_t)c->L * ((size_t)c->h * (c->qkv + 2 * c->inter + 2) + (size_t)c->H * c->d * c->h +
-                                                       (size_t)c->inter * c->h));
+    c->weight_bytes = (size_t)weight_bytes(m);
     *out = c;
     return BE_OK;
 nomem:
@@ -126,16 +148,16 @@ nomem:
 
 static be_status alloc_kv(void *p, long blocks, char *err, size_t n)
 {
-    cpu_ctx *c = p;
-    cpu_kv_pool_free(&c->pool);
-    if (cpu_kv_pool_init(&c->pool, c->cfg.kv_dtype, blocks, c->cfg.block_size, c->L, c->Hkv, c->d)) {
+    be_cpu_ctx *c = p;
+    be_cpu_kv_pool_free(&c->pool);
+    if (be_cpu_kv_pool_init(&c->pool, c->cfg.kv_dtype, blocks, c->cfg.block_size, c->L, c->Hkv, c->d)) {
         snprintf(err, n, "out of memory for %ld KV blocks", blocks);
         return BE_E_NOMEM;
     }
     return BE_OK;
 }
 
-static int grow(cpu_ctx *c, int T)
+static int grow(be_cpu_ctx *c, int T)
 {
     if (T <= c->cap_T) return 0;
     int cap = c->cap_T ? c->cap_T : 64;
@@ -158,7 +180,7 @@ static int grow(cpu_ctx *c, int T)
     return 0;
 }
 
-int cpu_forward(cpu_ctx *c, const sim_batch *b, int32_t *next, float *last_hidden)
+int be_cpu_forward(be_cpu_ctx *c, const sim_batch *b, int32_t *next, float *last_hidden)
 {
     int T = 0;
     for (int i = 0; i < b->n; i++) T += b->seqs[i].new_tokens;
@@ -176,14 +198,14 @@ int cpu_forward(cpu_ctx *c, const sim_batch *b, int32_t *next, float *last_hidde
     }
     for (int l = 0; l < c->L; l++) {
         layer_w *w = &c->lw[l];
-        cpu_rmsnorm(c->Hn, c->X, w->norm1, T, h, NORM_EPS);
-        cpu_matmul(c->QKV, c->Hn, w->wqkv, T, c->qkv, h, 0);
+        be_cpu_rmsnorm(c->Hn, c->X, w->norm1, T, h, NORM_EPS);
+        be_cpu_matmul(c->QKV, c->Hn, w->wqkv, T, c->qkv, h, 0);
         /* Split QKV rows into Q (T x H x d) and, in place at the row's tail, K and V. */
         for (int t = 0; t < T; t++) memcpy(c->Q + (size_t)t * H * d, c->QKV + (size_t)t * c->qkv, sizeof(float) * (size_t)H * d);
-        cpu_rope(c->Q, T, H, d, c->pos, ROPE_THETA);
+        be_cpu_rope(c->Q, T, H, d, c->pos, ROPE_THETA);
         for (int t = 0; t < T; t++) {
             float *k = c->QKV + (size_t)t * c->qkv + (size_t)H * d;
-            cpu_rope(k, 1, Hkv, d, &c->pos[t], ROPE_THETA);
+            be_cpu_rope(k, 1, Hkv, d, &c->pos[t], ROPE_THETA);
         }
         /* Write the new K and V into the pool, then attend (new keys included). */
         for (int i = 0, t = 0; i < b->n; i++) {
@@ -192,29 +214,29 @@ int cpu_forward(cpu_ctx *c, const sim_batch *b, int32_t *next, float *last_hidde
                 long p = q->start + j, blk = q->blocks[p / bs];
                 const float *row = c->QKV + (size_t)t * c->qkv + (size_t)H * d;
                 for (int kh = 0; kh < Hkv; kh++) {
-                    cpu_kv_write(&c->pool, blk, (int)(p % bs), l, 0, kh, row + (size_t)kh * d);
-                    cpu_kv_write(&c->pool, blk, (int)(p % bs), l, 1, kh, row + (size_t)(Hkv + kh) * d);
+                    be_cpu_kv_write(&c->pool, blk, (int)(p % bs), l, 0, kh, row + (size_t)kh * d);
+                    be_cpu_kv_write(&c->pool, blk, (int)(p % bs), l, 1, kh, row + (size_t)(Hkv + kh) * d);
                 }
             }
         }
         for (int i = 0, t = 0; i < b->n; i++) {
             const sim_batch_seq *q = &b->seqs[i];
-            cpu_attention_paged(c->O + (size_t)t * H * d, c->Q + (size_t)t * H * d, &c->pool, l, q->blocks, q->start,
+            be_cpu_attention_paged(c->O + (size_t)t * H * d, c->Q + (size_t)t * H * d, &c->pool, l, q->blocks, q->start,
                                 q->new_tokens, H, &c->mask[l]);
             t += q->new_tokens;
         }
-        cpu_matmul(c->X, c->O, w->wo, T, h, H * d, 1);            /* residual: X += O Wo */
-        cpu_rmsnorm(c->Hn, c->X, w->norm2, T, h, NORM_EPS);
-        cpu_matmul(c->GU, c->Hn, w->wgu, T, 2 * c->inter, h, 0);
-        cpu_swiglu(c->A, c->GU, T, c->inter);
-        cpu_matmul(c->X, c->A, w->wd, T, h, c->inter, 1);            /* residual: X += A Wd */
+        be_cpu_matmul(c->X, c->O, w->wo, T, h, H * d, 1);            /* residual: X += O Wo */
+        be_cpu_rmsnorm(c->Hn, c->X, w->norm2, T, h, NORM_EPS);
+        be_cpu_matmul(c->GU, c->Hn, w->wgu, T, 2 * c->inter, h, 0);
+        be_cpu_swiglu(c->A, c->GU, T, c->inter);
+        be_cpu_matmul(c->X, c->A, w->wd, T, h, c->inter, 1);            /* residual: X += A Wd */
     }
     /* LM head, one GEMM over every sequence's last new token. */
     for (int i = 0, t = 0; i < b->n; i++) {
         t += b->seqs[i].new_tokens;
         memcpy(c->Hn + (size_t)i * h, c->X + (size_t)(t - 1) * h, sizeof(float) * (size_t)h);
     }
-    cpu_rmsnorm(c->Hn, c->Hn, c->normf, b->n, h, NORM_EPS);   /* in place: row by row */
+    be_cpu_rmsnorm(c->Hn, c->Hn, c->normf, b->n, h, NORM_EPS);   /* in place: row by row */
     if (last_hidden) memcpy(last_hidden, c->Hn, sizeof(float) * (size_t)b->n * h);
     if (b->n > c->cap_logits) {
         float *nl = realloc(c->logits, sizeof(float) * (size_t)b->n * c->V);
@@ -222,33 +244,33 @@ int cpu_forward(cpu_ctx *c, const sim_batch *b, int32_t *next, float *last_hidde
         c->logits = nl;
         c->cap_logits = b->n;
     }
-    cpu_matmul(c->logits, c->Hn, c->lm, b->n, c->V, h, 0);
-    for (int i = 0; next && i < b->n; i++) next[i] = cpu_argmax(c->logits + (size_t)i * c->V, c->V);
+    be_cpu_matmul(c->logits, c->Hn, c->lm, b->n, c->V, h, 0);
+    for (int i = 0; next && i < b->n; i++) next[i] = be_cpu_argmax(c->logits + (size_t)i * c->V, c->V);
     return 0;
 }
 
 static be_status run(void *p, const sim_batch *b, be_step_out *out, char *err, size_t n)
 {
-    cpu_ctx *c = p;
+    be_cpu_ctx *c = p;
     if (!c->pool.data) { snprintf(err, n, "run before alloc_kv"); return BE_E_RUNTIME; }
     double t0 = be_now();
-    if (cpu_forward(c, b, out->next_tokens, NULL)) { snprintf(err, n, "out of memory for a %ld-token step", b->tokens); return BE_E_NOMEM; }
+    if (be_cpu_forward(c, b, out->next_tokens, NULL)) { snprintf(err, n, "out of memory for a %ld-token step", b->tokens); return BE_E_NOMEM; }
     out->seconds = be_now() - t0;
     return BE_OK;
 }
 
 static size_t memory_used(void *p)
 {
-    cpu_ctx *c = p;
+    be_cpu_ctx *c = p;
     size_t scratch = (size_t)c->cap_T * sizeof(float) * ((size_t)2 * c->h + c->qkv + (size_t)2 * c->H * c->d + 3 * (size_t)c->inter);
-    return c->weight_bytes + cpu_kv_pool_bytes(&c->pool) + scratch;
+    return c->weight_bytes + be_cpu_kv_pool_bytes(&c->pool) + scratch;
 }
 
-static long kv_blocks(void *p) { return ((cpu_ctx *)p)->pool.blocks; }
+static long kv_blocks(void *p) { return ((be_cpu_ctx *)p)->pool.blocks; }
 
 static be_status bench_copy(void *p, size_t bytes, double *seconds)
 {
-    cpu_ctx *c = p;
+    be_cpu_ctx *c = p;
     if (bytes != c->copy_bytes) {
         free(c->copy_src); free(c->copy_dst);
         c->copy_src = malloc(bytes);
@@ -272,9 +294,9 @@ static be_status bench_gemm(void *p, int m, int n, int k, double *seconds)
     if (!a || !b || !o) { free(a); free(b); free(o); return BE_E_NOMEM; }
     for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
-    cpu_matmul(o, a, b, m, n, k, 0);           /* warm up */
+    be_cpu_matmul(o, a, b, m, n, k, 0);           /* warm up */
     double t0 = be_now();
-    cpu_matmul(o, a, b, m, n, k, 0);
+    be_cpu_matmul(o, a, b, m, n, k, 0);
     *seconds = be_now() - t0;
     free(a); free(b); free(o);
     return BE_OK;

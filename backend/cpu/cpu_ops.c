@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cpu_rmsnorm(float *out, const float *x, const float *w, int T, int h, float eps)
+void be_cpu_rmsnorm(float *out, const float *x, const float *w, int T, int h, float eps)
 {
     for (int t = 0; t < T; t++) {
         const float *r = x + (size_t)t * h;
@@ -19,7 +19,7 @@ void cpu_rmsnorm(float *out, const float *x, const float *w, int T, int h, float
     }
 }
 
-void cpu_rope(float *x, int T, int heads, int d, const int32_t *pos, float theta)
+void be_cpu_rope(float *x, int T, int heads, int d, const int32_t *pos, float theta)
 {
     int half = d / 2;
     for (int t = 0; t < T; t++)
@@ -35,12 +35,12 @@ void cpu_rope(float *x, int T, int heads, int d, const int32_t *pos, float theta
         }
 }
 
-void cpu_matmul(float *out, const float *x, const float *w, int M, int N, int K, int accumulate)
+void be_cpu_matmul(float *out, const float *x, const float *w, int M, int N, int K, int accumulate)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, x, K, w, N, accumulate ? 1.0f : 0.0f, out, N);
 }
 
-void cpu_swiglu(float *out, const float *gu, int T, int inter)
+void be_cpu_swiglu(float *out, const float *gu, int T, int inter)
 {
     for (int t = 0; t < T; t++)
         for (int i = 0; i < inter; i++) {
@@ -49,7 +49,7 @@ void cpu_swiglu(float *out, const float *gu, int T, int inter)
         }
 }
 
-int cpu_argmax(const float *v, int n)
+int be_cpu_argmax(const float *v, int n)
 {
     int best = 0;
     for (int i = 1; i < n; i++) if (v[i] > v[best]) best = i;
@@ -59,12 +59,12 @@ int cpu_argmax(const float *v, int n)
 /* ---- the KV pool ---- */
 static size_t elem_bytes(scn_dtype d) { return d == SCN_DTYPE_FP32 ? 4 : d == SCN_DTYPE_FP16 || d == SCN_DTYPE_BF16 ? 2 : 1; }
 
-static size_t vec_index(const cpu_kv_pool *p, long block, int slot, int layer, int kv, int head)
+static size_t vec_index(const be_cpu_kv_pool *p, long block, int slot, int layer, int kv, int head)
 {
     return ((((size_t)block * p->layers + layer) * 2 + kv) * p->block_size + slot) * p->kv_heads + head;
 }
 
-int cpu_kv_pool_init(cpu_kv_pool *p, scn_dtype dtype, long blocks, int block_size, int layers, int kv_heads, int d)
+int be_cpu_kv_pool_init(be_cpu_kv_pool *p, scn_dtype dtype, long blocks, int block_size, int layers, int kv_heads, int d)
 {
     memset(p, 0, sizeof *p);
     if (dtype == SCN_DTYPE_INT4) return -1;   /* not stored by the CPU reference */
@@ -78,11 +78,11 @@ int cpu_kv_pool_init(cpu_kv_pool *p, scn_dtype dtype, long blocks, int block_siz
     size_t vecs = (size_t)blocks * layers * 2 * block_size * kv_heads;
     p->data = calloc(vecs * d, elem_bytes(dtype));
     if (dtype == SCN_DTYPE_INT8) p->scales = calloc(vecs, sizeof(float));
-    if (!p->data || (dtype == SCN_DTYPE_INT8 && !p->scales)) { cpu_kv_pool_free(p); return -1; }
+    if (!p->data || (dtype == SCN_DTYPE_INT8 && !p->scales)) { be_cpu_kv_pool_free(p); return -1; }
     return 0;
 }
 
-void cpu_kv_pool_free(cpu_kv_pool *p)
+void be_cpu_kv_pool_free(be_cpu_kv_pool *p)
 {
     free(p->data);
     free(p->scales);
@@ -90,21 +90,27 @@ void cpu_kv_pool_free(cpu_kv_pool *p)
     p->scales = NULL;
 }
 
-size_t cpu_kv_pool_bytes(const cpu_kv_pool *p)
+double be_cpu_kv_pool_size(scn_dtype dtype, long blocks, int block_size, int layers, int kv_heads, int d)
 {
-    size_t vecs = (size_t)p->blocks * p->layers * 2 * p->block_size * p->kv_heads;
-    return vecs * p->head_dim * elem_bytes(p->dtype) + (p->scales ? vecs * sizeof(float) : 0);
+    double vecs = (double)blocks * layers * 2 * block_size * kv_heads;
+    return vecs * d * (double)elem_bytes(dtype) + (dtype == SCN_DTYPE_INT8 ? vecs * sizeof(float) : 0);
 }
 
-void cpu_kv_write(cpu_kv_pool *p, long block, int slot, int layer, int kv, int head, const float *vec)
+size_t be_cpu_kv_pool_bytes(const be_cpu_kv_pool *p)
+{
+    if (!p->data) return 0;
+    return (size_t)be_cpu_kv_pool_size(p->dtype, p->blocks, p->block_size, p->layers, p->kv_heads, p->head_dim);
+}
+
+void be_cpu_kv_write(be_cpu_kv_pool *p, long block, int slot, int layer, int kv, int head, const float *vec)
 {
     size_t vi = vec_index(p, block, slot, layer, kv, head), d = (size_t)p->head_dim;
     uint8_t *dst = p->data + vi * d * elem_bytes(p->dtype);
     switch (p->dtype) {
     case SCN_DTYPE_FP32: memcpy(dst, vec, d * 4); break;
-    case SCN_DTYPE_FP16: for (size_t i = 0; i < d; i++) ((uint16_t *)dst)[i] = kvf_f32_to_f16(vec[i]); break;
-    case SCN_DTYPE_BF16: for (size_t i = 0; i < d; i++) ((uint16_t *)dst)[i] = kvf_f32_to_bf16(vec[i]); break;
-    case SCN_DTYPE_FP8: for (size_t i = 0; i < d; i++) dst[i] = kvf_f32_to_e4m3(vec[i] / p->fp8_scale); break;
+    case SCN_DTYPE_FP16: for (size_t i = 0; i < d; i++) ((uint16_t *)dst)[i] = be_cpu_f32_to_f16(vec[i]); break;
+    case SCN_DTYPE_BF16: for (size_t i = 0; i < d; i++) ((uint16_t *)dst)[i] = be_cpu_f32_to_bf16(vec[i]); break;
+    case SCN_DTYPE_FP8: for (size_t i = 0; i < d; i++) dst[i] = be_cpu_f32_to_e4m3(vec[i] / p->fp8_scale); break;
     case SCN_DTYPE_INT8: {
         float amax = 0;
         for (size_t i = 0; i < d; i++) if (fabsf(vec[i]) > amax) amax = fabsf(vec[i]);
@@ -117,21 +123,21 @@ void cpu_kv_write(cpu_kv_pool *p, long block, int slot, int layer, int kv, int h
     }
 }
 
-void cpu_kv_read(const cpu_kv_pool *p, long block, int slot, int layer, int kv, int head, float *vec)
+void be_cpu_kv_read(const be_cpu_kv_pool *p, long block, int slot, int layer, int kv, int head, float *vec)
 {
     size_t vi = vec_index(p, block, slot, layer, kv, head), d = (size_t)p->head_dim;
     const uint8_t *src = p->data + vi * d * elem_bytes(p->dtype);
     switch (p->dtype) {
     case SCN_DTYPE_FP32: memcpy(vec, src, d * 4); break;
-    case SCN_DTYPE_FP16: for (size_t i = 0; i < d; i++) vec[i] = kvf_f16_to_f32(((const uint16_t *)src)[i]); break;
-    case SCN_DTYPE_BF16: for (size_t i = 0; i < d; i++) vec[i] = kvf_bf16_to_f32(((const uint16_t *)src)[i]); break;
-    case SCN_DTYPE_FP8: for (size_t i = 0; i < d; i++) vec[i] = kvf_e4m3_to_f32(src[i]) * p->fp8_scale; break;
+    case SCN_DTYPE_FP16: for (size_t i = 0; i < d; i++) vec[i] = be_cpu_f16_to_f32(((const uint16_t *)src)[i]); break;
+    case SCN_DTYPE_BF16: for (size_t i = 0; i < d; i++) vec[i] = be_cpu_bf16_to_f32(((const uint16_t *)src)[i]); break;
+    case SCN_DTYPE_FP8: for (size_t i = 0; i < d; i++) vec[i] = be_cpu_e4m3_to_f32(src[i]) * p->fp8_scale; break;
     case SCN_DTYPE_INT8: for (size_t i = 0; i < d; i++) vec[i] = ((const int8_t *)src)[i] * p->scales[vi]; break;
     default: memset(vec, 0, d * 4); break;
     }
 }
 
-int cpu_attn_visible(const cpu_attn_mask *m, long p, long k)
+int be_cpu_attn_visible(const be_cpu_attn_mask *m, long p, long k)
 {
     if (k > p) return 0;
     if (m->sliding > 0 && k <= p - m->sliding) return 0;
@@ -139,8 +145,8 @@ int cpu_attn_visible(const cpu_attn_mask *m, long p, long k)
     return 1;
 }
 
-void cpu_attention_paged(float *out, const float *q, const cpu_kv_pool *pool, int layer, const int32_t *blocks,
-                         long start, int n, int H, const cpu_attn_mask *mask)
+void be_cpu_attention_paged(float *out, const float *q, const be_cpu_kv_pool *pool, int layer, const int32_t *blocks,
+                         long start, int n, int H, const be_cpu_attn_mask *mask)
 {
     int d = pool->head_dim, Hkv = pool->kv_heads, g = H / Hkv, bs = pool->block_size;
     float scale = 1.0f / sqrtf((float)d);
@@ -158,8 +164,8 @@ void cpu_attention_paged(float *out, const float *q, const cpu_kv_pool *pool, in
             for (int a = 0; a < g; a++) mx[a] = -INFINITY;
             for (long k = 0; k <= p; k++) {
                 float *sc = scores + (size_t)k * g;
-                if (!cpu_attn_visible(mask, p, k)) { for (int a = 0; a < g; a++) sc[a] = -INFINITY; continue; }
-                cpu_kv_read(pool, blocks[k / bs], (int)(k % bs), layer, 0, kh, vec);
+                if (!be_cpu_attn_visible(mask, p, k)) { for (int a = 0; a < g; a++) sc[a] = -INFINITY; continue; }
+                be_cpu_kv_read(pool, blocks[k / bs], (int)(k % bs), layer, 0, kh, vec);
                 for (int a = 0; a < g; a++) {
                     float s = 0;
                     for (int i = 0; i < d; i++) s += qv[(size_t)a * d + i] * vec[i];
@@ -172,7 +178,7 @@ void cpu_attention_paged(float *out, const float *q, const cpu_kv_pool *pool, in
             for (long k = 0; k <= p; k++) {
                 float *sc = scores + (size_t)k * g;
                 if (sc[0] == -INFINITY) continue;     /* visibility is the same for the whole group */
-                cpu_kv_read(pool, blocks[k / bs], (int)(k % bs), layer, 1, kh, vec);
+                be_cpu_kv_read(pool, blocks[k / bs], (int)(k % bs), layer, 1, kh, vec);
                 for (int a = 0; a < g; a++) {
                     double w = exp((double)(sc[a] - mx[a]));
                     sum[a] += w;

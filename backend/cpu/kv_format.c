@@ -7,7 +7,7 @@
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-uint16_t kvf_f32_to_f16(float f)
+uint16_t be_cpu_f32_to_f16(float f)
 {
     uint32_t u = bits(f), sign = (u >> 16) & 0x8000;
     float a = fabsf(f);
@@ -23,7 +23,7 @@ uint16_t kvf_f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
-float kvf_f16_to_f32(uint16_t h)
+float be_cpu_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
     if (exp == 0) {
@@ -34,7 +34,7 @@ float kvf_f16_to_f32(uint16_t h)
     return from_bits(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 
-uint16_t kvf_f32_to_bf16(float f)
+uint16_t be_cpu_f32_to_bf16(float f)
 {
     uint32_t u = bits(f);
     if (isnan(f)) return (uint16_t)((u >> 16) | 0x40);
@@ -42,11 +42,11 @@ uint16_t kvf_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-float kvf_bf16_to_f32(uint16_t b) { return from_bits((uint32_t)b << 16); }
+float be_cpu_bf16_to_f32(uint16_t b) { return from_bits((uint32_t)b << 16); }
 
 /* E4M3 (OCP FP8): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities; max 448;
  * smallest subnormal 2^-9. */
-uint8_t kvf_f32_to_e4m3(float f)
+uint8_t be_cpu_f32_to_e4m3(float f)
 {
     uint8_t sign = signbit(f) ? 0x80 : 0;
     float a = fabsf(f);
@@ -65,7 +65,7 @@ uint8_t kvf_f32_to_e4m3(float f)
     return (uint8_t)(sign | (exp << 3) | (uint8_t)q);
 }
 
-float kvf_e4m3_to_f32(uint8_t v)
+float be_cpu_e4m3_to_f32(uint8_t v)
 {
     int exp = (v >> 3) & 0xf, mant = v & 7;
     float a = exp == 0 ? mant / 512.0f : ldexpf(1.0f + mant / 8.0f, exp - 7);

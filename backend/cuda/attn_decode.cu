@@ -1,7 +1,7 @@
 /* attn_decode.cu: paged decode attention, flash-decoding style. Grid (sequence, KV head, split):
  * each block takes one split of `split` keys for the g query heads sharing its KV head, reads
  * each K and V vector once (dequantising on load), and writes its partial max, sum and weighted
- * V; a second kernel combines the splits. Reference: cpu_attention_paged with n = 1. */
+ * V; a second kernel combines the splits. Reference: be_cpu_attention_paged with n = 1. */
 #include "attn_mask.cuh"
 #include "cuda_common.cuh"
 

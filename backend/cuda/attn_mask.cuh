@@ -1,4 +1,4 @@
-/* attn_mask.cuh: which keys a query at position p sees; the device copy of cpu_attn_visible. */
+/* attn_mask.cuh: which keys a query at position p sees; the device copy of be_cpu_attn_visible. */
 #ifndef KVPLAN_ATTN_MASK_CUH
 #define KVPLAN_ATTN_MASK_CUH
 

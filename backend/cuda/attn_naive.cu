@@ -1,6 +1,6 @@
 /* attn_naive.cu: attention that materialises the score matrix (scores, then softmax, then the
  * weighted sum of V, each a pass through global memory), so the FlashAttention trade-off is
- * measured rather than assumed. Reference: cpu_attention_paged. */
+ * measured rather than assumed. Reference: be_cpu_attention_paged. */
 #include "attn_mask.cuh"
 #include "cuda_common.cuh"
 

@@ -1,7 +1,7 @@
 /* attn_prefill.cu: causal attention for prefill chunks over the cached prefix and the chunk
  * itself, tiled with an online softmax so no score matrix exists in memory (FlashAttention's
  * idea). Grid (query tile, head, sequence); each thread owns one query row; K and V tiles are
- * staged in shared memory once per block. Reference: cpu_attention_paged. */
+ * staged in shared memory once per block. Reference: be_cpu_attention_paged. */
 #include "attn_mask.cuh"
 #include "cuda_common.cuh"
 

@@ -32,7 +32,7 @@ int be_cuda_gemm(float *out, const float *x, const void *w_bf16, int M, int N, i
 int be_cuda_kv_write(const struct be_cuda_pool *pool, int layer, const float *k, const float *v, int stride, const int32_t *blocks,
                  const int32_t *slots, int T);
 
-/* The attention masks of cpu_attn_visible: StreamingLLM sink + window, and a sliding layer. */
+/* The attention masks of be_cpu_attn_visible: StreamingLLM sink + window, and a sliding layer. */
 typedef struct { int sink, window, sliding; } be_cuda_mask;
 
 /* attn_decode.cu: one query token per sequence (position start[s]), GQA over the pool through

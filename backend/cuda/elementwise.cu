@@ -1,5 +1,5 @@
 /* elementwise.cu: RMSNorm, RoPE, SwiGLU, embedding gather and argmax. References:
- * cpu_rmsnorm, cpu_rope, cpu_swiglu, cpu_argmax in backend/cpu/cpu_ops.c. */
+ * be_cpu_rmsnorm, be_cpu_rope, be_cpu_swiglu, be_cpu_argmax in backend/cpu/cpu_ops.c. */
 #include "cuda_common.cuh"
 #include "cuda_kernels.h"
 
@@ -91,7 +91,7 @@ extern "C" int be_cuda_gather_rows(float *out, const float *table, const int32_t
     return 0;
 }
 
-/* One block per row; ties resolve to the lowest index, as cpu_argmax does. */
+/* One block per row; ties resolve to the lowest index, as be_cpu_argmax does. */
 __global__ void argmax_kernel(int32_t *out, const float *logits, int n)
 {
     __shared__ float bv[256];

@@ -1,6 +1,6 @@
 /* gemm.cu: GEMMs through cuBLAS in bf16 with fp32 accumulation: out[M x N] (fp32) =
  * x[M x K] (fp32, rounded to bf16) * w[K x N] (bf16). Row-major through column-major cuBLAS:
- * C^T = W^T X^T. Reference: cpu_matmul on bf16-rounded operands. */
+ * C^T = W^T X^T. Reference: be_cpu_matmul on bf16-rounded operands. */
 #include <cublas_v2.h>
 
 #include "cuda_common.cuh"

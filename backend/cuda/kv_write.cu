@@ -1,5 +1,5 @@
 /* kv_write.cu: writes new K and V vectors into the paged pool, converting to the pool's dtype
- * (int8 computes a scale per head vector). Reference: cpu_kv_write in backend/cpu/cpu_ops.c. */
+ * (int8 computes a scale per head vector). Reference: be_cpu_kv_write in backend/cpu/cpu_ops.c. */
 #include "cuda_common.cuh"
 #include "cuda_kernels.h"
 

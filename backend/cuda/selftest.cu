@@ -99,7 +99,7 @@ static int test_elementwise(tester *t)
         char shape[64];
         snprintf(shape, sizeof shape, "T=%d h=%d", T, h);
         auto x = rvec(t, (size_t)T * h), w = rvec(t, h), ref = std::vector<float>((size_t)T * h);
-        cpu_rmsnorm(ref.data(), x.data(), w.data(), T, h, 1e-5f);
+        be_cpu_rmsnorm(ref.data(), x.data(), w.data(), T, h, 1e-5f);
         float *dx = up(x), *dw = up(w), *dout = poisoned((size_t)T * h);
         RUN(be_cuda_rmsnorm(dout, dx, dw, T, h, 1e-5f));
         verdict(t, "rmsnorm", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 1e-5);
@@ -107,7 +107,7 @@ static int test_elementwise(tester *t)
         /* SwiGLU over a [T x 2h] input. */
         auto gu = rvec(t, (size_t)T * 2 * h);
         std::vector<float> sref((size_t)T * h);
-        cpu_swiglu(sref.data(), gu.data(), T, h);
+        be_cpu_swiglu(sref.data(), gu.data(), T, h);
         float *dgu = up(gu), *dsw = poisoned((size_t)T * h);
         RUN(be_cuda_swiglu(dsw, dgu, T, h));
         verdict(t, "swiglu", shape, rel_l2(down(dsw, (size_t)T * h).data(), sref.data(), (size_t)T * h), 1e-5);
@@ -118,7 +118,7 @@ static int test_elementwise(tester *t)
     auto x = rvec(t, (size_t)T * stride), ref = x;
     std::vector<int32_t> pos(T);
     for (int i = 0; i < T; i++) pos[i] = (int32_t)(frand(t) * 4000 + 4000);
-    for (int i = 0; i < T; i++) cpu_rope(ref.data() + (size_t)i * stride, 1, heads, d, &pos[i], 10000.0f);
+    for (int i = 0; i < T; i++) be_cpu_rope(ref.data() + (size_t)i * stride, 1, heads, d, &pos[i], 10000.0f);
     float *dx = up(x);
     int32_t *dp = up(pos);
     RUN(be_cuda_rope(dx, T, heads, d, stride, dp, 10000.0f));
@@ -137,9 +137,9 @@ static int test_gemm(tester *t)
         std::vector<__nv_bfloat16> wb(w.size());
         for (size_t i = 0; i < w.size(); i++) { wb[i] = __float2bfloat16_rn(w[i]); w[i] = __bfloat162float(wb[i]); }
         auto xr = x;
-        for (auto &v : xr) v = kvf_bf16_to_f32(kvf_f32_to_bf16(v));
+        for (auto &v : xr) v = be_cpu_bf16_to_f32(be_cpu_f32_to_bf16(v));
         std::vector<float> ref((size_t)M * N);
-        cpu_matmul(ref.data(), xr.data(), w.data(), M, N, K, 0);
+        be_cpu_matmul(ref.data(), xr.data(), w.data(), M, N, K, 0);
         float *dx = up(x), *dout = poisoned((size_t)M * N);
         __nv_bfloat16 *dw = up(wb);
         void *scratch = NULL;
@@ -154,21 +154,21 @@ static int test_gemm(tester *t)
 }
 
 /* A pool filled on the host by the reference writer, uploaded byte for byte (same layout). */
-struct pool_pair { cpu_kv_pool cpu; be_cuda_pool dev; };
+struct pool_pair { be_cpu_kv_pool cpu; be_cuda_pool dev; };
 
 static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs, int Hkv, int d)
 {
-    if (cpu_kv_pool_init(&pp->cpu, dt, blocks, bs, 1, Hkv, d)) { snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "host pool"); return -1; }
+    if (be_cpu_kv_pool_init(&pp->cpu, dt, blocks, bs, 1, Hkv, d)) { snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "host pool"); return -1; }
     std::vector<float> v(d);
     for (long b = 0; b < blocks; b++)
         for (int s = 0; s < bs; s++)
             for (int kv = 0; kv < 2; kv++)
                 for (int h = 0; h < Hkv; h++) {
                     for (auto &x : v) x = frand(t) * 2;
-                    cpu_kv_write(&pp->cpu, b, s, 0, kv, h, v.data());
+                    be_cpu_kv_write(&pp->cpu, b, s, 0, kv, h, v.data());
                 }
     pp->dev = be_cuda_pool{(int)dt, bs, 1, Hkv, d, NULL, NULL, pp->cpu.fp8_scale};
-    size_t bytes = cpu_kv_pool_bytes(&pp->cpu), sbytes = pp->cpu.scales ? (size_t)blocks * 2 * bs * Hkv * sizeof(float) : 0;
+    size_t bytes = be_cpu_kv_pool_bytes(&pp->cpu), sbytes = pp->cpu.scales ? (size_t)blocks * 2 * bs * Hkv * sizeof(float) : 0;
     CUDA_CHECK(cudaMalloc(&pp->dev.data, bytes));
     CUDA_CHECK(cudaMemcpy(pp->dev.data, pp->cpu.data, bytes - sbytes, cudaMemcpyHostToDevice));
     if (sbytes) {
@@ -180,7 +180,7 @@ static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs
 
 static void free_pool(pool_pair *pp)
 {
-    cpu_kv_pool_free(&pp->cpu);
+    be_cpu_kv_pool_free(&pp->cpu);
     cudaFree(pp->dev.data);
     cudaFree(pp->dev.scales);
 }
@@ -198,15 +198,15 @@ static int test_kv_write(tester *t)
         for (int i = 0; i < T; i++) { blk[i] = i / bs; slot[i] = i % bs; }
         for (int i = 0; i < T; i++)
             for (int h = 0; h < Hkv; h++) {
-                cpu_kv_write(&pp.cpu, blk[i], slot[i], 0, 0, h, rows.data() + (size_t)i * stride + (32 + h) * d);
-                cpu_kv_write(&pp.cpu, blk[i], slot[i], 0, 1, h, rows.data() + (size_t)i * stride + (32 + 8 + h) * d);
+                be_cpu_kv_write(&pp.cpu, blk[i], slot[i], 0, 0, h, rows.data() + (size_t)i * stride + (32 + h) * d);
+                be_cpu_kv_write(&pp.cpu, blk[i], slot[i], 0, 1, h, rows.data() + (size_t)i * stride + (32 + 8 + h) * d);
             }
         float *drows = up(rows);
         int32_t *db = up(blk), *ds = up(slot);
         RUN(be_cuda_kv_write(&pp.dev, 0, drows + 32 * 128, drows + 40 * 128, stride, db, ds, T));
         /* Read the device pool back and compare what each element dequantises to. */
-        cpu_kv_pool back = pp.cpu;
-        size_t bytes = cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.cpu.scales ? (size_t)8 * 2 * bs * Hkv * sizeof(float) : 0;
+        be_cpu_kv_pool back = pp.cpu;
+        size_t bytes = be_cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.cpu.scales ? (size_t)8 * 2 * bs * Hkv * sizeof(float) : 0;
         std::vector<uint8_t> data(bytes - sbytes);
         std::vector<float> scales(sbytes / sizeof(float));
         cudaMemcpy(data.data(), pp.dev.data, data.size(), cudaMemcpyDeviceToHost);
@@ -218,8 +218,8 @@ static int test_kv_write(tester *t)
         for (int i = 0; i < T; i++)
             for (int kv = 0; kv < 2; kv++)
                 for (int h = 0; h < Hkv; h++) {
-                    cpu_kv_read(&pp.cpu, blk[i], slot[i], 0, kv, h, a.data());
-                    cpu_kv_read(&back, blk[i], slot[i], 0, kv, h, b.data());
+                    be_cpu_kv_read(&pp.cpu, blk[i], slot[i], 0, kv, h, a.data());
+                    be_cpu_kv_read(&back, blk[i], slot[i], 0, kv, h, b.data());
                     double e = rel_l2(b.data(), a.data(), d);
                     if (e > worst) worst = e;
                 }
@@ -232,7 +232,7 @@ static int test_kv_write(tester *t)
     return 0;
 }
 
-/* Decode, prefill and naive attention against cpu_attention_paged on one random pool. */
+/* Decode, prefill and naive attention against be_cpu_attention_paged on one random pool. */
 static int test_attention(tester *t)
 {
     scn_dtype dts[] = {SCN_DTYPE_BF16, SCN_DTYPE_FP16, SCN_DTYPE_FP8, SCN_DTYPE_INT8};
@@ -241,7 +241,7 @@ static int test_attention(tester *t)
         for (int bs : block_sizes) {
             int H = 32, Hkv = 8, d = 128, n = 5, max_blocks = 0;
             int ctx[] = {1, 37, 300, 1025, 2000};
-            cpu_attn_mask masks[] = {{0, 0, 0}, {4, 500, 0}};
+            be_cpu_attn_mask masks[] = {{0, 0, 0}, {4, 500, 0}};
             for (int i = 0; i < n; i++) max_blocks = std::max(max_blocks, (ctx[i] + 1 + bs - 1) / bs);
             long blocks = (long)n * max_blocks;
             pool_pair pp;
@@ -253,7 +253,7 @@ static int test_attention(tester *t)
                 auto q = rvec(t, (size_t)n * H * d);
                 std::vector<float> ref((size_t)n * H * d);
                 for (int i = 0; i < n; i++)
-                    cpu_attention_paged(ref.data() + (size_t)i * H * d, q.data() + (size_t)i * H * d, &pp.cpu, 0,
+                    be_cpu_attention_paged(ref.data() + (size_t)i * H * d, q.data() + (size_t)i * H * d, &pp.cpu, 0,
                                         tab.data() + (size_t)i * max_blocks, ctx[i], 1, H, &m);
                 float *dq = up(q), *dout = poisoned((size_t)n * H * d);
                 int32_t *dt_ = up(tab), *dst = up(start);
@@ -274,9 +274,9 @@ static int test_attention(tester *t)
             }
             auto q = rvec(t, (size_t)rows * H * d);
             std::vector<float> ref((size_t)rows * H * d);
-            cpu_attn_mask none = {0, 0, 0};
+            be_cpu_attn_mask none = {0, 0, 0};
             for (int i = 0; i < n; i++)
-                cpu_attention_paged(ref.data() + (size_t)prow[i] * H * d, q.data() + (size_t)prow[i] * H * d, &pp.cpu, 0,
+                be_cpu_attention_paged(ref.data() + (size_t)prow[i] * H * d, q.data() + (size_t)prow[i] * H * d, &pp.cpu, 0,
                                     tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &none);
             float *dq = up(q), *dout = poisoned((size_t)rows * H * d);
             int32_t *dt_ = up(tab), *dst = up(pst), *dl = up(plen), *dr = up(prow);

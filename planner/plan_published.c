@@ -1,0 +1,542 @@
+/* plan_published.c: the published-measurements harness (see plan_published.h). */
+#include "plan_published.h"
+#include "../model/kv_model.h"
+#include "../sim/sim.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const COLUMNS[] = {"id", "gpu", "gpus", "tp", "model", "engine", "engine_version", "weight_dtype",
+                                      "kv_dtype", "mode", "load", "input_tokens", "output_tokens", "metric", "value",
+                                      "unit", "source", "notes"};
+enum { N_COLUMNS = (int)(sizeof COLUMNS / sizeof COLUMNS[0]) };
+enum { C_ID, C_GPU, C_GPUS, C_TP, C_MODEL, C_ENGINE, C_ENGINE_VERSION, C_WEIGHT, C_KV, C_MODE, C_LOAD, C_INPUT,
+       C_OUTPUT, C_METRIC, C_VALUE, C_UNIT, C_SOURCE, C_NOTES };
+
+static const char *const MODES[] = {"closed", "poisson", "offline", "batch", "capacity", NULL};
+
+/* What a metric is, and the units it may be given in. */
+typedef enum { U_TIME, U_TOKENS_RATE, U_REQ_RATE, U_TOKENS } unit_kind;
+typedef struct { const char *name; pub_class cls; unit_kind unit; } metric_def;
+static const metric_def METRICS[] = {
+    {"ttft_mean_ms", PUB_CLASS_TTFT, U_TIME},       {"ttft_p50_ms", PUB_CLASS_TTFT, U_TIME},
+    {"ttft_p99_ms", PUB_CLASS_TTFT, U_TIME},        {"tpot_mean_ms", PUB_CLASS_TPOT, U_TIME},
+    {"tpot_p50_ms", PUB_CLASS_TPOT, U_TIME},        {"itl_mean_ms", PUB_CLASS_TPOT, U_TIME},
+    {"step_ms", PUB_CLASS_TPOT, U_TIME},            {"e2e_mean_ms", PUB_CLASS_E2E, U_TIME},
+    {"output_tok_s", PUB_CLASS_THROUGHPUT, U_TOKENS_RATE}, {"total_tok_s", PUB_CLASS_THROUGHPUT, U_TOKENS_RATE},
+    {"req_s", PUB_CLASS_THROUGHPUT, U_REQ_RATE},    {"kv_tokens", PUB_CLASS_CAPACITY, U_TOKENS},
+};
+enum { N_METRICS = (int)(sizeof METRICS / sizeof METRICS[0]) };
+
+static const char *const UNITS[][3] = {
+    [U_TIME] = {"ms", "s", NULL},
+    [U_TOKENS_RATE] = {"tok/s", "tok/s/gpu", NULL},
+    [U_REQ_RATE] = {"req/s", "req/s/gpu", NULL},
+    [U_TOKENS] = {"tokens", NULL, NULL},
+};
+
+const char *pub_class_name(pub_class c)
+{
+    static const char *const N[] = {"TTFT", "TPOT/ITL", "throughput", "capacity", "E2E", "all"};
+    return c <= PUB_CLASS_COUNT ? N[c] : "?";
+}
+
+static const metric_def *metric_of(const char *name)
+{
+    for (int i = 0; i < N_METRICS; i++) if (!strcmp(METRICS[i].name, name)) return &METRICS[i];
+    return NULL;
+}
+
+/* ---- Reading ---- */
+
+typedef struct {
+    const char *path;
+    long line;
+    char *err;
+    size_t n;
+} reader;
+
+static int bad(reader *rd, int col, const char *field, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static int bad(reader *rd, int col, const char *field, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(rd->err, rd->n, "%s:%ld:%d: %s: %s", rd->path, rd->line, col, field, msg);
+    return -1;
+}
+
+static int copy_field(reader *rd, const char *v, int col, const char *field, char *dst, size_t cap, bool required)
+{
+    if (required && !*v) return bad(rd, col, field, "is empty");
+    if (strlen(v) >= cap) return bad(rd, col, field, "longer than %zu characters", cap - 1);
+    snprintf(dst, cap, "%s", v);
+    return 0;
+}
+
+static int whole(reader *rd, const char *v, int col, const char *field, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        return bad(rd, col, field, "expected a whole number in %ld..%ld, found '%.40s'", lo, hi, v);
+    }
+    *out = x;
+    return 0;
+}
+
+static int positive(reader *rd, const char *v, int col, const char *field, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x > 0) || !isfinite(x)) return bad(rd, col, field, "expected a number > 0, found '%.40s'", v);
+    *out = x;
+    return 0;
+}
+
+/* A token count (whole, >= 1) or a dataset name (lower-case letters, digits, '-', '_'). */
+static int tokens_field(reader *rd, const char *v, int col, const char *field, char *dst, bool dash_ok)
+{
+    if (dash_ok && !strcmp(v, "-")) { snprintf(dst, 32, "-"); return 0; }
+    if (isdigit((unsigned char)v[0])) {
+        long x;
+        if (whole(rd, v, col, field, 1, 10000000, &x)) return -1;
+    } else {
+        bool ok = islower((unsigned char)v[0]);
+        for (const char *p = v; ok && *p; p++) ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' || *p == '_';
+        if (!ok) return bad(rd, col, field, "expected a whole token count or a dataset name such as sharegpt, found '%.40s'", v);
+    }
+    return copy_field(rd, v, col, field, dst, 32, true);
+}
+
+static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
+{
+    memset(r, 0, sizeof *r);
+    r->line = rd->line;
+    long x;
+    if (copy_field(rd, f[C_ID], col[C_ID], "id", r->id, sizeof r->id, true) ||
+        copy_field(rd, f[C_GPU], col[C_GPU], "gpu", r->gpu, sizeof r->gpu, true) ||
+        copy_field(rd, f[C_MODEL], col[C_MODEL], "model", r->model, sizeof r->model, true) ||
+        copy_field(rd, f[C_ENGINE], col[C_ENGINE], "engine", r->engine, sizeof r->engine, true) ||
+        copy_field(rd, f[C_ENGINE_VERSION], col[C_ENGINE_VERSION], "engine_version", r->engine_version,
+                   sizeof r->engine_version, false) ||
+        copy_field(rd, f[C_WEIGHT], col[C_WEIGHT], "weight_dtype", r->weight_dtype, sizeof r->weight_dtype, true) ||
+        copy_field(rd, f[C_KV], col[C_KV], "kv_dtype", r->kv_dtype, sizeof r->kv_dtype, true) ||
+        copy_field(rd, f[C_SOURCE], col[C_SOURCE], "source", r->source, sizeof r->source, true) ||
+        copy_field(rd, f[C_NOTES], col[C_NOTES], "notes", r->notes, sizeof r->notes, false))
+        return -1;
+    if (whole(rd, f[C_GPUS], col[C_GPUS], "gpus", 1, 100000, &x)) return -1;
+    r->gpus = (int)x;
+    if (whole(rd, f[C_TP], col[C_TP], "tp", 1, 1024, &x)) return -1;
+    r->tp = (int)x;
+    if (r->gpus % r->tp) return bad(rd, col[C_TP], "tp", "must divide gpus (the rest are data-parallel replicas)");
+    int mode = -1;
+    for (int i = 0; MODES[i]; i++) if (!strcmp(f[C_MODE], MODES[i])) mode = i;
+    if (mode < 0) return bad(rd, col[C_MODE], "mode", "expected closed, poisson, offline, batch or capacity, found '%.40s'", f[C_MODE]);
+    r->mode = (pub_mode)mode;
+    if (r->mode == PUB_MODE_CAPACITY && !strcmp(f[C_LOAD], "-")) r->load = 0;
+    else if (r->mode == PUB_MODE_POISSON || r->mode == PUB_MODE_CAPACITY) {
+        if (positive(rd, f[C_LOAD], col[C_LOAD], "load", &r->load)) return -1;
+    } else {
+        if (whole(rd, f[C_LOAD], col[C_LOAD], "load", 1, 10000000, &x)) return -1;
+        r->load = (double)x;
+    }
+    bool cap = r->mode == PUB_MODE_CAPACITY;
+    if (tokens_field(rd, f[C_INPUT], col[C_INPUT], "input_tokens", r->input, cap) ||
+        tokens_field(rd, f[C_OUTPUT], col[C_OUTPUT], "output_tokens", r->output, cap))
+        return -1;
+    const metric_def *m = metric_of(f[C_METRIC]);
+    if (!m) return bad(rd, col[C_METRIC], "metric", "unknown metric '%.40s' (docs/validation.md lists them)", f[C_METRIC]);
+    snprintf(r->metric, sizeof r->metric, "%s", m->name);
+    r->cls = m->cls;
+    if (cap != (m->cls == PUB_CLASS_CAPACITY))
+        return bad(rd, col[C_METRIC], "metric", "%s", cap ? "a capacity row measures kv_tokens" : "kv_tokens belongs to mode capacity");
+    if (!strcmp(m->name, "step_ms") && r->mode != PUB_MODE_BATCH)
+        return bad(rd, col[C_METRIC], "metric", "step_ms belongs to mode batch");
+    if (positive(rd, f[C_VALUE], col[C_VALUE], "value", &r->value)) return -1;
+    bool unit_ok = false;
+    for (int i = 0; UNITS[m->unit][i]; i++) unit_ok |= !strcmp(f[C_UNIT], UNITS[m->unit][i]);
+    if (!unit_ok) {
+        return bad(rd, col[C_UNIT], "unit", "'%.40s' does not suit %s; expected %s%s%s", f[C_UNIT], m->name,
+                   UNITS[m->unit][0], UNITS[m->unit][1] ? " or " : "", UNITS[m->unit][1] ? UNITS[m->unit][1] : "");
+    }
+    snprintf(r->unit, sizeof r->unit, "%s", f[C_UNIT]);
+    return 0;
+}
+
+/* Splits at tabs in place; records each field's 1-based column. Returns the field count. */
+static int split(char *line, char **f, int *col, int max)
+{
+    int k = 0;
+    char *p = line;
+    for (;;) {
+        if (k < max) { f[k] = p; col[k] = (int)(p - line) + 1; }
+        k++;
+        char *t = strchr(p, '\t');
+        if (!t) break;
+        *t = 0;
+        p = t + 1;
+    }
+    return k;
+}
+
+int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
+{
+    memset(t, 0, sizeof *t);
+    FILE *fp = fopen(path, "r");
+    if (!fp) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -2; }
+    reader rd = {path, 0, err, n};
+    int map[N_COLUMNS];   /* file column of each known column */
+    bool header = false;
+    int cap = 0, rc = -1, file_cols = 0;
+    char line[4096];
+    while (fgets(line, sizeof line, fp)) {
+        rd.line++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') { bad(&rd, 1, "line", "longer than %zu characters", sizeof line - 2); goto out; }
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        const char *s = line;
+        while (*s == ' ') s++;
+        if (!*s || *s == '#') continue;
+        char *f[64];
+        int col[64];
+        int k = split(line, f, col, 64);
+        if (!header) {
+            if (k > 64) { bad(&rd, 1, "header", "more than 64 columns"); goto out; }
+            for (int c = 0; c < N_COLUMNS; c++) map[c] = -1;
+            for (int i = 0; i < k; i++) {
+                int c = 0;
+                while (c < N_COLUMNS && strcmp(f[i], COLUMNS[c])) c++;
+                if (c == N_COLUMNS) { bad(&rd, col[i], "header", "unknown column '%.40s'", f[i]); goto out; }
+                if (map[c] >= 0) { bad(&rd, col[i], "header", "column '%.40s' appears twice", f[i]); goto out; }
+                map[c] = i;
+            }
+            for (int c = 0; c < N_COLUMNS; c++)
+                if (map[c] < 0) { bad(&rd, 1, "header", "missing column '%s'", COLUMNS[c]); goto out; }
+            file_cols = k;
+            header = true;
+            continue;
+        }
+        if (k != file_cols) {
+            bad(&rd, 1, "row", "expected %d tab-separated fields, found %d", file_cols, k);
+            goto out;
+        }
+        char *g[N_COLUMNS];
+        int gc[N_COLUMNS];
+        for (int c = 0; c < N_COLUMNS; c++) { g[c] = f[map[c]]; gc[c] = col[map[c]]; }
+        if (t->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            pub_row *nr = realloc(t->rows, sizeof *nr * (size_t)cap);
+            if (!nr) { snprintf(err, n, "out of memory"); goto out; }
+            t->rows = nr;
+        }
+        if (parse_row(&rd, g, gc, &t->rows[t->n])) goto out;
+        for (int i = 0; i < t->n; i++)
+            if (!strcmp(t->rows[i].id, t->rows[t->n].id)) {
+                bad(&rd, gc[C_ID], "id", "'%.60s' is already used on line %ld", t->rows[i].id, t->rows[i].line);
+                goto out;
+            }
+        t->n++;
+    }
+    if (ferror(fp)) { snprintf(err, n, "%s: read error", path); rc = -2; goto out; }
+    if (!header) { snprintf(err, n, "%s: no header line (expected the columns %s, %s, ...)", path, COLUMNS[0], COLUMNS[1]); goto out; }
+    rc = 0;
+out:
+    fclose(fp);
+    if (rc) pub_table_free(t);
+    return rc;
+}
+
+void pub_table_free(pub_table *t)
+{
+    if (!t) return;
+    free(t->rows);
+    t->rows = NULL;
+    t->n = 0;
+}
+
+/* ---- Predicting ---- */
+
+static const char *library(void)
+{
+    static char dir[1024];
+    scn_library_dir(dir, sizeof dir);
+    return dir;
+}
+
+static bool in_library(const char *kind, const char *name)
+{
+    char p[1200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s/%s.yaml", library(), kind, name);
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void skip(pub_row *r, pub_status st, const char *why)
+{
+    r->status = st;
+    snprintf(r->why, sizeof r->why, "%.600s", why);
+}
+
+/* "fp8_e4m3" and friends name the fp8 KV cache; "auto" is the model's own dtype. */
+static int dtype_of(const char *name, scn_dtype *d)
+{
+    if (!strncmp(name, "fp8", 3)) { *d = SCN_DTYPE_FP8; return 0; }
+    return scn_dtype_parse(name, d);
+}
+
+/* Requests simulated for a served load: enough for a steady window, bounded in time. */
+static long requests_for(const pub_row *r)
+{
+    double x = r->mode == PUB_MODE_CLOSED ? 10 * r->load : r->mode == PUB_MODE_POISSON ? 120 * r->load : r->load;
+    if (r->mode == PUB_MODE_OFFLINE) return (long)x;
+    return x < 200 ? 200 : x > 4000 ? 4000 : (long)x;
+}
+
+/* The scenario for a row, as YAML. The library supplies the model, hardware and (when one is
+ * bundled) the engine profile; everything else is the benchmark's setting. */
+static void scenario_text(const pub_row *r, scn_dtype wd, bool own_wd, char *buf, size_t n)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "name: published-%s\n", r->id);
+    if (own_wd) k += (size_t)snprintf(buf + k, n - k, "model: %s\n", r->model);
+    else k += (size_t)snprintf(buf + k, n - k, "model: {extends: %s, weight_dtype: %s}\n", r->model, scn_dtype_name(wd));
+    k += (size_t)snprintf(buf + k, n - k, "hardware: %s\n", r->gpu);
+    if (in_library("engines", r->engine)) k += (size_t)snprintf(buf + k, n - k, "engine: %s\n", r->engine);
+    k += (size_t)snprintf(buf + k, n - k, "deployment: {tensor_parallel: %d, replicas: %d}\n", r->tp, r->gpus / r->tp);
+    bool tokens = isdigit((unsigned char)r->input[0]) && isdigit((unsigned char)r->output[0]);
+    k += (size_t)snprintf(buf + k, n - k, "workload:\n  requests: %ld\n", requests_for(r));
+    switch (r->mode) {
+    case PUB_MODE_CLOSED:
+        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: closed, concurrency: %ld}\n"
+                                              "  measure: {skip_first: 10%%, skip_last: 10%%}\n", (long)r->load);
+        break;
+    case PUB_MODE_POISSON:
+        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: poisson, rate: %.17g/s}\n"
+                                              "  measure: {skip_first: 10%%, skip_last: 10%%}\n", r->load);
+        break;
+    default:
+        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: offline}\n");
+        break;
+    }
+    k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", tokens ? r->input : "1",
+                          tokens ? r->output : "1");
+    snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: 16%s%s}\n",
+             strcmp(r->kv_dtype, "auto") ? ", kv_dtype: " : "", strcmp(r->kv_dtype, "auto") ? r->kv_dtype : "");
+}
+
+/* Loads YAML text through the scenario loader (a private temporary file). 1: the loader
+ * refused it (message in why); -1: internal. */
+static int load_text(const char *text, scn_scenario *s, char *why, size_t nwhy, char *err, size_t n)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[512], file[600];
+    snprintf(dir, sizeof dir, "%s/kvplan-pub-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) { snprintf(err, n, "%s: cannot create a temporary directory: %s", dir, strerror(errno)); return -1; }
+    snprintf(file, sizeof file, "%s/row.yaml", dir);
+    FILE *f = fopen(file, "w");
+    int rc = -1;
+    if (!f || fputs(text, f) < 0) { snprintf(err, n, "%s: cannot write: %s", file, strerror(errno)); if (f) fclose(f); goto out; }
+    if (fclose(f)) { snprintf(err, n, "%s: cannot write: %s", file, strerror(errno)); goto out; }
+    scn_error e;
+    scn_status st = scn_scenario_load(file, NULL, 0, s, &e);
+    if (st == SCN_E_INTERNAL) { snprintf(err, n, "loading a row's scenario: %s", e.msg); goto out; }
+    rc = 0;
+    if (st != SCN_OK) { snprintf(why, nwhy, "%.100s%s%.300s", e.path, e.path[0] ? ": " : "", e.msg); rc = 1; }
+out:
+    unlink(file);
+    rmdir(dir);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A static batch of B equal requests from the cost model: one prefill of the B prompts, then
+ * O - 1 decode steps over B sequences at growing context (docs/validation.md). Values in s or
+ * tokens/s, before unit conversion. */
+static int predict_batch(const scn_scenario *s, const pub_row *r, double *out, char *why, size_t nwhy)
+{
+    int B = (int)r->load;
+    long I = atol(r->input), O = atol(r->output);
+    sim_choice c = sim_choice_first(s);
+    kv_cache_cfg cfg = kv_cache_cfg_make(s, c.kv_dtype, 0, 0);
+    kv_capacity cap = kv_capacity_compute(s, &cfg, c.block_size, (double)(I + O));
+    if (cap.capacity_tokens < (long)B * (I + O)) {
+        snprintf(why, nwhy, "the model says %d sequences of %ld tokens do not fit (%ld KV tokens per replica)", B, I + O,
+                 cap.capacity_tokens);
+        return 1;
+    }
+    kv_seq_work *w = malloc(sizeof *w * (size_t)B);
+    double *steps = O > 1 ? malloc(sizeof *steps * (size_t)(O - 1)) : NULL;
+    if (!w || (O > 1 && !steps)) { free(w); free(steps); return -1; }
+    for (int i = 0; i < B; i++) w[i] = (kv_seq_work){I, 0};
+    double prefill = kv_step_time(s, &cfg, c.attention, w, B).seconds, decode = 0;
+    for (long k = 1; k < O; k++) {
+        for (int i = 0; i < B; i++) w[i] = (kv_seq_work){1, I + k - 1};
+        steps[k - 1] = kv_step_time(s, &cfg, c.attention, w, B).seconds;
+        decode += steps[k - 1];
+    }
+    double tpot = O > 1 ? decode / (double)(O - 1) : NAN, p50 = NAN;
+    if (O > 1) { qsort(steps, (size_t)(O - 1), sizeof *steps, cmp_double); p50 = (O - 1) % 2 ? steps[(O - 1) / 2] : (steps[(O - 1) / 2 - 1] + steps[(O - 1) / 2]) / 2; }
+    double e2e = prefill + decode;
+    free(w);
+    free(steps);
+    const char *m = r->metric;
+    *out = !strncmp(m, "ttft", 4) ? prefill : !strcmp(m, "tpot_mean_ms") || !strcmp(m, "itl_mean_ms") || !strcmp(m, "step_ms") ? tpot
+         : !strcmp(m, "tpot_p50_ms") ? p50 : !strcmp(m, "e2e_mean_ms") ? e2e
+         : !strcmp(m, "output_tok_s") ? B * O / e2e : !strcmp(m, "total_tok_s") ? B * (I + O) / e2e : B / e2e;
+    /* A batch runs on one replica; data-parallel replicas multiply throughput. */
+    if (r->cls == PUB_CLASS_THROUGHPUT) *out *= r->gpus / r->tp;
+    return 0;
+}
+
+static double from_metrics(const sim_metrics *m, const char *name)
+{
+    if (!strcmp(name, "ttft_mean_ms")) return m->q[SIM_Q_TTFT].mean;
+    if (!strcmp(name, "ttft_p50_ms")) return m->q[SIM_Q_TTFT].p50;
+    if (!strcmp(name, "ttft_p99_ms")) return m->q[SIM_Q_TTFT].p99;
+    if (!strcmp(name, "tpot_mean_ms")) return m->q[SIM_Q_TPOT].mean;
+    if (!strcmp(name, "tpot_p50_ms")) return m->q[SIM_Q_TPOT].p50;
+    if (!strcmp(name, "itl_mean_ms")) return m->q[SIM_Q_ITL].mean;
+    if (!strcmp(name, "e2e_mean_ms")) return m->q[SIM_Q_E2E].mean;
+    if (!strcmp(name, "output_tok_s")) return m->output_tok_per_s;
+    if (!strcmp(name, "total_tok_s")) return m->input_tok_per_s + m->output_tok_per_s;
+    if (!strcmp(name, "req_s")) return m->req_per_s;
+    return NAN;
+}
+
+int pub_row_predict(pub_row *r, char *err, size_t n)
+{
+    r->status = PUB_PREDICTED;
+    r->predicted = r->error = NAN;
+    r->why[0] = 0;
+    char why[600];
+    if (!in_library("models", r->model)) {
+        snprintf(why, sizeof why, "model '%s' is not in the library (%.400s/models)", r->model, library());
+        skip(r, PUB_SKIPPED, why);
+        return 0;
+    }
+    if (!in_library("hardware", r->gpu)) {
+        snprintf(why, sizeof why, "hardware '%s' is not in the library (%.400s/hardware)", r->gpu, library());
+        skip(r, PUB_SKIPPED, why);
+        return 0;
+    }
+    bool tokens = isdigit((unsigned char)r->input[0]) && isdigit((unsigned char)r->output[0]);
+    if (r->mode != PUB_MODE_CAPACITY && !tokens) {
+        snprintf(why, sizeof why, "no bundled length distribution for dataset '%s'",
+                 isdigit((unsigned char)r->input[0]) ? r->output : r->input);
+        skip(r, PUB_SKIPPED, why);
+        return 0;
+    }
+    scn_dtype wd, kd;
+    if (dtype_of(r->weight_dtype, &wd)) {
+        snprintf(why, sizeof why, "weight format '%s' is not one the library can cost", r->weight_dtype);
+        skip(r, PUB_SKIPPED, why);
+        return 0;
+    }
+    if (strcmp(r->kv_dtype, "auto") && dtype_of(r->kv_dtype, &kd)) {
+        snprintf(why, sizeof why, "KV cache dtype '%s' is not one the library can cost", r->kv_dtype);
+        skip(r, PUB_SKIPPED, why);
+        return 0;
+    }
+    if (strncmp(r->kv_dtype, "fp8", 3) == 0) snprintf(r->kv_dtype, sizeof r->kv_dtype, "fp8");
+    if (r->mode == PUB_MODE_OFFLINE && r->load > 1000000) {
+        skip(r, PUB_SKIPPED, "more than a million offline prompts");
+        return 0;
+    }
+    /* The model's own weight dtype unless the row differs (bf16 and fp16 cost the same). */
+    static scn_scenario s;
+    char text[2048];
+    scenario_text(r, wd, true, text, sizeof text);
+    int lr = load_text(text, &s, why, sizeof why, err, n);
+    if (lr < 0) return -1;
+    if (lr == 0 && s.model.weight_dtype != wd &&
+        !(scn_dtype_bytes(wd) == 2 && scn_dtype_bytes(s.model.weight_dtype) == 2)) {
+        scenario_text(r, wd, false, text, sizeof text);
+        if ((lr = load_text(text, &s, why, sizeof why, err, n)) < 0) return -1;
+    }
+    if (lr) {
+        char w2[640];
+        snprintf(w2, sizeof w2, "the library cannot express it: %.560s", why);
+        skip(r, PUB_SKIPPED, w2);
+        return 0;
+    }
+    double v = NAN;
+    if (r->mode == PUB_MODE_CAPACITY) {
+        sim_choice c = sim_choice_first(&s);
+        kv_cache_cfg cfg = kv_cache_cfg_make(&s, c.kv_dtype, 0, 0);
+        long tok = kv_capacity_compute(&s, &cfg, c.block_size, 0).capacity_blocks * c.block_size;
+        if (tok <= 0) { skip(r, PUB_FAILED, "the model says the weights leave no room for a KV cache"); return 0; }
+        v = (double)tok;
+    } else if (r->mode == PUB_MODE_BATCH) {
+        int br = predict_batch(&s, r, &v, why, sizeof why);
+        if (br < 0) { snprintf(err, n, "out of memory"); return -1; }
+        if (br) { skip(r, PUB_FAILED, why); return 0; }
+    } else {
+        sim_choice c = sim_choice_first(&s);
+        sim_metrics m;
+        char msg[512];
+        int rc = sim_run_predicted(&s, &c, &m, msg, sizeof msg);
+        if (rc == SIM_E_INTERNAL) { snprintf(err, n, "row %s: %s", r->id, msg); return -1; }
+        if (rc != SIM_OK) {
+            snprintf(why, sizeof why, "the simulation failed: %.200s", msg);
+            skip(r, PUB_FAILED, why);
+            return 0;
+        }
+        v = from_metrics(&m, r->metric);
+    }
+    /* Units: seconds to ms; per-GPU rates divide by every GPU of the deployment. */
+    if (!strcmp(r->unit, "ms")) v *= 1000;
+    if (strstr(r->unit, "/gpu")) v /= r->gpus;
+    if (!isfinite(v)) { skip(r, PUB_FAILED, "the run produced no value for this metric"); return 0; }
+    r->predicted = v;
+    r->error = (v - r->value) / r->value;
+    snprintf(r->why, sizeof r->why, "engine profile: %s", in_library("engines", r->engine) ? r->engine : "none (generic)");
+    return 0;
+}
+
+void pub_table_summarise(const pub_table *t, pub_summary out[PUB_CLASS_COUNT + 1])
+{
+    double *abs_err = malloc(sizeof *abs_err * (size_t)(t->n > 0 ? t->n : 1));
+    for (int c = 0; c <= PUB_CLASS_COUNT; c++) {
+        pub_summary *s = &out[c];
+        memset(s, 0, sizeof *s);
+        int k = 0;
+        for (int i = 0; i < t->n; i++) {
+            const pub_row *r = &t->rows[i];
+            if (c < PUB_CLASS_COUNT && r->cls != (pub_class)c) continue;
+            if (r->status == PUB_SKIPPED) { s->skipped++; continue; }
+            s->rows++;
+            if (r->status == PUB_FAILED) { s->failed++; continue; }
+            s->predicted++;
+            double a = fabs(r->error);
+            if (a <= 0.10) s->within10++;
+            if (a <= 0.20) s->within20++;
+            if (abs_err) abs_err[k++] = a;
+        }
+        s->median_abs = NAN;
+        if (k > 0) {
+            qsort(abs_err, (size_t)k, sizeof *abs_err, cmp_double);
+            s->median_abs = k % 2 ? abs_err[k / 2] : (abs_err[k / 2 - 1] + abs_err[k / 2]) / 2;
+        }
+    }
+    free(abs_err);
+}

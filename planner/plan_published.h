@@ -1,0 +1,66 @@
+/* plan_published.h: the validation harness over published measurements (validation/
+ * published.tsv): reads the table with located errors, predicts each row with the bundled,
+ * uncalibrated library (simulation for served loads, the cost model for static batches and KV
+ * capacity) and summarises the errors per metric class. It is a test set: nothing here fits
+ * anything to it. docs/validation.md describes the procedure and the file's columns. */
+#ifndef KVPLAN_PLAN_PUBLISHED_H
+#define KVPLAN_PLAN_PUBLISHED_H
+
+#include <stddef.h>
+
+typedef enum { PUB_MODE_CLOSED, PUB_MODE_POISSON, PUB_MODE_OFFLINE, PUB_MODE_BATCH, PUB_MODE_CAPACITY } pub_mode;
+/* Metric classes the summary reports separately. */
+typedef enum { PUB_CLASS_TTFT, PUB_CLASS_TPOT, PUB_CLASS_THROUGHPUT, PUB_CLASS_CAPACITY, PUB_CLASS_E2E,
+               PUB_CLASS_COUNT } pub_class;
+const char *pub_class_name(pub_class c);
+
+/* Outcomes of predicting a row. */
+typedef enum {
+    PUB_PREDICTED,   /* predicted and compared */
+    PUB_SKIPPED,     /* the library lacks what the row needs (model, hardware, dataset, dtype) */
+    PUB_FAILED       /* the row is expressible but the prediction could not be made (e.g. the
+                      * model says it does not fit): counted against the share within bounds */
+} pub_status;
+
+typedef struct {
+    long line;                   /* in the file */
+    char id[64], gpu[64], model[64], engine[32], engine_version[32], weight_dtype[32], kv_dtype[32];
+    char metric[24], unit[16], source[512], notes[256];
+    char input[32], output[32];  /* whole token counts or a dataset name */
+    int gpus, tp;
+    pub_mode mode;
+    double load;                 /* concurrency, req/s, prompts, batch size or (capacity) unused */
+    double value;                /* measured, in `unit` */
+    pub_class cls;
+    /* prediction */
+    pub_status status;
+    double predicted;            /* in `unit` */
+    double error;                /* (predicted - measured) / measured */
+    char why[640];               /* skip or failure reason; the engine profile used otherwise */
+} pub_row;
+
+typedef struct {
+    int n;
+    pub_row *rows;
+} pub_table;
+
+/* Reads a published-measurements file. 0 on success; -1 for malformed data and -2 for an
+ * unreadable file, with "file:line:col: field: message" (or "file: message") in err. */
+int pub_table_read(const char *path, pub_table *t, char *err, size_t n);
+void pub_table_free(pub_table *t);
+
+/* Predicts one row, setting status, predicted, error and why. Returns -1 only on an internal
+ * failure (out of memory, no temporary directory), with the reason in err. */
+int pub_row_predict(pub_row *r, char *err, size_t n);
+
+typedef struct {
+    int rows;          /* predicted + failed */
+    int predicted, failed, skipped;
+    int within10, within20;
+    double median_abs; /* median |error| over predicted rows; NAN when none */
+} pub_summary;
+
+/* Per class and, at index PUB_CLASS_COUNT, over every row. */
+void pub_table_summarise(const pub_table *t, pub_summary out[PUB_CLASS_COUNT + 1]);
+
+#endif

@@ -1,0 +1,211 @@
+/* plan_report.c: the report's data from the database: runs of a scenario by name (so runs made
+ * with --set are included), the Pareto front, load curves, SLO lines, predicted/measured
+ * pairs (same choice and seed), KV use over time, and the memory breakdown per GPU. */
+#include "plan_report.h"
+#include "../model/kv_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const scn_scenario *s;
+    db *d;
+    json_t *runs, *curves, *timeseries;
+    db_status st;
+    char *err;
+    size_t nerr;
+} gather;
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+typedef struct {
+    sim_metrics *m;
+    double sweep_rate;
+} read_ctx;
+
+static int read_metric(void *ud, const char *name, double value, int is_null)
+{
+    read_ctx *x = ud;
+    if (!strcmp(name, "sweep_rate_req_per_s")) x->sweep_rate = is_null ? NAN : value;
+    else sim_metrics_set(x->m, name, is_null ? NAN : value);
+    return 0;
+}
+
+static int sample_into(void *ud, const sim_sample *x)
+{
+    json_t **ctx = ud;   /* [0] = array, [1] = label */
+    json_array_append_new(ctx[0], json_pack("{s:O, s:f, s:f, s:I}", "run", ctx[1], "t_s", x->t, "kv_used", x->kv_used,
+                                            "queue", (json_int_t)x->waiting));
+    return 0;
+}
+
+static int each_run(void *ud, const db_run_info *r)
+{
+    gather *g = ud;
+    if (strcmp(r->scenario, g->s->name)) return 0;
+    sim_metrics m;
+    memset(&m, 0, sizeof m);
+    for (int q = 0; q < SIM_Q_COUNT; q++) m.q[q].p99 = m.q[q].p50 = m.q[q].mean = NAN;
+    read_ctx x = {.m = &m, .sweep_rate = NAN};
+    if ((g->st = db_run_metrics(g->d, r->id, read_metric, &x, g->err, g->nerr)) != DB_OK) return 1;
+    json_t *opts = json_loads(r->options, 0, NULL);
+    json_int_t tp = g->s->deployment.tensor_parallel, reps = g->s->deployment.replicas;
+    const char *hw = g->s->hardware.name;
+    if (opts) {
+        json_t *v;
+        if ((v = json_object_get(opts, "tensor_parallel")) && json_is_integer(v)) tp = json_integer_value(v);
+        if ((v = json_object_get(opts, "replicas")) && json_is_integer(v)) reps = json_integer_value(v);
+        if ((v = json_object_get(opts, "hardware")) && json_is_string(v)) hw = json_string_value(v);
+    }
+    double gpus = (double)(tp * reps);
+    if (isfinite(x.sweep_rate)) {
+        /* A load-curve point: one row per plotted metric, so the chart can facet by metric. */
+        static const struct { const char *name; sim_quantity q; int p99; } M[] = {
+            {"TTFT p50", SIM_Q_TTFT, 0}, {"TTFT p99", SIM_Q_TTFT, 1}, {"TPOT p50", SIM_Q_TPOT, 0}, {"TPOT p99", SIM_Q_TPOT, 1}};
+        for (int k = 0; k < 4; k++)
+            json_array_append_new(g->curves, json_pack("{s:s, s:s, s:s, s:f, s:o, s:I}", "kind", "curve", "options", r->options,
+                                                       "metric", M[k].name, "rate_req_per_s", x.sweep_rate,
+                                                       "value", num(M[k].p99 ? m.q[M[k].q].p99 : m.q[M[k].q].p50),
+                                                       "run", (json_int_t)r->id));
+        json_array_append_new(g->curves, json_pack("{s:s, s:s, s:s, s:f, s:o, s:I}", "kind", "curve", "options", r->options,
+                                                   "metric", "goodput (req/s)", "rate_req_per_s", x.sweep_rate,
+                                                   "value", num(m.goodput), "run", (json_int_t)r->id));
+        json_decref(opts);
+        return 0;
+    }
+    double lat = plan_percentile(&m, g->s->slo.n ? g->s->slo.terms[0].metric : SCN_METRIC_E2E, 99);
+    char label[48];
+    snprintf(label, sizeof label, "run %ld (%s)", r->id, r->kind);
+    json_array_append_new(g->runs, json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
+                                             "run", (json_int_t)r->id, "label", label, "kind", r->kind, "options", r->options,
+                                             "hardware", hw, "seed", (json_int_t)r->seed, "gpus", gpus,
+                                             "out_tok_per_gpu", num(m.output_tok_per_s / gpus), "latency_p99_s", num(lat),
+                                             "ttft_p50_s", num(m.q[SIM_Q_TTFT].p50), "ttft_p99_s", num(m.q[SIM_Q_TTFT].p99),
+                                             "tpot_mean_s", num(m.q[SIM_Q_TPOT].mean), "throughput_req_per_s", num(m.req_per_s),
+                                             "slo_met", plan_slo_met(g->s, &m)));
+    json_t *lab = json_string(label);
+    json_t *ctx[2] = {g->timeseries, lab};
+    char e2[256];
+    db_run_timeseries(g->d, r->id, sample_into, ctx, e2, sizeof e2);
+    json_decref(lab);
+    json_decref(opts);
+    return 0;
+}
+
+void plan_report_pareto(json_t *runs)
+{
+    size_t n = json_array_size(runs);
+    for (size_t i = 0; i < n; i++) {
+        json_t *a = json_array_get(runs, i);
+        double ta = json_number_value(json_object_get(a, "out_tok_per_gpu")), la = json_number_value(json_object_get(a, "latency_p99_s"));
+        bool front = json_is_number(json_object_get(a, "latency_p99_s")) && json_is_number(json_object_get(a, "out_tok_per_gpu"));
+        for (size_t j = 0; j < n && front; j++) {
+            json_t *b = json_array_get(runs, j);
+            if (j == i || !json_is_number(json_object_get(b, "latency_p99_s"))) continue;
+            double tb = json_number_value(json_object_get(b, "out_tok_per_gpu")), lb = json_number_value(json_object_get(b, "latency_p99_s"));
+            if (tb >= ta && lb <= la && (tb > ta || lb < la)) front = false;
+        }
+        json_object_set_new(a, "pareto", json_boolean(front));
+    }
+}
+
+/* Same choice: the options objects equal as JSON (key order and spacing do not matter). */
+static bool same_choice(json_t *a, json_t *b)
+{
+    json_t *x = json_loads(json_string_value(json_object_get(a, "options")), 0, NULL);
+    json_t *y = json_loads(json_string_value(json_object_get(b, "options")), 0, NULL);
+    bool eq = x && y ? json_equal(x, y) : !strcmp(json_string_value(json_object_get(a, "options")),
+                                                  json_string_value(json_object_get(b, "options")));
+    json_decref(x);
+    json_decref(y);
+    return eq;
+}
+
+/* Predicted runs (with the Pareto front marked) and predicted/measured pairs. */
+static void derive(json_t *runs, json_t *pareto, json_t *validation)
+{
+    size_t n = json_array_size(runs);
+    for (size_t i = 0; i < n; i++) {
+        json_t *a = json_array_get(runs, i);
+        if (!strcmp(json_string_value(json_object_get(a, "kind")), "predicted")) json_array_append(pareto, a);
+    }
+    plan_report_pareto(pareto);
+    for (size_t i = 0; i < json_array_size(pareto); i++) {
+        json_t *a = json_array_get(pareto, i);
+        for (size_t j = 0; j < n; j++) {
+            json_t *b = json_array_get(runs, j);
+            if (strcmp(json_string_value(json_object_get(b, "kind")), "measured") || !same_choice(a, b) ||
+                json_integer_value(json_object_get(b, "seed")) != json_integer_value(json_object_get(a, "seed")))
+                continue;
+            static const char *const M[] = {"throughput_req_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_mean_s"};
+            char pair[64];
+            snprintf(pair, sizeof pair, "runs %lld/%lld", (long long)json_integer_value(json_object_get(a, "run")),
+                     (long long)json_integer_value(json_object_get(b, "run")));
+            for (int k = 0; k < 4; k++) {
+                double pv = json_number_value(json_object_get(a, M[k])), mv = json_number_value(json_object_get(b, M[k]));
+                json_array_append_new(validation, json_pack("{s:s, s:s, s:o, s:o, s:o}", "pair", pair, "metric", M[k],
+                                                            "predicted", num(pv), "measured", num(mv),
+                                                            "error", num(mv != 0 ? pv / mv - 1 : NAN)));
+            }
+        }
+    }
+}
+
+/* Memory per GPU for each tensor-parallel choice: where the device memory goes. */
+static json_t *memory_rows(const scn_scenario *s)
+{
+    json_t *rows = json_array();
+    int n = s->options.n_tp ? s->options.n_tp : 1;
+    for (int i = 0; i < n; i++) {
+        scn_scenario t = *s;
+        t.deployment.tensor_parallel = s->options.n_tp ? s->options.tensor_parallel[i] : s->deployment.tensor_parallel;
+        kv_cache_cfg c = kv_cache_cfg_make(&t, s->options.kv_dtype[0], 0, 0);
+        kv_capacity k = kv_capacity_compute(&t, &c, s->options.block_size[0], 0);
+        char tp[32];
+        snprintf(tp, sizeof tp, "tp=%d", t.deployment.tensor_parallel);
+        double parts[5] = {k.weights, k.activation, k.runtime, k.kv_budget > 0 ? k.kv_budget : 0, k.device_memory - k.usable};
+        static const char *const NAMES[] = {"weights", "activation peak", "runtime", "KV cache", "held back (1 - utilization)"};
+        for (int p = 0; p < 5; p++)
+            json_array_append_new(rows, json_pack("{s:s, s:s, s:i, s:f}", "deployment", tp, "part", NAMES[p], "order", p, "gib",
+                                                  parts[p] / 1073741824.0));
+    }
+    return rows;
+}
+
+/* The SLO terms as horizontal lines on the load curves (rows the chart filters by kind). */
+static void slo_lines(const scn_scenario *s, json_t *curves)
+{
+    static const char *const NAME[] = {"TTFT", "TPOT", "ITL", "E2E"};
+    for (int i = 0; i < s->slo.n; i++) {
+        const scn_slo_term *t = &s->slo.terms[i];
+        char metric[32];
+        int p = (int)lround(t->percentile);
+        /* The curves plot p50 and p99; a term at another percentile is drawn on the p99 panel. */
+        snprintf(metric, sizeof metric, "%s p%d", NAME[t->metric], p <= 50 ? 50 : 99);
+        json_array_append_new(curves, json_pack("{s:s, s:s, s:f, s:s}", "kind", "slo", "metric", metric, "value", t->limit,
+                                                "options", "SLO"));
+    }
+}
+
+json_t *plan_report_data(db *d, const scn_scenario *s, db_status *st, char *err, size_t n)
+{
+    gather g = {.s = s, .d = d, .runs = json_array(), .curves = json_array(), .timeseries = json_array(), .st = DB_OK,
+                .err = err, .nerr = n};
+    *st = db_runs_list(d, 0, each_run, &g, err, n);
+    if (*st == DB_OK) *st = g.st;
+    if (*st != DB_OK) {
+        json_decref(g.runs);
+        json_decref(g.curves);
+        json_decref(g.timeseries);
+        return NULL;
+    }
+    json_t *pareto = json_array(), *validation = json_array();
+    derive(g.runs, pareto, validation);
+    slo_lines(s, g.curves);
+    json_t *data = json_pack("{s:o, s:o, s:o, s:o, s:o}", "pareto", pareto, "curves", g.curves, "memory", memory_rows(s),
+                             "timeseries", g.timeseries, "validation", validation);
+    json_decref(g.runs);
+    return data;
+}

@@ -1,0 +1,20 @@
+/* plan_report.h: the data behind `kvplan report`: every stored run of a scenario (variants
+ * made with --set included), the Pareto front over predicted runs, load curves from `sweep`,
+ * the SLO lines, predicted/measured pairs, KV use over time and the memory breakdown. */
+#ifndef KVPLAN_PLAN_REPORT_H
+#define KVPLAN_PLAN_REPORT_H
+
+#include "plan.h"
+#include "../db/db.h"
+
+#include <jansson.h>
+
+/* A JSON object {pareto, curves, slo, memory, timeseries, validation} (caller decrefs); NULL
+ * with a message in err on a database failure (*st set). */
+json_t *plan_report_data(db *d, const scn_scenario *s, db_status *st, char *err, size_t n);
+
+/* Marks "pareto": true on the runs (objects with out_tok_per_gpu and latency_p99_s) that no
+ * other run beats on both output tokens/s per GPU (higher) and p99 latency (lower). */
+void plan_report_pareto(json_t *runs);
+
+#endif

@@ -1,0 +1,57 @@
+/* sched.h: the scheduler's view of a replica and the calls the event loop makes into it.
+ * The scheduler never calls back into the engine: a finished step leaves the requests it
+ * completed in the replica (fin, gone) and the engine records and frees them. Internal to sim/. */
+#ifndef KVPLAN_SIM_SCHED_H
+#define KVPLAN_SIM_SCHED_H
+
+#include "heap.h"
+#include "kv_manager.h"
+#include "metrics.h"
+#include "request.h"
+#include "sim.h"
+
+/* What the scheduler reads and writes besides a replica. */
+typedef struct {
+    const scn_scenario *s;
+    sim_choice c;
+    sim_acc *acc;            /* counters the scheduler adds to (preemptions, prompt tokens, ITL) */
+    double now;              /* s: the engine's clock, set before each call */
+    char *err;
+    size_t nerr;
+    int internal;            /* the last failure was the machine's (out of memory), not the input's */
+} sim_sched;
+
+typedef struct {
+    sim_event ev;            /* its step's completion */
+    sim_event kick_ev;       /* "schedule when this instant's arrivals are in" */
+    int id;
+    sim_kv *kv;
+    long watermark;          /* blocks kept free at admission */
+    sim_list waiting, running;
+    bool busy;
+    long outstanding;        /* requests routed here and not finished */
+    double last_t;           /* s: time integrals are accumulated up to here */
+    double frag_unused, frag_reserved;   /* tokens, as of the last scheduled step */
+    /* the running step */
+    sim_batch batch;
+    sim_req **breq;
+    int bcap;
+    /* what the last finished step produced, for the engine: requests that completed (those in
+     * state REQ_DONE no longer hold KV and are the engine's to free), and static-batch members
+     * released at their batch's end (already recorded; the engine frees them) */
+    sim_req **fin, **gone;
+    int n_fin, n_gone;
+    /* static batching: the batch in flight and its padded shape */
+    sim_req **sb;
+    int sb_n, sb_cap, sb_prompt, sb_output, sb_done;
+} sim_replica;
+
+/* Builds the next step for a replica (scheduling, allocation, preemption) into rep->batch;
+ * returns the number of sequences scheduled (0: nothing to do), or -1 on a fatal problem. */
+int sim_sched_step(sim_sched *q, sim_replica *rep);
+/* Applies a finished step: tokens produced, KV commits, completions (into rep->fin/gone). */
+int sim_sched_finish(sim_sched *q, sim_replica *rep);
+/* Frees the scheduler's buffers of a replica (not its requests). */
+void sim_sched_replica_free(sim_replica *rep);
+
+#endif

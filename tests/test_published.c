@@ -1,0 +1,232 @@
+/* test_published.c: the validate-published harness on tests/data/published-sample.tsv (made-up
+ * test values): parsing, located errors for broken rows, skips with reasons, predictions checked
+ * against the cost model called directly and a capacity worked by hand, and the summary
+ * arithmetic on a table whose errors are set by hand. */
+#include "tests.h"
+#include "../model/kv_model.h"
+#include "../planner/plan_published.h"
+#include "../sim/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char sample[1024];
+
+static const char *sample_path(void)
+{
+    snprintf(sample, sizeof sample, "%s/data/published-sample.tsv", getenv("KVPLAN_TESTS"));
+    return sample;
+}
+
+static pub_row *find(pub_table *t, const char *id)
+{
+    for (int i = 0; i < t->n; i++) if (!strcmp(t->rows[i].id, id)) return &t->rows[i];
+    ck_abort_msg("row %s not found", id);
+    return NULL;
+}
+
+static void predict_all(pub_table *t)
+{
+    char err[512];
+    for (int i = 0; i < t->n; i++) ck_assert_msg(pub_row_predict(&t->rows[i], err, sizeof err) == 0, "%s", err);
+}
+
+START_TEST(sample_parses)
+{
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(sample_path(), &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(t.n, 9);
+    pub_row *r = find(&t, "t-offline");
+    ck_assert_int_eq(r->line, 9);
+    ck_assert_int_eq(r->gpus, 2);
+    ck_assert_int_eq(r->tp, 1);
+    ck_assert_int_eq(r->mode, PUB_MODE_OFFLINE);
+    ck_assert(r->load == 50);
+    ck_assert_str_eq(r->input, "300");
+    ck_assert_str_eq(r->unit, "tok/s/gpu");
+    ck_assert_int_eq(r->cls, PUB_CLASS_THROUGHPUT);
+    ck_assert(r->value == 10000);
+    ck_assert_str_eq(find(&t, "t-skip-dataset")->input, "sharegpt");
+    ck_assert_int_eq(find(&t, "t-closed")->cls, PUB_CLASS_TTFT);
+    pub_table_free(&t);
+}
+END_TEST
+
+START_TEST(capacity_row_by_hand)
+{
+    pub_table t;
+    char err[512];
+    ck_assert(pub_table_read(sample_path(), &t, err, sizeof err) == 0);
+    predict_all(&t);
+    pub_row *r = find(&t, "t-capacity");
+    ck_assert_int_eq(r->status, PUB_PREDICTED);
+    /* Llama-3-8B bf16 KV: 2 (K, V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 128 KiB per
+     * token; paged in blocks of 16 tokens over the budget the capacity model leaves. */
+    scn_scenario s;
+    t_library("llama-3-8b", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    double budget = kv_capacity_compute(&s, &c, 16, 0).kv_budget;
+    double expect = floor(budget / (16 * 2.0 * 32 * 8 * 128 * 2)) * 16;
+    ck_assert_msg(r->predicted == expect, "predicted %.17g, by hand %.17g", r->predicted, expect);
+    ck_assert(fabs(r->error - (expect / 400000 - 1)) < 1e-12);
+    pub_table_free(&t);
+}
+END_TEST
+
+START_TEST(batch_rows_are_the_cost_model)
+{
+    pub_table t;
+    char err[512];
+    ck_assert(pub_table_read(sample_path(), &t, err, sizeof err) == 0);
+    predict_all(&t);
+    scn_scenario s;
+    t_library("llama-3-8b", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    /* Batch 1, 128 in, 32 out: TPOT is the mean of the 31 decode steps at context 128..158. */
+    double sum = 0;
+    for (int k = 1; k < 32; k++) {
+        kv_seq_work w = {1, 128 + k - 1};
+        sum += kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1).seconds;
+    }
+    pub_row *r = find(&t, "t-batch");
+    ck_assert_int_eq(r->status, PUB_PREDICTED);
+    ck_assert_msg(fabs(r->predicted - sum / 31 * 1000) < 1e-9, "predicted %.12g ms, expected %.12g", r->predicted,
+                  sum / 31 * 1000);
+    /* Batch 8, 256 in, 64 out, two replicas: 2 x 8 x 64 tokens over one prefill and 63 decodes. */
+    kv_seq_work w[8];
+    for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){256, 0};
+    double e2e = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 8).seconds;
+    for (int k = 1; k < 64; k++) {
+        for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){1, 256 + k - 1};
+        e2e += kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 8).seconds;
+    }
+    r = find(&t, "t-batch-tput");
+    ck_assert(fabs(r->predicted / (2 * 8 * 64 / e2e) - 1) < 1e-12);
+    pub_table_free(&t);
+}
+END_TEST
+
+START_TEST(served_rows_and_skips)
+{
+    pub_table t;
+    char err[512];
+    ck_assert(pub_table_read(sample_path(), &t, err, sizeof err) == 0);
+    predict_all(&t);
+    static const char *const served[] = {"t-closed", "t-poisson", "t-offline"};
+    for (int i = 0; i < 3; i++) {
+        pub_row *r = find(&t, served[i]);
+        ck_assert_msg(r->status == PUB_PREDICTED && isfinite(r->predicted) && r->predicted > 0, "%s: %s", r->id, r->why);
+        ck_assert(fabs(r->error - (r->predicted / r->value - 1)) < 1e-12);
+    }
+    ck_assert_int_eq(find(&t, "t-skip-model")->status, PUB_SKIPPED);
+    ck_assert(strstr(find(&t, "t-skip-model")->why, "model 'no-such-model' is not in the library"));
+    ck_assert(strstr(find(&t, "t-skip-gpu")->why, "hardware 'b999'"));
+    ck_assert(strstr(find(&t, "t-skip-dataset")->why, "dataset 'sharegpt'"));
+    pub_summary sum[PUB_CLASS_COUNT + 1];
+    pub_table_summarise(&t, sum);
+    ck_assert_int_eq(sum[PUB_CLASS_COUNT].rows, 6);
+    ck_assert_int_eq(sum[PUB_CLASS_COUNT].skipped, 3);
+    ck_assert_int_eq(sum[PUB_CLASS_TPOT].skipped, 2);
+    pub_table_free(&t);
+}
+END_TEST
+
+START_TEST(summary_arithmetic)
+{
+    /* Errors set by hand: TTFT -5 %, +15 %, -30 % and one failed row; throughput +8 %. */
+    pub_row rows[6];
+    memset(rows, 0, sizeof rows);
+    double e[] = {-0.05, 0.15, -0.30, NAN, 0.08, NAN};
+    pub_class c[] = {PUB_CLASS_TTFT, PUB_CLASS_TTFT, PUB_CLASS_TTFT, PUB_CLASS_TTFT, PUB_CLASS_THROUGHPUT,
+                     PUB_CLASS_CAPACITY};
+    pub_status st[] = {PUB_PREDICTED, PUB_PREDICTED, PUB_PREDICTED, PUB_FAILED, PUB_PREDICTED, PUB_SKIPPED};
+    for (int i = 0; i < 6; i++) { rows[i].error = e[i]; rows[i].cls = c[i]; rows[i].status = st[i]; }
+    pub_table t = {6, rows};
+    pub_summary s[PUB_CLASS_COUNT + 1];
+    pub_table_summarise(&t, s);
+    ck_assert_int_eq(s[PUB_CLASS_TTFT].rows, 4);
+    ck_assert_int_eq(s[PUB_CLASS_TTFT].failed, 1);
+    ck_assert_int_eq(s[PUB_CLASS_TTFT].within10, 1);
+    ck_assert_int_eq(s[PUB_CLASS_TTFT].within20, 2);
+    ck_assert(fabs(s[PUB_CLASS_TTFT].median_abs - 0.15) < 1e-15);
+    ck_assert_int_eq(s[PUB_CLASS_CAPACITY].rows, 0);
+    ck_assert_int_eq(s[PUB_CLASS_CAPACITY].skipped, 1);
+    ck_assert(isnan(s[PUB_CLASS_CAPACITY].median_abs));
+    /* All: |errors| 0.05, 0.08, 0.15, 0.30: median (0.08 + 0.15) / 2. */
+    ck_assert_int_eq(s[PUB_CLASS_COUNT].rows, 5);
+    ck_assert(fabs(s[PUB_CLASS_COUNT].median_abs - 0.115) < 1e-15);
+}
+END_TEST
+
+#define HEAD "id\tgpu\tgpus\ttp\tmodel\tengine\tengine_version\tweight_dtype\tkv_dtype\tmode\tload\tinput_tokens\t" \
+             "output_tokens\tmetric\tvalue\tunit\tsource\tnotes\n"
+#define ROW_A "a\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\t"
+
+static void broken(const char *text, const char *expect)
+{
+    const char *p = t_write("broken.tsv", text);
+    pub_table t;
+    char err[512];
+    ck_assert_int_eq(pub_table_read(p, &t, err, sizeof err), -1);
+    char want[600];
+    snprintf(want, sizeof want, "%s:%s", p, expect);
+    ck_assert_msg(strstr(err, want), "got '%s', expected '%s'", err, want);
+}
+
+START_TEST(broken_rows_are_located)
+{
+    broken("# a comment\n" HEAD ROW_A "closed\t8\t128\t128\ttpot_mean_ms\t10\ttok/s\tsrc\t\n",
+           "3:77: unit: 'tok/s' does not suit tpot_mean_ms; expected ms or s");
+    broken(HEAD ROW_A "closed\t8\t128\t128\ttpot_mean_ms\t10\tms\tsrc\n", "2:1: row: expected 18 tab-separated fields, found 17");
+    broken(HEAD ROW_A "open\t8\t128\t128\ttpot_mean_ms\t10\tms\tsrc\t\n", "2:44: mode: expected closed, poisson");
+    broken(HEAD ROW_A "closed\t2.5\t128\t128\ttpot_mean_ms\t10\tms\tsrc\t\n", "2:51: load: expected a whole number");
+    broken(HEAD ROW_A "closed\t8\t128\t128\tttft_p90_ms\t10\tms\tsrc\t\n", "2:61: metric: unknown metric 'ttft_p90_ms'");
+    broken(HEAD ROW_A "closed\t8\t128\t128\ttpot_mean_ms\t-3\tms\tsrc\t\n", "2:74: value: expected a number > 0");
+    broken(HEAD ROW_A "closed\t8\t128\t128\ttpot_mean_ms\t10\tms\t\t\n", "2:80: source: is empty");
+    broken(HEAD ROW_A "closed\t8\t128\t128\tkv_tokens\t10\ttokens\tsrc\t\n", "2:61: metric: kv_tokens belongs to mode capacity");
+    broken(HEAD ROW_A "closed\t8\tShare GPT\t128\ttpot_mean_ms\t10\tms\tsrc\t\n", "2:53: input_tokens: expected a whole token count");
+    broken(HEAD "a\th100-sxm\t3\t2\tllama-3-8b\tvllm\tx\tbf16\tauto\tclosed\t8\t1\t1\treq_s\t1\treq/s\ts\t\n", "2:14: tp: must divide gpus");
+    broken(HEAD ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\n" ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\n",
+           "3:1: id: 'a' is already used on line 2");
+    broken("id\tgpu\tgpus\n", "1:1: header: missing column 'tp'");
+    broken("id\tgpu\tgpus\ttpp\n", "1:13: header: unknown column 'tpp'");
+    pub_table t;
+    char err[512];
+    ck_assert_int_eq(pub_table_read("/nonexistent/published.tsv", &t, err, sizeof err), -2);
+}
+END_TEST
+
+START_TEST(cli_end_to_end)
+{
+    static char out[65536], errs[4096];
+    char args[1200];
+    snprintf(args, sizeof args, "validate-published '%s' --format csv", sample_path());
+    ck_assert_int_eq(t_run(args, out, sizeof out, errs, sizeof errs), 0);
+    ck_assert_msg(strstr(out, "t-capacity") && strstr(out, "t-skip-dataset") && strstr(out, "skipped"), "%s", out);
+    const char *p = t_write("broken.tsv", HEAD ROW_A "closed\t8\t128\t128\ttpot_mean_ms\tten\tms\tsrc\t\n");
+    snprintf(args, sizeof args, "validate-published '%s'", p);
+    ck_assert_int_eq(t_run(args, out, sizeof out, errs, sizeof errs), 65);
+    ck_assert_msg(strstr(errs, ":2:74: value:"), "%s", errs);
+    ck_assert_int_eq(t_run("validate-published /nonexistent.tsv", out, sizeof out, errs, sizeof errs), 66);
+    ck_assert_int_eq(t_run("validate-published", out, sizeof out, errs, sizeof errs), 64);
+}
+END_TEST
+
+Suite *suite_published(void)
+{
+    Suite *su = suite_create("published");
+    TCase *tc = tcase_create("harness");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, sample_parses);
+    tcase_add_test(tc, capacity_row_by_hand);
+    tcase_add_test(tc, batch_rows_are_the_cost_model);
+    tcase_add_test(tc, served_rows_and_skips);
+    tcase_add_test(tc, summary_arithmetic);
+    tcase_add_test(tc, broken_rows_are_located);
+    tcase_add_test(tc, cli_end_to_end);
+    suite_add_tcase(su, tc);
+    return su;
+}

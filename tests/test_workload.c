@@ -1,0 +1,237 @@
+/* test_workload.c: closed-loop and offline workloads and the steady-state window, checked
+ * against cases solved by hand (a one-client loop is a chain of lone requests; an offline batch
+ * is one prefill and a run of decodes) and against Little's law with N clients in the system. */
+#include "tests.h"
+#include "../model/kv_model.h"
+#include "../sim/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static scn_scenario s;
+enum { MAX_ROWS = 4000 };
+static sim_request_row rows[MAX_ROWS];
+static long n_rows;
+
+static int keep_row(void *ud, const sim_request_row *r)
+{
+    (void)ud;
+    if (n_rows < MAX_ROWS) rows[n_rows] = *r;
+    n_rows++;
+    return 0;
+}
+
+static void load(const char *text)
+{
+    scn_error e;
+    scn_status st = t_load(text, NULL, 0, &s, &e);
+    char msg[1500];
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_OK, "%s", msg);
+}
+
+static void run(sim_metrics *m)
+{
+    sim_choice ch = sim_choice_first(&s);
+    sim_executor ex;
+    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
+    sim_run_opts o = {.seed = s.seed, .on_request = keep_row};
+    n_rows = 0;
+    char err[512] = "";
+    int rc = sim_run(&s, &ch, &ex, &o, m, err, sizeof err);
+    ex.free(ex.ctx);
+    ck_assert_msg(rc == SIM_OK, "%s", err);
+}
+
+static double step(const kv_seq_work *w, int n)
+{
+    sim_choice c = sim_choice_first(&s);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+    return kv_step_time(&s, &cfg, c.attention, w, n).seconds;
+}
+
+#define BASE "model: llama-3-8b\nhardware: h100-sxm\noptions: {kv_layout: paged}\nworkload:\n"
+#define FIXED "  prompt_tokens: 400\n  output_tokens: 12\n"
+
+START_TEST(one_client_is_a_chain_of_lone_requests)
+{
+    /* A lone request: prefill of 400 tokens, then 11 decode steps at growing context. */
+    load(BASE "  requests: 1\n  arrival: {process: constant, rate: 1/s}\n" FIXED);
+    kv_seq_work pre = {400, 0};
+    double ttft = step(&pre, 1), e2e = ttft;
+    for (int k = 1; k < 12; k++) { kv_seq_work d = {1, 400 + k - 1}; e2e += step(&d, 1); }
+    /* One client with no think time sends request k+1 the instant request k completes. */
+    load(BASE "  requests: 5\n  arrival: {process: closed, concurrency: 1}\n" FIXED);
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(n_rows, 5);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_msg(fabs(rows[i].arrival - i * e2e) < 1e-9, "send %d at %.9g, expected %.9g", i, rows[i].arrival, i * e2e);
+        ck_assert(fabs(rows[i].ttft - ttft) < 1e-12);   /* TTFT counts from the send */
+        ck_assert(fabs(rows[i].e2e - e2e) < 1e-12);
+        ck_assert(rows[i].queue == 0);
+    }
+    ck_assert(fabs(m.duration - 5 * e2e) < 1e-9);
+    ck_assert(fabs(m.req_per_s - 1 / e2e) < 1e-9);
+    /* A think time of 0.5 s spaces the sends by it and leaves each request's timing alone. */
+    load(BASE "  requests: 3\n  arrival: {process: closed, concurrency: 1, think_time: 500 ms}\n" FIXED);
+    run(&m);
+    for (int i = 0; i < 3; i++) {
+        ck_assert(fabs(rows[i].arrival - i * (e2e + 0.5)) < 1e-9);
+        ck_assert(fabs(rows[i].e2e - e2e) < 1e-12);
+    }
+}
+END_TEST
+
+START_TEST(closed_loop_keeps_n_in_flight_in_lockstep)
+{
+    /* Eight equal clients start together, prefill together and finish together, so each round
+     * of eight takes the time T of one batched request: the measured window (rounds 1..8,
+     * skipping the first and last round) holds 64 requests over 8 T, and X R = N exactly. */
+    load(BASE "  requests: 80\n  arrival: {process: closed, concurrency: 8}\n" FIXED
+              "  measure: {skip_first: 8, skip_last: 8}\n");
+    kv_seq_work w[8];
+    for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){400, 0};
+    double T = step(w, 8);
+    for (int k = 1; k < 12; k++) {
+        for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){1, 400 + k - 1};
+        T += step(w, 8);
+    }
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(n_rows, 80);
+    ck_assert_int_eq(m.requests, 64);
+    ck_assert_int_eq(m.batch_max, 8);
+    for (int i = 0; i < 80; i++) ck_assert(fabs(rows[i].arrival - (i / 8) * T) < 1e-9);
+    ck_assert(fabs(m.q[SIM_Q_E2E].mean - T) < 1e-12);
+    ck_assert_msg(fabs(m.duration - 8 * T) < 1e-9, "window %.9g s, expected %.9g", m.duration, 8 * T);
+    ck_assert(fabs(m.req_per_s * m.q[SIM_Q_E2E].mean - 8) < 1e-9);
+}
+END_TEST
+
+START_TEST(littles_law_with_n_clients)
+{
+    /* Unequal requests drift out of lockstep; over the steady window the clients still keep N
+     * requests in the system, or thinking: N = X (R + Z). */
+    load(BASE "  requests: 3000\n  arrival: {process: closed, concurrency: 24, think_time: 200 ms}\n"
+              "  prompt_tokens: {dist: lognormal, mean: 600, sigma: 0.5}\n"
+              "  output_tokens: {dist: lognormal, mean: 150, sigma: 0.5}\n"
+              "  measure: {skip_first: 10%, skip_last: 10%}\n");
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(n_rows, 3000);
+    ck_assert_int_eq(m.requests, 2400);
+    double n = m.req_per_s * (m.q[SIM_Q_E2E].mean + 0.2);
+    ck_assert_msg(fabs(n / 24 - 1) < 0.02, "X (R + Z) = %.4g, expected 24", n);
+}
+END_TEST
+
+START_TEST(offline_is_one_batch_at_time_zero)
+{
+    load(BASE "  requests: 6\n  arrival: {process: offline}\n" FIXED);
+    kv_seq_work w[6];
+    for (int i = 0; i < 6; i++) w[i] = (kv_seq_work){400, 0};
+    double ttft = step(w, 6), t = ttft;
+    for (int k = 1; k < 12; k++) {
+        for (int i = 0; i < 6; i++) w[i] = (kv_seq_work){1, 400 + k - 1};
+        t += step(w, 6);
+    }
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(n_rows, 6);
+    for (int i = 0; i < 6; i++) {
+        ck_assert(rows[i].arrival == 0);
+        ck_assert(fabs(rows[i].ttft - ttft) < 1e-12);
+        ck_assert(fabs(rows[i].e2e - t) < 1e-12);
+    }
+    ck_assert(fabs(m.output_tok_per_s - 6 * 12 / t) < 1e-9);
+    /* More requests than max_num_seqs wait their turn: the seventh starts when a slot frees. */
+    load("model: llama-3-8b\nhardware: h100-sxm\noptions: {kv_layout: paged}\ndeployment: {max_num_seqs: 6}\n"
+         "workload:\n  requests: 7\n  arrival: {process: offline}\n" FIXED);
+    run(&m);
+    ck_assert_int_eq(n_rows, 7);
+    ck_assert(rows[6].arrival == 0);
+    ck_assert_msg(rows[6].queue >= t - 1e-12, "the seventh waited %.9g s, expected at least %.9g", rows[6].queue, t);
+}
+END_TEST
+
+START_TEST(window_counts)
+{
+    load(BASE "  requests: 10\n  arrival: {process: offline}\n" FIXED "  measure: {skip_first: 2, skip_last: 3}\n");
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(n_rows, 10);
+    ck_assert_int_eq(m.requests, 5);
+    load(BASE "  requests: 10\n  arrival: {process: poisson, rate: 2/s}\n" FIXED "  measure: {skip_first: 20%}\n");
+    run(&m);
+    ck_assert_int_eq(m.requests, 8);
+}
+END_TEST
+
+static void load_fails(const char *text, const char *path, const char *what, int line)
+{
+    scn_error e;
+    ck_assert_int_eq(t_load(text, NULL, 0, &s, &e), SCN_E_DATA);
+    char msg[1500];
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(!strcmp(e.path, path) && strstr(e.msg, what) && e.line == line, "got %s", msg);
+}
+
+START_TEST(bad_closed_and_window_fields_are_located)
+{
+    load_fails(BASE "  arrival: {process: closed}\n" FIXED, "workload.arrival.concurrency", "missing", 5);
+    load_fails(BASE "  arrival: {process: closed, concurrency: 0}\n" FIXED, "workload.arrival.concurrency", "", 5);
+    load_fails(BASE "  arrival: {process: poisson, rate: 1/s, concurrency: 4}\n" FIXED, "workload.arrival.concurrency",
+               "only to process closed", 5);
+    load_fails(BASE "  arrival: {process: offline}\n" FIXED "  requests: 10\n  measure: {skip_first: 5, skip_last: 5}\n",
+               "workload.measure", "no request", 9);
+    load_fails(BASE "  arrival: {process: offline}\n" FIXED "  measure: {skip_last: 150%}\n", "workload.measure.skip_last",
+               "share below 100%", 8);
+    load_fails(BASE "  arrival: {process: trace, trace: x.csv}\n  measure: {skip_last: 3}\n", "workload.measure.skip_last",
+               "trace", 6);
+}
+END_TEST
+
+START_TEST(closed_and_offline_runs_are_stored_and_reported)
+{
+    static char out[131072], errs[4096];
+    char args[2048];
+    const char *db = t_write("workload.db", "");
+    remove(db);
+    const char *chat = getenv("KVPLAN_LIBRARY");
+    snprintf(args, sizeof args, "simulate '%s/chat.yaml' --set 'workload.arrival={process: closed, concurrency: 32}' "
+             "--set workload.requests=400 --set 'workload.measure={skip_first: 10%%, skip_last: 10%%}' --db '%s' --format json",
+             chat, db);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\"requests\": 320"), "the window keeps 320 of 400: %.400s", out);
+    snprintf(args, sizeof args, "simulate '%s/chat.yaml' --set 'workload.arrival={process: offline}' "
+             "--set workload.requests=200 --db '%s' --format json", chat, db);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    snprintf(args, sizeof args, "runs --db '%s' --format csv", db);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\n1,") && strstr(out, "\n2,") && strstr(out, ",320,") && strstr(out, ",200,"), "%s", out);
+    snprintf(args, sizeof args, "report '%s/chat.yaml' --set 'workload.arrival={process: closed, concurrency: 32}' "
+             "--set workload.requests=400 --set 'workload.measure={skip_first: 10%%, skip_last: 10%%}' --db '%s' --format json",
+             chat, db);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\"run\": 1,"), "%.600s", out);
+}
+END_TEST
+
+Suite *suite_workload(void)
+{
+    Suite *su = suite_create("workload");
+    TCase *tc = tcase_create("closed_offline");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, one_client_is_a_chain_of_lone_requests);
+    tcase_add_test(tc, closed_loop_keeps_n_in_flight_in_lockstep);
+    tcase_add_test(tc, littles_law_with_n_clients);
+    tcase_add_test(tc, offline_is_one_batch_at_time_zero);
+    tcase_add_test(tc, window_counts);
+    tcase_add_test(tc, bad_closed_and_window_fields_are_located);
+    tcase_add_test(tc, closed_and_offline_runs_are_stored_and_reported);
+    suite_add_tcase(su, tc);
+    return su;
+}
