@@ -234,11 +234,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(stdout); return CLI_OK; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        char msg[256], lib[4096];
-        int n = be_cuda_device_count(msg, sizeof msg);
+        char msg[1400], lib[4096];
+        int cuda = be_cuda_plugin_describe(msg, sizeof msg);   /* dlopen only: CUDA is not started */
         scn_library_dir(lib, sizeof lib);
-        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION,
-               be_cuda_built() ? ", cuda" : "", n > 0 ? msg : msg, lib);
+        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION, cuda > 0 ? ", cuda" : "", msg, lib);
         return CLI_OK;
     }
     if (!strcmp(cmd, "help")) {

@@ -31,9 +31,9 @@ typedef struct {
     sim_choice c;
     int tp, replicas, max_num_seqs, max_batched, kv_heads;   /* kv_heads 0: the model's own */
     int hw;                    /* index into options.hardware; -1: the scenario's own hardware */
-    char hw_name[SCN_NAME_MAX];
+    char hw_name[SCN_NAME_MAX]; /* the hardware it runs on (named either way) */
     int wformat, engine;       /* indices into options.weight_dtype / options.engine; -1: the scenario's */
-    char wformat_name[16], engine_name[SCN_NAME_MAX];   /* what the candidate runs with (named either way) */
+    char wformat_name[16], engine_name[64];   /* what the candidate runs with (named either way) */
     plan_status status;
     char why[240];             /* why it was skipped */
     bool risk_dtype, risk_window, risk_gqa;   /* options that change the model's outputs */
@@ -87,6 +87,9 @@ void plan_set_seeds(plan_result *r, int seeds);
 /* Whether plan_evaluate searches each candidate's capacity (default: when the objective is
  * judged at capacity; `capacity` and `sweep` always want it). */
 void plan_set_capacity(plan_result *r, bool on);
+/* Marks candidates whose accuracy risks the scenario does not accept as skipped (for commands
+ * that never show them: `capacity`, `sweep`), so they are not simulated. */
+void plan_skip_disallowed(plan_result *r);
 /* True when the scenario's objective is judged at capacity (throughput, goodput, cost on an
  * open-loop rate; p99 latency and traces stay at the offered load). */
 bool plan_objective_at_capacity(const scn_scenario *s);

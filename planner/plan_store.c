@@ -14,7 +14,8 @@
 #define CAP_TOK "capacity_out_tok_per_s"
 
 /* The key a run is stored under: the choice as JSON, with the hardware profile, weight format
- * and engine when they are options (the scenario digest names only the scenario's own). */
+ * and engine when they are options (the scenario digest names only the scenario's own), so a
+ * candidate on the scenario's own keeps the key `simulate` stores. */
 static char *options_key(const plan_cand *c)
 {
     char *opts = plan_options_json(c);
