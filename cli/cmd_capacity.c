@@ -61,6 +61,7 @@ int cmd_capacity(int argc, char **argv)
     if (plan_enumerate(&s, &r)) return CLI_EX_DATA;
     plan_set_seeds(&r, (int)seeds);
     plan_set_capacity(&r, true);
+    plan_skip_disallowed(&r);
     char err[1024];
     cli_progress bar;
     cli_progress_init(&bar, "searching capacity");

@@ -1,10 +1,12 @@
 /* cmd_report.c: `kvplan report SCENARIO`: from the database, one offline HTML page with
- * Vega-Lite charts (the throughput-latency Pareto front, the memory breakdown, KV use over time,
- * predicted against measured), or the same data as JSON or CSV. The chart libraries are
+ * Vega-Lite charts (the throughput-latency Pareto front, load curves, the memory breakdown, KV
+ * use over time, predicted against measured), or the same data as JSON or CSV. The data comes
+ * from planner/plan_report.c, the pairs from verify's vf_pair_runs. The chart libraries are
  * installed by `make setup` (npm) and inlined, so the page needs no network. */
 #include "cli_run.h"
 #include "../model/kv_model.h"
 #include "../planner/plan_report.h"
+#include "../verify/vf.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -14,6 +16,47 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* ---- predicted against measured: verify pairs the runs, this lays the pairs out ---- */
+typedef struct {
+    json_t *runs, *validation;
+} pairing;
+
+static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static void on_pair(void *ud, int i, int j)
+{
+    pairing *p = ud;
+    json_t *a = json_array_get(p->runs, (size_t)i), *b = json_array_get(p->runs, (size_t)j);
+    static const char *const M[] = {"throughput_req_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_mean_s"};
+    char pair[64];
+    snprintf(pair, sizeof pair, "runs %lld/%lld", (long long)json_integer_value(json_object_get(a, "run")),
+             (long long)json_integer_value(json_object_get(b, "run")));
+    for (int k = 0; k < 4; k++) {
+        json_t *pv = json_object_get(a, M[k]), *mv = json_object_get(b, M[k]);
+        double x = json_is_number(pv) ? json_number_value(pv) : NAN, y = json_is_number(mv) ? json_number_value(mv) : NAN;
+        json_array_append_new(p->validation, json_pack("{s:s, s:s, s:o, s:o, s:o}", "pair", pair, "metric", M[k], "predicted",
+                                                       num_or_null(x), "measured", num_or_null(y), "error",
+                                                       num_or_null(vf_error(x, y))));
+    }
+}
+
+static json_t *validation_rows(json_t *runs)
+{
+    pairing p = {runs, json_array()};
+    size_t n = json_array_size(runs);
+    vf_run_ref *refs = calloc(n ? n : 1, sizeof *refs);
+    if (!refs) return p.validation;
+    for (size_t i = 0; i < n; i++) {
+        json_t *r = json_array_get(runs, i);
+        refs[i] = (vf_run_ref){(long)json_integer_value(json_object_get(r, "run")), json_string_value(json_object_get(r, "kind")),
+                               json_string_value(json_object_get(r, "options")),
+                               (unsigned long long)json_integer_value(json_object_get(r, "seed"))};
+    }
+    vf_pair_runs(refs, (int)n, on_pair, &p);
+    free(refs);
+    return p.validation;
+}
 
 /* ---- HTML ---- */
 static char *slurp(const char *path)
@@ -171,6 +214,7 @@ int cmd_report(int argc, char **argv)
     json_t *data = plan_report_data(d, &s, &st, err, sizeof err);
     db_close(d);
     if (!data) { fprintf(stderr, "kvplan: %s: %s\n", path, err); return cli_exit_for_db(st); }
+    json_object_set_new(data, "validation", validation_rows(json_object_get(data, "runs")));
     json_t *pareto = json_object_get(data, "pareto");
     if (html) {
         rc = write_html(out_path, assets, &s, data);

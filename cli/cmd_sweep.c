@@ -65,6 +65,7 @@ int cmd_sweep(int argc, char **argv)
     if (plan_enumerate(&s, &r)) { fprintf(stderr, "kvplan: %s: the option space has more than 100000 candidates\n", c.scenario); return CLI_EX_DATA; }
     plan_set_seeds(&r, (int)seeds);
     plan_set_capacity(&r, true);
+    plan_skip_disallowed(&r);
     char err[1024], started[32];
     db_now_iso(started, sizeof started);
     cli_progress bar;

@@ -2,6 +2,7 @@
  * validation (verify/vf_validate.c) and prints predicted against measured. */
 #include "cli_run.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,7 +62,16 @@ int cmd_validate(int argc, char **argv)
     out_kv_num(doc, "kv_blocks", "KV blocks (both runs)", (double)r.blocks, OUT_INT);
     out_kv_num(doc, "calibration_id", "calibration", (double)r.calibration_id, OUT_INT);
     out_kv_str(doc, "calibrated_now", "calibrated", r.calibrated_now ? "now" : "earlier (stored)");
+    /* The headline is the worst metric, not a median that can hide it (issue 16). */
+    out_kv_str(doc, "worst_metric", "worst metric", r.worst >= 0 ? r.rows[r.worst].metric : "-");
+    out_kv_num(doc, "worst_error", "its error", r.worst >= 0 ? r.rows[r.worst].error : NAN, OUT_FRAC);
     out_kv_num(doc, "median_key_error", "median |error| (throughput, mean TPOT)", r.key_error, OUT_FRAC);
+    out_kv_str(doc, "measured_overloaded", "measured run overloaded", r.measured_overloaded ? "yes" : "no");
+    if (r.measured_overloaded)
+        out_note(doc, "The measured run fell behind the offered load: its p99 wait for admission was %.1f s (over %.0f s), so "
+                      "its latencies measure a growing queue, not the engine%s. Lower the rate, or validate at a load the "
+                      "backend sustains.", r.measured.q[SIM_Q_QUEUE].p99, VF_MAX_QUEUE_P99,
+                 r.predicted_overloaded ? "" : "; the prediction kept up, so the latency errors mostly measure that");
     if (r.predicted_run) out_kv_num(doc, "predicted_run", "predicted run", (double)r.predicted_run, OUT_INT);
     if (r.measured_run) out_kv_num(doc, "measured_run", "measured run", (double)r.measured_run, OUT_INT);
     rc = cli_emit(doc, c.format);

@@ -153,6 +153,7 @@ int plan_capacity_rows(const scn_scenario *s, const plan_result *r, int top, dou
         for (int i = 0; i < x->n_seeds; i++) { v[i] = x->seed_rate[i]; tok[i] = x->seed_tok[i]; }
         w->cand = r->order[k];
         w->rate = plan_interval_of(v, x->n_seeds);
+        if (isfinite(w->rate.hi)) w->rate.hi *= 1 + PLAN_CAPACITY_TOL;   /* the search's resolution (plan_rank.c) */
         w->rate_per_gpu = w->rate.mean / x->gpus;
         double t = plan_interval_of(tok, x->n_seeds).mean, price = plan_price(s, x);
         w->usd_per_mtok = price > 0 && t > 0 ? price * x->gpus / 3600.0 / t * 1e6 : NAN;

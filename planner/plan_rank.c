@@ -132,6 +132,11 @@ void plan_rank(const scn_scenario *s, plan_result *r)
             for (int k = 0; k < n; k++) { v[k] = capacity_objective(s, c, k); rate[k] = c->seed_rate[k]; tok[k] = c->seed_tok[k]; }
             c->obj = plan_interval_of(v, n);
             c->rate = plan_interval_of(rate, n);
+            /* Each seed's rate is known to the search's resolution: the capacity lies between the
+             * rate found and PLAN_CAPACITY_TOL above it, so the interval's upper end widens by it
+             * (towards zero for cost, which is negated). Identical seeds then still leave an interval. */
+            if (isfinite(c->obj.hi)) c->obj.hi = c->obj.hi >= 0 ? c->obj.hi * (1 + PLAN_CAPACITY_TOL) : c->obj.hi / (1 + PLAN_CAPACITY_TOL);
+            if (isfinite(c->rate.hi)) c->rate.hi *= 1 + PLAN_CAPACITY_TOL;
             plan_interval t = plan_interval_of(tok, n);
             c->tok_per_gpu = t.mean / c->gpus;
             c->usd_per_mtok = c->usd_per_gpu_hour > 0 && t.mean > 0 ? c->usd_per_gpu_hour * c->gpus / 3600.0 / t.mean * 1e6 : NAN;
@@ -166,6 +171,15 @@ void plan_rank(const scn_scenario *s, plan_result *r)
     for (int i = 0; i < r->n; i++) {
         const plan_cand *c = &r->c[r->order[i]];
         if (c->status == PLAN_DONE && c->allowed) { r->best = r->order[i]; break; }
+    }
+    /* When the seeds cannot tell a candidate with fewer GPUs from the best, recommend it: the
+     * same measured objective for less hardware. */
+    if (r->best < 0) return;
+    const plan_cand *top = &r->c[r->best];
+    for (int i = 0; i < r->n; i++) {
+        const plan_cand *c = &r->c[r->order[i]], *b = &r->c[r->best];
+        if (c->status != PLAN_DONE || !c->allowed || group(c) != group(top) || c->gpus >= b->gpus) continue;
+        if (top->obj.n > 1 && !plan_intervals_separate(c->obj, top->obj)) r->best = r->order[i];
     }
 }
 
@@ -278,8 +292,11 @@ void plan_compare_text(const scn_scenario *s, const plan_cand *a, const plan_can
      * tenth of the value; otherwise a ratio. */
     if (y > 0 && x > 0 && y >= 0.1 * x && x >= 0.1 * y)
         snprintf(rel, sizeof rel, ": %.0f %% %s, %s", fabs(x - y) / y * 100, x > y ? "higher" : "lower", better ? "better" : "worse");
-    else if (y > 0 && x > 0)
-        snprintf(rel, sizeof rel, ": %.1fx %s, %s", x > y ? x / y : y / x, x > y ? "higher" : "lower", better ? "better" : "worse");
+    else if (y > 0 && x > 0) {
+        char ratio[32];
+        fmt_num(x > y ? x / y : y / x, ratio, sizeof ratio);
+        snprintf(rel, sizeof rel, ": %sx %s, %s", ratio, x > y ? "higher" : "lower", better ? "better" : "worse");
+    }
     else
         snprintf(rel, sizeof rel, ": %s", better ? "better" : "worse");
     if (a->obj.n > 1)
@@ -296,7 +313,8 @@ static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim)
         a->c.prefix_cache == b->c.prefix_cache, a->c.kv_dtype == b->c.kv_dtype, a->c.attention == b->c.attention,
         a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
         a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
-        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw};
+        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->wformat == b->wformat,
+        a->engine == b->engine};
     if (same[dim]) return 0;
     for (int i = 0; i < PLAN_DIMS; i++) if (i != dim && !same[i]) return 0;
     return 1;
@@ -318,7 +336,9 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 9: snprintf(buf, n, "tensor parallel %d", c->tp); break;
     case 10: snprintf(buf, n, "%d replica%s", c->replicas, c->replicas > 1 ? "s" : ""); break;
     case 11: if (c->kv_heads) snprintf(buf, n, "%d KV heads", c->kv_heads); else snprintf(buf, n, "the model's own KV heads"); break;
-    default: snprintf(buf, n, "%s", c->hw_name); break;
+    case 12: snprintf(buf, n, "%s", c->hw_name); break;
+    case 13: snprintf(buf, n, "%s weights", c->wformat_name); break;
+    default: snprintf(buf, n, "the %s engine", c->engine_name); break;
     }
 }
 
@@ -411,8 +431,9 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
         dim_value(b, dim, mine, sizeof mine);
         dim_value(alt, dim, theirs, sizeof theirs);
         plan_compare_text(s, b, alt, cmp, sizeof cmp);
-        snprintf(lines[n++], PLAN_LINE, "%.90s instead of %.90s: %.400s%s.", mine, theirs, cmp,
-                 alt->slo_met || misses_everywhere(alt) ? "" : "; the alternative misses the SLO at the offered load");
+        snprintf(lines[n++], PLAN_LINE, "%.90s instead of %.90s: %.400s%s%s.", mine, theirs, cmp,
+                 alt->slo_met || misses_everywhere(alt) ? "" : "; the alternative misses the SLO at the offered load",
+                 alt->allowed ? "" : "; the alternative is not accepted by the scenario's quality settings");
     }
     /* The runner-up and what it gives up. */
     for (int i = 0; i < r->n && n < max; i++) {
@@ -438,6 +459,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      "quality settings do not accept that.", d2, cmp,
                      c->risk_gqa ? "it needs a model retrained with fewer KV heads"
                      : c->risk_window ? "it drops all but the sink and window tokens from attention"
+                                      : c->risk_weights ? "it quantises the weights"
                                       : "it quantises the KV cache");
         }
         break;

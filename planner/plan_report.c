@@ -1,6 +1,6 @@
 /* plan_report.c: the report's data from the database: runs of a scenario by name (so runs made
- * with --set are included), the Pareto front, load curves, SLO lines, predicted/measured
- * pairs (same choice and seed), KV use over time, and the memory breakdown per GPU. */
+ * with --set are included), the Pareto front, load curves, SLO lines, KV use over time, and
+ * the memory breakdown per GPU. */
 #include "plan_report.h"
 #include "../model/kv_model.h"
 
@@ -111,20 +111,9 @@ void plan_report_pareto(json_t *runs)
     }
 }
 
-/* Same choice: the options objects equal as JSON (key order and spacing do not matter). */
-static bool same_choice(json_t *a, json_t *b)
-{
-    json_t *x = json_loads(json_string_value(json_object_get(a, "options")), 0, NULL);
-    json_t *y = json_loads(json_string_value(json_object_get(b, "options")), 0, NULL);
-    bool eq = x && y ? json_equal(x, y) : !strcmp(json_string_value(json_object_get(a, "options")),
-                                                  json_string_value(json_object_get(b, "options")));
-    json_decref(x);
-    json_decref(y);
-    return eq;
-}
-
-/* Predicted runs (with the Pareto front marked) and predicted/measured pairs. */
-static void derive(json_t *runs, json_t *pareto, json_t *validation)
+/* Predicted runs, with the Pareto front marked. (Predicted/measured pairing is verify's:
+ * vf_pair_runs over the "runs" dataset.) */
+static void derive(json_t *runs, json_t *pareto)
 {
     size_t n = json_array_size(runs);
     for (size_t i = 0; i < n; i++) {
@@ -132,25 +121,6 @@ static void derive(json_t *runs, json_t *pareto, json_t *validation)
         if (!strcmp(json_string_value(json_object_get(a, "kind")), "predicted")) json_array_append(pareto, a);
     }
     plan_report_pareto(pareto);
-    for (size_t i = 0; i < json_array_size(pareto); i++) {
-        json_t *a = json_array_get(pareto, i);
-        for (size_t j = 0; j < n; j++) {
-            json_t *b = json_array_get(runs, j);
-            if (strcmp(json_string_value(json_object_get(b, "kind")), "measured") || !same_choice(a, b) ||
-                json_integer_value(json_object_get(b, "seed")) != json_integer_value(json_object_get(a, "seed")))
-                continue;
-            static const char *const M[] = {"throughput_req_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_mean_s"};
-            char pair[64];
-            snprintf(pair, sizeof pair, "runs %lld/%lld", (long long)json_integer_value(json_object_get(a, "run")),
-                     (long long)json_integer_value(json_object_get(b, "run")));
-            for (int k = 0; k < 4; k++) {
-                double pv = json_number_value(json_object_get(a, M[k])), mv = json_number_value(json_object_get(b, M[k]));
-                json_array_append_new(validation, json_pack("{s:s, s:s, s:o, s:o, s:o}", "pair", pair, "metric", M[k],
-                                                            "predicted", num(pv), "measured", num(mv),
-                                                            "error", num(mv != 0 ? pv / mv - 1 : NAN)));
-            }
-        }
-    }
 }
 
 /* Memory per GPU for each tensor-parallel choice: where the device memory goes. */
@@ -201,11 +171,9 @@ json_t *plan_report_data(db *d, const scn_scenario *s, db_status *st, char *err,
         json_decref(g.timeseries);
         return NULL;
     }
-    json_t *pareto = json_array(), *validation = json_array();
-    derive(g.runs, pareto, validation);
+    json_t *pareto = json_array();
+    derive(g.runs, pareto);
     slo_lines(s, g.curves);
-    json_t *data = json_pack("{s:o, s:o, s:o, s:o, s:o}", "pareto", pareto, "curves", g.curves, "memory", memory_rows(s),
-                             "timeseries", g.timeseries, "validation", validation);
-    json_decref(g.runs);
-    return data;
+    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "pareto", pareto, "curves", g.curves, "memory", memory_rows(s),
+                     "timeseries", g.timeseries, "runs", g.runs);
 }

@@ -1,6 +1,7 @@
 /* plan_report.h: the data behind `kvplan report`: every stored run of a scenario (variants
  * made with --set included), the Pareto front over predicted runs, load curves from `sweep`,
- * the SLO lines, predicted/measured pairs, KV use over time and the memory breakdown. */
+ * the SLO lines, KV use over time and the memory breakdown. Pairing predicted with measured
+ * runs is verify's (vf_pair_runs) over the "runs" dataset. */
 #ifndef KVPLAN_PLAN_REPORT_H
 #define KVPLAN_PLAN_REPORT_H
 
@@ -9,7 +10,8 @@
 
 #include <jansson.h>
 
-/* A JSON object {pareto, curves, slo, memory, timeseries, validation} (caller decrefs); NULL
+/* A JSON object {pareto, curves, memory, timeseries, runs} (caller decrefs): runs holds every
+ * stored run but load-curve points, as {run, kind, options, seed, metrics...}; NULL
  * with a message in err on a database failure (*st set). */
 json_t *plan_report_data(db *d, const scn_scenario *s, db_status *st, char *err, size_t n);
 

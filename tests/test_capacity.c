@@ -1,9 +1,12 @@
-/* test_capacity.c: the memory budget and what fits in it, against hand arithmetic. */
+/* test_capacity.c: the memory budget and what fits in it, against hand arithmetic; the
+ * planner's longest context, capped at max_model_len. */
 #include "tests.h"
 #include "../model/kv_model.h"
+#include "../planner/plan.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static scn_scenario s;
 
@@ -21,15 +24,19 @@ START_TEST(chat_budget_by_hand)
     ck_assert(fabs(k.kv_budget - budget) < 1e-3);
     ck_assert_int_eq(k.capacity_tokens, (long)floor(budget / (128 * KIB)));
     ck_assert_int_eq(k.capacity_blocks, (long)floor(budget / (16 * 128 * KIB)));
-    /* Contiguous reserves max_model_len = 8192 tokens per sequence. */
-    ck_assert_int_eq(k.max_seqs_contiguous, (long)floor(budget / (8192 * 128 * KIB)));
-    /* Paged: 800 + 250 = 1050 tokens round up to 66 blocks of 16 = 1056 tokens. */
-    ck_assert(k.mean_tokens == 1050);
-    ck_assert_int_eq(k.max_seqs_paged, (long)floor(budget / (1056 * 128 * KIB)));
-    ck_assert(k.max_seqs_paged > 7 * k.max_seqs_contiguous);
-    /* Waste: contiguous leaves 1 - 1050/8192 unused; paged half a block on average. */
-    ck_assert(fabs(k.waste_contiguous - (1 - 1050.0 / 8192)) < 1e-12);
-    ck_assert(fabs(k.waste_paged - 7.5 / 1057.5) < 1e-12);
+    /* The chat workload: 90 % of prompts carry the 2000-token shared prefix, so a prompt is
+     * 0.9 * 2000 + 800 = 2600 tokens on average and a sequence ends at 2600 + 250 = 2850. */
+    ck_assert(fabs(k.mean_tokens - 2850) < 1e-9);
+    /* Contiguous reserves prompt + the most a request may generate (output max 2048):
+     * 4648 tokens, under max_model_len 8192 -- the simulator's rule. */
+    ck_assert_int_eq(k.reserve_contiguous, 4648);
+    ck_assert_int_eq(k.max_seqs_contiguous, (long)floor(budget / (128 * KIB)) / 4648);
+    /* Paged: 2850 tokens round up to 179 blocks of 16 = 2864 tokens. */
+    ck_assert_int_eq(k.max_seqs_paged, (long)floor(budget / (16 * 128 * KIB)) / 179);
+    ck_assert(k.max_seqs_paged > 1.5 * k.max_seqs_contiguous);
+    /* Waste: contiguous leaves 1 - 2850/4648 unused; paged half a block on average. */
+    ck_assert(fabs(k.waste_contiguous - (1 - 2850.0 / 4648)) < 1e-12);
+    ck_assert(fabs(k.waste_paged - 7.5 / 2857.5) < 1e-12);
     ck_assert(k.waste_paged < 0.04);                 /* vLLM paper: < 4 % with paging */
 }
 END_TEST
@@ -95,6 +102,35 @@ START_TEST(block_waste_is_half_a_block)
 }
 END_TEST
 
+
+START_TEST(longest_context_is_capped_at_max_model_len)
+{
+    /* Issue 16, finding 5: capacity said 43,887 tokens for Llama-3-70B, whose limit is 8,192.
+     * With 4 H100s and one sequence the memory would hold far more than 8192 tokens; no request
+     * may be longer than max_model_len, so the answer is 8192. */
+    t_library("llama-3-70b", "h100-sxm", &s);
+    s.deployment.tensor_parallel = 4;
+    ck_assert_int_eq(s.deployment.max_model_len, 8192);
+    plan_cand c;
+    memset(&c, 0, sizeof c);
+    c.c = (sim_choice){.layout = SCN_LAYOUT_PAGED, .block_size = 16, .kv_dtype = SCN_DTYPE_BF16};
+    c.tp = 4;
+    c.replicas = 1;
+    c.max_num_seqs = s.deployment.max_num_seqs;
+    c.max_batched = s.deployment.max_num_batched_tokens;
+    c.hw = -1;
+    kv_cache_cfg kc = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity cap = kv_capacity_compute(&s, &kc, 16, 0);
+    ck_assert(kv_bytes_for_context(&s.model, &kc, 4, 8192) < cap.kv_budget);   /* memory alone would allow more */
+    ck_assert_int_eq(plan_max_context(&s, &c, 1), 8192);
+    /* Where memory binds first, the answer is the memory's: 1000 sequences of it fit, one token more does not. */
+    long ctx = plan_max_context(&s, &c, 1000);
+    ck_assert(ctx > 0 && ctx < 8192);
+    ck_assert(kv_bytes_for_context(&s.model, &kc, 4, ctx) <= cap.kv_budget / 1000);
+    ck_assert(kv_bytes_for_context(&s.model, &kc, 4, ctx + 1) > cap.kv_budget / 1000);
+}
+END_TEST
+
 Suite *suite_capacity(void)
 {
     Suite *su = suite_create("capacity");
@@ -105,6 +141,7 @@ Suite *suite_capacity(void)
     tcase_add_test(tc, model_that_does_not_fit);
     tcase_add_test(tc, tensor_parallel_frees_memory_per_rank);
     tcase_add_test(tc, block_waste_is_half_a_block);
+    tcase_add_test(tc, longest_context_is_capped_at_max_model_len);
     suite_add_tcase(su, tc);
     return su;
 }

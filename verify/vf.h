@@ -143,6 +143,15 @@ int vf_compare(const sim_metrics *predicted, const sim_metrics *measured, const 
                int max);
 /* The headline error: the mean of |error| over throughput and mean TPOT (the median of two). */
 double vf_key_error(const vf_row *rows, int n);
+/* The row with the largest |error| among finite ones, or -1: what a headline must not hide
+ * (a mean over two metrics hid TPOT p50 -30.8 % and E2E p50 -31.3 % behind 4.4 %, issue 16). */
+int vf_worst_row(const vf_row *rows, int n);
+/* p99 admission wait (s) beyond which a run's queue is taken to be growing: the run was
+ * overloaded (the planner's capacity trials use the same rule, docs/planner.md). */
+#define VF_MAX_QUEUE_P99 5.0
+/* True when a run fell behind its offered load: its p99 wait for admission passed
+ * VF_MAX_QUEUE_P99, so its latencies measure a growing queue, not the engine. */
+bool vf_overloaded(const sim_metrics *m);
 
 /* A stored run as pairing sees it. */
 typedef struct {
@@ -174,6 +183,9 @@ typedef struct {
     vf_row rows[VF_COMPARED_MAX];
     int n_rows;
     double key_error;           /* vf_key_error of rows */
+    int worst;                  /* vf_worst_row of rows, or -1 */
+    bool measured_overloaded;   /* vf_overloaded(measured) */
+    bool predicted_overloaded;  /* vf_overloaded(predicted) */
     long blocks;                /* the KV pool both runs used, per replica */
     long calibration_id;
     int calibrated_now;         /* 1: measured now; 0: a stored calibration was used */

@@ -48,6 +48,19 @@ double vf_key_error(const vf_row *rows, int n)
     return (thr + tpot) / 2;
 }
 
+int vf_worst_row(const vf_row *rows, int n)
+{
+    int w = -1;
+    for (int i = 0; i < n; i++)
+        if (isfinite(rows[i].error) && (w < 0 || fabs(rows[i].error) > fabs(rows[w].error))) w = i;
+    return w;
+}
+
+bool vf_overloaded(const sim_metrics *m)
+{
+    return m->q[SIM_Q_QUEUE].p99 > VF_MAX_QUEUE_P99;
+}
+
 int vf_pair_runs(const vf_run_ref *runs, int n, void (*fn)(void *ud, int predicted, int measured), void *ud)
 {
     int pairs = 0;

@@ -64,6 +64,9 @@ vf_status vf_validate(const vf_validate_req *rq, vf_validate_result *out, char *
     /* 4. The comparison. */
     out->n_rows = vf_compare(&out->predicted, &out->measured, NULL, out->rows, VF_COMPARED_MAX);
     out->key_error = vf_key_error(out->rows, out->n_rows);
+    out->worst = vf_worst_row(out->rows, out->n_rows);
+    out->measured_overloaded = vf_overloaded(&out->measured);
+    out->predicted_overloaded = vf_overloaded(&out->predicted);
 out:
     if (model.free) model.free(model.ctx);
     be_session_close(&bs);

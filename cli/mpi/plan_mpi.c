@@ -11,10 +11,11 @@
 
 enum { TAG_READY = 1, TAG_WORK = 2, TAG_RESULT = 3 };
 
+/* A candidate's whole result (every seed and capacity search), less its kept per-seed runs,
+ * which only storing needs and this planner does not store. */
 typedef struct {
-    int idx, status;
-    char why[240];
-    sim_metrics m;
+    int idx;
+    plan_cand c;
 } result_msg;
 
 /* The commands table cli_common.c reads for usage text. */
@@ -37,9 +38,9 @@ static void coordinate(const scn_scenario *s, plan_result *r, int size)
         MPI_Recv(&msg, (int)sizeof msg, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
         if (st.MPI_TAG == TAG_RESULT) {
             plan_cand *c = &r->c[msg.idx];
-            c->status = (plan_status)msg.status;
-            memcpy(c->why, msg.why, sizeof c->why);
-            c->m = msg.m;
+            free(c->seed_m);
+            *c = msg.c;
+            c->seed_m = NULL;
         }
         while (next < r->n && r->c[next].status != PLAN_PENDING) next++;
         int work = next < r->n ? next++ : -1;
@@ -65,9 +66,8 @@ static int work(const scn_scenario *s, plan_result *r)
         }
         memset(&msg, 0, sizeof msg);
         msg.idx = idx;
-        msg.status = c->status;
-        memcpy(msg.why, c->why, sizeof msg.why);
-        msg.m = c->m;
+        msg.c = *c;
+        msg.c.seed_m = NULL;
         MPI_Send(&msg, (int)sizeof msg, MPI_BYTE, 0, TAG_RESULT, MPI_COMM_WORLD);
     }
 }
