@@ -10,7 +10,9 @@
 #   make validate-published  predict validation/published.tsv uncalibrated; print the errors
 #   make clean            remove every build output
 #
-# CUDA=0 forces a CPU-only build; NVCC=/path picks the compiler.
+# CUDA=0 forces a CPU-only build; NVCC=/path picks the compiler. The CUDA backend is a plugin,
+# build/libkvplan-cuda.so, that kvplan opens with dlopen only for the commands that use it
+# (run/validate/calibrate --backend cuda, selftest, kernel-bench); the binary links no CUDA.
 
 SANITIZE ?= 0
 ifeq ($(SANITIZE),1)
@@ -34,7 +36,7 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wstrict-prototypes -Wshadow \
           -MMD -MP $(SANFLAGS) -DKVPLAN_VERSION='"$(VERSION)"' -DKVPLAN_SRCDIR='"$(CURDIR)"' \
           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+LDLIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lpthread -lm
 LDFLAGS += $(SANFLAGS)
 CHECK_LIBS = $(shell pkg-config --cflags --libs check 2>/dev/null)
 
@@ -46,25 +48,32 @@ TEST_SRC := $(wildcard tests/*.c)
 BENCH_SRC := $(wildcard bench/*.c)
 CU_SRC := $(wildcard backend/cuda/*.cu)
 
+# ---- the CUDA plugin ----
+# The binary looks for the plugin beside itself, in ../lib/kvplan, then in its build folder
+# (build-san/ has none: the sanitized build stays CPU-only).
+CFLAGS += -DKVPLAN_PLUGINDIR='"$(CURDIR)/$(BUILD)"'
+PREFIX ?= /usr/local
+PLUGIN_FILE := libkvplan-cuda.so
+# The plugin carries its own PIC copies of the CPU reference kernels its selftest compares with.
+PLUGIN_C_SRC := backend/cpu/cpu_ops.c backend/cpu/kv_format.c
 ifeq ($(CUDA),1)
-CFLAGS += -DKVPLAN_CUDA=1
-NVFLAGS := -O2 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall
-LIB_OBJ_CU := $(CU_SRC:%.cu=$(BUILD)/%.o)
-LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
-BUILD_KIND := CUDA (nvcc: $(NVCC); sm_90 + PTX)
+NVFLAGS := -O2 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall,-fPIC
+PLUGIN := $(BUILD)/$(PLUGIN_FILE)
+PLUGIN_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o) $(PLUGIN_C_SRC:%.c=$(BUILD)/pic/%.o)
+BUILD_KIND := CPU binary + CUDA plugin $(PLUGIN) (nvcc: $(NVCC); sm_90 + PTX)
 else
-LIB_OBJ_CU :=
+PLUGIN :=
 BUILD_KIND := CPU-only ($(if $(NVCC),CUDA=0 or SANITIZE=1,nvcc not found))
 endif
 
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/db/schema_sql.o $(LIB_OBJ_CU)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/db/schema_sql.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check validate-published
-all: deps-check $(BIN) kvplan $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check install-cuda validate-published
+all: deps-check $(BIN) kvplan $(PLUGIN) $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
 	@pkg-config --exists $(PKGS) || { echo "missing build dependencies: run 'make setup' (scripts/install-deps)" >&2; exit 1; }
@@ -107,18 +116,46 @@ $(BUILD)/db/schema_sql.o: $(BUILD)/db/schema_sql.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c -o $@ $<
+	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -c -o $@ $<
+
+# The plugin: CUDA runtime linked statically, cuBLAS opened at run time (backend/cuda/gemm.cu;
+# the rpath is where it looks first), one exported symbol (plugin.map).
+$(BUILD)/$(PLUGIN_FILE): $(PLUGIN_OBJ) backend/cuda/plugin.map
+	$(NVCC) -shared -o $@ $(PLUGIN_OBJ) -Xlinker --version-script=backend/cuda/plugin.map \
+	  -Xlinker -rpath=$(CUDA_HOME)/lib64 -Xlinker --no-undefined $(shell pkg-config --libs openblas 2>/dev/null) -ldl -lrt -lpthread
+
+# `make install` calls this; a CPU-only build has no plugin to install.
+install-cuda: $(PLUGIN)
+ifeq ($(CUDA),1)
+	install -D -m 0755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/kvplan/$(PLUGIN_FILE)
+else
+	@echo "kvplan: CPU-only build: no CUDA plugin to install"
+endif
 
 $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libkvplan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags check 2>/dev/null)
 
+# Stand-ins for the CUDA plugin, so the plugin machinery is tested without CUDA (tests/test_cuda_plugin.c).
+FAKE_PLUGINS := $(BUILD)/tests/fake-cuda-plugin.so $(BUILD)/tests/fake-cuda-plugin-abi1.so
+$(BUILD)/tests/fake-cuda-plugin.so: tests/plugin/fake_cuda_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -shared -o $@ $<
+$(BUILD)/tests/fake-cuda-plugin-abi1.so: tests/plugin/fake_cuda_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFAKE_ABI=1 -fPIC -shared -o $@ $<
+
+
 # The folder DAG loader -> model -> sim -> {backend, db} -> {verify, planner} -> cli, from every #include.
 layering:
 	@bash tests/layering.sh
 
-check: deps-check layering $(BIN) $(BUILD)/run_tests install-check
+check: deps-check layering $(BIN) $(BUILD)/run_tests $(FAKE_PLUGINS) install-check
 	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
 	@# User output (calibrated profiles) goes to a throwaway data directory, never the user's.
 	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \
@@ -132,6 +169,12 @@ bench: deps-check $(BUILD)/run_bench $(BIN)
 	@echo "  plan a 500-candidate sweep over 10,000 chat requests on all cores (goal: under a minute):"
 	@start=$$(date +%s.%N); KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) plan bench/sweep-500.yaml --no-db --no-rules --top 3 --format csv >/dev/null; \
 	  end=$$(date +%s.%N); awk "BEGIN { printf \"    500 candidates x 10000 requests: %.1f s on %d cores\\n\", $$end - $$start, $$(nproc) }"
+	@echo "  start-up of commands that need no GPU, on this build (goal: < 50 ms and < 20 MiB, the CUDA build too):"
+	@command -v /usr/bin/time >/dev/null || echo "    (skipped: /usr/bin/time is not installed)"
+	@if [ -x /usr/bin/time ]; then for c in --version "memory scenarios/chat.yaml" "cost scenarios/chat.yaml"; do \
+	  for i in 1 2 3 4 5; do s=$$(date +%s%N); KVPLAN_LIBRARY=$(CURDIR)/scenarios /usr/bin/time -f %M -o $(BUILD)/startup-rss.txt $(BIN) $$c >/dev/null 2>&1; \
+	    e=$$(date +%s%N); echo "$$(( (e - s) / 1000 )) $$(cat $(BUILD)/startup-rss.txt)"; done | sort -n | \
+	  awk -v c="$$c" 'NR == 3 { printf "    kvplan %-26s %7.1f ms wall (median of 5), %6.1f MiB peak RSS\n", c, $$1 / 1000, $$2 / 1024 }'; done; fi
 	@echo "  validate tiny-cpu on the CPU reference backend (calibrates first; aim: median |error| <= 10 %):"
 	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate scenarios/tiny-cpu.yaml --no-db
 
@@ -143,7 +186,7 @@ setup:
 # $(PREFIX)/share/kvplan wherever the prefix is moved; user output never goes there.
 PREFIX ?= /usr/local
 SHARE = $(DESTDIR)$(PREFIX)/share/kvplan
-install: $(BIN)
+install: $(BIN) $(if $(PLUGIN),install-cuda)
 	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE) $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kvplan
 	cd scenarios && find . -name '*.yaml' -exec install -D -m 644 {} $(SHARE)/scenarios/{} \;

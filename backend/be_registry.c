@@ -1,4 +1,5 @@
-/* be_registry.c: finds a backend by name and adapts any backend into an engine executor. */
+/* be_registry.c: finds a backend by name (cpu built in, cuda from its plugin) and adapts any
+ * backend into an engine executor. */
 #include "be.h"
 #include "be_cuda.h"
 
@@ -14,20 +15,13 @@ double be_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#ifdef KVPLAN_CUDA
-extern const be_ops BE_CUDA;
-#endif
-
 const be_ops *be_find(const char *name, char *why, size_t n)
 {
     if (!strcmp(name, "cpu")) return &BE_CPU;
     if (!strcmp(name, "cuda")) {
-#ifdef KVPLAN_CUDA
-        return &BE_CUDA;
-#else
-        snprintf(why, n, "the cuda backend was not built (nvcc was not found when kvplan was compiled)");
-        return NULL;
-#endif
+        /* The plugin is opened here, by the commands that asked for it, and by no others. */
+        const be_cuda_plugin *p = be_cuda_plugin_load(why, n);
+        return p ? p->ops : NULL;
     }
     snprintf(why, n, "unknown backend '%s'; expected cpu or cuda", name);
     return NULL;

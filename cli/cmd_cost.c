@@ -62,8 +62,16 @@ int cmd_cost(int argc, char **argv)
     out_kv_str(d, "model", "model", s.model.name);
     out_kv_str(d, "hardware", "hardware", s.hardware.name);
     out_kv_num(d, "tensor_parallel", "tensor parallel", s.deployment.tensor_parallel, OUT_INT);
+    out_kv_str(d, "engine", "engine", s.engine.name);
+    scn_wformat wf = {s.model.weight_dtype, s.model.weight_quant, s.model.weight_group};
+    kv_weights kw = kv_weights_compute(&s.model, s.deployment.tensor_parallel);
+    out_kv_str(d, "weight_format", "weight format", scn_wformat_name(&wf));
+    out_kv_num(d, "weight_bytes_per_param", "weight bytes per linear parameter", kw.bytes_per_linear, OUT_NUM);
+    out_kv_num(d, "weight_bytes_per_rank", "weights per GPU", kw.bytes_per_rank, OUT_BYTES);
+    out_kv_str(d, "gemm_dtype", "GEMMs run in", scn_dtype_name(st.gemm_dtype));
     out_kv_str(d, "kv_dtype", "kv dtype", scn_dtype_name(cc.dtype));
     out_kv_str(d, "attention", "attention", o->attention[0] == SCN_ATTN_FLASH ? "flash" : "naive");
+    out_kv_str(d, "attention_kernel", "attention kernel family", scn_attn_kernel_name(s.engine.attn_kernel));
     out_kv_num(d, "decode_seqs", "decode sequences", (double)batch, OUT_INT);
     out_kv_num(d, "decode_context", "decode context (tokens)", (double)context, OUT_INT);
     out_kv_num(d, "prefill_tokens", "prefill tokens", (double)prefill, OUT_INT);
@@ -71,6 +79,22 @@ int cmd_cost(int argc, char **argv)
     out_kv_num(d, "step_seconds", "step time", st.seconds, OUT_SECONDS);
     out_kv_num(d, "tokens_per_second", "tokens/s", st.tokens / st.seconds, OUT_NUM);
     out_kv_str(d, "bound", "bound", kv_bound_name(st.bound));
+    out_kv_num(d, "gpu_seconds", "GPU time", st.gpu_seconds, OUT_SECONDS);
+    out_kv_num(d, "cpu_seconds", "engine CPU time", st.cpu_seconds, OUT_SECONDS);
+    out_kv_str(d, "cpu_overlap", "CPU work", s.engine.async_scheduling ? "overlapped with the GPU (async scheduling)"
+                                                                      : "serial with the GPU");
+    out_kv_str(d, "cuda_graph", "CUDA graph", st.graph ? "replayed" : "no (eager launches)");
+    if (st.graph) out_kv_num(d, "graph_batch", "captured batch size", st.graph_batch, OUT_INT);
+    if (st.allreduces) {
+        out_kv_str(d, "allreduce_algo", "all-reduce algorithm", kv_coll_algo_name(st.allreduce.algo));
+        out_kv_num(d, "allreduce_count", "all-reduces per step", st.allreduces, OUT_INT);
+        out_kv_num(d, "allreduce_bytes", "all-reduce message", (st.graph ? st.graph_batch : (double)st.tokens) *
+                                                                   s.model.hidden * 2.0, OUT_BYTES);
+        out_kv_num(d, "allreduce_latency_s", "all-reduce latency (each)", st.allreduce.latency, OUT_SECONDS);
+        out_kv_num(d, "allreduce_transfer_s", "all-reduce transfer (each)", st.allreduce.transfer, OUT_SECONDS);
+    }
+    if (s.model.kv_lora_rank > 0)
+        out_kv_str(d, "mla_decode", "MLA decode", st.mla_absorbed ? "absorbed weights over the latent cache" : "none in this step");
 
     static const out_col cols[] = {
         {"op", "op", OUT_STR},
@@ -82,6 +106,7 @@ int cmd_cost(int argc, char **argv)
         {"t_network_s", "t network", OUT_SECONDS},
         {"t_overhead_s", "t overhead", OUT_SECONDS},
         {"seconds", "time", OUT_SECONDS},
+        {"efficiency", "efficiency", OUT_FRAC},
         {"share", "share", OUT_FRAC},
         {"bound", "bound", OUT_STR},
     };
@@ -98,12 +123,15 @@ int cmd_cost(int argc, char **argv)
         out_cell_num(d, x->t_network);
         out_cell_num(d, x->t_overhead);
         out_cell_num(d, x->seconds);
+        out_cell_num(d, x->efficiency);
         out_cell_num(d, x->seconds / st.seconds);
         out_cell_str(d, kv_bound_name(x->bound));
     }
     if (s.hardware.calibrated == false)
-        out_note(d, "Efficiency factors and overheads for %s are kvplan defaults, not measurements; "
-                    "docs/cost-model.md says what they mean.", s.hardware.name);
+        out_note(d, "Efficiency factors for %s and the CPU and launch costs of engine %s are kvplan defaults, not "
+                    "measurements; docs/cost-model.md says what they mean.", s.hardware.name, s.engine.name);
+    out_note(d, "efficiency: a GEMM's share of eff_compute x peak from its shape (tiles and waves over the SMs); "
+                "attention's share of the bf16 peak for the engine's kernel family.");
     rc = cli_emit(d, c.format);
     out_doc_free(d);
     return rc;

@@ -52,8 +52,8 @@ int cmd_list(int argc, char **argv)
     }
     if (help) { fputs(cli_usage_of("list"), stdout); return CLI_OK; }
     if (c.n_sets) return cli_usage_error("list", "--set needs a scenario; list takes none");
-    if (what && strcmp(what, "models") && strcmp(what, "hardware") && strcmp(what, "scenarios"))
-        return cli_usage_error("list", "expected models, hardware or scenarios, not '%s'", what);
+    if (what && strcmp(what, "models") && strcmp(what, "hardware") && strcmp(what, "engines") && strcmp(what, "scenarios"))
+        return cli_usage_error("list", "expected models, hardware, engines or scenarios, not '%s'", what);
     out_doc *d = out_doc_init();
     if (!d) return CLI_EX_INTERNAL;
     static const out_col cols[] = {{"kind", "kind", OUT_STR}, {"name", "name", OUT_STR}, {"file", "file", OUT_STR}};
@@ -61,6 +61,7 @@ int cmd_list(int argc, char **argv)
     int rc = 0;
     if (!what || !strcmp(what, "models")) rc |= list_dir(d, "model", "models");
     if (!what || !strcmp(what, "hardware")) rc |= list_dir(d, "hardware", "hardware");
+    if (!what || !strcmp(what, "engines")) rc |= list_dir(d, "engine", "engines");
     if (!what || !strcmp(what, "scenarios")) rc |= list_dir(d, "scenario", "");
     if (rc) { out_doc_free(d); return CLI_EX_NOINPUT; }
     rc = cli_emit(d, c.format);

@@ -1,6 +1,8 @@
 /* cmd_memory.c: `kvplan memory`: the memory breakdown and KV capacity for each KV dtype,
- * window and layout the scenario's options name. */
+ * window and layout the scenario's options name. Sequence sizes and reservations come from the
+ * rules the simulator and the capacity search use (model/kv_blocks.c), so the three agree. */
 #include "cli.h"
+#include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
 
 #include <stdio.h>
@@ -62,19 +64,27 @@ int cmd_memory(int argc, char **argv)
     out_kv_num(d, "kv_budget_bytes", "KV cache budget", k0.kv_budget, OUT_BYTES);
     out_kv_num(d, "params_total", "parameters (total)", w.params_total, OUT_COUNT);
     out_kv_num(d, "params_active", "parameters (active/token)", w.params_active, OUT_COUNT);
-    out_kv_num(d, "mean_tokens", "tokens per sequence", k0.mean_tokens, OUT_NUM);
+    kv_seq_size z = kv_seq_size_of(&s);
+    if (!context) {
+        out_kv_num(d, "mean_prompt_tokens", "prompt per request (tokens, shared prefix and history included)", z.prompt,
+                   OUT_NUM);
+        out_kv_num(d, "mean_output_tokens", "output per request (tokens)", z.output, OUT_NUM);
+    }
+    out_kv_num(d, "mean_tokens", "sequence at its end (tokens)", k0.mean_tokens, OUT_NUM);
+    out_kv_num(d, "max_output_tokens", "most a request may generate (tokens)", (double)z.output_max, OUT_INT);
 
     static const out_col cols[] = {
         {"kv_dtype", "kv dtype", OUT_STR},
         {"window", "window", OUT_STR},
         {"layout", "layout", OUT_STR},
-        {"block_size", "block", OUT_INT},
-        {"kv_bytes_per_token", "KV/token", OUT_BYTES},
-        {"kv_bytes_per_sequence", "KV/sequence", OUT_BYTES},
-        {"capacity_tokens", "tokens", OUT_INT},
-        {"capacity_blocks", "blocks", OUT_INT},
-        {"max_concurrent_seqs", "max seqs", OUT_INT},
-        {"waste_fraction", "waste", OUT_FRAC},
+        {"block_size", "block (tokens)", OUT_INT},
+        {"kv_bytes_per_token", "KV per token", OUT_BYTES},
+        {"reserved_tokens_per_sequence", "per seq (tokens)", OUT_INT},
+        {"kv_bytes_per_sequence", "KV per seq", OUT_BYTES},
+        {"capacity_tokens", "capacity (tokens)", OUT_INT},
+        {"capacity_blocks", "capacity (blocks)", OUT_INT},
+        {"max_concurrent_seqs", "max concurrent seqs", OUT_INT},
+        {"waste_fraction", "reserved but unused", OUT_FRAC},
     };
     out_table(d, "capacity", "KV capacity per GPU", (int)(sizeof cols / sizeof cols[0]), cols);
     for (int di = 0; di < o->n_dtype; di++)
@@ -92,9 +102,13 @@ int cmd_memory(int argc, char **argv)
                     out_cell_str(d, scn_dtype_name(o->kv_dtype[di]));
                     out_cell_str(d, win);
                     out_cell_str(d, paged ? "paged" : "contiguous");
+                    /* What one sequence occupies: its whole blocks, or its reservation. */
+                    long held = kv_seq_held(&cc, (long)(k.mean_tokens + 0.5));
+                    long per_seq = paged ? (held + bs - 1) / bs * bs : k.reserve_contiguous;
                     out_cell_num(d, paged ? bs : 0.0 / 0.0);
                     out_cell_num(d, k.kv_bytes_per_token);
-                    out_cell_num(d, kv_bytes_for_context(&s.model, &cc, tp, (long)(k.mean_tokens + 0.5)));
+                    out_cell_num(d, (double)per_seq);
+                    out_cell_num(d, (double)per_seq * k.kv_bytes_per_token);
                     out_cell_num(d, (double)k.capacity_tokens);
                     out_cell_num(d, paged ? (double)k.capacity_blocks : 0.0 / 0.0);
                     out_cell_num(d, (double)(paged ? k.max_seqs_paged : k.max_seqs_contiguous));
@@ -105,9 +119,13 @@ int cmd_memory(int argc, char **argv)
         out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
                     "usable. Raise tensor_parallel or gpu_memory_utilization.",
                  (k0.weights + k0.activation + k0.runtime) / 1073741824.0, k0.usable / 1073741824.0);
-    out_note(d, "Contiguous reserves max_model_len (%d tokens) per sequence; paged allocates blocks on demand. "
-                "KV/sequence and max seqs assume %.0f tokens per sequence.",
-             s.deployment.max_model_len, k0.mean_tokens);
+    out_note(d, "Contiguous reserves a request's prompt plus the most it may generate (%ld tokens), within max_model_len "
+                "(%d tokens); paged allocates blocks as a sequence grows; a window keeps sink + window tokens. Per-sequence "
+                "figures assume a sequence of %.0f tokens at its end. The simulator and `capacity` use the same rules.",
+             z.output_max, s.deployment.max_model_len, k0.mean_tokens);
+    if (!z.known && !context)
+        out_note(d, "The request lengths come from a trace or a file, so sequences are assumed to reach max_model_len; "
+                    "pass --context TOKENS for another length.");
     rc = cli_emit(d, c.format);
     out_doc_free(d);
     return rc;

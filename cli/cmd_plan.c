@@ -14,10 +14,11 @@ static void on_progress(void *ud, long done, long total) { cli_progress_update(u
 
 static const char *risk_label(const plan_cand *c)
 {
-    if (!c->risk_dtype && !c->risk_window && !c->risk_gqa) return "";
+    if (!c->risk_dtype && !c->risk_window && !c->risk_gqa && !c->risk_weights) return "";
     if (!c->allowed) return c->risk_gqa ? "risk: retraining (not allowed)" : c->risk_window ? "risk: window (not allowed)"
-                                                                                           : "risk: KV quantisation (not allowed)";
-    return c->risk_gqa ? "risk: retraining (accepted)" : c->risk_window ? "risk: window (accepted)" : "risk: KV quantisation (accepted)";
+                          : c->risk_weights ? "risk: weight quantisation (not allowed)" : "risk: KV quantisation (not allowed)";
+    return c->risk_gqa ? "risk: retraining (accepted)" : c->risk_window ? "risk: window (accepted)"
+         : c->risk_weights ? "risk: weight quantisation (accepted)" : "risk: KV quantisation (accepted)";
 }
 
 /* Ranks an evaluated plan and adds its report to doc: candidates, recommendation, rules,

@@ -1,16 +1,12 @@
 /* cmd_selftest.c: `kvplan selftest --backend cuda`: every CUDA kernel against the CPU reference
- * (backend/cuda/selftest.cu). Without a CUDA build or a device it says so and exits 69. */
+ * (backend/cuda/selftest.cu), and `kvplan kernel-bench`. Both open the CUDA plugin; without it or
+ * without a device they say so and exit 69. */
 #include "cli_run.h"
 #include "../backend/be_cuda.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#ifdef KVPLAN_CUDA
-typedef void (*bench_fn)(void *ud, const char *what, const char *shape, double seconds, double rate, const char *unit,
-                         double share);
-int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t n);
 
 static void bench_row(void *ud, const char *what, const char *shape, double seconds, double rate, const char *unit, double share)
 {
@@ -23,10 +19,6 @@ static void bench_row(void *ud, const char *what, const char *shape, double seco
     out_cell_num(d, share);
     fprintf(stderr, "  %-26s %-40s %10.4g %s\n", what, shape, rate, unit);   /* progress on long device work */
 }
-typedef void (*report_fn)(void *ud, const char *kernel, const char *shape, double err, double tol, int ok);
-int be_cuda_selftest(report_fn report, void *ud, char *msg, size_t n);
-extern char be_cuda_last_error[512];
-static const char *be_cuda_error_text(void) { return be_cuda_last_error; }
 
 static void row(void *ud, const char *kernel, const char *shape, double err, double tol, int ok)
 {
@@ -37,7 +29,15 @@ static void row(void *ud, const char *kernel, const char *shape, double err, dou
     out_cell_num(d, tol);
     out_cell_str(d, ok ? "ok" : "FAIL");
 }
-#endif
+
+/* The plugin, or exit 69 with where it was looked for. */
+static const be_cuda_plugin *plugin_or_say(const char *cmd)
+{
+    char why[1200];
+    const be_cuda_plugin *p = be_cuda_plugin_load(why, sizeof why);
+    if (!p) fprintf(stderr, "kvplan: %s: %s\n", cmd, why);
+    return p;
+}
 
 int cmd_selftest(int argc, char **argv)
 {
@@ -58,27 +58,26 @@ int cmd_selftest(int argc, char **argv)
         return CLI_OK;
     }
     if (strcmp(backend, "cuda")) return cli_usage_error("selftest", "--backend takes cuda (or cpu), not '%s'", backend);
-#ifndef KVPLAN_CUDA
-    fprintf(stderr, "kvplan: selftest: this kvplan was built without CUDA (nvcc was not found when it was compiled)\n");
-    return CLI_EX_UNAVAILABLE;
-#else
+    const be_cuda_plugin *plug = plugin_or_say("selftest");
+    if (!plug) return CLI_EX_UNAVAILABLE;
     out_doc *doc = out_doc_init();
     static const out_col cols[] = {{"kernel", "kernel", OUT_STR}, {"shape", "shape", OUT_STR}, {"error", "rel L2 error", OUT_NUM},
                                    {"tolerance", "tolerance", OUT_NUM}, {"result", "result", OUT_STR}};
     out_table(doc, "kernels", "CUDA kernels against the CPU reference", 5, cols);
     char msg[600];
-    int failures = be_cuda_selftest(row, doc, msg, sizeof msg);
+    int failures = plug->selftest(row, doc, msg, sizeof msg);
     if (failures == -2) {
         fprintf(stderr, "kvplan: selftest: %s\n", msg);
         out_doc_free(doc);
         return CLI_EX_UNAVAILABLE;
     }
+    /* Every row is printed, the failing ones too: a check that hit a CUDA error is a failing row
+     * whose shape names the error, and the checks after it still ran. */
     int rc = cli_emit(doc, c.format);
     out_doc_free(doc);
     if (failures < 0) { fprintf(stderr, "kvplan: selftest: CUDA error: %s\n", msg); return CLI_EX_INTERNAL; }
     if (failures > 0) { fprintf(stderr, "kvplan: selftest: %d check(s) failed\n", failures); return CLI_EX_INTERNAL; }
     return rc;
-#endif
 }
 
 int cmd_kernel_bench(int argc, char **argv)
@@ -91,20 +90,18 @@ int cmd_kernel_bench(int argc, char **argv)
         if (!r) return cli_usage_error("kernel-bench", "unexpected argument '%s'", argv[i]);
     }
     if (help) { fputs(cli_usage_of("kernel-bench"), stdout); return CLI_OK; }
-#ifndef KVPLAN_CUDA
-    fprintf(stderr, "kvplan: kernel-bench: this kvplan was built without CUDA (nvcc was not found when it was compiled)\n");
-    return CLI_EX_UNAVAILABLE;
-#else
+    const be_cuda_plugin *plug = plugin_or_say("kernel-bench");
+    if (!plug) return CLI_EX_UNAVAILABLE;
     out_doc *doc = out_doc_init();
     static const out_col cols[] = {{"what", "kernel", OUT_STR}, {"shape", "shape", OUT_STR}, {"seconds", "time", OUT_SECONDS},
                                    {"rate", "rate", OUT_NUM}, {"unit", "unit", OUT_STR}, {"share_of_ceiling", "of ceiling", OUT_FRAC}};
     out_table(doc, "kernels", "Device measurements (median of repeats, CUDA events)", 6, cols);
     char msg[600];
-    int rc = be_cuda_kernel_bench(bench_row, doc, msg, sizeof msg);
+    int rc = plug->kernel_bench(bench_row, doc, msg, sizeof msg);
     if (rc == -2) { fprintf(stderr, "kvplan: kernel-bench: %s\n", msg); out_doc_free(doc); return CLI_EX_UNAVAILABLE; }
-    if (rc < 0) { fprintf(stderr, "kvplan: kernel-bench: CUDA error: %s\n", msg[0] ? msg : be_cuda_error_text()); out_doc_free(doc); return CLI_EX_INTERNAL; }
-    rc = cli_emit(doc, c.format);
+    /* Rows measured before an error are kept: the table is printed first, then the error. */
+    int emitted = cli_emit(doc, c.format);
     out_doc_free(doc);
-    return rc;
-#endif
+    if (rc < 0) { fprintf(stderr, "kvplan: kernel-bench: CUDA error: %s\n", msg); return CLI_EX_INTERNAL; }
+    return emitted;
 }

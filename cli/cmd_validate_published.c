@@ -30,8 +30,14 @@ int cmd_validate_published(int argc, char **argv)
     char err[1024];
     int rc = pub_table_read(file, &t, err, sizeof err);
     if (rc) { fprintf(stderr, "kvplan: %s\n", err); return rc == -2 ? CLI_EX_NOINPUT : CLI_EX_DATA; }
+    /* Dataset lengths beside the table (FILE's folder/datasets) come before the library's. */
+    char datasets[4096];
+    snprintf(datasets, sizeof datasets, "%s", file);
+    char *slash = strrchr(datasets, '/');
+    if (slash) snprintf(slash, sizeof datasets - (size_t)(slash - datasets), "/datasets");
+    else snprintf(datasets, sizeof datasets, "datasets");
     for (int i = 0; i < t.n; i++)
-        if (pub_row_predict(&t.rows[i], err, sizeof err)) {
+        if (pub_row_predict(&t.rows[i], datasets, err, sizeof err)) {
             fprintf(stderr, "kvplan: %s:%ld: %s\n", file, t.rows[i].line, err);
             pub_table_free(&t);
             return CLI_EX_INTERNAL;

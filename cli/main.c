@@ -189,8 +189,8 @@ const cli_command CLI_COMMANDS[] = {
      "usage: kvplan show RUN [--db PATH] [--format table|json|csv]\n"
      "\n"
      "Prints every metric stored for run RUN (an id from `kvplan runs`) and how it was made.\n"},
-    {"list", cmd_list, "list the bundled models, hardware profiles and scenarios",
-     "usage: kvplan list [models|hardware|scenarios] [--format table|json|csv]\n"
+    {"list", cmd_list, "list the bundled models, hardware profiles, engines and scenarios",
+     "usage: kvplan list [models|hardware|engines|scenarios] [--format table|json|csv]\n"
      "\n"
      "Lists the library entries a scenario can name (from $KVPLAN_LIBRARY or the bundled\n"
      "scenarios/ folder), with their source files.\n"},
@@ -234,11 +234,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(stdout); return CLI_OK; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        char msg[256], lib[4096];
-        int n = be_cuda_device_count(msg, sizeof msg);
+        char msg[1400], lib[4096];
+        int cuda = be_cuda_plugin_describe(msg, sizeof msg);   /* dlopen only: CUDA is not started */
         scn_library_dir(lib, sizeof lib);
-        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION,
-               be_cuda_built() ? ", cuda" : "", n > 0 ? msg : msg, lib);
+        printf("kvplan %s\nbackends: cpu%s\ncuda: %s\nlibrary: %s\n", KVPLAN_VERSION, cuda > 0 ? ", cuda" : "", msg, lib);
         return CLI_OK;
     }
     if (!strcmp(cmd, "help")) {

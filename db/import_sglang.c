@@ -96,6 +96,19 @@ static int record(json_t *r, const char *label, long ln, db_import *o, char *err
 
 int db_import_sglang(const char *text, const char *label, db_import *o, char *err, size_t n)
 {
+    /* One object over several lines (a pretty-printed record) is one record. */
+    char *whole = strict_json(text, strlen(text));
+    if (!whole) { snprintf(err, n, "out of memory"); return -1; }
+    json_error_t je;
+    json_t *one = json_loads(whole, 0, &je);
+    free(whole);
+    if (one && strchr(text, '\n') && strchr(text, '\n')[strspn(strchr(text, '\n'), " \t\r\n")]) {
+        int rc = json_is_object(one) && db_import_is_sglang(one) ? record(one, label, 1, o, err, n) : 1;
+        json_decref(one);
+        if (rc <= 0) return rc;
+    } else {
+        json_decref(one);
+    }
     long ln = 0, records = 0;
     for (const char *p = text; *p;) {
         const char *eol = strchr(p, '\n');
@@ -108,7 +121,6 @@ int db_import_sglang(const char *text, const char *label, db_import *o, char *er
         if (k == len) continue;
         char *line = strict_json(s, len);
         if (!line) { snprintf(err, n, "out of memory"); return -1; }
-        json_error_t je;
         json_t *r = json_loads(line, 0, &je);
         free(line);
         if (!r || !json_is_object(r)) {

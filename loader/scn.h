@@ -133,6 +133,7 @@ typedef struct {
     double net_bandwidth;       /* bytes/s per GPU per direction (one NIC per GPU) */
     double net_latency;         /* s per collective step across the network */
     int sm_count;               /* streaming multiprocessors (compute units); 0 = no wave model */
+    double l2_cache;            /* bytes of last-level on-chip cache; 0 = no reuse model */
     /* Efficiency factors and overheads: defaults in the library, replaced by calibration. */
     double eff_bandwidth;       /* achieved / peak memory bandwidth */
     double eff_compute;         /* achieved / peak tensor throughput on GEMMs */

@@ -109,7 +109,7 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 }
 
 /* ---- hardware ---- */
-static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "memory", "memory_bandwidth",
+static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "l2_cache", "memory", "memory_bandwidth",
                                       "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", "price", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_per_node", "oneshot_latency",
                                         "oneshot_latency_per_peer", NULL};
@@ -157,7 +157,8 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
         scn_get_qty(c, m, path, "memory", SCN_UNIT_BYTES, false, &o->memory) ||
         scn_get_qty(c, m, path, "memory_bandwidth", SCN_UNIT_BANDWIDTH, false, &o->memory_bandwidth) ||
         scn_get_bool(c, m, path, "calibrated", &o->calibrated) ||
-        scn_get_int(c, m, path, "sm_count", 1, 100000, &o->sm_count))
+        scn_get_int(c, m, path, "sm_count", 1, 100000, &o->sm_count) ||
+        scn_get_qty(c, m, path, "l2_cache", SCN_UNIT_BYTES, true, &o->l2_cache))
         return -1;
     int arch = SCN_ARCH_OTHER;
     if (scn_get_enum(c, m, path, "arch", SCN_ARCH_NAMES, &arch)) return -1;

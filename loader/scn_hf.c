@@ -71,6 +71,40 @@ static const char *str_of(const scn_node *m, const char *k)
     return v && v->kind == SCN_NODE_SCALAR ? v->text : "";
 }
 
+static int set_str(scn_ctx *c, scn_node *out, const scn_node *at, const char *key, const char *v)
+{
+    scn_node *n = scalar(c, at, v);
+    return n ? scn_map_set(c->doc, out, key, n) : -1;
+}
+
+/* A quantised checkpoint's quantization_config names its weight format (docs/cost-model.md,
+ * "Quantised weights"): AWQ and GPTQ 4-bit with their group size, fp8 per tensor or in blocks
+ * (weight_block_size), ModelOpt NVFP4/FP8. Methods kvplan does not know are left to the model's
+ * own fields, so an unknown one reads as its torch_dtype. */
+static int translate_quant(scn_ctx *c, const scn_node *cfg, scn_node *out)
+{
+    const scn_node *q = scn_map_get(cfg, "quantization_config");
+    if (!q || q->kind != SCN_NODE_MAP) return 0;
+    const char *method = str_of(q, "quant_method"), *algo = str_of(q, "quant_algo");
+    long bits = int_of(q, "bits", 4), group = int_of(q, "group_size", 128);
+    if ((!strcmp(method, "awq") || !strcmp(method, "gptq")) && bits == 4) {
+        if (set_str(c, out, q, "weight_dtype", "int4") || set_str(c, out, q, "weight_quant", method) ||
+            set_int(c, out, q, "weight_group", group > 0 ? group : 128))
+            return -1;
+    } else if (!strcmp(method, "fp8") || (!strcmp(method, "modelopt") && !strcmp(algo, "FP8"))) {
+        const scn_node *blk = scn_map_get(q, "weight_block_size");
+        bool block = blk && blk->kind == SCN_NODE_SEQ && blk->n == 2 && blk->vals[0]->kind == SCN_NODE_SCALAR;
+        if (set_str(c, out, q, "weight_dtype", "fp8") || set_str(c, out, q, "weight_quant", block ? "block" : "per_tensor"))
+            return -1;
+        if (block && set_int(c, out, q, "weight_group", strtol(blk->vals[0]->text, NULL, 10))) return -1;
+    } else if (!strcmp(method, "modelopt") && !strcmp(algo, "NVFP4")) {
+        if (set_str(c, out, q, "weight_dtype", "fp4") || set_str(c, out, q, "weight_quant", "nvfp4") ||
+            set_int(c, out, q, "weight_group", group > 0 && group != 128 ? group : 16))
+            return -1;
+    }
+    return 0;
+}
+
 scn_node *scn_hf_translate(scn_ctx *c, const scn_node *cfg, const char *path)
 {
     if (scn_expect_map(c, cfg, path)) return NULL;
@@ -130,5 +164,6 @@ scn_node *scn_hf_translate(scn_ctx *c, const scn_node *cfg, const char *path)
                 return NULL;
         }
     }
+    if (translate_quant(c, cfg, out)) return NULL;
     return out;
 }

@@ -3,6 +3,8 @@
  * runs that used the same count. */
 #include "kv_blocks.h"
 
+#include <stddef.h>
+
 kv_pool kv_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool paged, int block_size)
 {
     int bs = paged ? block_size : 1;
@@ -10,4 +12,66 @@ kv_pool kv_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool paged, i
     kv_pool p = {.blocks = paged ? k.capacity_blocks : k.capacity_tokens, .block_size = bs, .kv_budget = k.kv_budget};
     if (p.blocks < 0) p.blocks = 0;
     return p;
+}
+
+/* A distribution's mean in tokens, or -1 when only a file knows it. */
+static double dist_mean(const scn_dist *d)
+{
+    switch (d->kind) {
+    case SCN_DIST_FIXED: return d->mean;
+    case SCN_DIST_UNIFORM: return (d->min + d->max) / 2.0;
+    case SCN_DIST_EMPIRICAL: return d->mean > 0 ? d->mean : -1;
+    default: return d->mean > 0 ? d->mean : -1;
+    }
+}
+
+long kv_output_max(const scn_scenario *s)
+{
+    const scn_dist *o = &s->workload.output;
+    long lim = s->deployment.max_model_len;
+    /* A trace's lengths are not known ahead: an allocator must then allow for the limit. */
+    if (s->workload.arrival == SCN_ARRIVAL_TRACE) return lim;
+    long m = o->kind == SCN_DIST_FIXED ? (long)o->mean : o->max > 0 ? o->max : lim;
+    if (m < 1) m = lim;
+    return m < lim ? m : lim;
+}
+
+kv_seq_size kv_seq_size_of(const scn_scenario *s)
+{
+    const scn_workload *w = &s->workload;
+    double lim = s->deployment.max_model_len;
+    kv_seq_size z = {.output_max = kv_output_max(s), .known = true};
+    double msg = dist_mean(&w->prompt), out = dist_mean(&w->output);
+    if (w->arrival == SCN_ARRIVAL_TRACE || msg < 0 || out < 0) {
+        z.known = false;
+        z.prompt = lim / 2;
+        z.output = lim / 2;
+        z.held = lim;
+        return z;
+    }
+    double pre = w->prefix_groups > 0 ? w->prefix_share * w->prefix_tokens : 0;
+    /* Turn k (0-based) of T sends prefix + (k + 1) messages + k replies; the mean over turns. */
+    double T = w->turns > 1 ? w->turns : 1;
+    z.prompt = pre + msg * (T + 1) / 2 + out * (T - 1) / 2;
+    z.output = out;
+    z.held = z.prompt + z.output < lim ? z.prompt + z.output : lim;
+    if (z.prompt > lim - 1) z.prompt = lim - 1;
+    return z;
+}
+
+long kv_seq_held(const kv_cache_cfg *c, long positions)
+{
+    if (c->window > 0 && positions > (long)c->sink + c->window) return (long)c->sink + c->window;
+    return positions;
+}
+
+long kv_contiguous_reserve(const scn_scenario *s, const kv_cache_cfg *c, long prompt, long output, long known)
+{
+    long lim = s->deployment.max_model_len;
+    long out_max = kv_output_max(s);
+    if (out_max < output) out_max = output;
+    long want = prompt + out_max;
+    if (want > lim) want = lim;
+    if (want < known + 1) want = known + 1;
+    return kv_seq_held(c, want);
 }

@@ -17,4 +17,33 @@ typedef struct {
 /* The pool kv_capacity_compute() leaves for the KV cache under one cache config and layout. */
 kv_pool kv_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool paged, int block_size);
 
+/* ---- Sequence sizes and reservations ----
+ * The one set of rules `kvplan memory`, the simulator's block manager and the planner's capacity
+ * search use to size a sequence and what a layout reserves for it (docs/cost-model.md, "Memory
+ * budget and capacity"). All counts are tokens. */
+
+typedef struct {
+    double prompt;        /* tokens: mean prompt of a request, shared prefix and conversation history included */
+    double output;        /* tokens: mean output of a request */
+    double held;          /* tokens: mean a sequence holds when it finishes, prompt + output, within max_model_len */
+    long output_max;      /* tokens: the most one request may generate */
+    bool known;           /* false: lengths come from a trace or a file the model cannot read; the
+                           * sizes above then assume max_model_len */
+} kv_seq_size;
+
+/* Mean sizes of the scenario's requests: a prompt carries the shared prefix with probability
+ * `share`, and turn k of a conversation carries the k earlier messages and replies. */
+kv_seq_size kv_seq_size_of(const scn_scenario *s);
+/* The most one request may generate: the output distribution's fixed value or max, else
+ * max_model_len. */
+long kv_output_max(const scn_scenario *s);
+/* Tokens of KV a sequence with `positions` positions keeps: all of them, or the StreamingLLM
+ * sink + window when that is smaller. */
+long kv_seq_held(const kv_cache_cfg *c, long positions);
+/* Tokens a contiguous allocator reserves when it admits a request of `prompt` tokens that will
+ * generate `output` and already knows `known` tokens (after a preemption): prompt plus the most
+ * it may generate, within max_model_len, never less than known + 1, and never more than the
+ * window keeps. */
+long kv_contiguous_reserve(const scn_scenario *s, const kv_cache_cfg *c, long prompt, long output, long known);
+
 #endif

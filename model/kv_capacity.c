@@ -1,6 +1,7 @@
 /* kv_capacity.c: the KV budget left after weights, activations and the runtime, and how
  * many tokens, blocks and sequences it holds under contiguous and paged allocation.
  * Derivation: docs/cost-model.md, "Memory budget and capacity". */
+#include "kv_blocks.h"
 #include "kv_model.h"
 
 #include <math.h>
@@ -24,16 +25,6 @@ double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs)
 
 double kv_expected_block_waste(int block_size) { return (block_size - 1) / 2.0; }
 
-/* Bytes one sequence of `tokens` occupies when every layer's KV is rounded up to whole blocks. */
-static double paged_seq_bytes(const scn_model *m, const kv_cache_cfg *c, int tp, int bs, double tokens)
-{
-    double per = kv_bytes_per_token_layer_rank(m, c, tp);
-    long t = (long)ceil(tokens);
-    long g = kv_tokens_held(m, c, 0, t), l = kv_tokens_held(m, c, 1, t);
-    double gb = ceil((double)g / bs) * bs, lb = ceil((double)l / bs) * bs;
-    return per * ((double)(m->layers - m->sliding_layers) * gb + (double)m->sliding_layers * lb);
-}
-
 kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c, int block_size,
                                 double mean_tokens)
 {
@@ -49,17 +40,25 @@ kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c, in
     k.kv_budget = k.usable - k.weights - k.activation - k.runtime;
     k.kv_bytes_per_token = kv_bytes_per_token_layer_rank(m, c, tp) * m->layers;
     k.block_size = block_size;
-    k.mean_tokens = mean_tokens > 0 ? mean_tokens : s->workload.prompt.mean + s->workload.output.mean;
-    if (k.kv_budget <= 0) return k;
-    k.capacity_tokens = (long)floor(k.kv_budget / k.kv_bytes_per_token);
-    k.capacity_blocks = (long)floor(k.kv_budget / (k.kv_bytes_per_token * block_size));
-    double reserve = kv_bytes_for_context(m, c, tp, d->max_model_len);
-    double used = kv_bytes_for_context(m, c, tp, (long)ceil(k.mean_tokens));
-    k.max_seqs_contiguous = (long)floor(k.kv_budget / reserve);
-    k.max_seqs_paged = (long)floor(k.kv_budget / paged_seq_bytes(m, c, tp, block_size, k.mean_tokens));
-    k.waste_contiguous = reserve > used ? 1.0 - used / reserve : 0.0;
+    /* Sequence sizes and reservations follow the rules the simulator uses (kv_blocks.c): the
+     * mean sequence includes its shared prefix and conversation history, a contiguous sequence
+     * reserves prompt + the most it may generate, and a window caps what either keeps. */
+    kv_seq_size z = kv_seq_size_of(s);
+    k.mean_tokens = mean_tokens > 0 ? mean_tokens : z.held;
+    long held = kv_seq_held(c, (long)ceil(k.mean_tokens));
+    long prompt = mean_tokens > 0 ? (long)ceil(mean_tokens) - 1 : (long)ceil(z.prompt);
+    k.reserve_contiguous = kv_contiguous_reserve(s, c, prompt, 1, held);
+    if (!(k.kv_budget > 0) || !(k.kv_bytes_per_token > 0)) return k;
+    /* Counts saturate rather than overflow when a budget is absurdly large. */
+    double tokens = floor(k.kv_budget / k.kv_bytes_per_token), blocks = floor(tokens / block_size);
+    k.capacity_tokens = tokens < 9e15 ? (long)tokens : (long)9e15;
+    k.capacity_blocks = blocks < 9e15 ? (long)blocks : (long)9e15;
+    long per_seq_blocks = (held + block_size - 1) / block_size;
+    k.max_seqs_contiguous = k.reserve_contiguous > 0 ? k.capacity_tokens / k.reserve_contiguous : 0;
+    k.max_seqs_paged = per_seq_blocks > 0 ? k.capacity_blocks / per_seq_blocks : 0;
+    k.waste_contiguous = k.reserve_contiguous > held ? 1.0 - (double)held / (double)k.reserve_contiguous : 0.0;
     /* Expected last-block waste over lengths spread uniformly modulo the block size. */
     double w = kv_expected_block_waste(block_size);
-    k.waste_paged = w / (k.mean_tokens + w);
+    k.waste_paged = w / ((double)held + w);
     return k;
 }

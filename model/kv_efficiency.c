@@ -14,8 +14,10 @@ double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, doub
 {
     double sm = hw->sm_count;
     if (sm <= 0 || M <= 0 || N <= 0 || K <= 0) return 1;
-    /* Small-M GEMMs run 64-row tiles (the smallest Hopper wgmma M, two Ampere mma rows). */
-    double tm = M <= 64 ? 64 : 128, tn = TILE_N;
+    /* Skinny GEMMs swap operands so the token rows become the MMA's narrow dimension (n = 8 on
+     * Ampere mma.sync and Hopper wgmma), padding rows to the next of 8, 16, 32, 64; wide ones
+     * run 128-row tiles. */
+    double tm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : 128, tn = TILE_N;
     double b = scn_dtype_bytes(dt);
     double tk = TILE_K_BYTES / (b > 0 ? b : 2);
     double mt = ceil(M / tm), nt = ceil(N / tn), kt = ceil(K / tk), tiles = mt * nt;

@@ -109,9 +109,10 @@ typedef struct {
     long capacity_tokens;       /* floor(kv_budget / kv_bytes_per_token), 0 if it does not fit */
     int block_size;             /* tokens per block */
     long capacity_blocks;       /* floor(kv_budget / (block_size * kv_bytes_per_token)) */
-    long max_seqs_contiguous;   /* sequences that fit when each reserves max_model_len */
+    long reserve_contiguous;    /* tokens a contiguous sequence reserves (kv_contiguous_reserve) */
+    long max_seqs_contiguous;   /* sequences that fit when each reserves reserve_contiguous tokens */
     long max_seqs_paged;        /* sequences of `mean_tokens` that fit in blocks */
-    double mean_tokens;         /* the per-sequence length used for max_seqs_paged */
+    double mean_tokens;         /* tokens a sequence holds (kv_seq_size_of: prefix and history included) */
     double waste_contiguous;    /* reserved-but-unused fraction under contiguous reservation */
     double waste_paged;         /* expected unused fraction of the last block, paged */
 } kv_capacity;

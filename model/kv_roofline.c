@@ -50,6 +50,22 @@ static double flash_kv_tokens(long ctx, long n, long cap)
     return total;
 }
 
+/* K/V tokens FlashAttention reads from device memory: the first read of every key any tile
+ * sees, plus the re-reads of later query tiles that the on-chip cache cannot hold. A tile's
+ * working set is the keys it sees times `tok_bytes` (all of the rank's heads of one layer run
+ * at once); when that fits the L2, re-reads hit it. */
+static double flash_dram_tokens(const scn_hardware *hw, long ctx, long n, long cap, double tok_bytes)
+{
+    double all = flash_kv_tokens(ctx, n, cap);
+    if (hw->l2_cache <= 0) return all;
+    double keys = (double)ctx + n;
+    if (cap > 0 && keys > (double)cap + n) keys = (double)cap + n;   /* the union of capped windows */
+    double once = fmin(all, keys);
+    double ws = (cap > 0 && keys > cap ? cap : keys) * tok_bytes;
+    double spill = ws > hw->l2_cache ? 1.0 - hw->l2_cache / ws : 0;
+    return once + (all - once) * spill;
+}
+
 /* The cap a layer applies: the model's sliding window on sliding layers, and StreamingLLM's
  * sink + window on all. 0 means none. */
 static long layer_cap(const scn_model *m, const kv_cache_cfg *c, int sliding)
@@ -151,7 +167,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             double exp_per_tok = heads * (dn + dr + dv) * AB;
             flops += 2.0 * held * r * heads * (dn + dv) + 2.0 * heads * (dn + dr + dv) * keys_attended(ctx, nt, cap);
             bytes += nt * heads * (dn + dr + dv) * AB + kv_new + held * kv_tok + held * exp_per_tok +
-                     flash_kv_tokens(ctx, nt, cap) * exp_per_tok;
+                     flash_dram_tokens(hw, ctx, nt, cap, exp_per_tok) * exp_per_tok;
             kv_b_read = true;
             continue;
         }
@@ -160,7 +176,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
         double qo = nt * heads * (qk_dim + v_dim) * AB;              /* read Q, write O */
         if (attn == SCN_ATTN_FLASH) {
             flops += flop_per_key * keys_attended(ctx, nt, cap);
-            bytes += qo + kv_new + flash_kv_tokens(ctx, nt, cap) * kv_tok;
+            bytes += qo + kv_new + flash_dram_tokens(hw, ctx, nt, cap, kv_tok) * kv_tok;
         } else {
             /* Naive attention computes the full n x held score matrix, then masks it, and
              * writes scores and probabilities to memory and reads them back. */

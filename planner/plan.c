@@ -24,7 +24,8 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     /* One dimension per option list (PLAN_DIMS; differs_only_in in plan_rank.c follows this order). */
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
-                  count_or_1(o->n_kv_heads), count_or_1(o->n_hardware), count_or_1(o->n_engine)};
+                  count_or_1(o->n_kv_heads), count_or_1(o->n_hardware), count_or_1(o->n_wformat),
+                  count_or_1(o->n_engine)};
     int nd = (int)(sizeof dims / sizeof dims[0]);
     long total = 1;
     for (int i = 0; i < nd; i++) total *= dims[i];
@@ -55,17 +56,27 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         c->kv_heads = o->n_kv_heads ? o->kv_heads[idx[11]] : 0;
         if (c->kv_heads == s->model.kv_heads) c->kv_heads = 0;
         c->hw = o->n_hardware ? idx[12] : -1;
-        if (c->hw >= 0) snprintf(c->hw_name, sizeof c->hw_name, "%s", o->hardware[c->hw].name);
-        c->eng = o->n_engine ? idx[13] : -1;
-        if (c->eng >= 0) snprintf(c->eng_name, sizeof c->eng_name, "%s", o->engine[c->eng].name);
+        snprintf(c->hw_name, sizeof c->hw_name, "%s", c->hw >= 0 ? o->hardware[c->hw].name : s->hardware.name);
         c->n_seeds = r->seeds;
         c->search_capacity = plan_objective_at_capacity(s);
+        c->wformat = o->n_wformat ? idx[13] : -1;
+        c->engine = o->n_engine ? idx[14] : -1;
         c->gpus = (double)c->tp * c->replicas;
+        const scn_wformat *wf = c->wformat >= 0 ? &o->wformat[c->wformat] : NULL;
+        c->risk_weights = wf && wf->quant != SCN_WQ_NONE &&
+                          (wf->quant != s->model.weight_quant || wf->dtype != s->model.weight_dtype);
         c->risk_dtype = !native_dtype(&s->model, c->c.kv_dtype);
+        if (c->wformat >= 0) snprintf(c->wformat_name, sizeof c->wformat_name, "%s", scn_wformat_name(&o->wformat[c->wformat]));
+        else {
+            scn_wformat own = {s->model.weight_dtype, s->model.weight_quant, s->model.weight_group};
+            snprintf(c->wformat_name, sizeof c->wformat_name, "%s", scn_wformat_name(&own));
+        }
+        snprintf(c->engine_name, sizeof c->engine_name, "%s", c->engine >= 0 ? o->engine[c->engine].name : s->engine.name);
         c->risk_window = c->c.window > 0;
         c->risk_gqa = c->kv_heads > 0 && c->kv_heads < s->model.kv_heads;
         c->allowed = (!c->risk_dtype || s->quality.allow_kv_dtype[c->c.kv_dtype]) &&
-                     (!c->risk_window || s->quality.allow_window) && (!c->risk_gqa || s->quality.allow_gqa);
+                     (!c->risk_window || s->quality.allow_window) && (!c->risk_gqa || s->quality.allow_gqa) &&
+                     (!c->risk_weights || s->quality.allow_weight_quant[wf->quant]);
         c->status = PLAN_PENDING;
         char why[200];
         if (sim_choice_check(&c->c, why, sizeof why)) {
@@ -150,10 +161,11 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out)
     out->deployment.max_num_batched_tokens = c->max_batched;
     if (c->kv_heads > 0) out->model.kv_heads = c->kv_heads;
     if (c->hw >= 0 && c->hw < s->options.n_hardware) out->hardware = s->options.hardware[c->hw];
+    if (c->wformat >= 0) kv_model_set_wformat(&out->model, &s->options.wformat[c->wformat]);
     /* The engine's overheads go into the hardware profile (unless it sets its own): again after a
      * hardware option replaced the profile, and for an engine option. */
-    bool eng = c->eng >= 0 && c->eng < s->options.n_engine;
-    if (eng || c->hw >= 0) scn_engine_apply(out, eng ? &s->options.engine[c->eng] : &s->engine);
+    bool eng = c->engine >= 0 && c->engine < s->options.n_engine;
+    if (eng || c->hw >= 0) scn_engine_apply(out, eng ? &s->options.engine[c->engine] : &s->engine);
 }
 
 void plan_describe(const plan_cand *c, char *buf, size_t n)
@@ -161,10 +173,14 @@ void plan_describe(const plan_cand *c, char *buf, size_t n)
     char base[160];
     sim_choice_describe(&c->c, base, sizeof base);
     int used = snprintf(buf, n, "%s tp=%d x%d seqs=%d budget=%d", base, c->tp, c->replicas, c->max_num_seqs, c->max_batched);
-    if (c->kv_heads > 0 && used > 0 && (size_t)used < n) used += snprintf(buf + used, n - (size_t)used, " kv_heads=%d", c->kv_heads);
+    if (c->kv_heads > 0 && used > 0 && (size_t)used < n)
+        used += snprintf(buf + used, n - (size_t)used, " kv_heads=%d", c->kv_heads);
+    if (c->wformat >= 0 && used > 0 && (size_t)used < n)
+        used += snprintf(buf + used, n - (size_t)used, " weights=%s", c->wformat_name);
+    if (c->engine >= 0 && used > 0 && (size_t)used < n)
+        used += snprintf(buf + used, n - (size_t)used, " engine=%s", c->engine_name);
     /* The hardware is named only when it is an option. */
-    if (c->hw >= 0 && used > 0 && (size_t)used < n) used += snprintf(buf + used, n - (size_t)used, " on %s", c->hw_name);
-    if (c->eng >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " engine=%s", c->eng_name);
+    if (c->hw >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " on %s", c->hw_name);
 }
 
 char *plan_options_json(const plan_cand *c)

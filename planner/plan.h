@@ -31,12 +31,13 @@ typedef struct {
     sim_choice c;
     int tp, replicas, max_num_seqs, max_batched, kv_heads;   /* kv_heads 0: the model's own */
     int hw;                    /* index into options.hardware; -1: the scenario's own hardware */
-    char hw_name[SCN_NAME_MAX];
-    int eng;                   /* index into options.engine; -1: the scenario's own engine */
-    char eng_name[SCN_NAME_MAX];
+    char hw_name[SCN_NAME_MAX]; /* the hardware it runs on (named either way) */
+    int wformat, engine;       /* indices into options.weight_dtype / options.engine; -1: the scenario's */
+    char wformat_name[16], engine_name[64];   /* what the candidate runs with (named either way) */
     plan_status status;
     char why[240];             /* why it was skipped */
     bool risk_dtype, risk_window, risk_gqa;   /* options that change the model's outputs */
+    bool risk_weights;         /* quantised weights the model does not ship with */
     bool allowed;              /* every risk it takes is accepted by the scenario's quality */
     sim_metrics m;             /* the first seed's run at the offered load (the table's columns) */
     /* Per seed k (seed = scenario seed + k): */
@@ -125,7 +126,7 @@ bool plan_slo_met(const scn_scenario *s, const sim_metrics *m);
 /* The recommendation's reasons, as sentences: which cost binds and by how much, how far each
  * chosen option moved the objective, what the runner-up gives up. Returns the count. */
 #define PLAN_LINE 1024
-#define PLAN_DIMS 14               /* option dimensions (plan_enumerate's order) */
+#define PLAN_DIMS 15               /* option dimensions (plan_enumerate's order) */
 int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_LINE], int max);
 
 /* How candidate a compares with b on the objective, absolute figures first, credited only when

@@ -35,11 +35,11 @@ static const metric_def METRICS[] = {
 };
 enum { N_METRICS = (int)(sizeof METRICS / sizeof METRICS[0]) };
 
-static const char *const UNITS[][3] = {
-    [U_TIME] = {"ms", "s", NULL},
-    [U_TOKENS_RATE] = {"tok/s", "tok/s/gpu", NULL},
-    [U_REQ_RATE] = {"req/s", "req/s/gpu", NULL},
-    [U_TOKENS] = {"tokens", NULL, NULL},
+static const char *const UNITS[][4] = {
+    [U_TIME] = {"ms", "s", NULL, NULL},
+    [U_TOKENS_RATE] = {"tok/s", "tok/s/gpu", "tok/s per 8-GPU node"},
+    [U_REQ_RATE] = {"req/s", "req/s/gpu", NULL, NULL},
+    [U_TOKENS] = {"tokens", NULL, NULL, NULL},
 };
 
 const char *pub_class_name(pub_class c)
@@ -108,13 +108,14 @@ static int positive(reader *rd, const char *v, int col, const char *field, doubl
     return 0;
 }
 
-/* A token count (whole, >= 1) or a dataset name (lower-case letters, digits, '-', '_'). */
-static int tokens_field(reader *rd, const char *v, int col, const char *field, char *dst, bool dash_ok)
+/* A token count (whole, >= lo; an output of 0 marks a prefill-only measurement) or a dataset
+ * name (lower-case letters, digits, '-', '_'); capacity rows may leave it empty or '-'. */
+static int tokens_field(reader *rd, const char *v, int col, const char *field, char *dst, bool dash_ok, long lo)
 {
-    if (dash_ok && !strcmp(v, "-")) { snprintf(dst, 32, "-"); return 0; }
+    if (dash_ok && (!strcmp(v, "-") || !*v)) { snprintf(dst, 32, "-"); return 0; }
     if (isdigit((unsigned char)v[0])) {
         long x;
-        if (whole(rd, v, col, field, 1, 10000000, &x)) return -1;
+        if (whole(rd, v, col, field, lo, 10000000, &x)) return -1;
     } else {
         bool ok = islower((unsigned char)v[0]);
         for (const char *p = v; ok && *p; p++) ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' || *p == '_';
@@ -141,23 +142,28 @@ static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
         return -1;
     if (whole(rd, f[C_GPUS], col[C_GPUS], "gpus", 1, 100000, &x)) return -1;
     r->gpus = (int)x;
-    if (whole(rd, f[C_TP], col[C_TP], "tp", 1, 1024, &x)) return -1;
-    r->tp = (int)x;
-    if (r->gpus % r->tp) return bad(rd, col[C_TP], "tp", "must divide gpus (the rest are data-parallel replicas)");
+    if (*f[C_TP]) {
+        if (whole(rd, f[C_TP], col[C_TP], "tp", 1, 1024, &x)) return -1;
+        r->tp = (int)x;
+        if (r->gpus % r->tp) return bad(rd, col[C_TP], "tp", "must divide gpus (the rest are data-parallel replicas)");
+    }
     int mode = -1;
     for (int i = 0; MODES[i]; i++) if (!strcmp(f[C_MODE], MODES[i])) mode = i;
     if (mode < 0) return bad(rd, col[C_MODE], "mode", "expected closed, poisson, offline, batch or capacity, found '%.40s'", f[C_MODE]);
     r->mode = (pub_mode)mode;
-    if (r->mode == PUB_MODE_CAPACITY && !strcmp(f[C_LOAD], "-")) r->load = 0;
-    else if (r->mode == PUB_MODE_POISSON || r->mode == PUB_MODE_CAPACITY) {
+    if (r->mode == PUB_MODE_CAPACITY && (!strcmp(f[C_LOAD], "-") || !*f[C_LOAD])) r->load = 0;
+    else if (r->mode == PUB_MODE_CAPACITY) {
+        if (positive(rd, f[C_LOAD], col[C_LOAD], "load", &r->load)) return -1;
+        if (r->load > 1) return bad(rd, col[C_LOAD], "load", "a capacity row's load is the memory fraction the engine was given (0 to 1)");
+    } else if (r->mode == PUB_MODE_POISSON) {
         if (positive(rd, f[C_LOAD], col[C_LOAD], "load", &r->load)) return -1;
     } else {
         if (whole(rd, f[C_LOAD], col[C_LOAD], "load", 1, 10000000, &x)) return -1;
         r->load = (double)x;
     }
     bool cap = r->mode == PUB_MODE_CAPACITY;
-    if (tokens_field(rd, f[C_INPUT], col[C_INPUT], "input_tokens", r->input, cap) ||
-        tokens_field(rd, f[C_OUTPUT], col[C_OUTPUT], "output_tokens", r->output, cap))
+    if (tokens_field(rd, f[C_INPUT], col[C_INPUT], "input_tokens", r->input, cap, 1) ||
+        tokens_field(rd, f[C_OUTPUT], col[C_OUTPUT], "output_tokens", r->output, cap, 0))
         return -1;
     const metric_def *m = metric_of(f[C_METRIC]);
     if (!m) return bad(rd, col[C_METRIC], "metric", "unknown metric '%.40s' (docs/validation.md lists them)", f[C_METRIC]);
@@ -169,10 +175,13 @@ static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
         return bad(rd, col[C_METRIC], "metric", "step_ms belongs to mode batch");
     if (positive(rd, f[C_VALUE], col[C_VALUE], "value", &r->value)) return -1;
     bool unit_ok = false;
-    for (int i = 0; UNITS[m->unit][i]; i++) unit_ok |= !strcmp(f[C_UNIT], UNITS[m->unit][i]);
+    for (int i = 0; i < 4 && UNITS[m->unit][i]; i++) unit_ok |= !strcmp(f[C_UNIT], UNITS[m->unit][i]);
     if (!unit_ok) {
-        return bad(rd, col[C_UNIT], "unit", "'%.40s' does not suit %s; expected %s%s%s", f[C_UNIT], m->name,
-                   UNITS[m->unit][0], UNITS[m->unit][1] ? " or " : "", UNITS[m->unit][1] ? UNITS[m->unit][1] : "");
+        char want[96] = "";
+        for (int i = 0; i < 4 && UNITS[m->unit][i]; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s'%s'", i ? (i + 1 < 4 && UNITS[m->unit][i + 1] ? ", " : " or ") : "",
+                     UNITS[m->unit][i]);
+        return bad(rd, col[C_UNIT], "unit", "'%.40s' does not suit %s; expected %s", f[C_UNIT], m->name, want);
     }
     snprintf(r->unit, sizeof r->unit, "%s", f[C_UNIT]);
     return 0;
@@ -203,7 +212,7 @@ int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
     int map[N_COLUMNS];   /* file column of each known column */
     bool header = false;
     int cap = 0, rc = -1, file_cols = 0;
-    char line[4096];
+    char line[16384];
     while (fgets(line, sizeof line, fp)) {
         rd.line++;
         size_t len = strlen(line);
@@ -286,6 +295,12 @@ static bool in_library(const char *kind, const char *name)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* The library's engine for a row: gpt-fast is the single-process `bare` class. */
+static const char *engine_of(const pub_row *r)
+{
+    return !strcmp(r->engine, "gpt-fast") ? "bare" : r->engine;
+}
+
 static void skip(pub_row *r, pub_status st, const char *why)
 {
     r->status = st;
@@ -293,6 +308,21 @@ static void skip(pub_row *r, pub_status st, const char *why)
 }
 
 /* "fp8_e4m3" and friends name the fp8 KV cache; "auto" is the model's own dtype. */
+/* A published weight format: the library's names, plus "int4-awq" (AWQ) and "int4-gN"
+ * (4-bit groups of N, gpt-fast style). */
+static int weight_format(const char *name, scn_wformat *f)
+{
+    if (!strcmp(name, "int4-awq")) return scn_wformat_parse("awq", f);
+    int g;
+    char tail;
+    if (sscanf(name, "int4-g%d%c", &g, &tail) == 1 && g > 0) {
+        if (scn_wformat_parse("int4", f)) return -1;
+        f->group_size = g;
+        return 0;
+    }
+    return scn_wformat_parse(name, f);
+}
+
 static int dtype_of(const char *name, scn_dtype *d)
 {
     if (!strncmp(name, "fp8", 3)) { *d = SCN_DTYPE_FP8; return 0; }
@@ -309,16 +339,72 @@ static long requests_for(const pub_row *r)
 
 /* The scenario for a row, as YAML. The library supplies the model, hardware and (when one is
  * bundled) the engine profile; everything else is the benchmark's setting. */
-static void scenario_text(const pub_row *r, scn_dtype wd, bool own_wd, char *buf, size_t n)
+/* Where a dataset's lengths come from: a one-line `prompt_tokens:` and `output_tokens:` in
+ * DIR/NAME.yaml. 0 with the values (the text after the colon) when found; 1 when no file. */
+static int dataset_lengths(const char *dir, const char *name, char *prompt, char *output, size_t cap, char *used,
+                           size_t nused)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s.yaml", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    snprintf(used, nused, "%s", path);
+    prompt[0] = output[0] = 0;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        char *dst = !strncmp(line, "prompt_tokens:", 14) ? prompt : !strncmp(line, "output_tokens:", 14) ? output : NULL;
+        if (!dst) continue;
+        const char *v = line + 14;
+        while (*v == ' ') v++;
+        snprintf(dst, cap, "%.500s", v);
+    }
+    fclose(f);
+    return 0;
+}
+
+/* The prompt and output lengths of a row as scenario values: its whole numbers, or its
+ * dataset's distributions. 1 with the reason when a dataset has no lengths to give. */
+static int row_lengths(const pub_row *r, const char *datasets, char *prompt, char *output, size_t cap, char *why,
+                       size_t nwhy)
+{
+    const char *names[2] = {r->input, r->output};
+    char *dst[2] = {prompt, output};
+    for (int i = 0; i < 2; i++) {
+        if (isdigit((unsigned char)names[i][0])) {
+            /* A prefill-only measurement (output 0) is served as a request for one token. */
+            snprintf(dst[i], cap, "%s", i == 1 && !strcmp(names[i], "0") ? "1" : names[i]);
+            continue;
+        }
+        char p[512], o[512], used[1300];
+        char lib[1100];
+        snprintf(lib, sizeof lib, "%s/datasets", library());
+        if ((!datasets || dataset_lengths(datasets, names[i], p, o, sizeof p, used, sizeof used)) &&
+            dataset_lengths(lib, names[i], p, o, sizeof p, used, sizeof used)) {
+            snprintf(why, nwhy, "no bundled length distribution for dataset '%s'", names[i]);
+            return 1;
+        }
+        const char *v = i ? o : p;
+        if (!*v) {
+            snprintf(why, nwhy, "%.300s has no %s", used, i ? "output_tokens" : "prompt_tokens");
+            return 1;
+        }
+        snprintf(dst[i], cap, "%s", v);
+    }
+    return 0;
+}
+
+static void scenario_text(const pub_row *r, const char *prompt, const char *output, char *buf, size_t n)
 {
     size_t k = 0;
     k += (size_t)snprintf(buf + k, n - k, "name: published-%s\n", r->id);
-    if (own_wd) k += (size_t)snprintf(buf + k, n - k, "model: %s\n", r->model);
-    else k += (size_t)snprintf(buf + k, n - k, "model: {extends: %s, weight_dtype: %s}\n", r->model, scn_dtype_name(wd));
+    k += (size_t)snprintf(buf + k, n - k, "model: %s\n", r->model);
     k += (size_t)snprintf(buf + k, n - k, "hardware: %s\n", r->gpu);
-    if (in_library("engines", r->engine)) k += (size_t)snprintf(buf + k, n - k, "engine: %s\n", r->engine);
-    k += (size_t)snprintf(buf + k, n - k, "deployment: {tensor_parallel: %d, replicas: %d}\n", r->tp, r->gpus / r->tp);
-    bool tokens = isdigit((unsigned char)r->input[0]) && isdigit((unsigned char)r->output[0]);
+    if (in_library("engines", engine_of(r))) k += (size_t)snprintf(buf + k, n - k, "engine: %s\n", engine_of(r));
+    k += (size_t)snprintf(buf + k, n - k, "deployment: {tensor_parallel: %d, replicas: %d", r->tp, r->gpus / r->tp);
+    if (r->mode == PUB_MODE_CAPACITY && r->load > 0)
+        k += (size_t)snprintf(buf + k, n - k, ", gpu_memory_utilization: %.17g", r->load);
+    k += (size_t)snprintf(buf + k, n - k, "}\n");
     k += (size_t)snprintf(buf + k, n - k, "workload:\n  requests: %ld\n", requests_for(r));
     switch (r->mode) {
     case PUB_MODE_CLOSED:
@@ -333,8 +419,7 @@ static void scenario_text(const pub_row *r, scn_dtype wd, bool own_wd, char *buf
         k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: offline}\n");
         break;
     }
-    k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", tokens ? r->input : "1",
-                          tokens ? r->output : "1");
+    k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", prompt, output);
     snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: 16%s%s}\n",
              strcmp(r->kv_dtype, "auto") ? ", kv_dtype: " : "", strcmp(r->kv_dtype, "auto") ? r->kv_dtype : "");
 }
@@ -378,15 +463,33 @@ static int predict_batch(const scn_scenario *s, const pub_row *r, double *out, c
     long I = atol(r->input), O = atol(r->output);
     sim_choice c = sim_choice_first(s);
     kv_cache_cfg cfg = kv_cache_cfg_make(s, c.kv_dtype, 0, 0);
-    kv_capacity cap = kv_capacity_compute(s, &cfg, c.block_size, (double)(I + O));
-    if (cap.capacity_tokens < (long)B * (I + O)) {
-        snprintf(why, nwhy, "the model says %d sequences of %ld tokens do not fit (%ld KV tokens per replica)", B, I + O,
+    long held = I + (O > 0 ? O : 1);
+    kv_capacity cap = kv_capacity_compute(s, &cfg, c.block_size, (double)held);
+    if (cap.capacity_tokens < (long)B * held) {
+        snprintf(why, nwhy, "the model says %d sequences of %ld tokens do not fit (%ld KV tokens per replica)", B, held,
                  cap.capacity_tokens);
         return 1;
     }
     kv_seq_work *w = malloc(sizeof *w * (size_t)B);
+    if (!w) return -1;
+    if (O == 0) {
+        /* Output 0: a step measurement at this batch: prefill of the B prompts (TTFT, E2E, total
+         * and request throughput), or one decode step over B sequences holding I tokens each
+         * (TPOT, ITL, step time, output throughput). */
+        for (int i = 0; i < B; i++) w[i] = (kv_seq_work){I, 0};
+        double prefill = kv_step_time(s, &cfg, c.attention, w, B).seconds;
+        for (int i = 0; i < B; i++) w[i] = (kv_seq_work){1, I};
+        double step = kv_step_time(s, &cfg, c.attention, w, B).seconds;
+        free(w);
+        const char *m = r->metric;
+        *out = !strncmp(m, "ttft", 4) || !strcmp(m, "e2e_mean_ms") ? prefill
+             : !strcmp(m, "total_tok_s") ? B * I / prefill : !strcmp(m, "req_s") ? B / prefill
+             : !strcmp(m, "output_tok_s") ? B / step : step;
+        if (r->cls == PUB_CLASS_THROUGHPUT) *out *= r->gpus / r->tp;
+        return 0;
+    }
     double *steps = O > 1 ? malloc(sizeof *steps * (size_t)(O - 1)) : NULL;
-    if (!w || (O > 1 && !steps)) { free(w); free(steps); return -1; }
+    if (O > 1 && !steps) { free(w); return -1; }
     for (int i = 0; i < B; i++) w[i] = (kv_seq_work){I, 0};
     double prefill = kv_step_time(s, &cfg, c.attention, w, B).seconds, decode = 0;
     for (long k = 1; k < O; k++) {
@@ -423,7 +526,7 @@ static double from_metrics(const sim_metrics *m, const char *name)
     return NAN;
 }
 
-int pub_row_predict(pub_row *r, char *err, size_t n)
+int pub_row_predict(pub_row *r, const char *datasets, char *err, size_t n)
 {
     r->status = PUB_PREDICTED;
     r->predicted = r->error = NAN;
@@ -439,19 +542,31 @@ int pub_row_predict(pub_row *r, char *err, size_t n)
         skip(r, PUB_SKIPPED, why);
         return 0;
     }
+    if (r->tp == 0) {
+        skip(r, PUB_SKIPPED, "the source does not state the tensor-parallel size");
+        return 0;
+    }
     bool tokens = isdigit((unsigned char)r->input[0]) && isdigit((unsigned char)r->output[0]);
-    if (r->mode != PUB_MODE_CAPACITY && !tokens) {
-        snprintf(why, sizeof why, "no bundled length distribution for dataset '%s'",
-                 isdigit((unsigned char)r->input[0]) ? r->output : r->input);
+    char prompt[512] = "1", output[512] = "1";
+    if (r->mode != PUB_MODE_CAPACITY && row_lengths(r, datasets, prompt, output, sizeof prompt, why, sizeof why)) {
         skip(r, PUB_SKIPPED, why);
         return 0;
     }
-    scn_dtype wd, kd;
-    if (dtype_of(r->weight_dtype, &wd)) {
-        snprintf(why, sizeof why, "weight format '%s' is not one the library can cost", r->weight_dtype);
+    if (r->mode == PUB_MODE_BATCH && !tokens) {
+        skip(r, PUB_SKIPPED, "a static batch needs whole token counts, not a dataset");
+        return 0;
+    }
+    scn_wformat wf;
+    scn_dtype kd;
+    if (weight_format(r->weight_dtype, &wf)) {
+        snprintf(why, sizeof why, "weight format '%s' is %s", r->weight_dtype,
+                 strcmp(r->weight_dtype, "unstated") ? "not one the library can cost" : "not stated by the source");
         skip(r, PUB_SKIPPED, why);
         return 0;
     }
+    /* An unstated KV dtype is the engines' documented default: the model's own. */
+    bool kv_unstated = !strcmp(r->kv_dtype, "unstated");
+    if (kv_unstated) snprintf(r->kv_dtype, sizeof r->kv_dtype, "auto");
     if (strcmp(r->kv_dtype, "auto") && dtype_of(r->kv_dtype, &kd)) {
         snprintf(why, sizeof why, "KV cache dtype '%s' is not one the library can cost", r->kv_dtype);
         skip(r, PUB_SKIPPED, why);
@@ -462,23 +577,20 @@ int pub_row_predict(pub_row *r, char *err, size_t n)
         skip(r, PUB_SKIPPED, "more than a million offline prompts");
         return 0;
     }
-    /* The model's own weight dtype unless the row differs (bf16 and fp16 cost the same). */
     static scn_scenario s;
     char text[2048];
-    scenario_text(r, wd, true, text, sizeof text);
+    scenario_text(r, prompt, output, text, sizeof text);
     int lr = load_text(text, &s, why, sizeof why, err, n);
     if (lr < 0) return -1;
-    if (lr == 0 && s.model.weight_dtype != wd &&
-        !(scn_dtype_bytes(wd) == 2 && scn_dtype_bytes(s.model.weight_dtype) == 2)) {
-        scenario_text(r, wd, false, text, sizeof text);
-        if ((lr = load_text(text, &s, why, sizeof why, err, n)) < 0) return -1;
-    }
     if (lr) {
         char w2[640];
         snprintf(w2, sizeof w2, "the library cannot express it: %.560s", why);
         skip(r, PUB_SKIPPED, w2);
         return 0;
     }
+    /* The checkpoint as published: a quantised format replaces the model's; a 16-bit one keeps
+     * the model's own (bf16 and fp16 cost the same). */
+    if (wf.quant != SCN_WQ_NONE || scn_dtype_bytes(wf.dtype) != 2) kv_model_set_wformat(&s.model, &wf);
     double v = NAN;
     if (r->mode == PUB_MODE_CAPACITY) {
         sim_choice c = sim_choice_first(&s);
@@ -506,10 +618,16 @@ int pub_row_predict(pub_row *r, char *err, size_t n)
     /* Units: seconds to ms; per-GPU rates divide by every GPU of the deployment. */
     if (!strcmp(r->unit, "ms")) v *= 1000;
     if (strstr(r->unit, "/gpu")) v /= r->gpus;
+    if (strstr(r->unit, "per 8-GPU node")) v /= r->gpus / 8.0;
     if (!isfinite(v)) { skip(r, PUB_FAILED, "the run produced no value for this metric"); return 0; }
     r->predicted = v;
     r->error = (v - r->value) / r->value;
-    snprintf(r->why, sizeof r->why, "engine profile: %s", in_library("engines", r->engine) ? r->engine : "none (generic)");
+    size_t k = 0;
+    if (in_library("engines", engine_of(r))) k = (size_t)snprintf(r->why, sizeof r->why, "engine profile: %s", s.engine.name);
+    else k = (size_t)snprintf(r->why, sizeof r->why, "engine '%s' is not in the library: the default profile (%s) was used",
+                              r->engine, s.engine.name[0] ? s.engine.name : "none");
+    if (kv_unstated && k < sizeof r->why)
+        snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
     return 0;
 }
 

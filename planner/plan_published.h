@@ -24,12 +24,13 @@ typedef enum {
 
 typedef struct {
     long line;                   /* in the file */
-    char id[64], gpu[64], model[64], engine[32], engine_version[32], weight_dtype[32], kv_dtype[32];
-    char metric[24], unit[16], source[512], notes[256];
+    char id[64], gpu[64], model[64], engine[32], engine_version[128], weight_dtype[32], kv_dtype[32];
+    char metric[24], unit[32], source[1024], notes[2048];
     char input[32], output[32];  /* whole token counts or a dataset name */
-    int gpus, tp;
+    int gpus, tp;                /* tp 0: not stated by the source */
     pub_mode mode;
-    double load;                 /* concurrency, req/s, prompts, batch size or (capacity) unused */
+    double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
+                                  * fraction the engine was given (0: not stated) */
     double value;                /* measured, in `unit` */
     pub_class cls;
     /* prediction */
@@ -49,9 +50,12 @@ typedef struct {
 int pub_table_read(const char *path, pub_table *t, char *err, size_t n);
 void pub_table_free(pub_table *t);
 
-/* Predicts one row, setting status, predicted, error and why. Returns -1 only on an internal
- * failure (out of memory, no temporary directory), with the reason in err. */
-int pub_row_predict(pub_row *r, char *err, size_t n);
+/* Predicts one row, setting status, predicted, error and why. A length given as a dataset name
+ * (sharegpt, ...) is looked up as NAME.yaml in `datasets` (may be NULL), then in the library's
+ * datasets/ folder: a file with one-line `prompt_tokens:` and `output_tokens:` entries in the
+ * scenario format, each with its source in a comment. Returns -1 only on an internal failure
+ * (out of memory, no temporary directory), with the reason in err. */
+int pub_row_predict(pub_row *r, const char *datasets, char *err, size_t n);
 
 typedef struct {
     int rows;          /* predicted + failed */

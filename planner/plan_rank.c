@@ -305,7 +305,6 @@ void plan_compare_text(const scn_scenario *s, const plan_cand *a, const plan_can
         snprintf(buf, n, "%s%s vs %s%s %s (one seed)%s", cur, va, cur, vb, u, rel);
 }
 
-/* The candidate equal to `base` except in dimension `dim`, with a different value there. */
 /* same[d]: a and b agree in option dimension d (plan_enumerate's order). */
 static void same_dims(const plan_cand *a, const plan_cand *b, int same[PLAN_DIMS])
 {
@@ -314,10 +313,12 @@ static void same_dims(const plan_cand *a, const plan_cand *b, int same[PLAN_DIMS
         a->c.prefix_cache == b->c.prefix_cache, a->c.kv_dtype == b->c.kv_dtype, a->c.attention == b->c.attention,
         a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
         a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
-        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->eng == b->eng};
+        a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->wformat == b->wformat,
+        a->engine == b->engine};
     memcpy(same, x, sizeof x);
 }
 
+/* True when b equals a except in dimension `dim`, where it differs. */
 static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim)
 {
     int same[PLAN_DIMS];
@@ -344,7 +345,8 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 10: snprintf(buf, n, "%d replica%s", c->replicas, c->replicas > 1 ? "s" : ""); break;
     case 11: if (c->kv_heads) snprintf(buf, n, "%d KV heads", c->kv_heads); else snprintf(buf, n, "the model's own KV heads"); break;
     case 12: snprintf(buf, n, "%s", c->hw_name); break;
-    default: snprintf(buf, n, "the %s engine", c->eng_name); break;
+    case 13: snprintf(buf, n, "%s weights", c->wformat_name); break;
+    default: snprintf(buf, n, "the %s engine", c->engine_name); break;
     }
 }
 
@@ -489,6 +491,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      "quality settings do not accept that.", d2, cmp,
                      c->risk_gqa ? "it needs a model retrained with fewer KV heads"
                      : c->risk_window ? "it drops all but the sink and window tokens from attention"
+                                      : c->risk_weights ? "it quantises the weights"
                                       : "it quantises the KV cache");
         }
         break;

@@ -13,18 +13,19 @@
 #define CAP_RATE "capacity_req_per_s"
 #define CAP_TOK "capacity_out_tok_per_s"
 
-/* The key a run is stored under: the choice as JSON (the one options encoder), with the
- * hardware profile and engine when they are options (the scenario digest names only the
- * scenario's own). */
+/* The key a run is stored under: the choice as JSON, with the hardware profile, weight format
+ * and engine when they are options (the scenario digest names only the scenario's own), so a
+ * candidate on the scenario's own keeps the key `simulate` stores. */
 static char *options_key(const plan_cand *c)
 {
     char *opts = plan_options_json(c);
-    if (!opts || (c->hw < 0 && c->eng < 0)) return opts;
+    if (!opts || (c->hw < 0 && c->wformat < 0 && c->engine < 0)) return opts;
     json_t *j = json_loads(opts, 0, NULL);
     free(opts);
     if (!j) return NULL;
     if (c->hw >= 0) json_object_set_new(j, "hardware", json_string(c->hw_name));
-    if (c->eng >= 0) json_object_set_new(j, "engine", json_string(c->eng_name));
+    if (c->wformat >= 0) json_object_set_new(j, "weight_dtype", json_string(c->wformat_name));
+    if (c->engine >= 0) json_object_set_new(j, "engine", json_string(c->engine_name));
     char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     return out;

@@ -22,65 +22,77 @@ static void account(sim_engine *e, sim_replica *rep)
     e->acc.frag_reserved += dt * rep->frag_reserved;
 }
 
-/* Reserved but unused tokens while a step runs: the unfilled tail of each scheduled sequence's
- * last block (paged), or everything reserved beyond what it holds (contiguous). */
-static void measure_fragmentation(sim_engine *e, sim_replica *rep)
+/* Reserved but unused tokens while a step runs: the space each scheduled sequence occupies
+ * (live blocks, or its contiguous reservation) minus the KV it holds once the step is done. */
+static void measure_fragmentation(sim_replica *rep)
 {
     double unused = 0, reserved = 0;
-    bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     for (int i = 0; i < rep->batch.n; i++) {
         const sim_req *r = rep->breq[i];
-        long upto = r->computed + r->step_new;
-        if (paged) {
-            unused += (double)(r->kv.room - upto);
-            reserved += (double)r->kv.room;
-        } else {
-            unused += (double)(r->kv.reserved - upto);
-            reserved += (double)r->kv.reserved;
-        }
+        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
+        unused += (double)(space - sim_kv_held(rep->kv, &r->kv, r->computed + r->step_new));
+        reserved += (double)space;
     }
     rep->frag_unused = unused;
     rep->frag_reserved = reserved;
 }
 
-static void note_peak(sim_engine *e)
+/* Keeps e->used_now, the blocks referenced over all replicas, current after rep changed. */
+static void refresh_used(sim_engine *e, sim_replica *rep)
 {
-    double used = 0;
-    for (int i = 0; i < e->n_rep; i++) used += (double)sim_kv_referenced(e->rep[i].kv);
-    if (used > e->acc.used_peak) e->acc.used_peak = used;
+    long r = sim_kv_referenced(rep->kv);
+    e->used_now += r - rep->used_seen;
+    rep->used_seen = r;
 }
 
-/* Starts the replica's next step if it is idle and has work. */
+static void note_peak(sim_engine *e, sim_replica *rep)
+{
+    refresh_used(e, rep);
+    if ((double)e->used_now > e->acc.used_peak) e->acc.used_peak = (double)e->used_now;
+}
+
+static int fast_forward(sim_engine *e, sim_replica *rep, double *dt);
+
+/* Starts the replica's next step if it is idle and has work. When the step begins a run of
+ * decode steps, fast_forward may carry the replica through the run; it then either leaves the
+ * run's last step pending (pushed here) or stops after completing a step, and the next one is
+ * formed by the scheduler as usual. */
 static int kick(sim_engine *e, sim_replica *rep)
 {
-    if (rep->busy) return 0;
-    account(e, rep);
-    e->sched.now = e->now;
-    int n = sim_sched_step(&e->sched, rep);
-    if (n < 0) { e->internal = e->sched.internal; return -1; }
-    if (n == 0) {
-        if (rep->waiting.n && !rep->running.n) {
-            snprintf(e->err, e->nerr, "request %ld cannot be admitted even into an empty replica",
-                     rep->waiting.head->spec.id);
+    for (;;) {
+        if (rep->busy) return 0;
+        account(e, rep);
+        e->sched.now = e->now;
+        int n = sim_sched_step(&e->sched, rep);
+        if (n < 0) { e->internal = e->sched.internal; return -1; }
+        if (n == 0) {
+            refresh_used(e, rep);
+            if (rep->waiting.n && !rep->running.n) {
+                snprintf(e->err, e->nerr, "request %ld cannot be admitted even into an empty replica",
+                         rep->waiting.head->spec.id);
+                return -1;
+            }
+            return 0;
+        }
+        note_peak(e, rep);
+        measure_fragmentation(rep);
+        double dt = 0;
+        char msg[256] = "";
+        if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg) || !(dt >= 0) || !isfinite(dt)) {
+            snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+            e->internal = 1;
             return -1;
         }
-        return 0;
+        e->acc.steps++;
+        e->acc.batch_sum += n;
+        if (n > e->acc.batch_max) e->acc.batch_max = n;
+        int ff = fast_forward(e, rep, &dt);
+        if (ff < 0) return -1;
+        if (ff > 0) continue;   /* a step completed inline and the next is the scheduler's */
+        rep->busy = true;
+        rep->ev.kind = EV_STEP;
+        return sim_heap_push(&e->heap, &rep->ev, e->now + dt);
     }
-    note_peak(e);
-    measure_fragmentation(e, rep);
-    double dt = 0;
-    char msg[256] = "";
-    if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg) || !(dt >= 0) || !isfinite(dt)) {
-        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
-        e->internal = 1;
-        return -1;
-    }
-    rep->busy = true;
-    e->acc.steps++;
-    e->acc.batch_sum += n;
-    if (n > e->acc.batch_max) e->acc.batch_max = n;
-    rep->ev.kind = EV_STEP;
-    return sim_heap_push(&e->heap, &rep->ev, e->now + dt);
 }
 
 static int route(sim_engine *e, const sim_req_spec *s)
@@ -96,10 +108,22 @@ static int route(sim_engine *e, const sim_req_spec *s)
     return best;
 }
 
+/* Requests are recycled through a free list (at most the peak in flight), each keeping its
+ * block table's buffer, so a steady run allocates nothing per request. */
 static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
 {
-    sim_req *r = calloc(1, sizeof *r);
-    if (!r) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return NULL; }
+    sim_req *r = e->pool;
+    if (r) {
+        e->pool = r->next;
+        sim_kv_seq keep = r->kv;
+        memset(r, 0, sizeof *r);
+        r->kv.blocks = keep.blocks;
+        r->kv.cap = keep.cap;
+    } else if (!(r = calloc(1, sizeof *r))) {
+        snprintf(e->err, e->nerr, "out of memory");
+        e->internal = 1;
+        return NULL;
+    }
     r->spec = *spec;
     r->total = spec->prompt;
     r->ev.idx = -1;
@@ -110,10 +134,21 @@ static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
     return r;
 }
 
+static void free_req(sim_engine *e, sim_req *r);
+
+/* Queues an arrived request on its replica, or rejects it when that replica's waiting queue
+ * is full (an overloaded server answers "busy" rather than queueing without bound): it is
+ * counted, not served, and its conversation sends no further turns. */
 static int enqueue(sim_engine *e, sim_req *r)
 {
     r->replica = route(e, &r->spec);
     sim_replica *rep = &e->rep[r->replica];
+    if (rep->waiting.n >= e->max_waiting) {
+        e->acc.rejected++;
+        e->done++;
+        free_req(e, r);
+        return 0;
+    }
     rep->outstanding++;
     r->state = REQ_WAITING;
     sim_list_push_back(&rep->waiting, r);
@@ -137,14 +172,21 @@ static int next_arrival(sim_engine *e)
  * Every completion passes here, so this is the place for per-completion hooks. */
 static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
 {
-    sim_request_row row = {
-        .id = r->spec.id, .replica = rep->id, .arrival = r->spec.arrival,
-        .queue = r->t_sched - r->spec.arrival, .ttft = r->t_first - r->spec.arrival,
-        .tpot = r->spec.output > 1 ? (r->t_last - r->t_first) / (r->spec.output - 1) : 0,
-        .e2e = r->t_last - r->spec.arrival, .prompt = r->spec.prompt, .output = r->spec.output,
-        .cached = r->cached, .preemptions = r->preemptions, .conversation = r->spec.conversation,
-        .turn = r->spec.turn,
-    };
+    sim_request_row row;
+    memset(&row, 0, sizeof row);   /* padding too: sinks may compare or hash whole rows */
+    row.id = r->spec.id;
+    row.replica = rep->id;
+    row.arrival = r->spec.arrival;
+    row.queue = r->t_sched - r->spec.arrival;
+    row.ttft = r->t_first - r->spec.arrival;
+    row.tpot = r->spec.output > 1 ? (r->t_last - r->t_first) / (r->spec.output - 1) : 0;
+    row.e2e = r->t_last - r->spec.arrival;
+    row.prompt = r->spec.prompt;
+    row.output = r->spec.output;
+    row.cached = r->cached;
+    row.preemptions = r->preemptions;
+    row.conversation = r->spec.conversation;
+    row.turn = r->spec.turn;
     if (r->spec.measured) sim_acc_request(&e->acc, &e->s->slo, &row);
     rep->outstanding--;
     e->done++;
@@ -166,8 +208,8 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
 
 static void free_req(sim_engine *e, sim_req *r)
 {
-    free(r->kv.blocks);
-    free(r);
+    r->next = e->pool;
+    e->pool = r;
     e->alive--;
 }
 
@@ -184,7 +226,240 @@ static int finish_step(sim_engine *e, sim_replica *rep)
     }
     for (int i = 0; i < rep->n_gone; i++) free_req(e, rep->gone[i]);
     rep->n_fin = rep->n_gone = 0;
+    refresh_used(e, rep);
     return rc;
+}
+
+/* ---- Fast-forward over runs of decode steps ----
+ *
+ * Between events that change a replica's batch (an arrival, a prefill, a completion while
+ * requests wait, a block that cannot be had, a preemption, a sample), every step decodes one
+ * token for the same sequences and differs from the last only by their positions. The run is
+ * advanced here without forming each batch: the executor times each step from (sequences,
+ * sum of positions); the block boundaries, prefix-cache registrations, completions (when
+ * nothing waits) and the metrics' integrals are applied step by step in the order the scheduler
+ * would apply them, and everything else per sequence once at the run's end. The results are
+ * bit-identical to forming every step (a test runs both over the archetypes and random
+ * scenarios); docs/simulator.md, "Fast-forward", lists the conditions. */
+
+static int ff_room(sim_ff *f, int n, int bs)
+{
+    if (n <= f->cap && bs <= f->n_head) return 0;
+    int cap = f->cap > n ? f->cap : n;
+    long *c0 = realloc(f->c0, sizeof *c0 * (size_t)cap);
+    if (c0) f->c0 = c0;
+    long *cr = realloc(f->cross, sizeof *cr * (size_t)cap);
+    if (cr) f->cross = cr;
+    long *fa = realloc(f->fin_at, sizeof *fa * (size_t)cap);
+    if (fa) f->fin_at = fa;
+    int *fn = realloc(f->fnext, sizeof *fn * (size_t)cap);
+    if (fn) f->fnext = fn;
+    int *nx = realloc(f->next, sizeof *nx * (size_t)cap);
+    if (nx) f->next = nx;
+    unsigned char *dd = realloc(f->dead, (size_t)cap);
+    if (dd) f->dead = dd;
+    if (!c0 || !cr || !fa || !fn || !nx || !dd) return -1;
+    f->cap = cap;
+    if (bs > f->n_head) {
+        int *hd = realloc(f->head, sizeof *hd * (size_t)bs);
+        if (!hd) return -1;
+        f->head = hd;
+        f->n_head = bs;
+    }
+    return 0;
+}
+
+static void ff_free(sim_ff *f)
+{
+    free(f->c0); free(f->cross); free(f->fin_at); free(f->fnext); free(f->next); free(f->head); free(f->dead);
+}
+
+/* Whether the step just formed on rep opens a run the fast-forward can carry. */
+static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
+{
+    if (e->o->per_step || e->ex->measured || !e->ex->decode_time) return false;
+    if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0) return false;
+    if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
+    /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
+     * unless new prefix-cache entries could shorten its prompt. */
+    if (rep->waiting.n && e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs) return false;
+    return true;
+}
+
+/* Returns 0 with the run's last step formed and timed (*dt) and e->now at its start, 1 after
+ * completing a step inline without forming the next, -1 on failure. */
+static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
+{
+    if (!ff_eligible(e, rep)) return 0;
+    const sim_event *first = sim_heap_peek(&e->heap);
+    if (first && first->t <= e->now + *dt) return 0;   /* not even this step completes alone */
+    const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
+    const int bs = paged ? e->c.block_size : 1;
+    const int n0 = rep->batch.n;
+    sim_ff *f = &e->ff[rep->id];
+    long limit = -1;   /* contiguous: the first step that would need a larger reservation */
+    for (int i = 0; i < n0; i++) {
+        const sim_req *r = rep->breq[i];
+        if (r->step_new != 1 || r->computed + 1 != r->total || r->generated < 1) return 0;
+        long jstar = r->kv.room - r->computed;   /* steps until the next block boundary */
+        if (jstar < 1 || (paged && jstar > bs)) return 0;
+    }
+    double probe;
+    if (e->ex->decode_time(e->ex->ctx, n0, 0, &probe)) return 0;
+    if (ff_room(f, n0, bs)) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return -1; }
+    /* The run's state: slot i's positions are c0[i] + J during step J. */
+    long base = 0, unused = 0, reserved = 0;
+    for (int b = 0; b < bs; b++) f->head[b] = -1;
+    for (int b = 0; b < SIM_FF_RING; b++) f->fhead[b] = -1;
+    /* Chains are built back to front, so each lists its slots in batch order. */
+    for (int i = n0 - 1; i >= 0; i--) {
+        const sim_req *r = rep->breq[i];
+        f->c0[i] = r->computed;
+        f->cross[i] = r->kv.room - r->computed;
+        f->fin_at[i] = r->spec.output - r->generated - 1;
+        int fr = (int)(f->fin_at[i] % SIM_FF_RING);
+        f->fnext[i] = f->fhead[fr];
+        f->fhead[fr] = i;
+        f->dead[i] = 0;
+        base += r->computed;
+        unused += r->kv.room - (r->computed + 1);
+        reserved += r->kv.room;
+        if (paged) {
+            int h = (int)(f->cross[i] % bs);
+            f->next[i] = f->head[h];
+            f->head[h] = i;
+        } else if (f->cross[i] <= f->fin_at[i] && (limit < 0 || f->cross[i] < limit)) {
+            limit = f->cross[i];
+        }
+    }
+    int alive = n0;
+    long J = 0;             /* the pending step */
+    double T = e->now;      /* its start */
+    sim_hist *itl = &e->acc.h[SIM_Q_ITL];
+    int ret = 0;
+    for (;;) {
+        double tend = T + *dt;
+        const sim_event *top = sim_heap_peek(&e->heap);
+        if (top && top->t <= tend) break;   /* something else happens first */
+        const int fr = (int)(J % SIM_FF_RING);
+        int fins = 0;
+        for (int i = f->fhead[fr]; i >= 0; i = f->fnext[i]) fins += f->fin_at[i] == J;
+        if (fins && (rep->waiting.n || fins == alive)) break;
+        /* Step J completes at tend, as its EV_STEP would. */
+        e->heap.next_seq++;
+        e->now = tend;
+        account(e, rep);
+        rep->frag_unused = rep->frag_reserved = 0;
+        if (J == 0) {
+            /* Gaps since each sequence's last token, in batch order, recorded in runs of equals. */
+            for (int i = 0; i < n0;) {
+                double v = tend - rep->breq[i]->t_last;
+                int k = i + 1;
+                while (k < n0 && tend - rep->breq[k]->t_last == v) k++;
+                sim_hist_add_n(itl, v, k - i);
+                i = k;
+            }
+        } else {
+            sim_hist_add_n(itl, tend - T, alive);
+        }
+        /* Blocks that just filled join the prefix cache (batch order), before any release. */
+        if (paged && e->c.prefix_cache)
+            for (int i = f->head[(J + 1) % bs]; i >= 0; i = f->next[i])
+                if (!f->dead[i] && f->cross[i] == J + 1) sim_kv_commit(rep->kv, &rep->breq[i]->kv, (int)(f->c0[i] + J + 1));
+        /* Completions, in batch order: the request leaves with its KV, then is recorded. */
+        int rc = 0;
+        for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
+            if (f->fin_at[i] != J) continue;
+            sim_req *r = rep->breq[i];
+            r->computed = (int)(f->c0[i] + J + 1);
+            r->total = r->computed + 1;
+            r->generated = r->spec.output;
+            r->t_last = tend;
+            unused -= r->kv.room - r->computed;   /* what it counted in step J */
+            reserved -= r->kv.room;
+            sim_list_remove(&rep->running, r);
+            sim_kv_release(rep->kv, &r->kv);
+            r->state = REQ_DONE;
+            f->dead[i] = 1;
+            alive--;
+            base -= f->c0[i];
+        }
+        for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
+            if (f->fin_at[i] != J) continue;
+            sim_req *r = rep->breq[i];
+            if (!rc) rc = complete(e, rep, r);
+            free_req(e, r);
+        }
+        if (rc) return -1;
+        /* Form step J + 1: one block for each sequence at a boundary, in running order. */
+        long need = 0;
+        if (paged)
+            for (int i = f->head[(J + 1) % bs]; i >= 0; i = f->next[i])
+                if (!f->dead[i] && f->cross[i] == J + 1) need++;
+        if (need > sim_kv_available(rep->kv) || (!paged && limit >= 0 && J + 1 >= limit)) { ret = 1; J++; T = tend; break; }
+        if (need) {
+            /* Chains are in batch (running) order, the order the scheduler grows in. */
+            for (int i = f->head[(J + 1) % bs]; i >= 0; i = f->next[i]) {
+                if (f->dead[i] || f->cross[i] != J + 1) continue;
+                sim_req *r = rep->breq[i];
+                long room0 = r->kv.room;
+                if (sim_kv_grow(rep->kv, &r->kv, (int)(f->c0[i] + J + 2))) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return -1; }
+                unused += r->kv.room - room0;
+                reserved += r->kv.room - room0;
+                f->cross[i] += bs;
+            }
+        }
+        unused -= alive;   /* every sequence fills one more slot */
+        J++;
+        T = tend;
+        note_peak(e, rep);
+        rep->frag_unused = (double)unused;
+        rep->frag_reserved = (double)reserved;
+        double ndt;
+        if (e->ex->decode_time(e->ex->ctx, alive, base + (long)alive * J, &ndt) || !(ndt >= 0) || !isfinite(ndt)) {
+            snprintf(e->err, e->nerr, "executor %s failed: bad step time", e->ex->name);
+            e->internal = 1;
+            return -1;
+        }
+        *dt = ndt;
+        e->acc.steps++;
+        e->acc.batch_sum += alive;
+        if (alive > e->acc.batch_max) e->acc.batch_max = alive;
+    }
+    /* Write the run back into the requests and (when a step is pending) the batch. With ret 1,
+     * step J - 1 completed at T and nothing is formed; with ret 0, step J is formed. */
+    if (J == 0) return 0;   /* nothing was carried: the batch stands as formed */
+    refresh_used(e, rep);
+    const long done_steps = J;   /* steps 0 .. J - 1 completed inline */
+    int w = 0;
+    for (int i = 0; i < n0; i++) {
+        if (f->dead[i]) continue;
+        sim_req *r = rep->breq[i];
+        r->generated += (int)done_steps;
+        r->computed = (int)(f->c0[i] + done_steps);
+        r->total = r->computed + 1;
+        r->t_last = T;
+        if (ret) continue;
+        r->step_new = 1;
+        rep->breq[w] = r;
+        sim_batch_seq *q = &rep->batch.seqs[w];
+        q->req_id = r->spec.id;
+        q->new_tokens = 1;
+        q->start = r->computed;
+        q->context = sim_kv_held(rep->kv, &r->kv, r->computed);
+        q->blocks = r->kv.blocks;
+        q->n_blocks = r->kv.n_blocks;
+        q->prefix_seed = r->spec.prefix_seed;
+        q->body_seed = r->spec.body_seed;
+        q->prefix_len = r->spec.prefix_len;
+        w++;
+    }
+    if (!ret) {
+        rep->batch.n = w;
+        rep->batch.tokens = w;
+    }
+    e->now = T;
+    return ret;
 }
 
 static int sample(sim_engine *e)
@@ -284,8 +559,11 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     long blocks = 0, blocks_all = 0;
     if (sim_acc_init(&e.acc)) { snprintf(err, n, "out of memory"); goto out; }
     e.n_rep = s->deployment.replicas;
+    long cap = o->max_waiting > 0 ? o->max_waiting : SIM_MAX_WAITING;
+    e.max_waiting = cap / e.n_rep > 0 ? cap / e.n_rep : 1;
     e.rep = calloc((size_t)e.n_rep, sizeof *e.rep);
-    if (!e.rep) { snprintf(err, n, "out of memory"); goto out; }
+    e.ff = calloc((size_t)e.n_rep, sizeof *e.ff);
+    if (!e.rep || !e.ff) { snprintf(err, n, "out of memory"); goto out; }
     for (int i = 0; i < e.n_rep; i++) {
         sim_replica *rep = &e.rep[i];
         rep->id = i;
@@ -326,11 +604,14 @@ out:
             while (l->head) { sim_req *r = l->head; sim_list_remove(l, r); free(r->kv.blocks); free(r); }
         sim_kv_free(rep->kv);
         sim_sched_replica_free(rep);
+        if (e.ff) ff_free(&e.ff[i]);
     }
+    free(e.ff);
     /* Follow-up turns still queued (only after a failure) own their requests. */
     sim_event *ev;
     while ((ev = sim_heap_pop(&e.heap)))
-        if (ev->kind == EV_TURN) { sim_req *r = CONTAINER(ev, sim_req, ev); free(r); }
+        if (ev->kind == EV_TURN) { sim_req *r = CONTAINER(ev, sim_req, ev); free(r->kv.blocks); free(r); }
+    while (e.pool) { sim_req *r = e.pool; e.pool = r->next; free(r->kv.blocks); free(r); }
     free(e.rep);
     sim_heap_free(&e.heap);
     sim_workload_free(e.wl);

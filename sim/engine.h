@@ -11,6 +11,22 @@
 
 enum { EV_ARRIVAL, EV_TURN, EV_STEP, EV_SAMPLE, EV_KICK };
 
+#define SIM_FF_RING 64        /* completion chains: a step scans the slots finishing 64k steps on */
+
+/* Per-replica scratch of the fast-forward (engine.c), sized to the largest batch so far. */
+typedef struct {
+    int cap;
+    long *c0;                /* computed positions when the run began, per batch slot */
+    long *cross;             /* step (from the run's start) at which the slot needs its next block */
+    long *fin_at;            /* step in which the slot emits its last token */
+    int *fnext;              /* chains of slots by fin_at modulo SIM_FF_RING, in batch order */
+    int fhead[SIM_FF_RING];
+    int *next;               /* chains of slots by cross modulo the block size */
+    int *head;               /* chain heads, one per residue */
+    int n_head;
+    unsigned char *dead;     /* the slot's request completed during the run */
+} sim_ff;
+
 typedef struct {
     const scn_scenario *s;
     sim_choice c;
@@ -20,13 +36,17 @@ typedef struct {
     sim_heap heap;
     sim_workload *wl;
     sim_replica *rep;
+    sim_ff *ff;              /* one per replica */
     int n_rep;
     long rr;                 /* round-robin cursor */
+    long max_waiting;        /* per replica: arrivals beyond this many waiting are rejected */
     sim_event arrival_ev;    /* the next arrival from the process */
     sim_req_spec next_spec;  /* the request that event will deliver */
     sim_event sample_ev;
     sim_acc acc;
+    sim_req *pool;           /* finished requests for reuse, linked through next */
     long total, done, alive, peak_alive;
+    long used_now;           /* blocks referenced over all replicas, as of each replica's last change */
     double now;              /* s */
     char *err;
     size_t nerr;

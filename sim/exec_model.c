@@ -1,6 +1,7 @@
 /* exec_model.c: the predicting executor: a step takes the time the cost model says. */
 #include "sim.h"
 #include "../model/kv_blocks.h"
+#include "step_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,14 @@ typedef struct {
     kv_seq_work *work;
     int cap;
     long blocks;             /* the cost model's pool per replica */
+    sim_step_plan plan;      /* decode steps in O(1) */
 } model_ctx;
+
+static int model_decode_time(void *ctx, long n, long sum_start, double *seconds)
+{
+    model_ctx *m = ctx;
+    return sim_step_plan_decode(&m->plan, n, sum_start, seconds) ? 0 : 1;
+}
 
 static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
 {
@@ -25,6 +33,12 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
         m->work = w;
         m->cap = cap;
     }
+    /* A decode step goes through the plan when it applies, so a step costs the same whether the
+     * engine formed it or fast-forwarded to it. */
+    long sum_start = 0;
+    int d = 0;
+    for (; d < b->n && b->seqs[d].new_tokens == 1; d++) sum_start += b->seqs[d].start;
+    if (d == b->n && model_decode_time(m, b->n, sum_start, seconds) == 0) return 0;
     /* The cost model caps the attended context itself (sliding windows, sink + window), so it
      * takes each sequence's position count, not the tokens still held. */
     for (int i = 0; i < b->n; i++) m->work[i] = (kv_seq_work){b->seqs[i].new_tokens, b->seqs[i].start};
@@ -42,6 +56,7 @@ static void model_free(void *ctx)
 {
     model_ctx *m = ctx;
     if (!m) return;
+    sim_step_plan_free(&m->plan);
     free(m->work);
     free(m);
 }
@@ -54,7 +69,9 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
     m->attn = c->attention;
     m->blocks = kv_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).blocks;
-    *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free};
+    if (sim_step_plan_init(&m->plan, s, &m->cfg, c->attention, s->deployment.max_num_seqs)) { free(m); return -1; }
+    *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free,
+                          .decode_time = model_decode_time};
     return 0;
 }
 

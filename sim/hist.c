@@ -42,6 +42,22 @@ void sim_hist_add(sim_hist *h, double v)
     h->b[i]++;
 }
 
+void sim_hist_add_n(sim_hist *h, double v, long n)
+{
+    if (n <= 0) return;
+    /* One bucket index for all n; the sum repeats the additions so it rounds as they would. */
+    for (long k = 0; k < n; k++) h->sum += v;
+    h->count += n;
+    if (v < h->min) h->min = v;
+    if (v > h->max) h->max = v;
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    long E = (long)((u >> 52) & 0x7ff) - 1023;
+    if (!(v > 0) || E < EMIN) { h->zeros += n; return; }
+    long i = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
+    h->b[i] += (uint32_t)n;
+}
+
 /* Lower edge of bucket i: (1 + sub / SUB) * 2^(i / SUB + EMIN). */
 static double edge(long i)
 {

@@ -16,6 +16,8 @@ typedef struct {
 int sim_hist_init(sim_hist *h);
 void sim_hist_free(sim_hist *h);
 void sim_hist_add(sim_hist *h, double v);
+/* The same as n calls of sim_hist_add(h, v), bit for bit (the sum is accumulated n times). */
+void sim_hist_add_n(sim_hist *h, double v, long n);
 /* The q-quantile (0..1), interpolated within its bucket and clamped to [min, max]. */
 double sim_hist_quantile(const sim_hist *h, double q);
 /* Relative half-width of a bucket: the quantile's worst-case relative error. */

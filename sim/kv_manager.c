@@ -3,6 +3,7 @@
 #include "rng.h"
 #include "sim.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,21 +14,70 @@ struct sim_kv {
     int bs;
     bool paged, prefix;
     int sink, window;
+    /* Bookkeeping is allocated lazily: only blocks [0, fresh) have ever been handed out, and
+     * the per-block arrays cover [0, arr) with arr >= fresh, doubling as needed. A pool of a
+     * million blocks that serves five short requests costs a few kilobytes. */
+    long fresh;             /* blocks handed out at least once; [fresh, n) are free and untouched */
+    long arr;               /* entries in the per-block arrays */
     int32_t *refs;          /* reference count per block */
     uint64_t *hash;         /* registered hash per block (valid when reg) */
     uint8_t *reg;           /* block is registered in the cache map */
-    int32_t *free_stack;    /* never-cached free blocks */
+    int32_t *free_stack;    /* blocks returned and never cached, last returned on top */
     long n_free;
     int32_t *lru_prev, *lru_next;   /* unreferenced cached blocks, oldest at head */
     int32_t lru_head, lru_tail;
     long n_lru;
     long n_referenced, n_cached;
-    /* open-addressing map: hash -> block */
+    /* open-addressing map: hash -> block, at most half full */
     uint64_t *keys;
     int32_t *vals;          /* -1 = empty */
     long mask;
     long reserved;          /* contiguous: tokens reserved */
 };
+
+static void *grow_array(void *p, size_t elem, long old_n, long new_n)
+{
+    char *q = realloc(p, elem * (size_t)new_n);
+    if (q) memset(q + elem * (size_t)old_n, 0, elem * (size_t)(new_n - old_n));
+    return q;
+}
+
+/* Makes the per-block arrays cover block b; -1 on out of memory. */
+static int cover(sim_kv *kv, long b)
+{
+    if (b < kv->arr) return 0;
+    long n = kv->arr ? kv->arr : 256;
+    while (n <= b) n *= 2;
+    if (n > kv->n) n = kv->n;
+    int32_t *refs = grow_array(kv->refs, sizeof *refs, kv->arr, n);
+    if (refs) kv->refs = refs;
+    int32_t *fs = grow_array(kv->free_stack, sizeof *fs, kv->arr, n);
+    if (fs) kv->free_stack = fs;
+    if (!refs || !fs) return -1;
+    if (kv->prefix) {
+        uint64_t *h = grow_array(kv->hash, sizeof *h, kv->arr, n);
+        if (h) kv->hash = h;
+        uint8_t *reg = grow_array(kv->reg, 1, kv->arr, n);
+        if (reg) kv->reg = reg;
+        int32_t *lp = grow_array(kv->lru_prev, sizeof *lp, kv->arr, n);
+        if (lp) kv->lru_prev = lp;
+        int32_t *ln = grow_array(kv->lru_next, sizeof *ln, kv->arr, n);
+        if (ln) kv->lru_next = ln;
+        if (!h || !reg || !lp || !ln) return -1;
+    }
+    kv->arr = n;
+    return 0;
+}
+
+static int map_init(sim_kv *kv, long cap)
+{
+    kv->keys = malloc((size_t)cap * sizeof *kv->keys);
+    kv->vals = malloc((size_t)cap * sizeof *kv->vals);
+    if (!kv->keys || !kv->vals) return -1;
+    for (long i = 0; i < cap; i++) kv->vals[i] = -1;
+    kv->mask = cap - 1;
+    return 0;
+}
 
 sim_kv *sim_kv_init(long blocks, int block_size, bool paged, bool prefix_cache, int sink, int window)
 {
@@ -40,31 +90,8 @@ sim_kv *sim_kv_init(long blocks, int block_size, bool paged, bool prefix_cache, 
     kv->sink = sink;
     kv->window = window;
     kv->lru_head = kv->lru_tail = -1;
-    if (!paged) return kv;
-    size_t nb = (size_t)blocks;
-    kv->refs = calloc(nb, sizeof *kv->refs);
-    kv->free_stack = malloc(nb * sizeof *kv->free_stack);
-    if (!kv->refs || !kv->free_stack) goto err;
-    /* Blocks are handed out lowest id first, so runs are deterministic and readable. */
-    for (long i = 0; i < blocks; i++) kv->free_stack[i] = (int32_t)(blocks - 1 - i);
-    kv->n_free = blocks;
-    if (kv->prefix) {
-        long cap = 16;
-        while (cap < 2 * blocks) cap *= 2;
-        kv->mask = cap - 1;
-        kv->hash = calloc(nb, sizeof *kv->hash);
-        kv->reg = calloc(nb, 1);
-        kv->lru_prev = malloc(nb * sizeof *kv->lru_prev);
-        kv->lru_next = malloc(nb * sizeof *kv->lru_next);
-        kv->keys = malloc((size_t)cap * sizeof *kv->keys);
-        kv->vals = malloc((size_t)cap * sizeof *kv->vals);
-        if (!kv->hash || !kv->reg || !kv->lru_prev || !kv->lru_next || !kv->keys || !kv->vals) goto err;
-        for (long i = 0; i < cap; i++) kv->vals[i] = -1;
-    }
+    if (kv->prefix && map_init(kv, 64)) { sim_kv_free(kv); return NULL; }
     return kv;
-err:
-    sim_kv_free(kv);
-    return NULL;
 }
 
 void sim_kv_free(sim_kv *kv)
@@ -77,7 +104,10 @@ void sim_kv_free(sim_kv *kv)
 
 long sim_kv_total(const sim_kv *kv) { return kv->n; }
 int sim_kv_block_size(const sim_kv *kv) { return kv->bs; }
-long sim_kv_available(const sim_kv *kv) { return kv->paged ? kv->n_free + kv->n_lru : kv->n - kv->reserved; }
+long sim_kv_available(const sim_kv *kv)
+{
+    return kv->paged ? kv->n_free + (kv->n - kv->fresh) + kv->n_lru : kv->n - kv->reserved;
+}
 long sim_kv_referenced(const sim_kv *kv) { return kv->paged ? kv->n_referenced : kv->reserved; }
 long sim_kv_cached(const sim_kv *kv) { return kv->n_cached; }
 
@@ -90,12 +120,34 @@ static long map_find(const sim_kv *kv, uint64_t h)
     }
 }
 
-static void map_put(sim_kv *kv, uint64_t h, int32_t b)
+static void map_insert(sim_kv *kv, uint64_t h, int32_t b)
 {
     long i = (long)(h & (uint64_t)kv->mask);
     while (kv->vals[i] >= 0) i = (i + 1) & kv->mask;
     kv->keys[i] = h;
     kv->vals[i] = b;
+}
+
+/* Registers h -> b, doubling the table first if it would pass half full; -1 on out of memory
+ * (the block then simply stays unregistered). */
+static int map_put(sim_kv *kv, uint64_t h, int32_t b)
+{
+    if (2 * (kv->n_cached + 1) > kv->mask + 1) {
+        uint64_t *ok = kv->keys;
+        int32_t *ov = kv->vals;
+        long ocap = kv->mask + 1;
+        if (map_init(kv, 2 * ocap)) {
+            free(kv->keys); free(kv->vals);
+            kv->keys = ok; kv->vals = ov; kv->mask = ocap - 1;
+            return -1;
+        }
+        for (long i = 0; i < ocap; i++)
+            if (ov[i] >= 0) map_insert(kv, ok[i], ov[i]);
+        free(ok);
+        free(ov);
+    }
+    map_insert(kv, h, b);
+    return 0;
 }
 
 /* Deletes slot i, shifting later entries of the probe run back (no tombstones). */
@@ -136,8 +188,13 @@ static void lru_push(sim_kv *kv, int32_t b)
 static int32_t alloc_block(sim_kv *kv)
 {
     int32_t b;
+    /* Returned blocks first (last returned first), then untouched ones lowest id first, then
+     * the least recently used cached block: the order a stack of every block would give. */
     if (kv->n_free) {
         b = kv->free_stack[--kv->n_free];
+    } else if (kv->fresh < kv->n) {
+        if (cover(kv, kv->fresh)) return -2;
+        b = (int32_t)kv->fresh++;
     } else if (kv->n_lru) {
         b = kv->lru_head;                    /* evict the least recently used cached block */
         lru_unlink(kv, b);
@@ -174,9 +231,18 @@ static int push_block(sim_kv_seq *q, int32_t b)
     return 0;
 }
 
+/* Tokens a contiguous sequence keeps for `positions` positions: a ring of sink + window. */
+static long ring_held(const sim_kv *kv, long positions)
+{
+    if (kv->window > 0 && positions > (long)kv->sink + kv->window) return (long)kv->sink + kv->window;
+    return positions;
+}
+
 static void set_room(const sim_kv *kv, sim_kv_seq *q)
 {
-    q->room = kv->paged ? (long)q->n_blocks * kv->bs : q->reserved;
+    if (kv->paged) q->room = (long)q->n_blocks * kv->bs;
+    else if (kv->window > 0 && q->reserved >= (long)kv->sink + kv->window) q->room = INT_MAX;   /* the ring holds any position */
+    else q->room = q->reserved;
 }
 
 static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
@@ -213,7 +279,10 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
 
 long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
 {
-    if (!kv->paged) return upto > q->reserved ? upto - q->reserved : 0;
+    if (!kv->paged) {
+        long held = ring_held(kv, upto);
+        return held > q->reserved ? held - q->reserved : 0;
+    }
     long want = ((long)upto + kv->bs - 1) / kv->bs - q->n_blocks;
     return want > 0 ? want : 0;
 }
@@ -223,7 +292,7 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
     if (upto <= q->room) return 0;   /* the common case: room left */
     long need = sim_kv_needed(kv, q, upto);
     if (!need) return 0;
-    if (!kv->paged) return sim_kv_reserve(kv, q, upto);
+    if (!kv->paged) return sim_kv_reserve(kv, q, ring_held(kv, upto));
     if (need > sim_kv_available(kv)) return -1;
     for (long i = 0; i < need; i++) {
         int32_t b = alloc_block(kv);
@@ -254,8 +323,7 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
             uint64_t hj = block_hash(kv, q, q->chain, j);
             int32_t b = q->blocks[j];
             /* A block already known under another id stays private to this sequence. */
-            if (b >= 0 && !kv->reg[b] && map_find(kv, hj) < 0) {
-                map_put(kv, hj, b);
+            if (b >= 0 && !kv->reg[b] && map_find(kv, hj) < 0 && map_put(kv, hj, b) == 0) {
                 kv->hash[b] = hj;
                 kv->reg[b] = 1;
                 kv->n_cached++;
@@ -268,10 +336,15 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
         int sink_blocks = (kv->sink + kv->bs - 1) / kv->bs;
         int keep_from = computed - kv->window;          /* first position the window still needs */
         for (int j = sink_blocks; j < q->n_blocks && (j + 1) * kv->bs <= keep_from; j++) {
-            if (q->blocks[j] >= 0) { unref(kv, q->blocks[j]); q->blocks[j] = -1; }
+            if (q->blocks[j] >= 0) { unref(kv, q->blocks[j]); q->blocks[j] = -1; q->dropped++; }
         }
         if (keep_from > q->held_from) q->held_from = keep_from;
     }
+}
+
+long sim_kv_seq_tokens(const sim_kv *kv, const sim_kv_seq *q)
+{
+    return kv->paged ? (long)(q->n_blocks - q->dropped) * kv->bs : q->reserved;
 }
 
 int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed)
@@ -290,12 +363,18 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
     } else {
         kv->reserved -= q->reserved;
     }
-    free(q->blocks);
-    q->blocks = NULL;
-    q->n_blocks = q->cap = 0;
+    q->n_blocks = 0;   /* the table's buffer is kept for the sequence's next admission */
+    q->dropped = 0;
     q->reserved = 0;
     q->room = 0;
     q->hashed = 0;
     q->chain = 0;
     q->held_from = 0;
+}
+
+void sim_kv_seq_free(sim_kv_seq *q)
+{
+    free(q->blocks);
+    q->blocks = NULL;
+    q->n_blocks = q->cap = 0;
 }

@@ -5,7 +5,9 @@
  * tokens; only full blocks are shared; blocks carry reference counts; unreferenced cached blocks
  * stay reusable until evicted, least recently used first. Sink + window: a sequence keeps its
  * first `sink` tokens and its last `window`; blocks wholly outside both are freed.
- * Contiguous: each sequence reserves its worst-case length at admission (block size 1). */
+ * Contiguous: each sequence reserves its worst-case length at admission (block size 1); with
+ * sink + window it is a ring of sink + window slots, so a reservation of that size holds any
+ * position and a window can only shrink what a sequence reserves. */
 #ifndef KVPLAN_SIM_KV_MANAGER_H
 #define KVPLAN_SIM_KV_MANAGER_H
 
@@ -23,6 +25,7 @@ typedef struct {
     int hashed;             /* leading logical blocks whose chain hash is known */
     uint64_t chain;         /* hash of block hashed - 1 */
     int held_from;          /* first position still held outside the sink (window) */
+    int dropped;            /* blocks the window has freed (their table entries are -1) */
     /* token streams (sim_token_id) */
     uint64_t prefix_seed, body_seed;
     int prefix_len;
@@ -51,9 +54,14 @@ int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens);
 /* After positions [0, computed) hold KV: registers newly full blocks in the prefix cache and
  * frees blocks the window has passed. */
 void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed);
+/* Tokens of KV space the sequence occupies: its live blocks times the block size, or its
+ * contiguous reservation. */
+long sim_kv_seq_tokens(const sim_kv *kv, const sim_kv_seq *q);
 /* Tokens whose KV the sequence holds, given `computed` positions (window applied). */
 int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed);
-/* Drops every reference the sequence holds and frees its table. */
+/* Drops every reference the sequence holds; its table's buffer stays for reuse. */
 void sim_kv_release(sim_kv *kv, sim_kv_seq *q);
+/* Frees a released sequence's table buffer. */
+void sim_kv_seq_free(sim_kv_seq *q);
 
 #endif

@@ -55,7 +55,9 @@ void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
     m->input_tok_per_s = a->in_tokens / d;
     m->output_tok_per_s = a->out_tokens / d;
     m->goodput = a->good / d;
-    m->slo_attainment = a->requests ? (double)a->good / a->requests : NAN;
+    /* A rejected request met no SLO. */
+    m->slo_attainment = a->requests + a->rejected ? (double)a->good / (double)(a->requests + a->rejected) : NAN;
+    m->rejected = a->rejected;
     for (int i = 0; i < SIM_Q_COUNT; i++) {
         const sim_hist *h = &a->h[i];
         sim_summary *s = &m->q[i];
@@ -104,6 +106,7 @@ static const metric_field FIELDS[] = {
     REAL("fragmentation_mean", frag_mean, SIM_UNIT_FRACTION),
     REAL("prefix_hit_rate", prefix_hit_rate, SIM_UNIT_FRACTION),
     LONG("preemptions", preemptions, SIM_UNIT_COUNT),
+    LONG("rejected", rejected, SIM_UNIT_COUNT),
     REAL("batch_mean", batch_mean, SIM_UNIT_NUMBER),
     LONG("batch_max", batch_max, SIM_UNIT_COUNT),
     LONG("steps", steps, SIM_UNIT_COUNT),

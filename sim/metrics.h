@@ -14,6 +14,7 @@ typedef struct {
     double used_integral, used_peak;     /* block-seconds referenced, over all replicas */
     double frag_unused, frag_reserved;   /* token-seconds */
     long preemptions, steps, batch_sum, batch_max;
+    long rejected;
 } sim_acc;
 
 int sim_acc_init(sim_acc *a);

@@ -10,6 +10,7 @@
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
  * the queue), or itself when it is the newest. */
 #include "sched.h"
+#include "../model/kv_blocks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,20 +72,12 @@ static void preempt(sim_sched *e, sim_replica *rep, sim_req *r)
     sim_list_push_front(&rep->waiting, r);
 }
 
-/* What a contiguous allocator reserves: the request's longest possible length (prompt plus the
- * most it may generate), or the StreamingLLM window when that is smaller. */
+/* What a contiguous allocator reserves: the model's one rule (kv_contiguous_reserve), which
+ * `kvplan memory` and the planner's capacity search use too. */
 static long contiguous_reservation(const sim_sched *e, const sim_req *r)
 {
-    const scn_workload *w = &e->s->workload;
-    long lim = e->s->deployment.max_model_len;
-    long out_max = w->output.max > 0 ? w->output.max : lim;
-    if (w->output.kind == SCN_DIST_FIXED) out_max = (long)w->output.mean;
-    if (out_max < r->spec.output) out_max = r->spec.output;
-    long want = (long)r->spec.prompt + out_max;
-    if (want > lim) want = lim;
-    if (want < r->total + 1) want = r->total + 1;
-    if (e->c.window > 0 && want > e->c.sink + e->c.window) want = e->c.sink + e->c.window;
-    return want;
+    kv_cache_cfg cfg = {.dtype = e->c.kv_dtype, .sink = e->c.sink, .window = e->c.window};
+    return kv_contiguous_reserve(e->s, &cfg, r->spec.prompt, r->spec.output, r->total);
 }
 
 /* Grows r to hold positions [0, upto), preempting the newest running sequences as needed.
@@ -246,11 +239,26 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
 }
 
 /* A token comes out of r at the end of this step. */
+/* ITL values are recorded in runs of equal values (every sequence that also produced a token
+ * in the previous step has the same gap): sim_hist_add_n records a run exactly as one call per
+ * value would. */
+static void itl_flush(sim_sched *e)
+{
+    if (e->itl_n) sim_hist_add_n(&e->acc->h[SIM_Q_ITL], e->itl_v, e->itl_n);
+    e->itl_n = 0;
+}
+
 static void emit(sim_sched *e, sim_req *r)
 {
     r->generated++;
-    if (r->generated == 1) r->t_first = e->now;
-    else if (r->spec.measured) sim_hist_add(&e->acc->h[SIM_Q_ITL], e->now - r->t_last);
+    if (r->generated == 1) {
+        r->t_first = e->now;
+    } else if (r->spec.measured) {
+        double v = e->now - r->t_last;
+        if (e->itl_n && v != e->itl_v) itl_flush(e);
+        e->itl_v = v;
+        e->itl_n++;
+    }
     r->t_last = e->now;
 }
 
@@ -265,6 +273,7 @@ static int finish_static(sim_sched *e, sim_replica *rep)
             if (r->generated == r->spec.output) rep->fin[rep->n_fin++] = r;   /* recorded now, freed with the batch */
         }
     }
+    itl_flush(e);
     if (rep->sb_done < rep->sb_output) return 0;
     /* The batch is over: every member releases its KV. */
     for (int i = 0; i < rep->sb_n; i++) {
@@ -295,6 +304,7 @@ int sim_sched_finish(sim_sched *e, sim_replica *rep)
             rep->fin[rep->n_fin++] = r;
         }
     }
+    itl_flush(e);
     return 0;
 }
 

@@ -19,6 +19,8 @@ typedef struct {
     char *err;
     size_t nerr;
     int internal;            /* the last failure was the machine's (out of memory), not the input's */
+    double itl_v;            /* s: a run of equal inter-token gaps not yet recorded */
+    long itl_n;
 } sim_sched;
 
 typedef struct {
@@ -30,6 +32,7 @@ typedef struct {
     sim_list waiting, running;
     bool busy;
     long outstanding;        /* requests routed here and not finished */
+    long used_seen;          /* blocks referenced when the engine last counted this replica */
     double last_t;           /* s: time integrals are accumulated up to here */
     double frag_unused, frag_reserved;   /* tokens, as of the last scheduled step */
     /* the running step */

@@ -65,6 +65,11 @@ typedef struct {
      * when it holds none. The engine sizes each replica's block manager with it. */
     long (*kv_blocks)(void *ctx, int replica);
     void (*free)(void *ctx);
+    /* Optional (a predicting clock): the seconds of a step in which each of n sequences computes
+     * one token, at positions that sum to sum_start, exactly as `run` would report them; 1 when
+     * it cannot answer from that summary. The engine then advances whole runs of such steps
+     * without forming each batch (docs/simulator.md, "Fast-forward"). */
+    int (*decode_time)(void *ctx, long n, long sum_start, double *seconds);
     /* True for a real device: every step must run on it, and its pools are fixed (an
      * override of the block count must agree with them). False for the cost model's clock. */
     bool measured;
@@ -94,6 +99,7 @@ typedef struct {
     double frag_mean;          /* reserved-but-unused / reserved tokens, time-weighted */
     double prefix_hit_rate;    /* prompt tokens served from the prefix cache / prompt tokens */
     long preemptions;
+    long rejected;             /* arrivals turned away by a full waiting queue */
     double batch_mean;         /* sequences per step */
     long batch_max;
     long steps;
@@ -138,7 +144,16 @@ typedef struct {
     void *ud;
     long kv_blocks_override;                  /* >0: this many blocks per replica (a measuring
                                                  executor's pools must hold exactly this many) */
+    long max_waiting;                         /* requests waiting across the engine (split evenly
+                                                 over replicas) beyond which arrivals are
+                                                 rejected and counted; 0: SIM_MAX_WAITING */
+    bool per_step;                            /* form every step through the scheduler (no
+                                                 fast-forward); results are identical either way */
 } sim_run_opts;
+
+/* The default bound on waiting requests: about 80 MiB of queued requests, far beyond any queue
+ * a served workload builds, so only a run that is overloaded for good ever rejects. */
+#define SIM_MAX_WAITING (1L << 18)
 
 /* Failure classes of sim_run. */
 enum { SIM_OK = 0, SIM_E_DATA = -1, SIM_E_NOINPUT = -2, SIM_E_INTERNAL = -3 };

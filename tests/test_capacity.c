@@ -24,15 +24,19 @@ START_TEST(chat_budget_by_hand)
     ck_assert(fabs(k.kv_budget - budget) < 1e-3);
     ck_assert_int_eq(k.capacity_tokens, (long)floor(budget / (128 * KIB)));
     ck_assert_int_eq(k.capacity_blocks, (long)floor(budget / (16 * 128 * KIB)));
-    /* Contiguous reserves max_model_len = 8192 tokens per sequence. */
-    ck_assert_int_eq(k.max_seqs_contiguous, (long)floor(budget / (8192 * 128 * KIB)));
-    /* Paged: 800 + 250 = 1050 tokens round up to 66 blocks of 16 = 1056 tokens. */
-    ck_assert(k.mean_tokens == 1050);
-    ck_assert_int_eq(k.max_seqs_paged, (long)floor(budget / (1056 * 128 * KIB)));
-    ck_assert(k.max_seqs_paged > 7 * k.max_seqs_contiguous);
-    /* Waste: contiguous leaves 1 - 1050/8192 unused; paged half a block on average. */
-    ck_assert(fabs(k.waste_contiguous - (1 - 1050.0 / 8192)) < 1e-12);
-    ck_assert(fabs(k.waste_paged - 7.5 / 1057.5) < 1e-12);
+    /* The chat workload: 90 % of prompts carry the 2000-token shared prefix, so a prompt is
+     * 0.9 * 2000 + 800 = 2600 tokens on average and a sequence ends at 2600 + 250 = 2850. */
+    ck_assert(fabs(k.mean_tokens - 2850) < 1e-9);
+    /* Contiguous reserves prompt + the most a request may generate (output max 2048):
+     * 4648 tokens, under max_model_len 8192 -- the simulator's rule. */
+    ck_assert_int_eq(k.reserve_contiguous, 4648);
+    ck_assert_int_eq(k.max_seqs_contiguous, (long)floor(budget / (128 * KIB)) / 4648);
+    /* Paged: 2850 tokens round up to 179 blocks of 16 = 2864 tokens. */
+    ck_assert_int_eq(k.max_seqs_paged, (long)floor(budget / (16 * 128 * KIB)) / 179);
+    ck_assert(k.max_seqs_paged > 1.5 * k.max_seqs_contiguous);
+    /* Waste: contiguous leaves 1 - 2850/4648 unused; paged half a block on average. */
+    ck_assert(fabs(k.waste_contiguous - (1 - 2850.0 / 4648)) < 1e-12);
+    ck_assert(fabs(k.waste_paged - 7.5 / 2857.5) < 1e-12);
     ck_assert(k.waste_paged < 0.04);                 /* vLLM paper: < 4 % with paging */
 }
 END_TEST

@@ -74,7 +74,9 @@ START_TEST(cost_reports_bound)
     ck_assert(fabs(sum - json_real_value(json_object_get(step, "step_seconds"))) < 1e-12);
     json_decref(root);
     ck_assert_int_eq(run("cost %s --prefill 4096", chat()), 0);
-    ck_assert_msg(strstr(out, "bound                    compute"), "%s", out);
+    /* The label column widened with the engine terms; the bound line still reads compute. */
+    const char *b = strstr(out, "\n  bound ");
+    ck_assert_msg(b && strstr(b, "compute") && strstr(b, "compute") < strchr(b + 1, '\n'), "%s", out);
     ck_assert_int_eq(run("cost %s --prefill 512 --cached 2000 --format csv", chat()), 0);
     ck_assert_msg(!strncmp(out, "op,flops,bytes,", 15), "%s", out);
 }
@@ -92,6 +94,31 @@ START_TEST(help_version_list)
     ck_assert_msg(strstr(out, "kvplan 0.") && strstr(out, "backends: cpu"), "%s", out);
     ck_assert_int_eq(run("list models --format csv%s", ""), 0);
     ck_assert_msg(strstr(out, "model,llama-3-8b,") && strstr(out, "model,deepseek-v2-lite,"), "%s", out);
+    ck_assert_int_eq(run("list engines --format csv%s", ""), 0);
+    ck_assert_msg(strstr(out, "engine,vllm,") && strstr(out, "engine,sglang,") && strstr(out, "engine,trtllm,"), "%s", out);
+}
+END_TEST
+
+/* kvplan cost names every term of the step: engine, graph, CPU, collective, weight format. */
+START_TEST(cost_prints_every_term)
+{
+    ck_assert_int_eq(run("cost %s --batch 1 --context 1024 --set model=llama-3-70b --set deployment.tensor_parallel=8 "
+                         "--set options.kv_dtype=bf16 --format json", chat()), 0);
+    json_t *root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *st = json_object_get(root, "step");
+    ck_assert_str_eq(json_string_value(json_object_get(st, "engine")), "vllm");
+    ck_assert_str_eq(json_string_value(json_object_get(st, "allreduce_algo")), "one-shot");
+    ck_assert_int_eq(json_integer_value(json_object_get(st, "allreduce_count")), 160);
+    ck_assert(json_number_value(json_object_get(st, "allreduce_bytes")) == 16384);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "cuda_graph")), "replayed");
+    ck_assert_str_eq(json_string_value(json_object_get(st, "gemm_dtype")), "bf16");
+    double gpu = json_number_value(json_object_get(st, "gpu_seconds")), cpu = json_number_value(json_object_get(st, "cpu_seconds"));
+    double step = json_number_value(json_object_get(st, "step_seconds"));
+    ck_assert(gpu > 0 && cpu > 0 && step > gpu);   /* vLLM's CPU work is serial by default */
+    json_decref(root);
+    ck_assert_int_eq(run("cost %s --batch 1 --context 1024 --set engine=sglang --set options.weight_dtype=awq", chat()), 0);
+    ck_assert_msg(strstr(out, "overlapped with the GPU") && strstr(out, "flashinfer"), "%s", out);
 }
 END_TEST
 
@@ -139,6 +166,7 @@ Suite *suite_cli(void)
     tcase_add_test(tc, memory_csv_and_overrides);
     tcase_add_test(tc, cost_reports_bound);
     tcase_add_test(tc, help_version_list);
+    tcase_add_test(tc, cost_prints_every_term);
     tcase_add_test(tc, failures_have_codes_and_write_nothing);
     suite_add_tcase(su, tc);
     return su;

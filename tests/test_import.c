@@ -86,6 +86,15 @@ START_TEST(sglang_jsonl_last_record)
     NEAR("setting_output_tokens_mean", 81920.0 / 320);
     ck_assert(isnan(get("setting_request_rate_per_s")));
     ck_assert(isnan(get("setting_offline")));
+    /* One record pretty-printed over several lines is one record too. */
+    char err[1024];
+    const char *p = t_write("pretty.json", "{\n  \"completed\": 10,\n  \"duration\": 5.0,\n  \"request_rate\": Infinity,\n"
+                                           "  \"max_concurrency\": null,\n  \"mean_e2e_latency_ms\": 250.0\n}\n");
+    ck_assert_msg(db_import_file(p, &im, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(im.format, "sglang-bench");
+    NEAR("requests", 10);
+    NEAR("e2e_mean_s", 0.25);
+    NEAR("setting_offline", 1);
 }
 END_TEST
 

@@ -26,7 +26,7 @@ START_TEST(paged_allocates_on_demand)
     ck_assert_int_eq(sim_kv_referenced(kv), 2);
     ck_assert_int_eq(sim_kv_grow(kv, &a, 161), -1);        /* 11 blocks: more than the pool */
     ck_assert_int_eq(sim_kv_referenced(kv), 2);            /* nothing allocated on failure */
-    sim_kv_release(kv, &a);
+    sim_kv_release(kv, &a); sim_kv_seq_free(&a);
     ck_assert_int_eq(sim_kv_available(kv), 10);
     sim_kv_free(kv);
 }
@@ -52,12 +52,12 @@ START_TEST(prefix_cache_shares_full_blocks_only)
     ck_assert_int_eq(b.blocks[1], a.blocks[1]);
     ck_assert_int_ne(b.blocks[2], a.blocks[2]);
     /* Releasing a keeps the shared blocks referenced by b. */
-    sim_kv_release(kv, &a);
+    sim_kv_release(kv, &a); sim_kv_seq_free(&a);
     ck_assert_int_eq(sim_kv_referenced(kv), 4);
     /* A prompt that is exactly the cached blocks still computes its last token. */
     sim_kv_seq c = seq(7, 40, 300);
     ck_assert_int_eq(sim_kv_match_prefix(kv, &c, 32, false, NULL), 16);
-    sim_kv_release(kv, &b);
+    sim_kv_release(kv, &b); sim_kv_seq_free(&b);
     sim_kv_free(kv);
 }
 END_TEST
@@ -66,8 +66,8 @@ START_TEST(unreferenced_cached_blocks_are_evicted_lru)
 {
     sim_kv *kv = sim_kv_init(4, 16, true, true, 0, 0);
     sim_kv_seq a = seq(1, 32, 11), b = seq(2, 32, 12);
-    sim_kv_grow(kv, &a, 32); sim_kv_commit(kv, &a, 32); sim_kv_release(kv, &a);   /* a's 2 blocks cached */
-    sim_kv_grow(kv, &b, 32); sim_kv_commit(kv, &b, 32); sim_kv_release(kv, &b);   /* b's 2 blocks cached */
+    sim_kv_grow(kv, &a, 32); sim_kv_commit(kv, &a, 32); sim_kv_release(kv, &a); sim_kv_seq_free(&a);   /* a's 2 blocks cached */
+    sim_kv_grow(kv, &b, 32); sim_kv_commit(kv, &b, 32); sim_kv_release(kv, &b); sim_kv_seq_free(&b);   /* b's 2 blocks cached */
     ck_assert_int_eq(sim_kv_cached(kv), 4);
     ck_assert_int_eq(sim_kv_available(kv), 4);   /* cached but unreferenced blocks are reusable */
     /* A new sequence needing 2 blocks evicts the least recently used: a's. */
@@ -79,7 +79,7 @@ START_TEST(unreferenced_cached_blocks_are_evicted_lru)
     long from_free;
     ck_assert_int_eq(sim_kv_match_prefix(kv, &b2, 40, false, &from_free), 32);  /* b's survive */
     ck_assert_int_eq(from_free, 2);
-    sim_kv_release(kv, &c);
+    sim_kv_release(kv, &c); sim_kv_seq_free(&c);
     sim_kv_free(kv);
 }
 END_TEST
@@ -97,7 +97,7 @@ START_TEST(window_frees_blocks_behind_it)
     }
     ck_assert_int_eq(sim_kv_held(kv, &a, 1000), 64);
     ck_assert_int_eq(sim_kv_held(kv, &a, 50), 50);
-    sim_kv_release(kv, &a);
+    sim_kv_release(kv, &a); sim_kv_seq_free(&a);
     ck_assert_int_eq(sim_kv_available(kv), 100);
     sim_kv_free(kv);
 }
@@ -111,9 +111,9 @@ START_TEST(contiguous_reserves_up_front)
     ck_assert_int_eq(sim_kv_reserve(kv, &b, 600), -1);
     ck_assert_int_eq(sim_kv_grow(kv, &a, 500), 0);           /* within its reservation */
     ck_assert_int_eq(sim_kv_referenced(kv), 600);
-    sim_kv_release(kv, &a);
+    sim_kv_release(kv, &a); sim_kv_seq_free(&a);
     ck_assert_int_eq(sim_kv_reserve(kv, &b, 600), 0);
-    sim_kv_release(kv, &b);
+    sim_kv_release(kv, &b); sim_kv_seq_free(&b);
     sim_kv_free(kv);
 }
 END_TEST

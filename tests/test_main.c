@@ -13,6 +13,8 @@ int main(void)
     srunner_add_suite(sr, suite_model_library());
     srunner_add_suite(sr, suite_capacity());
     srunner_add_suite(sr, suite_roofline());
+    srunner_add_suite(sr, suite_collective());
+    srunner_add_suite(sr, suite_model_terms());
     srunner_add_suite(sr, suite_sim_core());
     srunner_add_suite(sr, suite_kv_manager());
     srunner_add_suite(sr, suite_engine());
@@ -22,12 +24,15 @@ int main(void)
     srunner_add_suite(sr, suite_db());
     srunner_add_suite(sr, suite_cpu_backend());
     srunner_add_suite(sr, suite_pool());
+    srunner_add_suite(sr, suite_fastfwd());
+    srunner_add_suite(sr, suite_bounded());
     srunner_add_suite(sr, suite_verify());
     srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());
     srunner_add_suite(sr, suite_report());
     srunner_add_suite(sr, suite_cli());
     srunner_add_suite(sr, suite_cli_sim());
+    srunner_add_suite(sr, suite_cuda_plugin());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

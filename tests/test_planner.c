@@ -712,9 +712,9 @@ START_TEST(engines_and_hardware_options_apply_the_engine_overheads)
     ck_assert_ptr_nonnull(t);
     for (int i = 0; i < r.n; i++) {
         const plan_cand *c = &r.c[i];
-        ck_assert(c->eng >= 0 && c->hw >= 0);
+        ck_assert(c->engine >= 0 && c->hw >= 0);
         plan_apply(&s, c, t);
-        const scn_engine *en = &s.options.engine[c->eng];
+        const scn_engine *en = &s.options.engine[c->engine];
         ck_assert_str_eq(t->engine.name, en->name);
         ck_assert_str_eq(t->hardware.name, s.options.hardware[c->hw].name);
         if (!t->hardware.overhead_given) {

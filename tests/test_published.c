@@ -27,10 +27,17 @@ static pub_row *find(pub_table *t, const char *id)
     return NULL;
 }
 
+static const char *datasets_dir(void)
+{
+    static char d[1024];
+    snprintf(d, sizeof d, "%s/data/datasets", getenv("KVPLAN_TESTS"));
+    return d;
+}
+
 static void predict_all(pub_table *t)
 {
     char err[512];
-    for (int i = 0; i < t->n; i++) ck_assert_msg(pub_row_predict(&t->rows[i], err, sizeof err) == 0, "%s", err);
+    for (int i = 0; i < t->n; i++) ck_assert_msg(pub_row_predict(&t->rows[i], datasets_dir(), err, sizeof err) == 0, "%s", err);
 }
 
 START_TEST(sample_parses)
@@ -38,7 +45,11 @@ START_TEST(sample_parses)
     pub_table t;
     char err[512];
     ck_assert_msg(pub_table_read(sample_path(), &t, err, sizeof err) == 0, "%s", err);
-    ck_assert_int_eq(t.n, 9);
+    ck_assert_int_eq(t.n, 17);
+    ck_assert_int_eq(find(&t, "t-tp-unstated")->tp, 0);
+    ck_assert(find(&t, "t-cap-frac")->load == 0.5);
+    ck_assert_str_eq(find(&t, "t-cap-frac")->input, "-");
+    ck_assert_str_eq(find(&t, "t-prefill")->output, "0");
     pub_row *r = find(&t, "t-offline");
     ck_assert_int_eq(r->line, 9);
     ck_assert_int_eq(r->gpus, 2);
@@ -72,6 +83,16 @@ START_TEST(capacity_row_by_hand)
     double expect = floor(budget / (16 * 2.0 * 32 * 8 * 128 * 2)) * 16;
     ck_assert_msg(r->predicted == expect, "predicted %.17g, by hand %.17g", r->predicted, expect);
     ck_assert(fabs(r->error - (expect / 400000 - 1)) < 1e-12);
+    /* The same with the published AWQ checkpoint: the weight format comes from the row. */
+    pub_row *q = find(&t, "t-awq-capacity");
+    ck_assert_msg(q->status == PUB_PREDICTED, "%s", q->why);
+    scn_wformat awq;
+    ck_assert_int_eq(scn_wformat_parse("awq", &awq), 0);
+    kv_model_set_wformat(&s.model, &awq);
+    c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    double budget_awq = kv_capacity_compute(&s, &c, 16, 0).kv_budget;
+    ck_assert(budget_awq > budget);
+    ck_assert(q->predicted == floor(budget_awq / (16 * 2.0 * 32 * 8 * 128 * 2)) * 16);
     pub_table_free(&t);
 }
 END_TEST
@@ -109,6 +130,47 @@ START_TEST(batch_rows_are_the_cost_model)
 }
 END_TEST
 
+START_TEST(published_conventions)
+{
+    /* The conventions of validation/published.tsv: a memory fraction on capacity rows, an
+     * unstated KV dtype as the model's own, prefill-only batches, per-node units, gpt-fast as
+     * the bare engine, int4 with a group size, and skips for what the source left unstated. */
+    pub_table t;
+    char err[512];
+    ck_assert(pub_table_read(sample_path(), &t, err, sizeof err) == 0);
+    predict_all(&t);
+    scn_scenario s;
+    t_library("llama-3-8b", "h100-sxm", &s);
+    s.deployment.gpu_memory_utilization = 0.5;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    pub_row *r = find(&t, "t-cap-frac");
+    ck_assert_msg(r->status == PUB_PREDICTED && strstr(r->why, "KV dtype unstated"), "%s", r->why);
+    ck_assert(r->predicted == floor(kv_capacity_compute(&s, &c, 16, 0).kv_budget / (16 * 2.0 * 32 * 8 * 128 * 2)) * 16);
+    ck_assert(r->predicted < find(&t, "t-capacity")->predicted);
+    /* 8 replicas each doing one prefill of 4 x 1024 tokens under SGLang's profile, per 8-GPU
+     * node (the 8 GPUs are one node): 8 x 4096 tokens / the prefill step. */
+    char path[600];
+    snprintf(path, sizeof path, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
+    const char *sets[] = {"model=llama-3-8b", "hardware=h100-sxm", "engine=sglang"};
+    scn_error e;
+    ck_assert_int_eq(scn_scenario_load(path, sets, 3, &s, &e), SCN_OK);
+    c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[4];
+    for (int i = 0; i < 4; i++) w[i] = (kv_seq_work){1024, 0};
+    double prefill = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 4).seconds;
+    r = find(&t, "t-prefill");
+    ck_assert_msg(r->status == PUB_PREDICTED && strstr(r->why, "engine profile: sglang"), "%s", r->why);
+    ck_assert_msg(fabs(r->predicted / (8 * 4096 / prefill) - 1) < 1e-12, "%.9g vs %.9g", r->predicted, 8 * 4096 / prefill);
+    r = find(&t, "t-gptfast");
+    ck_assert_msg(r->status == PUB_PREDICTED && strstr(r->why, "engine profile: bare"), "%s", r->why);
+    ck_assert_int_eq(find(&t, "t-tp-unstated")->status, PUB_SKIPPED);
+    ck_assert(strstr(find(&t, "t-tp-unstated")->why, "tensor-parallel"));
+    ck_assert_int_eq(find(&t, "t-unstated-w")->status, PUB_SKIPPED);
+    ck_assert(strstr(find(&t, "t-unstated-w")->why, "not stated"));
+    pub_table_free(&t);
+}
+END_TEST
+
 START_TEST(served_rows_and_skips)
 {
     pub_table t;
@@ -125,11 +187,17 @@ START_TEST(served_rows_and_skips)
     ck_assert(strstr(find(&t, "t-skip-model")->why, "model 'no-such-model' is not in the library"));
     ck_assert(strstr(find(&t, "t-skip-gpu")->why, "hardware 'b999'"));
     ck_assert(strstr(find(&t, "t-skip-dataset")->why, "dataset 'sharegpt'"));
+    /* Lengths from a dataset file beside the table: fixed 256 and 64, so exactly t-closed. */
+    pub_row *ds = find(&t, "t-dataset");
+    ck_assert_msg(ds->status == PUB_PREDICTED, "%s", ds->why);
+    ck_assert(ds->predicted == find(&t, "t-closed")->predicted);
+    ck_assert_int_eq(find(&t, "t-halfset")->status, PUB_SKIPPED);
+    ck_assert(strstr(find(&t, "t-halfset")->why, "halfset.yaml has no output_tokens"));
     pub_summary sum[PUB_CLASS_COUNT + 1];
     pub_table_summarise(&t, sum);
-    ck_assert_int_eq(sum[PUB_CLASS_COUNT].rows, 6);
-    ck_assert_int_eq(sum[PUB_CLASS_COUNT].skipped, 3);
-    ck_assert_int_eq(sum[PUB_CLASS_TPOT].skipped, 2);
+    ck_assert_int_eq(sum[PUB_CLASS_COUNT].rows, 11);
+    ck_assert_int_eq(sum[PUB_CLASS_COUNT].skipped, 6);
+    ck_assert_int_eq(sum[PUB_CLASS_TPOT].skipped, 4);
     pub_table_free(&t);
 }
 END_TEST
@@ -179,7 +247,7 @@ static void broken(const char *text, const char *expect)
 START_TEST(broken_rows_are_located)
 {
     broken("# a comment\n" HEAD ROW_A "closed\t8\t128\t128\ttpot_mean_ms\t10\ttok/s\tsrc\t\n",
-           "3:77: unit: 'tok/s' does not suit tpot_mean_ms; expected ms or s");
+           "3:77: unit: 'tok/s' does not suit tpot_mean_ms; expected 'ms' or 's'");
     broken(HEAD ROW_A "closed\t8\t128\t128\ttpot_mean_ms\t10\tms\tsrc\n", "2:1: row: expected 18 tab-separated fields, found 17");
     broken(HEAD ROW_A "open\t8\t128\t128\ttpot_mean_ms\t10\tms\tsrc\t\n", "2:44: mode: expected closed, poisson");
     broken(HEAD ROW_A "closed\t2.5\t128\t128\ttpot_mean_ms\t10\tms\tsrc\t\n", "2:51: load: expected a whole number");
@@ -224,6 +292,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, capacity_row_by_hand);
     tcase_add_test(tc, batch_rows_are_the_cost_model);
     tcase_add_test(tc, served_rows_and_skips);
+    tcase_add_test(tc, published_conventions);
     tcase_add_test(tc, summary_arithmetic);
     tcase_add_test(tc, broken_rows_are_located);
     tcase_add_test(tc, cli_end_to_end);

@@ -107,6 +107,7 @@ END_TEST
 START_TEST(naive_attention_moves_the_score_matrix)
 {
     ideal("llama-3-8b");
+    s.hardware.l2_cache = 0;   /* every re-read from device memory: the formula without cache reuse */
     kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
     long n = 2048;
     kv_seq_work w = {n, 0};
@@ -224,6 +225,31 @@ START_TEST(prefix_hits_save_whole_blocks)
 }
 END_TEST
 
+/* FlashAttention's K/V re-reads hit the L2 when a tile's keys fit it (docs/cost-model.md,
+ * "Efficiency from shapes"). */
+START_TEST(flash_rereads_hit_l2_when_they_fit)
+{
+    ideal("llama-3-8b");   /* H100: 50 MiB of L2; 4 KiB of K/V per token per layer */
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {2048, 0};
+    double with = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1).op[KV_OP_ATTENTION].bytes;
+    s.hardware.l2_cache = 0;
+    double without = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1).op[KV_OP_ATTENTION].bytes;
+    /* 2048 keys x 4 KiB = 8 MiB fit: each key is read once instead of 17408 times in all. */
+    ck_assert(fabs((without - with) - (17408.0 - 2048) * 4096 * 32) < 1);
+    /* 32768 cached + 512 new: 33280 keys x 4 KiB = 130 MiB; 50 MiB of it stays, so 1 - 50/130
+     * of the re-reads (4 tiles, 33280 + 33152 + 33024 + 32896 = 132352 reads, 33280 first
+     * reads) go to device memory. */
+    s.hardware.l2_cache = 50 * MIB;
+    kv_seq_work v = {512, 32768};
+    double b = kv_step_time(&s, &c, SCN_ATTN_FLASH, &v, 1).op[KV_OP_ATTENTION].bytes;
+    s.hardware.l2_cache = 0;
+    double b0 = kv_step_time(&s, &c, SCN_ATTN_FLASH, &v, 1).op[KV_OP_ATTENTION].bytes;
+    double spill = 1 - 50 * MIB / (33280.0 * 4096);
+    ck_assert(fabs((b0 - b) - (132352.0 - 33280) * (1 - spill) * 4096 * 32) < 1);
+}
+END_TEST
+
 Suite *suite_roofline(void)
 {
     Suite *su = suite_create("roofline");
@@ -235,6 +261,7 @@ Suite *suite_roofline(void)
     tcase_add_test(tc, moe_decode_touches_experts_as_expected);
     tcase_add_test(tc, tensor_parallel_adds_allreduce);
     tcase_add_test(tc, overheads_are_added);
+    tcase_add_test(tc, flash_rereads_hit_l2_when_they_fit);
     tcase_add_test(tc, prefix_hits_save_whole_blocks);
     suite_add_tcase(su, tc);
     return su;

@@ -21,6 +21,8 @@ Suite *suite_db(void);
 Suite *suite_cli_sim(void);
 Suite *suite_cpu_backend(void);
 Suite *suite_pool(void);
+Suite *suite_fastfwd(void);
+Suite *suite_bounded(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);
@@ -28,6 +30,9 @@ Suite *suite_vf(void);
 Suite *suite_workload(void);
 Suite *suite_published(void);
 Suite *suite_import(void);
+Suite *suite_collective(void);
+Suite *suite_model_terms(void);
+Suite *suite_cuda_plugin(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */

@@ -1,9 +1,11 @@
-/* attn_decode.cu: paged decode attention, flash-decoding style. Grid (sequence, KV head, split):
+/* attn_decode.cu: paged decode attention, the first (v1, scalar) kernel, kept selectable
+ * (KVPLAN_CUDA_DECODE=v1) so a device run can compare it with attn_decode_v2.cu. Flash-decoding style. Grid (sequence, KV head, split):
  * each block takes one split of `split` keys for the g query heads sharing its KV head, reads
  * each K and V vector once (dequantising on load), and writes its partial max, sum and weighted
  * V; a second kernel combines the splits. Reference: be_cpu_attention_paged with n = 1. */
 #include "attn_mask.cuh"
 #include "cuda_common.cuh"
+#include "cuda_kernels.h"
 
 #include <math.h>
 
@@ -92,13 +94,33 @@ __global__ void decode_combine_kernel(float *out, const float *part_acc, const f
     }
 }
 
-static float *scratch;
-static size_t scratch_floats;
+/* Merges the splits' partials by log-sum-exp; shared with attn_decode_v2.cu. */
+extern "C" int be_cuda_decode_combine(float *out, const float *acc, const float *ml, int rows, int nsp, int d)
+{
+    decode_combine_kernel<<<rows, 128>>>(out, acc, ml, nsp, d);
+    LAUNCH_CHECK();
+    return 0;
+}
 
-extern "C" int be_cuda_attn_decode(float *out, const float *q, const be_cuda_pool *pool, int layer, const int32_t *tables,
-                               int max_blocks, const int32_t *start, int n, int H, be_cuda_mask mask, int split)
+/* The split partials live in the context's workspace: [n x H x nsp] of (d accumulators) then
+ * (max, sum) pairs. */
+extern "C" int be_cuda_decode_scratch(be_cuda_ws *ws, size_t need)
+{
+    if (need <= ws->scratch_floats) return 0;
+    if (ws->scratch) cudaFree(ws->scratch);
+    ws->scratch = NULL;
+    ws->scratch_floats = 0;
+    CUDA_CHECK(cudaMalloc(&ws->scratch, need * sizeof(float)));
+    ws->scratch_floats = need;
+    return 0;
+}
+
+extern "C" int be_cuda_attn_decode_v1(be_cuda_ws *ws, float *out, const float *q, const be_cuda_pool *pool, int layer,
+                                      const int32_t *tables, int max_blocks, const int32_t *start, int n, int H,
+                                      be_cuda_mask mask, int split)
 {
     if (n <= 0) return 0;
+    if (split <= 0) split = 512;   /* v1's own choice, as it always ran */
     int d = pool->head_dim, g = H / pool->kv_heads;
     if (g > MAX_G || d > MAX_D) {
         snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "decode attention supports up to %d query heads per KV head and "
@@ -109,18 +131,15 @@ extern "C" int be_cuda_attn_decode(float *out, const float *q, const be_cuda_poo
     int longest = max_blocks * pool->block_size;
     int nsp = (longest + split - 1) / split;
     size_t need = (size_t)n * H * nsp * (d + 2);
-    if (need > scratch_floats) {
-        if (scratch) cudaFree(scratch);
-        scratch = NULL;
-        CUDA_CHECK(cudaMalloc(&scratch, need * sizeof(float)));
-        scratch_floats = need;
-    }
-    float *acc = scratch, *ml = scratch + (size_t)n * H * nsp * d;
+    if (be_cuda_decode_scratch(ws, need)) return -1;
+    float *acc = ws->scratch, *ml = ws->scratch + (size_t)n * H * nsp * d;
     dim3 grid(n, pool->kv_heads, nsp);
     size_t smem = (size_t)split * g * sizeof(float);
+    /* Static shared memory is 16.1 KB (queries and maxima); past 48 KB in all, a launch fails
+     * unless the kernel's dynamic limit is raised first (512 keys x 16 heads is 32 KB + 16 KB). */
+    if (smem + sizeof(float) * (MAX_G * MAX_D + MAX_G) > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(decode_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     decode_split_kernel<<<grid, 128, smem>>>(acc, ml, q, *pool, layer, tables, max_blocks, start, H, mask, split);
     LAUNCH_CHECK();
-    decode_combine_kernel<<<n * H, 128>>>(out, acc, ml, nsp, d);
-    LAUNCH_CHECK();
-    return 0;
+    return be_cuda_decode_combine(out, acc, ml, n * H, nsp, d);
 }

@@ -66,6 +66,9 @@ extern "C" int be_cuda_attn_prefill(float *out, const float *q, const be_cuda_po
     }
     dim3 grid((max_len + TILE - 1) / TILE, H, n);
     size_t smem = 2 * (size_t)TILE * pool->head_dim * sizeof(float);
+    /* head_dim 256 stages 64 KB of K and V: past 48 KB the kernel's dynamic limit must be raised. */
+    if (smem > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     prefill_kernel<<<grid, TILE, smem>>>(out, q, *pool, layer, tables, max_blocks, start, len, row0, H, mask);
     LAUNCH_CHECK();
     return 0;

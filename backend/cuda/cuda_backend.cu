@@ -1,35 +1,32 @@
 /* cuda_backend.cu: the CUDA backend behind be_ops: the same Llama-architecture step as the CPU
  * reference, on the device. Weights are bf16 (deterministic random, generated on the device);
  * GEMMs go through cuBLAS in bf16 with fp32 accumulation; the residual stream and attention are
- * fp32; KV lives in the paged pool in the chosen dtype. A step is timed with CUDA events. */
+ * fp32; KV lives in the paged pool in the chosen dtype. A step is timed with CUDA events.
+ * Everything a context launches with (cuBLAS, its handle, the decode partials) is in its
+ * workspace (be_cuda_ws), so two contexts never share mutable state. */
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cublas_v2.h>
 #include <vector>
 
 #include "../be.h"
 #include "cuda_common.cuh"
 #include "cuda_kernels.h"
 
-extern "C" int be_cuda_probe_devices(char *msg, size_t n);
+extern "C" {
+#include "../cpu/cpu_ops.h"
+#include "../cpu/kv_format.h"
+}
 
-#define CUBLAS_CHECK(call)                                                                         \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "cuBLAS status %d (%s in %s at %s:%d)", (int)s_, #call, \
-                     __func__, __FILE__, __LINE__);                                                \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
+extern "C" int be_cuda_probe_devices(char *msg, size_t n);
 
 struct layer_w { __nv_bfloat16 *wqkv, *wo, *wgu, *wd; float *norm1, *norm2; };
 
 struct cuda_ctx {
     be_config cfg;
     int L, h, H, Hkv, d, inter, V, qkv;
-    cublasHandle_t blas;
+    be_cuda_ws ws;                 /* cuBLAS and the decode partials */
     cudaEvent_t t0, t1;
     float *embed, *normf;
     __nv_bfloat16 *lm;
@@ -69,6 +66,13 @@ __global__ void init_f32(float *w, size_t n, unsigned long long seed, float a)
         w[i] = a == 0 ? 1.0f : hash_uniform(seed, i) * a;
 }
 
+/* Bytes 0x00..0x3f: finite and below 2 in every KV format (fp32, fp16, bf16, fp8 E4M3, int8). */
+__global__ void fill_pool(unsigned char *p, size_t n, unsigned long long seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = (unsigned char)((hash_uniform(seed, i) + 1.0f) * 31.99f);
+}
+
 static int alloc_bf16(cuda_ctx *c, __nv_bfloat16 **w, size_t n, unsigned long long seed, int fan_in)
 {
     CUDA_CHECK(cudaMalloc(w, n * sizeof(__nv_bfloat16)));
@@ -89,7 +93,7 @@ static int alloc_f32(cuda_ctx *c, float **w, size_t n, unsigned long long seed, 
 
 static int gemm(cuda_ctx *c, float *out, const float *x, const __nv_bfloat16 *w, int M, int N, int K, int accumulate)
 {
-    return be_cuda_gemm(out, x, w, M, N, K, accumulate, c->xb);
+    return be_cuda_gemm(&c->ws, out, x, w, M, N, K, accumulate, c->xb);
 }
 
 static void destroy(void *p)
@@ -105,7 +109,7 @@ static void destroy(void *p)
     int32_t *ib[] = {c->d_ids, c->d_pos, c->d_blk, c->d_slot, c->d_tab, c->d_start, c->d_len, c->d_row0, c->d_next, c->d_last};
     for (int32_t *b : ib) cudaFree(b);
     cudaFree(c->copy_a); cudaFree(c->copy_b);
-    if (c->blas) cublasDestroy(c->blas);
+    be_cuda_ws_free(&c->ws);
     if (c->t0) cudaEventDestroy(c->t0);
     if (c->t1) cudaEventDestroy(c->t1);
     delete c;
@@ -114,7 +118,7 @@ static void destroy(void *p)
 static int build(cuda_ctx *c)
 {
     const scn_model *m = &c->cfg.model;
-    CUBLAS_CHECK(cublasCreate(&c->blas));
+    if (be_cuda_ws_init(&c->ws)) return -1;
     CUDA_CHECK(cudaEventCreate(&c->t0));
     CUDA_CHECK(cudaEventCreate(&c->t1));
     unsigned long long seed = c->cfg.seed ^ 0x6375646177656967ULL;
@@ -168,6 +172,14 @@ static be_status alloc_kv(void *p, long blocks, char *err, size_t n)
         snprintf(err, n, "cannot allocate %ld KV blocks (%.2f GiB) on the device", blocks, vecs * c->d * elem / 1073741824.0);
         return BE_E_NOMEM;
     }
+    /* Calibration times attention over the whole pool before any request wrote it: fill it with
+     * finite, moderate random values (not zeros, which can run faster than real data). */
+    fill_pool<<<1024, 256>>>((unsigned char *)c->pool.data, vecs * c->d * elem, c->cfg.seed ^ 0x6b76706f6f6cULL);
+    if (dt == BE_CUDA_I8) init_f32<<<1024, 256>>>(c->pool.scales, vecs, c->cfg.seed, 1.0f / 127.0f);
+    if (cudaGetLastError() != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+        snprintf(err, n, "filling the KV pool failed");
+        return BE_E_RUNTIME;
+    }
     c->blocks = blocks;
     c->pool_bytes = vecs * c->d * elem + (dt == BE_CUDA_I8 ? vecs * sizeof(float) : 0);
     return BE_OK;
@@ -196,6 +208,17 @@ static int grow(cuda_ctx *c, int T, int S, int tab)
     }
     if (tab > c->cap_tab) { cudaFree(c->d_tab); CUDA_CHECK(cudaMalloc(&c->d_tab, (size_t)tab * sizeof(int32_t))); c->cap_tab = tab; }
     return 0;
+}
+
+/* Prefill attention for the chunks after the n_dec decode sequences, by the selected kernel. */
+static int prefill(cuda_ctx *c, int l, int n_dec, int n, int max_blocks, int max_len)
+{
+    const int32_t *tab = c->d_tab + (size_t)n_dec * max_blocks;
+    if (c->ws.prefill_kernel == BE_CUDA_PREFILL_TC && (c->d == 64 || c->d == 128))
+        return be_cuda_attn_prefill_tc(c->O, c->Q, &c->pool, l, tab, max_blocks, c->d_start + n_dec, c->d_len + n_dec,
+                                       c->d_row0 + n_dec, n, max_len, c->H, c->masks[l]);
+    return be_cuda_attn_prefill(c->O, c->Q, &c->pool, l, tab, max_blocks, c->d_start + n_dec, c->d_len + n_dec, c->d_row0 + n_dec,
+                                n, max_len, c->H, c->masks[l]);
 }
 
 /* One engine step. Rows are laid out decode sequences first, then prefill chunks. */
@@ -250,11 +273,9 @@ static int step(cuda_ctx *c, const sim_batch *b, int32_t *next)
                                 (size_t)H * d * sizeof(float), T, cudaMemcpyDeviceToDevice));
         if (be_cuda_kv_write(&c->pool, l, c->QKV + (size_t)H * d, c->QKV + (size_t)(H + Hkv) * d, c->qkv, c->d_blk, c->d_slot, T))
             return -1;
-        if (n_dec && be_cuda_attn_decode(c->O, c->Q, &c->pool, l, c->d_tab, max_blocks, c->d_start, n_dec, H, c->masks[l], 512))
+        if (n_dec && be_cuda_attn_decode(&c->ws, c->O, c->Q, &c->pool, l, c->d_tab, max_blocks, c->d_start, n_dec, H, c->masks[l], 0))
             return -1;
-        if (S > n_dec && be_cuda_attn_prefill(c->O, c->Q, &c->pool, l, c->d_tab + (size_t)n_dec * max_blocks, max_blocks,
-                                          c->d_start + n_dec, c->d_len + n_dec, c->d_row0 + n_dec, S - n_dec, max_len, H, c->masks[l]))
-            return -1;
+        if (S > n_dec && prefill(c, l, n_dec, S - n_dec, max_blocks, max_len)) return -1;
         if (gemm(c, c->X, c->O, w.wo, T, h, H * d, 1) || be_cuda_rmsnorm(c->Hn, c->X, w.norm2, T, h, 1e-5f) ||
             gemm(c, c->GU, c->Hn, w.wgu, T, 2 * c->inter, h, 0) || be_cuda_swiglu(c->A, c->GU, T, c->inter) ||
             gemm(c, c->X, c->A, w.wd, T, h, c->inter, 1))
@@ -278,13 +299,25 @@ static be_status run(void *p, const sim_batch *b, be_step_out *out, char *err, s
 {
     cuda_ctx *c = (cuda_ctx *)p;
     if (!c->pool.data) { snprintf(err, n, "run before alloc_kv"); return BE_E_RUNTIME; }
-    if (cudaEventRecord(c->t0) != cudaSuccess || step(c, b, out->next_tokens) || cudaEventRecord(c->t1) != cudaSuccess ||
-        cudaEventSynchronize(c->t1) != cudaSuccess) {
-        snprintf(err, n, "%s", be_cuda_last_error[0] ? be_cuda_last_error : "CUDA step failed");
+    be_cuda_last_error[0] = 0;
+    cudaError_t e = cudaEventRecord(c->t0);
+    int rc = e == cudaSuccess ? step(c, b, out->next_tokens) : -1;
+    if (e == cudaSuccess && rc == 0) e = cudaEventRecord(c->t1);
+    if (e == cudaSuccess && rc == 0) e = cudaEventSynchronize(c->t1);
+    if (e != cudaSuccess || rc) {
+        /* An asynchronous kernel fault surfaces here, at the synchronisation: keep its name. */
+        if (e != cudaSuccess)
+            snprintf(err, n, "CUDA step failed: %s: %s%s%s", cudaGetErrorName(e), cudaGetErrorString(e),
+                     be_cuda_last_error[0] ? "; earlier: " : "", be_cuda_last_error);
+        else
+            snprintf(err, n, "%s", be_cuda_last_error[0] ? be_cuda_last_error : "CUDA step failed");
         return BE_E_RUNTIME;
     }
     float ms = 0;
-    cudaEventElapsedTime(&ms, c->t0, c->t1);
+    if ((e = cudaEventElapsedTime(&ms, c->t0, c->t1)) != cudaSuccess) {
+        snprintf(err, n, "cudaEventElapsedTime: %s", cudaGetErrorName(e));
+        return BE_E_RUNTIME;
+    }
     out->seconds = ms / 1e3;
     return BE_OK;
 }
@@ -313,27 +346,25 @@ static be_status bench_copy(void *p, size_t bytes, double *seconds)
     return BE_OK;
 }
 
+/* The GEMM alone on bf16 operands (the ceiling; the activation cast is not in it). */
 static be_status bench_gemm(void *p, int m, int n, int k, double *seconds)
 {
     cuda_ctx *c = (cuda_ctx *)p;
     __nv_bfloat16 *a = NULL, *b = NULL;
-    float *o = NULL;
+    float *o = NULL, ms = 0;
     be_status st = BE_E_NOMEM;
-    float alpha = 1, beta = 0, ms = 0;
     if (cudaMalloc(&a, (size_t)m * k * 2) || cudaMalloc(&b, (size_t)k * n * 2) || cudaMalloc(&o, (size_t)m * n * 4)) goto out;
     /* Random operands: zeros run faster than real data and would flatter the ceiling. */
     init_bf16<<<1024, 256>>>(a, (size_t)m * k, 11, 1.0f);
     init_bf16<<<1024, 256>>>(b, (size_t)k * n, 12, 1.0f);
     st = BE_E_RUNTIME;
-    for (int r = 0; r < 2; r++) {
-        if (r) cudaEventRecord(c->t0);
-        if (cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, n, a, CUDA_R_16BF, k, &beta, o,
-                         CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
-            goto out;
+    for (int r = 0; r < 2; r++) {   /* the first is the warm-up */
+        if (r && cudaEventRecord(c->t0) != cudaSuccess) goto out;
+        if (be_cuda_gemm_bf16(&c->ws, o, a, b, m, n, k)) goto out;
     }
-    cudaEventRecord(c->t1);
-    if (cudaEventSynchronize(c->t1) != cudaSuccess) goto out;
-    cudaEventElapsedTime(&ms, c->t0, c->t1);
+    if (cudaEventRecord(c->t1) != cudaSuccess || cudaEventSynchronize(c->t1) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, c->t0, c->t1) != cudaSuccess)
+        goto out;
     *seconds = ms / 1e3;
     st = BE_OK;
 out:
@@ -344,3 +375,190 @@ out:
 extern "C" const be_ops BE_CUDA = {
     "cuda", create, alloc_kv, run, destroy, sync_dev, memory_used, kv_blocks, bench_copy, bench_gemm,
 };
+
+/* ---- the whole-step check (selftest) ----
+ * A small two-layer model (GQA 8/2, head_dim 64, a sliding layer, int8 KV: every path of the
+ * step) runs two CUDA steps; the same steps run on the host from the device's own weights
+ * (downloaded, bf16 -> fp32), with the backend's GEMM rounding (activations to bf16), through the
+ * plain-C kernels and a host pool of the same dtype. Step 1 prefills two sequences; step 2 mixes
+ * two decodes (reading step 1's KV) with a new prefill. The logits of both steps are compared.
+ * Tolerance 2e-2 relative L2: bf16 rounding of activations can fall either side of a rounding
+ * boundary after fp32 sums in another order, and such flips compound over layers. */
+typedef void (*step_report_fn)(void *ud, const char *kernel, const char *shape, double err, double tol, int ok);
+
+static std::vector<float> down_bf16(const __nv_bfloat16 *d, size_t n)
+{
+    std::vector<__nv_bfloat16> h(n);
+    std::vector<float> f(n, NAN);
+    if (cudaMemcpy(h.data(), d, n * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost) == cudaSuccess)
+        for (size_t i = 0; i < n; i++) f[i] = __bfloat162float(h[i]);
+    return f;
+}
+
+static std::vector<float> down_f32(const float *d, size_t n)
+{
+    std::vector<float> f(n, NAN);
+    cudaMemcpy(f.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
+    return f;
+}
+
+struct host_model {
+    int L, h, H, Hkv, d, inter, V, qkv;
+    std::vector<float> embed, normf, lm;
+    std::vector<std::vector<float>> wqkv, wo, wgu, wd, n1, n2;
+};
+
+static void bf16_round(std::vector<float> &x) { for (auto &v : x) v = be_cpu_bf16_to_f32(be_cpu_f32_to_bf16(v)); }
+
+static void host_gemm(float *out, const float *x, const std::vector<float> &w, int M, int N, int K, int acc)
+{
+    std::vector<float> xr(x, x + (size_t)M * K);
+    bf16_round(xr);
+    be_cpu_matmul(out, xr.data(), w.data(), M, N, K, acc);
+}
+
+/* The plain-C step in the device's row order (decodes first); returns logits [S x V]. */
+static std::vector<float> host_step(const host_model &m, be_cpu_kv_pool *pool, const std::vector<be_cuda_mask> &masks,
+                                    const sim_batch *b, const std::vector<int> &order, int V)
+{
+    int S = b->n, T = 0;
+    for (int i = 0; i < S; i++) T += b->seqs[i].new_tokens;
+    int bs = pool->block_size, h = m.h, H = m.H, Hkv = m.Hkv, d = m.d;
+    std::vector<float> X((size_t)T * h), Hn((size_t)T * h), QKV((size_t)T * m.qkv), Q((size_t)T * H * d), O((size_t)T * H * d),
+        GU((size_t)T * 2 * m.inter), A((size_t)T * m.inter);
+    std::vector<int32_t> pos(T);
+    std::vector<int> row0(S), last(S);
+    for (int k = 0, t = 0; k < S; k++) {
+        const sim_batch_seq *q = &b->seqs[order[k]];
+        row0[k] = t;
+        for (int j = 0; j < q->new_tokens; j++, t++) {
+            pos[t] = q->start + j;
+            int id = (int)(sim_seq_token(q, pos[t]) % (uint32_t)V);
+            memcpy(&X[(size_t)t * h], &m.embed[(size_t)id * h], h * sizeof(float));
+        }
+        last[k] = t - 1;
+    }
+    for (int l = 0; l < m.L; l++) {
+        be_cpu_rmsnorm(Hn.data(), X.data(), m.n1[l].data(), T, h, 1e-5f);
+        host_gemm(QKV.data(), Hn.data(), m.wqkv[l], T, m.qkv, h, 0);
+        for (int t = 0; t < T; t++) {
+            float *row = &QKV[(size_t)t * m.qkv];
+            be_cpu_rope(row, 1, H, d, &pos[t], 10000.0f);
+            be_cpu_rope(row + (size_t)H * d, 1, Hkv, d, &pos[t], 10000.0f);
+            memcpy(&Q[(size_t)t * H * d], row, (size_t)H * d * sizeof(float));
+        }
+        for (int k = 0, t = 0; k < S; k++) {
+            const sim_batch_seq *q = &b->seqs[order[k]];
+            for (int j = 0; j < q->new_tokens; j++, t++)
+                for (int kh = 0; kh < Hkv; kh++) {
+                    const float *row = &QKV[(size_t)t * m.qkv];
+                    long p = q->start + j;
+                    be_cpu_kv_write(pool, q->blocks[p / bs], (int)(p % bs), l, 0, kh, row + (size_t)(H + kh) * d);
+                    be_cpu_kv_write(pool, q->blocks[p / bs], (int)(p % bs), l, 1, kh, row + (size_t)(H + Hkv + kh) * d);
+                }
+        }
+        be_cpu_attn_mask cm = {masks[l].sink, masks[l].window, masks[l].sliding};
+        for (int k = 0; k < S; k++) {
+            const sim_batch_seq *q = &b->seqs[order[k]];
+            be_cpu_attention_paged(&O[(size_t)row0[k] * H * d], &Q[(size_t)row0[k] * H * d], pool, l, q->blocks, q->start, q->new_tokens,
+                                H, &cm);
+        }
+        host_gemm(X.data(), O.data(), m.wo[l], T, h, H * d, 1);
+        be_cpu_rmsnorm(Hn.data(), X.data(), m.n2[l].data(), T, h, 1e-5f);
+        host_gemm(GU.data(), Hn.data(), m.wgu[l], T, 2 * m.inter, h, 0);
+        be_cpu_swiglu(A.data(), GU.data(), T, m.inter);
+        host_gemm(X.data(), A.data(), m.wd[l], T, h, m.inter, 1);
+    }
+    std::vector<float> last_rows((size_t)S * h), normed((size_t)S * h), logits((size_t)S * V);
+    for (int k = 0; k < S; k++) memcpy(&last_rows[(size_t)k * h], &X[(size_t)last[k] * h], h * sizeof(float));
+    be_cpu_rmsnorm(normed.data(), last_rows.data(), m.normf.data(), S, h, 1e-5f);
+    host_gemm(logits.data(), normed.data(), m.lm, S, V, h, 0);
+    return logits;
+}
+
+static double rel_err(const std::vector<float> &got, const std::vector<float> &ref)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        if (!std::isfinite(got[i])) return INFINITY;
+        num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* 0, or -1 on a CUDA error (be_cuda_last_error); failing comparisons are counted in *failures. */
+extern "C" int be_cuda_step_check(step_report_fn report, void *ud, int *failures)
+{
+    be_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    scn_model *m = &cfg.model;
+    m->layers = 2; m->hidden = 512; m->heads = 8; m->kv_heads = 2; m->head_dim = 64; m->intermediate = 1024; m->vocab = 1000;
+    m->sliding_layers = 1; m->sliding_window = 24;
+    cfg.kv_dtype = SCN_DTYPE_INT8;
+    cfg.block_size = 16;
+    cfg.seed = 7;
+    void *p = NULL;
+    char err[400];
+    if (create(&p, &cfg, err, sizeof err) != BE_OK) { snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "step check: %s", err); return -1; }
+    cuda_ctx *c = (cuda_ctx *)p;
+    int rc = -1;
+    long blocks = 16;
+    be_cpu_kv_pool hp;
+    memset(&hp, 0, sizeof hp);
+    if (alloc_kv(c, blocks, err, sizeof err) != BE_OK) { snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "step check: %s", err); destroy(c); return -1; }
+    if (be_cpu_kv_pool_init(&hp, cfg.kv_dtype, blocks, cfg.block_size, c->L, c->Hkv, c->d)) { destroy(c); return -1; }
+    hp.fp8_scale = c->pool.fp8_scale;
+    host_model hm;
+    hm.L = c->L; hm.h = c->h; hm.H = c->H; hm.Hkv = c->Hkv; hm.d = c->d; hm.inter = c->inter; hm.V = c->V; hm.qkv = c->qkv;
+    hm.embed = down_f32(c->embed, (size_t)c->V * c->h);
+    hm.normf = down_f32(c->normf, c->h);
+    hm.lm = down_bf16(c->lm, (size_t)c->h * c->V);
+    for (int l = 0; l < c->L; l++) {
+        layer_w &w = c->lw[l];
+        hm.wqkv.push_back(down_bf16(w.wqkv, (size_t)c->h * c->qkv));
+        hm.wo.push_back(down_bf16(w.wo, (size_t)c->H * c->d * c->h));
+        hm.wgu.push_back(down_bf16(w.wgu, (size_t)c->h * 2 * c->inter));
+        hm.wd.push_back(down_bf16(w.wd, (size_t)c->inter * c->h));
+        hm.n1.push_back(down_f32(w.norm1, c->h));
+        hm.n2.push_back(down_f32(w.norm2, c->h));
+    }
+    /* Block tables: A uses blocks 0..3, B 4..5, C 6..7 (each sequence's blocks scattered). */
+    static const int32_t tA[] = {3, 0, 2, 1}, tB[] = {5, 4}, tC[] = {7, 6};
+    sim_batch_seq s1[2] = {}, s2[3] = {};
+    s1[0].req_id = 1; s1[0].new_tokens = 40; s1[0].start = 0; s1[0].blocks = tA; s1[0].n_blocks = 4; s1[0].body_seed = 11;
+    s1[1].req_id = 2; s1[1].new_tokens = 17; s1[1].start = 0; s1[1].blocks = tB; s1[1].n_blocks = 2; s1[1].body_seed = 12;
+    s1[1].prefix_seed = 99; s1[1].prefix_len = 8;
+    s2[0] = s1[1]; s2[0].start = 17; s2[0].new_tokens = 1; s2[0].context = 17;         /* decode B */
+    s2[1].req_id = 3; s2[1].new_tokens = 30; s2[1].start = 0; s2[1].blocks = tC; s2[1].n_blocks = 2; s2[1].body_seed = 13;
+    s2[2] = s1[0]; s2[2].start = 40; s2[2].new_tokens = 1; s2[2].context = 40;         /* decode A */
+    sim_batch b1 = {2, s1, 57}, b2 = {3, s2, 32};
+    const sim_batch *steps[] = {&b1, &b2};
+    const char *names[] = {"step 1: prefill 40 + 17 tokens", "step 2: 2 decodes on step 1's KV + prefill 30"};
+    for (int k = 0; k < 2; k++) {
+        const sim_batch *b = steps[k];
+        std::vector<int> order;
+        for (int i = 0; i < b->n; i++) if (b->seqs[i].new_tokens == 1) order.push_back(i);
+        for (int i = 0; i < b->n; i++) if (b->seqs[i].new_tokens != 1) order.push_back(i);
+        be_cuda_last_error[0] = 0;
+        if (step(c, b, NULL) || cudaDeviceSynchronize() != cudaSuccess) {
+            char shape[700];
+            snprintf(shape, sizeof shape, "%s [%s]", names[k], be_cuda_last_error[0] ? be_cuda_last_error : cudaGetErrorName(cudaGetLastError()));
+            report(ud, "whole step vs CPU", shape, INFINITY, 2e-2, 0);
+            (*failures)++;
+            goto out;
+        }
+        std::vector<float> got = down_f32(c->logits, (size_t)b->n * c->V);
+        std::vector<float> ref = host_step(hm, &hp, c->masks, b, order, c->V);
+        double e = rel_err(got, ref);
+        char shape[200];
+        snprintf(shape, sizeof shape, "%s (2 layers, one sliding; GQA 8/2, d 64; int8 KV)", names[k]);
+        report(ud, "whole step vs CPU", shape, e, 2e-2, e <= 2e-2);
+        if (!(e <= 2e-2)) (*failures)++;
+    }
+    rc = 0;
+out:
+    be_cpu_kv_pool_free(&hp);
+    destroy(c);
+    return rc;
+}

@@ -1,52 +1,142 @@
 #!/usr/bin/env bash
-# device-check.sh: issue #5's device work in one call on an H200 (aim: under 8 minutes):
-# selftest of every kernel against the CPU reference; copy and GEMM ceilings; decode attention
-# GB/s over batch x context and prefill attention TFLOP/s; calibration; `kvplan validate` on two
-# GPU scenarios. Results (SQLite database, CSVs, calibrated profile, markdown summary) go under
-# $OUT. Prepare with backend/cuda/device-prep.sh here, then call the device with carry [".devlibs"]
-# and the command `bash backend/cuda/device-check.sh`. On a machine without a GPU it runs up to
-# its first device call (the selftest) and exits 69 there.
+# device-check.sh: the whole device check in one call on an H200 (issues #5 and #15), built so
+# that its one run cannot be wasted:
+#   - everything it writes goes into one archive, $OUT/device-check.tar.gz, beside
+#     $OUT/summary.md and $OUT/log.txt: three files (the device tool brings back at most 8);
+#   - cuBLAS is looked for wherever the image has it (CUDA folders, pip's nvidia/*/lib) and the
+#     answer, `ldd` of the binary and the plugin, and `nvidia-smi` are recorded first;
+#   - every stage runs under its own timeout, clamped to what is left of a total budget
+#     (default 420 s, so the whole check ends well inside 8 minutes), and the summary and the
+#     archive are written whatever happens (an EXIT trap);
+#   - a failing stage is recorded with its exit code and the check goes on to the next.
+# Prepare here with backend/cuda/device-prep.sh, then call the device tool with carry
+# [".devlibs"] and the command `bash backend/cuda/device-check.sh`.
+#
+# DRY_RUN=1 runs it on a machine without a GPU: every stage, the archive and the summary, with
+# the device stages answering 69 at their first device call and calibrate/validate run on the
+# cpu backend on a small scenario so the summary is built from real outputs. tests/test_device.c
+# runs it so and inspects the archive. DC_BUDGET=seconds overrides the total budget and
+# DC_STAGE_LIMIT=seconds caps every stage (the test uses both to reach the timeout paths).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 OUT=${OUT:-$root/device-out}
 mkdir -p "$OUT"
-export KVPLAN_LIBRARY="$root/scenarios" KVPLAN_DB="$OUT/kvplan.db"
-say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/log.txt"; }
+W=$(mktemp -d "${TMPDIR:-/tmp}/kvplan-device.XXXXXX")
+DRY=${DRY_RUN:-0}
+BUDGET=${DC_BUDGET:-420}
 start=$(date +%s)
+export KVPLAN_LIBRARY="$root/scenarios" KVPLAN_DB="$W/kvplan.db"
+: >"$OUT/log.txt"
+printf 'stage\tseconds\texit\tlimit\n' >"$W/stages.tsv"
 
-say "1. the binary"
-if [ -x .devlibs/kvplan ] && LD_LIBRARY_PATH="$root/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" .devlibs/kvplan --version >/dev/null 2>&1; then
+say() { echo "== $(date -u +%H:%M:%S) +$(( $(date +%s) - start ))s $*" | tee -a "$OUT/log.txt"; }
+left() { echo $(( BUDGET - ($(date +%s) - start) )); }
+
+# stage NAME LIMIT_S OUTFILE CMD...: stdout to $W/OUTFILE, stderr to $W/NAME.err (echoed to the
+# log), under min(LIMIT_S, what is left of the budget less 20 s for the summary).
+stage() {
+  local name=$1 limit=$2 outf=$3; shift 3
+  local room=$(( $(left) - 20 ))
+  [ "$limit" -gt "$room" ] && limit=$room
+  [ -n "${DC_STAGE_LIMIT:-}" ] && [ "$limit" -gt "$DC_STAGE_LIMIT" ] && limit=$DC_STAGE_LIMIT
+  if [ "$limit" -le 0 ]; then
+    say "$name: skipped (no time left in the ${BUDGET} s budget)"
+    printf '%s\t0\tskipped\t0\n' "$name" >>"$W/stages.tsv"
+    return 124
+  fi
+  say "$name (limit ${limit} s)"
+  local t0=$(date +%s) rc
+  timeout -k 5 "$limit" "$@" >"$W/$outf" 2>"$W/$name.err"
+  rc=$?
+  sed 's/^/   | /' "$W/$name.err" | tail -n 40 >>"$OUT/log.txt"
+  [ $rc = 124 ] || [ $rc = 137 ] && say "$name: TIMED OUT after ${limit} s"
+  printf '%s\t%s\t%s\t%s\n' "$name" "$(( $(date +%s) - t0 ))" "$rc" "$limit" >>"$W/stages.tsv"
+  say "$name: exit $rc"
+  return $rc
+}
+
+finish() {
+  local rc=$?
+  say "summary and archive (exit so far: $rc)"
+  python3 "$root/backend/cuda/device-summary.py" "$W" "$(( $(date +%s) - start ))" >/dev/null 2>"$W/summary.err" ||
+    { echo "# Device check: the summary script failed"; echo; echo '```'; cat "$W/summary.err"; echo '```';
+      echo; echo '```'; cat "$W/stages.tsv"; echo '```'; } >"$W/summary.md"
+  cp "$W/summary.md" "$OUT/summary.md"
+  cp "$OUT/log.txt" "$W/log.txt"
+  tar -czf "$OUT/device-check.tar.gz" -C "$W" . 2>>"$OUT/log.txt" || say "archive failed"
+  say "done in $(( $(date +%s) - start )) s: $OUT/summary.md, $OUT/log.txt, $OUT/device-check.tar.gz"
+  rm -rf "$W"
+}
+trap finish EXIT
+
+say "1. environment"
+{ uname -a; date -u; echo "dry run: $DRY"; echo "budget: $BUDGET s"; } >"$W/environment.txt"
+if command -v nvidia-smi >/dev/null; then
+  timeout 20 nvidia-smi >"$W/nvidia-smi.txt" 2>&1
+  timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,clocks.max.sm --format=csv \
+    >"$W/nvidia-smi.csv" 2>&1
+else
+  echo "nvidia-smi: not found" >"$W/nvidia-smi.txt"
+fi
+
+# cuBLAS: the plugin opens it at run time (backend/cuda/gemm.cu); tell it exactly where.
+cublas=""
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         /usr/local/cuda-*/lib64 /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib \
+         /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/x86_64-linux-gnu; do
+  for f in "$d"/libcublas.so.1[0-9]; do [ -e "$f" ] && [ -z "$cublas" ] && cublas=$f; done
+done
+if [ -z "$cublas" ]; then
+  cublas=$(timeout 30 find / -xdev \( -path /proc -o -path /sys \) -prune -o -name 'libcublas.so.1[0-9]' -print 2>/dev/null | head -n 1)
+fi
+{ echo "libcublas: ${cublas:-not found}"; [ -n "$cublas" ] && ls -l "$(dirname "$cublas")"/libcublas* 2>&1; } >"$W/cublas.txt"
+if [ -n "$cublas" ]; then
+  export KVPLAN_CUBLAS="$cublas"
+  export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+say "cuBLAS: ${cublas:-not found (the device stages will say so)}"
+
+say "2. the binary and the plugin"
+if [ -n "${KVPLAN_BIN:-}" ]; then
+  KV="$KVPLAN_BIN"          # a chosen binary (the dry-run test's)
+elif [ -x .devlibs/kvplan ]; then
   export LD_LIBRARY_PATH="$root/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export KVPLAN_CUDA_PLUGIN="$root/.devlibs/libkvplan-cuda.so"
   KV="$root/.devlibs/kvplan"
 else
-  say "no carried binary runs here; building"
-  make CUDA=1 >"$OUT/build.log" 2>&1 || { say "build failed (see build.log)"; exit 70; }
   KV="$root/kvplan"
 fi
-"$KV" --version | tee "$OUT/version.txt"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv \
-  >"$OUT/nvidia-smi.csv" 2>&1
+{ echo "== ldd $KV"; ldd "$KV" 2>&1; echo; echo "== ldd ${KVPLAN_CUDA_PLUGIN:-$root/build/libkvplan-cuda.so}";
+  ldd "${KVPLAN_CUDA_PLUGIN:-$root/build/libkvplan-cuda.so}" 2>&1; } >"$W/ldd.txt"
+if ! "$KV" --version >"$W/version.txt" 2>&1; then
+  say "the carried binary does not run here ($(head -c 300 "$W/version.txt")); trying a build"
+  stage build 240 build.log make CUDA=1 || { say "no runnable kvplan: stopping"; exit 70; }
+  KV="$root/kvplan"
+  unset KVPLAN_CUDA_PLUGIN
+  "$KV" --version >"$W/version.txt" 2>&1
+fi
+cat "$W/version.txt" >>"$OUT/log.txt"
 
-say "2. selftest: every kernel against the CPU reference"
-"$KV" selftest --backend cuda --format csv >"$OUT/selftest.csv" 2>"$OUT/selftest.err"
+say "3. selftest: every kernel against the CPU reference, and a whole step"
+stage selftest 100 selftest.csv "$KV" selftest --backend cuda --format csv
 rc=$?
-cat "$OUT/selftest.err"
-if [ $rc = 69 ]; then say "no usable CUDA device: stopping at the first device call"; exit 69; fi
-[ $rc = 0 ] || say "selftest FAILED (exit $rc): later numbers measure kernels that are not yet right"
+if [ $rc = 69 ] && [ "$DRY" != 1 ]; then say "no usable CUDA device: stopping at the first device call"; exit 69; fi
 
-say "3. ceilings and attention kernels"
-"$KV" kernel-bench --format csv >"$OUT/kernel-bench.csv" 2>"$OUT/kernel-bench.err" || say "kernel-bench exit $?"
+say "4. ceilings and attention kernels (decode v2 and v1, prefill flash and naive)"
+stage kernel-bench 110 kernel-bench.csv "$KV" kernel-bench --format csv
 
-say "4. calibrate the H200 profile on Llama-3-8B's shape"
-"$KV" calibrate --backend cuda --scenario scenarios/gpu-decode.yaml --name h200.calibrated --out "$OUT/h200.calibrated.yaml" \
-  --format csv >"$OUT/calibration.csv" 2>"$OUT/calibration.err" || say "calibrate exit $?"
-
-for s in gpu-decode gpu-prefix; do
-  say "5. validate $s"
-  "$KV" validate "scenarios/$s.yaml" --backend cuda --format json >"$OUT/validate-$s.json" 2>"$OUT/validate-$s.err" ||
-    say "validate $s exit $?"
+if [ "$DRY" = 1 ]; then
+  # The same commands on the cpu backend, small, so the summary reads real outputs.
+  backend=cpu; cal=tiny-cpu; scen="tiny-cpu"; extra=(--set workload.requests=12)
+else
+  backend=cuda; cal=gpu-decode; scen="gpu-decode gpu-prefix"; extra=()
+fi
+say "5. calibrate ($backend) on $cal's shape"
+stage calibrate 100 calibration.csv "$KV" calibrate --backend "$backend" --scenario "scenarios/$cal.yaml" \
+  --name "h200.calibrated" --out "$W/h200.calibrated.yaml" --format csv
+for s in $scen; do
+  say "6. validate $s ($backend)"
+  stage "validate-$s" 75 "validate-$s.json" "$KV" validate "scenarios/$s.yaml" --backend "$backend" "${extra[@]}" --format json
 done
-
-say "6. summary"
-python3 backend/cuda/device-summary.py "$OUT" "$(( $(date +%s) - start ))"
+exit 0

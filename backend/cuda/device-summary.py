@@ -1,35 +1,132 @@
 #!/usr/bin/env python3
-"""device-summary.py OUT SECONDS: the markdown summary of a device check, from the files
-backend/cuda/device-check.sh left in OUT (CSV and JSON outputs of kvplan). Tested on the CPU
-backend's outputs, so a device call does not find its bugs."""
+"""device-summary.py DIR SECONDS: the markdown summary of a device check, from the files
+backend/cuda/device-check.sh left in DIR (CSV and JSON outputs of kvplan, stages.tsv, the
+environment records). Writes DIR/summary.md and prints it.
+
+Every section reads defensively: a missing, empty, truncated or malformed file, or a null where
+a number was expected, gives a line saying so, never an exception, so a partial run still gets
+its summary. Tested through the dry run (tests/test_device.c) on the cpu backend's outputs."""
 import csv, json, os, sys
-out, secs = sys.argv[1], sys.argv[2]
+
+d, secs = sys.argv[1], sys.argv[2]
+
+
+def path(name):
+    return os.path.join(d, name)
+
+
+def text(name, limit=4000):
+    try:
+        with open(path(name), errors="replace") as f:
+            return f.read(limit).strip()
+    except OSError:
+        return ""
+
+
 def rows(name):
-    p = os.path.join(out, name)
-    return list(csv.DictReader(open(p))) if os.path.exists(p) and os.path.getsize(p) else []
-lines = ["# H200 device check", "", f"Written by backend/cuda/device-check.sh in {secs} s."]
-smi = os.path.join(out, "nvidia-smi.csv")
-if os.path.exists(smi): lines += ["", "```", open(smi).read().strip(), "```"]
-st = rows("selftest.csv")
-bad = [r for r in st if r.get("result") != "ok"]
-lines += ["", "## Selftest", "", f"{len(st) - len(bad)} of {len(st)} kernel checks passed."]
-for r in bad: lines.append(f"- FAILED {r['kernel']} {r['shape']}: error {r['error']} over {r['tolerance']}")
+    try:
+        with open(path(name), newline="", errors="replace") as f:
+            return list(csv.DictReader(f))
+    except (OSError, csv.Error):
+        return []
+
+
+def num(x):
+    """A float, or None for a null, an empty cell or text."""
+    try:
+        return None if x is None or x == "" else float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def fmt(x, spec=".4g", suffix=""):
+    v = num(x)
+    return "n/a" if v is None else f"{v:{spec}}{suffix}"
+
+
+def pct(x, signed=False):
+    v = num(x)
+    return "n/a" if v is None else f"{100 * v:{'+' if signed else ''}.1f} %"
+
+
+lines = ["# H200 device check" + (" (dry run on a CPU)" if "dry run: 1" in text("environment.txt") else ""), "",
+         f"Written by backend/cuda/device-check.sh in {secs} s."]
+env = text("environment.txt")
+if env:
+    lines += ["", "```", env, "```"]
+
+st = []
+try:
+    with open(path("stages.tsv")) as f:
+        st = list(csv.DictReader(f, delimiter="\t"))
+except (OSError, csv.Error):
+    pass
+lines += ["", "## Stages", "", "| stage | seconds | exit | limit (s) |", "|---|---|---|---|"]
+for r in st:
+    lines.append(f"| {r.get('stage')} | {r.get('seconds')} | {r.get('exit')} | {r.get('limit')} |")
+if not st:
+    lines.append("| (no stage ran) | | | |")
+
+lines += ["", "## Device and libraries", ""]
+smi = text("nvidia-smi.csv") or text("nvidia-smi.txt", 600)
+lines += ["```", smi or "no nvidia-smi output", "```", "", text("cublas.txt", 600).split("\n")[0] or "libcublas: not recorded"]
+ver = text("version.txt", 1000)
+if ver:
+    lines += ["", "```", ver, "```"]
+
+sel = rows("selftest.csv")
+lines += ["", "## Selftest", ""]
+if not sel:
+    lines.append("No selftest rows (see selftest.err in the archive: " + (text("selftest.err", 300).replace("\n", " ") or "empty") + ").")
+else:
+    bad = [r for r in sel if r.get("result") != "ok"]
+    lines.append(f"{len(sel) - len(bad)} of {len(sel)} checks passed.")
+    for r in bad:
+        lines.append(f"- FAILED {r.get('kernel')} {r.get('shape')}: error {fmt(r.get('error'))} over {fmt(r.get('tolerance'))}")
+
 kb = rows("kernel-bench.csv")
-if kb:
-    lines += ["", "## Ceilings and kernels", "", "| kernel | shape | rate | of ceiling |", "|---|---|---|---|"]
-    for r in kb: lines.append(f"| {r['what']} | {r['shape']} | {float(r['rate']):.4g} {r['unit']} | {100*float(r['share_of_ceiling']):.1f} % |")
+lines += ["", "## Ceilings and kernels", ""]
+if not kb:
+    lines.append("No measurements (see kernel-bench.err: " + (text("kernel-bench.err", 300).replace("\n", " ") or "empty") + ").")
+else:
+    lines += ["| kernel | shape | time | rate | of ceiling |", "|---|---|---|---|---|"]
+    for r in kb:
+        lines.append(f"| {r.get('what')} | {r.get('shape')} | {fmt(r.get('seconds'), '.3g', ' s')} | "
+                     f"{fmt(r.get('rate'))} {r.get('unit') or ''} | {pct(r.get('share_of_ceiling'))} |")
+
 cal = rows("calibration.csv")
-if cal:
-    errs = sorted(abs(float(r["error"])) for r in cal)
-    lines += ["", "## Calibration", "", f"{len(cal)} steps fitted; median |error| {100*errs[len(errs)//2]:.1f} %."]
-for s in ("gpu-decode", "gpu-prefix"):
-    p = os.path.join(out, f"validate-{s}.json")
-    if not os.path.exists(p) or not os.path.getsize(p): continue
-    v = json.load(open(p))
-    lines += ["", f"## Validation: {s}", "", "| metric | predicted | measured | error |", "|---|---|---|---|"]
-    for r in v.get("comparison", []):
-        e = r.get("error")
-        lines.append(f"| {r['metric']} | {r['predicted']:.4g} | {r['measured']:.4g} | {'' if e is None else f'{100*e:+.1f} %'} |")
-    lines.append(f"\nMedian |error| (throughput, mean TPOT): {100*v['validation']['median_key_error']:.1f} %.")
-open(os.path.join(out, "summary.md"), "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
+lines += ["", "## Calibration", ""]
+errs = sorted(abs(v) for v in (num(r.get("error")) for r in cal) if v is not None)
+if errs:
+    lines.append(f"{len(cal)} steps fitted; median |error| {100 * errs[len(errs) // 2]:.1f} %.")
+else:
+    lines.append("No calibration rows (see calibrate.err).")
+prof = text("h200.calibrated.yaml", 2000)
+if prof:
+    lines += ["", "```yaml", prof, "```"]
+
+for name in sorted(os.listdir(d)):
+    if not (name.startswith("validate-") and name.endswith(".json")):
+        continue
+    s = name[len("validate-"):-len(".json")]
+    lines += ["", f"## Validation: {s}", ""]
+    try:
+        with open(path(name)) as f:
+            v = json.load(f)
+    except (OSError, ValueError):
+        lines.append("No result (empty or malformed JSON; see validate-" + s + ".err).")
+        continue
+    if not isinstance(v, dict):
+        lines.append("Unexpected JSON shape.")
+        continue
+    lines += ["| metric | predicted | measured | error |", "|---|---|---|---|"]
+    for r in v.get("comparison") or []:
+        if isinstance(r, dict):
+            lines.append(f"| {r.get('metric')} | {fmt(r.get('predicted'))} | {fmt(r.get('measured'))} | {pct(r.get('error'), True)} |")
+    val = v.get("validation") if isinstance(v.get("validation"), dict) else {}
+    lines.append(f"\nMedian |error| (throughput, mean TPOT): {pct(val.get('median_key_error'))}.")
+
+out = "\n".join(lines) + "\n"
+with open(path("summary.md"), "w") as f:
+    f.write(out)
+print(out)

@@ -1,8 +1,21 @@
 /* selftest.cu: every CUDA kernel against its plain-C reference (backend/cpu/cpu_ops.c) on fresh
- * random inputs at several shapes. Outputs are poisoned (NaN) before each launch so unwritten
- * elements fail; every call's return code and each launch's error are checked. Tolerances:
- * fp32 arithmetic in a different order and with fast exponentials, 1e-4 relative L2 error
- * (attention) or 1e-5 (elementwise); bf16 operands with fp32 accumulation, 2e-3. */
+ * random inputs at many shapes. Outputs are poisoned (NaN) before each launch so unwritten
+ * elements fail; every call's return code and each launch's error are checked. A CUDA error
+ * inside one check fails that check (its row names the error) and the others still run, unless
+ * the error is sticky (the context is lost), which stops the selftest with its name.
+ *
+ * Shapes: KV dtypes fp32, fp16, bf16, fp8, int8; block sizes 8, 16, 32; 2 layers (layer 1 is
+ * the one read and written, so the layer term of the pool index counts); query heads per KV head
+ * 1, 4, 8, 16; head_dim 64, 128, 256; masks: none, StreamingLLM sink + window, a sliding layer;
+ * decode splits as the backend sizes them and short ones (many splits to merge); adversarial
+ * inputs: scores with a standard deviation of about 30 (exp overflows in fp32 unless the max is
+ * subtracted), a 16k-token context, contexts that end exactly on a block boundary and one token
+ * into a block.
+ *
+ * Tolerances (relative L2 error): fp32 arithmetic in another order with fast exponentials, 1e-4
+ * for attention and 1e-5 elementwise; bf16 operands with fp32 accumulation, 2e-3; a whole step
+ * (bf16 weights, many layers of rounding in both) 2e-2. */
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,12 +33,22 @@ int be_cuda_probe_devices(char *msg, size_t n);
 
 typedef void (*report_fn)(void *ud, const char *kernel, const char *shape, double err, double tol, int ok);
 
+/* cuda_backend.cu: a whole CUDA step against the plain-C step on the same weights, batch and pool. */
+extern "C" int be_cuda_step_check(report_fn report, void *ud, int *failures);
+
 struct tester {
     report_fn report;
     void *ud;
     int failures;
     unsigned long long rng;
+    be_cuda_ws ws;
 };
+
+static const char *dtname(int dt)
+{
+    static const char *const names[] = {"fp32", "fp16", "bf16", "fp8", "int8"};
+    return dt >= 0 && dt < 5 ? names[dt] : "?";
+}
 
 static float frand(tester *t)
 {
@@ -33,10 +56,10 @@ static float frand(tester *t)
     return (float)((t->rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-static std::vector<float> rvec(tester *t, size_t n)
+static std::vector<float> rvec(tester *t, size_t n, float amp = 1.0f)
 {
     std::vector<float> v(n);
-    for (auto &x : v) x = frand(t);
+    for (auto &x : v) x = frand(t) * amp;
     return v;
 }
 
@@ -45,7 +68,7 @@ static double rel_l2(const float *got, const float *ref, size_t n)
 {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
-        if (std::isnan(got[i])) return INFINITY;
+        if (std::isnan(got[i]) || std::isinf(got[i])) return INFINITY;
         num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
         den += (double)ref[i] * ref[i];
     }
@@ -59,117 +82,218 @@ static void verdict(tester *t, const char *kernel, const char *shape, double err
     t->report(t->ud, kernel, shape, err, tol, ok);
 }
 
-template <typename T> static T *up(const std::vector<T> &h)
-{
-    T *d = NULL;
-    if (cudaMalloc(&d, h.size() * sizeof(T) + 1) != cudaSuccess) return NULL;
-    cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
-    return d;
-}
-
-static float *poisoned(size_t n)
-{
-    float *d = NULL;
-    if (cudaMalloc(&d, n * sizeof(float)) != cudaSuccess) return NULL;
-    cudaMemset(d, 0xff, n * sizeof(float));   /* all-ones bits: NaN */
-    return d;
-}
+/* Device buffers of one check, freed when it ends however it ends. */
+struct scope {
+    std::vector<void *> p;
+    ~scope() { for (void *x : p) cudaFree(x); }
+    template <typename T> T *up(const std::vector<T> &h)
+    {
+        T *d = NULL;
+        if (cudaMalloc(&d, h.size() * sizeof(T) + 16) != cudaSuccess) return NULL;
+        p.push_back(d);
+        if (cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess) return NULL;
+        return d;
+    }
+    float *poisoned(size_t n)
+    {
+        float *d = NULL;
+        if (cudaMalloc(&d, n * sizeof(float)) != cudaSuccess) return NULL;
+        p.push_back(d);
+        cudaMemset(d, 0xff, n * sizeof(float));   /* all-ones bits: NaN */
+        return d;
+    }
+    void *raw(size_t bytes)
+    {
+        void *d = NULL;
+        if (cudaMalloc(&d, bytes) != cudaSuccess) return NULL;
+        p.push_back(d);
+        return d;
+    }
+};
 
 static std::vector<float> down(const float *d, size_t n)
 {
-    std::vector<float> h(n);
+    std::vector<float> h(n, NAN);
     cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
     return h;
 }
 
-#define RUN(call)                                                                                  \
+/* A failed launcher or a failing synchronisation fails the check with the error's name; a
+ * sticky error (the context is lost) is returned as -1 and stops the selftest. */
+static int check_failed(tester *t, const char *kernel, const char *shape, int launch_rc)
+{
+    cudaError_t e = launch_rc ? cudaSuccess : cudaDeviceSynchronize();
+    if (!launch_rc && e == cudaSuccess) return 0;
+    char what[640];
+    if (e != cudaSuccess)
+        snprintf(what, sizeof what, "%s [CUDA error %s: %s]", shape, cudaGetErrorName(e), cudaGetErrorString(e));
+    else
+        snprintf(what, sizeof what, "%s [%s]", shape, be_cuda_last_error);
+    t->failures++;
+    t->report(t->ud, kernel, what, INFINITY, 0, 0);
+    cudaGetLastError();                                 /* clears an error that is not sticky */
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "%s in %s (%s): the CUDA context is lost",
+                 e != cudaSuccess ? cudaGetErrorName(e) : "error", kernel, shape);
+        return -1;
+    }
+    be_cuda_last_error[0] = 0;
+    return 1;
+}
+
+/* Runs a launcher; on failure reports the row and goes on to the next check (or stops). */
+#define RUN(kernel, shape, call)                                                                   \
     do {                                                                                           \
-        if ((call) != 0 || cudaDeviceSynchronize() != cudaSuccess) {                               \
-            size_t used_ = strlen(be_cuda_last_error);                                                \
-            snprintf(be_cuda_last_error + used_, sizeof be_cuda_last_error - used_, " [%.40s]", #call);    \
+        int r_ = check_failed(t, kernel, shape, (call) != 0);                                      \
+        if (r_ < 0) return -1;                                                                     \
+        if (r_ > 0) return 0;                                                                      \
+    } while (0)
+
+#define NEED(ptr)                                                                                  \
+    do {                                                                                           \
+        if (!(ptr)) {                                                                              \
+            snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "out of device memory in the selftest"); \
             return -1;                                                                             \
         }                                                                                          \
     } while (0)
 
-static int test_elementwise(tester *t)
+static int check_rmsnorm_swiglu(tester *t, int T, int h)
 {
-    int shapes[][2] = {{1, 64}, {7, 4096}, {33, 3584}};
-    for (auto &sh : shapes) {
-        int T = sh[0], h = sh[1];
-        char shape[64];
-        snprintf(shape, sizeof shape, "T=%d h=%d", T, h);
-        auto x = rvec(t, (size_t)T * h), w = rvec(t, h), ref = std::vector<float>((size_t)T * h);
-        be_cpu_rmsnorm(ref.data(), x.data(), w.data(), T, h, 1e-5f);
-        float *dx = up(x), *dw = up(w), *dout = poisoned((size_t)T * h);
-        RUN(be_cuda_rmsnorm(dout, dx, dw, T, h, 1e-5f));
-        verdict(t, "rmsnorm", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 1e-5);
-        cudaFree(dx); cudaFree(dw); cudaFree(dout);
-        /* SwiGLU over a [T x 2h] input. */
-        auto gu = rvec(t, (size_t)T * 2 * h);
-        std::vector<float> sref((size_t)T * h);
-        be_cpu_swiglu(sref.data(), gu.data(), T, h);
-        float *dgu = up(gu), *dsw = poisoned((size_t)T * h);
-        RUN(be_cuda_swiglu(dsw, dgu, T, h));
-        verdict(t, "swiglu", shape, rel_l2(down(dsw, (size_t)T * h).data(), sref.data(), (size_t)T * h), 1e-5);
-        cudaFree(dgu); cudaFree(dsw);
-    }
-    /* RoPE in place on rows with a stride (the Q part of a fused QKV row). */
-    int T = 9, heads = 8, d = 128, stride = 8 * 128 + 2 * 2 * 128;
-    auto x = rvec(t, (size_t)T * stride), ref = x;
-    std::vector<int32_t> pos(T);
-    for (int i = 0; i < T; i++) pos[i] = (int32_t)(frand(t) * 4000 + 4000);
-    for (int i = 0; i < T; i++) be_cpu_rope(ref.data() + (size_t)i * stride, 1, heads, d, &pos[i], 10000.0f);
-    float *dx = up(x);
-    int32_t *dp = up(pos);
-    RUN(be_cuda_rope(dx, T, heads, d, stride, dp, 10000.0f));
-    verdict(t, "rope", "T=9 heads=8 d=128 strided", rel_l2(down(dx, (size_t)T * stride).data(), ref.data(), (size_t)T * stride), 1e-5);
-    cudaFree(dx); cudaFree(dp);
+    scope sc;
+    char shape[64];
+    snprintf(shape, sizeof shape, "T=%d h=%d", T, h);
+    auto x = rvec(t, (size_t)T * h, 3.0f), w = rvec(t, h), ref = std::vector<float>((size_t)T * h);
+    be_cpu_rmsnorm(ref.data(), x.data(), w.data(), T, h, 1e-5f);
+    float *dx = sc.up(x), *dw = sc.up(w), *dout = sc.poisoned((size_t)T * h);
+    NEED(dx && dw && dout);
+    RUN("rmsnorm", shape, be_cuda_rmsnorm(dout, dx, dw, T, h, 1e-5f));
+    verdict(t, "rmsnorm", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 1e-5);
+    auto gu = rvec(t, (size_t)T * 2 * h, 4.0f);
+    std::vector<float> sref((size_t)T * h);
+    be_cpu_swiglu(sref.data(), gu.data(), T, h);
+    float *dgu = sc.up(gu), *dsw = sc.poisoned((size_t)T * h);
+    NEED(dgu && dsw);
+    RUN("swiglu", shape, be_cuda_swiglu(dsw, dgu, T, h));
+    verdict(t, "swiglu", shape, rel_l2(down(dsw, (size_t)T * h).data(), sref.data(), (size_t)T * h), 1e-5);
     return 0;
 }
 
-static int test_gemm(tester *t)
+/* RoPE in place on rows with a stride (the Q or K part of a fused QKV row). */
+static int check_rope(tester *t, int heads, int d)
 {
-    int shapes[][3] = {{1, 6144, 4096}, {64, 4096, 4096}, {257, 28672, 4096}};
-    for (auto &sh : shapes) {
-        int M = sh[0], N = sh[1], K = sh[2];
-        auto x = rvec(t, (size_t)M * K), w = rvec(t, (size_t)K * N);
-        /* The reference multiplies the bf16-rounded operands in fp32. */
-        std::vector<__nv_bfloat16> wb(w.size());
-        for (size_t i = 0; i < w.size(); i++) { wb[i] = __float2bfloat16_rn(w[i]); w[i] = __bfloat162float(wb[i]); }
-        auto xr = x;
-        for (auto &v : xr) v = be_cpu_bf16_to_f32(be_cpu_f32_to_bf16(v));
-        std::vector<float> ref((size_t)M * N);
-        be_cpu_matmul(ref.data(), xr.data(), w.data(), M, N, K, 0);
-        float *dx = up(x), *dout = poisoned((size_t)M * N);
-        __nv_bfloat16 *dw = up(wb);
-        void *scratch = NULL;
-        CUDA_CHECK(cudaMalloc(&scratch, (size_t)M * K * 2));
-        RUN(be_cuda_gemm(dout, dx, dw, M, N, K, 0, scratch));
-        char shape[64];
-        snprintf(shape, sizeof shape, "M=%d N=%d K=%d", M, N, K);
-        verdict(t, "gemm bf16", shape, rel_l2(down(dout, (size_t)M * N).data(), ref.data(), (size_t)M * N), 2e-3);
-        cudaFree(dx); cudaFree(dout); cudaFree(dw); cudaFree(scratch);
+    scope sc;
+    int T = 9, stride = heads * d + 2 * 2 * d;
+    char shape[64];
+    snprintf(shape, sizeof shape, "T=9 heads=%d d=%d strided", heads, d);
+    auto x = rvec(t, (size_t)T * stride), ref = x;
+    std::vector<int32_t> pos(T);
+    for (int i = 0; i < T; i++) pos[i] = (int32_t)(frand(t) * 60000 + 60000);
+    pos[0] = 0;
+    for (int i = 0; i < T; i++) be_cpu_rope(ref.data() + (size_t)i * stride, 1, heads, d, &pos[i], 10000.0f);
+    float *dx = sc.up(x);
+    int32_t *dp = sc.up(pos);
+    NEED(dx && dp);
+    RUN("rope", shape, be_cuda_rope(dx, T, heads, d, stride, dp, 10000.0f));
+    verdict(t, "rope", shape, rel_l2(down(dx, (size_t)T * stride).data(), ref.data(), (size_t)T * stride), 1e-5);
+    return 0;
+}
+
+/* Embedding rows by token id (repeats and the table's last row included). */
+static int check_gather(tester *t, int T, int h, int V)
+{
+    scope sc;
+    char shape[64];
+    snprintf(shape, sizeof shape, "T=%d h=%d vocab=%d", T, h, V);
+    auto table = rvec(t, (size_t)V * h);
+    std::vector<int32_t> ids(T);
+    for (int i = 0; i < T; i++) ids[i] = (int32_t)((frand(t) + 1.0f) * 0.5f * (V - 1));
+    ids[0] = V - 1;
+    if (T > 2) ids[2] = ids[1];
+    std::vector<float> ref((size_t)T * h);
+    for (int i = 0; i < T; i++) memcpy(&ref[(size_t)i * h], &table[(size_t)ids[i] * h], h * sizeof(float));
+    float *dt = sc.up(table), *dout = sc.poisoned((size_t)T * h);
+    int32_t *di = sc.up(ids);
+    NEED(dt && dout && di);
+    RUN("gather_rows", shape, be_cuda_gather_rows(dout, dt, di, T, h));
+    verdict(t, "gather_rows", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 0);
+    return 0;
+}
+
+/* Argmax per row, with planted ties (the lowest index wins, as be_cpu_argmax) and a max at the
+ * row's last element; the error is the share of rows that disagree. */
+static int check_argmax(tester *t, int rows, int n)
+{
+    scope sc;
+    char shape[64];
+    snprintf(shape, sizeof shape, "rows=%d n=%d with ties", rows, n);
+    auto x = rvec(t, (size_t)rows * n);
+    for (int r = 0; r < rows; r++) {
+        float *row = &x[(size_t)r * n];
+        if (r % 3 == 0) { int a = (int)((frand(t) + 1) * 0.25f * n), b = a + n / 3; row[a] = row[b] = 5.0f; }
+        if (r % 3 == 1) row[n - 1] = 5.0f;
     }
+    float *dx = sc.up(x);
+    int32_t *dout = (int32_t *)sc.raw(rows * sizeof(int32_t));
+    NEED(dx && dout);
+    cudaMemset(dout, 0xff, rows * sizeof(int32_t));
+    RUN("argmax", shape, be_cuda_argmax(dout, dx, rows, n));
+    std::vector<int32_t> got(rows);
+    cudaMemcpy(got.data(), dout, rows * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    int wrong = 0;
+    for (int r = 0; r < rows; r++) wrong += got[r] != be_cpu_argmax(&x[(size_t)r * n], n);
+    verdict(t, "argmax", shape, (double)wrong / rows, 0);
+    return 0;
+}
+
+static int check_gemm(tester *t, int M, int N, int K)
+{
+    scope sc;
+    auto x = rvec(t, (size_t)M * K), w = rvec(t, (size_t)K * N);
+    /* The reference multiplies the bf16-rounded operands in fp32. */
+    std::vector<__nv_bfloat16> wb(w.size());
+    for (size_t i = 0; i < w.size(); i++) { wb[i] = __float2bfloat16_rn(w[i]); w[i] = __bfloat162float(wb[i]); }
+    auto xr = x;
+    for (auto &v : xr) v = be_cpu_bf16_to_f32(be_cpu_f32_to_bf16(v));
+    std::vector<float> ref((size_t)M * N);
+    be_cpu_matmul(ref.data(), xr.data(), w.data(), M, N, K, 0);
+    float *dx = sc.up(x), *dout = sc.poisoned((size_t)M * N);
+    __nv_bfloat16 *dw = sc.up(wb);
+    void *scratch = sc.raw((size_t)M * K * 2);
+    NEED(dx && dout && dw && scratch);
+    char shape[64];
+    snprintf(shape, sizeof shape, "M=%d N=%d K=%d", M, N, K);
+    RUN("gemm bf16", shape, be_cuda_gemm(&t->ws, dout, dx, dw, M, N, K, 0, scratch));
+    verdict(t, "gemm bf16", shape, rel_l2(down(dout, (size_t)M * N).data(), ref.data(), (size_t)M * N), 2e-3);
     return 0;
 }
 
 /* A pool filled on the host by the reference writer, uploaded byte for byte (same layout). */
-struct pool_pair { be_cpu_kv_pool cpu; be_cuda_pool dev; };
+struct pool_pair {
+    be_cpu_kv_pool cpu;
+    be_cuda_pool dev;
+    pool_pair() { memset(&cpu, 0, sizeof cpu); memset(&dev, 0, sizeof dev); }
+    ~pool_pair() { be_cpu_kv_pool_free(&cpu); cudaFree(dev.data); cudaFree(dev.scales); }
+    size_t scale_bytes() const { return cpu.scales ? (size_t)cpu.blocks * cpu.layers * 2 * cpu.block_size * cpu.kv_heads * sizeof(float) : 0; }
+};
 
-static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs, int Hkv, int d)
+static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs, int layers, int Hkv, int d, float amp)
 {
-    if (be_cpu_kv_pool_init(&pp->cpu, dt, blocks, bs, 1, Hkv, d)) { snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "host pool"); return -1; }
+    if (be_cpu_kv_pool_init(&pp->cpu, dt, blocks, bs, layers, Hkv, d)) {
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "host pool of %ld blocks", blocks);
+        return -1;
+    }
     std::vector<float> v(d);
     for (long b = 0; b < blocks; b++)
-        for (int s = 0; s < bs; s++)
-            for (int kv = 0; kv < 2; kv++)
-                for (int h = 0; h < Hkv; h++) {
-                    for (auto &x : v) x = frand(t) * 2;
-                    be_cpu_kv_write(&pp->cpu, b, s, 0, kv, h, v.data());
-                }
-    pp->dev = be_cuda_pool{(int)dt, bs, 1, Hkv, d, NULL, NULL, pp->cpu.fp8_scale};
-    size_t bytes = be_cpu_kv_pool_bytes(&pp->cpu), sbytes = pp->cpu.scales ? (size_t)blocks * 2 * bs * Hkv * sizeof(float) : 0;
-    CUDA_CHECK(cudaMalloc(&pp->dev.data, bytes));
+        for (int l = 0; l < layers; l++)
+            for (int s = 0; s < bs; s++)
+                for (int kv = 0; kv < 2; kv++)
+                    for (int h = 0; h < Hkv; h++) {
+                        for (auto &x : v) x = frand(t) * amp;
+                        be_cpu_kv_write(&pp->cpu, b, s, l, kv, h, v.data());
+                    }
+    pp->dev = be_cuda_pool{(int)dt, bs, layers, Hkv, d, NULL, NULL, pp->cpu.fp8_scale};
+    size_t bytes = be_cpu_kv_pool_bytes(&pp->cpu), sbytes = pp->scale_bytes();
+    CUDA_CHECK(cudaMalloc(&pp->dev.data, bytes - sbytes));
     CUDA_CHECK(cudaMemcpy(pp->dev.data, pp->cpu.data, bytes - sbytes, cudaMemcpyHostToDevice));
     if (sbytes) {
         CUDA_CHECK(cudaMalloc(&pp->dev.scales, sbytes));
@@ -178,134 +302,211 @@ static int make_pool(tester *t, pool_pair *pp, scn_dtype dt, long blocks, int bs
     return 0;
 }
 
-static void free_pool(pool_pair *pp)
+/* KV write into layer 1 of 2. Target slots are compared after dequantisation; every other byte
+ * of the pool (other slots, other layer, other blocks, int8 scales) must be unchanged, so a
+ * write outside its slot fails. */
+static int check_kv_write(tester *t, scn_dtype dt, int Hkv, int d)
 {
-    be_cpu_kv_pool_free(&pp->cpu);
-    cudaFree(pp->dev.data);
-    cudaFree(pp->dev.scales);
-}
-
-static int test_kv_write(tester *t)
-{
-    scn_dtype dts[] = {SCN_DTYPE_FP32, SCN_DTYPE_FP16, SCN_DTYPE_BF16, SCN_DTYPE_FP8, SCN_DTYPE_INT8};
-    for (scn_dtype dt : dts) {
-        int T = 37, Hkv = 8, d = 128, bs = 16, stride = (32 + 2 * 8) * 128;
-        pool_pair pp;
-        if (make_pool(t, &pp, dt, 8, bs, Hkv, d)) return -1;
-        auto rows = rvec(t, (size_t)T * stride);
-        std::vector<int32_t> blk(T), slot(T);
-        /* Distinct (block, slot) per token: token i goes to block i / bs, slot i % bs. */
-        for (int i = 0; i < T; i++) { blk[i] = i / bs; slot[i] = i % bs; }
-        for (int i = 0; i < T; i++)
-            for (int h = 0; h < Hkv; h++) {
-                be_cpu_kv_write(&pp.cpu, blk[i], slot[i], 0, 0, h, rows.data() + (size_t)i * stride + (32 + h) * d);
-                be_cpu_kv_write(&pp.cpu, blk[i], slot[i], 0, 1, h, rows.data() + (size_t)i * stride + (32 + 8 + h) * d);
-            }
-        float *drows = up(rows);
-        int32_t *db = up(blk), *ds = up(slot);
-        RUN(be_cuda_kv_write(&pp.dev, 0, drows + 32 * 128, drows + 40 * 128, stride, db, ds, T));
-        /* Read the device pool back and compare what each element dequantises to. */
-        be_cpu_kv_pool back = pp.cpu;
-        size_t bytes = be_cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.cpu.scales ? (size_t)8 * 2 * bs * Hkv * sizeof(float) : 0;
-        std::vector<uint8_t> data(bytes - sbytes);
-        std::vector<float> scales(sbytes / sizeof(float));
-        cudaMemcpy(data.data(), pp.dev.data, data.size(), cudaMemcpyDeviceToHost);
-        if (sbytes) cudaMemcpy(scales.data(), pp.dev.scales, sbytes, cudaMemcpyDeviceToHost);
-        back.data = data.data();
-        back.scales = sbytes ? scales.data() : NULL;
-        std::vector<float> a(d), b(d);
-        double worst = 0;
-        for (int i = 0; i < T; i++)
-            for (int kv = 0; kv < 2; kv++)
-                for (int h = 0; h < Hkv; h++) {
-                    be_cpu_kv_read(&pp.cpu, blk[i], slot[i], 0, kv, h, a.data());
-                    be_cpu_kv_read(&back, blk[i], slot[i], 0, kv, h, b.data());
-                    double e = rel_l2(b.data(), a.data(), d);
-                    if (e > worst) worst = e;
-                }
-        char shape[64];
-        snprintf(shape, sizeof shape, "%s T=%d Hkv=8 d=128", scn_dtype_name(dt), T);
-        verdict(t, "kv_write", shape, worst, 1e-6);
-        cudaFree(drows); cudaFree(db); cudaFree(ds);
-        free_pool(&pp);
+    scope sc;
+    int T = 37, bs = 16, H = 4 * Hkv, stride = (H + 2 * Hkv) * d, blocks = 8, layer = 1;
+    char shape[80];
+    snprintf(shape, sizeof shape, "%s T=%d Hkv=%d d=%d layer 1 of 2", dtname(dt), T, Hkv, d);
+    pool_pair pp;
+    if (make_pool(t, &pp, dt, blocks, bs, 2, Hkv, d, 2.0f)) return -1;
+    auto rows = rvec(t, (size_t)T * stride, 3.0f);
+    std::vector<int32_t> blk(T), slot(T);
+    /* Distinct (block, slot) per token, scattered over the blocks, some slots left alone. */
+    for (int i = 0; i < T; i++) { blk[i] = (i * 3) % blocks; slot[i] = (i * 5 + i / blocks) % bs; }
+    std::vector<char> hit((size_t)blocks * bs, 0);
+    int used = 0;
+    for (int i = 0; i < T; i++) {
+        if (hit[(size_t)blk[i] * bs + slot[i]]) { slot[i] = -1; continue; }
+        hit[(size_t)blk[i] * bs + slot[i]] = 1;
+        used++;
     }
-    return 0;
-}
-
-/* Decode, prefill and naive attention against be_cpu_attention_paged on one random pool. */
-static int test_attention(tester *t)
-{
-    scn_dtype dts[] = {SCN_DTYPE_BF16, SCN_DTYPE_FP16, SCN_DTYPE_FP8, SCN_DTYPE_INT8};
-    int block_sizes[] = {8, 16, 32};
-    for (scn_dtype dt : dts)
-        for (int bs : block_sizes) {
-            int H = 32, Hkv = 8, d = 128, n = 5, max_blocks = 0;
-            int ctx[] = {1, 37, 300, 1025, 2000};
-            be_cpu_attn_mask masks[] = {{0, 0, 0}, {4, 500, 0}};
-            for (int i = 0; i < n; i++) max_blocks = std::max(max_blocks, (ctx[i] + 1 + bs - 1) / bs);
-            long blocks = (long)n * max_blocks;
-            pool_pair pp;
-            if (make_pool(t, &pp, dt, blocks, bs, Hkv, d)) return -1;
-            /* Scattered block tables: sequence i uses every n-th block. */
-            std::vector<int32_t> tab((size_t)n * max_blocks), start(n);
-            for (int i = 0; i < n; i++) { start[i] = ctx[i]; for (int j = 0; j < max_blocks; j++) tab[(size_t)i * max_blocks + j] = j * n + i; }
-            for (auto &m : masks) {
-                auto q = rvec(t, (size_t)n * H * d);
-                std::vector<float> ref((size_t)n * H * d);
-                for (int i = 0; i < n; i++)
-                    be_cpu_attention_paged(ref.data() + (size_t)i * H * d, q.data() + (size_t)i * H * d, &pp.cpu, 0,
-                                        tab.data() + (size_t)i * max_blocks, ctx[i], 1, H, &m);
-                float *dq = up(q), *dout = poisoned((size_t)n * H * d);
-                int32_t *dt_ = up(tab), *dst = up(start);
-                be_cuda_mask km = {m.sink, m.window, m.sliding};
-                RUN(be_cuda_attn_decode(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, n, H, km, 256));
-                char shape[96];
-                snprintf(shape, sizeof shape, "%s bs=%d H=32/8 ctx<=2000%s", scn_dtype_name(dt), bs, m.window ? " sink4+500" : "");
-                verdict(t, "attn_decode", shape, rel_l2(down(dout, (size_t)n * H * d).data(), ref.data(), (size_t)n * H * d), 1e-4);
-                cudaFree(dq); cudaFree(dout); cudaFree(dt_); cudaFree(dst);
-            }
-            /* Prefill: chunks of 1..96 new tokens on cached prefixes of 0..1000 (keys already in the pool). */
-            int lens[] = {96, 1, 33, 64, 7}, pre[] = {0, 500, 1000, 64, 1900};
-            std::vector<int32_t> pst(n), plen(n), prow(n);
-            int rows = 0, max_len = 0;
-            for (int i = 0; i < n; i++) {
-                pst[i] = pre[i]; plen[i] = lens[i]; prow[i] = rows; rows += lens[i]; max_len = std::max(max_len, lens[i]);
-                if (pre[i] + lens[i] > max_blocks * bs) plen[i] = max_blocks * bs - pre[i];
-            }
-            auto q = rvec(t, (size_t)rows * H * d);
-            std::vector<float> ref((size_t)rows * H * d);
-            be_cpu_attn_mask none = {0, 0, 0};
-            for (int i = 0; i < n; i++)
-                be_cpu_attention_paged(ref.data() + (size_t)prow[i] * H * d, q.data() + (size_t)prow[i] * H * d, &pp.cpu, 0,
-                                    tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &none);
-            float *dq = up(q), *dout = poisoned((size_t)rows * H * d);
-            int32_t *dt_ = up(tab), *dst = up(pst), *dl = up(plen), *dr = up(prow);
-            RUN(be_cuda_attn_prefill(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, dl, dr, n, max_len, H, be_cuda_mask{0, 0, 0}));
-            char shape[96];
-            snprintf(shape, sizeof shape, "%s bs=%d H=32/8 chunks<=96 on prefixes<=1900", scn_dtype_name(dt), bs);
-            verdict(t, "attn_prefill", shape, rel_l2(down(dout, (size_t)rows * H * d).data(), ref.data(), (size_t)rows * H * d), 1e-4);
-            cudaMemset(dout, 0xff, (size_t)rows * H * d * sizeof(float));
-            size_t scratch_floats = (size_t)H * 96 * 2000;
-            float *scratch = NULL;
-            CUDA_CHECK(cudaMalloc(&scratch, scratch_floats * sizeof(float)));
-            RUN(be_cuda_attn_naive(dout, dq, &pp.dev, 0, dt_, max_blocks, dst, dl, dr, n, H, be_cuda_mask{0, 0, 0}, scratch, scratch_floats));
-            verdict(t, "attn_naive", shape, rel_l2(down(dout, (size_t)rows * H * d).data(), ref.data(), (size_t)rows * H * d), 1e-4);
-            cudaFree(scratch); cudaFree(dq); cudaFree(dout); cudaFree(dt_); cudaFree(dst); cudaFree(dl); cudaFree(dr);
-            free_pool(&pp);
+    /* Drop duplicates: compact to the distinct targets. */
+    std::vector<int32_t> b2, s2;
+    std::vector<float> r2;
+    for (int i = 0; i < T; i++)
+        if (slot[i] >= 0) { b2.push_back(blk[i]); s2.push_back(slot[i]); r2.insert(r2.end(), rows.begin() + (size_t)i * stride, rows.begin() + (size_t)(i + 1) * stride); }
+    T = used;
+    for (int i = 0; i < T; i++)
+        for (int h = 0; h < Hkv; h++) {
+            be_cpu_kv_write(&pp.cpu, b2[i], s2[i], layer, 0, h, r2.data() + (size_t)i * stride + (H + h) * d);
+            be_cpu_kv_write(&pp.cpu, b2[i], s2[i], layer, 1, h, r2.data() + (size_t)i * stride + (H + Hkv + h) * d);
         }
+    float *drows = sc.up(r2);
+    int32_t *db = sc.up(b2), *ds = sc.up(s2);
+    NEED(drows && db && ds);
+    RUN("kv_write", shape, be_cuda_kv_write(&pp.dev, layer, drows + (size_t)H * d, drows + (size_t)(H + Hkv) * d, stride, db, ds, T));
+    size_t bytes = be_cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.scale_bytes();
+    std::vector<uint8_t> data(bytes - sbytes);
+    std::vector<float> scales(sbytes / sizeof(float));
+    cudaMemcpy(data.data(), pp.dev.data, data.size(), cudaMemcpyDeviceToHost);
+    if (sbytes) cudaMemcpy(scales.data(), pp.dev.scales, sbytes, cudaMemcpyDeviceToHost);
+    be_cpu_kv_pool back = pp.cpu;
+    back.data = data.data();
+    back.scales = sbytes ? scales.data() : NULL;
+    std::vector<float> a(d), b(d);
+    double worst = 0;
+    long outside = 0;
+    size_t elem = dt == SCN_DTYPE_FP32 ? 4 : dt == SCN_DTYPE_FP16 || dt == SCN_DTYPE_BF16 ? 2 : 1;
+    for (long bl = 0; bl < blocks; bl++)
+        for (int l = 0; l < 2; l++)
+            for (int kv = 0; kv < 2; kv++)
+                for (int s = 0; s < bs; s++)
+                    for (int h = 0; h < Hkv; h++) {
+                        bool target = l == layer && hit[(size_t)bl * bs + s];
+                        if (target) {
+                            be_cpu_kv_read(&pp.cpu, bl, s, l, kv, h, a.data());
+                            be_cpu_kv_read(&back, bl, s, l, kv, h, b.data());
+                            worst = std::max(worst, rel_l2(b.data(), a.data(), d));
+                        } else {
+                            size_t vec = ((((size_t)bl * 2 + l) * 2 + kv) * bs + s) * Hkv + h;
+                            if (memcmp(data.data() + vec * d * elem, pp.cpu.data + vec * d * elem, d * elem) ||
+                                (sbytes && scales[vec] != pp.cpu.scales[vec]))
+                                outside++;
+                        }
+                    }
+    verdict(t, "kv_write", shape, worst, 1e-6);
+    char shape2[96];
+    snprintf(shape2, sizeof shape2, "%s: vectors changed outside the %d target slots", dtname(dt), T);
+    verdict(t, "kv_write bounds", shape2, (double)outside, 0);
     return 0;
 }
 
-/* Returns the number of failing checks, -1 on a CUDA error (message in msg), or -2 when there
- * is no usable device (message in msg). */
+typedef int (*decode_fn)(be_cuda_ws *, float *, const float *, const be_cuda_pool *, int, const int32_t *, int, const int32_t *,
+                         int, int, be_cuda_mask, int);
+
+struct attn_case {
+    scn_dtype dt;
+    int bs, H, Hkv, d;
+    be_cpu_attn_mask mask;
+    float qamp, kvamp;      /* input spreads: large ones make large scores */
+    const char *note;
+};
+
+/* Decode (v1 and v2, at the backend's split and at short splits) and prefill (flash and naive)
+ * over one random two-layer pool, layer 1, scattered block tables. */
+static int check_attention(tester *t, const attn_case &c, const std::vector<int> &ctx, bool prefill)
+{
+    int n = (int)ctx.size(), max_blocks = 0, layer = 1, H = c.H, d = c.d, bs = c.bs;
+    for (int i = 0; i < n; i++) max_blocks = std::max(max_blocks, (ctx[i] + 1 + bs - 1) / bs);
+    long blocks = (long)n * max_blocks;
+    pool_pair pp;
+    if (make_pool(t, &pp, c.dt, blocks, bs, 2, c.Hkv, d, c.kvamp)) return -1;
+    scope sc;
+    /* Sequence i uses every n-th block. */
+    std::vector<int32_t> tab((size_t)n * max_blocks), start(n);
+    for (int i = 0; i < n; i++) { start[i] = ctx[i]; for (int j = 0; j < max_blocks; j++) tab[(size_t)i * max_blocks + j] = j * n + i; }
+    int longest = *std::max_element(ctx.begin(), ctx.end());
+    char base[160];
+    snprintf(base, sizeof base, "%s bs=%d H=%d/%d d=%d ctx<=%d%s%s%s", dtname(c.dt), bs, H, c.Hkv, d, longest,
+             c.mask.window ? " sink+window" : "", c.mask.sliding ? " sliding" : "", c.note);
+    auto q = rvec(t, (size_t)n * H * d, c.qamp);
+    std::vector<float> ref((size_t)n * H * d);
+    for (int i = 0; i < n; i++)
+        be_cpu_attention_paged(ref.data() + (size_t)i * H * d, q.data() + (size_t)i * H * d, &pp.cpu, layer,
+                            tab.data() + (size_t)i * max_blocks, ctx[i], 1, H, &c.mask);
+    float *dq = sc.up(q), *dout = sc.poisoned((size_t)n * H * d);
+    int32_t *dtab = sc.up(tab), *dst = sc.up(start);
+    NEED(dq && dout && dtab && dst);
+    be_cuda_mask km = {c.mask.sink, c.mask.window, c.mask.sliding};
+    struct { const char *name; decode_fn fn; } kernels[] = {{"attn_decode v2", be_cuda_attn_decode_v2}, {"attn_decode v1", be_cuda_attn_decode_v1}};
+    int splits[] = {0, 64};
+    for (auto &k : kernels)
+        for (int split : splits) {
+            char shape[200];
+            int real = split ? split : k.fn == be_cuda_attn_decode_v2 ? be_cuda_decode_split(&t->ws, n, c.Hkv, max_blocks * bs) : 512;
+            snprintf(shape, sizeof shape, "%s split %d%s", base, real, split ? "" : " (the backend's)");
+            cudaMemset(dout, 0xff, (size_t)n * H * d * sizeof(float));
+            RUN(k.name, shape, k.fn(&t->ws, dout, dq, &pp.dev, layer, dtab, max_blocks, dst, n, H, km, split));
+            verdict(t, k.name, shape, rel_l2(down(dout, (size_t)n * H * d).data(), ref.data(), (size_t)n * H * d), 1e-4);
+        }
+    if (!prefill) return 0;
+    /* Prefill: chunks of 1..96 new tokens on cached prefixes (their keys already in the pool). */
+    std::vector<int32_t> pst(n), plen(n), prow(n);
+    int rows = 0, max_len = 0;
+    for (int i = 0; i < n; i++) {
+        int len = std::min(96, std::max(1, ctx[i] / 3 + (i % 2) * 7));
+        pst[i] = ctx[i] + 1 - len;     /* the chunk ends at the sequence's last key */
+        plen[i] = len; prow[i] = rows; rows += len; max_len = std::max(max_len, len);
+    }
+    auto pq = rvec(t, (size_t)rows * H * d, c.qamp);
+    std::vector<float> pref((size_t)rows * H * d);
+    for (int i = 0; i < n; i++)
+        be_cpu_attention_paged(pref.data() + (size_t)prow[i] * H * d, pq.data() + (size_t)prow[i] * H * d, &pp.cpu, layer,
+                            tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &c.mask);
+    float *dpq = sc.up(pq), *dpo = sc.poisoned((size_t)rows * H * d);
+    int32_t *dps = sc.up(pst), *dpl = sc.up(plen), *dpr = sc.up(prow);
+    NEED(dpq && dpo && dps && dpl && dpr);
+    char shape[200];
+    snprintf(shape, sizeof shape, "%s chunks<=%d", base, max_len);
+    RUN("attn_prefill", shape, be_cuda_attn_prefill(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, max_len, H, km));
+    verdict(t, "attn_prefill", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), pref.data(), (size_t)rows * H * d), 1e-4);
+    if (d == 64 || d == 128) {
+        /* Tensor cores: bf16 operands, so the tolerance of bf16 work (METHOD: 1e-3 to 1e-2). */
+        cudaMemset(dpo, 0xff, (size_t)rows * H * d * sizeof(float));
+        RUN("attn_prefill tc", shape, be_cuda_attn_prefill_tc(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, max_len, H, km));
+        verdict(t, "attn_prefill tc", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), pref.data(), (size_t)rows * H * d), 1e-2);
+    }
+    size_t scratch_floats = (size_t)H * max_len * (longest + 1);
+    float *scratch = (float *)sc.raw(scratch_floats * sizeof(float));
+    NEED(scratch);
+    cudaMemset(dpo, 0xff, (size_t)rows * H * d * sizeof(float));
+    RUN("attn_naive", shape, be_cuda_attn_naive(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, H, km, scratch, scratch_floats));
+    verdict(t, "attn_naive", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), pref.data(), (size_t)rows * H * d), 1e-4);
+    return 0;
+}
+
+static int run_all(tester *t)
+{
+    int shapes[][2] = {{1, 64}, {7, 4096}, {33, 3584}};
+    for (auto &s : shapes) if (check_rmsnorm_swiglu(t, s[0], s[1])) return -1;
+    if (check_rope(t, 8, 128) || check_rope(t, 4, 64) || check_rope(t, 2, 256)) return -1;
+    if (check_gather(t, 17, 4096, 1000) || check_argmax(t, 9, 32000) || check_argmax(t, 3, 128256)) return -1;
+    int gemms[][3] = {{1, 6144, 4096}, {64, 4096, 4096}, {257, 28672, 4096}, {5, 1000, 512}};
+    for (auto &g : gemms) if (check_gemm(t, g[0], g[1], g[2])) return -1;
+    scn_dtype dts[] = {SCN_DTYPE_FP32, SCN_DTYPE_FP16, SCN_DTYPE_BF16, SCN_DTYPE_FP8, SCN_DTYPE_INT8};
+    for (scn_dtype dt : dts) if (check_kv_write(t, dt, 8, 128) || check_kv_write(t, dt, 2, 64)) return -1;
+    /* Every dtype x block size x mask at Llama-3-8B's head shape. */
+    be_cpu_attn_mask masks[] = {{0, 0, 0}, {4, 500, 0}, {0, 0, 300}};
+    std::vector<int> ctx = {0, 37, 300, 1025, 2000};
+    for (scn_dtype dt : dts)
+        for (int bs : {8, 16, 32})
+            for (auto &m : masks)
+                if (check_attention(t, attn_case{dt, bs, 32, 8, 128, m, 1.0f, 2.0f, ""}, ctx, true)) return -1;
+    /* Query heads per KV head 1, 4, 8, 16 at head_dim 64, 128, 256 (bf16, blocks of 16). */
+    for (int d : {64, 128, 256})
+        for (int g : {1, 4, 8, 16})
+            if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 2 * g, 2, d, masks[0], 1.0f, 2.0f, ""}, ctx, true)) return -1;
+    /* Adversarial: large scores (standard deviation about 30, so the largest near 100: exp
+     * overflows in fp32 unless the max is subtracted). */
+    for (scn_dtype dt : {SCN_DTYPE_FP32, SCN_DTYPE_BF16, SCN_DTYPE_INT8})
+        if (check_attention(t, attn_case{dt, 16, 32, 8, 128, masks[0], 24.0f, 4.0f, " large scores"}, ctx, true)) return -1;
+    /* Contexts ending exactly on a block boundary (full last block) and one key into a block. */
+    if (check_attention(t, attn_case{SCN_DTYPE_FP16, 16, 32, 8, 128, masks[0], 1.0f, 2.0f, " block edges"}, {15, 16, 31, 32, 63}, true))
+        return -1;
+    /* A long context: 16k keys, many splits, with a window mask. */
+    if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 32, 8, 128, masks[1], 1.0f, 2.0f, " long"}, {16383, 5000}, false)) return -1;
+    return 0;
+}
+
+/* Returns the number of failing checks, -1 when a CUDA error lost the context (message in
+ * msg), or -2 when there is no usable device (message in msg). */
 extern "C" int be_cuda_selftest(report_fn report, void *ud, char *msg, size_t n)
 {
     if (be_cuda_probe_devices(msg, n) <= 0) return -2;
-    tester t = {report, ud, 0, 0x2545F4914F6CDD1DULL};
+    tester t = {report, ud, 0, 0x2545F4914F6CDD1DULL, {}};
     be_cuda_last_error[0] = 0;
-    if (test_elementwise(&t) || test_gemm(&t) || test_kv_write(&t) || test_attention(&t)) {
-        snprintf(msg, n, "%s", be_cuda_last_error);
-        return -1;
+    if (be_cuda_ws_init(&t.ws)) { snprintf(msg, n, "%s", be_cuda_last_error); return -1; }
+    int rc = run_all(&t);
+    if (rc == 0) {
+        int f = 0;
+        rc = be_cuda_step_check(report, ud, &f);
+        t.failures += f;
     }
+    be_cuda_ws_free(&t.ws);
+    if (rc) { snprintf(msg, n, "%s", be_cuda_last_error); return -1; }
     return t.failures;
 }

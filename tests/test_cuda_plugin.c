@@ -1,0 +1,236 @@
+/* test_cuda_plugin.c: the CUDA backend as a plugin, on any machine. A fake plugin
+ * (tests/plugin/fake_cuda_plugin.c, built by the Makefile beside the binary's build folder) stands
+ * in for libkvplan-cuda.so: the loader's search and ABI check, `--version` loading it without
+ * starting anything, the CLI keeping rows measured before an error, and exit 69 for a missing
+ * plugin. Then the device check's dry run (backend/cuda/device-check.sh), whose archive is
+ * inspected, and device-summary.py on partial and null-laden outputs. */
+#include "tests.h"
+#include "../backend/be_cuda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char out[1 << 16], err[1 << 14];
+
+/* The binary's build folder (KVPLAN_BIN is <build>/kvplan). */
+static const char *build_dir(void)
+{
+    static char d[1024];
+    snprintf(d, sizeof d, "%s", getenv("KVPLAN_BIN"));
+    char *slash = strrchr(d, '/');
+    if (slash) *slash = 0;
+    return d;
+}
+
+static int run_env(const char *env, const char *args)
+{
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "env %s %s %s", env, getenv("KVPLAN_BIN"), args);
+    char o[512], e[512], sh[4200];
+    snprintf(o, sizeof o, "%s", t_write("plugin.out", ""));
+    snprintf(e, sizeof e, "%s", t_write("plugin.err", ""));
+    snprintf(sh, sizeof sh, "%s >%s 2>%s", cmd, o, e);
+    int rc = system(sh);
+    FILE *f = fopen(o, "r");
+    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    out[n] = 0;
+    if (f) fclose(f);
+    f = fopen(e, "r");
+    n = f ? fread(err, 1, sizeof err - 1, f) : 0;
+    err[n] = 0;
+    if (f) fclose(f);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static int file_has(const char *path, const char *needle)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
+START_TEST(version_without_a_plugin)
+{
+    ck_assert_int_eq(run_env("KVPLAN_CUDA_PLUGIN=/nonexistent/libkvplan-cuda.so", "--version"), 0);
+    ck_assert_msg(strstr(out, "backends: cpu\n"), "%s", out);
+    ck_assert_msg(strstr(out, "cuda: the CUDA plugin (libkvplan-cuda.so) is not installed; looked in /nonexistent"), "%s", out);
+    /* Commands that need it say where it was looked for and exit 69 (EX_UNAVAILABLE). */
+    ck_assert_int_eq(run_env("KVPLAN_CUDA_PLUGIN=/nonexistent/libkvplan-cuda.so", "selftest"), 69);
+    ck_assert_msg(strstr(err, "not installed; looked in /nonexistent"), "%s", err);
+    ck_assert_int_eq(run_env("KVPLAN_CUDA_PLUGIN=/nonexistent/libkvplan-cuda.so", "kernel-bench"), 69);
+    char args[1200];
+    snprintf(args, sizeof args, "run %s/tiny-cpu.yaml --backend cuda --no-db", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(run_env("KVPLAN_CUDA_PLUGIN=/nonexistent/libkvplan-cuda.so", args), 69);
+    /* A file that is not a shared object is found but refused, plainly. */
+    char env[1200];
+    snprintf(env, sizeof env, "KVPLAN_CUDA_PLUGIN=%s", t_write("not-a-plugin.so", "hello\n"));
+    ck_assert_int_eq(run_env(env, "--version"), 0);
+    ck_assert_msg(strstr(out, "does not load") && strstr(out, "backends: cpu\n"), "%s", out);
+}
+END_TEST
+
+START_TEST(fake_plugin_loads_without_starting_cuda)
+{
+    char so[1200], mark[1200], env[3000];
+    snprintf(so, sizeof so, "%s/tests/fake-cuda-plugin.so", build_dir());
+    ck_assert_msg(access(so, R_OK) == 0, "%s was not built", so);
+    snprintf(mark, sizeof mark, "%s", t_write("plugin.mark", ""));
+    unlink(mark);
+    snprintf(env, sizeof env, "KVPLAN_CUDA_PLUGIN=%s FAKE_PLUGIN_MARK=%s", so, mark);
+    ck_assert_int_eq(run_env(env, "--version"), 0);
+    ck_assert_msg(strstr(out, "backends: cpu, cuda\n") && strstr(out, "fake plugin for tests; loads"), "%s", out);
+    struct stat st;
+    ck_assert_msg(stat(mark, &st) != 0, "--version called into the plugin beyond its table");
+    /* The selftest prints every row, the failing one with its error's name, and exits 70. */
+    ck_assert_int_eq(run_env(env, "selftest --format csv"), 70);
+    ck_assert_msg(strstr(out, "rmsnorm") && strstr(out, "cudaErrorLaunchFailure") && strstr(out, "attn_decode v1"), "%s", out);
+    ck_assert_msg(strstr(err, "1 check(s) failed"), "%s", err);
+    ck_assert_msg(file_has(mark, "selftest"), "selftest did not reach the plugin");
+    /* kernel-bench keeps the row measured before its error. */
+    ck_assert_int_eq(run_env(env, "kernel-bench --format csv"), 70);
+    ck_assert_msg(strstr(out, "copy,2 GiB device to device") && strstr(out, "4300"), "%s", out);
+    ck_assert_msg(strstr(err, "cudaErrorIllegalAddress"), "%s", err);
+    /* Without a device: 69 with the plugin's reason; `run --backend cuda` the same. */
+    char env2[3200];
+    snprintf(env2, sizeof env2, "%s FAKE_PLUGIN_NODEVICE=1", env);
+    ck_assert_int_eq(run_env(env2, "selftest"), 69);
+    ck_assert_msg(strstr(err, "fake plugin: no device"), "%s", err);
+    char args[1200];
+    snprintf(args, sizeof args, "run %s/tiny-cpu.yaml --backend cuda --no-db", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(run_env(env, args), 69);
+    ck_assert_msg(strstr(err, "fake plugin: no usable CUDA device"), "%s", err);
+}
+END_TEST
+
+START_TEST(stale_plugin_is_refused)
+{
+    char so[1200], env[1400];
+    snprintf(so, sizeof so, "%s/tests/fake-cuda-plugin-abi1.so", build_dir());
+    ck_assert_msg(access(so, R_OK) == 0, "%s was not built", so);
+    snprintf(env, sizeof env, "KVPLAN_CUDA_PLUGIN=%s", so);
+    ck_assert_int_eq(run_env(env, "--version"), 0);
+    ck_assert_msg(strstr(out, "was built for another kvplan (interface 1, expected") && strstr(out, "backends: cpu\n"), "%s", out);
+    ck_assert_int_eq(run_env(env, "selftest"), 69);
+}
+END_TEST
+
+/* The repository root: KVPLAN_TESTS is <root>/tests. */
+static const char *root_dir(void)
+{
+    static char d[1024];
+    snprintf(d, sizeof d, "%s/..", getenv("KVPLAN_TESTS"));
+    return d;
+}
+
+static int sh(const char *fmt, const char *a, const char *b)
+{
+    char cmd[4000];
+    snprintf(cmd, sizeof cmd, fmt, a, b);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* The dry run: every stage runs (the device ones answer 69; calibrate and validate run on the cpu
+ * backend and are cut by a 3-second stage limit, reaching the timeout path), and what comes back
+ * is three files: the summary, the log and one archive holding everything else. */
+START_TEST(device_check_dry_run)
+{
+    char od[600], list[700];
+    snprintf(od, sizeof od, "%s", t_write("dc.keep", ""));
+    strcat(od, ".out");
+    ck_assert_int_eq(sh("rm -rf %s && mkdir -p %s", od, od), 0);
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "DRY_RUN=1 DC_STAGE_LIMIT=3 OUT=%s bash %s/backend/cuda/device-check.sh >/dev/null 2>&1", od, root_dir());
+    int rc = system(cmd);
+    ck_assert_int_eq(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 0);
+    ck_assert_int_eq(sh("test \"$(ls %s | tr '\\n' ' ')\" = 'device-check.tar.gz log.txt summary.md '%s", od, ""), 0);
+    snprintf(list, sizeof list, "%s/list.txt", od);
+    char tgz[700];
+    snprintf(tgz, sizeof tgz, "%s/device-check.tar.gz", od);
+    ck_assert_int_eq(sh("tar -tzf %s > %s", tgz, list), 0);
+    const char *expect[] = {"./environment.txt", "./nvidia-smi.txt", "./cublas.txt", "./ldd.txt", "./version.txt", "./stages.tsv",
+                            "./selftest.csv", "./selftest.err", "./kernel-bench.csv", "./kernel-bench.err", "./calibration.csv",
+                            "./calibrate.err", "./validate-tiny-cpu.err", "./summary.md", "./log.txt"};
+    for (size_t i = 0; i < sizeof expect / sizeof *expect; i++) ck_assert_msg(file_has(list, expect[i]), "archive lacks %s", expect[i]);
+    /* The stage table: the device stages ended at their first device call (69) unless a GPU is
+     * here; calibrate hit its 3-second limit (124); the ldd record names the binary. */
+    ck_assert_int_eq(sh("tar -xzf %s -C %s", tgz, od), 0);
+    char p[800];
+    snprintf(p, sizeof p, "%s/stages.tsv", od);
+    ck_assert_msg(file_has(p, "calibrate\t") && file_has(p, "\t124\t3"), "stages: calibrate did not time out at 3 s");
+    ck_assert_msg(file_has(p, "selftest\t") && file_has(p, "kernel-bench\t"), "stages lack the device stages");
+    snprintf(p, sizeof p, "%s/ldd.txt", od);
+    ck_assert_msg(file_has(p, "== ldd "), "no ldd record");
+    snprintf(p, sizeof p, "%s/summary.md", od);
+    ck_assert_msg(file_has(p, "(dry run on a CPU)") && file_has(p, "## Stages") && file_has(p, "| calibrate |"), "summary");
+    /* No time left at all: every stage is skipped and the summary is still written. */
+    ck_assert_int_eq(sh("rm -rf %s && mkdir -p %s", od, od), 0);
+    snprintf(cmd, sizeof cmd, "DRY_RUN=1 DC_BUDGET=5 OUT=%s bash %s/backend/cuda/device-check.sh >/dev/null 2>&1", od, root_dir());
+    rc = system(cmd);
+    ck_assert_int_eq(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 0);
+    snprintf(p, sizeof p, "%s/summary.md", od);
+    ck_assert_msg(file_has(p, "| selftest | 0 | skipped |"), "summary of a run out of time");
+    snprintf(p, sizeof p, "%s/log.txt", od);
+    ck_assert_msg(file_has(p, "skipped (no time left"), "log of a run out of time");
+}
+END_TEST
+
+/* device-summary.py on outputs with nulls, empty cells and a truncated JSON file. */
+START_TEST(summary_survives_nulls)
+{
+    char d[600];
+    snprintf(d, sizeof d, "%s", t_write("sum.keep", ""));
+    strcat(d, ".dir");
+    ck_assert_int_eq(sh("rm -rf %s && mkdir -p %s", d, d), 0);
+    char p[800];
+    snprintf(p, sizeof p, "%s/validate-a.json", d);
+    FILE *f = fopen(p, "w");
+    fputs("{\"comparison\": [{\"metric\": \"tpot_mean_s\", \"predicted\": null, \"measured\": 0.02, \"error\": null},"
+          " null], \"validation\": {\"median_key_error\": null}}", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/validate-b.json", d);
+    f = fopen(p, "w");
+    fputs("{\"comparison\": [", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/kernel-bench.csv", d);
+    f = fopen(p, "w");
+    fputs("what,shape,seconds,rate,unit,share_of_ceiling\ncopy,2 GiB,,,GB/s,\n", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/selftest.csv", d);
+    f = fopen(p, "w");
+    fputs("kernel,shape,error,tolerance,result\nrmsnorm,T=1,,1e-05,FAIL\n", f);
+    fclose(f);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "python3 %s/backend/cuda/device-summary.py %s 12 >/dev/null", root_dir(), d);
+    int rc = system(cmd);
+    ck_assert_int_eq(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 0);
+    snprintf(p, sizeof p, "%s/summary.md", d);
+    ck_assert_msg(file_has(p, "| tpot_mean_s | n/a | 0.02 | n/a |"), "null metric row");
+    ck_assert_msg(file_has(p, "Median |error| (throughput, mean TPOT): n/a."), "null median");
+    ck_assert_msg(file_has(p, "## Validation: b") && file_has(p, "malformed JSON"), "truncated JSON");
+    ck_assert_msg(file_has(p, "| copy | 2 GiB | n/a | n/a GB/s | n/a |"), "empty kernel-bench cells");
+    ck_assert_msg(file_has(p, "0 of 1 checks passed") && file_has(p, "FAILED rmsnorm T=1: error n/a"), "selftest with an empty error");
+}
+END_TEST
+
+Suite *suite_cuda_plugin(void)
+{
+    Suite *su = suite_create("cuda_plugin");
+    TCase *tc = tcase_create("plugin");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, version_without_a_plugin);
+    tcase_add_test(tc, fake_plugin_loads_without_starting_cuda);
+    tcase_add_test(tc, stale_plugin_is_refused);
+    tcase_add_test(tc, device_check_dry_run);
+    tcase_add_test(tc, summary_survives_nulls);
+    suite_add_tcase(su, tc);
+    return su;
+}

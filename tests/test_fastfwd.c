@@ -1,0 +1,166 @@
+/* test_fastfwd.c: the engine's fast-forward over runs of decode steps gives the very same run as
+ * forming every step: every metric bit for bit, every request's record, the event and step
+ * counts. Over every option choice of the bundled archetypes and over random scenarios that
+ * mix layouts, block sizes, prefix caching, schedulers, windows, replicas, conversations and
+ * overload. Independent reference: the per-step engine itself (sim_run_opts.per_step). */
+#include "tests.h"
+#include "../sim/sim.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { uint64_t h; long n; } digest;
+
+static void mix(digest *d, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) d->h = (d->h ^ b[i]) * 0x100000001b3ULL;
+}
+
+static int on_row(void *ud, const sim_request_row *r)
+{
+    digest *d = ud;
+    mix(d, &r->id, sizeof r->id); mix(d, &r->replica, sizeof r->replica);
+    double t[6] = {r->arrival, r->queue, r->ttft, r->tpot, r->e2e, 0};
+    mix(d, t, sizeof t);
+    int k[4] = {r->prompt, r->output, r->cached, r->preemptions};
+    mix(d, k, sizeof k);
+    mix(d, &r->conversation, sizeof r->conversation); mix(d, &r->turn, sizeof r->turn);
+    d->n++;
+    return 0;
+}
+
+static int on_sample(void *ud, const sim_sample *x)
+{
+    digest *d = ud;
+    mix(d, &x->t, sizeof x->t); mix(d, &x->kv_used, sizeof x->kv_used);
+    mix(d, &x->waiting, sizeof x->waiting); mix(d, &x->running, sizeof x->running);
+    return 0;
+}
+
+static int run_mode(const scn_scenario *s, const sim_choice *c, bool per_step, sim_metrics *m, digest *d, char *err)
+{
+    sim_executor ex;
+    ck_assert_int_eq(sim_executor_model(s, c, &ex), 0);
+    d->h = 0xcbf29ce484222325ULL;
+    d->n = 0;
+    sim_run_opts o = {.seed = s->seed, .on_request = on_row, .on_sample = on_sample, .ud = d, .per_step = per_step,
+                      .sample_interval = 7.0};
+    int rc = sim_run(s, c, &ex, &o, m, err, 512);
+    ex.free(ex.ctx);
+    return rc;
+}
+
+/* Runs one choice both ways; returns the steps the run took (0 if it failed both ways). */
+static long same_both_ways(const scn_scenario *s, const sim_choice *c, const char *what)
+{
+    sim_metrics a, b;
+    digest da, db;
+    char ea[512], eb[512];
+    int ra = run_mode(s, c, true, &a, &da, ea), rb = run_mode(s, c, false, &b, &db, eb);
+    char desc[160];
+    sim_choice_describe(c, desc, sizeof desc);
+    ck_assert_msg(ra == rb, "%s %s: per-step %d (%s), fast-forward %d (%s)", what, desc, ra, ea, rb, eb);
+    if (ra != SIM_OK) return 0;
+    sim_metric_kv la[SIM_METRICS_MAX], lb[SIM_METRICS_MAX];
+    int n = sim_metrics_list(&a, la, SIM_METRICS_MAX);
+    sim_metrics_list(&b, lb, SIM_METRICS_MAX);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(!memcmp(&la[i].value, &lb[i].value, sizeof(double)), "%s %s: %s per-step %.17g, fast-forward %.17g",
+                      what, desc, la[i].name, la[i].value, lb[i].value);
+    ck_assert_msg(a.events == b.events && a.peak_in_flight == b.peak_in_flight, "%s %s: events %ld/%ld", what, desc,
+                  a.events, b.events);
+    ck_assert_msg(da.n == db.n && da.h == db.h, "%s %s: request records differ", what, desc);
+    return a.steps;
+}
+
+static void every_choice(const scn_scenario *s, const char *what)
+{
+    const scn_options *o = &s->options;
+    for (int l = 0; l < o->n_layout; l++)
+        for (int p = 0; p < o->n_prefix; p++)
+            for (int d = 0; d < o->n_dtype; d++)
+                for (int k = 0; k < o->n_sched; k++)
+                    for (int w = 0; w < o->n_window; w++) {
+                        sim_choice c = sim_choice_first(s);
+                        c.layout = o->layout[l];
+                        c.prefix_cache = o->prefix_cache[p];
+                        c.kv_dtype = o->kv_dtype[d];
+                        c.scheduler = o->scheduler[k];
+                        c.sink = o->sink[w];
+                        c.window = o->window[w];
+                        char why[200];
+                        if (sim_choice_check(&c, why, sizeof why)) continue;
+                        same_both_ways(s, &c, what);
+                    }
+}
+
+START_TEST(archetypes_same_both_ways)
+{
+    static const char *const files[] = {"chat-shared-prompt", "edge-gpu", "high-concurrency-api", "long-document"};
+    static scn_scenario s;
+    for (int i = 0; i < 4; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/archetypes/%s.yaml", getenv("KVPLAN_LIBRARY"), files[i]);
+        /* Fewer requests keep the suite quick; the runs still fill and drain the KV cache. */
+        const char *sets[] = {i == 3 ? "workload.requests=60" : "workload.requests=500"};
+        scn_error e;
+        ck_assert_int_eq(scn_scenario_load(path, sets, 1, &s, &e), SCN_OK);
+        every_choice(&s, files[i]);
+    }
+}
+END_TEST
+
+START_TEST(random_scenarios_same_both_ways)
+{
+    static const char *const models[] = {"llama-3-8b", "mistral-7b", "gemma-2-9b", "mixtral-8x7b", "deepseek-v2-lite"};
+    static const char *const sched[] = {"continuous", "chunked", "static"};
+    unsigned long long x = 0x9e3779b97f4a7c15ULL;
+    long steps = 0;
+    for (int k = 0; k < 14; k++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned r = (unsigned)(x >> 33);
+        char text[2048];
+        bool paged = r % 3 != 0, prefix = paged && (r >> 2) % 2, window = !prefix && (r >> 3) % 4 == 0;
+        int bs = (int[]){1, 8, 16, 32}[(r >> 5) % 4];
+        double rate = (double[]){2, 8, 30, 200}[(r >> 7) % 4];
+        int turns = (r >> 9) % 3 == 0 ? 3 : 1, reps = (r >> 11) % 4 == 0 ? 2 : 1;
+        int seqs = (int[]){4, 32, 256}[(r >> 13) % 3];
+        snprintf(text, sizeof text,
+                 "model: %s\nhardware: %s\n"
+                 "deployment: {replicas: %d, max_num_seqs: %d, gpu_memory_utilization: %.2f, max_model_len: 4096}\n"
+                 "workload:\n  requests: 400\n  arrival: {process: poisson, rate: %g/s}\n"
+                 "  prompt_tokens: {dist: lognormal, mean: %d, sigma: 0.8, max: 3000}\n"
+                 "  output_tokens: {dist: lognormal, mean: %d, sigma: 0.8, max: 900}\n"
+                 "  shared_prefix: {groups: 3, tokens: 256, share: 0.6}\n"
+                 "%s"
+                 "options: {kv_layout: [%s], block_size: [%d], prefix_cache: [%s], scheduler: [%s], window: [%s]}\n",
+                 models[(r >> 15) % 5], (r >> 18) % 2 ? "rtx-4090" : "a100-80g", reps, seqs,
+                 (r >> 19) % 2 ? 0.9 : 0.75, rate, 200 + (int)((r >> 20) % 900), 50 + (int)((r >> 23) % 300),
+                 turns > 1 ? "  conversation: {turns: 3, think_time: 2 s}\n" : "", paged ? "paged" : "contiguous", bs,
+                 prefix ? "on" : "off", sched[(r >> 26) % 3], window ? "{sink: 4, window: 508}" : "off");
+        static scn_scenario s;
+        scn_error e;
+        scn_status st = t_load(text, NULL, 0, &s, &e);
+        ck_assert_msg(st == SCN_OK, "%s\n%s", e.msg, text);
+        char what[32];
+        snprintf(what, sizeof what, "random %d", k);
+        sim_choice c = sim_choice_first(&s);
+        steps += same_both_ways(&s, &c, what);
+    }
+    ck_assert(steps > 0);
+}
+END_TEST
+
+Suite *suite_fastfwd(void)
+{
+    Suite *s = suite_create("fastfwd");
+    TCase *tc = tcase_create("fastfwd");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, archetypes_same_both_ways);
+    tcase_add_test(tc, random_scenarios_same_both_ways);
+    suite_add_tcase(s, tc);
+    return s;
+}

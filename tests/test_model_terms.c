@@ -1,0 +1,277 @@
+/* test_model_terms.c: the cost model's shape, format and engine terms worked by hand: GEMM
+ * efficiency at chosen shapes, the smooth roofline, attention kernel families, weight bytes as
+ * checkpoints store them (AWQ from the config), MLA flops in decode and prefill, CUDA-graph
+ * padding, and engine profiles as the loader reads them. */
+#include "tests.h"
+#include "../model/kv_model.h"
+#include "../planner/plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static scn_scenario s;
+
+static bool near(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b) + 1e-18; }
+
+START_TEST(gemm_efficiency_at_chosen_shapes)
+{
+    t_library("llama-3-8b", "h100-sxm", &s);   /* 132 SMs */
+    const scn_hardware *hw = &s.hardware;
+    /* 4096^3 bf16: 128 x 128 tiles, 32 x 32 = 1024 of them, 8 waves over 132 SMs (1056 slots). */
+    ck_assert(near(kv_gemm_shape_efficiency(hw, 4096, 4096, 4096, SCN_DTYPE_BF16), 1024.0 / 1056));
+    /* M = 1 (decode): rows padded to 8, 32 column tiles, split-K by floor(132 / 32) = 4 over the
+     * 64 K-steps of 64: 128 CTAs in one wave, each doing 16 steps. Useful work 1 x 4096 x 4096
+     * of 132 x 8 x 128 x 64 x 16. M = 40 pads to 64 the same way. */
+    ck_assert(near(kv_gemm_shape_efficiency(hw, 1, 4096, 4096, SCN_DTYPE_BF16), 4096.0 * 4096 / (132.0 * 8 * 128 * 64 * 16)));
+    ck_assert(near(kv_gemm_shape_efficiency(hw, 40, 4096, 4096, SCN_DTYPE_BF16), 40.0 * 4096 * 4096 / (132.0 * 64 * 128 * 64 * 16)));
+    /* M = 200, N = K = 8192 (near the ridge): 2 x 64 = 128 tiles fill 128 of 132 SMs; rows
+     * padded 200 -> 256. */
+    ck_assert(near(kv_gemm_shape_efficiency(hw, 200, 8192, 8192, SCN_DTYPE_BF16), 200.0 / 256 * 128 / 132));
+    /* fp8 stages 128 K elements: K = 8256 needs 65 of them (8320), against 129 bf16 stages of 64
+     * (8256 exactly). */
+    ck_assert(near(kv_gemm_shape_efficiency(hw, 4096, 4096, 8256, SCN_DTYPE_FP8), 1024.0 / 1056 * 8256 / 8320));
+    ck_assert(near(kv_gemm_shape_efficiency(hw, 4096, 4096, 8256, SCN_DTYPE_BF16), 1024.0 / 1056));
+    /* Without an SM count (a CPU) there is no wave model. */
+    s.hardware.sm_count = 0;
+    ck_assert(kv_gemm_shape_efficiency(&s.hardware, 7, 9, 11, SCN_DTYPE_FP32) == 1);
+    /* The smooth roofline: at the ridge sqrt(2) times either roof; far from it, the larger. */
+    ck_assert(near(kv_roofline_combine(3, 4), 5));
+    ck_assert(near(kv_roofline_combine(1, 1), sqrt(2.0)));
+    ck_assert(kv_roofline_combine(0, 2) == 2 && kv_roofline_combine(2, 0) == 2);
+}
+END_TEST
+
+START_TEST(attention_kernel_families)
+{
+    scn_error e;
+    const char *sets[] = {"engine=bare"};
+    t_library("llama-3-8b", "h100-sxm", &s);
+    ck_assert(kv_attention_efficiency(&s.hardware, &s.engine) == 0.75);   /* FA3 on Hopper */
+    ck_assert_int_eq(t_load("model: llama-3-8b\nhardware: h100-sxm\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                            "  prompt_tokens: 10\n  output_tokens: 10\n", sets, 1, &s, &e), SCN_OK);
+    ck_assert_str_eq(s.engine.name, "bare");
+    ck_assert(kv_attention_efficiency(&s.hardware, &s.engine) == 0.35);   /* SDPA = FA2 on Hopper */
+    t_library("llama-3-8b", "a100-80g", &s);
+    ck_assert(kv_attention_efficiency(&s.hardware, &s.engine) == 0.62);   /* FA2 on Ampere */
+    s.hardware.calibrated = true;
+    s.hardware.eff_attention = 0.123;
+    ck_assert(kv_attention_efficiency(&s.hardware, &s.engine) == 0.123);  /* a calibration wins */
+    /* Decode spreads work items over the SMs: 3 items on 132 SMs use 3 of them. */
+    ck_assert(near(kv_wave_efficiency(&s.hardware, 3), 3.0 / 108));
+    ck_assert(near(kv_wave_efficiency(&s.hardware, 109), 109.0 / 216));
+}
+END_TEST
+
+START_TEST(awq_bytes_from_the_config)
+{
+    t_library("llama-3-8b", "rtx-4090", &s);
+    scn_wformat f;
+    ck_assert_int_eq(scn_wformat_parse("awq", &f), 0);
+    kv_model_set_wformat(&s.model, &f);
+    /* Linear layers: per layer 2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336 = 218103808, x 32
+     * = 6979321856 parameters at 4 bits + an fp16 scale and a 4-bit zero per 128 (2.5 B / 128).
+     * Embedding and LM head 2 x 128256 x 4096 and norms 65 x 4096 stay 16-bit. */
+    double linear = 6979321856.0, other = 2.0 * 128256 * 4096 + 65.0 * 4096;
+    kv_weights w = kv_weights_compute(&s.model, 1);
+    ck_assert(w.params_linear == linear);
+    ck_assert(near(w.bytes_per_linear, 0.5 + 2.5 / 128));
+    double bytes = linear * (0.5 + 2.5 / 128) + other * 2;
+    ck_assert(near(w.bytes_total, bytes));
+    ck_assert(w.bytes_total / GIB > 5.3 && w.bytes_total / GIB < 5.4);   /* 5.73 GB: the published checkpoints' size */
+    /* W4A16 runs its math in bf16. */
+    ck_assert_int_eq(kv_gemm_dtype(&s.model, &s.hardware), SCN_DTYPE_BF16);
+    /* Other formats: fp8 per-tensor 1 B; block fp8 + an fp32 scale per 128 x 128; int8 W8A8 + an
+     * fp32 per output row of 4096 inputs; NVFP4 + an fp8 scale per 16. */
+    const struct { const char *name; double bpp; scn_dtype math; } rows[] = {
+        {"fp8", 1.0, SCN_DTYPE_FP8}, {"fp8_block", 1.0 + 4.0 / 16384, SCN_DTYPE_FP8},
+        {"int8", 1.0 + 4.0 / 4096, SCN_DTYPE_INT8}, {"fp4", 0.5 + 1.0 / 16, SCN_DTYPE_BF16},
+        {"gptq", 0.5 + 2.5 / 128, SCN_DTYPE_BF16}, {"bf16", 2.0, SCN_DTYPE_BF16}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        ck_assert_int_eq(scn_wformat_parse(rows[i].name, &f), 0);
+        kv_model_set_wformat(&s.model, &f);
+        w = kv_weights_compute(&s.model, 1);
+        ck_assert_msg(near(w.bytes_per_linear, rows[i].bpp), "%s", rows[i].name);
+        ck_assert_msg(near(w.bytes_total, linear * rows[i].bpp + other * 2), "%s", rows[i].name);
+        ck_assert_msg(kv_gemm_dtype(&s.model, &s.hardware) == rows[i].math, "%s math", rows[i].name);   /* no fp4 on Ada */
+    }
+    /* fp8 on an A100 (no fp8 tensor cores) dequantises into bf16. */
+    t_library("llama-3-8b", "a100-80g", &s);
+    ck_assert_int_eq(scn_wformat_parse("fp8", &f), 0);
+    kv_model_set_wformat(&s.model, &f);
+    ck_assert_int_eq(kv_gemm_dtype(&s.model, &s.hardware), SCN_DTYPE_BF16);
+    /* AWQ leaves more of an RTX 4090 for the KV cache than bf16 weights. */
+    t_library("llama-3-8b", "rtx-4090", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    double bf16_budget = kv_capacity_compute(&s, &c, 16, 0).kv_budget;
+    ck_assert_int_eq(scn_wformat_parse("awq", &f), 0);
+    kv_model_set_wformat(&s.model, &f);
+    double awq_budget = kv_capacity_compute(&s, &c, 16, 0).kv_budget;
+    ck_assert(near(awq_budget - bf16_budget, 8030261248.0 * 2 - bytes));
+}
+END_TEST
+
+START_TEST(mla_flops_by_hand)
+{
+    t_library("deepseek-v2-lite", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    /* Prefill of 3000 tokens with decompressed heads: 16 heads, d_nope 128, d_rope 64, d_v 128,
+     * latent 512, 27 layers. Causal pairs 3000 x 3001 / 2; QK 2 x 16 x 192 and PV 2 x 16 x 128
+     * flops per pair; kv_b expands 3000 latents: 2 x 3000 x 512 x 16 x 256. */
+    kv_seq_work p = {3000, 0};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &p, 1);
+    double pairs = 3000.0 * 3001 / 2;
+    double want = 27 * (2.0 * 16 * 192 * pairs + 2.0 * 16 * 128 * pairs + 2.0 * 3000 * 512 * 16 * 256);
+    ck_assert_msg(near(r.op[KV_OP_ATTENTION].flops, want), "%.6g vs %.6g", r.op[KV_OP_ATTENTION].flops, want);
+    ck_assert(want > 1.5e12 && want < 1.65e12);    /* about 1.6 TFLOP, not the latent-space 4.23 */
+    ck_assert(!r.mla_absorbed);
+    /* Decode with absorbed weights over a 2000-token latent cache: per key QK over 512 + 64 and
+     * PV over 512, per head; plus folding W_UK into the query (16 x 128 x 512) and W_UV after
+     * (16 x 512 x 128). */
+    kv_seq_work d = {1, 2000};
+    r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &d, 1);
+    want = 27 * (2.0 * 16 * (512 + 64 + 512) * 2001 + 2.0 * 16 * 512 * 256);
+    ck_assert(r.mla_absorbed);
+    ck_assert_msg(near(r.op[KV_OP_ATTENTION].flops, want), "%.6g vs %.6g", r.op[KV_OP_ATTENTION].flops, want);
+    /* The q projection and kv_a stay in qkv_proj: 2 x (2048 x 16 x 192 + 2048 x 576) per token. */
+    ck_assert(near(r.op[KV_OP_QKV].flops, 27 * 2.0 * (2048.0 * 16 * 192 + 2048.0 * 576)));
+}
+END_TEST
+
+START_TEST(graphs_pad_decode_batches)
+{
+    t_library("llama-3-8b", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    /* vLLM captures 1, 2, 4, then every 8 up to 512: 3 + 64 sizes. */
+    ck_assert_int_eq(s.engine.n_graph_sizes, 67);
+    ck_assert_int_eq(s.engine.graph_sizes[3], 8);
+    ck_assert_int_eq(s.engine.graph_sizes[66], 512);
+    kv_seq_work w[600];
+    for (int i = 0; i < 600; i++) w[i] = (kv_seq_work){1, 100};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 5);
+    ck_assert(r.graph && r.graph_batch == 8);
+    ck_assert(near(r.allreduces ? 0 : 1, 1));                /* tp 1: no all-reduce */
+    r = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 600);           /* beyond the largest size: eager */
+    ck_assert(!r.graph);
+    w[0].new_tokens = 50;                                        /* a prefill chunk in the batch: eager */
+    ck_assert(!kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 4).graph);
+}
+END_TEST
+
+static const char *SCN = "model: llama-3-8b\nhardware: h100-sxm\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                         "  prompt_tokens: 10\n  output_tokens: 10\n";
+
+START_TEST(engine_profiles_load)
+{
+    scn_error e;
+    ck_assert_int_eq(t_load(SCN, NULL, 0, &s, &e), SCN_OK);
+    ck_assert_str_eq(s.engine.name, "vllm");                                  /* the default */
+    ck_assert(s.hardware.step_overhead == 0.5e-3 && s.hardware.kernel_overhead == 4e-6);
+    ck_assert(s.engine.allreduce == SCN_AR_CUSTOM && s.engine.oneshot_max == 256 * KIB && s.engine.custom_max == 8 * MIB);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CHUNKED);              /* V1 always chunks */
+    const char *names[] = {"sglang", "trtllm", "bare", "kvplan"};
+    for (int i = 0; i < 4; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "engine=%s", names[i]);
+        const char *sets[] = {set};
+        ck_assert_int_eq(t_load(SCN, sets, 1, &s, &e), SCN_OK);
+        ck_assert_str_eq(s.engine.name, names[i]);
+    }
+    ck_assert(!s.engine.cuda_graphs && s.engine.allreduce == SCN_AR_NCCL);   /* kvplan's own backends */
+    /* options.engine lists library engines; the planner gets a candidate per engine. */
+    const char *opt[] = {"options.engine=[vllm, sglang]", "options.weight_dtype=[bf16, awq]"};
+    ck_assert_int_eq(t_load(SCN, opt, 2, &s, &e), SCN_OK);
+    ck_assert_int_eq(s.options.n_engine, 2);
+    ck_assert_str_eq(s.options.engine[1].name, "sglang");
+    ck_assert(s.options.engine[1].async_scheduling);
+    ck_assert_int_eq(s.options.n_wformat, 2);
+    ck_assert_int_eq(s.options.wformat[1].quant, SCN_WQ_AWQ);
+    plan_result pr;
+    ck_assert_int_eq(plan_enumerate(&s, &pr), 0);
+    ck_assert_int_eq(pr.n, 4);
+    int awq_allowed = 0, awq = 0;
+    for (int i = 0; i < pr.n; i++)
+        if (pr.c[i].risk_weights) { awq++; awq_allowed += pr.c[i].allowed; }
+    ck_assert(awq == 2 && awq_allowed == 0);      /* quantised weights need quality.allow_weight_dtype */
+    scn_scenario t;
+    plan_apply(&s, &pr.c[3], &t);
+    ck_assert_str_eq(t.engine.name, pr.c[3].engine_name);
+    ck_assert_int_eq(t.model.weight_quant, pr.c[3].wformat == 1 ? SCN_WQ_AWQ : SCN_WQ_NONE);
+    plan_result_free(&pr);
+    const char *q[] = {"options.weight_dtype=[bf16, awq]", "quality.allow_weight_dtype=[awq]"};
+    ck_assert_int_eq(t_load(SCN, q, 2, &s, &e), SCN_OK);
+    ck_assert_int_eq(plan_enumerate(&s, &pr), 0);
+    for (int i = 0; i < pr.n; i++) ck_assert(pr.c[i].allowed);
+    plan_result_free(&pr);
+    /* A profile that sets its own launch and step costs overrides the engine's. */
+    const char *hw[] = {"hardware.overhead={kernel_launch: 2 us, step: 1 ms}"};
+    ck_assert_int_eq(t_load(SCN, hw, 1, &s, &e), SCN_OK);
+    ck_assert(s.hardware.overhead_given && s.hardware.step_overhead == 1e-3 && s.hardware.kernel_overhead == 2e-6);
+}
+END_TEST
+
+START_TEST(engine_errors_are_located)
+{
+    scn_error e;
+    char buf[1200];
+    const char *bad1[] = {"engine=vlm"};
+    ck_assert_int_eq(t_load(SCN, bad1, 1, &s, &e), SCN_E_DATA);
+    scn_error_format(&e, buf, sizeof buf);
+    ck_assert_msg(strstr(buf, "did you mean 'vllm'"), "%s", buf);
+    const char *bad2[] = {"options.weight_dtype=[bf16, int3]"};
+    ck_assert_int_eq(t_load(SCN, bad2, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "options.weight_dtype[1]");
+    const char *bad3[] = {"hardware.overhead={step: 1 ms}"};
+    ck_assert_int_eq(t_load(SCN, bad3, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "hardware.overhead.kernel_launch");
+    const char *bad4[] = {"engine={name: x, cuda_graphs: {sizes: [4, 2]}}"};
+    ck_assert_int_eq(t_load(SCN, bad4, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.cuda_graphs.sizes[1]");
+    const char *bad5[] = {"model.weight_dtype=int4", "model.weight_quant=none"};
+    ck_assert_int_eq(t_load(SCN, bad5, 2, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "model.weight_quant");
+}
+END_TEST
+
+START_TEST(hf_quantization_config)
+{
+    /* A Llama-3-8B AWQ checkpoint's config.json: the quantization_config names the format. */
+    t_write("awq.json", "{\"model_type\": \"llama\", \"num_hidden_layers\": 32, \"hidden_size\": 4096,\n"
+                        " \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"intermediate_size\": 14336,\n"
+                        " \"vocab_size\": 128256, \"max_position_embeddings\": 8192, \"torch_dtype\": \"float16\",\n"
+                        " \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128,\n"
+                        "   \"zero_point\": true, \"version\": \"gemm\"}}\n");
+    scn_error e;
+    const char *y = "model: {hf_config: awq.json}\nhardware: rtx-4090\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                    "  prompt_tokens: 10\n  output_tokens: 10\n";
+    ck_assert_int_eq(t_load(y, NULL, 0, &s, &e), SCN_OK);
+    ck_assert(s.model.weight_dtype == SCN_DTYPE_INT4 && s.model.weight_quant == SCN_WQ_AWQ && s.model.weight_group == 128);
+    ck_assert(near(kv_weights_compute(&s.model, 1).bytes_total, 6979321856.0 * (0.5 + 2.5 / 128) + (2.0 * 128256 * 4096 + 65.0 * 4096) * 2));
+    /* DeepSeek-style fp8 with 128 x 128 blocks. */
+    t_write("fp8.json", "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 256,\n"
+                        " \"num_attention_heads\": 4, \"intermediate_size\": 512, \"vocab_size\": 1000,\n"
+                        " \"max_position_embeddings\": 512, \"torch_dtype\": \"bfloat16\",\n"
+                        " \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}}\n");
+    const char *y2 = "model: {hf_config: fp8.json}\nhardware: h100-sxm\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                     "  prompt_tokens: 10\n  output_tokens: 10\n";
+    ck_assert_int_eq(t_load(y2, NULL, 0, &s, &e), SCN_OK);
+    ck_assert(s.model.weight_dtype == SCN_DTYPE_FP8 && s.model.weight_quant == SCN_WQ_BLOCK && s.model.weight_group == 128);
+    ck_assert_int_eq(kv_gemm_dtype(&s.model, &s.hardware), SCN_DTYPE_FP8);
+}
+END_TEST
+
+Suite *suite_model_terms(void)
+{
+    Suite *su = suite_create("model_terms");
+    TCase *tc = tcase_create("terms");
+    tcase_add_test(tc, gemm_efficiency_at_chosen_shapes);
+    tcase_add_test(tc, attention_kernel_families);
+    tcase_add_test(tc, awq_bytes_from_the_config);
+    tcase_add_test(tc, mla_flops_by_hand);
+    tcase_add_test(tc, graphs_pad_decode_batches);
+    tcase_add_test(tc, engine_profiles_load);
+    tcase_add_test(tc, engine_errors_are_located);
+    tcase_add_test(tc, hf_quantization_config);
+    suite_add_tcase(su, tc);
+    return su;
+}
