@@ -161,7 +161,7 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out)
     out->deployment.max_num_batched_tokens = c->max_batched;
     if (c->kv_heads > 0) out->model.kv_heads = c->kv_heads;
     if (c->hw >= 0 && c->hw < s->options.n_hardware) out->hardware = s->options.hardware[c->hw];
-    if (c->wformat >= 0) kv_model_set_wformat(&out->model, &s->options.wformat[c->wformat]);
+    if (c->wformat >= 0 && c->wformat < s->options.n_wformat) kv_model_set_wformat(&out->model, &s->options.wformat[c->wformat]);
     /* The engine's overheads go into the hardware profile (unless it sets its own): again after a
      * hardware option replaced the profile, and for an engine option. */
     bool eng = c->engine >= 0 && c->engine < s->options.n_engine;
