@@ -221,8 +221,9 @@ static double offered_objective(const scn_scenario *s, const plan_cand *c, const
 void plan_record_offered(const scn_scenario *s, plan_cand *c, int k, const sim_metrics *m)
 {
     if (k == 0) c->m = *m;
-    if (!c->seed_m) c->seed_m = calloc(PLAN_SEEDS_MAX, sizeof *c->seed_m);
-    if (c->seed_m) c->seed_m[k] = *m;
+    /* Kept for storing: one run per seed (n_seeds is fixed before evaluation starts). */
+    if (!c->seed_m && k < c->n_seeds) c->seed_m = calloc((size_t)c->n_seeds, sizeof *c->seed_m);
+    if (c->seed_m && k < c->n_seeds) c->seed_m[k] = *m;
     c->seed_offered[k] = offered_objective(s, c, m);
     if (plan_slo_met(s, m)) c->seed_slo |= 1u << k; else c->seed_slo &= ~(1u << k);
     c->seed_done |= 1u << k;
