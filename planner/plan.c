@@ -174,7 +174,7 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out)
     out->deployment.max_num_batched_tokens = c->max_batched;
     if (c->kv_heads > 0) out->model.kv_heads = c->kv_heads;
     if (c->hw >= 0 && c->hw < s->options.n_hardware) out->hardware = s->options.hardware[c->hw];
-    if (c->wformat >= 0) kv_model_set_wformat(&out->model, &s->options.wformat[c->wformat]);
+    if (c->wformat >= 0 && c->wformat < s->options.n_wformat) kv_model_set_wformat(&out->model, &s->options.wformat[c->wformat]);
     /* The engine's overheads go into the hardware profile (unless it sets its own): again after a
      * hardware option replaced the profile, and for an engine option. */
     bool eng = c->engine >= 0 && c->engine < s->options.n_engine;
@@ -236,8 +236,9 @@ static double offered_objective(const scn_scenario *s, const plan_cand *c, const
 void plan_record_offered(const scn_scenario *s, plan_cand *c, int k, const sim_metrics *m)
 {
     if (k == 0) c->m = *m;
-    if (!c->seed_m) c->seed_m = calloc(PLAN_SEEDS_MAX, sizeof *c->seed_m);
-    if (c->seed_m) c->seed_m[k] = *m;
+    /* Kept for storing: one run per seed (n_seeds is fixed before evaluation starts). */
+    if (!c->seed_m && k < c->n_seeds) c->seed_m = calloc((size_t)c->n_seeds, sizeof *c->seed_m);
+    if (c->seed_m && k < c->n_seeds) c->seed_m[k] = *m;
     c->seed_offered[k] = offered_objective(s, c, m);
     if (plan_slo_met(s, m)) c->seed_slo |= 1u << k; else c->seed_slo &= ~(1u << k);
     c->seed_done |= 1u << k;

@@ -85,7 +85,7 @@ typedef struct db db;
 /* Every combination of the option lists (invalid ones marked skipped, with the reason), with
  * PLAN_SEEDS_DEFAULT seeds each. */
 int plan_enumerate(const scn_scenario *s, plan_result *r);
-/* Seeds per candidate, 1..PLAN_SEEDS_MAX (clamped). */
+/* Seeds per candidate, 1..PLAN_SEEDS_MAX (clamped); before plan_store_reuse and plan_evaluate. */
 void plan_set_seeds(plan_result *r, int seeds);
 /* Whether plan_evaluate searches each candidate's capacity (default: when the objective is
  * judged at capacity; `capacity` and `sweep` always want it). */
