@@ -369,7 +369,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      "seed%s)", b->obj.n, b->obj.n == 1 ? "" : "s");
         else
             snprintf(how, sizeof how, "judged at the offered load (%s, mean of %d seed%s)",
-                     s->workload.arrival == SCN_ARRIVAL_TRACE ? "a trace has no rate to raise" : "the objective is a latency",
+                     !scn_arrival_has_rate(s->workload.arrival) ? "a trace, closed loop or offline run has no rate to raise" : "the objective is a latency",
                      b->obj.n, b->obj.n == 1 ? "" : "s");
         snprintf(lines[n++], PLAN_LINE, "Recommended: %.200s, for %s %.200s: %.160s (95 %% interval %.60s)%s.", desc, objective_name(s), how,
                  val, iv, b->slo_met ? "" : "; no allowed candidate meets the SLO at the offered load, this one comes closest");
