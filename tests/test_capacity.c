@@ -118,7 +118,7 @@ START_TEST(longest_context_is_capped_at_max_model_len)
     c.replicas = 1;
     c.max_num_seqs = s.deployment.max_num_seqs;
     c.max_batched = s.deployment.max_num_batched_tokens;
-    c.hw = -1;
+    c.hw = c.wformat = c.engine = -1;   /* the scenario's own hardware, weights and engine */
     kv_cache_cfg kc = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
     kv_capacity cap = kv_capacity_compute(&s, &kc, 16, 0);
     ck_assert(kv_bytes_for_context(&s.model, &kc, 4, 8192) < cap.kv_budget);   /* memory alone would allow more */
