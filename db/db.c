@@ -160,8 +160,10 @@ static int foreign_tables(db *d, int version)
 {
     sqlite3_stmt *st = NULL;
     int ours = 0, others = 0;
-    if (sqlite3_prepare_v2(d->h, "SELECT name FROM sqlite_schema WHERE type = 'table'", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(d->h, "SELECT name FROM sqlite_schema WHERE type = 'table'", -1, &st, NULL) != SQLITE_OK) {
+        d->rc = sqlite3_extended_errcode(d->h);
         return -1;
+    }
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *t = col_text(st, 0);
@@ -180,13 +182,20 @@ static int foreign_tables(db *d, int version)
 /* The checks both modes share: a database at all, kvplan's, a schema this kvplan knows. */
 static int check_ours(db *d, const char *path, int *version, db_status *status, char *err, size_t n)
 {
+    /* One read transaction, so the version and the tables come from the same snapshot: a writer
+     * creating the file may commit between two separate reads. */
+    int began = sqlite3_exec(d->h, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
     int v = db_schema_version(d);
+    int rc = v < 0 ? sqlite3_extended_errcode(d->h) : SQLITE_OK;
     int f = v < 0 ? -1 : foreign_tables(d, v);
+    if (v >= 0 && f < 0) rc = d->rc;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", sqlite3_errmsg(d->h));   /* before COMMIT replaces it */
+    if (began) sqlite3_exec(d->h, "COMMIT", NULL, NULL, NULL);
     if (v < 0 || f < 0) {
-        int rc = sqlite3_extended_errcode(d->h);
         *status = status_of(rc) == DB_E_INTERNAL || status_of(rc) == DB_E_DATA ? DB_E_DATA : status_of(rc);
         snprintf(err, n, "%s: %s (%s%s)", path, *status == DB_E_DATA ? "not a kvplan database" : "cannot read the database",
-                 sqlite3_errmsg(d->h), hint_for(rc));
+                 msg, hint_for(rc));
         return -1;
     }
     if (f) {
