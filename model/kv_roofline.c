@@ -142,14 +142,30 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     bool kv_b_read = false;
     /* The most SMs one decode sequence's keys may be split over: the same for every sequence. */
     double split_cap = hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1;
+    /* A decode row's per-key flops and its Q read + O write, as the general path computes them. */
+    double flop_per_key_mha = 2.0 * heads * ((double)m->head_dim + (double)m->head_dim);
+    double qo_one = 1 * heads * ((double)m->head_dim + (double)m->head_dim) * AB;
     for (int i = 0; i < n; i++) {
         long nt = seqs[i].new_tokens, ctx = seqs[i].context;
         if (nt <= 0) continue;
         long held = kv_tokens_held(m, c, sliding, ctx + nt);
         double kv_new = nt * kv_tok;                                  /* write the new K/V */
         if (nt == 1) {
-            double split = fmax(1, fmin(ceil(held / 128.0), split_cap));
+            /* fmax(1, fmin(ceil(held / 128), split_cap)) on values that are never NaN or -0,
+             * written as comparisons so the per-sequence loop makes no library calls. */
+            double split = ceil(held / 128.0);
+            if (!(split < split_cap)) split = split_cap;
+            if (!(split > 1)) split = 1;
             *units += kvh * split;
+            if (!mla && attn == SCN_ATTN_FLASH) {
+                /* One query row: it attends min(ctx + 1, cap) keys (keys_attended with n = 1),
+                 * and FlashAttention reads each of them once (flash_dram_tokens with one tile:
+                 * nothing is re-read, so no spill term), in the general path's order of sums. */
+                double keys = cap > 0 && ctx + 1 > cap ? (double)cap : (double)ctx + 1.0;
+                flops += flop_per_key_mha * keys;
+                bytes += qo_one + kv_new + keys * kv_tok;
+                continue;
+            }
         } else {
             *units += heads * ceil(nt / 128.0);
         }

@@ -130,6 +130,58 @@ START_TEST(executor_decode_is_step_time)
 }
 END_TEST
 
+/* A decode row's attention, by hand from docs/cost-model.md: under FlashAttention one query
+ * row attends min(ctx + 1, cap) keys, spends 2 * heads * (d_qk + d_v) flops on each, and moves
+ * its Q and O, its new K/V and each key's K/V once. Summed over rows in batch order, times each
+ * layer kind's count (global, then sliding), in the order kv_roofline.c adds them, so the
+ * doubles must match exactly. Dense, GQA and sliding-window models (not MLA, whose decode runs
+ * the absorbed kernel). */
+static double keys_of(long ctx, long cap) { return cap > 0 && ctx + 1 > cap ? (double)cap : (double)ctx + 1.0; }
+
+START_TEST(decode_attention_by_hand)
+{
+    static const config K[] = {
+        {"llama-2-7b", 1, true, SCN_ATTN_FLASH, 0}, {"llama-3-8b", 2, false, SCN_ATTN_FLASH, 0},
+        {"llama-3-8b", 8, true, SCN_ATTN_FLASH, 1000}, {"gemma-2-9b", 1, true, SCN_ATTN_FLASH, 0},
+        {"gemma-2-9b", 2, false, SCN_ATTN_FLASH, 2000},
+    };
+    const config *k = &K[_i];
+    scn_scenario s;
+    load(k, &s);
+    const scn_model *m = &s.model;
+    int sink = k->window ? 4 : 0;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, sink, k->window);
+    double heads = (double)m->heads / k->tp, d = m->head_dim;
+    double kv_tok = kv_bytes_per_token_layer_rank(m, &c, k->tp);
+    double per_key = 2.0 * heads * (d + d), qo = heads * (d + d) * 2.0;
+    long win = k->window ? sink + k->window : 0;
+    long caps[2] = {win, m->sliding_window > 0 && (win == 0 || m->sliding_window < win) ? m->sliding_window : win};
+    double layers[2] = {(double)m->layers - m->sliding_layers, (double)m->sliding_layers};
+    enum { NMAX = 200 };
+    kv_seq_work w[NMAX];
+    rng_state = 0xfeed + (uint64_t)_i;
+    for (int trial = 0; trial < 40; trial++) {
+        int n = 1 + (int)rnd(NMAX);
+        for (int i = 0; i < n; i++) w[i] = (kv_seq_work){1, rnd(s.deployment.max_model_len - 1)};
+        double flops = 0, bytes = 0;
+        for (int kind = 0; kind < 2; kind++) {
+            if (layers[kind] <= 0) continue;
+            double f = 0, b = 0;
+            for (int i = 0; i < n; i++) {
+                double keys = keys_of(w[i].context, caps[kind]);
+                f += per_key * keys;
+                b += qo + kv_tok + keys * kv_tok;
+            }
+            flops += f * layers[kind];
+            bytes += b * layers[kind];
+        }
+        kv_op_cost at = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, n).op[KV_OP_ATTENTION];
+        ck_assert_msg(at.flops == flops && at.bytes == bytes, "%s tp%d n=%d: flops %.17g vs %.17g, bytes %.17g vs %.17g",
+                      k->model, k->tp, n, at.flops, flops, at.bytes, bytes);
+    }
+}
+END_TEST
+
 Suite *suite_step_shape(void)
 {
     Suite *s = suite_create("step_shape");
@@ -137,6 +189,7 @@ Suite *suite_step_shape(void)
     int n = (int)(sizeof CONFIGS / sizeof CONFIGS[0]);
     tcase_add_loop_test(tc, shape_reused_is_step_time, 0, n);
     tcase_add_loop_test(tc, executor_decode_is_step_time, 0, n);
+    tcase_add_loop_test(tc, decode_attention_by_hand, 0, 5);
     suite_add_tcase(s, tc);
     return s;
 }
