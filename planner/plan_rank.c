@@ -181,6 +181,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         if (c->status != PLAN_DONE || !c->allowed || group(c) != group(top) || c->gpus >= b->gpus) continue;
         if (top->obj.n > 1 && !plan_intervals_separate(c->obj, top->obj)) r->best = r->order[i];
     }
+    plan_spec_gate(s, r);
 }
 
 /* ---- reasons ---- */
@@ -305,16 +306,24 @@ void plan_compare_text(const scn_scenario *s, const plan_cand *a, const plan_can
         snprintf(buf, n, "%s%s vs %s%s %s (one seed)%s", cur, va, cur, vb, u, rel);
 }
 
-/* The candidate equal to `base` except in dimension `dim`, with a different value there. */
-static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim)
+/* same[d]: a and b agree in option dimension d (plan_enumerate's order). */
+static void same_dims(const plan_cand *a, const plan_cand *b, int same[PLAN_DIMS])
 {
-    int same[PLAN_DIMS] = {
+    int x[PLAN_DIMS] = {
         a->c.layout == b->c.layout, a->c.block_size == b->c.block_size || a->c.layout == SCN_LAYOUT_CONTIGUOUS,
         a->c.prefix_cache == b->c.prefix_cache, a->c.kv_dtype == b->c.kv_dtype, a->c.attention == b->c.attention,
         a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
         a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
         a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->wformat == b->wformat,
-        a->engine == b->engine};
+        a->engine == b->engine, a->c.spec == b->c.spec};
+    memcpy(same, x, sizeof x);
+}
+
+/* True when b equals a except in dimension `dim`, where it differs. */
+static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim)
+{
+    int same[PLAN_DIMS];
+    same_dims(a, b, same);
     if (same[dim]) return 0;
     for (int i = 0; i < PLAN_DIMS; i++) if (i != dim && !same[i]) return 0;
     return 1;
@@ -338,7 +347,8 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 11: if (c->kv_heads) snprintf(buf, n, "%d KV heads", c->kv_heads); else snprintf(buf, n, "the model's own KV heads"); break;
     case 12: snprintf(buf, n, "%s", c->hw_name); break;
     case 13: snprintf(buf, n, "%s weights", c->wformat_name); break;
-    default: snprintf(buf, n, "the %s engine", c->engine_name); break;
+    case 14: snprintf(buf, n, "the %s engine", c->engine_name); break;
+    default: if (c->spec_name[0]) snprintf(buf, n, "speculative decoding (%s)", c->spec_name); else snprintf(buf, n, "no speculative decoding"); break;
     }
 }
 
@@ -418,6 +428,8 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                               binding, why, pf.new_tokens, kv_bound_name(pc.bound), pc.seconds * 1e3);
         free(w);
     }
+    if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;
+    if (n < max && plan_moe_explain(s, r, lines[n], PLAN_LINE)) n++;
     /* What each chosen option earns: the best against itself with one option changed, credited
      * only when the seeds' intervals separate. */
     for (int dim = 0; dim < PLAN_DIMS && n < max; dim++) {
@@ -426,12 +438,36 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
             const plan_cand *c = &r->c[r->order[i]];
             if (c->status == PLAN_DONE && differs_only_in(b, c, dim)) { alt = c; break; }
         }
+        /* When the one-option alternative could not run (contiguous cannot cache prefixes, a window
+         * cannot share them), compare with the best candidate that differs there, and say how else
+         * it differs. */
+        bool nearest = false;
+        for (int i = 0; i < r->n && !alt; i++) {
+            const plan_cand *c = &r->c[r->order[i]];
+            int same[PLAN_DIMS];
+            same_dims(b, c, same);
+            if (c->status == PLAN_DONE && !same[dim] && dim != 1) { alt = c; nearest = true; }
+        }
         if (!alt) continue;
-        char mine[96], theirs[96], cmp[400];
+        char mine[96], theirs[300], cmp[400];
         dim_value(b, dim, mine, sizeof mine);
         dim_value(alt, dim, theirs, sizeof theirs);
+        if (nearest) {
+            int same[PLAN_DIMS];
+            same_dims(b, alt, same);
+            size_t u = strlen(theirs);
+            const char *sep = " (the best such candidate, with ";
+            for (int d = 0; d < PLAN_DIMS && u < sizeof theirs - 100; d++) {
+                if (d == dim || same[d] || (d == 1 && (b->c.layout != alt->c.layout))) continue;
+                char v[96];
+                dim_value(alt, d, v, sizeof v);
+                u += (size_t)snprintf(theirs + u, sizeof theirs - u, "%s%s", sep, v);
+                sep = ", ";
+            }
+            if (strcmp(sep, ", ") == 0 && u < sizeof theirs - 2) snprintf(theirs + u, sizeof theirs - u, ")");
+        }
         plan_compare_text(s, b, alt, cmp, sizeof cmp);
-        snprintf(lines[n++], PLAN_LINE, "%.90s instead of %.90s: %.400s%s%s.", mine, theirs, cmp,
+        snprintf(lines[n++], PLAN_LINE, "%.90s instead of %.300s: %.400s%s%s.", mine, theirs, cmp,
                  alt->slo_met || misses_everywhere(alt) ? "" : "; the alternative misses the SLO at the offered load",
                  alt->allowed ? "" : "; the alternative is not accepted by the scenario's quality settings");
     }

@@ -539,6 +539,10 @@ START_TEST(edge_4090_recommends_paged_at_capacity)
     ck_assert_int_eq(b->c.layout, SCN_LAYOUT_PAGED);
     ck_assert(b->at_capacity && b->obj.n == 3);
     ck_assert(said("judged at capacity"));
+    /* Contiguous with the prefix cache cannot run, so paged is compared with the best contiguous
+     * candidate, and the line says how else it differs. */
+    if (b->c.prefix_cache) ck_assert(said("paged KV instead of contiguous KV (the best such candidate, with prefix caching off)"));
+    else ck_assert(said("paged KV instead of contiguous KV"));
     no_percent_of_zero();
     credits_are_absolute();
     plan_result_free(&r);
@@ -653,6 +657,79 @@ START_TEST(validate_headline_is_the_worst_metric)
 }
 END_TEST
 
+
+START_TEST(plan_reuses_a_simulate_run_of_the_same_choice)
+{
+    /* Issue 9: one options encoder for every writer, so `plan` finds a `simulate` run of the same
+     * choice and scenario digest instead of simulating it again. */
+    char dbp[600], args[3000], sc[900];
+    snprintf(dbp, sizeof dbp, "%s", t_write("reuse.db", ""));
+    unlink(dbp);
+    snprintf(sc, sizeof sc, "%s/chat.yaml --set workload.requests=200 --set options.kv_layout=paged --set options.prefix_cache=on "
+             "--set options.kv_dtype=bf16 --set objective=p99_latency", getenv("KVPLAN_LIBRARY"));
+    snprintf(args, sizeof args, "simulate %s --db %s --format csv", sc, dbp);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "plan %s --db %s --seeds 1 --no-rules --format json", sc, dbp);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    json_t *j = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    json_t *info = json_object_get(j, "plan");
+    ck_assert_int_eq(json_integer_value(json_object_get(info, "evaluated")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(info, "reused")), 1);
+    /* The candidate's run is the simulate run (run 1). */
+    json_t *c0 = json_array_get(json_object_get(j, "candidates"), 0);
+    ck_assert_int_eq((long)json_number_value(json_object_get(c0, "run_id")), 1);
+    json_decref(j);
+    /* With two seeds, the second is simulated and stored; a third plan reuses both. */
+    snprintf(args, sizeof args, "plan %s --db %s --seeds 2 --no-rules --format json", sc, dbp);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "plan %s --db %s --seeds 2 --no-rules --format json", sc, dbp);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    j = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "plan"), "reused")), 1);
+    json_decref(j);
+}
+END_TEST
+
+
+START_TEST(engines_and_hardware_options_apply_the_engine_overheads)
+{
+    /* A hardware option replaces the profile, and the engine's launch and step costs live in
+     * it (unless it sets its own): each candidate must run with its engine's overheads. */
+    char path[700];
+    snprintf(path, sizeof path, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
+    const char *sets[] = {"options.kv_layout=paged", "options.prefix_cache=on", "options.kv_dtype=bf16",
+                          "options.engine=[vllm, sglang]", "options.hardware=[h100-sxm, l40s]"};
+    scn_error e;
+    char msg[1500];
+    scn_status st = scn_scenario_load(path, sets, 5, &s, &e);
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_OK, "%s", msg);
+    ck_assert_int_eq(plan_enumerate(&s, &r), 0);
+    ck_assert_int_eq(r.n, 4);
+    scn_scenario *t = malloc(sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    for (int i = 0; i < r.n; i++) {
+        const plan_cand *c = &r.c[i];
+        ck_assert(c->engine >= 0 && c->hw >= 0);
+        plan_apply(&s, c, t);
+        const scn_engine *en = &s.options.engine[c->engine];
+        ck_assert_str_eq(t->engine.name, en->name);
+        ck_assert_str_eq(t->hardware.name, s.options.hardware[c->hw].name);
+        if (!t->hardware.overhead_given) {
+            ck_assert(t->hardware.step_overhead == en->step_cpu);
+            ck_assert(t->hardware.kernel_overhead == en->kernel_launch);
+        }
+        char d[400];
+        plan_describe(c, d, sizeof d);
+        ck_assert_msg(strstr(d, "engine=") && strstr(d, " on "), "%s", d);
+    }
+    free(t);
+    plan_result_free(&r);
+}
+END_TEST
+
 START_TEST(seeds_flag_is_checked)
 {
     char args[1200];
@@ -693,6 +770,8 @@ Suite *suite_planner(void)
     tcase_add_test(cf, edge_4090_recommends_paged_at_capacity);
     tcase_add_test(cf, sweep_draws_load_curves);
     tcase_add_test(cf, seeds_flag_is_checked);
+    tcase_add_test(cf, engines_and_hardware_options_apply_the_engine_overheads);
+    tcase_add_test(cf, plan_reuses_a_simulate_run_of_the_same_choice);
     tcase_add_test(cf, validate_headline_is_the_worst_metric);
     tcase_add_test(cf, deepseek_fp8_is_not_credited_where_kv_is_a_small_share);
     suite_add_tcase(su, cf);

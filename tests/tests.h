@@ -23,6 +23,7 @@ Suite *suite_cpu_backend(void);
 Suite *suite_pool(void);
 Suite *suite_fastfwd(void);
 Suite *suite_bounded(void);
+Suite *suite_accounting(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);
@@ -33,6 +34,8 @@ Suite *suite_import(void);
 Suite *suite_collective(void);
 Suite *suite_model_terms(void);
 Suite *suite_cuda_plugin(void);
+Suite *suite_spec(void);
+Suite *suite_moe_parallel(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */
