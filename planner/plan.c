@@ -138,7 +138,8 @@ void plan_set_capacity(plan_result *r, bool on)
 
 bool plan_objective_at_capacity(const scn_scenario *s)
 {
-    return s->objective != SCN_OBJ_P99_LATENCY && s->workload.arrival != SCN_ARRIVAL_TRACE;
+    /* A trace, a closed loop or an offline run has no rate to scale: judged as it runs. */
+    return s->objective != SCN_OBJ_P99_LATENCY && scn_arrival_has_rate(s->workload.arrival);
 }
 
 const char *plan_hardware_name(const scn_scenario *s, const plan_cand *c)

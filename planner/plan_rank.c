@@ -369,7 +369,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      "seed%s)", b->obj.n, b->obj.n == 1 ? "" : "s");
         else
             snprintf(how, sizeof how, "judged at the offered load (%s, mean of %d seed%s)",
-                     s->workload.arrival == SCN_ARRIVAL_TRACE ? "a trace has no rate to raise" : "the objective is a latency",
+                     !scn_arrival_has_rate(s->workload.arrival) ? "a trace, closed loop or offline run has no rate to raise" : "the objective is a latency",
                      b->obj.n, b->obj.n == 1 ? "" : "s");
         snprintf(lines[n++], PLAN_LINE, "Recommended: %.200s, for %s %.200s: %.160s (95 %% interval %.60s)%s.", desc, objective_name(s), how,
                  val, iv, b->slo_met ? "" : "; no allowed candidate meets the SLO at the offered load, this one comes closest");
@@ -378,9 +378,10 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
         char r1[32], r2[32];
         fmt_num(b->rate.mean, r1, sizeof r1);
         fmt_num(s->workload.rate, r2, sizeof r2);
-        snprintf(lines[n++], PLAN_LINE, "Capacity: %s req/s within the SLO against the %s req/s offered (%.1fx headroom)%s.", r1, r2,
-                 s->workload.rate > 0 ? b->rate.mean / s->workload.rate : NAN,
-                 b->slo_met ? "" : "; at the offered load it misses the SLO");
+        /* Above the offered load it is headroom; below, a shortfall (a review read "0.1x headroom"). */
+        double x = s->workload.rate > 0 ? b->rate.mean / s->workload.rate : NAN;
+        snprintf(lines[n++], PLAN_LINE, "Capacity: %s req/s within the SLO against the %s req/s offered (%.1fx: %s)%s.", r1, r2, x,
+                 x >= 1 ? "headroom" : "short of the offered load", b->slo_met ? "" : "; at the offered load it misses the SLO");
     }
     if (n < max && b->usd_per_gpu_hour > 0 && isfinite(b->usd_per_mtok))
         snprintf(lines[n++], PLAN_LINE, "Cost: $%.3f per million output tokens %s, on %.0f GPU%s of %s at $%.2f per GPU-hour.",
