@@ -169,6 +169,9 @@ START_TEST(device_check_dry_run)
     ck_assert_msg(file_has(p, "selftest\t") && file_has(p, "kernel-bench\t"), "stages lack the device stages");
     snprintf(p, sizeof p, "%s/ldd.txt", od);
     ck_assert_msg(file_has(p, "== ldd "), "no ldd record");
+    /* cuBLAS is looked for under one exact soname (libcublas.so.<major>), never a pattern. */
+    snprintf(p, sizeof p, "%s/cublas.txt", od);
+    ck_assert_msg(file_has(p, "wanted: libcublas.so.") && !file_has(p, "wanted: libcublas.so.1["), "cuBLAS soname record");
     snprintf(p, sizeof p, "%s/summary.md", od);
     ck_assert_msg(file_has(p, "(dry run on a CPU)") && file_has(p, "## Stages") && file_has(p, "| calibrate |"), "summary");
     /* No time left at all: every stage is skipped and the summary is still written. */

@@ -118,7 +118,7 @@ soname=$(cat .devlibs/cublas-soname 2>/dev/null)
 [ -n "$soname" ] || soname=$(grep -aoE 'libcublas\.so\.[0-9]+' build/libkvplan-cuda.so 2>/dev/null | head -n 1)
 [ -n "$soname" ] || soname=libcublas.so.13        # what CUDA 13, this tree's toolkit, ships
 cublas=""
-for d in ${CUDA_HOME:+"$CUDA_HOME/lib64"} /usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib \
+for d in ${CUDA_HOME:+"$CUDA_HOME/lib64"} /usr/local/cuda*/lib64 /usr/local/cuda*/lib /usr/local/cuda*/targets/x86_64-linux/lib \
          /usr/local/lib/python3*/site-packages/nvidia/*/lib /usr/local/lib/python3*/dist-packages/nvidia/*/lib \
          /usr/local/lib/python3*/site-packages/nvidia/cu*/lib /usr/local/lib/python3*/dist-packages/nvidia/cu*/lib \
          /usr/lib/python3/dist-packages/nvidia/*/lib /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib \

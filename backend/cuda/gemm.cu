@@ -65,6 +65,7 @@ static void *open_cublas(char *path, size_t n, char *tried, size_t tn)
         "/usr/local/cuda/lib64/" CUBLAS_SONAME,
         "/usr/local/cuda/targets/x86_64-linux/lib/" CUBLAS_SONAME,
         "/usr/local/cuda-*/lib64/" CUBLAS_SONAME,
+        "/usr/local/cuda-*/lib/" CUBLAS_SONAME,
         "/usr/local/cuda-*/targets/x86_64-linux/lib/" CUBLAS_SONAME,
         "/usr/local/lib/python3*/site-packages/nvidia/*/lib/" CUBLAS_SONAME,     /* also nvidia/cu13/lib */
         "/usr/local/lib/python3*/dist-packages/nvidia/*/lib/" CUBLAS_SONAME,
