@@ -158,8 +158,10 @@ layering:
 check: deps-check layering $(BIN) $(BUILD)/run_tests $(FAKE_PLUGINS) install-check
 	@pkg-config --exists check || { echo "the Check library is missing: run 'make setup'" >&2; exit 1; }
 	@# User output (calibrated profiles) goes to a throwaway data directory, never the user's.
+	@# The sanitizers slow everything severalfold: the hang guards (Check timeouts) stretch with them.
 	KVPLAN_BIN=$(CURDIR)/$(BIN) KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_TESTS=$(CURDIR)/tests \
-	  XDG_DATA_HOME=$$(mktemp -d /tmp/kvplan-xdg-XXXXXX) $(BUILD)/run_tests
+	  XDG_DATA_HOME=$$(mktemp -d /tmp/kvplan-xdg-XXXXXX) $(if $(filter 1,$(SANITIZE)),CK_TIMEOUT_MULTIPLIER=4) \
+	  $(BUILD)/run_tests
 
 $(BUILD)/run_bench: $(BENCH_OBJ) $(BUILD)/libkvplan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -52,7 +52,12 @@ static int candidates(char out[][PATH_MAX], int max)
             if (k < max) snprintf(out[k++], PATH_MAX, "%.4000s/../lib/kvplan/%s", exe, BE_CUDA_PLUGIN_FILE);
         }
     }
-    if (KVPLAN_PLUGINDIR[0] && k < max) snprintf(out[k++], PATH_MAX, "%.4000s/%s", KVPLAN_PLUGINDIR, BE_CUDA_PLUGIN_FILE);
+    if (KVPLAN_PLUGINDIR[0] && k < max) {
+        snprintf(out[k], PATH_MAX, "%.4000s/%s", KVPLAN_PLUGINDIR, BE_CUDA_PLUGIN_FILE);
+        int seen = 0;   /* the binary may sit in its own build folder */
+        for (int i = 0; i < k; i++) seen |= !strcmp(out[i], out[k]);
+        if (!seen) k++;
+    }
     return k;
 }
 

@@ -104,8 +104,7 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
     for (int i = 0; i < r->n; i++) { reused += r->c[i].reused; done += r->c[i].status == PLAN_DONE; }
     out_section(doc, "plan", "Plan");
     out_kv_str(doc, "scenario", "scenario", s->name);
-    static const char *const OBJ[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost"};
-    out_kv_str(doc, "objective", "objective", OBJ[s->objective]);
+    out_kv_str(doc, "objective", "objective", scn_enum_name(SCN_OBJECTIVE_NAMES, (int)s->objective));
     out_kv_str(doc, "judged_at", "judged at", cap ? "capacity (highest rate within the SLO)" : "offered load");
     out_kv_num(doc, "seeds", "seeds per candidate", r->seeds, OUT_INT);
     out_kv_num(doc, "candidates", "candidates", r->n, OUT_INT);

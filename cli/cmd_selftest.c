@@ -28,6 +28,8 @@ static void row(void *ud, const char *kernel, const char *shape, double err, dou
     out_cell_num(d, err);
     out_cell_num(d, tol);
     out_cell_str(d, ok ? "ok" : "FAIL");
+    /* Each check also goes to stderr as it finishes: a run cut short by a timeout keeps them. */
+    fprintf(stderr, "  %-4s %-22s %-70s %10.3g (tolerance %.3g)\n", ok ? "ok" : "FAIL", kernel, shape, err, tol);
 }
 
 /* The plugin, or exit 69 with where it was looked for. */

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const MODE_NAMES[] = {"closed", "poisson", "offline", "batch", "capacity"};
 
 int cmd_validate_published(int argc, char **argv)
 {
@@ -56,7 +55,7 @@ int cmd_validate_published(int argc, char **argv)
     for (int i = 0; i < t.n; i++) {
         const pub_row *r = &t.rows[i];
         out_cell_str(d, r->id); out_cell_num(d, (double)r->line); out_cell_str(d, r->model); out_cell_str(d, r->gpu);
-        out_cell_str(d, MODE_NAMES[r->mode]); out_cell_num(d, r->load); out_cell_str(d, r->metric);
+        out_cell_str(d, PUB_MODE_NAMES[r->mode]); out_cell_num(d, r->load); out_cell_str(d, r->metric);
         out_cell_str(d, r->unit); out_cell_num(d, r->value); out_cell_num(d, r->predicted); out_cell_num(d, r->error);
         out_cell_str(d, STATUS[r->status]); out_cell_str(d, r->why);
     }

@@ -47,7 +47,8 @@ kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c, in
     k.mean_tokens = mean_tokens > 0 ? mean_tokens : z.held;
     long held = kv_seq_held(c, (long)ceil(k.mean_tokens));
     long prompt = mean_tokens > 0 ? (long)ceil(mean_tokens) - 1 : (long)ceil(z.prompt);
-    k.reserve_contiguous = kv_contiguous_reserve(s, c, prompt, 1, held);
+    long output = mean_tokens > 0 ? 1 : (long)ceil(z.output);
+    k.reserve_contiguous = kv_contiguous_reserve(s, c, prompt, output, prompt);
     if (!(k.kv_budget > 0) || !(k.kv_bytes_per_token > 0)) return k;
     /* Counts saturate rather than overflow when a budget is absurdly large. */
     double tokens = floor(k.kv_budget / k.kv_bytes_per_token), blocks = floor(tokens / block_size);

@@ -20,7 +20,7 @@ enum { N_COLUMNS = (int)(sizeof COLUMNS / sizeof COLUMNS[0]) };
 enum { C_ID, C_GPU, C_GPUS, C_TP, C_MODEL, C_ENGINE, C_ENGINE_VERSION, C_WEIGHT, C_KV, C_MODE, C_LOAD, C_INPUT,
        C_OUTPUT, C_METRIC, C_VALUE, C_UNIT, C_SOURCE, C_NOTES };
 
-static const char *const MODES[] = {"closed", "poisson", "offline", "batch", "capacity", NULL};
+const char *const PUB_MODE_NAMES[] = {"closed", "poisson", "offline", "batch", "capacity", NULL};
 
 /* What a metric is, and the units it may be given in. */
 typedef enum { U_TIME, U_TOKENS_RATE, U_REQ_RATE, U_TOKENS } unit_kind;
@@ -148,7 +148,7 @@ static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
         if (r->gpus % r->tp) return bad(rd, col[C_TP], "tp", "must divide gpus (the rest are data-parallel replicas)");
     }
     int mode = -1;
-    for (int i = 0; MODES[i]; i++) if (!strcmp(f[C_MODE], MODES[i])) mode = i;
+    for (int i = 0; PUB_MODE_NAMES[i]; i++) if (!strcmp(f[C_MODE], PUB_MODE_NAMES[i])) mode = i;
     if (mode < 0) return bad(rd, col[C_MODE], "mode", "expected closed, poisson, offline, batch or capacity, found '%.40s'", f[C_MODE]);
     r->mode = (pub_mode)mode;
     if (r->mode == PUB_MODE_CAPACITY && (!strcmp(f[C_LOAD], "-") || !*f[C_LOAD])) r->load = 0;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 typedef enum { PUB_MODE_CLOSED, PUB_MODE_POISSON, PUB_MODE_OFFLINE, PUB_MODE_BATCH, PUB_MODE_CAPACITY } pub_mode;
+extern const char *const PUB_MODE_NAMES[];   /* in enum order, NULL-terminated: the table's mode column */
 /* Metric classes the summary reports separately. */
 typedef enum { PUB_CLASS_TTFT, PUB_CLASS_TPOT, PUB_CLASS_THROUGHPUT, PUB_CLASS_CAPACITY, PUB_CLASS_E2E,
                PUB_CLASS_COUNT } pub_class;

@@ -51,6 +51,10 @@ static void note_peak(sim_engine *e, sim_replica *rep)
     if ((double)e->used_now > e->acc.used_peak) e->acc.used_peak = (double)e->used_now;
 }
 
+/* What fast_forward did: FF_PENDING, a step is formed and timed (push it); FF_CONTINUE, a step
+ * completed inline and nothing is formed; FF_DECLINED, the step is the scheduler's as usual. */
+enum { FF_ERROR = -1, FF_PENDING = 0, FF_CONTINUE = 1, FF_DECLINED = 2 };
+static bool ff_eligible(const sim_engine *e, const sim_replica *rep);
 static int fast_forward(sim_engine *e, sim_replica *rep, double *dt);
 
 /* Starts the replica's next step if it is idle and has work. When the step begins a run of
@@ -75,20 +79,22 @@ static int kick(sim_engine *e, sim_replica *rep)
             return 0;
         }
         note_peak(e, rep);
-        measure_fragmentation(rep);
         double dt = 0;
-        char msg[256] = "";
-        if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg) || !(dt >= 0) || !isfinite(dt)) {
-            snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
-            e->internal = 1;
-            return -1;
+        int ff = ff_eligible(e, rep) ? fast_forward(e, rep, &dt) : FF_DECLINED;
+        if (ff == FF_ERROR) return -1;
+        if (ff == FF_CONTINUE) continue;   /* a step completed inline and the next is the scheduler's */
+        if (ff == FF_DECLINED) {
+            measure_fragmentation(rep);
+            char msg[256] = "";
+            if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg) || !(dt >= 0) || !isfinite(dt)) {
+                snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+                e->internal = 1;
+                return -1;
+            }
+            e->acc.steps++;
+            e->acc.batch_sum += n;
+            if (n > e->acc.batch_max) e->acc.batch_max = n;
         }
-        e->acc.steps++;
-        e->acc.batch_sum += n;
-        if (n > e->acc.batch_max) e->acc.batch_max = n;
-        int ff = fast_forward(e, rep, &dt);
-        if (ff < 0) return -1;
-        if (ff > 0) continue;   /* a step completed inline and the next is the scheduler's */
         rep->busy = true;
         rep->ev.kind = EV_STEP;
         return sim_heap_push(&e->heap, &rep->ev, e->now + dt);
@@ -277,7 +283,7 @@ static void ff_free(sim_ff *f)
 /* Whether the step just formed on rep opens a run the fast-forward can carry. */
 static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
-    if (e->o->per_step || e->ex->measured || !e->ex->decode_time) return false;
+    if (e->o->per_step || e->ex->measured) return false;
     if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
@@ -286,36 +292,29 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
     return true;
 }
 
-/* Returns 0 with the run's last step formed and timed (*dt) and e->now at its start, 1 after
- * completing a step inline without forming the next, -1 on failure. */
+/* Takes the step just formed on rep (not yet timed) and carries the run it opens: see the enum
+ * above for what it returns. On FF_PENDING the formed step's time is in *dt, e->now is its start,
+ * and the fragmentation and step counters are set as the scheduler's path would set them. */
 static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
 {
-    if (!ff_eligible(e, rep)) return 0;
-    const sim_event *first = sim_heap_peek(&e->heap);
-    if (first && first->t <= e->now + *dt) return 0;   /* not even this step completes alone */
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const int bs = paged ? e->c.block_size : 1;
     const int n0 = rep->batch.n;
     sim_ff *f = &e->ff[rep->id];
+    if (ff_room(f, n0, bs)) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return FF_ERROR; }
+    /* One pass: eligibility, the run's state, and what step 0 needs (positions, fragmentation).
+     * Chains are built back to front, so each lists its slots in batch order. */
     long limit = -1;   /* contiguous: the first step that would need a larger reservation */
-    for (int i = 0; i < n0; i++) {
-        const sim_req *r = rep->breq[i];
-        if (r->step_new != 1 || r->computed + 1 != r->total || r->generated < 1) return 0;
-        long jstar = r->kv.room - r->computed;   /* steps until the next block boundary */
-        if (jstar < 1 || (paged && jstar > bs)) return 0;
-    }
-    double probe;
-    if (e->ex->decode_time(e->ex->ctx, n0, 0, &probe)) return 0;
-    if (ff_room(f, n0, bs)) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return -1; }
-    /* The run's state: slot i's positions are c0[i] + J during step J. */
     long base = 0, unused = 0, reserved = 0;
     for (int b = 0; b < bs; b++) f->head[b] = -1;
     for (int b = 0; b < SIM_FF_RING; b++) f->fhead[b] = -1;
-    /* Chains are built back to front, so each lists its slots in batch order. */
     for (int i = n0 - 1; i >= 0; i--) {
         const sim_req *r = rep->breq[i];
+        long jstar = r->kv.room - r->computed;   /* steps until the next block boundary */
+        if (r->step_new != 1 || r->computed + 1 != r->total || r->generated < 1 || jstar < 1 || (paged && jstar > bs))
+            return FF_DECLINED;
         f->c0[i] = r->computed;
-        f->cross[i] = r->kv.room - r->computed;
+        f->cross[i] = jstar;
         f->fin_at[i] = r->spec.output - r->generated - 1;
         int fr = (int)(f->fin_at[i] % SIM_FF_RING);
         f->fnext[i] = f->fhead[fr];
@@ -325,14 +324,36 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         unused += r->kv.room - (r->computed + 1);
         reserved += r->kv.room;
         if (paged) {
-            int h = (int)(f->cross[i] % bs);
+            int h = (int)(jstar % bs);
             f->next[i] = f->head[h];
             f->head[h] = i;
-        } else if (f->cross[i] <= f->fin_at[i] && (limit < 0 || f->cross[i] < limit)) {
-            limit = f->cross[i];
+        } else if (jstar <= f->fin_at[i] && (limit < 0 || jstar < limit)) {
+            limit = jstar;
         }
     }
-    int alive = n0;
+    /* Step 0, as the scheduler's path would time and count it: from the executor's decode
+     * summary when it has one, else from the batch itself (which the run then keeps current). */
+    bool by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, n0, base, dt);
+    char msg[256] = "";
+    if (by_batch && e->ex->run(e->ex->ctx, &rep->batch, dt, msg, sizeof msg)) {
+        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+        e->internal = 1;
+        return FF_ERROR;
+    }
+    if (!(*dt >= 0) || !isfinite(*dt)) {
+        snprintf(e->err, e->nerr, "executor %s failed: bad step time", e->ex->name);
+        e->internal = 1;
+        return FF_ERROR;
+    }
+    rep->frag_unused = (double)unused;
+    rep->frag_reserved = (double)reserved;
+    e->acc.steps++;
+    e->acc.batch_sum += n0;
+    if (n0 > e->acc.batch_max) e->acc.batch_max = n0;
+    const sim_event *first = sim_heap_peek(&e->heap);
+    if (first && first->t <= e->now + *dt) return FF_PENDING;   /* not even this step completes alone */
+    int alive = n0, measured = 0;   /* measured: alive sequences whose gaps are recorded */
+    for (int i = 0; i < n0; i++) measured += rep->breq[i]->spec.measured;
     long J = 0;             /* the pending step */
     double T = e->now;      /* its start */
     sim_hist *itl = &e->acc.h[SIM_Q_ITL];
@@ -353,14 +374,19 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         if (J == 0) {
             /* Gaps since each sequence's last token, in batch order, recorded in runs of equals. */
             for (int i = 0; i < n0;) {
+                if (!rep->breq[i]->spec.measured) { i++; continue; }
                 double v = tend - rep->breq[i]->t_last;
-                int k = i + 1;
-                while (k < n0 && tend - rep->breq[k]->t_last == v) k++;
-                sim_hist_add_n(itl, v, k - i);
+                int k = i + 1, run = 1;
+                for (; k < n0; k++) {
+                    if (!rep->breq[k]->spec.measured) continue;
+                    if (tend - rep->breq[k]->t_last != v) break;
+                    run++;
+                }
+                sim_hist_add_n(itl, v, run);
                 i = k;
             }
         } else {
-            sim_hist_add_n(itl, tend - T, alive);
+            sim_hist_add_n(itl, tend - T, measured);
         }
         /* Blocks that just filled join the prefix cache (batch order), before any release. */
         if (paged && e->c.prefix_cache)
@@ -382,6 +408,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
             r->state = REQ_DONE;
             f->dead[i] = 1;
             alive--;
+            measured -= r->spec.measured;
             base -= f->c0[i];
         }
         for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
@@ -390,7 +417,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
             if (!rc) rc = complete(e, rep, r);
             free_req(e, r);
         }
-        if (rc) return -1;
+        if (rc) return FF_ERROR;
         /* Form step J + 1: one block for each sequence at a boundary, in running order. */
         long need = 0;
         if (paged)
@@ -403,7 +430,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
                 if (f->dead[i] || f->cross[i] != J + 1) continue;
                 sim_req *r = rep->breq[i];
                 long room0 = r->kv.room;
-                if (sim_kv_grow(rep->kv, &r->kv, (int)(f->c0[i] + J + 2))) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return -1; }
+                if (sim_kv_grow(rep->kv, &r->kv, (int)(f->c0[i] + J + 2))) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return FF_ERROR; }
                 unused += r->kv.room - room0;
                 reserved += r->kv.room - room0;
                 f->cross[i] += bs;
@@ -415,11 +442,37 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         note_peak(e, rep);
         rep->frag_unused = (double)unused;
         rep->frag_reserved = (double)reserved;
-        double ndt;
-        if (e->ex->decode_time(e->ex->ctx, alive, base + (long)alive * J, &ndt) || !(ndt >= 0) || !isfinite(ndt)) {
+        double ndt = 0;
+        if (by_batch) {
+            /* The batch of step J: the live sequences in batch order, one position on. */
+            int w = 0;
+            for (int i = 0; i < n0; i++) {
+                if (f->dead[i]) continue;
+                const sim_req *r = rep->breq[i];
+                sim_batch_seq *q = &rep->batch.seqs[w++];
+                q->req_id = r->spec.id;
+                q->new_tokens = 1;
+                q->start = (int)(f->c0[i] + J);
+                q->context = sim_kv_held(rep->kv, &r->kv, q->start);
+                q->blocks = r->kv.blocks;
+                q->n_blocks = r->kv.n_blocks;
+                q->prefix_seed = r->spec.prefix_seed;
+                q->body_seed = r->spec.body_seed;
+                q->prefix_len = r->spec.prefix_len;
+            }
+            rep->batch.n = w;
+            rep->batch.tokens = w;
+        }
+        if (by_batch ? e->ex->run(e->ex->ctx, &rep->batch, &ndt, msg, sizeof msg)
+                     : e->ex->decode_time(e->ex->ctx, alive, base + (long)alive * J, &ndt)) {
+            snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "no decode time");
+            e->internal = 1;
+            return FF_ERROR;
+        }
+        if (!(ndt >= 0) || !isfinite(ndt)) {
             snprintf(e->err, e->nerr, "executor %s failed: bad step time", e->ex->name);
             e->internal = 1;
-            return -1;
+            return FF_ERROR;
         }
         *dt = ndt;
         e->acc.steps++;

@@ -253,7 +253,7 @@ static void emit(sim_sched *e, sim_req *r)
     r->generated++;
     if (r->generated == 1) {
         r->t_first = e->now;
-    } else if (r->spec.measured) {
+    } else if (r->spec.measured) {   /* gaps of requests outside the measurement window are not recorded */
         double v = e->now - r->t_last;
         if (e->itl_n && v != e->itl_v) itl_flush(e);
         e->itl_v = v;

@@ -135,11 +135,12 @@ START_TEST(random_scenarios_same_both_ways)
                  "  prompt_tokens: {dist: lognormal, mean: %d, sigma: 0.8, max: 3000}\n"
                  "  output_tokens: {dist: lognormal, mean: %d, sigma: 0.8, max: 900}\n"
                  "  shared_prefix: {groups: 3, tokens: 256, share: 0.6}\n"
-                 "%s"
+                 "%s%s"
                  "options: {kv_layout: [%s], block_size: [%d], prefix_cache: [%s], scheduler: [%s], window: [%s]}\n",
                  models[(r >> 15) % 5], (r >> 18) % 2 ? "rtx-4090" : "a100-80g", reps, seqs,
                  (r >> 19) % 2 ? 0.9 : 0.75, rate, 200 + (int)((r >> 20) % 900), 50 + (int)((r >> 23) % 300),
-                 turns > 1 ? "  conversation: {turns: 3, think_time: 2 s}\n" : "", paged ? "paged" : "contiguous", bs,
+                 turns > 1 ? "  conversation: {turns: 3, think_time: 2 s}\n" : "",
+                 (r >> 28) % 2 ? "  measure: {skip_first: 10%, skip_last: 5%}\n" : "", paged ? "paged" : "contiguous", bs,
                  prefix ? "on" : "off", sched[(r >> 26) % 3], window ? "{sink: 4, window: 508}" : "off");
         static scn_scenario s;
         scn_error e;

@@ -23,6 +23,7 @@ Suite *suite_cpu_backend(void);
 Suite *suite_pool(void);
 Suite *suite_fastfwd(void);
 Suite *suite_bounded(void);
+Suite *suite_accounting(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static double find(const char *const *names, const double *values, int n, const char *name)
@@ -91,10 +92,10 @@ static int keep(void *ud, const char *name, double value, int is_null)
 
 vf_status vf_run_setting(db *d, long run, scn_scenario *s, int *applied, char *err, size_t n)
 {
-    static metric_list l;
-    memset(&l, 0, sizeof l);
-    db_status st = db_run_metrics(d, run, keep, &l, err, n);
-    if (st != DB_OK) return vf_status_of_db(st);
-    *applied = vf_setting_apply(l.names, l.values, l.n, s, NULL, 0);
-    return VF_OK;
+    metric_list *l = calloc(1, sizeof *l);
+    if (!l) { snprintf(err, n, "out of memory"); return VF_E_INTERNAL; }
+    db_status st = db_run_metrics(d, run, keep, l, err, n);
+    if (st == DB_OK) *applied = vf_setting_apply(l->names, l->values, l->n, s, NULL, 0);
+    free(l);
+    return st == DB_OK ? VF_OK : vf_status_of_db(st);
 }

@@ -384,6 +384,7 @@ struct attn_case {
     be_cpu_attn_mask mask;
     float qamp, kvamp;      /* input spreads: large ones make large scores */
     const char *note;
+    int max_chunk;          /* longest prefill chunk (the plain-C reference's cost grows with it) */
 };
 
 /* Decode (v1 and v2, at the backend's split and at short splits) and prefill (flash and naive)
@@ -428,7 +429,7 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
     std::vector<int32_t> pst(n), plen(n), prow(n);
     int rows = 0, max_len = 0;
     for (int i = 0; i < n; i++) {
-        int len = std::min(96, std::max(1, ctx[i] / 3 + (i % 2) * 7));
+        int len = std::min(c.max_chunk, std::max(1, ctx[i] / 3 + (i % 2) * 7));
         pst[i] = ctx[i] + 1 - len;     /* the chunk ends at the sequence's last key */
         plen[i] = len; prow[i] = rows; rows += len; max_len = std::max(max_len, len);
     }
@@ -469,26 +470,37 @@ static int run_all(tester *t)
     for (auto &g : gemms) if (check_gemm(t, g[0], g[1], g[2])) return -1;
     scn_dtype dts[] = {SCN_DTYPE_FP32, SCN_DTYPE_FP16, SCN_DTYPE_BF16, SCN_DTYPE_FP8, SCN_DTYPE_INT8};
     for (scn_dtype dt : dts) if (check_kv_write(t, dt, 8, 128) || check_kv_write(t, dt, 2, 64)) return -1;
-    /* Every dtype x block size x mask at Llama-3-8B's head shape. */
+    /* The plain-C reference is single-threaded and costs rows x keys x H x d: the sweeps use 8
+     * query heads on 2 KV heads and chunks of at most 32 tokens, so the whole selftest stays
+     * within about a minute; single cases take the large shapes. */
+    /* Every dtype x block size x mask (GQA 8/2, head_dim 128). */
     be_cpu_attn_mask masks[] = {{0, 0, 0}, {4, 500, 0}, {0, 0, 300}};
-    std::vector<int> ctx = {0, 37, 300, 1025, 2000};
+    std::vector<int> ctx = {0, 37, 300, 1025};
     for (scn_dtype dt : dts)
         for (int bs : {8, 16, 32})
             for (auto &m : masks)
-                if (check_attention(t, attn_case{dt, bs, 32, 8, 128, m, 1.0f, 2.0f, ""}, ctx, true)) return -1;
+                if (check_attention(t, attn_case{dt, bs, 8, 2, 128, m, 1.0f, 2.0f, "", 32}, ctx, true)) return -1;
     /* Query heads per KV head 1, 4, 8, 16 at head_dim 64, 128, 256 (bf16, blocks of 16). */
+    std::vector<int> ctx2 = {0, 37, 300, 1025, 2000};
     for (int d : {64, 128, 256})
         for (int g : {1, 4, 8, 16})
-            if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 2 * g, 2, d, masks[0], 1.0f, 2.0f, ""}, ctx, true)) return -1;
+            if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 2 * g, 2, d, masks[0], 1.0f, 2.0f, "", 32}, ctx2, true)) return -1;
+    /* Llama-3-8B's heads (32/8) with chunks over several 64-row query tiles, with and without a
+     * sliding window. */
+    for (auto &m : {masks[0], masks[2]})
+        if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 32, 8, 128, m, 1.0f, 2.0f, " long chunks", 160}, {200, 700, 1}, true))
+            return -1;
     /* Adversarial: large scores (standard deviation about 30, so the largest near 100: exp
      * overflows in fp32 unless the max is subtracted). */
     for (scn_dtype dt : {SCN_DTYPE_FP32, SCN_DTYPE_BF16, SCN_DTYPE_INT8})
-        if (check_attention(t, attn_case{dt, 16, 32, 8, 128, masks[0], 24.0f, 4.0f, " large scores"}, ctx, true)) return -1;
+        if (check_attention(t, attn_case{dt, 16, 32, 8, 128, masks[0], 24.0f, 4.0f, " large scores", 64}, ctx, true)) return -1;
     /* Contexts ending exactly on a block boundary (full last block) and one key into a block. */
-    if (check_attention(t, attn_case{SCN_DTYPE_FP16, 16, 32, 8, 128, masks[0], 1.0f, 2.0f, " block edges"}, {15, 16, 31, 32, 63}, true))
+    if (check_attention(t, attn_case{SCN_DTYPE_FP16, 16, 32, 8, 128, masks[0], 1.0f, 2.0f, " block edges", 64}, {15, 16, 31, 32, 63},
+                        true))
         return -1;
     /* A long context: 16k keys, many splits, with a window mask. */
-    if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 32, 8, 128, masks[1], 1.0f, 2.0f, " long"}, {16383, 5000}, false)) return -1;
+    if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 32, 8, 128, masks[1], 1.0f, 2.0f, " long", 32}, {16383, 5000}, false))
+        return -1;
     return 0;
 }
 
