@@ -1,5 +1,7 @@
 /* cmd_cost.c: `kvplan cost`: the roofline time of one engine step, per operation. */
 #include "cli.h"
+#include "cli_moe.h"
+#include "cli_spec.h"
 #include "../model/kv_model.h"
 
 #include <math.h>
@@ -127,6 +129,8 @@ int cmd_cost(int argc, char **argv)
         out_cell_num(d, x->seconds / st.seconds);
         out_cell_str(d, kv_bound_name(x->bound));
     }
+    cli_spec_cost(d, &s, &cc, o->attention[0], batch, context);   /* when options.speculative is on */
+    cli_moe_cost(d, &s, &cc, o->attention[0], batch, context, prefill, cached);   /* with EP / attention DP */
     if (s.hardware.calibrated == false)
         out_note(d, "Efficiency factors for %s and the CPU and launch costs of engine %s are kvplan defaults, not "
                     "measurements; docs/cost-model.md says what they mean.", s.hardware.name, s.engine.name);

@@ -2,6 +2,9 @@
  * window and layout the scenario's options name. Sequence sizes and reservations come from the
  * rules the simulator and the capacity search use (model/kv_blocks.c), so the three agree. */
 #include "cli.h"
+#include "cli_moe.h"
+#include "cli_spec.h"
+#include "../model/kv_moe_parallel.h"
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
 
@@ -115,7 +118,9 @@ int cmd_memory(int argc, char **argv)
                     out_cell_num(d, paged ? k.waste_paged : k.waste_contiguous);
                 }
             }
-    if (k0.kv_budget <= 0)
+    cli_spec_memory(d, &s, &c0, o->block_size[0]);   /* when options.speculative is on */
+    cli_moe_memory(d, &s, &c0, o->block_size[0]);    /* with EP / attention DP */
+    if (k0.kv_budget <= 0 && !kv_moe_parallel_on(&s))   /* EP: the section above has the sharded budget */
         out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
                     "usable. Raise tensor_parallel or gpu_memory_utilization.",
                  (k0.weights + k0.activation + k0.runtime) / 1073741824.0, k0.usable / 1073741824.0);

@@ -84,6 +84,18 @@ char *db_scenario_json(const scn_scenario *s)
                                       "group_size", o->quant[dd].group_size, "scale_dtype",
                                       scn_dtype_name(o->quant[dd].scale_dtype), "zero_point", o->quant[dd].zero_point));
     json_object_set_new(opt, "kv_quant", q);
+    if (o->n_spec > 0) {
+        /* Speculative decoding, only when listed, so older records keep their digest. */
+        json_t *sp = json_array();
+        for (int i = 0; i < o->n_spec; i++) {
+            const scn_spec *x = &o->spec[i];
+            json_t *acc = json_array();
+            for (int j = 0; j < x->k; j++) json_array_append_new(acc, json_real(x->accept[j]));
+            json_array_append_new(sp, json_pack("{s:s, s:i, s:o, s:s}", "method", SCN_SPEC_NAMES[x->method], "k", x->k,
+                                                "acceptance", acc, "model", x->method == SCN_SPEC_DRAFT ? x->draft.name : ""));
+        }
+        json_object_set_new(opt, "speculative", sp);
+    }
     json_t *slo = json_array();
     for (int i = 0; i < s->slo.n; i++)
         json_array_append_new(slo, json_pack("{s:s, s:f, s:f}", "metric", SCN_METRIC_NAMES[s->slo.terms[i].metric],
@@ -101,6 +113,12 @@ char *db_scenario_json(const scn_scenario *s)
         w->prefix_zipf, "turns", w->turns, "think_time_s", w->think_time, "slo", slo, "options", opt, "seed",
         (json_int_t)s->seed);
     if (!root) return NULL;
+    /* Expert and attention-DP parallelism, added only when used so older records keep their digest. */
+    json_t *dj = json_object_get(root, "deployment");
+    if ((d->expert_parallel > 1 || d->attention_dp > 1 || d->expert_skew > 0) &&
+        (json_object_set_new(dj, "expert_parallel", json_integer(d->expert_parallel)) ||
+         json_object_set_new(dj, "attention_data_parallel", json_integer(d->attention_dp)) ||
+         json_object_set_new(dj, "expert_skew", json_real(d->expert_skew)))) { json_decref(root); return NULL; }
     /* Closed-loop and windowed settings, added only when used so older records keep their form. */
     json_t *wj = json_object_get(root, "workload");
     if (w->arrival == SCN_ARRIVAL_CLOSED &&
@@ -132,6 +150,8 @@ char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads
                           d->max_num_seqs, "max_num_batched_tokens", d->max_num_batched_tokens, "kv_heads",
                           kv_heads);
     if (!j) return NULL;
+    /* The speculative option's index, only when not the first, so older keys keep their form. */
+    if (c->spec > 0 && json_object_set_new(j, "speculative", json_integer(c->spec))) { json_decref(j); return NULL; }
     char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(j);
     return out;

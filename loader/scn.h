@@ -186,6 +186,13 @@ typedef struct {
     int max_model_len;             /* tokens; defaults to the model's max_position */
     int max_num_seqs;
     int max_num_batched_tokens;
+    /* MoE serving DeepSeek-style (docs/cost-model.md, "Expert parallelism and attention data
+     * parallelism"): a replica is tensor_parallel x attention_data_parallel GPUs; attention runs
+     * on attention_data_parallel ranks of tensor_parallel GPUs, each with its own sequences and
+     * KV pool; routed experts are sharded over expert_parallel of the replica's GPUs. */
+    int expert_parallel;           /* ranks the routed experts are sharded over; 1 = none */
+    int attention_dp;              /* attention data-parallel ranks per replica; 1 = none */
+    double expert_skew;            /* Zipf exponent of expert popularity; 0 = uniform routing */
 } scn_deployment;
 
 typedef enum { SCN_DIST_FIXED, SCN_DIST_UNIFORM, SCN_DIST_NORMAL, SCN_DIST_LOGNORMAL,
@@ -260,6 +267,18 @@ extern const char *const SCN_ATTN_NAMES[];
 typedef enum { SCN_SCHED_STATIC, SCN_SCHED_CONTINUOUS, SCN_SCHED_CHUNKED } scn_scheduler;
 extern const char *const SCN_SCHED_NAMES[];
 
+/* Speculative decoding (docs/cost-model.md, "Speculative decoding"): a proposer drafts k tokens
+ * per sequence, the target verifies k + 1 in one step and keeps the accepted prefix plus one. */
+typedef enum { SCN_SPEC_OFF, SCN_SPEC_DRAFT, SCN_SPEC_EAGLE, SCN_SPEC_MTP, SCN_SPEC_NGRAM, SCN_SPEC_COUNT } scn_spec_method;
+extern const char *const SCN_SPEC_NAMES[];
+#define SCN_SPEC_K_MAX 16
+typedef struct {
+    scn_spec_method method;
+    int k;                          /* draft tokens per verify step */
+    double accept[SCN_SPEC_K_MAX];  /* probability draft position i is accepted given 0..i-1 were */
+    scn_model draft;                /* method draft: the draft model */
+} scn_spec;
+
 #define SCN_OPT_MAX 16
 #define SCN_HW_OPT_MAX 8
 /* The option space; each list holds at least one entry after loading. */
@@ -282,6 +301,7 @@ typedef struct {
     int n_wformat;    scn_wformat wformat[SCN_OPT_MAX];
     int n_engine;     scn_engine engine[SCN_OPT_MAX];
     int n_hardware;   scn_hardware hardware[SCN_HW_OPT_MAX]; /* hardware profiles to compare; empty: the scenario's */
+    int n_spec;       scn_spec spec[SCN_OPT_MAX];           /* speculative decoding; empty or zeroed: off */
 } scn_options;
 
 typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;

@@ -14,7 +14,8 @@ static const char *const TOP_KEYS[] = {"name", "extends", "model", "hardware", "
 static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
 static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", "allow_weight_dtype", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
-                                          "max_model_len", "max_num_seqs", "max_num_batched_tokens", NULL};
+                                          "max_model_len", "max_num_seqs", "max_num_batched_tokens", "expert_parallel",
+                                          "attention_data_parallel", "expert_skew", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
@@ -24,8 +25,9 @@ static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "populari
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
                                        "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
-                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", NULL};
+                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", "speculative", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
+static const char *const SPEC_KEYS[] = {"method", "k", "model", "acceptance", "mean_accepted", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
 
 static int fail_at(scn_ctx *c, const scn_node *at, const char *path, const char *msg)
@@ -65,6 +67,8 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     d->max_model_len = s->model.max_position;
     d->max_num_seqs = 256;
     d->max_num_batched_tokens = s->engine.max_num_batched_tokens > 0 ? s->engine.max_num_batched_tokens : 8192;
+    d->expert_parallel = d->attention_dp = 1;
+    d->expert_skew = 0;
     char p[256];
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
@@ -77,9 +81,22 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_get_qty(c, m, p, "gpu_memory_utilization", SCN_UNIT_FRACTION, false, &d->gpu_memory_utilization) ||
         scn_get_int(c, m, p, "max_model_len", 1, BIG, &d->max_model_len) ||
         scn_get_int(c, m, p, "max_num_seqs", 1, 1000000, &d->max_num_seqs) ||
-        scn_get_int(c, m, p, "max_num_batched_tokens", 1, BIG, &d->max_num_batched_tokens))
+        scn_get_int(c, m, p, "max_num_batched_tokens", 1, BIG, &d->max_num_batched_tokens) ||
+        scn_get_int(c, m, p, "expert_parallel", 1, 4096, &d->expert_parallel) ||
+        scn_get_int(c, m, p, "attention_data_parallel", 1, 4096, &d->attention_dp) ||
+        scn_get_qty(c, m, p, "expert_skew", SCN_UNIT_FRACTION, true, &d->expert_skew))
         return -1;
     char f[256];
+    int gpus = d->tensor_parallel * d->attention_dp;
+    if (d->expert_parallel > 1 && s->model.experts == 0)
+        return fail_at(c, scn_map_get(m, "expert_parallel"), scn_path_join(f, sizeof f, p, "expert_parallel"),
+                       "the model has no routed experts to shard");
+    if (d->expert_parallel > 1 && (s->model.experts % d->expert_parallel || gpus % d->expert_parallel))
+        return fail_at(c, scn_map_get(m, "expert_parallel"), scn_path_join(f, sizeof f, p, "expert_parallel"),
+                       "must divide the routed experts and the replica's GPUs (tensor_parallel x attention_data_parallel)");
+    if (d->expert_skew > 0 && s->model.experts == 0)
+        return fail_at(c, scn_map_get(m, "expert_skew"), scn_path_join(f, sizeof f, p, "expert_skew"),
+                       "the model has no routed experts");
     if (d->gpu_memory_utilization > 1)
         return fail_at(c, scn_map_get(m, "gpu_memory_utilization"),
                        scn_path_join(f, sizeof f, p, "gpu_memory_utilization"), "must be a fraction in (0, 1]");
@@ -363,6 +380,90 @@ static int it_window(scn_ctx *c, const scn_node *v, const char *p, int i, scn_op
     return 0;
 }
 
+/* ---- options.speculative (docs/scenarios.md; defaults sourced in docs/sources.md) ---- */
+
+/* Per-position acceptance when the scenario states none: EAGLE's draft-token acceptance on
+ * MT-bench (~0.8, Li et al. 2024); DeepSeek-V3's MTP second-token acceptance, lower end of
+ * 85-90 % (DeepSeek-V3 report, 5.4.3); a separate draft model, 0.7, inside the 0.5-0.8 range
+ * of Leviathan et al. 2023 (Table 3). n-gram acceptance is the workload's copy rate: no default. */
+static double spec_default_accept(scn_spec_method m)
+{
+    return m == SCN_SPEC_EAGLE ? 0.8 : m == SCN_SPEC_MTP ? 0.85 : m == SCN_SPEC_DRAFT ? 0.7 : 0;
+}
+
+/* The constant rate a with (1 - a^(k+1)) / (1 - a) = tau, by bisection (the left side rises
+ * from 1 at a = 0 to k + 1 at a = 1). */
+static double spec_rate_for_mean(int k, double tau)
+{
+    double lo = 0, hi = 1;
+    for (int it = 0; it < 100; it++) {
+        double a = 0.5 * (lo + hi), e = 0, p = 1;
+        for (int i = 0; i <= k; i++) { e += p; p *= a; }
+        if (e < tau) lo = a; else hi = a;
+    }
+    return 0.5 * (lo + hi);
+}
+
+static int it_spec(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{
+    scn_spec *sp = &o->spec[i];
+    memset(sp, 0, sizeof *sp);
+    if (v->kind == SCN_NODE_SCALAR && (!strcmp(v->text, "off") || !strcmp(v->text, "false"))) return 0;
+    if (v->kind != SCN_NODE_MAP)
+        return fail_at(c, v, p, "expected 'off' or {method: draft|eagle|mtp|ngram, k: N, acceptance: ...}");
+    int method = 0;
+    if (scn_check_keys(c, v, p, SPEC_KEYS) || scn_require(c, v, p, "method") || scn_require(c, v, p, "k") ||
+        scn_get_enum(c, v, p, "method", SCN_SPEC_NAMES, &method) || scn_get_int(c, v, p, "k", 1, SCN_SPEC_K_MAX, &sp->k))
+        return -1;
+    sp->method = (scn_spec_method)method;
+    char fp[300];
+    if (sp->method == SCN_SPEC_OFF) return fail_at(c, v, p, "method off takes no fields: write 'off'");
+    const scn_node *model = scn_map_get(v, "model");
+    if (sp->method == SCN_SPEC_DRAFT) {
+        if (!model) return fail_at(c, v, p, "method draft needs model: the draft model's library name or mapping");
+        scn_path_join(fp, sizeof fp, p, "model");
+        if (scn_bind_model(c, model, fp, &sp->draft)) return -1;
+    } else if (model) {
+        scn_path_join(fp, sizeof fp, p, "model");
+        return fail_at(c, model, fp, "only method draft takes a separate model (EAGLE and MTP heads come from the target)");
+    }
+    if (sp->method == SCN_SPEC_MTP && sp->k != 1) {
+        scn_path_join(fp, sizeof fp, p, "k");
+        return fail_at(c, scn_map_get(v, "k"), fp, "DeepSeek-style MTP has one prediction module: k must be 1");
+    }
+    const scn_node *acc = scn_map_get(v, "acceptance"), *mean = scn_map_get(v, "mean_accepted");
+    if (acc && mean) return fail_at(c, v, p, "give acceptance or mean_accepted, not both");
+    double a0 = spec_default_accept(sp->method);
+    if (acc && acc->kind == SCN_NODE_SEQ) {
+        scn_path_join(fp, sizeof fp, p, "acceptance");
+        if (acc->n != sp->k) return fail_at(c, acc, fp, "a per-position acceptance list needs exactly k entries");
+        for (int j = 0; j < acc->n; j++) {
+            char msg[400];
+            const scn_node *x = acc->vals[j];
+            if (x->kind != SCN_NODE_SCALAR || scn_quantity_parse(x->text, SCN_UNIT_FRACTION, &sp->accept[j], msg, sizeof msg))
+                return fail_at(c, x, fp, "expected a fraction between 0 and 1 (0.8 or 80%)");
+            if (sp->accept[j] < 0 || sp->accept[j] > 1) return fail_at(c, x, fp, "an acceptance rate lies between 0 and 1");
+        }
+        return 0;
+    }
+    if (acc) {
+        if (scn_get_qty(c, v, p, "acceptance", SCN_UNIT_FRACTION, true, &a0)) return -1;
+        if (a0 > 1) { scn_path_join(fp, sizeof fp, p, "acceptance"); return fail_at(c, acc, fp, "an acceptance rate lies between 0 and 1"); }
+    } else if (mean) {
+        double tau = 0;
+        char msg[400];
+        scn_path_join(fp, sizeof fp, p, "mean_accepted");
+        if (mean->kind != SCN_NODE_SCALAR || scn_quantity_parse(mean->text, SCN_UNIT_FRACTION, &tau, msg, sizeof msg) ||
+            !(tau >= 1 && tau <= sp->k + 1))
+            return fail_at(c, mean, fp, "expected the mean tokens a verify step emits, between 1 and k + 1");
+        a0 = spec_rate_for_mean(sp->k, tau);
+    } else if (sp->method == SCN_SPEC_NGRAM) {
+        return fail_at(c, v, p, "n-gram acceptance is how much the output copies the prompt: state acceptance or mean_accepted");
+    }
+    for (int j = 0; j < sp->k; j++) sp->accept[j] = a0;
+    return 0;
+}
+
 /* A weight format by name: bf16, fp16, fp8, fp8_block, int8 (W8A8), awq/int4, gptq, fp4. */
 static int it_wformat(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
 {
@@ -459,6 +560,7 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "kv_heads", it_count, &o->n_kv_heads, o) ||
            each_item(c, m, "weight_dtype", it_wformat, &o->n_wformat, o) ||
            each_item(c, m, "engine", it_engine, &o->n_engine, o) ||
+           each_item(c, m, "speculative", it_spec, &o->n_spec, o) ||
            bind_hw_options(c, m, o) || bind_quant(c, m, o) ? -1 : 0;
 }
 

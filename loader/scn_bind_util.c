@@ -85,7 +85,10 @@ static const scn_node *scalar_of(scn_ctx *c, const scn_node *m, const char *path
     const scn_node *v = scn_map_get(m, key);
     if (!v || is_null(v)) return NULL;
     if (v->kind != SCN_NODE_SCALAR) {
-        scn_fail(c->err, SCN_E_DATA, v, full, "expected a single value, found %s", kind_name(v->kind));
+        /* A list where one value belongs is most often a deployment setting meant as a choice. */
+        bool choice = v->kind == SCN_NODE_SEQ && !strncmp(full, "deployment.", 11);
+        scn_fail(c->err, SCN_E_DATA, v, full, "expected a single value, found %s%s", kind_name(v->kind),
+                 choice ? " (to compare several, list them under options, e.g. options.tensor_parallel: [4, 8])" : "");
         *bad = 1;
         return NULL;
     }

@@ -259,10 +259,27 @@ static int resolve_hw_options(loader *L, scn_node *root)
     return 0;
 }
 
+/* options.speculative: a draft method's `model` (a library name, a path or a mapping) is
+ * resolved as the scenario's model is. */
+static int resolve_spec_models(loader *L, scn_node *root)
+{
+    scn_node *o = scn_map_get(root, "options");
+    scn_node *l = o && o->kind == SCN_NODE_MAP ? scn_map_get(o, "speculative") : NULL;
+    if (!l) return 0;
+    int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
+    for (int i = 0; i < n; i++) {
+        scn_node *item = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
+        if (item->kind == SCN_NODE_MAP && scn_map_get(item, "model") && resolve_ref(L, item, "model", "models"))
+            return -1;
+    }
+    return 0;
+}
+
 static int resolve_all(loader *L, scn_node *root)
 {
     return resolve_ref(L, root, "model", "models") || resolve_ref(L, root, "hardware", "hardware") ||
-           resolve_engines(L, root) || resolve_hw_options(L, root);
+           resolve_engines(L, root) || resolve_hw_options(L, root) ||
+           resolve_spec_models(L, root);
 }
 
 /* Applies one "a.b.c=value" override. */

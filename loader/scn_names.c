@@ -22,3 +22,4 @@ const char *scn_enum_name(const char *const *names, int v)
         if (i == v) return names[i];
     return "?";
 }
+const char *const SCN_SPEC_NAMES[] = {"off", "draft", "eagle", "mtp", "ngram", NULL};

@@ -174,6 +174,11 @@ typedef struct {
 /* Step time of one engine step over n sequences on the scenario's hardware and deployment. */
 kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                           const kv_seq_work *seqs, int n);
+/* The same with speculative verify rows: verify[i] > 0 marks sequence i's new_tokens as
+ * drafts + 1 verified at once, run by the decode kernels with logits for every row
+ * (model/kv_spec.h). verify may be NULL (none). */
+kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
+                                 const kv_seq_work *seqs, const int *verify, int n);
 
 /* ---- Prefix caching (kv_prefix.c) ---- */
 typedef struct {

@@ -124,7 +124,7 @@ static void finish(kv_op_cost *o, double bw, double launch, bool graph, double g
 /* Attention over all sequences, one layer kind (global or sliding), `layers` of them. Adds
  * flops, bytes and compute time, and the SM work items decode spreads over (*units). */
 static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
-                      const kv_seq_work *seqs, int n, int sliding, double layers, double *units, bool *absorbed)
+                      const kv_seq_work *seqs, const int *verify, int n, int sliding, double layers, double *units, bool *absorbed)
 {
     if (layers <= 0) return;
     const scn_model *m = &s->model;
@@ -151,12 +151,13 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
         } else {
             *units += heads * ceil(nt / 128.0);
         }
-        if (mla && nt == 1) {
+        if (mla && (nt == 1 || (verify && verify[i] > 0))) {
             /* Absorbed decode: W_UK folded into the query, W_UV applied after attention, so
-             * attention runs over the latent (r + rope per key; r for values). */
+             * attention runs over the latent (r + rope per key; r for values). A speculative
+             * verify row set (kv_spec.h) runs the same kernel with nt query rows. */
             double per_key = 2.0 * heads * (r + dr + r);
-            flops += per_key * held + 2.0 * heads * r * (dn + dv);
-            bytes += heads * (r + dr + r) * AB + kv_new + held * kv_tok;
+            flops += per_key * (nt == 1 ? (double)held : keys_attended(ctx, nt, cap)) + nt * 2.0 * heads * r * (dn + dv);
+            bytes += nt * heads * (r + dr + r) * AB + kv_new + held * kv_tok;
             kv_b_read = *absorbed = true;
             continue;
         }
@@ -191,19 +192,29 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     add(o, flops * layers, bytes * layers, kernels * layers);
 }
 
-/* The captured size a decode batch of n replays at, or 0 when it is not captured. */
-static int graph_size(const scn_engine *e, const kv_seq_work *seqs, int n)
+/* The captured size a decode batch of n replays at, or 0 when it is not captured. Speculative
+ * verify rows (uniform decode of k + 1 tokens) are captured by their token count. */
+static int graph_size(const scn_engine *e, const kv_seq_work *seqs, const int *verify, int n)
 {
     if (!e->cuda_graphs || n <= 0) return 0;
-    for (int i = 0; i < n; i++)
-        if (seqs[i].new_tokens != 1) return 0;
+    long rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (seqs[i].new_tokens != 1 && !(verify && verify[i] > 0)) return 0;
+        rows += seqs[i].new_tokens;
+    }
     for (int i = 0; i < e->n_graph_sizes; i++)
-        if (e->graph_sizes[i] >= n) return e->graph_sizes[i];
+        if (e->graph_sizes[i] >= rows) return e->graph_sizes[i];
     return 0;
 }
 
 kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                           const kv_seq_work *seqs, int n)
+{
+    return kv_step_time_verify(s, c, attn, seqs, NULL, n);
+}
+
+kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
+                                 const kv_seq_work *seqs, const int *verify, int n)
 {
     const scn_model *m = &s->model;
     const scn_hardware *hw = &s->hardware;
@@ -214,10 +225,12 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
     double T = 0;
     for (int i = 0; i < n; i++) T += (double)(seqs[i].new_tokens > 0 ? seqs[i].new_tokens : 0);
     r.tokens = (long)T;
-    r.graph_batch = graph_size(e, seqs, n);
+    r.graph_batch = graph_size(e, seqs, verify, n);
     r.graph = r.graph_batch > 0;
     double h = m->hidden, L = m->layers, H = m->heads;
-    double S = n;
+    double S = n;   /* LM-head rows: one per sequence, every row of a speculative verify */
+    for (int i = 0; i < n; i++)
+        if ((verify && verify[i] > 0) && seqs[i].new_tokens > 1) S += (double)(seqs[i].new_tokens - 1);
     kv_weights kw = kv_weights_compute(m, tp);
     r.gemm_dtype = kv_gemm_dtype(m, hw);
     gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, hw->flops[r.gemm_dtype] * hw->eff_compute, r.gemm_dtype,
@@ -253,8 +266,8 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
         gemm(&r.op[KV_OP_OUT_PROJ], &g, h, o_in, L, 1);
 
         kv_op_cost *at = &r.op[KV_OP_ATTENTION];
-        attention(at, s, c, attn, seqs, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed);
-        attention(at, s, c, attn, seqs, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed);
+        attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed);
+        attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed);
         at->efficiency = kv_attention_efficiency(hw, e);
         double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
         at->t_compute = apeak > 0 ? at->flops / apeak : 0;

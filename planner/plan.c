@@ -2,6 +2,8 @@
 #include "plan.h"
 #include "../db/db.h"
 #include "../model/kv_model.h"
+#include "../model/kv_moe_parallel.h"
+#include "../model/kv_spec.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -25,7 +27,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
                   count_or_1(o->n_kv_heads), count_or_1(o->n_hardware), count_or_1(o->n_wformat),
-                  count_or_1(o->n_engine)};
+                  count_or_1(o->n_engine), count_or_1(o->n_spec)};
     int nd = (int)(sizeof dims / sizeof dims[0]);
     long total = 1;
     for (int i = 0; i < nd; i++) total *= dims[i];
@@ -61,7 +63,13 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         c->search_capacity = plan_objective_at_capacity(s);
         c->wformat = o->n_wformat ? idx[13] : -1;
         c->engine = o->n_engine ? idx[14] : -1;
-        c->gpus = (double)c->tp * c->replicas;
+        c->c.spec = o->n_spec ? idx[15] : 0;
+        const scn_spec *sp = kv_spec_get(s, c->c.spec);
+        if (sp && sp->method == SCN_SPEC_DRAFT)
+            snprintf(c->spec_name, sizeof c->spec_name, "draft(%.24s) k=%d a=%.2f", sp->draft.name, sp->k, sp->accept[0]);
+        else if (sp)
+            snprintf(c->spec_name, sizeof c->spec_name, "%s k=%d a=%.2f", SCN_SPEC_NAMES[sp->method], sp->k, sp->accept[0]);
+        c->gpus = (double)c->tp * c->replicas * (d->attention_dp > 1 ? d->attention_dp : 1);   /* DP attention ranks */
         const scn_wformat *wf = c->wformat >= 0 ? &o->wformat[c->wformat] : NULL;
         c->risk_weights = wf && wf->quant != SCN_WQ_NONE &&
                           (wf->quant != s->model.weight_quant || wf->dtype != s->model.weight_dtype);
@@ -87,6 +95,11 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
             plan_apply(s, c, &t);
             kv_cache_cfg kc = kv_cache_cfg_make(&t, c->c.kv_dtype, c->c.sink, c->c.window);
             kv_capacity cap = kv_capacity_compute(&t, &kc, c->c.block_size, 0);
+            if (kv_moe_parallel_on(&t)) {   /* routed experts sharded over EP ranks */
+                kv_moe_memory mm = kv_moe_memory_compute(&t, &kc);
+                cap.weights = mm.weights;
+                cap.kv_budget = mm.kv_budget;
+            }
             if (cap.kv_budget <= 0) {
                 c->status = PLAN_SKIPPED;
                 snprintf(c->why, sizeof c->why, "does not fit: weights %.1f GiB + activations %.1f GiB + runtime %.1f GiB "
@@ -125,7 +138,8 @@ void plan_set_capacity(plan_result *r, bool on)
 
 bool plan_objective_at_capacity(const scn_scenario *s)
 {
-    return s->objective != SCN_OBJ_P99_LATENCY && s->workload.arrival != SCN_ARRIVAL_TRACE;
+    /* A trace, a closed loop or an offline run has no rate to scale: judged as it runs. */
+    return s->objective != SCN_OBJ_P99_LATENCY && scn_arrival_has_rate(s->workload.arrival);
 }
 
 const char *plan_hardware_name(const scn_scenario *s, const plan_cand *c)
@@ -179,6 +193,8 @@ void plan_describe(const plan_cand *c, char *buf, size_t n)
         used += snprintf(buf + used, n - (size_t)used, " weights=%s", c->wformat_name);
     if (c->engine >= 0 && used > 0 && (size_t)used < n)
         used += snprintf(buf + used, n - (size_t)used, " engine=%s", c->engine_name);
+    if (c->spec_name[0] && used > 0 && (size_t)used < n)
+        used += snprintf(buf + used, n - (size_t)used, " spec=%s", c->spec_name);
     /* The hardware is named only when it is an option. */
     if (c->hw >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " on %s", c->hw_name);
 }

@@ -34,6 +34,7 @@ typedef struct {
     char hw_name[SCN_NAME_MAX]; /* the hardware it runs on (named either way) */
     int wformat, engine;       /* indices into options.weight_dtype / options.engine; -1: the scenario's */
     char wformat_name[16], engine_name[64];   /* what the candidate runs with (named either way) */
+    char spec_name[64];        /* speculative decoding ("eagle k=4 a=0.80"); empty when off */
     plan_status status;
     char why[240];             /* why it was skipped */
     bool risk_dtype, risk_window, risk_gqa;   /* options that change the model's outputs */
@@ -75,6 +76,8 @@ typedef struct {
     int *order;                /* candidate indices, best first */
     int best;                  /* recommended candidate, or -1 */
     int seeds;                 /* seeds per candidate (plan_set_seeds) */
+    bool spec_gated;           /* plan_spec_gate passed over a speculative candidate ... */
+    int spec_gated_cand;       /* ... this one, whose decode batch was at or above its crossover */
 } plan_result;
 
 typedef struct db db;
@@ -126,7 +129,7 @@ bool plan_slo_met(const scn_scenario *s, const sim_metrics *m);
 /* The recommendation's reasons, as sentences: which cost binds and by how much, how far each
  * chosen option moved the objective, what the runner-up gives up. Returns the count. */
 #define PLAN_LINE 1024
-#define PLAN_DIMS 15               /* option dimensions (plan_enumerate's order) */
+#define PLAN_DIMS 16               /* option dimensions (plan_enumerate's order) */
 int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_LINE], int max);
 
 /* How candidate a compares with b on the objective, absolute figures first, credited only when
@@ -164,6 +167,22 @@ int plan_store_save(db *d, const scn_scenario *s, plan_result *r, const char *st
  * sweep_rate_req_per_s marks them for `report`). 0, or a db_status with the message in err. */
 int plan_store_curve(db *d, const scn_scenario *s, const plan_result *r, const plan_curve_point *p, int n,
                      const char *started, char *err, size_t nerr);
+
+/* Speculative decoding (plan_spec.c). The candidate's crossover batch: speculation beats plain
+ * decode per token below it (kv_spec_crossover at the workload's mean decode context, up to the
+ * candidate's max_num_seqs); -1 when the candidate does not speculate. */
+int plan_spec_crossover(const scn_scenario *s, const plan_cand *c);
+/* Recommends speculation only below its crossover: when the best candidate speculates at a
+ * mean decode batch at or above it, the same candidate without speculation (when it ran and is
+ * allowed) is recommended instead, and r->spec_gated records the one passed over. */
+void plan_spec_gate(const scn_scenario *s, plan_result *r);
+/* The sentence explaining where speculation pays and where it loses; 0 when no candidate
+ * speculates. */
+int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
+/* The sentence on expert parallelism and attention DP (plan_moe.c): one DP rank's step split
+ * into attention, the busiest expert rank and the all-to-all; 0 when the recommendation uses
+ * neither. */
+int plan_moe_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
 
 /* Rules of thumb tested against this scenario's own numbers (plan_rules.c). */
 typedef struct {

@@ -181,6 +181,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         if (c->status != PLAN_DONE || !c->allowed || group(c) != group(top) || c->gpus >= b->gpus) continue;
         if (top->obj.n > 1 && !plan_intervals_separate(c->obj, top->obj)) r->best = r->order[i];
     }
+    plan_spec_gate(s, r);
 }
 
 /* ---- reasons ---- */
@@ -314,7 +315,7 @@ static void same_dims(const plan_cand *a, const plan_cand *b, int same[PLAN_DIMS
         a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
         a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
         a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->wformat == b->wformat,
-        a->engine == b->engine};
+        a->engine == b->engine, a->c.spec == b->c.spec};
     memcpy(same, x, sizeof x);
 }
 
@@ -346,7 +347,8 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 11: if (c->kv_heads) snprintf(buf, n, "%d KV heads", c->kv_heads); else snprintf(buf, n, "the model's own KV heads"); break;
     case 12: snprintf(buf, n, "%s", c->hw_name); break;
     case 13: snprintf(buf, n, "%s weights", c->wformat_name); break;
-    default: snprintf(buf, n, "the %s engine", c->engine_name); break;
+    case 14: snprintf(buf, n, "the %s engine", c->engine_name); break;
+    default: if (c->spec_name[0]) snprintf(buf, n, "speculative decoding (%s)", c->spec_name); else snprintf(buf, n, "no speculative decoding"); break;
     }
 }
 
@@ -367,7 +369,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      "seed%s)", b->obj.n, b->obj.n == 1 ? "" : "s");
         else
             snprintf(how, sizeof how, "judged at the offered load (%s, mean of %d seed%s)",
-                     s->workload.arrival == SCN_ARRIVAL_TRACE ? "a trace has no rate to raise" : "the objective is a latency",
+                     !scn_arrival_has_rate(s->workload.arrival) ? "a trace, closed loop or offline run has no rate to raise" : "the objective is a latency",
                      b->obj.n, b->obj.n == 1 ? "" : "s");
         snprintf(lines[n++], PLAN_LINE, "Recommended: %.200s, for %s %.200s: %.160s (95 %% interval %.60s)%s.", desc, objective_name(s), how,
                  val, iv, b->slo_met ? "" : "; no allowed candidate meets the SLO at the offered load, this one comes closest");
@@ -376,9 +378,10 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
         char r1[32], r2[32];
         fmt_num(b->rate.mean, r1, sizeof r1);
         fmt_num(s->workload.rate, r2, sizeof r2);
-        snprintf(lines[n++], PLAN_LINE, "Capacity: %s req/s within the SLO against the %s req/s offered (%.1fx headroom)%s.", r1, r2,
-                 s->workload.rate > 0 ? b->rate.mean / s->workload.rate : NAN,
-                 b->slo_met ? "" : "; at the offered load it misses the SLO");
+        /* Above the offered load it is headroom; below, a shortfall (a review read "0.1x headroom"). */
+        double x = s->workload.rate > 0 ? b->rate.mean / s->workload.rate : NAN;
+        snprintf(lines[n++], PLAN_LINE, "Capacity: %s req/s within the SLO against the %s req/s offered (%.1fx: %s)%s.", r1, r2, x,
+                 x >= 1 ? "headroom" : "short of the offered load", b->slo_met ? "" : "; at the offered load it misses the SLO");
     }
     if (n < max && b->usd_per_gpu_hour > 0 && isfinite(b->usd_per_mtok))
         snprintf(lines[n++], PLAN_LINE, "Cost: $%.3f per million output tokens %s, on %.0f GPU%s of %s at $%.2f per GPU-hour.",
@@ -426,6 +429,8 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                               binding, why, pf.new_tokens, kv_bound_name(pc.bound), pc.seconds * 1e3);
         free(w);
     }
+    if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;
+    if (n < max && plan_moe_explain(s, r, lines[n], PLAN_LINE)) n++;
     /* What each chosen option earns: the best against itself with one option changed, credited
      * only when the seeds' intervals separate. */
     for (int dim = 0; dim < PLAN_DIMS && n < max; dim++) {

@@ -2,6 +2,7 @@
  * conversation's next turn), step completions (one per replica) and time-series samples; they
  * fire in (time, push order), so a run is a pure function of the scenario, choice and seed. */
 #include "engine.h"
+#include "spec.h"
 #include "../model/kv_blocks.h"
 
 #include <math.h>
@@ -284,6 +285,7 @@ static void ff_free(sim_ff *f)
 static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
     if (e->o->per_step || e->ex->measured) return false;
+    if (sim_spec_of(e->s, &e->c)) return false;   /* each speculative step draws its own acceptance (sim/spec.c) */
     if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
@@ -604,14 +606,15 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     sim_engine e;
     memset(&e, 0, sizeof e);
     e.s = s; e.c = *c; e.ex = ex; e.o = o; e.err = err; e.nerr = n;
-    e.sched = (sim_sched){.s = s, .c = *c, .acc = &e.acc, .err = err, .nerr = n};
+    e.sched = (sim_sched){.s = s, .c = *c, .acc = &e.acc, .err = err, .nerr = n, .seed = o->seed};
     e.arrival_ev.idx = e.sample_ev.idx = -1;
     e.sample_ev.kind = EV_SAMPLE;
     sim_heap_init(&e.heap);
     int rc = SIM_E_INTERNAL;
     long blocks = 0, blocks_all = 0;
     if (sim_acc_init(&e.acc)) { snprintf(err, n, "out of memory"); goto out; }
-    e.n_rep = s->deployment.replicas;
+    /* Each attention-DP rank holds its own sequences and KV pool (model/kv_moe_parallel.h). */
+    e.n_rep = s->deployment.replicas * (s->deployment.attention_dp > 1 ? s->deployment.attention_dp : 1);
     long cap = o->max_waiting > 0 ? o->max_waiting : SIM_MAX_WAITING;
     e.max_waiting = cap / e.n_rep > 0 ? cap / e.n_rep : 1;
     e.rep = calloc((size_t)e.n_rep, sizeof *e.rep);

@@ -1,6 +1,8 @@
 /* exec_model.c: the predicting executor: a step takes the time the cost model says. */
 #include "sim.h"
 #include "../model/kv_blocks.h"
+#include "../model/kv_moe_parallel.h"
+#include "../model/kv_spec.h"
 #include "step_plan.h"
 
 #include <stdio.h>
@@ -10,10 +12,14 @@ typedef struct {
     const scn_scenario *s;
     kv_cache_cfg cfg;
     scn_attention attn;
-    kv_seq_work *work;
+    kv_seq_work *work;       /* cap rows, then cap rows of kv_spec scratch */
+    int *drafts;             /* cap: speculative drafts verified per row */
     int cap;
     long blocks;             /* the cost model's pool per replica */
     sim_step_plan plan;      /* decode steps in O(1) */
+    const scn_spec *sp;      /* speculative decoding, or NULL */
+    scn_scenario *ps;        /* the proposer's scenario (NULL for n-gram or off) */
+    bool moe;                /* expert / attention-DP parallel: kv_moe_step_time prices the step */
 } model_ctx;
 
 static int model_decode_time(void *ctx, long n, long sum_start, double *seconds)
@@ -28,9 +34,11 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
     if (b->n > m->cap) {
         int cap = m->cap ? m->cap : 64;
         while (cap < b->n) cap *= 2;
-        kv_seq_work *w = realloc(m->work, sizeof *w * (size_t)cap);
-        if (!w) { snprintf(err, n, "out of memory"); return -1; }
-        m->work = w;
+        kv_seq_work *w = realloc(m->work, sizeof *w * (size_t)cap * 2);
+        if (w) m->work = w;
+        int *d = realloc(m->drafts, sizeof *d * (size_t)cap);
+        if (d) m->drafts = d;
+        if (!w || !d) { snprintf(err, n, "out of memory"); return -1; }
         m->cap = cap;
     }
     /* A decode step goes through the plan when it applies, so a step costs the same whether the
@@ -38,11 +46,20 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
     long sum_start = 0;
     int d = 0;
     for (; d < b->n && b->seqs[d].new_tokens == 1; d++) sum_start += b->seqs[d].start;
-    if (d == b->n && model_decode_time(m, b->n, sum_start, seconds) == 0) return 0;
+    if (d == b->n && !m->moe && model_decode_time(m, b->n, sum_start, seconds) == 0) return 0;
     /* The cost model caps the attended context itself (sliding windows, sink + window), so it
      * takes each sequence's position count, not the tokens still held. */
-    for (int i = 0; i < b->n; i++) m->work[i] = (kv_seq_work){b->seqs[i].new_tokens, b->seqs[i].start};
-    *seconds = kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
+    for (int i = 0; i < b->n; i++) {
+        m->work[i] = (kv_seq_work){b->seqs[i].new_tokens, b->seqs[i].start};
+        m->drafts[i] = b->seqs[i].draft;
+    }
+    if (m->sp)   /* speculative decoding: verify plus the proposer's passes (model/kv_spec.c) */
+        *seconds = kv_spec_step_time(m->s, m->ps, m->sp, &m->cfg, m->attn, m->work, m->drafts, b->n,
+                                     m->work + m->cap).seconds;
+    else if (m->moe)   /* one attention-DP rank, experts over EP ranks */
+        *seconds = kv_moe_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
+    else
+        *seconds = kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
     return 0;
 }
 
@@ -58,6 +75,8 @@ static void model_free(void *ctx)
     if (!m) return;
     sim_step_plan_free(&m->plan);
     free(m->work);
+    free(m->drafts);
+    free(m->ps);
     free(m);
 }
 
@@ -68,10 +87,21 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->s = s;
     m->cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
     m->attn = c->attention;
-    m->blocks = kv_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).blocks;
-    if (sim_step_plan_init(&m->plan, s, &m->cfg, c->attention, s->deployment.max_num_seqs)) { free(m); return -1; }
+    m->sp = kv_spec_get(s, c->spec);
+    if (m->sp) {
+        m->ps = malloc(sizeof *m->ps);
+        if (!m->ps) { free(m); return -1; }
+        if (!kv_spec_proposer_scenario(s, m->sp, m->ps)) { free(m->ps); m->ps = NULL; }
+    }
+    m->moe = !m->sp && kv_moe_parallel_on(s);
+    m->blocks = kv_spec_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, m->sp).blocks;
+    if (m->moe)   /* per attention-DP rank, experts sharded */
+        m->blocks = kv_moe_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).blocks;
+    if (sim_step_plan_init(&m->plan, s, &m->cfg, c->attention, s->deployment.max_num_seqs)) { free(m->ps); free(m); return -1; }
+    /* The O(1) decode plan (and with it fast-forward) prices plain decode steps only: not a
+     * speculative step's drafts and verify, nor an expert-parallel step. */
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free,
-                          .decode_time = model_decode_time};
+                          .decode_time = m->sp || m->moe ? NULL : model_decode_time};
     return 0;
 }
 

@@ -354,6 +354,18 @@ int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed)
     return kv->sink + kv->window;
 }
 
+void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto)
+{
+    if (!kv->paged) return;
+    int keep = (upto + kv->bs - 1) / kv->bs;
+    if (keep < q->hashed) keep = q->hashed;   /* registered blocks hold committed tokens only */
+    while (q->n_blocks > keep) {
+        int32_t b = q->blocks[--q->n_blocks];
+        if (b >= 0) unref(kv, b);
+    }
+    set_room(kv, q);
+}
+
 void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
 {
     if (kv->paged) {

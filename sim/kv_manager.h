@@ -59,6 +59,9 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed);
 long sim_kv_seq_tokens(const sim_kv *kv, const sim_kv_seq *q);
 /* Tokens whose KV the sequence holds, given `computed` positions (window applied). */
 int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed);
+/* Speculative decoding's rollback: frees the blocks wholly past position `upto` (the KV of
+ * rejected draft tokens). Contiguous reservations are for the sequence's lifetime: no change. */
+void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto);
 /* Drops every reference the sequence holds; its table's buffer stays for reuse. */
 void sim_kv_release(sim_kv *kv, sim_kv_seq *q);
 /* Frees a released sequence's table buffer. */

@@ -26,6 +26,7 @@ struct sim_req {
     bool admitted_once;
     double t_sched, t_first, t_last;   /* s */
     int step_new;            /* tokens scheduled in the running step */
+    int step_draft;          /* of which speculative drafts to verify (sim/spec.c) */
     sim_req *prev, *next;    /* in the replica's waiting or running list */
 };
 

@@ -10,6 +10,7 @@
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
  * the queue), or itself when it is the newest. */
 #include "sched.h"
+#include "spec.h"
 #include "../model/kv_blocks.h"
 
 #include <stdio.h>
@@ -49,8 +50,10 @@ static int add_seq(sim_sched *e, sim_replica *rep, sim_req *r, int new_tokens, i
     q->prefix_seed = r->spec.prefix_seed;
     q->body_seed = r->spec.body_seed;
     q->prefix_len = r->spec.prefix_len;
+    q->draft = 0;
     rep->breq[i] = r;
     r->step_new = new_tokens;
+    r->step_draft = 0;
     rep->batch.tokens += new_tokens;
     return 0;
 }
@@ -216,14 +219,19 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
         if (rep->batch.n) return rep->batch.n;   /* a prefill step */
     }
     /* Running sequences, oldest first: the next token, or (chunked) the next prefill chunk. */
+    const scn_spec *sp = sim_spec_of(e->s, &e->c);
     for (sim_req *r = rep->running.head; r && budget > 0;) {
         long want = r->total - r->computed;
         if (!chunked) want = 1;
         if (want > budget) want = budget;
+        /* Speculative decoding (sim/spec.c): a decoding sequence also verifies its drafts. */
+        int drafts = sp && r->total - r->computed == 1 ? sim_spec_drafts(sp, r, budget) : 0;
+        want += drafts;
         int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
         if (rc < 0) return -1;
         if (rc == 1) break;          /* r was the newest: nothing after it */
         if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
+        if (drafts) { rep->batch.seqs[rep->batch.n - 1].draft = drafts; r->step_draft = drafts; }
         budget -= want;
         r = r->next;
     }
@@ -290,11 +298,23 @@ int sim_sched_finish(sim_sched *e, sim_replica *rep)
 {
     rep->n_fin = rep->n_gone = 0;
     if (e->c.scheduler == SCN_SCHED_STATIC) return finish_static(e, rep);
+    const scn_spec *sp = sim_spec_of(e->s, &e->c);
     for (int i = 0; i < rep->batch.n; i++) {
         sim_req *r = rep->breq[i];
-        r->computed += r->step_new;
-        sim_kv_commit(rep->kv, &r->kv, r->computed);
+        /* Speculative verify (sim/spec.c): the last token and the accepted drafts keep their
+         * KV, the rejected drafts' KV is released, and accepted + 1 tokens come out. */
+        int out = 1;
+        if (r->step_draft) {
+            out = 1 + sim_spec_accepted(sp, e->seed, r, r->step_draft);
+            r->computed += out;
+            sim_kv_commit(rep->kv, &r->kv, r->computed);
+            sim_kv_truncate(rep->kv, &r->kv, r->computed);
+        } else {
+            r->computed += r->step_new;
+            sim_kv_commit(rep->kv, &r->kv, r->computed);
+        }
         if (r->computed < r->total) continue;   /* a prefill chunk with more to come */
+        for (int t = 1; t < out; t++) { emit(e, r); r->total++; }
         emit(e, r);
         r->total++;
         if (r->generated == r->spec.output) {

@@ -21,6 +21,7 @@ typedef struct {
     int internal;            /* the last failure was the machine's (out of memory), not the input's */
     double itl_v;            /* s: a run of equal inter-token gaps not yet recorded */
     long itl_n;
+    unsigned long long seed; /* the run's seed: speculative acceptance draws (sim/spec.c) */
 } sim_sched;
 
 typedef struct {

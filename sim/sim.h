@@ -22,6 +22,7 @@ typedef struct {
     scn_attention attention;
     scn_scheduler scheduler;
     int sink, window;        /* StreamingLLM; window 0 = off */
+    int spec;                /* index into options.spec (speculative decoding); 0 with no list = off */
 } sim_choice;
 
 /* The first value of every option list. */
@@ -45,6 +46,8 @@ typedef struct {
      * from the request's (or its conversation's) own stream; see sim_seq_token(). */
     uint64_t prefix_seed, body_seed;
     int prefix_len;
+    int draft;              /* speculative decoding: draft tokens verified in this row (new_tokens =
+                             * draft + 1); 0 for plain decode and prefill (sim/spec.c) */
 } sim_batch_seq;
 
 typedef struct {

@@ -247,11 +247,27 @@ START_TEST(every_bundled_scenario_loads)
 }
 END_TEST
 
+START_TEST(a_deployment_list_points_to_options)
+{
+    /* A review wrote deployment: {tensor_parallel: [4, 8]} meaning "compare both"; the error must
+     * say where choices go, at the list's position. */
+    static scn_scenario sc;
+    scn_status st = t_load("model: llama-3-8b\nhardware: h100-sxm\ndeployment: {tensor_parallel: [1, 2]}\n"
+                           "workload: {requests: 10, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 100, "
+                           "output_tokens: 10}\n", NULL, 0, &sc, &e);
+    ck_assert_int_eq(st, SCN_E_DATA);
+    ck_assert_int_eq(e.line, 3);
+    ck_assert_str_eq(e.path, "deployment.tensor_parallel");
+    ck_assert_msg(strstr(e.msg, "options.tensor_parallel"), "%s", e.msg);
+}
+END_TEST
+
 Suite *suite_loader(void)
 {
     Suite *su = suite_create("loader");
     TCase *tc = tcase_create("load");
     tcase_add_test(tc, bundled_chat_scenario);
+    tcase_add_test(tc, a_deployment_list_points_to_options);
     tcase_add_test(tc, library_models_match_their_configs);
     tcase_add_test(tc, library_hardware_matches_datasheets);
     tcase_add_test(tc, overrides_apply_in_order);

@@ -3,6 +3,7 @@
  * is one prefill and a run of decodes) and against Little's law with N clients in the system. */
 #include "tests.h"
 #include "../model/kv_model.h"
+#include "../planner/plan.h"
 #include "../sim/sim.h"
 
 #include <math.h>
@@ -198,25 +199,50 @@ START_TEST(closed_and_offline_runs_are_stored_and_reported)
 {
     static char out[131072], errs[4096];
     char args[2048];
-    const char *db = t_write("workload.db", "");
-    remove(db);
+    const char *dbfile = t_write("workload.db", "");
+    remove(dbfile);
     const char *chat = getenv("KVPLAN_LIBRARY");
     snprintf(args, sizeof args, "simulate '%s/chat.yaml' --set 'workload.arrival={process: closed, concurrency: 32}' "
              "--set workload.requests=400 --set 'workload.measure={skip_first: 10%%, skip_last: 10%%}' --db '%s' --format json",
-             chat, db);
+             chat, dbfile);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     ck_assert_msg(strstr(out, "\"requests\": 320"), "the window keeps 320 of 400: %.400s", out);
     snprintf(args, sizeof args, "simulate '%s/chat.yaml' --set 'workload.arrival={process: offline}' "
-             "--set workload.requests=200 --db '%s' --format json", chat, db);
+             "--set workload.requests=200 --db '%s' --format json", chat, dbfile);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
-    snprintf(args, sizeof args, "runs --db '%s' --format csv", db);
+    snprintf(args, sizeof args, "runs --db '%s' --format csv", dbfile);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     ck_assert_msg(strstr(out, "\n1,") && strstr(out, "\n2,") && strstr(out, ",320,") && strstr(out, ",200,"), "%s", out);
     snprintf(args, sizeof args, "report '%s/chat.yaml' --set 'workload.arrival={process: closed, concurrency: 32}' "
              "--set workload.requests=400 --set 'workload.measure={skip_first: 10%%, skip_last: 10%%}' --db '%s' --format json",
-             chat, db);
+             chat, dbfile);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     ck_assert_msg(strstr(out, "\"run\": 1,"), "%.600s", out);
+}
+END_TEST
+
+START_TEST(plan_judges_a_closed_loop_as_it_runs)
+{
+    /* A closed loop has no arrival rate to raise, so a plan cannot judge it at capacity (a review
+     * found both candidates scored -inf and "missing the SLO at every rate"): each candidate is
+     * judged on the run itself, and its objective is that run's goodput per GPU. */
+    load(BASE "  requests: 120\n  arrival: {process: closed, concurrency: 16}\n" FIXED
+              "slo: {ttft_p99: 5 s, tpot_p99: 200 ms}\n");
+    ck_assert(!plan_objective_at_capacity(&s));
+    plan_result pr;
+    ck_assert_int_eq(plan_enumerate(&s, &pr), 0);
+    plan_set_seeds(&pr, 1);
+    char err[512];
+    ck_assert_int_eq(plan_evaluate(&s, &pr, 1, 0, 1, NULL, NULL, err, sizeof err), 0);
+    plan_rank(&s, &pr);
+    ck_assert_int_ge(pr.best, 0);
+    const plan_cand *b = &pr.c[pr.best];
+    ck_assert(!b->at_capacity);
+    ck_assert_msg(isfinite(b->objective) && b->objective > 0, "objective %g", b->objective);
+    /* Every request met an SLO this loose, so goodput per GPU is the run's request rate. */
+    ck_assert_msg(fabs(b->objective - b->m.req_per_s / b->gpus) <= 1e-9 * b->objective, "%g vs %g", b->objective,
+                  b->m.req_per_s);
+    plan_result_free(&pr);
 }
 END_TEST
 
@@ -232,6 +258,7 @@ Suite *suite_workload(void)
     tcase_add_test(tc, window_counts);
     tcase_add_test(tc, bad_closed_and_window_fields_are_located);
     tcase_add_test(tc, closed_and_offline_runs_are_stored_and_reported);
+    tcase_add_test(tc, plan_judges_a_closed_loop_as_it_runs);
     suite_add_tcase(su, tc);
     return su;
 }

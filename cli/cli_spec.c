@@ -1,0 +1,72 @@
+/* cli_spec.c: the speculative-decoding sections `memory` and `cost` print when the scenario's
+ * first options.speculative entry is on (docs/cost-model.md, "Speculative decoding"). */
+#include "cli.h"
+#include "cli_spec.h"
+#include "../model/kv_spec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void name_spec(const scn_spec *sp, char *buf, size_t n)
+{
+    if (sp->method == SCN_SPEC_DRAFT) snprintf(buf, n, "draft (%s)", sp->draft.name);
+    else snprintf(buf, n, "%s", SCN_SPEC_NAMES[sp->method]);
+}
+
+void cli_spec_memory(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, int block_size)
+{
+    const scn_spec *sp = kv_spec_get(s, 0);
+    if (!sp) return;
+    char nm[96];
+    name_spec(sp, nm, sizeof nm);
+    kv_pool base = kv_pool_size(s, c, true, block_size);
+    kv_pool with = kv_spec_pool_size(s, c, true, block_size, sp);
+    out_section(d, "speculative", "Speculative decoding (first options.speculative entry)");
+    out_kv_str(d, "method", "method", nm);
+    out_kv_num(d, "k", "drafts per verify step", sp->k, OUT_INT);
+    out_kv_num(d, "proposer_weight_bytes", "proposer weights", kv_spec_weight_bytes(s, sp), OUT_BYTES);
+    out_kv_num(d, "proposer_kv_bytes_per_token", "proposer KV/token", kv_spec_kv_bytes_per_token(s, c, sp), OUT_BYTES);
+    out_kv_num(d, "blocks_without", "paged blocks without it", (double)base.blocks, OUT_INT);
+    out_kv_num(d, "blocks_with", "paged blocks with it", (double)with.blocks, OUT_INT);
+}
+
+void cli_spec_cost(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn, long batch,
+                   long context)
+{
+    const scn_spec *sp = kv_spec_get(s, 0);
+    if (!sp || batch < 1) return;
+    char nm[96];
+    name_spec(sp, nm, sizeof nm);
+    kv_seq_work *w = malloc(sizeof *w * (size_t)batch * 2);
+    int *dr = malloc(sizeof *dr * (size_t)batch);
+    scn_scenario *ps = malloc(sizeof *ps);
+    if (!w || !dr || !ps) { free(w); free(dr); free(ps); return; }
+    bool has = kv_spec_proposer_scenario(s, sp, ps);
+    for (long i = 0; i < batch; i++) { w[i] = (kv_seq_work){sp->k + 1, context}; dr[i] = sp->k; }
+    kv_spec_step st = kv_spec_step_time(s, has ? ps : NULL, sp, c, attn, w, dr, (int)batch, w + batch);
+    kv_spec_compare k = kv_spec_compare_at(s, sp, c, attn, (int)batch, context);
+    int x = kv_spec_crossover(s, sp, c, attn, context, s->deployment.max_num_seqs);
+    out_section(d, "speculative", "Speculative decoding (first options.speculative entry)");
+    out_kv_str(d, "method", "method", nm);
+    out_kv_num(d, "k", "drafts per verify step", sp->k, OUT_INT);
+    out_kv_num(d, "expected_tokens", "expected tokens per verify step", k.expected, OUT_NUM);
+    out_kv_num(d, "verify_seconds", "verify step (k+1 rows per sequence)", st.verify.seconds, OUT_SECONDS);
+    out_kv_str(d, "verify_bound", "verify bound", kv_bound_name(st.verify.bound));
+    out_kv_num(d, "draft_seconds", "proposer passes", st.draft_seconds, OUT_SECONDS);
+    out_kv_num(d, "proposer_cpu_seconds", "proposer CPU (n-gram)", st.proposer_cpu, OUT_SECONDS);
+    out_kv_num(d, "spec_step_seconds", "speculative step", st.seconds, OUT_SECONDS);
+    out_kv_num(d, "plain_seconds_per_token", "plain decode per token", k.plain_token, OUT_SECONDS);
+    out_kv_num(d, "spec_seconds_per_token", "speculative per token", k.spec_token, OUT_SECONDS);
+    out_kv_num(d, "crossover_batch", "crossover batch", (double)x, OUT_INT);
+    if (x == 0)
+        out_note(d, "Speculation loses already at one sequence here: the proposer costs more than the weight reads it saves.");
+    else if (x > s->deployment.max_num_seqs)
+        out_note(d, "Speculation beats plain decode per token at every batch up to max_num_seqs (%d) at %ld tokens of context.",
+                 s->deployment.max_num_seqs, context);
+    else
+        out_note(d, "Speculation beats plain decode per token below a batch of %d at %ld tokens of context, and loses from there.",
+                 x, context);
+    free(w);
+    free(dr);
+    free(ps);
+}

@@ -1,0 +1,203 @@
+/* kv_spec.c: speculative decoding's costs (kv_spec.h; docs/cost-model.md, "Speculative
+ * decoding"). */
+#include "kv_spec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOGIT_BYTES 4.0   /* logits are materialised in fp32 for sampling (kv_capacity.c) */
+
+const scn_spec *kv_spec_get(const scn_scenario *s, int index)
+{
+    if (index < 0 || index >= SCN_OPT_MAX) return NULL;
+    if (s->options.n_spec == 0 && index > 0) return NULL;
+    const scn_spec *sp = &s->options.spec[index];
+    return sp->method == SCN_SPEC_OFF || sp->k < 1 ? NULL : sp;
+}
+
+double kv_spec_expected_tokens(const scn_spec *sp, int k)
+{
+    double e = 1, p = 1;
+    for (int i = 0; i < k && i < SCN_SPEC_K_MAX; i++) {
+        p *= sp->accept[i];
+        e += p;
+    }
+    return e;
+}
+
+bool kv_spec_proposer_model(const scn_scenario *s, const scn_spec *sp, scn_model *out)
+{
+    const scn_model *t = &s->model;
+    switch (sp->method) {
+    case SCN_SPEC_DRAFT:
+        *out = sp->draft;
+        return true;
+    case SCN_SPEC_EAGLE:
+        /* One decoder layer in the target's attention shape with a dense MLP (an MoE target's
+         * head uses one expert's width when the model has no dense width). */
+        *out = *t;
+        out->layers = 1;
+        out->sliding_layers = 0;
+        out->dense_layers = 0;
+        if (t->experts > 0) {
+            out->intermediate = t->intermediate > 0 ? t->intermediate : t->moe_intermediate;
+            out->experts = out->experts_per_token = out->shared_experts = 0;
+        }
+        return true;
+    case SCN_SPEC_MTP:
+        /* DeepSeek-V3's MTP module: one transformer block like the target's (MLA + MoE). */
+        *out = *t;
+        out->layers = 1;
+        out->sliding_layers = 0;
+        if (t->experts > 0) out->dense_layers = 0;
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool kv_spec_proposer_scenario(const scn_scenario *s, const scn_spec *sp, scn_scenario *out)
+{
+    scn_model m;
+    if (!kv_spec_proposer_model(s, sp, &m)) return false;
+    *out = *s;
+    out->model = m;
+    return true;
+}
+
+double kv_spec_weight_bytes(const scn_scenario *s, const scn_spec *sp)
+{
+    scn_model m;
+    if (!sp || !kv_spec_proposer_model(s, sp, &m)) return 0;
+    int tp = s->deployment.tensor_parallel;
+    kv_weights w = kv_weights_compute(&m, tp);
+    if (sp->method == SCN_SPEC_DRAFT) return w.bytes_per_rank;
+    /* Heads share the target's embedding and LM head: their layer plus the fc that fuses the
+     * token embedding with the target's hidden state (2h -> h). */
+    double layer = w.bytes_per_rank - w.params_embedding * w.bytes_per_other / (tp < 1 ? 1 : tp);
+    return layer + 2.0 * m.hidden * (double)m.hidden * w.bytes_per_linear / (tp < 1 ? 1 : tp);
+}
+
+double kv_spec_kv_bytes_per_token(const scn_scenario *s, const kv_cache_cfg *c, const scn_spec *sp)
+{
+    scn_model m;
+    if (!sp || !kv_spec_proposer_model(s, sp, &m)) return 0;
+    return kv_bytes_per_token_layer_rank(&m, c, s->deployment.tensor_parallel) * m.layers;
+}
+
+kv_pool kv_spec_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool paged, int block_size,
+                          const scn_spec *sp)
+{
+    kv_pool p = kv_pool_size(s, c, paged, block_size);
+    if (!sp) return p;
+    const scn_deployment *d = &s->deployment;
+    int tp = d->tensor_parallel < 1 ? 1 : d->tensor_parallel;
+    double extra_logits = (double)sp->k * d->max_num_seqs * s->model.vocab / tp * LOGIT_BYTES;
+    double budget = p.kv_budget - kv_spec_weight_bytes(s, sp) - extra_logits;
+    double per_tok = kv_bytes_per_token_layer_rank(&s->model, c, tp) * s->model.layers +
+                     kv_spec_kv_bytes_per_token(s, c, sp);
+    p.kv_budget = budget;
+    p.blocks = budget > 0 && per_tok > 0 ? (long)floor(budget / (per_tok * p.block_size)) : 0;
+    return p;
+}
+
+/* The proposer's device time over `n` rows (no engine CPU: drafting runs inside the step). */
+static double proposer_pass(const scn_scenario *ps, const kv_cache_cfg *c, scn_attention attn,
+                            const kv_seq_work *w, int n)
+{
+    if (n <= 0) return 0;
+    return kv_step_time(ps, c, attn, w, n).gpu_seconds;
+}
+
+kv_spec_step kv_spec_step_time(const scn_scenario *s, const scn_scenario *ps, const scn_spec *sp,
+                               const kv_cache_cfg *c, scn_attention attn, const kv_seq_work *seqs,
+                               const int *drafts, int n, kv_seq_work *scratch)
+{
+    kv_spec_step r;
+    memset(&r, 0, sizeof r);
+    r.verify = kv_step_time_verify(s, c, attn, seqs, drafts, n);
+    int nv = 0, max_draft = 0;
+    for (int i = 0; i < n; i++)
+        if (drafts[i] > 0) {
+            nv++;
+            if (drafts[i] > max_draft) max_draft = drafts[i];
+        }
+    if (sp->method == SCN_SPEC_NGRAM) {
+        /* A prompt lookup per verifying sequence on the CPU, priced as one more scheduled
+         * sequence of the engine's per-sequence CPU work. */
+        r.proposer_cpu = s->engine.seq_cpu * nv;
+    } else if (ps) {
+        /* Prefill chunks: the proposer builds its own KV (or features) for the same tokens. */
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (drafts[i] <= 0 && seqs[i].new_tokens > 0) scratch[m++] = seqs[i];
+        r.draft_seconds += proposer_pass(ps, c, attn, scratch, m);
+        /* Drafting: step j proposes token j + 1 for every sequence with more than j drafts. */
+        for (int j = 0; j < max_draft; j++) {
+            m = 0;
+            for (int i = 0; i < n; i++)
+                if (drafts[i] > j) scratch[m++] = (kv_seq_work){1, seqs[i].context + j};
+            r.draft_seconds += proposer_pass(ps, c, attn, scratch, m);
+        }
+        if (sp->method != SCN_SPEC_DRAFT && max_draft > 0) {
+            /* The heads' 2h -> h input projection, read once per drafting pass. */
+            const scn_model *t = &s->model;
+            double bw = s->hardware.memory_bandwidth * s->hardware.eff_bandwidth;
+            double fc = 2.0 * t->hidden * (double)t->hidden * kv_weight_bytes_per_param(t) /
+                        (s->deployment.tensor_parallel < 1 ? 1 : s->deployment.tensor_parallel);
+            r.draft_seconds += bw > 0 ? max_draft * fc / bw : 0;
+        }
+    }
+    r.seconds = r.verify.seconds + r.draft_seconds + r.proposer_cpu;
+    return r;
+}
+
+kv_spec_compare kv_spec_compare_at(const scn_scenario *s, const scn_spec *sp, const kv_cache_cfg *c,
+                                   scn_attention attn, int batch, long context)
+{
+    kv_spec_compare out = {0};
+    if (batch < 1) batch = 1;
+    kv_seq_work *w = malloc(sizeof *w * (size_t)batch * 2);
+    int *d = malloc(sizeof *d * (size_t)batch);
+    scn_scenario *ps = malloc(sizeof *ps);
+    if (!w || !d || !ps) { free(w); free(d); free(ps); return out; }
+    bool has_ps = kv_spec_proposer_scenario(s, sp, ps);
+    for (int i = 0; i < batch; i++) w[i] = (kv_seq_work){1, context};
+    out.plain_token = kv_step_time(s, c, attn, w, batch).seconds / batch;
+    for (int i = 0; i < batch; i++) { w[i] = (kv_seq_work){sp->k + 1, context}; d[i] = sp->k; }
+    kv_spec_step st = kv_spec_step_time(s, has_ps ? ps : NULL, sp, c, attn, w, d, batch, w + batch);
+    out.expected = kv_spec_expected_tokens(sp, sp->k);
+    out.spec_token = st.seconds / (batch * out.expected);
+    free(w);
+    free(d);
+    free(ps);
+    return out;
+}
+
+static bool spec_wins(const scn_scenario *s, const scn_spec *sp, const kv_cache_cfg *c, scn_attention attn,
+                      int batch, long context)
+{
+    kv_spec_compare k = kv_spec_compare_at(s, sp, c, attn, batch, context);
+    return k.spec_token < k.plain_token;
+}
+
+int kv_spec_crossover(const scn_scenario *s, const scn_spec *sp, const kv_cache_cfg *c, scn_attention attn,
+                      long context, int max_batch)
+{
+    if (max_batch < 1) max_batch = 1;
+    if (!spec_wins(s, sp, c, attn, 1, context)) return 0;
+    /* Doubling finds a losing batch, then bisection the first one (speculation's advantage
+     * shrinks as the batch grows: docs/cost-model.md). */
+    int lo = 1, hi = 2;
+    while (hi <= max_batch && spec_wins(s, sp, c, attn, hi, context)) { lo = hi; hi *= 2; }
+    if (hi > max_batch) {
+        if (spec_wins(s, sp, c, attn, max_batch, context)) return max_batch + 1;
+        hi = max_batch;
+    }
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (spec_wins(s, sp, c, attn, mid, context)) lo = mid; else hi = mid;
+    }
+    return hi;
+}

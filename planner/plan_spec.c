@@ -1,0 +1,134 @@
+/* plan_spec.c: where speculative decoding pays. Speculation trades extra compute (a verify
+ * step of k + 1 rows per sequence and the proposer's passes) for fewer weight reads per token;
+ * that wins while a decode step is bound by reading weights and KV (small batches) and loses
+ * once the step is bound by compute (large batches). The crossover batch comes from the cost
+ * model (kv_spec_crossover; docs/cost-model.md, "Speculative decoding"). */
+#include "plan.h"
+#include "../model/kv_spec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The mean context a decode step reads: the prompt (with its shared prefix) plus half the output. */
+static long decode_context(const scn_scenario *s)
+{
+    const scn_workload *w = &s->workload;
+    return lround(w->prompt.mean + w->prefix_tokens * w->prefix_share + w->output.mean / 2);
+}
+
+int plan_spec_crossover(const scn_scenario *s, const plan_cand *c)
+{
+    const scn_spec *sp = kv_spec_get(s, c->c.spec);
+    if (!sp) return -1;
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) return -1;
+    plan_apply(s, c, t);
+    kv_cache_cfg kc = kv_cache_cfg_make(t, c->c.kv_dtype, c->c.sink, c->c.window);
+    int x = kv_spec_crossover(t, sp, &kc, c->c.attention, decode_context(s), c->max_num_seqs);
+    free(t);
+    return x;
+}
+
+/* The candidate that is `c` with speculation off, if it ran and is allowed. */
+static int plain_twin(const plan_result *r, const scn_scenario *s, const plan_cand *c)
+{
+    for (int i = 0; i < r->n; i++) {
+        const plan_cand *d = &r->c[i];
+        if (d->status != PLAN_DONE || !d->allowed || kv_spec_get(s, d->c.spec)) continue;
+        if (d->c.layout == c->c.layout && d->c.block_size == c->c.block_size && d->c.prefix_cache == c->c.prefix_cache &&
+            d->c.kv_dtype == c->c.kv_dtype && d->c.attention == c->c.attention && d->c.scheduler == c->c.scheduler &&
+            d->c.sink == c->c.sink && d->c.window == c->c.window && d->max_num_seqs == c->max_num_seqs &&
+            d->max_batched == c->max_batched && d->tp == c->tp && d->replicas == c->replicas &&
+            d->kv_heads == c->kv_heads && d->hw == c->hw && d->wformat == c->wformat && d->engine == c->engine)
+            return i;
+    }
+    return -1;
+}
+
+void plan_spec_gate(const scn_scenario *s, plan_result *r)
+{
+    r->spec_gated = false;
+    r->spec_gated_cand = -1;
+    if (r->best < 0) return;
+    const plan_cand *b = &r->c[r->best];
+    int x = plan_spec_crossover(s, b);
+    if (x < 0 || b->m.batch_mean < x) return;
+    int twin = plain_twin(r, s, b);
+    if (twin < 0) return;
+    r->spec_gated = true;
+    r->spec_gated_cand = r->best;
+    r->best = twin;
+}
+
+int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n)
+{
+    if (r->best < 0) return 0;
+    const plan_cand *b = &r->c[r->best];
+    /* The speculative candidate to explain: the recommendation's own, the one passed over, or
+     * the best-ranked one that ran. */
+    const plan_cand *c = kv_spec_get(s, b->c.spec) ? b : r->spec_gated ? &r->c[r->spec_gated_cand] : NULL;
+    for (int i = 0; !c && i < r->n; i++) {
+        const plan_cand *d = &r->c[r->order[i]];
+        if (d->status == PLAN_DONE && kv_spec_get(s, d->c.spec)) c = d;
+    }
+    if (!c) return 0;
+    const scn_spec *sp = kv_spec_get(s, c->c.spec);
+    int x = plan_spec_crossover(s, c);
+    if (x < 0) return 0;
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) return 0;
+    plan_apply(s, c, t);
+    kv_cache_cfg kc = kv_cache_cfg_make(t, c->c.kv_dtype, c->c.sink, c->c.window);
+    long ctx = decode_context(s);
+    int at = x < 1 ? 1 : x > c->max_num_seqs ? c->max_num_seqs : x;
+    kv_spec_compare k1 = kv_spec_compare_at(t, sp, &kc, c->c.attention, 1, ctx);
+    kv_spec_compare kx = kv_spec_compare_at(t, sp, &kc, c->c.attention, at, ctx);
+    free(t);
+    char where[400];
+    if (x == 0)
+        snprintf(where, sizeof where, "it loses already at one sequence (%.3f ms per token against %.3f ms plain), so "
+                 "the proposer costs more than the weight reads it saves", k1.spec_token * 1e3, k1.plain_token * 1e3);
+    else if (x > c->max_num_seqs)
+        snprintf(where, sizeof where, "it beats plain decode per token at every batch up to max_num_seqs %d (%.3f against "
+                 "%.3f ms per token at one sequence, %.3f against %.3f ms at %d): decode stays bound by reading weights and KV",
+                 c->max_num_seqs, k1.spec_token * 1e3, k1.plain_token * 1e3, kx.spec_token * 1e3, kx.plain_token * 1e3, at);
+    else
+        snprintf(where, sizeof where, "it pays below a decode batch of %d and loses from there (crossover %d: %.3f ms per "
+                 "token speculative against %.3f ms plain, as the verify rows turn the step compute-bound; at one sequence "
+                 "%.3f against %.3f ms)", x, x, kx.spec_token * 1e3, kx.plain_token * 1e3, k1.spec_token * 1e3,
+                 k1.plain_token * 1e3);
+    const char *verdict;
+    char tail[200];
+    if (r->spec_gated) {
+        verdict = "not recommended";
+        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f, at or above the crossover, so the same "
+                 "deployment without speculation is recommended", r->c[r->spec_gated_cand].m.batch_mean);
+    } else if (c == b) {
+        verdict = "recommended";
+        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f, below the crossover", b->m.batch_mean);
+    } else {
+        verdict = "not chosen";
+        snprintf(tail, sizeof tail, "its simulated decode batch averaged %.1f; the recommendation ranks higher on the objective",
+                 c->m.batch_mean);
+    }
+    int used = snprintf(line, n, "Speculative decoding (%.60s, %.2f tokens per verify step at %ld tokens of context): %.400s; "
+                        "%s: %.190s.", c->spec_name, k1.expected, ctx, where, verdict, tail);
+    /* The other speculative settings' crossovers, once each, on the same deployment. */
+    bool seen[SCN_OPT_MAX] = {false};
+    seen[c->c.spec] = true;
+    const char *lead = " Crossover batches of the other settings:";
+    for (int i = 0; i < r->n && used > 0 && (size_t)used < n; i++) {
+        const plan_cand *d = &r->c[r->order[i]];
+        if (d->status != PLAN_DONE || !kv_spec_get(s, d->c.spec) || seen[d->c.spec]) continue;
+        seen[d->c.spec] = true;
+        int xd = plan_spec_crossover(s, d);
+        char xs[48];
+        if (xd > d->max_num_seqs) snprintf(xs, sizeof xs, "above %d", d->max_num_seqs);
+        else snprintf(xs, sizeof xs, "%d", xd);
+        used += snprintf(line + used, n - (size_t)used, "%s %.60s %s", lead, d->spec_name, xs);
+        lead = ";";
+    }
+    if (used > 0 && (size_t)used < n && lead[0] == ';') snprintf(line + used, n - (size_t)used, ".");
+    return 1;
+}

@@ -1,0 +1,225 @@
+/* test_moe_parallel.c: expert parallelism and attention data parallelism: the deployment
+ * fields, the busiest expert rank by hand, an EP=8 step's all-to-all bytes by hand, DeepSeek-V3's
+ * KV per DP rank and weights per GPU by hand, and attention-DP ranks that never share KV. */
+#include "tests.h"
+#include "../model/kv_moe_parallel.h"
+#include "../planner/plan.h"
+#include "../sim/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static scn_scenario s;
+
+static void load(const char *text, const char *const *sets, int n)
+{
+    scn_error e;
+    scn_status st = t_load(text, sets, n, &s, &e);
+    char msg[1500];
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_OK, "%s", msg);
+}
+
+static void load_bad(const char *text, const char *path)
+{
+    scn_error e;
+    char msg[1500];
+    scn_status st = t_load(text, NULL, 0, &s, &e);
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_E_DATA && e.line > 0 && strstr(e.path, path), "expected an error at %s: %s", path, msg);
+}
+
+#define WL "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 10}\n"
+#define DSV3 "model: deepseek-v3\nhardware: h200\n" WL \
+             "deployment: {tensor_parallel: 1, attention_data_parallel: 8, expert_parallel: 8}\n"
+
+START_TEST(deployment_fields_and_their_errors)
+{
+    load(DSV3, NULL, 0);
+    ck_assert_int_eq(s.deployment.expert_parallel, 8);
+    ck_assert_int_eq(s.deployment.attention_dp, 8);
+    ck_assert(kv_moe_parallel_on(&s));
+    load("model: llama-3.1-8b\nhardware: h100-sxm\n" WL, NULL, 0);
+    ck_assert_int_eq(s.deployment.expert_parallel, 1);
+    ck_assert(!kv_moe_parallel_on(&s));
+    load_bad("model: llama-3.1-8b\nhardware: h100-sxm\n" WL "deployment: {expert_parallel: 2}\n",
+             "deployment.expert_parallel");
+    /* 8 ranks need 8 GPUs in the replica: tensor_parallel 2 x DP 2 is 4. */
+    load_bad("model: deepseek-v3\nhardware: h200\n" WL "deployment: {tensor_parallel: 2, attention_data_parallel: 2, "
+             "expert_parallel: 8}\n", "deployment.expert_parallel");
+    load_bad("model: deepseek-v3\nhardware: h200\n" WL "deployment: {attention_data_parallel: 8, expert_parallel: 3}\n",
+             "deployment.expert_parallel");
+    load_bad("model: llama-3.1-8b\nhardware: h100-sxm\n" WL "deployment: {expert_skew: 1}\n", "deployment.expert_skew");
+}
+END_TEST
+
+START_TEST(busiest_rank_by_hand)
+{
+    /* Uniform routing: every rank gets 1/E. */
+    ck_assert_double_eq_tol(kv_moe_busiest_share(256, 8, 0), 1.0 / 8, 1e-12);
+    /* 4 experts of popularity 1, 1/2, 1/3, 1/4 on 2 ranks (0 and 2 on rank 0): (1 + 1/3) /
+     * (25/12) = 16/25. */
+    ck_assert_double_eq_tol(kv_moe_busiest_share(4, 2, 1), 16.0 / 25, 1e-12);
+    /* A skewed popularity slows the step: the busiest rank computes more rows. */
+    load(DSV3, NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 2000};
+    kv_moe_step even = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    s.deployment.expert_skew = 1.0;
+    kv_moe_step skew = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert_double_eq_tol(even.rows_busiest, 64.0 * 8 * 8 / 8, 1e-9);   /* 8 ranks x 64 tokens x k 8, 1/8 */
+    ck_assert(skew.rows_busiest > even.rows_busiest);
+    ck_assert(skew.experts > even.experts);
+}
+END_TEST
+
+START_TEST(ep8_alltoall_bytes_by_hand)
+{
+    /* DeepSeek-V3, DP 8 x TP 1, EP 8, 64 decoding sequences per DP rank. Each MoE layer (61 -
+     * 3 dense = 58) dispatches every token's 7168-wide bf16 hidden state to its 8 experts and
+     * combines the results back: 64 x 8 x 7168 x 2 = 7 340 032 bytes per GPU each way, of which
+     * 7/8 leave the GPU (1/8 of the experts are local): 6 422 528 bytes, twice per layer. */
+    load(DSV3, NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 2000};
+    kv_moe_step st = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert_double_eq_tol(st.dispatch.net_bytes, 6422528.0, 1e-6);
+    ck_assert_double_eq_tol(st.alltoall_bytes, 6422528.0 * 2 * 58, 1e-3);
+    /* Within one NVLink node the transfer is those bytes over the link (450 GB/s x 0.7 by
+     * default); 116 of them make the all-to-all's time, plus their latency. */
+    double link = s.hardware.link_bandwidth * s.hardware.eff_link;
+    ck_assert_double_eq_tol(st.dispatch.transfer, 6422528.0 / link, 1e-12);
+    ck_assert_double_eq_tol(st.alltoall, 116 * st.dispatch.seconds, 1e-12);
+    ck_assert_double_eq_tol(st.seconds, st.attention + st.experts + st.alltoall, 1e-12);
+    ck_assert(st.alltoall > 0 && st.alltoall < st.seconds);
+}
+END_TEST
+
+START_TEST(deepseek_memory_per_gpu_by_hand)
+{
+    load(DSV3, NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_moe_memory mm = kv_moe_memory_compute(&s, &c);
+    /* MLA caches kv_lora_rank 512 + rope 64 per layer per token, once, in bf16, on every GPU of
+     * its DP rank: 576 x 61 x 2 = 70 272 bytes. */
+    ck_assert_double_eq_tol(mm.kv_bytes_per_token, 70272, 1e-9);
+    /* Routed experts: 256 x 3 x 7168 x 2048 parameters in each of 58 layers at the entry's
+     * stored bytes per parameter (fp8), one eighth per GPU. */
+    double routed = 256.0 * 3 * 7168 * 2048 * 58 * kv_weight_bytes_per_param(&s.model);
+    ck_assert_double_eq_tol(mm.expert_weights, routed / 8, 1);
+    /* Everything else is whole on every GPU (TP 1): total - routed + routed / 8. */
+    kv_weights w = kv_weights_compute(&s.model, 1);
+    ck_assert_double_eq_tol(mm.weights, w.bytes_per_rank - routed + routed / 8, 1);
+    ck_assert_msg(mm.kv_budget > 0, "DeepSeek-V3 must fit on 8 H200s with EP 8: budget %.3g", mm.kv_budget);
+}
+END_TEST
+
+/* Two requests sharing a 512-token prefix (each prompt: the prefix + 600 tokens of its own),
+ * one after the other, under a router. */
+static double hit_rate(int dp, const char *router)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: qwen3-30b-a3b\nhardware: h100-sxm\n"
+             "workload: {requests: 2, arrival: {process: constant, rate: 1/s}, prompt_tokens: 600, output_tokens: 4,\n"
+             "  shared_prefix: {groups: 1, tokens: 512, share: 1}}\n"
+             "deployment: {tensor_parallel: 1, attention_data_parallel: %d, expert_parallel: %d, router: %s}\n"
+             "options: {kv_layout: paged, prefix_cache: on}\n", dp, dp, router);
+    load(text, NULL, 0);
+    sim_metrics m;
+    sim_choice c = sim_choice_first(&s);
+    char err[256];
+    ck_assert_int_eq(sim_run_predicted(&s, &c, &m, err, sizeof err), SIM_OK);
+    ck_assert_int_eq(m.requests, 2);
+    return m.prefix_hit_rate;
+}
+
+START_TEST(attention_dp_ranks_never_share_kv)
+{
+    /* One rank: the second request finds the first one's 512-token prefix (32 blocks) of the
+     * 2 x 1112 prompt tokens. */
+    ck_assert_double_eq_tol(hit_rate(1, "round_robin"), 512.0 / 2224, 1e-12);
+    /* Two DP ranks, round robin: the second request lands on the other rank, whose pool never
+     * saw the prefix: no hit. */
+    ck_assert(hit_rate(2, "round_robin") == 0);
+    /* Routing by prefix sends both to one rank, where the hit comes back. */
+    ck_assert_double_eq_tol(hit_rate(2, "prefix_affinity"), 512.0 / 2224, 1e-12);
+    /* Each rank's pool is the expert-sharded one. */
+    load("model: qwen3-30b-a3b\nhardware: h100-sxm\n" WL "deployment: {attention_data_parallel: 2, expert_parallel: 2}\n",
+         NULL, 0);
+    sim_metrics m;
+    sim_choice c = sim_choice_first(&s);
+    char err[256];
+    ck_assert_int_eq(sim_run_predicted(&s, &c, &m, err, sizeof err), SIM_OK);
+    kv_cache_cfg kc = kv_cache_cfg_make(&s, c.kv_dtype, 0, 0);
+    ck_assert_int_eq(m.kv_blocks, kv_moe_pool_size(&s, &kc, true, c.block_size).blocks);
+}
+END_TEST
+
+START_TEST(plan_explains_the_ep_step)
+{
+    load(DSV3, NULL, 0);
+    plan_cand c;
+    memset(&c, 0, sizeof c);
+    c.c = sim_choice_first(&s);
+    c.tp = 1;
+    c.replicas = 1;
+    c.max_num_seqs = s.deployment.max_num_seqs;
+    c.max_batched = s.deployment.max_num_batched_tokens;
+    c.hw = c.wformat = c.engine = -1;
+    c.status = PLAN_DONE;
+    c.allowed = true;
+    c.m.batch_mean = 64;
+    int order[1] = {0};
+    plan_result r = {.c = &c, .n = 1, .order = order, .best = 0};
+    char line[PLAN_LINE];
+    ck_assert_int_eq(plan_moe_explain(&s, &r, line, sizeof line), 1);
+    /* The DP rank's step at 64 sequences, as kv_moe_step_time has it, and its all-to-all share. */
+    kv_cache_cfg kc = kv_cache_cfg_make(&s, c.c.kv_dtype, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 105};   /* the workload's context: 100 + 10 / 2 */
+    kv_moe_step st = kv_moe_step_time(&s, &kc, c.c.attention, w, 64);
+    char want[160];
+    snprintf(want, sizeof want, "all-to-all %.2f ms (%.0f %% of the step", st.alltoall * 1e3, 100 * st.alltoall / st.seconds);
+    ck_assert_msg(strstr(line, "Expert parallelism (EP 8, attention DP 8 x TP 1)") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "68.6 KiB per token per DP rank") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, want) != NULL, "want '%s' in: %s", want, line);
+    /* A plain deployment gets no such line. */
+    load("model: llama-3.1-8b\nhardware: h100-sxm\n" WL, NULL, 0);
+    c.c = sim_choice_first(&s);
+    ck_assert_int_eq(plan_moe_explain(&s, &r, line, sizeof line), 0);
+}
+END_TEST
+
+START_TEST(cli_reports_dp_ep)
+{
+    char out[65536], err[8192], args[1024];
+    const char *lib = getenv("KVPLAN_LIBRARY");
+    snprintf(args, sizeof args, "memory %s/archetypes/deepseek-v3-dp-ep.yaml", lib);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "KV/token per DP rank") != NULL, "%s", out);
+    snprintf(args, sizeof args, "cost %s/archetypes/deepseek-v3-dp-ep.yaml --batch 64", lib);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "all-to-all share of the step") != NULL, "%s", out);
+}
+END_TEST
+
+Suite *suite_moe_parallel(void)
+{
+    Suite *su = suite_create("moe_parallel");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, deployment_fields_and_their_errors);
+    tcase_add_test(tc, busiest_rank_by_hand);
+    tcase_add_test(tc, ep8_alltoall_bytes_by_hand);
+    tcase_add_test(tc, deepseek_memory_per_gpu_by_hand);
+    tcase_add_test(tc, attention_dp_ranks_never_share_kv);
+    tcase_add_test(tc, plan_explains_the_ep_step);
+    tcase_add_test(tc, cli_reports_dp_ep);
+    suite_add_tcase(su, tc);
+    return su;
+}
