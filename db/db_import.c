@@ -161,12 +161,12 @@ static int parse_prom(const char *text, const char *label, db_import *o, char *e
     pcre2_code *le_re = compile("(?:^|,)\\s*le=\"([^\"]*)\"");
     pcre2_match_data *md = line_re ? pcre2_match_data_create_from_pattern(line_re, NULL) : NULL;
     pcre2_match_data *md2 = le_re ? pcre2_match_data_create_from_pattern(le_re, NULL) : NULL;
-    static hist H[sizeof HIST_NAMES / sizeof HIST_NAMES[0]];
     int nh = (int)(sizeof HIST_NAMES / sizeof HIST_NAMES[0]);
-    for (int i = 0; i < nh; i++) { memset(&H[i], 0, sizeof H[i]); H[i].name = HIST_NAMES[i][0]; H[i].out = HIST_NAMES[i][1]; }
+    hist *H = calloc((size_t)nh, sizeof *H);   /* per call: the parser keeps no state between calls */
+    for (int i = 0; H && i < nh; i++) { H[i].name = HIST_NAMES[i][0]; H[i].out = HIST_NAMES[i][1]; }
     double kv_usage = NAN, hit_rate = NAN, hits = 0, queries = 0, preempt = NAN, success = NAN, prompt = NAN, gen = NAN;
     int rc = -1, seen_vllm = 0;
-    if (!md || !md2) { snprintf(err, n, "internal: patterns failed to compile"); goto out; }
+    if (!md || !md2 || !H) { snprintf(err, n, "internal: out of memory or patterns failed to compile"); goto out; }
     long ln = 0;
     for (const char *p = text; *p;) {
         const char *eol = strchr(p, '\n');
@@ -272,6 +272,7 @@ static int parse_prom(const char *text, const char *label, db_import *o, char *e
     if (!isnan(gen)) put(o, "output_tokens", gen, SIM_UNIT_COUNT);
     rc = 0;
 out:
+    free(H);
     pcre2_match_data_free(md);
     pcre2_match_data_free(md2);
     pcre2_code_free(line_re);
