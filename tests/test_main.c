@@ -29,6 +29,7 @@ int main(void)
     srunner_add_suite(sr, suite_fastfwd());
     srunner_add_suite(sr, suite_bounded());
     srunner_add_suite(sr, suite_accounting());
+    srunner_add_suite(sr, suite_hybrid_kv());
     srunner_add_suite(sr, suite_verify());
     srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());

@@ -24,6 +24,7 @@ Suite *suite_pool(void);
 Suite *suite_fastfwd(void);
 Suite *suite_bounded(void);
 Suite *suite_accounting(void);
+Suite *suite_hybrid_kv(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);
