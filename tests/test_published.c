@@ -60,7 +60,7 @@ START_TEST(sample_parses)
     ck_assert_str_eq(r->unit, "tok/s/gpu");
     ck_assert_int_eq(r->cls, PUB_CLASS_THROUGHPUT);
     ck_assert(r->value == 10000);
-    ck_assert_str_eq(find(&t, "t-skip-dataset")->input, "sharegpt");
+    ck_assert_str_eq(find(&t, "t-skip-dataset")->input, "no-such-set");
     ck_assert_int_eq(find(&t, "t-closed")->cls, PUB_CLASS_TTFT);
     pub_table_free(&t);
 }
@@ -186,7 +186,7 @@ START_TEST(served_rows_and_skips)
     ck_assert_int_eq(find(&t, "t-skip-model")->status, PUB_SKIPPED);
     ck_assert(strstr(find(&t, "t-skip-model")->why, "model 'no-such-model' is not in the library"));
     ck_assert(strstr(find(&t, "t-skip-gpu")->why, "hardware 'b999'"));
-    ck_assert(strstr(find(&t, "t-skip-dataset")->why, "dataset 'sharegpt'"));
+    ck_assert(strstr(find(&t, "t-skip-dataset")->why, "dataset 'no-such-set'"));
     /* Lengths from a dataset file beside the table: fixed 256 and 64, so exactly t-closed. */
     pub_row *ds = find(&t, "t-dataset");
     ck_assert_msg(ds->status == PUB_PREDICTED, "%s", ds->why);
