@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* gpt-oss-120b: 36 layers, 18 with a 128-token window; 8 KV heads of 64 dims in bf16:
@@ -217,6 +218,32 @@ START_TEST(memory_and_simulator_agree)
 }
 END_TEST
 
+START_TEST(memory_reports_window_layers)
+{
+    /* `kvplan memory` on gpt-oss-120b at 8192 tokens: 2048 B * (18 * 8192 + 18 * 128) =
+     * 306,708,480 bytes per sequence (292.5 MiB), not 36 * 8192 * 2048 = 603,979,776. */
+    char out[1 << 15], err[4096], cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "memory %s/chat.yaml --set model=gpt-oss-120b --set hardware=h200 --set options.kv_dtype=bf16 "
+             "--set options.kv_layout=paged --context 8192 --format csv", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(t_run(cmd, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "bf16,off,paged,16,73728,8192,306708480,"), "%s", out);
+    /* The same sequence in the simulator's block manager: 18 * 512 + 18 * 8 layer-blocks, or
+     * 9360 / 36 = 260 blocks of every layer, 260 * 16 * 73728 bytes = the same figure. */
+    sim_kv *kv = sim_kv_init(100000, 16, true, false, 0, 0);
+    sim_kv_set_groups(kv, 18, 18, 128);
+    sim_kv_seq q;
+    memset(&q, 0, sizeof q);
+    ck_assert_int_eq(sim_kv_grow(kv, &q, 8192), 0);
+    sim_kv_commit(kv, &q, 8192);
+    ck_assert_int_eq(sim_kv_referenced(kv), 260);
+    ck_assert(fabs(260.0 * 16 * 73728 - 306708480.0) < 0.5);
+    sim_kv_release(kv, &q);
+    sim_kv_seq_free(&q);
+    sim_kv_free(kv);
+}
+END_TEST
+
 Suite *suite_hybrid_kv(void)
 {
     Suite *s = suite_create("hybrid_kv");
@@ -226,6 +253,7 @@ Suite *suite_hybrid_kv(void)
     tcase_add_test(tc, block_manager_frees_window_layers);
     tcase_add_test(tc, simulation_admits_hand_computed_count);
     tcase_add_test(tc, memory_and_simulator_agree);
+    tcase_add_test(tc, memory_reports_window_layers);
     suite_add_tcase(s, tc);
     return s;
 }
