@@ -3,6 +3,9 @@
 #   make                  build ./kvplan (with the CUDA backend when nvcc is found)
 #   make check            build and run every test suite (Check), printing its summary
 #   make check SANITIZE=1 the same under ASan + UBSan, in build-san/
+#   make check UBSAN=1    the same under UBSan with float-cast-overflow (CC=clang in CI), in build-ubsan/
+#   make fuzz             build the libFuzzer targets in tests/fuzz/ with clang (make setup FUZZ=1)
+#   make fuzz-ci          run each fuzz target for FUZZ_SECONDS (60) from the seeds
 #   make bench            benchmarks: figures and ratios, never pass/fail
 #   make setup            install the Debian packages the build needs (scripts/install-deps)
 #   make demo             run the main job on the bundled chat scenario
@@ -15,10 +18,17 @@
 # (run/validate/calibrate --backend cuda, selftest, kernel-bench); the binary links no CUDA.
 
 SANITIZE ?= 0
+UBSAN ?= 0
 ifeq ($(SANITIZE),1)
 BUILD := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 # The CUDA static runtime is not built with the sanitizers; the sanitized build is CPU-only.
+CUDA := 0
+else ifeq ($(UBSAN),1)
+# UBSan alone, plus the float-to-integer overflow check that -fsanitize=undefined leaves out
+# (gcc and clang both have it); any report fails the run.
+BUILD := build-ubsan
+SANFLAGS := -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 CUDA := 0
 else
 BUILD := build
@@ -72,7 +82,8 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check install-cuda validate-published
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check install-cuda validate-published \
+        fuzz fuzz-ci
 all: deps-check $(BIN) kvplan $(PLUGIN) $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
 deps-check:
@@ -181,7 +192,47 @@ bench: deps-check $(BUILD)/run_bench $(BIN)
 	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate scenarios/tiny-cpu.yaml --no-db
 
 setup:
-	MPI=$(MPI) bash scripts/install-deps
+	MPI=$(MPI) FUZZ=$(FUZZ) bash scripts/install-deps
+
+# ---- fuzzing (libFuzzer, clang) ----
+# The library is rebuilt in build-fuzz/ with coverage instrumentation and ASan + UBSan; each
+# target in tests/fuzz/ links against it. Seeds: tests/fuzz/seeds/, the bundled scenarios and
+# tests/data; libFuzzer adds what it finds to build-fuzz/corpus/ (never committed).
+FUZZ_CC ?= clang
+FUZZ_SAN := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_TARGETS := scenario units import trace
+FUZZ_SECONDS ?= 60
+FUZZ_BIN := $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+
+fuzz: deps-check
+	@command -v $(FUZZ_CC) >/dev/null || { echo "clang is missing: run 'make setup FUZZ=1'" >&2; exit 1; }
+	$(MAKE) --no-print-directory BUILD=build-fuzz CC=$(FUZZ_CC) CUDA=0 SANFLAGS="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" build-fuzz/libkvplan.a
+	$(MAKE) --no-print-directory $(FUZZ_BIN) fuzz-seeds
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h build-fuzz/libkvplan.a
+	$(FUZZ_CC) -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra $(FUZZ_SAN) -fsanitize=fuzzer \
+	  $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -o $@ $< build-fuzz/libkvplan.a \
+	  $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+
+.PHONY: fuzz-seeds
+fuzz-seeds:
+	@for t in $(FUZZ_TARGETS); do mkdir -p build-fuzz/seeds/$$t build-fuzz/corpus/$$t; \
+	  cp tests/fuzz/seeds/$$t/* build-fuzz/seeds/$$t/ 2>/dev/null || true; done
+	@for f in scenarios/*.yaml scenarios/*/*.yaml; do cp $$f build-fuzz/seeds/scenario/$$(echo $$f | tr / _); done
+	@find tests/data -maxdepth 1 -type f -exec cp {} build-fuzz/seeds/import/ \;
+	@echo "fuzz: targets in build-fuzz/ (fuzz_scenario, fuzz_units, fuzz_import, fuzz_trace); seeds in build-fuzz/seeds/"
+
+# Each target for FUZZ_SECONDS from its seeds; a crash, a leak, a UBSan report, a 30 s input
+# or 2 GB of memory fails the run and leaves the input in build-fuzz/.
+fuzz-ci: fuzz
+	@mkdir -p build-fuzz/logs; for t in $(FUZZ_TARGETS); do \
+	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=../tests/fuzz/$$t.dict; \
+	  echo "fuzz-ci: $$t for $(FUZZ_SECONDS) s"; \
+	  ( cd build-fuzz && ./fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=2048 -max_len=65536 \
+	      -print_final_stats=1 $$dict -artifact_prefix=$$t- corpus/$$t seeds/$$t ) >build-fuzz/logs/$$t.log 2>&1; \
+	  rc=$$?; grep -E "^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::peak_rss_mb)" build-fuzz/logs/$$t.log; \
+	  if [ $$rc -ne 0 ]; then tail -60 build-fuzz/logs/$$t.log; echo "fuzz-ci: $$t failed (input in build-fuzz/$$t-*)"; exit 1; fi; \
+	done
 
 # make install PREFIX=... [DESTDIR=...]: the binary, the YAML library, the chart libraries
 # (when `make setup` fetched them) and the man page. The binary finds its library in
@@ -212,6 +263,6 @@ validate-published: deps-check $(BIN)
 	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate-published $(PUBLISHED)
 
 clean:
-	rm -rf build build-san kvplan tests/out
+	rm -rf build build-san build-ubsan build-fuzz kvplan tests/out
 
--include $(shell find build build-san -name '*.d' 2>/dev/null)
+-include $(shell find build build-san build-ubsan build-fuzz -name '*.d' 2>/dev/null)

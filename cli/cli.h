@@ -7,7 +7,7 @@
 
 /* sysexits-style exit codes; docs/cli.md lists them. */
 enum { CLI_OK = 0, CLI_EX_USAGE = 64, CLI_EX_DATA = 65, CLI_EX_NOINPUT = 66, CLI_EX_UNAVAILABLE = 69,
-       CLI_EX_INTERNAL = 70, CLI_EX_CANTCREAT = 73 };
+       CLI_EX_INTERNAL = 70, CLI_EX_CANTCREAT = 73, CLI_EX_IOERR = 74, CLI_EX_TEMPFAIL = 75 };
 
 #define CLI_MAX_SETS 64
 

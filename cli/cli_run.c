@@ -26,7 +26,9 @@ int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *
         case 2: f->ts_out = v; break;
         case 3:
             if (scn_quantity_parse(v, SCN_UNIT_TIME, &f->interval, msg, sizeof msg)) { cli_usage_error(cmd, "--sample-interval: %s", msg); return -1; }
-            if (f->interval <= 0) { cli_usage_error(cmd, "--sample-interval must be > 0"); return -1; }
+            /* A bound below the engine's time resolution would sample forever without time
+             * advancing; 1 ms is finer than any serving engine's metrics (docs/failure-model.md). */
+            if (!(f->interval >= 1e-3)) { cli_usage_error(cmd, "--sample-interval must be at least 1 ms, found '%s'", v); return -1; }
             break;
         case 4: f->db_flag = v; break;
         case 5: f->backend = v; break;
@@ -45,6 +47,8 @@ int cli_exit_for_vf(vf_status st)
     case VF_E_NOINPUT: return CLI_EX_NOINPUT;
     case VF_E_UNAVAILABLE: return CLI_EX_UNAVAILABLE;
     case VF_E_CANTCREAT: return CLI_EX_CANTCREAT;
+    case VF_E_IOERR: return CLI_EX_IOERR;
+    case VF_E_TEMPFAIL: return CLI_EX_TEMPFAIL;
     default: return CLI_EX_INTERNAL;
     }
 }
@@ -105,6 +109,9 @@ int cli_exit_for_db(int st)
     switch (st) {
     case DB_E_CANTOPEN: return CLI_EX_CANTCREAT;
     case DB_E_DATA: case DB_E_NOTFOUND: return CLI_EX_DATA;
+    case DB_E_NOINPUT: return CLI_EX_NOINPUT;
+    case DB_E_IO: return CLI_EX_IOERR;
+    case DB_E_BUSY: return CLI_EX_TEMPFAIL;
     default: return CLI_EX_INTERNAL;
     }
 }
@@ -117,6 +124,17 @@ int cli_open_db(cli_run_flags *f, db **d, const char **path)
     db_status st;
     char err[1024];
     *d = db_open(*path, &st, err, sizeof err);
+    if (!*d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+    return CLI_OK;
+}
+
+int cli_open_db_read(const char *flag, db **d, const char **path)
+{
+    static char def[4096];   /* *path may point here after return */
+    *path = cli_db_path(flag, def, sizeof def);
+    db_status st;
+    char err[1024];
+    *d = db_open_read(*path, &st, err, sizeof err);
     if (!*d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
     return CLI_OK;
 }

@@ -42,6 +42,9 @@ int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *
               const char *finished, long *run_id);
 /* Opens the database unless --no-db; prints and returns an exit code on failure. */
 int cli_open_db(cli_run_flags *f, db **d, const char **path);
+/* Opens an existing database read-only for a command that only reads (runs, show, compare,
+ * report, merge's inputs): never creates one (exit 66 when missing). */
+int cli_open_db_read(const char *flag, db **d, const char **path);
 /* The standard run report: latency table, run facts, throughput, KV. */
 void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
                     long run_id, const char *db_path);

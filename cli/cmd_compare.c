@@ -34,10 +34,9 @@ int cmd_compare(int argc, char **argv)
     if (n_args != 2) return cli_usage_error("compare", "needs two runs: RUN_A RUN_B");
     long ids[2];
     for (int i = 0; i < 2; i++) if (cli_parse_long("RUN", args[i], 1, 0x7fffffffffffffffL, &ids[i])) return CLI_EX_USAGE;
-    cli_run_flags f = {.db_flag = db_flag};
     db *d;
     const char *path;
-    int rc = cli_open_db(&f, &d, &path);
+    int rc = cli_open_db_read(db_flag, &d, &path);
     if (rc) return rc;
     metric_set sets[2];
     db_run_info info[2];

@@ -7,6 +7,7 @@
 #include "../model/kv_moe_parallel.h"
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
+#include "../sim/workload.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,25 @@ static void scenario_section(out_doc *d, const scn_scenario *s)
     out_kv_num(d, "tensor_parallel", "tensor parallel", s->deployment.tensor_parallel, OUT_INT);
     out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", s->deployment.gpu_memory_utilization, OUT_FRAC);
     out_kv_num(d, "max_model_len", "max model len (tokens)", s->deployment.max_model_len, OUT_INT);
+}
+
+/* A trace's mean prompt + output length: what a sequence holds as it finishes, as the
+ * workload's mean does for generated workloads. Prints and returns an exit code on failure. */
+static int trace_mean(const scn_scenario *s, double *mean)
+{
+    int noinput;
+    char err[1024];
+    sim_workload *w = sim_workload_init(s, s->seed, &noinput, err, sizeof err);
+    if (!w) { fprintf(stderr, "kvplan: %s\n", err); return noinput ? CLI_EX_NOINPUT : CLI_EX_DATA; }
+    sim_req_spec r;
+    double sum = 0;
+    long n = 0;
+    int rc;
+    while ((rc = sim_workload_next(w, &r, err, sizeof err)) == 0) { sum += (double)r.prompt + r.output; n++; }
+    sim_workload_free(w);
+    if (rc < 0) { fprintf(stderr, "kvplan: %s\n", err); return CLI_EX_DATA; }
+    *mean = sum / (double)n;   /* n >= 1: the reader refuses a trace without requests */
+    return CLI_OK;
 }
 
 int cmd_memory(int argc, char **argv)
@@ -48,6 +68,8 @@ int cmd_memory(int argc, char **argv)
     scn_scenario s;
     int rc = cli_load(&c, &s);
     if (rc) return rc;
+    double mean = (double)context;
+    if (!context && s.workload.arrival == SCN_ARRIVAL_TRACE && (rc = trace_mean(&s, &mean))) return rc;
 
     const scn_options *o = &s.options;
     int tp = s.deployment.tensor_parallel;
@@ -56,7 +78,7 @@ int cmd_memory(int argc, char **argv)
     scenario_section(d, &s);
     kv_weights w = kv_weights_compute(&s.model, tp);
     kv_cache_cfg c0 = kv_cache_cfg_make(&s, o->kv_dtype[0], 0, 0);
-    kv_capacity k0 = kv_capacity_compute(&s, &c0, o->block_size[0], (double)context);
+    kv_capacity k0 = kv_capacity_compute(&s, &c0, o->block_size[0], mean);
 
     out_section(d, "memory", "Memory per GPU");
     out_kv_num(d, "device_bytes", "device memory", k0.device_memory, OUT_BYTES);
@@ -97,7 +119,7 @@ int cmd_memory(int argc, char **argv)
                 for (int bi = 0; bi < nb; bi++) {
                     kv_cache_cfg cc = kv_cache_cfg_make(&s, o->kv_dtype[di], o->sink[wi], o->window[wi]);
                     int bs = o->layout[li] == SCN_LAYOUT_PAGED ? o->block_size[bi] : 1;
-                    kv_capacity k = kv_capacity_compute(&s, &cc, bs, (double)context);
+                    kv_capacity k = kv_capacity_compute(&s, &cc, bs, mean);
                     char win[48];
                     if (o->window[wi]) snprintf(win, sizeof win, "%d+%d", o->sink[wi], o->window[wi]);
                     else snprintf(win, sizeof win, "off");
@@ -109,7 +131,7 @@ int cmd_memory(int argc, char **argv)
                      * of the full-attention layers); its bytes count windowed layers at their
                      * window (kv_capacity_compute, model/kv_blocks.c). */
                     kv_cache_cfg cf = kv_cache_fold(&s.model, &cc);
-                    long held = kv_seq_held(&cf, (long)(k.mean_tokens + 0.5));
+                    long held = kv_seq_held(&cf, k.mean_tokens < 9e15 ? (long)(k.mean_tokens + 0.5) : (long)9e15);
                     long per_seq = paged ? (held + bs - 1) / bs * bs : k.reserve_contiguous;
                     out_cell_num(d, paged ? bs : 0.0 / 0.0);
                     out_cell_num(d, k.kv_bytes_per_token);

@@ -20,6 +20,14 @@ int cmd_merge(int argc, char **argv)
     }
     if (help) { fputs(cli_usage_of("merge"), stdout); return CLI_OK; }
     if (n < 2) return cli_usage_error("merge", "needs OUT.db and at least one IN.db");
+    /* Check every input before OUT is created or changed: a missing or foreign input writes nothing. */
+    for (int i = 1; i < n; i++) {
+        db *in;
+        const char *p;
+        int orc = cli_open_db_read(paths[i], &in, &p);
+        if (orc) return orc;
+        db_close(in);
+    }
     cli_run_flags f = {.db_flag = paths[0]};
     db *d;
     const char *path;

@@ -205,10 +205,9 @@ int cmd_report(int argc, char **argv)
                         "(npm ci in the source tree), or set KVPLAN_ASSETS to a node_modules folder\n");
         return CLI_EX_UNAVAILABLE;
     }
-    cli_run_flags f = {.db_flag = db_flag};
     db *d;
     const char *path;
-    if ((rc = cli_open_db(&f, &d, &path))) return rc;
+    if ((rc = cli_open_db_read(db_flag, &d, &path))) return rc;
     char err[1024];
     db_status st;
     json_t *data = plan_report_data(d, &s, &st, err, sizeof err);

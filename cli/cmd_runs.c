@@ -1,6 +1,5 @@
 /* cmd_runs.c: `kvplan runs` lists stored runs; `kvplan show RUN` prints one. */
-#include "cli.h"
-#include "../db/db.h"
+#include "cli_run.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -61,10 +60,10 @@ int cmd_runs(int argc, char **argv)
     if (help) { fputs(cli_usage_of("runs"), stdout); return CLI_OK; }
     char err[1024];
     db_status st;
-    char def[4096];
-    const char *path = cli_db_path(db_flag, def, sizeof def);
-    db *d = db_open(path, &st, err, sizeof err);
-    if (!d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+    const char *path;
+    db *d;
+    int orc = cli_open_db_read(db_flag, &d, &path);
+    if (orc) return orc;
     out_doc *doc = out_doc_init();
     static const out_col cols[] = {
         {"id", "id", OUT_INT}, {"finished", "finished (UTC)", OUT_STR}, {"scenario", "scenario", OUT_STR},
@@ -101,10 +100,10 @@ int cmd_show(int argc, char **argv)
     if (cli_parse_long("RUN", arg, 1, 0x7fffffffffffffffL, &id)) return CLI_EX_USAGE;
     char err[1024];
     db_status st;
-    char def[4096];
-    const char *path = cli_db_path(db_flag, def, sizeof def);
-    db *d = db_open(path, &st, err, sizeof err);
-    if (!d) { fprintf(stderr, "kvplan: %s\n", err); return cli_exit_for_db(st); }
+    const char *path;
+    db *d;
+    int orc = cli_open_db_read(db_flag, &d, &path);
+    if (orc) return orc;
     db_run_info r;
     st = db_run_get(d, id, &r, err, sizeof err);
     if (st != DB_OK) { fprintf(stderr, "kvplan: %s: %s\n", path, err); db_close(d); return cli_exit_for_db(st); }

@@ -10,21 +10,31 @@
 
 typedef enum {
     DB_OK = 0,
-    DB_E_CANTOPEN,   /* the file cannot be created or opened (exit 73) */
-    DB_E_DATA,       /* not a kvplan database, or a newer schema (exit 65) */
+    DB_E_CANTOPEN,   /* the file cannot be created, opened or written: read-only, disk full (exit 73) */
+    DB_E_DATA,       /* not a kvplan database, a damaged one, or a newer schema (exit 65) */
     DB_E_NOTFOUND,   /* no such run (exit 65) */
-    DB_E_INTERNAL    /* SQL failure (exit 70) */
+    DB_E_INTERNAL,   /* SQL failure (exit 70) */
+    DB_E_NOINPUT,    /* a database to read does not exist (exit 66) */
+    DB_E_BUSY,       /* other writers held the lock past the retry deadline (exit 75) */
+    DB_E_IO          /* the operating system reported an I/O error (exit 74) */
 } db_status;
 
 typedef struct db db;
 
-/* Opens (creating and migrating as needed) the database; NULL with a message on failure. */
+/* Opens the database for writing, creating and migrating it as needed, and checks before any
+ * work is done that it is a kvplan database and can be written (takes and drops the write
+ * lock); NULL with a message on failure. */
 db *db_open(const char *path, db_status *st, char *err, size_t n);
+/* Opens an existing database read-only: never creates, migrates or changes the file, so it
+ * works on read-only files and mounts (DB_E_NOINPUT when it does not exist). */
+db *db_open_read(const char *path, db_status *st, char *err, size_t n);
 void db_close(db *d);
 int db_schema_version(db *d);
 extern const int DB_SCHEMA_LATEST;
 
-/* Everything one run stores; inserted in one transaction or not at all. */
+/* Everything one run stores; inserted in one transaction or not at all. The rows are staged in
+ * a private temporary table first, so the write lock is held only for the final copy; a busy
+ * lock is retried with backoff (docs/failure-model.md). */
 typedef struct {
     const scn_scenario *scenario;
     const char *kind;          /* "predicted" or "measured" */

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pcre2.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,15 @@ static void put(db_import *o, const char *name, double v, sim_unit unit)
 }
 
 /* ---- vLLM benchmark_serving --save-result JSON ---- */
+static bool is_bench_field(const char *key)
+{
+    static const char *const PLAIN[] = {"completed", "duration", "request_throughput", "total_input_tokens",
+                                        "output_throughput", "request_goodput", NULL};
+    for (int i = 0; PLAIN[i]; i++) if (!strcmp(key, PLAIN[i])) return true;
+    size_t l = strlen(key);
+    return l > 3 && !strcmp(key + l - 3, "_ms");
+}
+
 static int parse_bench(json_t *root, const char *label, db_import *o, char *err, size_t n)
 {
     static const char *const REQUIRED[] = {"completed", "duration", "mean_ttft_ms", NULL};
@@ -30,6 +40,15 @@ static int parse_bench(json_t *root, const char *label, db_import *o, char *err,
             snprintf(err, n, "%s: not a vLLM benchmark_serving result: '%s' is missing or not a number", label, REQUIRED[i]);
             return -1;
         }
+    /* Every field kvplan reads is a count, a duration, a rate or a latency: never negative. */
+    const char *fk;
+    json_t *fv;
+    json_object_foreach(root, fk, fv) {
+        if (json_is_number(fv) && is_bench_field(fk) && !(json_number_value(fv) >= 0)) {
+            snprintf(err, n, "%s: '%s' must be >= 0, found %g", label, fk, json_number_value(fv));
+            return -1;
+        }
+    }
     o->format = "vllm-benchmark";
     double duration = json_number_value(json_object_get(root, "duration"));
     if (!(duration > 0)) { snprintf(err, n, "%s: 'duration' must be > 0", label); return -1; }
@@ -101,6 +120,34 @@ static double quantile(const hist *h, double q)
     return NAN;
 }
 
+static const char *const FRACTIONS[] = {"vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc",
+                                        "vllm:gpu_prefix_cache_hit_rate", NULL};
+static const char *const COUNTERS[] = {"vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits",
+                                       "vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries",
+                                       "vllm:num_preemptions_total", "vllm:request_success_total",
+                                       "vllm:prompt_tokens_total", "vllm:generation_tokens_total", NULL};
+
+static bool in_list(const char *name, const char *const *list)
+{
+    for (; *list; list++) if (!strcmp(name, *list)) return true;
+    return false;
+}
+
+static bool is_fraction(const char *name) { return in_list(name, FRACTIONS); }
+
+/* True for the series kvplan reads: the fractions, the counters, the histograms' parts. */
+static bool is_known(const char *name, const hist *h, int nh)
+{
+    if (in_list(name, FRACTIONS) || in_list(name, COUNTERS)) return true;
+    for (int i = 0; i < nh; i++) {
+        size_t bl = strlen(h[i].name);
+        if (!strncmp(name, h[i].name, bl) &&
+            (!strcmp(name + bl, "_bucket") || !strcmp(name + bl, "_sum") || !strcmp(name + bl, "_count")))
+            return true;
+    }
+    return false;
+}
+
 static pcre2_code *compile(const char *pat)
 {
     int code;
@@ -129,8 +176,9 @@ static int parse_prom(const char *text, const char *label, db_import *o, char *e
         if (len >= sizeof line) { snprintf(err, n, "%s:%ld: line longer than %zu characters", label, ln, sizeof line - 1); goto out; }
         memcpy(line, p, len);
         line[len] = 0;
-        if (len && line[len - 1] == '\r') line[--len] = 0;
+        /* Advance before trimming: a last line "...\r" without "\n" must still be consumed. */
         p = eol ? eol + 1 : p + len;
+        if (len && line[len - 1] == '\r') line[--len] = 0;
         const char *s = line;
         while (*s == ' ' || *s == '\t') s++;
         if (!*s || *s == '#') continue;
@@ -146,6 +194,13 @@ static int parse_prom(const char *text, const char *label, db_import *o, char *e
         char *end;
         double v = strtod(value, &end);
         if (end == value || *end) { snprintf(err, n, "%s:%ld: '%s' is not a number", label, ln, value); goto out; }
+        bool known = is_known(name, H, nh);
+        /* Every sample kvplan reads is a count, a sum of seconds or a fraction: finite and not
+         * negative. (Other series may hold anything; they are skipped.) */
+        if (known && (!isfinite(v) || v < 0)) {
+            snprintf(err, n, "%s:%ld: %s: '%s' must be a finite number >= 0", label, ln, name, value);
+            goto out;
+        }
         if (!strncmp(name, "vllm:", 5)) seen_vllm = 1;
         for (int i = 0; i < nh; i++) {
             size_t bl = strlen(H[i].name);
@@ -160,10 +215,17 @@ static int parse_prom(const char *text, const char *label, db_import *o, char *e
                 char les[64];
                 snprintf(les, sizeof les, "%.*s", (int)(o2[3] - o2[2]), labels + o2[2]);
                 double le = strtod(les, &end);
-                if (end == les || *end) { snprintf(err, n, "%s:%ld: le=\"%s\" is not a number", label, ln, les); goto out; }
+                if (end == les || *end || isnan(le) || le < 0) {
+                    snprintf(err, n, "%s:%ld: le=\"%s\" is not a bucket bound (a number >= 0 or +Inf)", label, ln, les);
+                    goto out;
+                }
                 if (add_bucket(&H[i], le, v)) { snprintf(err, n, "%s:%ld: more than %d buckets", label, ln, MAX_BUCKETS); goto out; }
             } else if (!strcmp(suffix, "_sum")) { H[i].sum += v; H[i].has_sum = 1; }
             else if (!strcmp(suffix, "_count")) { H[i].total += v; H[i].has_count = 1; }
+        }
+        if (is_fraction(name) && v > 1) {
+            snprintf(err, n, "%s:%ld: %s: '%s' is a fraction and must be at most 1", label, ln, name, value);
+            goto out;
         }
         if (!strcmp(name, "vllm:gpu_cache_usage_perc") || !strcmp(name, "vllm:kv_cache_usage_perc")) kv_usage = isnan(kv_usage) ? v : fmax(kv_usage, v);
         else if (!strcmp(name, "vllm:gpu_prefix_cache_hit_rate")) hit_rate = v;
@@ -260,6 +322,13 @@ int db_import_file(const char *path, db_import *o, char *err, size_t n)
     fclose(f);
     if (!buf || bad) { free(buf); snprintf(err, n, "%s: cannot read (%s)", path, bad ? "read error" : "too large"); return -2; }
     buf[len] = 0;
+    /* Text formats hold no NUL byte; one would silently end the text early. */
+    const char *nul = memchr(buf, 0, len);
+    if (nul) {
+        snprintf(err, n, "%s: byte %zu is NUL: not a text file (or a damaged one)", path, (size_t)(nul - buf) + 1);
+        free(buf);
+        return -1;
+    }
     int rc = db_import_text(buf, path, o, err, n);
     free(buf);
     return rc;

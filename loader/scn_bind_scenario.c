@@ -271,7 +271,7 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
             double z;
             char tail;
             if (pop->kind == SCN_NODE_SCALAR && !strcmp(pop->text, "uniform")) w->prefix_zipf = 0;
-            else if (pop->kind == SCN_NODE_SCALAR && sscanf(pop->text, "zipf %lf %c", &z, &tail) == 1 && z > 0)
+            else if (pop->kind == SCN_NODE_SCALAR && sscanf(pop->text, "zipf %lf %c", &z, &tail) == 1 && z > 0 && isfinite(z))
                 w->prefix_zipf = z;
             else
                 return fail_at(c, pop, ff, "expected 'uniform' or 'zipf S' with S > 0 (e.g. 'zipf 1.1')");
@@ -300,7 +300,7 @@ static int bind_slo(scn_ctx *c, const scn_node *root, scn_scenario *s)
         if (sscanf(key, "%15[a-z2]_p%lf%c", metric, &pct, &tail) == 2) {
             for (int j = 0; SCN_METRIC_NAMES[j]; j++) if (!strcmp(metric, SCN_METRIC_NAMES[j])) idx = j;
         }
-        if (idx < 0 || pct <= 0 || pct >= 100)
+        if (idx < 0 || !(pct > 0 && pct < 100))
             return fail_at(c, m->keys[i], p, "unknown SLO; expected <metric>_p<percentile> with metric one of "
                                              "ttft, tpot, itl, e2e (e.g. ttft_p99, tpot_p50)");
         if (s->slo.n == SCN_SLO_MAX) return fail_at(c, m->keys[i], p, "too many SLO terms");
@@ -577,7 +577,7 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
         if (scn_require(c, m, p, "usd_per_gpu_hour")) return -1;
         char *end;
         double x = v->kind == SCN_NODE_SCALAR ? strtod(v->text, &end) : -1;
-        if (v->kind != SCN_NODE_SCALAR || end == v->text || *end || !(x > 0))
+        if (v->kind != SCN_NODE_SCALAR || end == v->text || *end || !(x > 0) || !isfinite(x))
             return fail_at(c, v, "price.usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
         s->usd_per_gpu_hour = x;
     }

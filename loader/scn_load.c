@@ -293,7 +293,19 @@ static int apply_set(loader *L, scn_node *root, const char *arg)
         return -1;
     }
     char path[256];
-    snprintf(path, sizeof path, "%.*s", (int)(eq - arg), arg);
+    /* Every segment of PATH names a field: an empty one ("a..b", ".a", "a.") would be skipped
+     * by the split below and the override silently lost. */
+    size_t plen = (size_t)(eq - arg);
+    bool empty_seg = arg[0] == '.' || eq[-1] == '.';
+    for (const char *q = arg; q + 1 < eq && !empty_seg; q++) empty_seg = q[0] == '.' && q[1] == '.';
+    if (plen >= sizeof path || empty_seg) {
+        scn_fail(err, SCN_E_USAGE, NULL, "", "--set '%.*s': %s", (int)(plen > 80 ? 80 : plen), arg,
+                 empty_seg ? "PATH has an empty field name (write fields joined by single dots, e.g. workload.requests)"
+                           : "PATH is longer than 255 characters");
+        snprintf(err->file, sizeof err->file, "--set");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%.*s", (int)plen, arg);
     scn_node *val = scn_doc_parse_string(L->c.doc, eq + 1, "--set", (int)(eq - arg) + 1, err);
     if (!val) { err->status = SCN_E_USAGE; snprintf(err->path, sizeof err->path, "%s", path); return -1; }
     scn_node *cur = root;

@@ -49,6 +49,55 @@ const char *scn_doc_strdup(scn_doc *d, const char *s)
     return p;
 }
 
+/* ---- a string-keyed index ----
+ * Open addressing from key text to an int, for lookups that would otherwise be linear per
+ * item and so quadratic per document: duplicate keys in a large mapping, aliases among many
+ * anchors, and merging one large mapping onto another. */
+typedef struct { const char **key; int *val; size_t cap, n; } str_index;
+
+static size_t str_hash(const char *s)
+{
+    size_t h = 1469598103934665603ULL & (size_t)-1;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * (size_t)1099511628211ULL;
+    return h;
+}
+
+static void index_free(str_index *x) { free(x->key); free(x->val); memset(x, 0, sizeof *x); }
+
+/* Slot of key, or of the empty slot where it would go. */
+static size_t index_slot(const str_index *x, const char *key)
+{
+    size_t i = str_hash(key) & (x->cap - 1);
+    while (x->key[i] && strcmp(x->key[i], key)) i = (i + 1) & (x->cap - 1);
+    return i;
+}
+
+/* Sets key to val (replacing); -1 on out of memory. Keys are borrowed, not copied. */
+static int index_put(str_index *x, const char *key, int val)
+{
+    if (2 * (x->n + 1) > x->cap) {
+        str_index g = {calloc(x->cap ? 2 * x->cap : 16, sizeof(char *)), malloc(sizeof(int) * (x->cap ? 2 * x->cap : 16)),
+                       x->cap ? 2 * x->cap : 16, 0};
+        if (!g.key || !g.val) { index_free(&g); return -1; }
+        for (size_t i = 0; i < x->cap; i++)
+            if (x->key[i]) { size_t j = index_slot(&g, x->key[i]); g.key[j] = x->key[i]; g.val[j] = x->val[i]; g.n++; }
+        index_free(x);
+        *x = g;
+    }
+    size_t i = index_slot(x, key);
+    if (!x->key[i]) { x->key[i] = key; x->n++; }
+    x->val[i] = val;
+    return 0;
+}
+
+/* The value for key, or -1 when absent. */
+static int index_get(const str_index *x, const char *key)
+{
+    if (!x->cap) return -1;
+    size_t i = index_slot(x, key);
+    return x->key[i] ? x->val[i] : -1;
+}
+
 /* ---- nodes ---- */
 scn_node *scn_node_new(scn_doc *d, scn_node_kind kind, const char *file, int line, int col)
 {
@@ -110,13 +159,22 @@ void scn_map_remove(scn_node *m, const char *key)
 scn_node *scn_node_merge(scn_doc *d, scn_node *base, const scn_node *ov)
 {
     if (base->kind != SCN_NODE_MAP || ov->kind != SCN_NODE_MAP) return (scn_node *)ov;
+    /* Small merges look keys up directly; large ones through an index of the base's keys. */
+    str_index x = {0};
+    bool indexed = (long)base->n * ov->n > 4096;
+    for (int i = 0; indexed && i < base->n; i++)
+        if (index_put(&x, base->keys[i]->text, i)) { index_free(&x); return NULL; }
     for (int i = 0; i < ov->n; i++) {
-        scn_node *b = scn_map_get(base, ov->keys[i]->text);
-        scn_node *v = b ? scn_node_merge(d, b, ov->vals[i]) : ov->vals[i];
-        int j = scn_map_index(base, ov->keys[i]->text);
-        if (j >= 0) { base->vals[j] = v; base->keys[j] = ov->keys[i]; }
-        else if (scn_node_append(d, base, ov->keys[i], v)) return NULL;
+        int j = indexed ? index_get(&x, ov->keys[i]->text) : scn_map_index(base, ov->keys[i]->text);
+        scn_node *v = j >= 0 ? scn_node_merge(d, base->vals[j], ov->vals[i]) : ov->vals[i];
+        if (!v) { index_free(&x); return NULL; }
+        if (j >= 0) { base->vals[j] = v; base->keys[j] = ov->keys[i]; continue; }
+        if (scn_node_append(d, base, ov->keys[i], v) || (indexed && index_put(&x, ov->keys[i]->text, base->n - 1))) {
+            index_free(&x);
+            return NULL;
+        }
     }
+    index_free(&x);
     return base;
 }
 
@@ -145,7 +203,9 @@ void scn_error_format(const scn_error *e, char *buf, size_t n)
 }
 
 /* ---- parsing ---- */
-typedef struct { const char *name; scn_node *node; } anchor;
+/* An anchor is usable by aliases only once its node is complete: an alias inside the node it
+ * names would make the tree a cycle, which no walk over it could finish. */
+typedef struct { const char *name; scn_node *node; bool complete; } anchor;
 
 typedef struct {
     scn_doc *doc;
@@ -153,6 +213,9 @@ typedef struct {
     const char *file;
     int col0;               /* column offset added to marks (for --set fragments) */
     anchor *anchors; int n_anchors, cap_anchors;
+    str_index anchor_ix;    /* name -> latest definition in anchors */
+    int depth;              /* containers open around the current event */
+    long expanded;          /* nodes so far, aliases counted at their expanded size */
     scn_error *err;
 } pstate;
 
@@ -176,24 +239,48 @@ static int next_event(pstate *ps, yaml_event_t *ev)
     return -1;
 }
 
-static int remember_anchor(pstate *ps, const yaml_char_t *name, scn_node *nd)
+/* Records an anchor; returns its index, -1 when there is none, -2 on out of memory. */
+static int remember_anchor(pstate *ps, const yaml_char_t *name, scn_node *nd, bool complete)
 {
-    if (!name) return 0;
+    if (!name) return -1;
     if (ps->n_anchors == ps->cap_anchors) {
         int cap = ps->cap_anchors ? ps->cap_anchors * 2 : 8;
         anchor *a = realloc(ps->anchors, sizeof(anchor) * (size_t)cap);
-        if (!a) return -1;
+        if (!a) return -2;
         ps->anchors = a; ps->cap_anchors = cap;
     }
-    ps->anchors[ps->n_anchors].name = scn_doc_strdup(ps->doc, (const char *)name);
-    ps->anchors[ps->n_anchors++].node = nd;
-    return 0;
+    anchor *a = &ps->anchors[ps->n_anchors];
+    a->name = scn_doc_strdup(ps->doc, (const char *)name);
+    a->complete = complete;
+    a->node = nd;
+    if (!a->name || index_put(&ps->anchor_ix, a->name, ps->n_anchors)) return -2;
+    return ps->n_anchors++;
+}
+
+/* Counts n more nodes against the expansion limit. */
+static int count_nodes(pstate *ps, long n, const yaml_mark_t *m)
+{
+    ps->expanded += n;
+    if (ps->expanded <= SCN_MAX_EXPANDED) return 0;
+    char lim[32];
+    snprintf(lim, sizeof lim, "%ld", SCN_MAX_EXPANDED);
+    parse_fail(ps, m, "the document expands to more than %s nodes (through aliases); refusing it", lim);
+    return -1;
 }
 
 static scn_node *parse_node(pstate *ps, yaml_event_t *ev);
+static int parse_children_into(pstate *ps, scn_node *nd, str_index *seen);
 
 /* Parses the children of a mapping or sequence whose start event has been consumed. */
 static int parse_children(pstate *ps, scn_node *nd)
+{
+    str_index seen = {0};   /* this mapping's keys, so a large one is checked in linear time */
+    int rc = parse_children_into(ps, nd, &seen);
+    index_free(&seen);
+    return rc;
+}
+
+static int parse_children_into(pstate *ps, scn_node *nd, str_index *seen)
 {
     for (;;) {
         yaml_event_t ev;
@@ -212,10 +299,11 @@ static int parse_children(pstate *ps, scn_node *nd)
             key = parse_node(ps, &ev);
             yaml_event_delete(&ev);
             if (!key) return -1;
-            if (scn_map_index(nd, key->text) >= 0) {
+            if (index_get(seen, key->text) >= 0) {
                 scn_fail(ps->err, SCN_E_DATA, key, key->text, "duplicate key");
                 return -1;
             }
+            if (index_put(seen, key->text, nd->n)) return -1;
             if (next_event(ps, &ev)) return -1;
         }
         val = parse_node(ps, &ev);
@@ -230,28 +318,55 @@ static scn_node *parse_node(pstate *ps, yaml_event_t *ev)
     scn_node *nd;
     switch (ev->type) {
     case YAML_ALIAS_EVENT:
-        for (int i = 0; i < ps->n_anchors; i++)
-            if (strcmp(ps->anchors[i].name, (const char *)ev->data.alias.anchor) == 0)
-                return ps->anchors[i].node;
-        parse_fail(ps, &ev->start_mark, "unknown alias *%s", (const char *)ev->data.alias.anchor);
-        return NULL;
+    {
+        /* The latest definition of a name wins (YAML 1.2, 3.2.2.2). */
+        int i = index_get(&ps->anchor_ix, (const char *)ev->data.alias.anchor);
+        if (i < 0) {
+            parse_fail(ps, &ev->start_mark, "unknown alias *%s", (const char *)ev->data.alias.anchor);
+            return NULL;
+        }
+        if (!ps->anchors[i].complete) {
+            parse_fail(ps, &ev->start_mark, "alias *%s refers to a node that contains it; recursive "
+                       "structures are not supported", (const char *)ev->data.alias.anchor);
+            return NULL;
+        }
+        if (count_nodes(ps, ps->anchors[i].node->weight, &ev->start_mark)) return NULL;
+        return ps->anchors[i].node;
+    }
     case YAML_SCALAR_EVENT:
+        if (count_nodes(ps, 1, &ev->start_mark)) return NULL;
         nd = scn_node_new(ps->doc, SCN_NODE_SCALAR, ps->file, line, col);
         if (!nd) return NULL;
+        nd->weight = 1;
         nd->text = scn_doc_strdup(ps->doc, (const char *)ev->data.scalar.value);
         nd->quoted = ev->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
                      ev->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
-        if (remember_anchor(ps, ev->data.scalar.anchor, nd)) return NULL;
+        if (remember_anchor(ps, ev->data.scalar.anchor, nd, true) == -2) return NULL;
         return nd;
     case YAML_MAPPING_START_EVENT:
-    case YAML_SEQUENCE_START_EVENT:
+    case YAML_SEQUENCE_START_EVENT: {
+        if (ps->depth == SCN_MAX_NESTING) {
+            char lim[16];
+            snprintf(lim, sizeof lim, "%d", SCN_MAX_NESTING);
+            parse_fail(ps, &ev->start_mark, "mappings and lists nest deeper than %s levels", lim);
+            return NULL;
+        }
+        long before = ps->expanded;
+        if (count_nodes(ps, 1, &ev->start_mark)) return NULL;
         nd = scn_node_new(ps->doc, ev->type == YAML_MAPPING_START_EVENT ? SCN_NODE_MAP : SCN_NODE_SEQ,
                           ps->file, line, col);
         if (!nd) return NULL;
-        if (remember_anchor(ps, ev->type == YAML_MAPPING_START_EVENT ? ev->data.mapping_start.anchor
-                                                                    : ev->data.sequence_start.anchor, nd))
-            return NULL;
-        return parse_children(ps, nd) ? NULL : nd;
+        int a = remember_anchor(ps, ev->type == YAML_MAPPING_START_EVENT ? ev->data.mapping_start.anchor
+                                                                        : ev->data.sequence_start.anchor, nd, false);
+        if (a == -2) return NULL;
+        ps->depth++;
+        int bad = parse_children(ps, nd);
+        ps->depth--;
+        if (bad) return NULL;
+        nd->weight = ps->expanded - before;
+        if (a >= 0) ps->anchors[a].complete = true;
+        return nd;
+    }
     default:
         parse_fail(ps, &ev->start_mark, "unexpected YAML event%s", "");
         return NULL;
@@ -301,6 +416,7 @@ static scn_node *parse_with(scn_doc *d, const char *label, int col0, scn_error *
     scn_node *root = parse_stream(&ps);
     yaml_parser_delete(&ps.parser);
     free(ps.anchors);
+    index_free(&ps.anchor_ix);
     if (!root && err->status == SCN_OK) scn_fail(err, SCN_E_INTERNAL, NULL, "", "out of memory");
     return root;
 }

@@ -20,7 +20,14 @@ struct scn_node {
     int n, cap;            /* children */
     scn_node **keys;       /* map: key scalars; NULL for sequences */
     scn_node **vals;       /* map values, or sequence items */
+    long weight;           /* nodes in this subtree with aliases expanded (set by the parser) */
 };
+
+/* Limits that keep every walk over a tree bounded: nesting depth (each walk recurses once per
+ * level) and the size of a document with its aliases expanded (an alias chain doubles it per
+ * level, the "billion laughs" pattern). No scenario, library entry or config.json comes near. */
+#define SCN_MAX_NESTING 64
+#define SCN_MAX_EXPANDED 1000000L
 
 typedef struct scn_doc scn_doc;
 

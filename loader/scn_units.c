@@ -6,7 +6,10 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "scn.h"
 
+#include <errno.h>
+#include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <pcre2.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -90,18 +93,29 @@ int scn_quantity_parse(const char *text, scn_unit_kind kind, double *out, char *
         return -1;
     }
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-    char num[64] = "", unit[32] = "";
-    size_t nl = ov[3] - ov[2];
-    if (nl >= sizeof num) nl = sizeof num - 1;
-    memcpy(num, text + ov[2], nl);
+    char unit[32] = "";
+    /* The pattern matched the number, so strtod reads exactly that span; a longer read (a
+     * hexadecimal "0x1p3" spelled without blanks) is refused rather than taken. */
+    char *end;
+    errno = 0;
+    double v = strtod(text + ov[2], &end);
+    bool exact = end == text + ov[3], range = errno == ERANGE;
     if (rc >= 3 && ov[4] != PCRE2_UNSET) {
         size_t ul = ov[5] - ov[4];
         if (ul >= sizeof unit) ul = sizeof unit - 1;
         memcpy(unit, text + ov[4], ul);
     }
     pcre2_match_data_free(md);
-    double v = strtod(num, NULL);
-    if (!isfinite(v)) { snprintf(msg, n, "'%s' is out of range", text); return -1; }
+    if (!exact) {
+        snprintf(msg, n, "'%s' is not %s; expected a number and a unit, e.g. '%s'", text, KIND_NAMES[kind],
+                 EXAMPLES[kind]);
+        return -1;
+    }
+    /* Overflow to infinity and underflow to zero or a subnormal both lose the value written. */
+    if (!isfinite(v) || range || (v != 0 && fabs(v) < DBL_MIN)) {
+        snprintf(msg, n, "'%s' is out of range", text);
+        return -1;
+    }
     if (!unit[0]) {
         if (kind == SCN_UNIT_FRACTION) { *out = v; return 0; }
         snprintf(msg, n, "'%s' has no unit; %s needs one of: %s (e.g. '%s')", text,
@@ -109,7 +123,12 @@ int scn_quantity_parse(const char *text, scn_unit_kind kind, double *out, char *
         return -1;
     }
     const unit_def *u = find_unit(TABLES[kind], unit);
-    if (u) { *out = v * u->factor; return 0; }
+    if (u) {
+        double x = v * u->factor;
+        if (!isfinite(x) || (x != 0 && fabs(x) < DBL_MIN)) { snprintf(msg, n, "'%s' is out of range", text); return -1; }
+        *out = x;
+        return 0;
+    }
     if (kind == SCN_UNIT_BYTES && (strcmp(unit, "KB") == 0 || strcmp(unit, "K") == 0)) {
         snprintf(msg, n, "'%s' is ambiguous: write kB (1000 bytes) or KiB (1024 bytes)", text);
         return -1;

@@ -23,6 +23,14 @@ double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs)
     return (double)tokens * per_token + (double)seqs * m->vocab / tp * LOGIT_BYTES;
 }
 
+/* A length from a floating-point mean, saturated: a mean of 1e300 tokens must not overflow the
+ * conversion (undefined behaviour; clang's float-cast-overflow check catches it). */
+static long to_count(double x)
+{
+    if (!(x > 0)) return 0;
+    return x >= 9e15 ? (long)9e15 : (long)x;
+}
+
 double kv_expected_block_waste(int block_size) { return (block_size - 1) / 2.0; }
 
 kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c0, int block_size,
@@ -49,10 +57,10 @@ kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c0, i
      * reserves prompt + the most it may generate, and a window caps what either keeps. */
     kv_seq_size z = kv_seq_size_of(s);
     k.mean_tokens = mean_tokens > 0 ? mean_tokens : z.held;
-    long positions = (long)ceil(k.mean_tokens);
+    long positions = to_count(ceil(k.mean_tokens));
     long held = kv_seq_held(c, positions);
-    long prompt = mean_tokens > 0 ? (long)ceil(mean_tokens) - 1 : (long)ceil(z.prompt);
-    long output = mean_tokens > 0 ? 1 : (long)ceil(z.output);
+    long prompt = mean_tokens > 0 ? to_count(ceil(mean_tokens)) - 1 : to_count(ceil(z.prompt));
+    long output = mean_tokens > 0 ? 1 : to_count(ceil(z.output));
     k.reserve_contiguous = kv_contiguous_reserve(s, c, prompt, output, prompt);
     /* Windowed layers of a hybrid model keep only their window (kv_seq_layer_units), so a
      * sequence's KV is counted per layer group, in layer-blocks or layer-tokens. */

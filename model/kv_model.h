@@ -181,6 +181,13 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
  * (model/kv_spec.h). verify may be NULL (none). */
 kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                                  const kv_seq_work *seqs, const int *verify, int n);
+/* kv_step_time_verify in two parts, for callers that reuse the first: kv_step_shape prices every
+ * op but attention (they depend on the batch only through its new-token counts, verify rows and
+ * n, not the contexts); kv_step_complete adds attention over the contexts and the totals. Their
+ * composition is kv_step_time_verify, bit for bit. */
+void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *seqs, int n, kv_step_cost *out);
+kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                              scn_attention attn, const kv_seq_work *seqs, const int *verify, int n);
 
 /* ---- Prefix caching (kv_prefix.c) ---- */
 typedef struct {

@@ -140,14 +140,32 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     int decoding = 0;
     for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1;
     bool kv_b_read = false;
+    /* The most SMs one decode sequence's keys may be split over: the same for every sequence. */
+    double split_cap = hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1;
+    /* A decode row's per-key flops and its Q read + O write, as the general path computes them. */
+    double flop_per_key_mha = 2.0 * heads * ((double)m->head_dim + (double)m->head_dim);
+    double qo_one = 1 * heads * ((double)m->head_dim + (double)m->head_dim) * AB;
     for (int i = 0; i < n; i++) {
         long nt = seqs[i].new_tokens, ctx = seqs[i].context;
         if (nt <= 0) continue;
         long held = kv_tokens_held(m, c, sliding, ctx + nt);
         double kv_new = nt * kv_tok;                                  /* write the new K/V */
         if (nt == 1) {
-            double split = fmax(1, fmin(ceil(held / 128.0), hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1));
+            /* fmax(1, fmin(ceil(held / 128), split_cap)) on values that are never NaN or -0,
+             * written as comparisons so the per-sequence loop makes no library calls. */
+            double split = ceil(held / 128.0);
+            if (!(split < split_cap)) split = split_cap;
+            if (!(split > 1)) split = 1;
             *units += kvh * split;
+            if (!mla && attn == SCN_ATTN_FLASH) {
+                /* One query row: it attends min(ctx + 1, cap) keys (keys_attended with n = 1),
+                 * and FlashAttention reads each of them once (flash_dram_tokens with one tile:
+                 * nothing is re-read, so no spill term), in the general path's order of sums. */
+                double keys = cap > 0 && ctx + 1 > cap ? (double)cap : (double)ctx + 1.0;
+                flops += flop_per_key_mha * keys;
+                bytes += qo_one + kv_new + keys * kv_tok;
+                continue;
+            }
         } else {
             *units += heads * ceil(nt / 128.0);
         }
@@ -216,6 +234,17 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
 kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                                  const kv_seq_work *seqs, const int *verify, int n)
 {
+    kv_step_cost shape;
+    kv_step_shape(s, verify, seqs, n, &shape);
+    return kv_step_complete(&shape, s, c, attn, seqs, verify, n);
+}
+
+/* Everything but attention: each op depends on the batch only through its token and row
+ * counts and n, never on the contexts. The ops are finished here exactly as kv_step_complete
+ * would finish them (finish() touches one op), so a shape cached and reused gives the same
+ * doubles as recomputing it. */
+void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *seqs, int n, kv_step_cost *out)
+{
     const scn_model *m = &s->model;
     const scn_hardware *hw = &s->hardware;
     const scn_engine *e = &s->engine;
@@ -235,7 +264,6 @@ kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, s
     r.gemm_dtype = kv_gemm_dtype(m, hw);
     gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, hw->flops[r.gemm_dtype] * hw->eff_compute, r.gemm_dtype,
                   kw.bytes_per_linear};
-    double attn_units = 0;
 
     if (T > 0) {
         add(&r.op[KV_OP_EMBED], 0, 2.0 * T * h * AB, 1);
@@ -264,13 +292,6 @@ kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, s
             o_in = H * m->head_dim / tp;
         }
         gemm(&r.op[KV_OP_OUT_PROJ], &g, h, o_in, L, 1);
-
-        kv_op_cost *at = &r.op[KV_OP_ATTENTION];
-        attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed);
-        attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed);
-        at->efficiency = kv_attention_efficiency(hw, e);
-        double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
-        at->t_compute = apeak > 0 ? at->flops / apeak : 0;
 
         /* MLP: gate|up GEMM, activation, down GEMM. Activation traffic: x in, gate|up out and
          * back in (4I), product out and back in (2I), y out. */
@@ -323,11 +344,34 @@ kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, s
     double fp32 = hw->flops[SCN_DTYPE_FP32] > 0 ? hw->flops[SCN_DTYPE_FP32] : g.peak / 8;
     r.op[KV_OP_NORM].t_compute = fp32 > 0 ? r.op[KV_OP_NORM].flops / fp32 : 0;
     for (int op = 0; op < KV_OP_COUNT; op++) {
-        if (op == KV_OP_STEP) continue;
-        /* Decode attention streams the cache with as many work items as it can spread. */
-        double obw = op == KV_OP_ATTENTION ? bw * kv_wave_efficiency(hw, attn_units) : bw;
-        finish(&r.op[op], obw, hw->kernel_overhead, r.graph, e->graph_kernel);
+        if (op == KV_OP_STEP || op == KV_OP_ATTENTION) continue;
+        finish(&r.op[op], bw, hw->kernel_overhead, r.graph, e->graph_kernel);
     }
+    *out = r;
+}
+
+/* Attention over the batch's contexts, then the step's totals, on top of kv_step_shape's ops
+ * for the same batch shape. */
+kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                              scn_attention attn, const kv_seq_work *seqs, const int *verify, int n)
+{
+    const scn_model *m = &s->model;
+    const scn_hardware *hw = &s->hardware;
+    const scn_engine *e = &s->engine;
+    kv_step_cost r = *shape;
+    double attn_units = 0;
+    kv_op_cost *at = &r.op[KV_OP_ATTENTION];
+    if (r.tokens > 0) {
+        double L = m->layers;
+        attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed);
+        attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed);
+        at->efficiency = kv_attention_efficiency(hw, e);
+        double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
+        at->t_compute = apeak > 0 ? at->flops / apeak : 0;
+    }
+    /* Decode attention streams the cache with as many work items as it can spread. */
+    double bw = hw->memory_bandwidth * hw->eff_bandwidth;
+    finish(at, bw * kv_wave_efficiency(hw, attn_units), hw->kernel_overhead, r.graph, e->graph_kernel);
     for (int op = 0; op < KV_OP_COUNT; op++) r.gpu_seconds += r.op[op].seconds;
     if (r.graph) r.gpu_seconds += e->graph_launch;
 

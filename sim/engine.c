@@ -87,9 +87,16 @@ static int kick(sim_engine *e, sim_replica *rep)
         if (ff == FF_DECLINED) {
             measure_fragmentation(rep);
             char msg[256] = "";
-            if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg) || !(dt >= 0) || !isfinite(dt)) {
+            if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg)) {
                 snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
                 e->internal = 1;
+                return -1;
+            }
+            /* A step that takes no finite time comes from the inputs (a bandwidth or compute
+             * rate too small to move the model), not from a fault: a data error. */
+            if (!(dt >= 0) || !isfinite(dt)) {
+                snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
+                         "bandwidth and compute figures", n, dt, e->ex->name);
                 return -1;
             }
             e->acc.steps++;
@@ -471,9 +478,9 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
             e->internal = 1;
             return FF_ERROR;
         }
-        if (!(ndt >= 0) || !isfinite(ndt)) {
-            snprintf(e->err, e->nerr, "executor %s failed: bad step time", e->ex->name);
-            e->internal = 1;
+        if (!(ndt >= 0) || !isfinite(ndt)) {   /* the inputs' fault, as in kick */
+            snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
+                     "bandwidth and compute figures", alive, ndt, e->ex->name);
             return FF_ERROR;
         }
         *dt = ndt;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#define SHAPE_MAX 4097   /* batch sizes 0..4096 have a cached shape (about 1 KB each) */
+
 typedef struct {
     const scn_scenario *s;
     kv_cache_cfg cfg;
@@ -17,6 +19,9 @@ typedef struct {
     int cap;
     long blocks;             /* the cost model's pool per replica */
     sim_step_plan plan;      /* decode steps in O(1) */
+    kv_step_cost *shape;     /* [n]: kv_step_shape of a plain decode step of n sequences, n <= max_num_seqs */
+    bool *shaped;            /* [n]: shape[n] is computed */
+    int n_shape;             /* entries in shape and shaped */
     const scn_spec *sp;      /* speculative decoding, or NULL */
     scn_scenario *ps;        /* the proposer's scenario (NULL for n-gram or off) */
     bool moe;                /* expert / attention-DP parallel: kv_moe_step_time prices the step */
@@ -53,7 +58,15 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
         m->work[i] = (kv_seq_work){b->seqs[i].new_tokens, b->seqs[i].start};
         m->drafts[i] = b->seqs[i].draft;
     }
-    if (m->sp)   /* speculative decoding: verify plus the proposer's passes (model/kv_spec.c) */
+    if (d == b->n && !m->sp && !m->moe && b->n < m->n_shape) {
+        /* A plain decode step: only attention depends on the contexts; the rest of the step is
+         * priced once per batch size (kv_step_shape) and reused, giving kv_step_time's doubles. */
+        if (!m->shaped[b->n]) {
+            kv_step_shape(m->s, NULL, m->work, b->n, &m->shape[b->n]);
+            m->shaped[b->n] = true;
+        }
+        *seconds = kv_step_complete(&m->shape[b->n], m->s, &m->cfg, m->attn, m->work, NULL, b->n).seconds;
+    } else if (m->sp)   /* speculative decoding: verify plus the proposer's passes (model/kv_spec.c) */
         *seconds = kv_spec_step_time(m->s, m->ps, m->sp, &m->cfg, m->attn, m->work, m->drafts, b->n,
                                      m->work + m->cap).seconds;
     else if (m->moe)   /* one attention-DP rank, experts over EP ranks */
@@ -76,6 +89,8 @@ static void model_free(void *ctx)
     sim_step_plan_free(&m->plan);
     free(m->work);
     free(m->drafts);
+    free(m->shape);
+    free(m->shaped);
     free(m->ps);
     free(m);
 }
@@ -97,7 +112,17 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->blocks = kv_spec_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, m->sp).blocks;
     if (m->moe)   /* per attention-DP rank, experts sharded */
         m->blocks = kv_moe_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).blocks;
-    if (sim_step_plan_init(&m->plan, s, &m->cfg, c->attention, s->deployment.max_num_seqs)) { free(m->ps); free(m); return -1; }
+    /* The shape table is filled as batch sizes occur, so a run allocates nothing per step;
+     * larger batches than it holds (a bound on its memory) take kv_step_time. */
+    int ns = s->deployment.max_num_seqs > 0 ? s->deployment.max_num_seqs + 1 : 0;
+    if (ns > SHAPE_MAX) ns = SHAPE_MAX;
+    m->shape = ns ? malloc(sizeof *m->shape * (size_t)ns) : NULL;
+    m->shaped = ns ? calloc((size_t)ns, sizeof *m->shaped) : NULL;
+    if (ns && (!m->shape || !m->shaped)) { free(m->shape); free(m->shaped); free(m->ps); free(m); return -1; }
+    m->n_shape = ns;
+    if (sim_step_plan_init(&m->plan, s, &m->cfg, c->attention, s->deployment.max_num_seqs)) {
+        free(m->shape); free(m->shaped); free(m->ps); free(m); return -1;
+    }
     /* The O(1) decode plan (and with it fast-forward) prices plain decode steps only: not a
      * speculative step's drafts and verify, nor an expert-parallel step. */
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free,

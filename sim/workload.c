@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct { int *len; double *cdf; int n; } empirical;
 
@@ -119,6 +120,12 @@ sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinp
             goto fail;
     if (wl->arrival == SCN_ARRIVAL_TRACE) {
         w->trace_path = wl->trace;
+        struct stat sb;
+        if (stat(wl->trace, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            *noinput = 1;
+            snprintf(err, n, "%s: is a directory, not a trace file", wl->trace);
+            goto fail;
+        }
         w->trace = fopen(wl->trace, "r");
         if (!w->trace) { *noinput = 1; snprintf(err, n, "%s: cannot open: %s", wl->trace, strerror(errno)); goto fail; }
     }
@@ -194,17 +201,50 @@ static void fit(const sim_workload *w, sim_req_spec *r)
     if (r->prompt + r->output > lim) r->output = lim - r->prompt;
 }
 
+/* Reads one whole-number field after a comma; 0 on success. */
+static int trace_field(char **p, long *out)
+{
+    char *q = *p;
+    while (*q == ' ' || *q == '\t') q++;
+    if (*q != ',') return -1;
+    q++;
+    char *end;
+    errno = 0;
+    long v = strtol(q, &end, 10);
+    if (end == q || errno) return -1;
+    *out = v;
+    *p = end;
+    return 0;
+}
+
 static int next_trace(sim_workload *w, sim_req_spec *out, char *err, size_t n)
 {
     char line[512];
     for (;;) {
-        if (!fgets(line, sizeof line, w->trace)) return 1;
+        if (!fgets(line, sizeof line, w->trace)) {
+            /* The end of the file, a read error (a directory reads as EISDIR), or no requests at
+             * all: only the first is a finished trace. */
+            if (ferror(w->trace)) {
+                snprintf(err, n, "%s: cannot read: %s", w->trace_path, strerror(errno ? errno : EIO));
+                return -1;
+            }
+            if (w->created == 0) {
+                snprintf(err, n, "%s: the trace holds no requests", w->trace_path);
+                return -1;
+            }
+            return 1;
+        }
         w->trace_line++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(w->trace)) {
+            snprintf(err, n, "%s:%ld: line longer than %zu characters", w->trace_path, w->trace_line, sizeof line - 2);
+            return -1;
+        }
         char *p = line;
         while (*p == ' ' || *p == '\t') p++;
         if (*p == '#' || *p == '\n' || *p == '\r' || !*p) continue;
         double t;
-        long prompt, output, prefix = -1, conv = -1;
+        long prompt = 0, output = 0, prefix = -1, conv = -1;
         char *end;
         t = strtod(p, &end);
         if (end == p) {
@@ -212,10 +252,15 @@ static int next_trace(sim_workload *w, sim_req_spec *out, char *err, size_t n)
             snprintf(err, n, "%s:%ld:1: expected an arrival time in seconds", w->trace_path, w->trace_line);
             return -1;
         }
-        int got = sscanf(end, " , %ld , %ld , %ld , %ld", &prompt, &output, &prefix, &conv);
-        if (got < 2 || !(t >= 0) || prompt < 1 || output < 1) {
+        int got = 0;
+        if (!trace_field(&end, &prompt)) got++;
+        if (got == 1 && !trace_field(&end, &output)) got++;
+        if (got == 2 && !trace_field(&end, &prefix)) got++;
+        if (got == 3 && !trace_field(&end, &conv)) got++;
+        while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n') end++;
+        if (got < 2 || *end || !(t >= 0) || !isfinite(t) || prompt < 1 || output < 1) {
             snprintf(err, n, "%s:%ld: expected 'arrival_s,prompt_tokens,output_tokens[,prefix_id[,conversation_id]]' "
-                             "with times >= 0 and counts >= 1", w->trace_path, w->trace_line);
+                             "with finite times >= 0 and counts >= 1", w->trace_path, w->trace_line);
             return -1;
         }
         if (t < w->clock) {

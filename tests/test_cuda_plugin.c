@@ -169,6 +169,9 @@ START_TEST(device_check_dry_run)
     ck_assert_msg(file_has(p, "selftest\t") && file_has(p, "kernel-bench\t"), "stages lack the device stages");
     snprintf(p, sizeof p, "%s/ldd.txt", od);
     ck_assert_msg(file_has(p, "== ldd "), "no ldd record");
+    /* cuBLAS is looked for under one exact soname (libcublas.so.<major>), never a pattern. */
+    snprintf(p, sizeof p, "%s/cublas.txt", od);
+    ck_assert_msg(file_has(p, "wanted: libcublas.so.") && !file_has(p, "wanted: libcublas.so.1["), "cuBLAS soname record");
     snprintf(p, sizeof p, "%s/summary.md", od);
     ck_assert_msg(file_has(p, "(dry run on a CPU)") && file_has(p, "## Stages") && file_has(p, "| calibrate |"), "summary");
     /* No time left at all: every stage is skipped and the summary is still written. */
@@ -180,6 +183,52 @@ START_TEST(device_check_dry_run)
     ck_assert_msg(file_has(p, "| selftest | 0 | skipped |"), "summary of a run out of time");
     snprintf(p, sizeof p, "%s/log.txt", od);
     ck_assert_msg(file_has(p, "skipped (no time left"), "log of a run out of time");
+}
+END_TEST
+
+/* Sums the stage limits (and the summary's share) of a DC_PLAN=1 listing; *budget gets its
+ * budget line, *validates the number of validate stages. */
+static long plan_total(const char *env, long *budget, int *validates)
+{
+    char cmd[2000], line[256];
+    snprintf(cmd, sizeof cmd, "env %s DC_PLAN=1 bash %s/backend/cuda/device-check.sh", env, root_dir());
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    long total = 0;
+    *budget = -1;
+    *validates = 0;
+    while (fgets(line, sizeof line, f)) {
+        char name[128];
+        long v;
+        ck_assert_msg(sscanf(line, "%127s %ld", name, &v) == 2, "plan line: %s", line);
+        if (!strcmp(name, "budget")) *budget = v;
+        else total += v;
+        if (!strncmp(name, "validate-", 9)) ++*validates;
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    return total;
+}
+
+/* The device allowance is 15 minutes with a machine start of 1-2 minutes, and no start with
+ * under 4 left: the default check must end within the documented timeout_s of 360 (so the
+ * budget is at most 300 s, leaving room for the start-up and the transfers), its stage limits
+ * and the summary's 20 s must fit that budget, and it validates one scenario (the second is a
+ * separate short rerun whose own plan must fit its 80 s). Independent of the script: the
+ * numbers the brief fixed, selftest 90 + kernel-bench 90 + calibrate 60 + validate 40 +
+ * summary 20 = 300. */
+START_TEST(device_check_plan_fits)
+{
+    long budget;
+    int validates;
+    long total = plan_total("DRY_RUN=0", &budget, &validates);
+    ck_assert_int_eq(budget, 300);
+    ck_assert_int_eq(total, 90 + 90 + 60 + 40 + 20);
+    ck_assert_int_le(total, budget);
+    ck_assert_int_eq(validates, 1);
+    total = plan_total("DRY_RUN=0 DC_STAGES=validate DC_VALIDATE=gpu-prefix DC_BUDGET=80", &budget, &validates);
+    ck_assert_int_eq(budget, 80);
+    ck_assert_int_le(total, budget);
+    ck_assert_int_eq(validates, 1);
 }
 END_TEST
 
@@ -230,6 +279,7 @@ Suite *suite_cuda_plugin(void)
     tcase_add_test(tc, fake_plugin_loads_without_starting_cuda);
     tcase_add_test(tc, stale_plugin_is_refused);
     tcase_add_test(tc, device_check_dry_run);
+    tcase_add_test(tc, device_check_plan_fits);
     tcase_add_test(tc, summary_survives_nulls);
     suite_add_tcase(su, tc);
     return su;

@@ -183,6 +183,98 @@ START_TEST(bad_value_inside_hf_config)
 }
 END_TEST
 
+/* ---- issue 12: inputs that once crashed, hung or were taken as nonsense ---- */
+
+START_TEST(nesting_is_bounded)
+{
+    /* "x: " then 100 '['. The root mapping is level 1, so the 64th '[' (col 3 + 64 = 67) would
+     * open level 65. */
+    char y[200] = "x: ";
+    memset(y + 3, '[', 100);
+    y[103] = 0;
+    expect_fail(y, NULL, 0, SCN_E_DATA, 1, 67, "", "nest deeper than 64 levels");
+    /* In a --set value ("workload=" is 9 characters, so the value starts at col 10) the first
+     * '[' is level 1 and the 65th, at col 10 + 64 = 74, would be level 65. */
+    char set[200] = "workload=";
+    memset(set + 9, '[', 100);
+    set[109] = 0;
+    const char *sets[] = {set};
+    expect_fail(HEAD OK_WORK, sets, 1, SCN_E_USAGE, 1, 74, "workload", "nest deeper than 64 levels");
+}
+END_TEST
+
+START_TEST(recursive_alias_refused)
+{
+    /* "x: &x {y: *x}": the alias at col 11 names the mapping that holds it. */
+    expect_fail("x: &x {y: *x}\n", NULL, 0, SCN_E_DATA, 1, 11, "", "refers to a node that contains it");
+    /* The same in a file that is extended (this once overflowed the stack while merging). */
+    t_write("rec-base.yaml", "x: &x {y: *x}\n");
+    expect_fail("extends: rec-base.yaml\nx: 1\n", NULL, 0, SCN_E_DATA, 1, 11, "", "refers to a node that contains it");
+    ck_assert_msg(strstr(err.file, "rec-base.yaml"), "%s", err.file);
+    /* A later definition of an anchor name wins, and an earlier complete one is not recursive. */
+    memset(&out, 0, sizeof out);
+    ck_assert_int_eq(t_load(HEAD "workload: &w\n  requests: 3\n  arrival: {process: poisson, rate: 1/s}\n"
+                            "  prompt_tokens: 5\n  output_tokens: 5\nslo: {ttft_p99: &w 2 s, tpot_p99: *w}\n",
+                            NULL, 0, &out, &err), SCN_OK);
+    ck_assert_double_eq(out.slo.terms[1].limit, 2.0);
+}
+END_TEST
+
+START_TEST(alias_expansion_is_bounded)
+{
+    /* Line n+1 is "ln: &ln [*l(n-1), *l(n-1)]" (l0 is "[a, b]"). Counting every key, value and
+     * container once, with aliases at their expanded size: w(l0) = 3 and w(ln) = 1 + 2 w(l(n-1)),
+     * so w(ln) = 2^(n+2) - 1, and the document holds T(n) = 2^(n+3) - 3 nodes after line n+1.
+     * Line 18 (n = 17) reaches T(16) + 2 + 2 w(l16) = 2^19 - 1 + 2^19 - 2 + ... : its first alias
+     * brings the count to 3 * 2^18 - 2 = 786430 and its second, at col 18, to 1048573, past
+     * 1000000. Without the bound, merging depth 40 through `extends` took days. */
+    char y[4000];
+    size_t used = (size_t)snprintf(y, sizeof y, "l0: &l0 [a, b]\n");
+    for (int i = 1; i <= 40; i++)
+        used += (size_t)snprintf(y + used, sizeof y - used, "l%d: &l%d [*l%d, *l%d]\n", i, i, i - 1, i - 1);
+    expect_fail(y, NULL, 0, SCN_E_DATA, 18, 18, "", "expands to more than 1000000 nodes");
+    t_write("laughs.yaml", y);
+    expect_fail("extends: laughs.yaml\n", NULL, 0, SCN_E_DATA, 18, 18, "", "expands to more than 1000000 nodes");
+}
+END_TEST
+
+START_TEST(quantities_must_be_finite)
+{
+    /* "hardware.memory=" is 16 characters: the value starts at col 17. 1e308 TiB overflows a double. */
+    const char *big[] = {"hardware.memory=1e308 TiB"};
+    expect_fail(HEAD OK_WORK, big, 1, SCN_E_DATA, 1, 17, "hardware.memory", "out of range");
+    const char *tiny[] = {"slo.ttft_p99=1e-400 s"};
+    expect_fail(HEAD OK_WORK, tiny, 1, SCN_E_DATA, 1, 14, "slo.ttft_p99", "out of range");
+    /* A number longer than any buffer is read whole, not cut (0.000...01 was cut to 0): 300
+     * zeros after the point, then 1, is 1e-301 s. */
+    char many[400] = "slo.ttft_p99=0.";
+    memset(many + 15, '0', 300);
+    snprintf(many + 315, sizeof many - 315, "1 s");
+    const char *m[] = {many};
+    memset(&out, 0, sizeof out);
+    ck_assert_int_eq(t_load(HEAD OK_WORK, m, 1, &out, &err), SCN_OK);
+    ck_assert_double_eq(out.slo.terms[0].limit, 1e-301);
+}
+END_TEST
+
+START_TEST(nonsense_values_refused)
+{
+    /* slo on line 10: "slo: {ttft_pnan: 1 s}", the key at col 7. */
+    expect_fail(HEAD OK_WORK "slo: {ttft_pnan: 1 s}\n", NULL, 0, SCN_E_DATA, 10, 7, "slo.ttft_pnan", "unknown SLO");
+    /* "price: {usd_per_gpu_hour: inf}": the value at col 27. */
+    expect_fail(HEAD OK_WORK "price: {usd_per_gpu_hour: inf}\n", NULL, 0, SCN_E_DATA, 10, 27, "price.usd_per_gpu_hour",
+                "expected a price");
+    /* "  shared_prefix: {groups: 2, tokens: 10, share: 0.5, popularity: zipf inf}": value at col 66. */
+    expect_fail(HEAD OK_WORK "  shared_prefix: {groups: 2, tokens: 10, share: 0.5, popularity: zipf inf}\n", NULL, 0,
+                SCN_E_DATA, 10, 66, "workload.shared_prefix.popularity", "zipf S");
+    const char *dots[] = {"....=1"};
+    expect_fail(HEAD OK_WORK, dots, 1, SCN_E_USAGE, 0, 0, "", "empty field name");
+    const char *mid[] = {"workload..requests=1"};
+    expect_fail(HEAD OK_WORK, mid, 1, SCN_E_USAGE, 0, 0, "", "empty field name");
+    ck_assert_str_eq(err.file, "--set");
+}
+END_TEST
+
 Suite *suite_errors(void)
 {
     Suite *s = suite_create("errors");
@@ -200,6 +292,11 @@ Suite *suite_errors(void)
     tcase_add_test(tc, wrong_shapes_and_values);
     tcase_add_test(tc, bad_overrides);
     tcase_add_test(tc, bad_value_inside_hf_config);
+    tcase_add_test(tc, nesting_is_bounded);
+    tcase_add_test(tc, recursive_alias_refused);
+    tcase_add_test(tc, alias_expansion_is_bounded);
+    tcase_add_test(tc, quantities_must_be_finite);
+    tcase_add_test(tc, nonsense_values_refused);
     suite_add_tcase(s, tc);
     return s;
 }

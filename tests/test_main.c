@@ -27,6 +27,7 @@ int main(void)
     srunner_add_suite(sr, suite_cpu_backend());
     srunner_add_suite(sr, suite_pool());
     srunner_add_suite(sr, suite_fastfwd());
+    srunner_add_suite(sr, suite_step_shape());
     srunner_add_suite(sr, suite_bounded());
     srunner_add_suite(sr, suite_accounting());
     srunner_add_suite(sr, suite_hybrid_kv());
@@ -37,6 +38,7 @@ int main(void)
     srunner_add_suite(sr, suite_cli());
     srunner_add_suite(sr, suite_cli_sim());
     srunner_add_suite(sr, suite_cuda_plugin());
+    srunner_add_suite(sr, suite_harden());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

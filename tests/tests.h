@@ -22,6 +22,7 @@ Suite *suite_cli_sim(void);
 Suite *suite_cpu_backend(void);
 Suite *suite_pool(void);
 Suite *suite_fastfwd(void);
+Suite *suite_step_shape(void);
 Suite *suite_bounded(void);
 Suite *suite_accounting(void);
 Suite *suite_hybrid_kv(void);
@@ -37,6 +38,7 @@ Suite *suite_model_terms(void);
 Suite *suite_cuda_plugin(void);
 Suite *suite_spec(void);
 Suite *suite_moe_parallel(void);
+Suite *suite_harden(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */

@@ -17,8 +17,10 @@ typedef enum {
     VF_E_DATA,          /* bad input data: a run of the wrong kind, an unrunnable scenario (exit 65) */
     VF_E_NOINPUT,       /* an input file cannot be read (exit 66) */
     VF_E_UNAVAILABLE,   /* the backend is not built or has no device (exit 69) */
-    VF_E_CANTCREAT,     /* an output file or the database cannot be created (exit 73) */
-    VF_E_INTERNAL       /* anything else (exit 70) */
+    VF_E_CANTCREAT,     /* an output file or the database cannot be created or written (exit 73) */
+    VF_E_INTERNAL,      /* anything else (exit 70) */
+    VF_E_IOERR,         /* an I/O error on the database (exit 74) */
+    VF_E_TEMPFAIL       /* the database stayed locked past the retry deadline (exit 75) */
 } vf_status;
 
 /* The status classes of the layers below, as vf_status. */
@@ -27,6 +29,9 @@ vf_status vf_status_of_be(be_status st);
 vf_status vf_status_of_sim(int sim_rc);
 
 /* ---- Recording and storing a run (vf_record.c) ---- */
+
+/* Time-series samples a sink keeps for the database, at most. */
+#define VF_MAX_SAMPLES 5000000L
 
 /* Where a run's per-request rows and time-series samples go: optional CSV files, and (when
  * `keep`) memory, for the database. `progress` may be set by the caller after opening. */

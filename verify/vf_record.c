@@ -13,6 +13,9 @@ vf_status vf_status_of_db(db_status st)
     case DB_OK: return VF_OK;
     case DB_E_CANTOPEN: return VF_E_CANTCREAT;
     case DB_E_DATA: case DB_E_NOTFOUND: return VF_E_DATA;
+    case DB_E_NOINPUT: return VF_E_NOINPUT;
+    case DB_E_IO: return VF_E_IOERR;
+    case DB_E_BUSY: return VF_E_TEMPFAIL;
     default: return VF_E_INTERNAL;
     }
 }
@@ -64,6 +67,12 @@ static int on_sample(void *ud, const sim_sample *s)
     vf_sink *k = ud;
     if (k->ts_csv && fprintf(k->ts_csv, "%.9g,%.6f,%ld,%ld\n", s->t, s->kv_used, s->waiting, s->running) < 0) return -1;
     if (k->keep) {
+        /* Kept samples go to the database in one transaction: bound them (32 bytes each, 160 MB). */
+        if (k->n_samples == VF_MAX_SAMPLES) {
+            fprintf(stderr, "\nkvplan: more than %ld time-series samples to store; use a larger --sample-interval\n",
+                    (long)VF_MAX_SAMPLES);
+            return -1;
+        }
         if (k->n_samples == k->cap_samples) {
             long cap = k->cap_samples ? k->cap_samples * 2 : 256;
             sim_sample *ns = realloc(k->samples, sizeof *ns * (size_t)cap);

@@ -202,8 +202,11 @@ static int launch(float *acc, float *ml, const float *q, const be_cuda_pool *p, 
                   const int32_t *start, int n, int H, be_cuda_mask mask, int split, int nsp)
 {
     size_t smem = (size_t)(split > D ? split : D) * G * sizeof(float);
-    /* Past 48 KB a launch fails unless the kernel's dynamic limit is raised (1024 keys x 16 heads = 64 KB). */
-    if (smem > 48 * 1024)
+    /* The 48 KB a launch may use without opting in counts the kernel's static arrays (mx[G] and
+     * sum[G]) as well as the dynamic bytes: past it the dynamic limit must be raised first
+     * (1024 keys x 16 heads = 64 KB dynamic). */
+    const size_t static_bytes = 2 * (size_t)G * sizeof(float);
+    if (smem + static_bytes > 48 * 1024)
         CUDA_CHECK(cudaFuncSetAttribute(decode_v2_kernel<T, D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(n, p->kv_heads, nsp);
     decode_v2_kernel<T, D, G><<<grid, NWARPS * 32, smem>>>(acc, ml, q, *p, layer, tables, max_blocks, start, H, mask, split);

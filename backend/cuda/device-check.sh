@@ -3,28 +3,56 @@
 # that its one run cannot be wasted:
 #   - everything it writes goes into one archive, $OUT/device-check.tar.gz, beside
 #     $OUT/summary.md and $OUT/log.txt: three files (the device tool brings back at most 8);
-#   - cuBLAS is looked for wherever the image has it (CUDA folders, pip's nvidia/*/lib) and the
-#     answer, `ldd` of the binary and the plugin, and `nvidia-smi` are recorded first;
-#   - every stage runs under its own timeout, clamped to what is left of a total budget
-#     (default 420 s, so the whole check ends well inside 8 minutes), and the summary and the
-#     archive are written whatever happens (an EXIT trap);
+#   - cuBLAS is looked for under exactly the soname the plugin was built for (device-prep.sh
+#     records it in .devlibs/cublas-soname) wherever the image may have it (CUDA folders, pip's
+#     nvidia/*/lib and nvidia/cu*/lib, conda) and the answer, `ldd` of the binary and the
+#     plugin, and `nvidia-smi` are recorded first;
+#   - every stage runs under its own timeout, clamped to what is left of a total budget, and the
+#     summary and the archive are written whatever happens (an EXIT trap);
 #   - a failing stage is recorded with its exit code and the check goes on to the next.
+# The budget (default 300 s) is the stage limits below plus 20 s for the summary: selftest 90,
+# kernel-bench 90, calibrate 60, one validate 40. With a machine start of 1-2 minutes the first
+# call takes about 7 of the 15 device minutes, so a rerun still fits (a machine cannot start with
+# under 4 minutes left). The second validate (gpu-prefix) is not in the default run; it is a
+# separate short call, only if time remains: DC_STAGES=validate DC_VALIDATE=gpu-prefix
+# DC_BUDGET=80. docs/cuda.md gives the exact device tool calls.
 # Prepare here with backend/cuda/device-prep.sh, then call the device tool with carry
-# [".devlibs"] and the command `bash backend/cuda/device-check.sh`.
+# [".devlibs"], timeout_s 360 and the command `bash backend/cuda/device-check.sh`.
 #
 # DRY_RUN=1 runs it on a machine without a GPU: every stage, the archive and the summary, with
 # the device stages answering 69 at their first device call and calibrate/validate run on the
-# cpu backend on a small scenario so the summary is built from real outputs. tests/test_device.c
-# runs it so and inspects the archive. DC_BUDGET=seconds overrides the total budget and
-# DC_STAGE_LIMIT=seconds caps every stage (the test uses both to reach the timeout paths).
+# cpu backend on a small scenario so the summary is built from real outputs.
+# tests/test_cuda_plugin.c runs it so and inspects the archive. DC_BUDGET=seconds overrides the
+# total budget and DC_STAGE_LIMIT=seconds caps every stage (the test uses both to reach the
+# timeout paths); DC_STAGES (default "selftest kernel-bench calibrate validate") picks stages,
+# DC_VALIDATE the validate scenarios; DC_PLAN=1 prints the budget and the stage limits and exits
+# without doing anything (the test checks that they fit).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+DRY=${DRY_RUN:-0}
+BUDGET=${DC_BUDGET:-300}
+SUMMARY_S=20                # kept back from every stage's limit for the summary and the archive
+LIM_SELFTEST=90 LIM_BENCH=90 LIM_CALIBRATE=60 LIM_VALIDATE=40
+STAGES=${DC_STAGES:-selftest kernel-bench calibrate validate}
+if [ "$DRY" = 1 ]; then VALIDATE=${DC_VALIDATE:-tiny-cpu}; else VALIDATE=${DC_VALIDATE:-gpu-decode}; fi
+wants() { case " $STAGES " in *" $1 "*) return 0;; *) return 1;; esac; }
+# The plan: each chosen stage and its limit, then the summary's share; they must fit the budget.
+plan=""
+wants selftest && plan+="selftest $LIM_SELFTEST "
+wants kernel-bench && plan+="kernel-bench $LIM_BENCH "
+wants calibrate && plan+="calibrate $LIM_CALIBRATE "
+if wants validate; then for s in $VALIDATE; do plan+="validate-$s $LIM_VALIDATE "; done; fi
+plan+="summary $SUMMARY_S"
+planned=$(echo $plan | awk '{for (i = 2; i <= NF; i += 2) t += $i; print t}')
+if [ "${DC_PLAN:-0}" = 1 ]; then
+  printf 'budget\t%s\n' "$BUDGET"
+  echo $plan | awk '{for (i = 1; i < NF; i += 2) printf "%s\t%s\n", $i, $(i + 1)}'
+  exit 0
+fi
 OUT=${OUT:-$root/device-out}
 mkdir -p "$OUT"
 W=$(mktemp -d "${TMPDIR:-/tmp}/kvplan-device.XXXXXX")
-DRY=${DRY_RUN:-0}
-BUDGET=${DC_BUDGET:-420}
 start=$(date +%s)
 export KVPLAN_LIBRARY="$root/scenarios" KVPLAN_DB="$W/kvplan.db"
 : >"$OUT/log.txt"
@@ -37,7 +65,7 @@ left() { echo $(( BUDGET - ($(date +%s) - start) )); }
 # log), under min(LIMIT_S, what is left of the budget less 20 s for the summary).
 stage() {
   local name=$1 limit=$2 outf=$3; shift 3
-  local room=$(( $(left) - 20 ))
+  local room=$(( $(left) - SUMMARY_S ))
   [ "$limit" -gt "$room" ] && limit=$room
   [ -n "${DC_STAGE_LIMIT:-}" ] && [ "$limit" -gt "$DC_STAGE_LIMIT" ] && limit=$DC_STAGE_LIMIT
   if [ "$limit" -le 0 ]; then
@@ -71,26 +99,37 @@ finish() {
 trap finish EXIT
 
 say "1. environment"
-{ uname -a; date -u; echo "dry run: $DRY"; echo "budget: $BUDGET s"; } >"$W/environment.txt"
+{ uname -a; date -u; echo "dry run: $DRY"; echo "budget: $BUDGET s (stage limits and summary: $planned s)";
+  echo "stages: $STAGES; validate: $VALIDATE"; } >"$W/environment.txt"
+[ "$planned" -gt "$BUDGET" ] && say "note: the stage limits ($planned s) exceed the ${BUDGET} s budget; the last stages will be cut"
 if command -v nvidia-smi >/dev/null; then
-  timeout 20 nvidia-smi >"$W/nvidia-smi.txt" 2>&1
-  timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,clocks.max.sm --format=csv \
+  timeout 10 nvidia-smi >"$W/nvidia-smi.txt" 2>&1
+  timeout 10 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,clocks.max.sm --format=csv \
     >"$W/nvidia-smi.csv" 2>&1
 else
   echo "nvidia-smi: not found" >"$W/nvidia-smi.txt"
 fi
 
-# cuBLAS: the plugin opens it at run time (backend/cuda/gemm.cu); tell it exactly where.
+# cuBLAS: the plugin opens it at run time (backend/cuda/gemm.cu); tell it exactly where. Only
+# the soname it was built for will do (another major version has another ABI): device-prep.sh
+# recorded it; else it is read from the plugin's strings (gemm.cu spells it out).
+soname=$(cat .devlibs/cublas-soname 2>/dev/null)
+[ -n "$soname" ] || soname=$(grep -aoE 'libcublas\.so\.[0-9]+' "${KVPLAN_CUDA_PLUGIN:-.devlibs/libkvplan-cuda.so}" 2>/dev/null | head -n 1)
+[ -n "$soname" ] || soname=$(grep -aoE 'libcublas\.so\.[0-9]+' build/libkvplan-cuda.so 2>/dev/null | head -n 1)
+[ -n "$soname" ] || soname=libcublas.so.13        # what CUDA 13, this tree's toolkit, ships
 cublas=""
-for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-         /usr/local/cuda-*/lib64 /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib \
-         /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/x86_64-linux-gnu; do
-  for f in "$d"/libcublas.so.1[0-9]; do [ -e "$f" ] && [ -z "$cublas" ] && cublas=$f; done
+for d in ${CUDA_HOME:+"$CUDA_HOME/lib64"} /usr/local/cuda*/lib64 /usr/local/cuda*/lib /usr/local/cuda*/targets/x86_64-linux/lib \
+         /usr/local/lib/python3*/site-packages/nvidia/*/lib /usr/local/lib/python3*/dist-packages/nvidia/*/lib \
+         /usr/local/lib/python3*/site-packages/nvidia/cu*/lib /usr/local/lib/python3*/dist-packages/nvidia/cu*/lib \
+         /usr/lib/python3/dist-packages/nvidia/*/lib /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib \
+         ${CONDA_PREFIX:+"$CONDA_PREFIX/lib"} /opt/conda/lib /opt/conda/envs/*/lib /usr/lib/x86_64-linux-gnu; do
+  [ -z "$cublas" ] && [ -e "$d/$soname" ] && cublas="$d/$soname"
 done
 if [ -z "$cublas" ]; then
-  cublas=$(timeout 30 find / -xdev \( -path /proc -o -path /sys \) -prune -o -name 'libcublas.so.1[0-9]' -print 2>/dev/null | head -n 1)
+  cublas=$(timeout 15 find / -xdev \( -path /proc -o -path /sys \) -prune -o -name "$soname" -print 2>/dev/null | head -n 1)
 fi
-{ echo "libcublas: ${cublas:-not found}"; [ -n "$cublas" ] && ls -l "$(dirname "$cublas")"/libcublas* 2>&1; } >"$W/cublas.txt"
+{ echo "wanted: $soname (and ${soname/libcublas/libcublasLt} beside it)"; echo "libcublas: ${cublas:-not found}";
+  [ -n "$cublas" ] && ls -l "$(dirname "$cublas")"/libcublas* 2>&1; } >"$W/cublas.txt"
 if [ -n "$cublas" ]; then
   export KVPLAN_CUBLAS="$cublas"
   export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -118,25 +157,33 @@ if ! "$KV" --version >"$W/version.txt" 2>&1; then
 fi
 cat "$W/version.txt" >>"$OUT/log.txt"
 
-say "3. selftest: every kernel against the CPU reference, and a whole step"
-stage selftest 100 selftest.csv "$KV" selftest --backend cuda --format csv
-rc=$?
-if [ $rc = 69 ] && [ "$DRY" != 1 ]; then say "no usable CUDA device: stopping at the first device call"; exit 69; fi
+if wants selftest; then
+  say "3. selftest: every kernel against the CPU reference, and a whole step"
+  stage selftest "$LIM_SELFTEST" selftest.csv "$KV" selftest --backend cuda --format csv
+  rc=$?
+  if [ $rc = 69 ] && [ "$DRY" != 1 ]; then say "no usable CUDA device: stopping at the first device call"; exit 69; fi
+fi
 
-say "4. ceilings and attention kernels (decode v2 and v1, prefill flash and naive)"
-stage kernel-bench 110 kernel-bench.csv "$KV" kernel-bench --format csv
+if wants kernel-bench; then
+  say "4. ceilings and attention kernels (decode v2 and v1, prefill flash and naive)"
+  stage kernel-bench "$LIM_BENCH" kernel-bench.csv "$KV" kernel-bench --format csv
+fi
 
 if [ "$DRY" = 1 ]; then
   # The same commands on the cpu backend, small, so the summary reads real outputs.
-  backend=cpu; cal=tiny-cpu; scen="tiny-cpu"; extra=(--set workload.requests=12)
+  backend=cpu; cal=tiny-cpu; extra=(--set workload.requests=12)
 else
-  backend=cuda; cal=gpu-decode; scen="gpu-decode gpu-prefix"; extra=()
+  backend=cuda; cal=gpu-decode; extra=()
 fi
-say "5. calibrate ($backend) on $cal's shape"
-stage calibrate 100 calibration.csv "$KV" calibrate --backend "$backend" --scenario "scenarios/$cal.yaml" \
-  --name "h200.calibrated" --out "$W/h200.calibrated.yaml" --format csv
-for s in $scen; do
-  say "6. validate $s ($backend)"
-  stage "validate-$s" 75 "validate-$s.json" "$KV" validate "scenarios/$s.yaml" --backend "$backend" "${extra[@]}" --format json
-done
+if wants calibrate; then
+  say "5. calibrate ($backend) on $cal's shape"
+  stage calibrate "$LIM_CALIBRATE" calibration.csv "$KV" calibrate --backend "$backend" --scenario "scenarios/$cal.yaml" \
+    --name "h200.calibrated" --out "$W/h200.calibrated.yaml" --format csv
+fi
+if wants validate; then
+  for s in $VALIDATE; do
+    say "6. validate $s ($backend)"
+    stage "validate-$s" "$LIM_VALIDATE" "validate-$s.json" "$KV" validate "scenarios/$s.yaml" --backend "$backend" "${extra[@]}" --format json
+  done
+fi
 exit 0

@@ -29,9 +29,12 @@ typedef const char *(*status_name_fn)(cublasStatus_t);
 #define STR(x) STR2(x)
 #define CUBLAS_SONAME "libcublas.so." STR(CUBLAS_VER_MAJOR)
 
-/* Where libcublas may be, in order: an explicit file; the soname through the loader's search
- * (LD_LIBRARY_PATH, this plugin's RUNPATH to the toolkit it was built with, ldconfig); the
- * toolkit's usual homes; the pip wheels (nvidia-cublas) that PyTorch images carry. */
+/* Where libcublas may be, in order: an explicit file ($KVPLAN_CUBLAS; when it does not load,
+ * the search below still runs, the failure listed among the places tried); the soname through
+ * the loader's search (LD_LIBRARY_PATH, this plugin's RUNPATH to the toolkit it was built with,
+ * ldconfig); the toolkit's usual homes; the pip wheels (nvidia-cublas: nvidia/cublas/lib, and
+ * nvidia/cu13/lib in CUDA 13's) that PyTorch images carry; conda. Only this soname: another
+ * major version is another ABI. */
 static void *open_cublas(char *path, size_t n, char *tried, size_t tn)
 {
     size_t used = 0;
@@ -46,23 +49,30 @@ static void *open_cublas(char *path, size_t n, char *tried, size_t tn)
         return h;
     };
     const char *env = getenv("KVPLAN_CUBLAS");
-    if (env && *env) return attempt(env);
-    void *h = attempt(CUBLAS_SONAME);
-    if (h) return h;
-    const char *home = getenv("CUDA_HOME");
+    void *h = NULL;
+    if (env && *env && (h = attempt(env))) return h;
+    if ((h = attempt(CUBLAS_SONAME))) return h;
     char buf[600];
-    if (home && *home) {
-        snprintf(buf, sizeof buf, "%s/lib64/%s", home, CUBLAS_SONAME);
-        if ((h = attempt(buf))) return h;
+    static const char *const homes[][2] = {{"CUDA_HOME", "lib64"}, {"CONDA_PREFIX", "lib"}};
+    for (auto &hm : homes) {
+        const char *home = getenv(hm[0]);
+        if (home && *home) {
+            snprintf(buf, sizeof buf, "%s/%s/%s", home, hm[1], CUBLAS_SONAME);
+            if ((h = attempt(buf))) return h;
+        }
     }
     static const char *const patterns[] = {
         "/usr/local/cuda/lib64/" CUBLAS_SONAME,
         "/usr/local/cuda/targets/x86_64-linux/lib/" CUBLAS_SONAME,
         "/usr/local/cuda-*/lib64/" CUBLAS_SONAME,
-        "/opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib/" CUBLAS_SONAME,
+        "/usr/local/cuda-*/lib/" CUBLAS_SONAME,
+        "/usr/local/cuda-*/targets/x86_64-linux/lib/" CUBLAS_SONAME,
+        "/usr/local/lib/python3*/site-packages/nvidia/*/lib/" CUBLAS_SONAME,     /* also nvidia/cu13/lib */
         "/usr/local/lib/python3*/dist-packages/nvidia/*/lib/" CUBLAS_SONAME,
-        "/usr/local/lib/python3*/site-packages/nvidia/*/lib/" CUBLAS_SONAME,
         "/usr/lib/python3/dist-packages/nvidia/*/lib/" CUBLAS_SONAME,
+        "/opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib/" CUBLAS_SONAME,
+        "/opt/conda/lib/" CUBLAS_SONAME,
+        "/opt/conda/envs/*/lib/" CUBLAS_SONAME,
     };
     for (const char *pat : patterns) {
         glob_t g;
