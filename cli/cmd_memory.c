@@ -127,13 +127,16 @@ int cmd_memory(int argc, char **argv)
                     out_cell_str(d, scn_dtype_name(o->kv_dtype[di]));
                     out_cell_str(d, win);
                     out_cell_str(d, paged ? "paged" : "contiguous");
-                    /* What one sequence occupies: its whole blocks, or its reservation. */
-                    long held = kv_seq_held(&cc, (long)(k.mean_tokens + 0.5));
+                    /* What one sequence occupies: its whole blocks, or its reservation (tokens
+                     * of the full-attention layers); its bytes count windowed layers at their
+                     * window (kv_capacity_compute, model/kv_blocks.c). */
+                    kv_cache_cfg cf = kv_cache_fold(&s.model, &cc);
+                    long held = kv_seq_held(&cf, k.mean_tokens < 9e15 ? (long)(k.mean_tokens + 0.5) : (long)9e15);
                     long per_seq = paged ? (held + bs - 1) / bs * bs : k.reserve_contiguous;
                     out_cell_num(d, paged ? bs : 0.0 / 0.0);
                     out_cell_num(d, k.kv_bytes_per_token);
                     out_cell_num(d, (double)per_seq);
-                    out_cell_num(d, (double)per_seq * k.kv_bytes_per_token);
+                    out_cell_num(d, paged ? k.seq_bytes_paged : k.seq_bytes_contiguous);
                     out_cell_num(d, (double)k.capacity_tokens);
                     out_cell_num(d, paged ? (double)k.capacity_blocks : 0.0 / 0.0);
                     out_cell_num(d, (double)(paged ? k.max_seqs_paged : k.max_seqs_contiguous));
@@ -147,8 +150,8 @@ int cmd_memory(int argc, char **argv)
                     "usable. Raise tensor_parallel or gpu_memory_utilization.",
                  (k0.weights + k0.activation + k0.runtime) / 1073741824.0, k0.usable / 1073741824.0);
     out_note(d, "Contiguous reserves a request's prompt plus the most it may generate (%ld tokens), within max_model_len "
-                "(%d tokens); paged allocates blocks as a sequence grows; a window keeps sink + window tokens. Per-sequence "
-                "figures assume a sequence of %.0f tokens at its end. The simulator and `capacity` use the same rules.",
+                "(%d tokens); paged allocates blocks as a sequence grows; a window keeps sink + window tokens, and a model's "
+                "sliding-window layers keep only their window (KV per seq counts them so). Per-sequence figures assume a sequence of %.0f tokens at its end. The simulator and `capacity` use the same rules.",
              z.output_max, s.deployment.max_model_len, k0.mean_tokens);
     if (!z.known && !context)
         out_note(d, "The request lengths come from a trace or a file, so sequences are assumed to reach max_model_len; "

@@ -65,8 +65,10 @@ long kv_seq_held(const kv_cache_cfg *c, long positions)
     return positions;
 }
 
-long kv_contiguous_reserve(const scn_scenario *s, const kv_cache_cfg *c, long prompt, long output, long known)
+long kv_contiguous_reserve(const scn_scenario *s, const kv_cache_cfg *c0, long prompt, long output, long known)
 {
+    kv_cache_cfg f = kv_cache_fold(&s->model, c0);
+    const kv_cache_cfg *c = &f;
     long lim = s->deployment.max_model_len;
     long out_max = kv_output_max(s);
     if (out_max < output) out_max = output;
@@ -74,4 +76,44 @@ long kv_contiguous_reserve(const scn_scenario *s, const kv_cache_cfg *c, long pr
     if (want > lim) want = lim;
     if (want < known + 1) want = known + 1;
     return kv_seq_held(c, want);
+}
+
+kv_cache_cfg kv_cache_fold(const scn_model *m, const kv_cache_cfg *c)
+{
+    kv_cache_cfg f = *c;
+    int mw = m->sliding_window;
+    if (mw <= 0 || m->sliding_layers < m->layers) return f;
+    /* Every layer forgets positions older than mw: the cache keeps the last mw, with no sink,
+     * unless its own sink + window keeps less. */
+    if (f.window <= 0 || (long)f.sink + f.window > mw) { f.sink = 0; f.window = mw; }
+    return f;
+}
+
+kv_groups kv_groups_of(const scn_model *m)
+{
+    kv_groups g = {.full = m->layers};
+    if (m->sliding_window > 0 && m->sliding_layers > 0 && m->sliding_layers < m->layers) {
+        g.full = m->layers - m->sliding_layers;
+        g.win = m->sliding_layers;
+        g.window = m->sliding_window;
+    }
+    return g;
+}
+
+long kv_window_blocks(int window, int block_size, long positions)
+{
+    long all = (positions + block_size - 1) / block_size;
+    if (window <= 0 || positions <= window) return all;
+    return all - (positions - window) / block_size;
+}
+
+double kv_seq_layer_units(const kv_groups *g, int block_size, bool paged, long held, long positions)
+{
+    int bs = paged ? block_size : 1;
+    long full = (held + bs - 1) / bs, win = full;
+    if (g->win > 0) {
+        long w = paged ? kv_window_blocks(g->window, bs, positions) : (held < g->window ? held : g->window);
+        if (w < win) win = w;
+    }
+    return (double)g->full * (double)full + (double)g->win * (double)win;
 }

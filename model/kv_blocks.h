@@ -46,4 +46,32 @@ long kv_seq_held(const kv_cache_cfg *c, long positions);
  * window keeps. */
 long kv_contiguous_reserve(const scn_scenario *s, const kv_cache_cfg *c, long prompt, long output, long known);
 
+/* ---- Sliding-window layers ----
+ * A model whose layers all attend to at most `sliding_window` tokens keeps, in every layer, what
+ * a window of that size keeps: kv_cache_fold() turns it into the cache's window (sink 0) unless
+ * the cache's own sink + window is smaller. A model that mixes full-attention and windowed layers
+ * keeps two layer groups in one pool (vLLM V1's hybrid KV cache manager): the full group holds
+ * every position, the windowed group only the blocks covering the last `window` positions. Space
+ * is then counted in layer-blocks (block_size tokens of one layer) or layer-tokens
+ * (contiguous): a pool of B blocks of every layer holds B * layers of them. */
+typedef struct {
+    int full;             /* layers that keep every position */
+    int win;              /* layers that keep the last `window` positions; 0 for a single group */
+    int window;           /* tokens; 0 when win is 0 */
+} kv_groups;
+
+/* The cache config with an all-layers model window folded into sink + window. */
+kv_cache_cfg kv_cache_fold(const scn_model *m, const kv_cache_cfg *c);
+/* The layer groups of a model: one (full = layers) unless it mixes windowed and full layers. */
+kv_groups kv_groups_of(const scn_model *m);
+/* Blocks of block_size tokens a windowed layer keeps for a sequence of `positions`: those
+ * covering its last `window` positions (block j is freed once (j + 1) * block_size <=
+ * positions - window). */
+long kv_window_blocks(int window, int block_size, long positions);
+/* Layer-blocks (paged) or layer-tokens (contiguous: block_size 1) one sequence occupies: the
+ * full group's `held` tokens in whole blocks on every full layer, and on each windowed layer the
+ * blocks covering its last window of `positions` (no more than the full group's); contiguous,
+ * the windowed layers keep a ring of min(held, window). `held` is what the cache config keeps. */
+double kv_seq_layer_units(const kv_groups *g, int block_size, bool paged, long held, long positions);
+
 #endif

@@ -33,12 +33,15 @@ static long to_count(double x)
 
 double kv_expected_block_waste(int block_size) { return (block_size - 1) / 2.0; }
 
-kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c, int block_size,
+kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c0, int block_size,
                                 double mean_tokens)
 {
     const scn_model *m = &s->model;
     const scn_deployment *d = &s->deployment;
     int tp = d->tensor_parallel;
+    /* A model whose every layer is windowed keeps what a window keeps (kv_cache_fold). */
+    kv_cache_cfg cf = kv_cache_fold(m, c0);
+    const kv_cache_cfg *c = &cf;
     kv_capacity k = {0};
     k.device_memory = s->hardware.memory;
     k.usable = k.device_memory * d->gpu_memory_utilization;
@@ -46,25 +49,42 @@ kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c, in
     k.activation = kv_activation_bytes(m, tp, d->max_num_batched_tokens, d->max_num_seqs);
     k.runtime = s->hardware.runtime_memory;
     k.kv_budget = k.usable - k.weights - k.activation - k.runtime;
-    k.kv_bytes_per_token = kv_bytes_per_token_layer_rank(m, c, tp) * m->layers;
+    double per_layer = kv_bytes_per_token_layer_rank(m, c, tp);
+    k.kv_bytes_per_token = per_layer * m->layers;
     k.block_size = block_size;
     /* Sequence sizes and reservations follow the rules the simulator uses (kv_blocks.c): the
      * mean sequence includes its shared prefix and conversation history, a contiguous sequence
      * reserves prompt + the most it may generate, and a window caps what either keeps. */
     kv_seq_size z = kv_seq_size_of(s);
     k.mean_tokens = mean_tokens > 0 ? mean_tokens : z.held;
-    long held = kv_seq_held(c, to_count(ceil(k.mean_tokens)));
+    long positions = to_count(ceil(k.mean_tokens));
+    long held = kv_seq_held(c, positions);
     long prompt = mean_tokens > 0 ? to_count(ceil(mean_tokens)) - 1 : to_count(ceil(z.prompt));
     long output = mean_tokens > 0 ? 1 : to_count(ceil(z.output));
     k.reserve_contiguous = kv_contiguous_reserve(s, c, prompt, output, prompt);
+    /* Windowed layers of a hybrid model keep only their window (kv_seq_layer_units), so a
+     * sequence's KV is counted per layer group, in layer-blocks or layer-tokens. */
+    kv_groups g = kv_groups_of(m);
+    double units_p = kv_seq_layer_units(&g, block_size, true, held, positions);
+    double units_c = kv_seq_layer_units(&g, 1, false, k.reserve_contiguous, k.reserve_contiguous);
+    k.seq_bytes_paged = units_p * block_size * per_layer;
+    k.seq_bytes_contiguous = units_c * per_layer;
     if (!(k.kv_budget > 0) || !(k.kv_bytes_per_token > 0)) return k;
     /* Counts saturate rather than overflow when a budget is absurdly large. */
     double tokens = floor(k.kv_budget / k.kv_bytes_per_token), blocks = floor(tokens / block_size);
     k.capacity_tokens = tokens < 9e15 ? (long)tokens : (long)9e15;
     k.capacity_blocks = blocks < 9e15 ? (long)blocks : (long)9e15;
     long per_seq_blocks = (held + block_size - 1) / block_size;
-    k.max_seqs_contiguous = k.reserve_contiguous > 0 ? k.capacity_tokens / k.reserve_contiguous : 0;
-    k.max_seqs_paged = per_seq_blocks > 0 ? k.capacity_blocks / per_seq_blocks : 0;
+    if (g.win == 0) {
+        k.max_seqs_contiguous = k.reserve_contiguous > 0 ? k.capacity_tokens / k.reserve_contiguous : 0;
+        k.max_seqs_paged = per_seq_blocks > 0 ? k.capacity_blocks / per_seq_blocks : 0;
+    } else {
+        /* The pool of B blocks of every layer holds B * layers layer-blocks (the simulator's
+         * block manager counts the same). */
+        double L = m->layers;
+        k.max_seqs_contiguous = units_c > 0 ? (long)floor((double)k.capacity_tokens * L / units_c) : 0;
+        k.max_seqs_paged = units_p > 0 ? (long)floor((double)k.capacity_blocks * L / units_p) : 0;
+    }
     k.waste_contiguous = k.reserve_contiguous > held ? 1.0 - (double)held / (double)k.reserve_contiguous : 0.0;
     /* Expected last-block waste over lengths spread uniformly modulo the block size. */
     double w = kv_expected_block_waste(block_size);

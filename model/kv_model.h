@@ -112,6 +112,8 @@ typedef struct {
     long reserve_contiguous;    /* tokens a contiguous sequence reserves (kv_contiguous_reserve) */
     long max_seqs_contiguous;   /* sequences that fit when each reserves reserve_contiguous tokens */
     long max_seqs_paged;        /* sequences of `mean_tokens` that fit in blocks */
+    double seq_bytes_contiguous; /* per rank: KV one contiguous reservation takes, windowed layers capped */
+    double seq_bytes_paged;     /* per rank: KV the blocks of one sequence of `mean_tokens` take */
     double mean_tokens;         /* tokens a sequence holds (kv_seq_size_of: prefix and history included) */
     double waste_contiguous;    /* reserved-but-unused fraction under contiguous reservation */
     double waste_paged;         /* expected unused fraction of the last block, paged */

@@ -293,7 +293,7 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
     if (e->o->per_step || e->ex->measured) return false;
     if (sim_spec_of(e->s, &e->c)) return false;   /* each speculative step draws its own acceptance (sim/spec.c) */
-    if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0) return false;
+    if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0 || sim_kv_windowed(rep->kv)) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
      * unless new prefix-cache entries could shorten its prompt. */
@@ -641,6 +641,12 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
         rep->watermark = c->layout == SCN_LAYOUT_PAGED ? b / 100 : 0;
         rep->kv = sim_kv_init(b, c->block_size, c->layout == SCN_LAYOUT_PAGED, c->prefix_cache, c->sink, c->window);
         if (!rep->kv) { snprintf(err, n, "out of memory for %ld KV blocks", b); goto out; }
+        /* Sliding-window layers keep only their window (model/kv_blocks.h, kv_groups_of). */
+        const scn_model *md = &s->model;
+        if (md->sliding_window > 0 && md->sliding_layers > 0) {
+            int win = md->sliding_layers < md->layers ? md->sliding_layers : md->layers;
+            sim_kv_set_groups(rep->kv, md->layers - win, win, md->sliding_window);
+        }
     }
     int noinput = 0;
     e.wl = sim_workload_init(s, o->seed, &noinput, err, n);

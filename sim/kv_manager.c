@@ -33,6 +33,13 @@ struct sim_kv {
     int32_t *vals;          /* -1 = empty */
     long mask;
     long reserved;          /* contiguous: tokens reserved */
+    /* Sliding-window layers (sim_kv_set_groups). */
+    int gfull, gwin, mwin;  /* layers that keep every position, windowed layers, their window */
+    bool units;             /* two groups (paged) or any model window (contiguous): count layer-blocks */
+    long n_pool;            /* blocks of every layer the pool was given (sim_kv_total) */
+    long cap_units;         /* the pool in layer-blocks (contiguous: layer-tokens) */
+    long win_live;          /* paged: blocks whose windowed layers some sequence holds */
+    long res_units;         /* contiguous: layer-tokens reserved */
 };
 
 static void *grow_array(void *p, size_t elem, long old_n, long new_n)
@@ -84,6 +91,7 @@ sim_kv *sim_kv_init(long blocks, int block_size, bool paged, bool prefix_cache, 
     sim_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return NULL;
     kv->n = blocks;
+    kv->n_pool = blocks;
     kv->bs = paged ? block_size : 1;
     kv->paged = paged;
     kv->prefix = paged && prefix_cache;
@@ -102,13 +110,66 @@ void sim_kv_free(sim_kv *kv)
     free(kv);
 }
 
-long sim_kv_total(const sim_kv *kv) { return kv->n; }
+void sim_kv_set_groups(sim_kv *kv, int full, int win, int window)
+{
+    if (win <= 0 || window <= 0 || full < 0) return;
+    kv->gfull = full;
+    kv->gwin = win;
+    kv->mwin = window;
+    long layers = (long)full + win;
+    /* Layer-blocks: the pool of n blocks of every layer. Paged with every layer windowed needs
+     * none: a block is then wholly freed when the window passes it. */
+    kv->units = !kv->paged || full > 0;
+    if (!kv->units) return;
+    kv->cap_units = kv->n_pool <= LONG_MAX / layers ? kv->n_pool * layers : LONG_MAX;
+    /* Block ids: as many as fit when no block holds its windowed layers. */
+    if (kv->paged) {
+        long ids = kv->cap_units / full;
+        kv->n = ids < INT32_MAX ? ids : INT32_MAX;
+    }
+}
+
+bool sim_kv_windowed(const sim_kv *kv) { return kv->gwin > 0; }
+
+/* Layer-tokens a contiguous reservation of `tokens` takes: full layers hold them all, windowed
+ * layers a ring of the model window. */
+static long ring_units(const sim_kv *kv, long tokens)
+{
+    long w = tokens < kv->mwin ? tokens : kv->mwin;
+    return (long)kv->gfull * tokens + (long)kv->gwin * w;
+}
+
+/* Layer-blocks in use (paged, two groups): every block an id is held for, referenced or cached,
+ * on the full layers; the windowed layers of blocks still in their sequence's window. */
+static long units_used(const sim_kv *kv, bool with_cached)
+{
+    long ids = kv->n_referenced + (with_cached ? kv->n_lru : 0);
+    return (long)kv->gfull * ids + (long)kv->gwin * kv->win_live;
+}
+
+long sim_kv_total(const sim_kv *kv) { return kv->n_pool; }
 int sim_kv_block_size(const sim_kv *kv) { return kv->bs; }
 long sim_kv_available(const sim_kv *kv)
 {
-    return kv->paged ? kv->n_free + (kv->n - kv->fresh) + kv->n_lru : kv->n - kv->reserved;
+    long layers = (long)kv->gfull + kv->gwin;
+    if (!kv->paged) {
+        if (!kv->units) return kv->n - kv->reserved;
+        long left = kv->cap_units - kv->res_units;
+        return left > 0 ? left / layers : 0;   /* a token takes at most every layer */
+    }
+    long ids = kv->n_free + (kv->n - kv->fresh) + kv->n_lru;
+    if (!kv->units) return ids;
+    long left = kv->cap_units - units_used(kv, false);   /* cached blocks can be evicted */
+    long fit = left > 0 ? left / layers : 0;
+    return fit < ids ? fit : ids;
 }
-long sim_kv_referenced(const sim_kv *kv) { return kv->paged ? kv->n_referenced : kv->reserved; }
+long sim_kv_referenced(const sim_kv *kv)
+{
+    if (!kv->units) return kv->paged ? kv->n_referenced : kv->reserved;
+    long layers = (long)kv->gfull + kv->gwin;
+    long u = kv->paged ? units_used(kv, false) : kv->res_units;
+    return (u + layers - 1) / layers;
+}
 long sim_kv_cached(const sim_kv *kv) { return kv->n_cached; }
 
 /* ---- the hash map ---- */
@@ -185,9 +246,27 @@ static void lru_push(sim_kv *kv, int32_t b)
     kv->n_lru++;
 }
 
+/* Takes the least recently used cached block out of the cache. */
+static int32_t evict_lru(sim_kv *kv)
+{
+    int32_t b = kv->lru_head;
+    lru_unlink(kv, b);
+    long slot = map_find(kv, kv->hash[b]);
+    if (slot >= 0) map_del(kv, slot);
+    kv->reg[b] = 0;
+    kv->n_cached--;
+    return b;
+}
+
 static int32_t alloc_block(sim_kv *kv)
 {
     int32_t b;
+    if (kv->units) {
+        /* A new block takes every layer: evict cached blocks until that fits. */
+        long cost = (long)kv->gfull + kv->gwin;
+        while (units_used(kv, true) + cost > kv->cap_units && kv->n_lru) kv->free_stack[kv->n_free++] = evict_lru(kv);
+        if (units_used(kv, true) + cost > kv->cap_units) return -1;
+    }
     /* Returned blocks first (last returned first), then untouched ones lowest id first, then
      * the least recently used cached block: the order a stack of every block would give. */
     if (kv->n_free) {
@@ -196,12 +275,7 @@ static int32_t alloc_block(sim_kv *kv)
         if (cover(kv, kv->fresh)) return -2;
         b = (int32_t)kv->fresh++;
     } else if (kv->n_lru) {
-        b = kv->lru_head;                    /* evict the least recently used cached block */
-        lru_unlink(kv, b);
-        long slot = map_find(kv, kv->hash[b]);
-        if (slot >= 0) map_del(kv, slot);
-        kv->reg[b] = 0;
-        kv->n_cached--;
+        b = evict_lru(kv);                   /* evict the least recently used cached block */
     } else {
         return -1;
     }
@@ -234,14 +308,39 @@ static int push_block(sim_kv_seq *q, int32_t b)
 /* Tokens a contiguous sequence keeps for `positions` positions: a ring of sink + window. */
 static long ring_held(const sim_kv *kv, long positions)
 {
-    if (kv->window > 0 && positions > (long)kv->sink + kv->window) return (long)kv->sink + kv->window;
+    if (kv->window > 0 && positions > (long)kv->sink + kv->window) positions = (long)kv->sink + kv->window;
+    if (kv->gwin > 0 && kv->gfull == 0 && positions > kv->mwin) positions = kv->mwin;   /* every layer windowed */
     return positions;
+}
+
+/* The windowed layers' hold on block j ends (paged, two groups). */
+static void drop_window_part(sim_kv *kv, sim_kv_seq *q, int j)
+{
+    if (kv->units && j >= q->slid && q->blocks[j] >= 0) { q->wlive--; kv->win_live--; }
+}
+
+/* Frees the windowed layers of blocks the model window has passed once positions [0, computed)
+ * hold KV: block j once (j + 1) * block_size <= computed - window. With every layer windowed the
+ * block itself goes. */
+static void slide_model_window(sim_kv *kv, sim_kv_seq *q, int computed)
+{
+    if (kv->gwin <= 0) return;
+    long past = (long)computed - kv->mwin;
+    int to = past > 0 ? (int)(past / kv->bs) : 0;
+    if (to > q->n_blocks) to = q->n_blocks;
+    for (int j = q->slid; j < to; j++) {
+        if (q->blocks[j] < 0) continue;
+        if (kv->units) { q->wlive--; kv->win_live--; }
+        else { unref(kv, q->blocks[j]); q->blocks[j] = -1; q->dropped++; }
+    }
+    if (to > q->slid) q->slid = to;
 }
 
 static void set_room(const sim_kv *kv, sim_kv_seq *q)
 {
     if (kv->paged) q->room = (long)q->n_blocks * kv->bs;
     else if (kv->window > 0 && q->reserved >= (long)kv->sink + kv->window) q->room = INT_MAX;   /* the ring holds any position */
+    else if (kv->gwin > 0 && kv->gfull == 0 && q->reserved >= kv->mwin) q->room = INT_MAX;
     else q->room = q->reserved;
 }
 
@@ -270,10 +369,11 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
             if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
             kv->refs[b]++;
             if (push_block(q, b)) { unref(kv, b); break; }
+            if (kv->units) { q->wlive++; kv->win_live++; }
         }
         h = hj;
     }
-    if (take) { q->hashed = j; q->chain = h; set_room(kv, q); }
+    if (take) { q->hashed = j; q->chain = h; slide_model_window(kv, q, j * kv->bs); set_room(kv, q); }
     return j * kv->bs;
 }
 
@@ -297,6 +397,7 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
     for (long i = 0; i < need; i++) {
         int32_t b = alloc_block(kv);
         if (b < 0 || push_block(q, b)) { if (b >= 0) unref(kv, b); set_room(kv, q); return -1; }
+        if (kv->units) { q->wlive++; kv->win_live++; }
     }
     set_room(kv, q);
     return 0;
@@ -306,7 +407,13 @@ int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens)
 {
     long extra = tokens - q->reserved;
     if (extra <= 0) return 0;
-    if (extra > kv->n - kv->reserved) return -1;
+    if (kv->units) {
+        long more = ring_units(kv, tokens) - ring_units(kv, q->reserved);
+        if (more > kv->cap_units - kv->res_units) return -1;
+        kv->res_units += more;
+    } else if (extra > kv->n - kv->reserved) {
+        return -1;
+    }
     kv->reserved += extra;
     q->reserved = tokens;
     set_room(kv, q);
@@ -336,10 +443,11 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
         int sink_blocks = (kv->sink + kv->bs - 1) / kv->bs;
         int keep_from = computed - kv->window;          /* first position the window still needs */
         for (int j = sink_blocks; j < q->n_blocks && (j + 1) * kv->bs <= keep_from; j++) {
-            if (q->blocks[j] >= 0) { unref(kv, q->blocks[j]); q->blocks[j] = -1; q->dropped++; }
+            if (q->blocks[j] >= 0) { drop_window_part(kv, q, j); unref(kv, q->blocks[j]); q->blocks[j] = -1; q->dropped++; }
         }
         if (keep_from > q->held_from) q->held_from = keep_from;
     }
+    slide_model_window(kv, q, computed);
 }
 
 long sim_kv_seq_tokens(const sim_kv *kv, const sim_kv_seq *q)
@@ -360,9 +468,11 @@ void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto)
     int keep = (upto + kv->bs - 1) / kv->bs;
     if (keep < q->hashed) keep = q->hashed;   /* registered blocks hold committed tokens only */
     while (q->n_blocks > keep) {
+        drop_window_part(kv, q, q->n_blocks - 1);
         int32_t b = q->blocks[--q->n_blocks];
         if (b >= 0) unref(kv, b);
     }
+    if (q->slid > q->n_blocks) q->slid = q->n_blocks;
     set_room(kv, q);
 }
 
@@ -374,9 +484,13 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
             if (q->blocks[j] >= 0) unref(kv, q->blocks[j]);
     } else {
         kv->reserved -= q->reserved;
+        if (kv->units) kv->res_units -= ring_units(kv, q->reserved);
     }
+    kv->win_live -= q->wlive;
     q->n_blocks = 0;   /* the table's buffer is kept for the sequence's next admission */
     q->dropped = 0;
+    q->slid = 0;
+    q->wlive = 0;
     q->reserved = 0;
     q->room = 0;
     q->hashed = 0;

@@ -7,7 +7,15 @@
  * first `sink` tokens and its last `window`; blocks wholly outside both are freed.
  * Contiguous: each sequence reserves its worst-case length at admission (block size 1); with
  * sink + window it is a ring of sink + window slots, so a reservation of that size holds any
- * position and a window can only shrink what a sequence reserves. */
+ * position and a window can only shrink what a sequence reserves.
+ * A model with sliding-window layers (sim_kv_set_groups): when every layer is windowed, blocks
+ * the model's window has passed are freed like the sink + window's (with no sink); when only
+ * some are, the pool is counted in layer-blocks (the `blocks` of every layer given to init times
+ * the layers), a block costs its full layers while any sequence or the prefix cache holds it and
+ * its windowed layers until its sequence's window passes it (vLLM V1's hybrid KV cache manager:
+ * docs/simulator.md, "KV block manager"). The windowed layers' part of a prefix-cache hit is
+ * charged to each sequence that takes it. Contiguous: windowed layers keep a ring of the model
+ * window. */
 #ifndef KVPLAN_SIM_KV_MANAGER_H
 #define KVPLAN_SIM_KV_MANAGER_H
 
@@ -26,6 +34,8 @@ typedef struct {
     uint64_t chain;         /* hash of block hashed - 1 */
     int held_from;          /* first position still held outside the sink (window) */
     int dropped;            /* blocks the window has freed (their table entries are -1) */
+    int slid;               /* model window: leading blocks whose windowed layers are freed */
+    int wlive;              /* model window, two groups: blocks whose windowed layers are held */
     /* token streams (sim_token_id) */
     uint64_t prefix_seed, body_seed;
     int prefix_len;
@@ -33,11 +43,19 @@ typedef struct {
 
 sim_kv *sim_kv_init(long blocks, int block_size, bool paged, bool prefix_cache, int sink, int window);
 void sim_kv_free(sim_kv *kv);
+/* Declares the model's layer groups before anything is allocated: `full` layers keep every
+ * position, `win` layers the last `window` (kv_groups_of, after init's pool of blocks of every
+ * layer). No call, or win 0: one group. */
+void sim_kv_set_groups(sim_kv *kv, int full, int win, int window);
+/* Whether a model window frees KV as sequences grow (the fast-forward does not model it). */
+bool sim_kv_windowed(const sim_kv *kv);
 
-long sim_kv_total(const sim_kv *kv);        /* blocks (contiguous: tokens) */
+long sim_kv_total(const sim_kv *kv);        /* blocks of every layer (contiguous: tokens) */
 int sim_kv_block_size(const sim_kv *kv);
-long sim_kv_available(const sim_kv *kv);    /* free + evictable cached blocks */
-long sim_kv_referenced(const sim_kv *kv);   /* blocks some sequence holds */
+long sim_kv_available(const sim_kv *kv);    /* free + evictable cached blocks (two groups: new
+                                             * blocks of both groups that fit) */
+long sim_kv_referenced(const sim_kv *kv);   /* blocks some sequence holds (two groups: layer-blocks
+                                             * held / layers, rounded up) */
 long sim_kv_cached(const sim_kv *kv);       /* blocks registered in the prefix cache */
 
 /* The longest run of cached full blocks that starts the prompt, leaving at least the last
