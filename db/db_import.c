@@ -280,7 +280,29 @@ out:
     return rc;
 }
 
+/* Every accepted measurement is a finite, non-negative quantity (latencies, rates, counts,
+ * fractions): whichever parser read it, a file that says otherwise is refused by name. */
+static int check_values(const char *label, db_import *o, char *err, size_t n)
+{
+    for (int i = 0; i < o->n; i++)
+        if (!isfinite(o->m[i].value) || o->m[i].value < 0) {
+            snprintf(err, n, "%s: %s: %g is not a measurement (expected a finite value >= 0)", label,
+                     o->m[i].name ? o->m[i].name : "?", o->m[i].value);
+            o->n = 0;
+            return -1;
+        }
+    return 0;
+}
+
+static int import_any(const char *text, const char *label, db_import *o, char *err, size_t n);
+
 int db_import_text(const char *text, const char *label, db_import *o, char *err, size_t n)
+{
+    int rc = import_any(text, label, o, err, n);
+    return rc == 0 ? check_values(label, o, err, n) : rc;
+}
+
+static int import_any(const char *text, const char *label, db_import *o, char *err, size_t n)
 {
     memset(o, 0, sizeof *o);
     /* The benchmark-client formats (import_formats.h) are recognised first. */

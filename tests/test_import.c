@@ -179,6 +179,10 @@ START_TEST(broken_files_are_located)
            "Mean First Token latency (ns)               : 3.1e8ns", ":36:47: mean first token latency (ns): expected a number");
     broken("mlperf-server-summary.txt", "Result is : VALID", "", ": no 'Result is :' line");
     broken("mlperf-offline-summary.txt", "Samples per second: 40.96\n", "", ": no 'Samples per second' line");
+    /* Found by fuzz-ci: a negative throughput was accepted. Every importer's values must be
+     * finite and >= 0, whichever parser read them. */
+    broken("vllm-bench-serve.json", "\"output_throughput\": ", "\"output_throughput\": -",
+           ": output_tok_per_s: -");
 }
 END_TEST
 
