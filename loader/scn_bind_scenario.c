@@ -564,6 +564,38 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            bind_hw_options(c, m, o) || bind_quant(c, m, o) ? -1 : 0;
 }
 
+/* quality.allow_*: marks what one item names as accepted; -1 for a name it does not know. */
+static int allow_kv(const char *name, scn_quality *q)
+{
+    scn_dtype d;
+    if (scn_dtype_parse(name, &d)) return -1;
+    q->allow_kv_dtype[d] = true;
+    return 0;
+}
+
+static int allow_weights(const char *name, scn_quality *q)
+{
+    scn_wformat f;
+    if (scn_wformat_parse(name, &f)) return -1;
+    q->allow_weight_quant[f.quant] = true;
+    return 0;
+}
+
+/* Each item of quality.KEY (a list or one value), marked by `allow`, located when refused. */
+static int quality_list(scn_ctx *c, const scn_node *m, const char *key, const char *expected,
+                        int (*allow)(const char *, scn_quality *), scn_quality *q)
+{
+    const scn_node *l = scn_map_get(m, key);
+    int n = !l ? 0 : l->kind == SCN_NODE_SEQ ? l->n : 1;
+    for (int i = 0; i < n; i++) {
+        const scn_node *v = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
+        char ip[280];
+        snprintf(ip, sizeof ip, "quality.%s[%d]", key, i);
+        if (v->kind != SCN_NODE_SCALAR || allow(v->text, q)) return fail_at(c, v, ip, expected);
+    }
+    return 0;
+}
+
 static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
     int k = 0;
@@ -590,32 +622,12 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
                        "objective cost needs price.usd_per_gpu_hour (or a price in every hardware profile compared)");
     if (sub_map(c, root, "", "quality", QUALITY_KEYS, &m, p, sizeof p)) return -1;
     if (m) {
-        const scn_node *l = scn_map_get(m, "allow_kv_dtype");
-        if (l) {
-            int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
-            for (int i = 0; i < n; i++) {
-                const scn_node *v = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
-                scn_dtype d;
-                char ip[280];
-                snprintf(ip, sizeof ip, "quality.allow_kv_dtype[%d]", i);
-                if (v->kind != SCN_NODE_SCALAR || scn_dtype_parse(v->text, &d))
-                    return fail_at(c, v, ip, "expected a KV dtype: fp16, bf16, fp8, int8 or int4");
-                s->quality.allow_kv_dtype[d] = true;
-            }
-        }
-        l = scn_map_get(m, "allow_weight_dtype");
-        if (l) {
-            int n = l->kind == SCN_NODE_SEQ ? l->n : 1;
-            for (int i = 0; i < n; i++) {
-                const scn_node *v = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
-                scn_wformat f;
-                char ip[280];
-                snprintf(ip, sizeof ip, "quality.allow_weight_dtype[%d]", i);
-                if (v->kind != SCN_NODE_SCALAR || scn_wformat_parse(v->text, &f))
-                    return fail_at(c, v, ip, "expected a weight format: fp8, fp8_block, int8, awq, int4, gptq or fp4");
-                s->quality.allow_weight_quant[f.quant] = true;
-            }
-        }
+        if (quality_list(c, m, "allow_kv_dtype", "expected a KV dtype: fp16, bf16, fp8, int8 or int4", allow_kv,
+                         &s->quality) ||
+            quality_list(c, m, "allow_weight_dtype",
+                         "expected a weight format: fp8, fp8_block, int8, awq, int4, gptq or fp4", allow_weights,
+                         &s->quality))
+            return -1;
         if (scn_get_bool(c, m, p, "allow_window", &s->quality.allow_window) ||
             scn_get_bool(c, m, p, "allow_gqa", &s->quality.allow_gqa))
             return -1;

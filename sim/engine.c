@@ -458,16 +458,8 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
             for (int i = 0; i < n0; i++) {
                 if (f->dead[i]) continue;
                 const sim_req *r = rep->breq[i];
-                sim_batch_seq *q = &rep->batch.seqs[w++];
-                q->req_id = r->spec.id;
-                q->new_tokens = 1;
-                q->start = (int)(f->c0[i] + J);
-                q->context = sim_kv_held(rep->kv, &r->kv, q->start);
-                q->blocks = r->kv.blocks;
-                q->n_blocks = r->kv.n_blocks;
-                q->prefix_seed = r->spec.prefix_seed;
-                q->body_seed = r->spec.body_seed;
-                q->prefix_len = r->spec.prefix_len;
+                int start = (int)(f->c0[i] + J);
+                sim_batch_seq_fill(&rep->batch.seqs[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
             }
             rep->batch.n = w;
             rep->batch.tokens = w;
@@ -504,16 +496,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         if (ret) continue;
         r->step_new = 1;
         rep->breq[w] = r;
-        sim_batch_seq *q = &rep->batch.seqs[w];
-        q->req_id = r->spec.id;
-        q->new_tokens = 1;
-        q->start = r->computed;
-        q->context = sim_kv_held(rep->kv, &r->kv, r->computed);
-        q->blocks = r->kv.blocks;
-        q->n_blocks = r->kv.n_blocks;
-        q->prefix_seed = r->spec.prefix_seed;
-        q->body_seed = r->spec.body_seed;
-        q->prefix_len = r->spec.prefix_len;
+        sim_batch_seq_fill(&rep->batch.seqs[w], r, 1, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed));
         w++;
     }
     if (!ret) {

@@ -32,15 +32,8 @@ static int batch_room(sim_replica *rep, int n)
     return 0;
 }
 
-static int add_seq(sim_sched *e, sim_replica *rep, sim_req *r, int new_tokens, int start, int context)
+void sim_batch_seq_fill(sim_batch_seq *q, const sim_req *r, int new_tokens, int start, int context)
 {
-    if (batch_room(rep, rep->batch.n + 1)) {
-        snprintf(e->err, e->nerr, "out of memory for a batch of %d sequences", rep->batch.n + 1);
-        e->internal = 1;
-        return -1;
-    }
-    int i = rep->batch.n++;
-    sim_batch_seq *q = &rep->batch.seqs[i];
     q->req_id = r->spec.id;
     q->new_tokens = new_tokens;
     q->start = start;
@@ -51,6 +44,17 @@ static int add_seq(sim_sched *e, sim_replica *rep, sim_req *r, int new_tokens, i
     q->body_seed = r->spec.body_seed;
     q->prefix_len = r->spec.prefix_len;
     q->draft = 0;
+}
+
+static int add_seq(sim_sched *e, sim_replica *rep, sim_req *r, int new_tokens, int start, int context)
+{
+    if (batch_room(rep, rep->batch.n + 1)) {
+        snprintf(e->err, e->nerr, "out of memory for a batch of %d sequences", rep->batch.n + 1);
+        e->internal = 1;
+        return -1;
+    }
+    int i = rep->batch.n++;
+    sim_batch_seq_fill(&rep->batch.seqs[i], r, new_tokens, start, context);
     rep->breq[i] = r;
     r->step_new = new_tokens;
     r->step_draft = 0;

@@ -50,6 +50,10 @@ typedef struct {
     int sb_n, sb_cap, sb_prompt, sb_output, sb_done;
 } sim_replica;
 
+/* Fills one batch row for request r: its new tokens from position `start` over `context` held
+ * tokens, its block table and its token-id seeds. Every place that forms a batch uses it. */
+void sim_batch_seq_fill(sim_batch_seq *q, const sim_req *r, int new_tokens, int start, int context);
+
 /* Builds the next step for a replica (scheduling, allocation, preemption) into rep->batch;
  * returns the number of sequences scheduled (0: nothing to do), or -1 on a fatal problem. */
 int sim_sched_step(sim_sched *q, sim_replica *rep);

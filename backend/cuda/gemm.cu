@@ -141,6 +141,22 @@ __global__ void to_bf16_kernel(__nv_bfloat16 *out, const float *x, size_t n)
         out[i] = __float2bfloat16_rn(x[i]);
 }
 
+/* out[M x N] fp32 (= or +=, by beta) a[M x K] * b[K x N], both bf16 and row-major: cuBLAS sees
+ * the column-major transpose, so b comes first. The one call every GEMM entry point makes. */
+static int gemm_ex(be_cuda_ws *ws, float *out, const void *a_bf16, const void *b_bf16, int M, int N, int K, float beta)
+{
+    float alpha = 1.0f;
+    cublasStatus_t st = ((gemm_ex_fn)ws->gemm_ex)((cublasHandle_t)ws->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha, b_bf16,
+                                                  CUDA_R_16BF, N, a_bf16, CUDA_R_16BF, K, &beta, out, CUDA_R_32F, N,
+                                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "cublasGemmEx failed: %s (M %d, N %d, K %d)",
+                 ws->status_name ? ((status_name_fn)ws->status_name)(st) : "status", M, N, K);
+        return -1;
+    }
+    return 0;
+}
+
 extern "C" int be_cuda_gemm(be_cuda_ws *ws, float *out, const float *x, const void *w_bf16, int M, int N, int K,
                             int accumulate, void *scratch_bf16)
 {
@@ -152,16 +168,7 @@ extern "C" int be_cuda_gemm(be_cuda_ws *ws, float *out, const float *x, const vo
     unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
     to_bf16_kernel<<<blocks ? blocks : 1, 256>>>((__nv_bfloat16 *)scratch_bf16, x, n);
     LAUNCH_CHECK();
-    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasStatus_t st = ((gemm_ex_fn)ws->gemm_ex)((cublasHandle_t)ws->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha, w_bf16,
-                                                  CUDA_R_16BF, N, scratch_bf16, CUDA_R_16BF, K, &beta, out, CUDA_R_32F, N,
-                                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "cublasGemmEx failed: %s (M %d, N %d, K %d)",
-                 ws->status_name ? ((status_name_fn)ws->status_name)(st) : "status", M, N, K);
-        return -1;
-    }
-    return 0;
+    return gemm_ex(ws, out, scratch_bf16, w_bf16, M, N, K, accumulate ? 1.0f : 0.0f);
 }
 
 /* The GEMM alone, operands already bf16: the ceiling kernel-bench and calibration measure,
@@ -172,14 +179,5 @@ extern "C" int be_cuda_gemm_bf16(be_cuda_ws *ws, float *out, const void *a_bf16,
         snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "be_cuda_gemm_bf16 called without a cuBLAS handle");
         return -1;
     }
-    float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t st = ((gemm_ex_fn)ws->gemm_ex)((cublasHandle_t)ws->blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha, b_bf16,
-                                                  CUDA_R_16BF, N, a_bf16, CUDA_R_16BF, K, &beta, out, CUDA_R_32F, N,
-                                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "cublasGemmEx failed: %s (M %d, N %d, K %d)",
-                 ws->status_name ? ((status_name_fn)ws->status_name)(st) : "status", M, N, K);
-        return -1;
-    }
-    return 0;
+    return gemm_ex(ws, out, a_bf16, b_bf16, M, N, K, 0.0f);
 }
