@@ -1,6 +1,7 @@
 /* kv_spec.c: speculative decoding's costs (kv_spec.h; docs/cost-model.md, "Speculative
  * decoding"). */
 #include "kv_spec.h"
+#include "kv_moe_parallel.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -70,13 +71,16 @@ double kv_spec_weight_bytes(const scn_scenario *s, const scn_spec *sp)
 {
     scn_model m;
     if (!sp || !kv_spec_proposer_model(s, sp, &m)) return 0;
-    int tp = s->deployment.tensor_parallel;
+    int tp = s->deployment.tensor_parallel < 1 ? 1 : s->deployment.tensor_parallel;
     kv_weights w = kv_weights_compute(&m, tp);
-    if (sp->method == SCN_SPEC_DRAFT) return w.bytes_per_rank;
+    /* Under expert parallelism an MTP layer's routed experts are sharded like the target's
+     * (kv_moe_weight_bytes); a dense proposer is whole on every GPU of a DP rank. */
+    double all = kv_moe_weight_bytes(s, &m);
+    if (sp->method == SCN_SPEC_DRAFT) return all;
     /* Heads share the target's embedding and LM head: their layer plus the fc that fuses the
      * token embedding with the target's hidden state (2h -> h). */
-    double layer = w.bytes_per_rank - w.params_embedding * w.bytes_per_other / (tp < 1 ? 1 : tp);
-    return layer + 2.0 * m.hidden * (double)m.hidden * w.bytes_per_linear / (tp < 1 ? 1 : tp);
+    double layer = all - w.params_embedding * w.bytes_per_other / tp;
+    return layer + 2.0 * m.hidden * (double)m.hidden * w.bytes_per_linear / tp;
 }
 
 double kv_spec_kv_bytes_per_token(const scn_scenario *s, const kv_cache_cfg *c, const scn_spec *sp)
@@ -102,11 +106,17 @@ kv_pool kv_spec_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool pag
     return p;
 }
 
-/* The proposer's device time over `n` rows (no engine CPU: drafting runs inside the step). */
+/* The proposer's device time over `n` rows (no engine CPU: drafting runs inside the step). An
+ * MoE proposer (DeepSeek's MTP layer) under expert parallelism runs as the target does: its
+ * experts over the EP ranks, joined by the all-to-all (kv_moe_step_time). */
 static double proposer_pass(const scn_scenario *ps, const kv_cache_cfg *c, scn_attention attn,
                             const kv_seq_work *w, int n)
 {
     if (n <= 0) return 0;
+    if (kv_moe_parallel_on(ps)) {
+        kv_moe_step st = kv_moe_step_time(ps, c, attn, w, n);
+        return st.seconds - st.engine_seconds;
+    }
     return kv_step_time(ps, c, attn, w, n).gpu_seconds;
 }
 
@@ -117,6 +127,12 @@ kv_spec_step kv_spec_step_time(const scn_scenario *s, const scn_scenario *ps, co
     kv_spec_step r;
     memset(&r, 0, sizeof r);
     r.verify = kv_step_time_verify(s, c, attn, seqs, drafts, n);
+    r.verify_seconds = r.verify.seconds;
+    if (kv_moe_parallel_on(s)) {
+        /* One attention-DP rank's verify with the experts over the EP ranks (kv_moe_parallel.h). */
+        r.moe = kv_moe_step_time_verify(s, c, attn, seqs, drafts, n);
+        r.verify_seconds = r.moe.seconds;
+    }
     int nv = 0, max_draft = 0;
     for (int i = 0; i < n; i++)
         if (drafts[i] > 0) {
@@ -149,7 +165,7 @@ kv_spec_step kv_spec_step_time(const scn_scenario *s, const scn_scenario *ps, co
             r.draft_seconds += bw > 0 ? max_draft * fc / bw : 0;
         }
     }
-    r.seconds = r.verify.seconds + r.draft_seconds + r.proposer_cpu;
+    r.seconds = r.verify_seconds + r.draft_seconds + r.proposer_cpu;
     return r;
 }
 
@@ -164,7 +180,8 @@ kv_spec_compare kv_spec_compare_at(const scn_scenario *s, const scn_spec *sp, co
     if (!w || !d || !ps) { free(w); free(d); free(ps); return out; }
     bool has_ps = kv_spec_proposer_scenario(s, sp, ps);
     for (int i = 0; i < batch; i++) w[i] = (kv_seq_work){1, context};
-    out.plain_token = kv_step_time(s, c, attn, w, batch).seconds / batch;
+    out.plain_token = (kv_moe_parallel_on(s) ? kv_moe_step_time(s, c, attn, w, batch).seconds
+                                             : kv_step_time(s, c, attn, w, batch).seconds) / batch;
     for (int i = 0; i < batch; i++) { w[i] = (kv_seq_work){sp->k + 1, context}; d[i] = sp->k; }
     kv_spec_step st = kv_spec_step_time(s, has_ps ? ps : NULL, sp, c, attn, w, d, batch, w + batch);
     out.expected = kv_spec_expected_tokens(sp, sp->k);

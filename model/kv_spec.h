@@ -8,6 +8,7 @@
 
 #include "kv_blocks.h"
 #include "kv_model.h"
+#include "kv_moe_parallel.h"
 
 /* The speculative setting a scenario's option index names, or NULL when it is off. */
 const scn_spec *kv_spec_get(const scn_scenario *s, int index);
@@ -36,7 +37,9 @@ kv_pool kv_spec_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool pag
                           const scn_spec *sp);
 
 typedef struct {
-    kv_step_cost verify;    /* the target's step: verify rows and any prefill chunks */
+    kv_step_cost verify;    /* the target's step: verify rows and any prefill chunks (unsplit) */
+    double verify_seconds;  /* s: the verify step as priced: verify.seconds, or moe.seconds under EP / DP */
+    kv_moe_step moe;        /* under expert parallelism: the DP rank's verify step, split */
     double draft_seconds;   /* s: the proposer's passes (k single-token steps, plus prefill chunks) */
     double proposer_cpu;    /* s: n-gram lookups on the CPU */
     double seconds;         /* the step: verify + draft + proposer CPU */
