@@ -128,7 +128,7 @@ int cmd_memory(int argc, char **argv)
         snprintf(title, sizeof title, "KV capacity per DP rank (bytes per GPU of its TP %d; %d DP ranks hold separate "
                  "sequences)", tp, kv_moe_dp(&s));
     else
-        snprintf(title, sizeof title, "KV capacity per replica (bytes per GPU of its TP %d)", tp);
+        snprintf(title, sizeof title, "KV capacity per GPU");
     out_table(d, "capacity", title, (int)(sizeof cols / sizeof cols[0]), cols);
     for (int di = 0; di < o->n_dtype; di++)
         for (int wi = 0; wi < o->n_window; wi++)
