@@ -545,7 +545,71 @@ START_TEST(planner_recommends_speculation_only_below_its_crossover)
     plan_spec_gate(&s, &r);
     ck_assert_int_eq(r.best, 0);
     ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
-    ck_assert_msg(strstr(line, "loses already at one sequence") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "loses at every decode batch") != NULL, "%s", line);
+}
+END_TEST
+
+/* Regression (issue 14 review): the crossover is not monotone. The search assumed one sign
+ * change (doubling, then bisection); with vLLM's CUDA-graph capture sizes (up to 512 rows) the
+ * verify step of k + 1 = 5 rows per sequence loses its graph at batch 103 (5 x 103 = 515 > 512
+ * >= 5 x 102), and plain decode loses its own at batch 513, where speculation can pay again. */
+START_TEST(speculation_pays_in_ranges)
+{
+    load("model: llama-3.1-8b\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: offline}, "
+         "prompt_tokens: 90, output_tokens: 20}\ndeployment: {max_num_seqs: 1024}\n"
+         "options:\n  speculative: [off, {method: eagle, k: 4, acceptance: 0.6, decay: 1}, "
+         "{method: eagle, k: 4, acceptance: 0.8, decay: 1}]\n", NULL, 0);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    /* At 0.6 the graph cap ends it: the crossing at 103, for the reason derived above. */
+    kv_spec_wins w6 = kv_spec_win_ranges(&s, &s.options.spec[1], &cfg, SCN_ATTN_FLASH, 100, 1024);
+    ck_assert_int_ge(w6.n, 1);
+    ck_assert_int_eq(w6.r[0].lo, 1);
+    ck_assert_int_eq(w6.r[0].hi, 102);
+    ck_assert_int_eq(w6.x[0].batch, 103);
+    ck_assert_int_eq(w6.x[0].why, KV_SPEC_WHY_GRAPH_LOST);
+    /* At 0.8 speculation pays in more than one range, and every boundary is a real sign change
+     * of the per-token comparison. */
+    kv_spec_wins w = kv_spec_win_ranges(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, 100, 1024);
+    ck_assert_msg(w.n >= 2, "expected several ranges, got %d", w.n);
+    for (int i = 0; i < w.n; i++) {
+        kv_spec_compare in_lo = kv_spec_compare_at(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, w.r[i].lo, 100);
+        kv_spec_compare in_hi = kv_spec_compare_at(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, w.r[i].hi, 100);
+        ck_assert(in_lo.spec_token < in_lo.plain_token && in_hi.spec_token < in_hi.plain_token);
+        if (w.r[i].hi < 1024) {
+            kv_spec_compare out = kv_spec_compare_at(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, w.r[i].hi + 1, 100);
+            ck_assert(out.spec_token >= out.plain_token);
+        }
+        if (w.r[i].lo > 1) {
+            kv_spec_compare out = kv_spec_compare_at(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, w.r[i].lo - 1, 100);
+            ck_assert(out.spec_token >= out.plain_token);
+        }
+    }
+    /* The second range opens where plain decode's 513 rows pass the 512 cap. */
+    ck_assert_int_eq(w.r[1].lo, 513);
+    ck_assert_int_eq(w.x[1].why, KV_SPEC_WHY_GRAPH_PLAIN);
+    /* The planner recommends speculation inside a range past the first crossing (the old
+     * single-crossing gate passed it over) and not in the gap between ranges. */
+    int gap = w.r[0].hi + 1, inside = w.r[1].lo + 1;
+    plan_cand c[3] = {cand(0, inside), cand(2, inside), cand(1, 1)};
+    int order[3] = {1, 0, 2};
+    plan_result r = {.c = c, .n = 3, .order = order, .best = 1};
+    ck_assert_int_eq(plan_spec_crossover(&s, &c[1]), gap);
+    plan_spec_gate(&s, &r);
+    ck_assert_int_eq(r.best, 1);
+    ck_assert(!r.spec_gated);
+    char line[PLAN_LINE], want[200];
+    ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
+    snprintf(want, sizeof want, "pays only at decode batches %d-%d, %d-%d", w.r[0].lo, w.r[0].hi, w.r[1].lo, w.r[1].hi);
+    ck_assert_msg(strstr(line, want) != NULL, "want '%s' in: %s", want, line);
+    ck_assert_msg(strstr(line, "CUDA-graph capture size") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "; recommended: ") != NULL, "%s", line);
+    c[1].m.batch_mean = c[0].m.batch_mean = gap + 1;
+    r.best = 1;
+    plan_spec_gate(&s, &r);
+    ck_assert_int_eq(r.best, 0);
+    ck_assert(r.spec_gated);
+    ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "outside those ranges") != NULL, "%s", line);
 }
 END_TEST
 
@@ -589,6 +653,7 @@ Suite *suite_spec(void)
     tcase_add_test(tc, mtp_with_ep_prices_the_split_step);
     tcase_add_test(tc, crossover_sits_where_the_sides_change);
     tcase_add_test(tc, planner_recommends_speculation_only_below_its_crossover);
+    tcase_add_test(tc, speculation_pays_in_ranges);
     tcase_add_test(tc, cli_simulates_and_plans_speculation);
     suite_add_tcase(su, tc);
     return su;
