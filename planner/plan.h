@@ -107,7 +107,7 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out);
 /* "paged/16 prefix=on fp8 flash continuous window=off tp=1 x1 seqs=256 budget=8192" */
 void plan_describe(const plan_cand *c, char *buf, size_t n);
 /* The candidate's options as canonical JSON, the key a stored run is found by (caller frees). */
-char *plan_options_json(const plan_cand *c);
+char *plan_options_json(const scn_scenario *s, const plan_cand *c);
 
 /* Simulates every pending candidate whose index i satisfies i % shard_n == shard_i, on
  * `threads` threads. progress(ud, done, total) may be NULL. */

@@ -2,6 +2,7 @@
  * closed form, the engine against runs solvable by hand, the KV rollback, the proposer's
  * memory counted by hand, and the crossover batch against cases whose side is known. */
 #include "tests.h"
+#include "../db/db.h"
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
 #include "../model/kv_moe_parallel.h"
@@ -613,6 +614,45 @@ START_TEST(speculation_pays_in_ranges)
 }
 END_TEST
 
+/* Regression (issue 14 review): `simulate` runs with different speculative settings stored the
+ * same options key (only a non-zero list index went in), so `runs` could not tell them apart
+ * and `plan` could reuse a run made with another setting. */
+START_TEST(options_key_carries_the_speculative_setting)
+{
+    load(HEAD "options:\n  speculative: [{method: eagle, k: 4}]\n", NULL, 0);
+    sim_choice c = sim_choice_first(&s);
+    char *eagle = db_options_json(&c, &s.deployment, 0, kv_spec_get(&s, c.spec));
+    load(HEAD "options:\n  speculative: [{method: eagle, k: 4, acceptance: 0.6}]\n", NULL, 0);
+    char *eagle6 = db_options_json(&c, &s.deployment, 0, kv_spec_get(&s, c.spec));
+    load(HEAD "options:\n  speculative: [{method: draft, model: llama-3.2-1b, k: 4}]\n", NULL, 0);
+    char *draft = db_options_json(&c, &s.deployment, 0, kv_spec_get(&s, c.spec));
+    load(HEAD, NULL, 0);
+    char *off = db_options_json(&c, &s.deployment, 0, kv_spec_get(&s, c.spec));
+    ck_assert_ptr_nonnull(eagle);
+    ck_assert_ptr_nonnull(eagle6);
+    ck_assert_ptr_nonnull(draft);
+    ck_assert_ptr_nonnull(off);
+    ck_assert_str_ne(eagle, eagle6);
+    ck_assert_str_ne(eagle, draft);
+    ck_assert_str_ne(eagle, off);
+    ck_assert_msg(strstr(eagle, "\"method\":\"eagle\"") && strstr(eagle, "\"k\":4") && strstr(eagle, "\"acceptance\":[0.8,"),
+                  "%s", eagle);
+    ck_assert_msg(strstr(draft, "\"name\":\"llama-3.2-1b\"") != NULL, "%s", draft);
+    ck_assert_msg(strstr(off, "speculative") == NULL, "%s", off);
+    /* The planner's key for the same setting, listed second, equals simulate's for it first. */
+    load(HEAD "options:\n  speculative: [off, {method: eagle, k: 4, acceptance: 0.6}]\n", NULL, 0);
+    plan_cand pc = cand(1, 1);
+    char *planned = plan_options_json(&s, &pc);
+    ck_assert_ptr_nonnull(planned);
+    ck_assert_str_eq(planned, eagle6);
+    free(eagle);
+    free(eagle6);
+    free(draft);
+    free(off);
+    free(planned);
+}
+END_TEST
+
 START_TEST(cli_simulates_and_plans_speculation)
 {
     char out[65536], err[8192];
@@ -654,6 +694,7 @@ Suite *suite_spec(void)
     tcase_add_test(tc, crossover_sits_where_the_sides_change);
     tcase_add_test(tc, planner_recommends_speculation_only_below_its_crossover);
     tcase_add_test(tc, speculation_pays_in_ranges);
+    tcase_add_test(tc, options_key_carries_the_speculative_setting);
     tcase_add_test(tc, cli_simulates_and_plans_speculation);
     suite_add_tcase(su, tc);
     return su;
