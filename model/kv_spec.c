@@ -214,6 +214,8 @@ kv_spec_wins kv_spec_win_ranges(const scn_scenario *s, const scn_spec *sp, const
             x->batch = b;
             x->wins = win;
             x->verify_rows = k.verify_rows;
+            x->spec_graph = k.spec_graph;
+            x->plain_graph = k.plain_graph;
             x->why = prev.spec_graph && !k.spec_graph   ? KV_SPEC_WHY_GRAPH_LOST
                      : prev.plain_graph && !k.plain_graph ? KV_SPEC_WHY_GRAPH_PLAIN
                      : win                                ? KV_SPEC_WHY_TILE
@@ -262,7 +264,12 @@ void kv_spec_crossings_text(const kv_spec_wins *w, int k, int max_listed, char *
         case KV_SPEC_WHY_GRAPH_LOST: what = "the verify step's rows pass the largest CUDA-graph capture size, so it launches eagerly"; break;
         case KV_SPEC_WHY_GRAPH_PLAIN: what = "the plain step passes the largest CUDA-graph capture size too"; break;
         case KV_SPEC_WHY_TILE: what = "a GEMM tile or wave step favours the verify rows"; break;
-        default: what = "the verify rows' extra compute (or a GEMM tile step) outweighs the weight reads saved"; break;
+        default:
+            what = !x->spec_graph && x->plain_graph
+                       ? "the verify step already launches eagerly (its rows exceed the largest CUDA-graph capture size, "
+                         "plain decode's do not) and its extra compute or a GEMM tile step tips the balance"
+                       : "the verify rows' extra compute (or a GEMM tile step) outweighs the weight reads saved";
+            break;
         }
         int len = snprintf(buf + used, n - used, "%sat %d it %s ((k+1) x batch = %d x %d = %ld rows: %s)",
                            i ? "; " : "", x->batch, x->wins ? "pays again" : "stops paying", k + 1, x->batch,

@@ -87,6 +87,7 @@ typedef struct {
     bool wins;                  /* speculation wins from `batch` on (until the next crossing) */
     kv_spec_why why;            /* what changed between batch - 1 and batch */
     long verify_rows;           /* (k + 1) x batch */
+    bool spec_graph, plain_graph; /* at `batch`: whether the verify and the plain step replay a CUDA graph */
 } kv_spec_crossing;
 
 typedef struct {

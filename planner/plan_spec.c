@@ -122,12 +122,12 @@ int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, s
     char tail[240];
     if (r->spec_gated) {
         verdict = "not recommended";
-        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f, outside those ranges (%.3f ms per token "
+        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f, where it does not pay (%.3f ms per token "
                  "speculative against %.3f plain there), so the same deployment without speculation is recommended",
                  r->c[r->spec_gated_cand].m.batch_mean, kb.spec_token * 1e3, kb.plain_token * 1e3);
     } else if (c == b) {
         verdict = "recommended";
-        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f, inside them (%.3f ms per token against %.3f "
+        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f, where it pays (%.3f ms per token against %.3f "
                  "plain there)", b->m.batch_mean, kb.spec_token * 1e3, kb.plain_token * 1e3);
     } else {
         verdict = "not chosen";
