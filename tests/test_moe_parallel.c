@@ -328,6 +328,28 @@ START_TEST(ep_headlines_and_max_context)
     ck_assert(json_number_value(json_object_get(moe, "expert_seconds")) > 0);
     ck_assert(json_number_value(json_object_get(moe, "attention_seconds")) > 0);
     json_decref(root);
+
+    /* plan: the recommendation names the split, and "What binds" prices the DP rank's step. */
+    load(DSV3, NULL, 0);
+    c.status = PLAN_DONE;
+    c.allowed = true;
+    c.m.batch_mean = 16;
+    int order[1] = {0};
+    plan_result r = {.c = &c, .n = 1, .order = order, .best = 0};
+    char lines[12][PLAN_LINE];
+    int nl = plan_explain(&s, &r, lines, 12);
+    kv_cache_cfg kc = kv_cache_cfg_make(&s, c.c.kv_dtype, 0, 0);
+    kv_seq_work w16[16];
+    for (int i = 0; i < 16; i++) w16[i] = (kv_seq_work){1, 105};
+    kv_moe_step st = kv_moe_step_time(&s, &kc, c.c.attention, w16, 16);
+    char wantb[160];
+    snprintf(wantb, sizeof wantb, "a DP rank's decode step of 16 sequences at 105 tokens of context takes %.2f ms", st.seconds * 1e3);
+    bool rec = false, binds = false;
+    for (int i = 0; i < nl; i++) {
+        rec |= strstr(lines[i], "Recommended:") && strstr(lines[i], "(attention DP 8 x TP 1, experts over EP 8)");
+        binds |= strstr(lines[i], "What binds") && strstr(lines[i], wantb);
+    }
+    ck_assert_msg(rec && binds, "want '%s' in: %s | %s | %s", wantb, lines[0], nl > 1 ? lines[1] : "", nl > 2 ? lines[2] : "");
 }
 END_TEST
 
