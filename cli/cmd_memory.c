@@ -20,7 +20,7 @@ static void scenario_section(out_doc *d, const scn_scenario *s)
     out_kv_str(d, "model", "model", s->model.name);
     out_kv_str(d, "hardware", "hardware", s->hardware.name);
     out_kv_num(d, "tensor_parallel", "tensor parallel", s->deployment.tensor_parallel, OUT_INT);
-    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", s->deployment.gpu_memory_utilization, OUT_FRAC);
+    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", scn_engine_mem_fraction(&s->engine, &s->deployment), OUT_FRAC);
     out_kv_num(d, "max_model_len", "max model len (tokens)", s->deployment.max_model_len, OUT_INT);
 }
 
