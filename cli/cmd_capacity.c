@@ -107,6 +107,9 @@ int cmd_capacity(int argc, char **argv)
     out_kv_num(doc, "target_rate", "target rate (req/s)", target > 0 ? target : NAN, OUT_NUM);
     out_kv_num(doc, "concurrency", "concurrency for max context", (double)concurrency, OUT_INT);
     out_kv_num(doc, "seeds", "seeds per candidate", r.seeds, OUT_INT);
+    long sims = 0;
+    for (int i = 0; i < r.n; i++) sims += r.c[i].sims;
+    out_kv_num(doc, "simulations", "simulations run for the search", (double)sims, OUT_INT);
     int f = plan_capacity_fewest(rows, nr);
     if (target > 0) {
         char desc[300] = "none up to the replica limit";

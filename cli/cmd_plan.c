@@ -100,8 +100,8 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
             out_cell_str(doc, r->c[i].why);
         }
     }
-    long reused = 0, done = 0;
-    for (int i = 0; i < r->n; i++) { reused += r->c[i].reused; done += r->c[i].status == PLAN_DONE; }
+    long reused = 0, done = 0, sims = 0;
+    for (int i = 0; i < r->n; i++) { reused += r->c[i].reused; done += r->c[i].status == PLAN_DONE; sims += r->c[i].sims; }
     out_section(doc, "plan", "Plan");
     out_kv_str(doc, "scenario", "scenario", s->name);
     out_kv_str(doc, "objective", "objective", scn_enum_name(SCN_OBJECTIVE_NAMES, (int)s->objective));
@@ -111,6 +111,7 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
     out_kv_num(doc, "evaluated", "evaluated", (double)done, OUT_INT);
     out_kv_num(doc, "reused", "reused from the database", (double)reused, OUT_INT);
     out_kv_num(doc, "skipped", "skipped", skipped, OUT_INT);
+    out_kv_num(doc, "simulations", "simulations run (rules of thumb not counted)", (double)sims, OUT_INT);
 }
 
 int cmd_plan(int argc, char **argv)

@@ -53,7 +53,7 @@ void plan_spec_gate(const scn_scenario *s, plan_result *r)
     if (r->best < 0) return;
     const plan_cand *b = &r->c[r->best];
     int x = plan_spec_crossover(s, b);
-    if (x < 0 || b->m.batch_mean < x) return;
+    if (x < 0 || b->batch_judged < x) return;   /* the batch at the load it was judged at (plan_rank) */
     int twin = plain_twin(r, s, b);
     if (twin < 0) return;
     r->spec_gated = true;
@@ -99,21 +99,25 @@ int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, s
                  "%.3f against %.3f ms)", x, x, kx.spec_token * 1e3, kx.plain_token * 1e3, k1.spec_token * 1e3,
                  k1.plain_token * 1e3);
     const char *verdict;
-    char tail[200];
+    char tail[240];
+    /* The batch quoted is the one at the load the objective was judged at: at capacity when the
+     * candidate is credited there, not the offered load's (issue 16's review). */
+    const plan_cand *g = r->spec_gated ? &r->c[r->spec_gated_cand] : c;
+    const char *where_judged = g->at_capacity ? "at its highest rate within the SLO" : "at the offered load";
     if (r->spec_gated) {
         verdict = "not recommended";
-        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f, at or above the crossover, so the same "
-                 "deployment without speculation is recommended", r->c[r->spec_gated_cand].m.batch_mean);
+        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f %s, at or above the crossover, so the same "
+                 "deployment without speculation is recommended", g->batch_judged, where_judged);
     } else if (c == b) {
         verdict = "recommended";
-        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f, below the crossover", b->m.batch_mean);
+        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f %s, below the crossover", b->batch_judged, where_judged);
     } else {
         verdict = "not chosen";
-        snprintf(tail, sizeof tail, "its simulated decode batch averaged %.1f; the recommendation ranks higher on the objective",
-                 c->m.batch_mean);
+        snprintf(tail, sizeof tail, "its simulated decode batch averaged %.1f %s; the recommendation ranks higher on the "
+                 "objective", c->batch_judged, where_judged);
     }
     int used = snprintf(line, n, "Speculative decoding (%.60s, %.2f tokens per verify step at %ld tokens of context): %.400s; "
-                        "%s: %.190s.", c->spec_name, k1.expected, ctx, where, verdict, tail);
+                        "%s: %.230s.", c->spec_name, k1.expected, ctx, where, verdict, tail);
     /* The other speculative settings' crossovers, once each, on the same deployment. */
     bool seen[SCN_OPT_MAX] = {false};
     seen[c->c.spec] = true;

@@ -379,15 +379,17 @@ END_TEST
 
 START_TEST(a_candidate_missing_everywhere_stops_early)
 {
-    /* An SLO no rate can meet (TTFT p99 under 1 ms): the first seed searches down to 1/256 of the
-     * offered rate (its offered-load run is the first trial, then 8 halvings); the other seeds try
-     * only that lowest rate: 1 + 8 + 2 x (1 offered + 1 trial) = 13 simulations. */
+    /* An SLO no rate can meet (TTFT p99 under 1 ms): the first seed searches down to 1/256 of its
+     * start. Its 200-request offered-load run is shorter than a trial (4 cycles x 256 sequences =
+     * 1024 requests), so it is not reused: the search starts at the cost model's saturation rate
+     * and halves 8 times; the other seeds try only that lowest rate:
+     * (1 offered + 1 + 8) + 2 x (1 offered + 1 trial) = 14 simulations. */
     const char *sets[] = {"slo={ttft_p99: 1 ms}", "workload.requests=200", "options.kv_layout=paged",
                           "options.prefix_cache=off", "options.kv_dtype=bf16"};
     plan("chat.yaml", sets, 5);
     ck_assert_int_eq(r.n, 1);
     const plan_cand *c = &r.c[0];
-    ck_assert_int_eq(c->sims, 13);
+    ck_assert_int_eq(c->sims, 14);
     for (int k = 0; k < 3; k++) ck_assert(c->seed_rate[k] == 0);
     ck_assert(!c->slo_met);
     no_percent_of_zero();
@@ -430,8 +432,10 @@ START_TEST(hardware_as_an_option_with_prices)
         ck_assert_int_eq(c->status, PLAN_DONE);
         double price = !strcmp(c->hw_name, "l40s") ? 1.33 : 3.35;
         ck_assert_double_eq_tol(c->usd_per_gpu_hour, price, 1e-12);
-        double tok = 0;
-        for (int k = 0; k < c->n_seeds; k++) tok += c->seed_tok[k] / c->n_seeds;
+        /* Tokens/s over seeds: the geometric mean (the interval is built on log tokens/s). */
+        double lt = 0;
+        for (int k = 0; k < c->n_seeds; k++) lt += log(c->seed_tok[k]) / c->n_seeds;
+        double tok = exp(lt);
         /* $ per million output tokens at the highest rate within the SLO: price x GPUs / 3600 / tokens/s x 1e6. */
         ck_assert_double_eq_tol(c->usd_per_mtok, price * c->gpus / 3600 / tok * 1e6, 1e-9 * c->usd_per_mtok);
         ck_assert_double_eq_tol(-c->objective, c->usd_per_mtok, 0.05 * c->usd_per_mtok);
