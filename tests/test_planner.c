@@ -572,6 +572,15 @@ START_TEST(edge_4090_recommends_paged_at_capacity)
     else ck_assert(said("paged KV instead of contiguous KV"));
     no_percent_of_zero();
     credits_are_absolute();
+    /* The rate counts conversations, and says so. */
+    ck_assert(said("conversations/s"));
+    /* Finding 6: at the offered 1 conversation/s (about 7x capacity) every turn queues for minutes
+     * and LRU evicts its history first: 0 % hits. The prefix rule is tested at the load the plan
+     * was judged at, the recommendation's capacity, where histories survive. */
+    plan_rule rules[8];
+    ck_assert_int_eq(plan_rules(&s, &r, rules, 8), 4);
+    ck_assert_msg(strstr(rules[0].evidence, "at the recommendation's capacity") && !strstr(rules[0].evidence, " 0 % of prompt"),
+                  "%s", rules[0].evidence);
     plan_result_free(&r);
 }
 END_TEST
