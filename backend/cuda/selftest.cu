@@ -39,6 +39,9 @@ typedef void (*report_fn)(void *ud, const char *kernel, const char *shape, doubl
 /* cuda_backend.cu: a whole CUDA step against the plain-C step on the same weights, batch and pool. */
 extern "C" int be_cuda_step_check(report_fn report, void *ud, int *failures);
 
+/* Guard band on each side of every poisoned output, in floats (4 KiB). */
+#define SELFTEST_GUARD 1024
+
 struct tester {
     report_fn report;
     void *ud;
@@ -85,6 +88,21 @@ static void verdict(tester *t, const char *kernel, const char *shape, double err
     t->report(t->ud, kernel, shape, err, tol, ok);
 }
 
+static long guard_changes(const float *d, size_t n);
+static std::vector<float> down(const float *d, size_t n);
+
+/* A device output of n floats against its reference: the relative L2 error, infinite (and the
+ * row says so) when anything was written into the guard bands around it. */
+static void judge(tester *t, const char *kernel, const char *shape, const float *dev, const float *ref, size_t n, double tol)
+{
+    double err = rel_l2(down(dev, n).data(), ref, n);
+    long out = guard_changes(dev, n);
+    if (!out) { verdict(t, kernel, shape, err, tol); return; }
+    char what[400];
+    snprintf(what, sizeof what, "%s [%ld floats written outside the output]", shape, out);
+    verdict(t, kernel, what, INFINITY, tol);
+}
+
 /* Device buffers of one check, freed when it ends however it ends. */
 struct scope {
     std::vector<void *> p;
@@ -97,13 +115,15 @@ struct scope {
         if (cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess) return NULL;
         return d;
     }
+    /* n floats of output between two guard bands of SELFTEST_GUARD floats, all poisoned; the
+     * guards must still hold the poison after the kernel (guard_changes). */
     float *poisoned(size_t n)
     {
         float *d = NULL;
-        if (cudaMalloc(&d, n * sizeof(float)) != cudaSuccess) return NULL;
+        if (cudaMalloc(&d, (n + 2 * SELFTEST_GUARD) * sizeof(float)) != cudaSuccess) return NULL;
         p.push_back(d);
-        cudaMemset(d, 0xff, n * sizeof(float));   /* all-ones bits: NaN */
-        return d;
+        cudaMemset(d, 0xff, (n + 2 * SELFTEST_GUARD) * sizeof(float));   /* all-ones bits: NaN */
+        return d + SELFTEST_GUARD;
     }
     void *raw(size_t bytes)
     {
@@ -119,6 +139,20 @@ static std::vector<float> down(const float *d, size_t n)
     std::vector<float> h(n, NAN);
     cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
     return h;
+}
+
+/* Floats of the guard bands around a poisoned output of n floats that no longer hold the poison:
+ * a kernel that writes before or past its output (a wrong row, an off-by-one on a last partial
+ * tile) fails even where the output itself is right. */
+static long guard_changes(const float *d, size_t n)
+{
+    std::vector<uint32_t> g(2 * SELFTEST_GUARD, 0);
+    if (cudaMemcpy(g.data(), d - SELFTEST_GUARD, SELFTEST_GUARD * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(g.data() + SELFTEST_GUARD, d + n, SELFTEST_GUARD * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+        return (long)g.size();
+    long bad = 0;
+    for (uint32_t x : g) bad += x != 0xffffffffu;
+    return bad;
 }
 
 /* A failed launcher or a failing synchronisation fails the check with the error's name; a
@@ -170,14 +204,14 @@ static int check_rmsnorm_swiglu(tester *t, int T, int h)
     float *dx = sc.up(x), *dw = sc.up(w), *dout = sc.poisoned((size_t)T * h);
     NEED(dx && dw && dout);
     RUN("rmsnorm", shape, be_cuda_rmsnorm(dout, dx, dw, T, h, 1e-5f));
-    verdict(t, "rmsnorm", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 1e-5);
+    judge(t, "rmsnorm", shape, dout, ref.data(), (size_t)T * h, 1e-5);
     auto gu = rvec(t, (size_t)T * 2 * h, 4.0f);
     std::vector<float> sref((size_t)T * h);
     be_cpu_swiglu(sref.data(), gu.data(), T, h);
     float *dgu = sc.up(gu), *dsw = sc.poisoned((size_t)T * h);
     NEED(dgu && dsw);
     RUN("swiglu", shape, be_cuda_swiglu(dsw, dgu, T, h));
-    verdict(t, "swiglu", shape, rel_l2(down(dsw, (size_t)T * h).data(), sref.data(), (size_t)T * h), 1e-5);
+    judge(t, "swiglu", shape, dsw, sref.data(), (size_t)T * h, 1e-5);
     return 0;
 }
 
@@ -197,7 +231,7 @@ static int check_rope(tester *t, int heads, int d)
     int32_t *dp = sc.up(pos);
     NEED(dx && dp);
     RUN("rope", shape, be_cuda_rope(dx, T, heads, d, stride, dp, 10000.0f));
-    verdict(t, "rope", shape, rel_l2(down(dx, (size_t)T * stride).data(), ref.data(), (size_t)T * stride), 1e-5);
+    verdict(t, "rope", shape, rel_l2(down(dx, (size_t)T * stride).data(), ref.data(), (size_t)T * stride), 1e-5);   /* in place: no guards */
     return 0;
 }
 
@@ -218,7 +252,7 @@ static int check_gather(tester *t, int T, int h, int V)
     int32_t *di = sc.up(ids);
     NEED(dt && dout && di);
     RUN("gather_rows", shape, be_cuda_gather_rows(dout, dt, di, T, h));
-    verdict(t, "gather_rows", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 0);
+    judge(t, "gather_rows", shape, dout, ref.data(), (size_t)T * h, 0);
     return 0;
 }
 
@@ -266,7 +300,7 @@ static int check_gemm(tester *t, int M, int N, int K)
     char shape[64];
     snprintf(shape, sizeof shape, "M=%d N=%d K=%d", M, N, K);
     RUN("gemm bf16", shape, be_cuda_gemm(&t->ws, dout, dx, dw, M, N, K, 0, scratch));
-    verdict(t, "gemm bf16", shape, rel_l2(down(dout, (size_t)M * N).data(), ref.data(), (size_t)M * N), 2e-3);
+    judge(t, "gemm bf16", shape, dout, ref.data(), (size_t)M * N, 2e-3);
     return 0;
 }
 
@@ -447,7 +481,7 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
             snprintf(shape, sizeof shape, "%s split %d%s", base, real, split ? "" : " (the backend's)");
             cudaMemset(dout, 0xff, (size_t)n * H * d * sizeof(float));
             RUN(k.name, shape, k.fn(&t->ws, dout, dq, &pp.dev, layer, dtab, max_blocks, dst, n, H, km, split));
-            verdict(t, k.name, shape, rel_l2(down(dout, (size_t)n * H * d).data(), ref.data(), (size_t)n * H * d), 1e-4);
+            judge(t, k.name, shape, dout, ref.data(), (size_t)n * H * d, 1e-4);
         }
     if (!prefill) return 0;
     /* Prefill: chunks of 1..96 new tokens on cached prefixes (their keys already in the pool). */
@@ -469,7 +503,7 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
     char shape[200];
     snprintf(shape, sizeof shape, "%s chunks<=%d", base, max_len);
     RUN("attn_prefill", shape, be_cuda_attn_prefill(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, max_len, H, km));
-    verdict(t, "attn_prefill", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), pref.data(), (size_t)rows * H * d), 1e-4);
+    judge(t, "attn_prefill", shape, dpo, pref.data(), (size_t)rows * H * d, 1e-4);
     if (d == 64 || d == 128) {
         /* Tensor cores round Q * log2(e)/sqrt(d), K and V to bf16 before any arithmetic: each
          * score moves by about 2^-8 of the sizes of its terms, which at a score spread of ~30
@@ -508,14 +542,14 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
                                 tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &c.mask);
         cudaMemset(dpo, 0xff, (size_t)rows * H * d * sizeof(float));
         RUN("attn_prefill tc", shape, be_cuda_attn_prefill_tc(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, max_len, H, km));
-        verdict(t, "attn_prefill tc", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), bref.data(), (size_t)rows * H * d), 5e-3);
+        judge(t, "attn_prefill tc", shape, dpo, bref.data(), (size_t)rows * H * d, 5e-3);
     }
     size_t scratch_floats = (size_t)H * max_len * (longest + 1);
     float *scratch = (float *)sc.raw(scratch_floats * sizeof(float));
     NEED(scratch);
     cudaMemset(dpo, 0xff, (size_t)rows * H * d * sizeof(float));
     RUN("attn_naive", shape, be_cuda_attn_naive(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, H, km, scratch, scratch_floats));
-    verdict(t, "attn_naive", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), pref.data(), (size_t)rows * H * d), 1e-4);
+    judge(t, "attn_naive", shape, dpo, pref.data(), (size_t)rows * H * d, 1e-4);
     return 0;
 }
 
