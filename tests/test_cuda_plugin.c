@@ -157,7 +157,8 @@ START_TEST(device_check_dry_run)
     snprintf(tgz, sizeof tgz, "%s/device-check.tar.gz", od);
     ck_assert_int_eq(sh("tar -tzf %s > %s", tgz, list), 0);
     const char *expect[] = {"./environment.txt", "./nvidia-smi.txt", "./cublas.txt", "./ldd.txt", "./version.txt", "./stages.tsv",
-                            "./selftest.csv", "./selftest.err", "./kernel-bench.csv", "./kernel-bench.err", "./calibration.csv",
+                            "./selftest.csv", "./selftest.err", "./kernel-bench-decode.csv", "./kernel-bench-decode.err",
+                            "./kernel-bench-prefill.csv", "./kernel-bench-prefill.err", "./calibration.csv",
                             "./calibrate.err", "./validate-tiny-cpu.err", "./summary.md", "./log.txt"};
     for (size_t i = 0; i < sizeof expect / sizeof *expect; i++) ck_assert_msg(file_has(list, expect[i]), "archive lacks %s", expect[i]);
     /* The stage table: the device stages ended at their first device call (69) unless a GPU is
@@ -166,7 +167,14 @@ START_TEST(device_check_dry_run)
     char p[800];
     snprintf(p, sizeof p, "%s/stages.tsv", od);
     ck_assert_msg(file_has(p, "calibrate\t") && file_has(p, "\t124\t3"), "stages: calibrate did not time out at 3 s");
-    ck_assert_msg(file_has(p, "selftest\t") && file_has(p, "kernel-bench\t"), "stages lack the device stages");
+    ck_assert_msg(file_has(p, "selftest\t") && file_has(p, "kernel-bench-decode\t") && file_has(p, "kernel-bench-prefill\t"),
+                  "stages lack the device stages (the kernel bench in its two modes)");
+    /* Each half of the kernel bench ran the binary in its own mode (KVPLAN_KERNEL_BENCH): the log
+     * names both, in order. */
+    snprintf(p, sizeof p, "%s/log.txt", od);
+    ck_assert_msg(file_has(p, "kernel-bench-decode (limit") && file_has(p, "KVPLAN_KERNEL_BENCH=decode ") &&
+                      file_has(p, "kernel-bench-prefill (limit") && file_has(p, "KVPLAN_KERNEL_BENCH=prefill "),
+                  "kernel-bench modes in the log");
     snprintf(p, sizeof p, "%s/ldd.txt", od);
     ck_assert_msg(file_has(p, "== ldd "), "no ldd record");
     /* cuBLAS is looked for under one exact soname (libcublas.so.<major>), never a pattern. */
@@ -214,17 +222,19 @@ static long plan_total(const char *env, long *budget, int *validates)
  * budget is at most 300 s, leaving room for the start-up and the transfers), its stage limits
  * and the summary's 20 s must fit that budget, and it validates one scenario (the second is a
  * separate short rerun whose own plan must fit its 80 s). Independent of the script: the
- * numbers the brief fixed, selftest 90 + kernel-bench 90 + calibrate 60 + validate 40 +
- * summary 20 = 300. */
+ * numbers the brief fixed, selftest 90 + kernel-bench 90 (decode 50 + prefill 40, two stages)
+ * + calibrate 60 + validate 40 + summary 20 = 300; "kernel-bench" in DC_STAGES means both halves. */
 START_TEST(device_check_plan_fits)
 {
     long budget;
     int validates;
     long total = plan_total("DRY_RUN=0", &budget, &validates);
     ck_assert_int_eq(budget, 300);
-    ck_assert_int_eq(total, 90 + 90 + 60 + 40 + 20);
+    ck_assert_int_eq(total, 90 + 50 + 40 + 60 + 40 + 20);
     ck_assert_int_le(total, budget);
     ck_assert_int_eq(validates, 1);
+    total = plan_total("DRY_RUN=0 DC_STAGES=kernel-bench", &budget, &validates);
+    ck_assert_int_eq(total, 50 + 40 + 20);
     total = plan_total("DRY_RUN=0 DC_STAGES=validate DC_VALIDATE=gpu-prefix DC_BUDGET=80", &budget, &validates);
     ck_assert_int_eq(budget, 80);
     ck_assert_int_le(total, budget);
@@ -253,6 +263,14 @@ START_TEST(summary_survives_nulls)
     f = fopen(p, "w");
     fputs("what,shape,seconds,rate,unit,share_of_ceiling\ncopy,2 GiB,,,GB/s,\n", f);
     fclose(f);
+    /* The kernel bench's decode half, with a null share and one that meets the decode target. */
+    snprintf(p, sizeof p, "%s/kernel-bench-decode.csv", d);
+    f = fopen(p, "w");
+    fputs("what,shape,seconds,rate,unit,share_of_ceiling\n"
+          "attn_decode v2 bf16 (cp.async),batch 64 x context 4096 (v2 split 256),0.002,3900,GB/s,0.85\n"
+          "attn_decode v2 bf16 (direct),batch 128 x context 16384 (v2 split 1024),,,GB/s,\n"
+          "attn_decode v2 bf16 (direct),batch 16 x context 16384 (v2 split 1024),0.001,1000,GB/s,0.2\n", f);
+    fclose(f);
     snprintf(p, sizeof p, "%s/selftest.csv", d);
     f = fopen(p, "w");
     fputs("kernel,shape,error,tolerance,result\nrmsnorm,T=1,,1e-05,FAIL\n", f);
@@ -266,6 +284,10 @@ START_TEST(summary_survives_nulls)
     ck_assert_msg(file_has(p, "Median |error| (throughput, mean TPOT): n/a."), "null median");
     ck_assert_msg(file_has(p, "## Validation: b") && file_has(p, "malformed JSON"), "truncated JSON");
     ck_assert_msg(file_has(p, "| copy | 2 GiB | n/a | n/a GB/s | n/a |"), "empty kernel-bench cells");
+    /* Both kernel-bench files are read; targets are judged only at batch >= 64 and context >= 4096. */
+    ck_assert_msg(file_has(p, "batch 64 x context 4096 (v2 split 256): 85.0 % of copy bandwidth (target 80 %): met"), "decode target met");
+    ck_assert_msg(file_has(p, "batch 128 x context 16384 (v2 split 1024): n/a of copy bandwidth (target 80 %): n/a"), "null share");
+    ck_assert_msg(!file_has(p, "batch 16 x context 16384 (v2 split 1024): 20.0 %"), "small batch judged against the target");
     ck_assert_msg(file_has(p, "0 of 1 checks passed") && file_has(p, "FAILED rmsnorm T=1: error n/a"), "selftest with an empty error");
 }
 END_TEST

@@ -431,6 +431,26 @@ static int check_kv_write(tester *t, scn_dtype dt, int Hkv, int d)
     return 0;
 }
 
+/* Attention only reads the pool: after every kernel of a case has run, its bytes (and int8
+ * scales) must equal what was uploaded. */
+static int pool_unchanged(tester *t, const pool_pair &pp, const char *base)
+{
+    size_t bytes = be_cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.scale_bytes();
+    std::vector<uint8_t> data(bytes - sbytes), scales(sbytes);
+    if (cudaMemcpy(data.data(), pp.dev.data, data.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
+        (sbytes && cudaMemcpy(scales.data(), pp.dev.scales, sbytes, cudaMemcpyDeviceToHost) != cudaSuccess)) {
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "reading the pool back: %s", cudaGetErrorName(cudaGetLastError()));
+        return -1;
+    }
+    long changed = 0;
+    for (size_t i = 0; i < data.size(); i++) changed += data[i] != ((const uint8_t *)pp.cpu.data)[i];
+    for (size_t i = 0; i < sbytes; i++) changed += scales[i] != ((const uint8_t *)pp.cpu.scales)[i];
+    char shape[240];
+    snprintf(shape, sizeof shape, "%s: pool bytes changed by the attention kernels", base);
+    verdict(t, "attention bounds", shape, (double)changed, 0);
+    return 0;
+}
+
 typedef int (*decode_fn)(be_cuda_ws *, float *, const float *, const be_cuda_pool *, int, const int32_t *, int, const int32_t *,
                          int, int, be_cuda_mask, int);
 
@@ -469,21 +489,26 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
     int32_t *dtab = sc.up(tab), *dst = sc.up(start);
     NEED(dq && dout && dtab && dst);
     be_cuda_mask km = {c.mask.sink, c.mask.window, c.mask.sliding};
-    struct { const char *name; decode_fn fn; } kernels[] = {{"attn_decode v2", be_cuda_attn_decode_v2}, {"attn_decode v1", be_cuda_attn_decode_v1}};
-    /* 768 keys x 16 heads is exactly 48 KiB of dynamic scores, so only the static arrays push
-     * decode v2 past the limit that needs the opt-in (attn_decode_v2.cu): run it where g > 8. */
+    /* v2 pipelined (cp.async ring) and direct, and v1. */
+    struct { const char *name; decode_fn fn; bool v2; } kernels[] = {{"attn_decode v2", be_cuda_attn_decode_v2, true},
+                                                                     {"attn_decode v2 direct", be_cuda_attn_decode_v2_direct, true},
+                                                                     {"attn_decode v1", be_cuda_attn_decode_v1, false}};
+    /* 768 keys x 16 heads is exactly 48 KiB of dynamic scores, so only the static arrays (and,
+     * pipelined, the ring) push decode v2 past the limit that needs the opt-in
+     * (attn_decode_v2.cu): run it where g > 8. 64-key splits make many partials to merge, and
+     * splits past a short sequence's end (empty, max -inf) that the merge must skip. */
     int splits[] = {0, 64, 768};
     for (auto &k : kernels)
         for (int split : splits) {
-            if (split == 768 && (k.fn != be_cuda_attn_decode_v2 || H / c.Hkv <= 8)) continue;
+            if (split == 768 && (!k.v2 || H / c.Hkv <= 8)) continue;
             char shape[200];
-            int real = split ? split : k.fn == be_cuda_attn_decode_v2 ? be_cuda_decode_split(&t->ws, n, c.Hkv, max_blocks * bs) : 512;
+            int real = split ? split : k.v2 ? be_cuda_decode_split(&t->ws, n, c.Hkv, max_blocks * bs) : 512;
             snprintf(shape, sizeof shape, "%s split %d%s", base, real, split ? "" : " (the backend's)");
             cudaMemset(dout, 0xff, (size_t)n * H * d * sizeof(float));
             RUN(k.name, shape, k.fn(&t->ws, dout, dq, &pp.dev, layer, dtab, max_blocks, dst, n, H, km, split));
             judge(t, k.name, shape, dout, ref.data(), (size_t)n * H * d, 1e-4);
         }
-    if (!prefill) return 0;
+    if (!prefill) return pool_unchanged(t, pp, base);
     /* Prefill: chunks of 1..96 new tokens on cached prefixes (their keys already in the pool). */
     std::vector<int32_t> pst(n), plen(n), prow(n);
     int rows = 0, max_len = 0;
@@ -550,7 +575,7 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
     cudaMemset(dpo, 0xff, (size_t)rows * H * d * sizeof(float));
     RUN("attn_naive", shape, be_cuda_attn_naive(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, H, km, scratch, scratch_floats));
     judge(t, "attn_naive", shape, dpo, pref.data(), (size_t)rows * H * d, 1e-4);
-    return 0;
+    return pool_unchanged(t, pp, base);
 }
 
 static int run_all(tester *t)
@@ -600,6 +625,28 @@ static int run_all(tester *t)
     /* Contexts ending exactly on a block boundary (full last block) and one key into a block. */
     if (check_attention(t, attn_case{SCN_DTYPE_FP16, 16, 32, 8, 128, masks[0], 1.0f, 2.0f, " block edges", 64}, {15, 16, 31, 32, 63},
                         true))
+        return -1;
+    /* Tensor-core prefill over every KV dtype (bf16 takes the cp.async path, the others the
+     * load-convert-store path) with chunks of up to 130 rows: three 64-row query tiles, the last
+     * with 2 rows (partial warps, dead warps), key tiles that end part-way (zero-filled keys),
+     * tiles fully visible (no mask) before the diagonal, and each mask: sink + window, a sliding
+     * layer (tiles before the window skipped). Head_dim 64 as well. */
+    struct { scn_dtype dt; int m, d; } tcs[] = {{SCN_DTYPE_FP32, 0, 128}, {SCN_DTYPE_FP16, 1, 128}, {SCN_DTYPE_BF16, 2, 128},
+                                                {SCN_DTYPE_FP8, 0, 128}, {SCN_DTYPE_INT8, 2, 128}, {SCN_DTYPE_BF16, 1, 64},
+                                                {SCN_DTYPE_INT8, 0, 64}, {SCN_DTYPE_FP16, 2, 64}};
+    for (auto &k : tcs)
+        if (check_attention(t, attn_case{k.dt, 16, 8, 2, k.d, masks[k.m], 1.0f, 2.0f, " tc tiles", 130}, {700, 1500, 90}, true))
+            return -1;
+    /* Decode v2's ring in its other layouts: fp32 (two 16-byte parts a lane) at head_dim 256 and
+     * 16 heads a group (the largest shared memory: 64 KiB of scores at 1024-key splits plus a
+     * 16 KiB ring), int8 (the ring of scales) at head_dim 64 and one head, fp8 (8-byte copies) at
+     * head_dim 256; contexts from empty to several splits. */
+    if (check_attention(t, attn_case{SCN_DTYPE_FP32, 16, 32, 2, 256, masks[0], 1.0f, 2.0f, " ring", 32}, {0, 37, 3000}, false) ||
+        check_attention(t, attn_case{SCN_DTYPE_INT8, 8, 2, 2, 64, masks[1], 1.0f, 2.0f, " ring", 32}, {0, 37, 1025, 3000}, false) ||
+        check_attention(t, attn_case{SCN_DTYPE_FP8, 32, 8, 2, 256, masks[2], 1.0f, 2.0f, " ring", 32}, {5, 1025, 3000}, false))
+        return -1;
+    /* A long prefill: 96-row chunks ending at 4k keys (64 key tiles, most without a mask). */
+    if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 8, 2, 128, masks[0], 1.0f, 2.0f, " long prefill", 96}, {4095, 2000}, true))
         return -1;
     /* A long context: 16k keys, many splits, with a window mask. */
     if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 32, 8, 128, masks[1], 1.0f, 2.0f, " long", 32}, {16383, 5000}, false))
