@@ -327,6 +327,13 @@ extern "C" int be_cuda_decode_split(const be_cuda_ws *ws, int n, int kv_heads, i
     split = (split + 63) / 64 * 64;
     if (split < 128) split = 128;                  /* shorter splits only add combine work */
     if (split > 1024) split = 1024;                /* 1024 keys x 16 heads of scores: 64 KB of shared memory */
+    /* Even out the splits: 4112 keys at 1024 would be four full splits and one of 16 keys (a
+     * nearly idle block per sequence and KV head); as five of 832 every block has about as much
+     * to read. */
+    long nsp = (longest + split - 1) / split;
+    if (nsp < 1) nsp = 1;
+    long even = ((longest + nsp - 1) / nsp + 63) / 64 * 64;
+    if (even >= 128 && even < split) split = even;
     return (int)split;
 }
 
