@@ -29,6 +29,7 @@
  *
  * Bytes per step (the floor): K and V of every visible key once, plus q and the partials
  * (docs/cuda.md). */
+#include "attn_layout.h"
 #include "attn_mask.cuh"
 #include "cuda_async.cuh"
 #include "cuda_common.cuh"
@@ -319,22 +320,7 @@ template <bool PIPE> static int by_dtype(int g, const dv2_args &a)
 
 extern "C" int be_cuda_decode_split(const be_cuda_ws *ws, int n, int kv_heads, int longest)
 {
-    long sms = ws && ws->num_sms > 0 ? ws->num_sms : 132;
-    long blocks = (long)(n > 0 ? n : 1) * (kv_heads > 0 ? kv_heads : 1);
-    long want = (2 * sms + blocks - 1) / blocks;   /* splits per sequence for about two blocks per SM */
-    if (want < 1) want = 1;
-    long split = (longest + want - 1) / want;
-    split = (split + 63) / 64 * 64;
-    if (split < 128) split = 128;                  /* shorter splits only add combine work */
-    if (split > 1024) split = 1024;                /* 1024 keys x 16 heads of scores: 64 KB of shared memory */
-    /* Even out the splits: 4112 keys at 1024 would be four full splits and one of 16 keys (a
-     * nearly idle block per sequence and KV head); as five of 832 every block has about as much
-     * to read. */
-    long nsp = (longest + split - 1) / split;
-    if (nsp < 1) nsp = 1;
-    long even = ((longest + nsp - 1) / nsp + 63) / 64 * 64;
-    if (even >= 128 && even < split) split = even;
-    return (int)split;
+    return attn_decode_split(ws && ws->num_sms > 0 ? ws->num_sms : 132, n, kv_heads, longest);
 }
 
 static int decode_v2(be_cuda_ws *ws, float *out, const float *q, const be_cuda_pool *pool, int layer, const int32_t *tables,

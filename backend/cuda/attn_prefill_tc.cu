@@ -47,6 +47,7 @@
  * Numerics: Q, K, V and P are rounded to bf16, accumulation is fp32 (the selftest's reference and
  * tolerance are derived in selftest.cu). Head dims 64 and 128 (the O accumulators take D/2
  * registers per thread); others use the fp32 kernel. */
+#include "attn_layout.h"
 #include "attn_mask.cuh"
 #include "cuda_async.cuh"
 #include "cuda_common.cuh"
@@ -58,8 +59,8 @@
 #include <type_traits>
 
 #define TC_ROWS 64      /* query rows per block: 4 warps x 16 */
-#define TC_KEYS 64      /* keys per tile */
-#define TC_THREADS 128
+#define TC_KEYS ATTN_TC_KEYS          /* keys per tile (64) */
+#define TC_THREADS ATTN_TC_THREADS    /* 128 */
 #define TC_STAGES 2     /* shared-memory stages (double buffering) */
 
 static_assert(TC_ROWS == 16 * (TC_THREADS / 32), "one warp per 16 query rows");
@@ -80,10 +81,11 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* The 16-byte unit where chunk c of tile row r lives (see the swizzle above). */
+/* The 16-byte unit where chunk c of tile row r lives (see the swizzle above; attn_layout.h, whose
+ * formulas tests/test_cuda_plugin.c checks on the CPU). */
 template <int D> __device__ __forceinline__ int swz(int r, int c)
 {
-    return r * (D / 8) + (c ^ (r & 7));
+    return attn_swz(D, r, c);
 }
 
 /* Issues the copies of keys [kt, kt + TC_KEYS) into one stage: K and V rows as bf16, swizzled;
@@ -101,7 +103,7 @@ __device__ __forceinline__ void stage_tile(__nv_bfloat16 *Kb, __nv_bfloat16 *Vb,
     const int bs = p.block_size;
 #pragma unroll
     for (int u = 0; u < PER; u++) {
-        const int idx = threadIdx.x + u * TC_THREADS, r = idx / CPR, c = idx % CPR;
+        const int r = attn_stage_row(D, threadIdx.x, u), c = attn_stage_chunk(D, threadIdx.x, u);
         const long k = kt + r;
         uint4 *kd = (uint4 *)Kb + swz<D>(r, c), *vd = (uint4 *)Vb + swz<D>(r, c);
         if (std::is_same<T, __nv_bfloat16>::value) {
@@ -210,7 +212,7 @@ prefill_tc_kernel(float *out, const float *q, be_cuda_pool p, int layer, const i
                 sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk += 2) {
-                    const int r = nt * 8 + (lane & 7), c = 2 * kk + (lane >> 3);
+                    const int r = attn_k_row(lane, nt), c = attn_k_chunk(lane, kk);
                     uint32_t b[4];
                     ldmatrix_x4(b, (const uint4 *)Ks + swz<D>(r, c));
                     mma_bf16(sc[nt], qf[kk], b[0], b[1]);
@@ -269,7 +271,7 @@ prefill_tc_kernel(float *out, const float *q, be_cuda_pool p, int layer, const i
                                         pack_bf16(sc[2 * j + 1][2], sc[2 * j + 1][3])};
 #pragma unroll
                 for (int nd = 0; nd < D / 8; nd += 2) {
-                    const int r = 16 * j + ((lane >> 3) & 1) * 8 + (lane & 7), c = nd + (lane >> 4);
+                    const int r = attn_v_row(lane, j), c = attn_v_chunk(lane, nd);
                     uint32_t b[4];
                     ldmatrix_x4_trans(b, (const uint4 *)Vs + swz<D>(r, c));
                     mma_bf16(o[nd], pf, b[0], b[1]);

@@ -87,8 +87,8 @@ int be_cuda_attn_decode_v2_direct(be_cuda_ws *ws, float *out, const float *q, co
                                   const int32_t *tables, int max_blocks, const int32_t *start, int n, int H, be_cuda_mask mask,
                                   int split_tokens);
 /* The split size the backend uses when asked for 0: enough (sequence, KV head, split) blocks to
- * fill the multiprocessors about twice, 128 to 1024 keys per split (a multiple of 64), the
- * splits of the longest sequence evened out. */
+ * fill the multiprocessors about twice, 128 to 1024 keys per split, the splits of the longest
+ * sequence evened out (attn_layout.h). */
 int be_cuda_decode_split(const be_cuda_ws *ws, int n, int kv_heads, int longest);
 /* attn_decode.cu: grows the workspace's partials to `need` floats; merges [rows x nsp] partials
  * (d accumulators each, then (max, sum) pairs) into out[rows x d] by log-sum-exp. */
