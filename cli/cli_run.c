@@ -18,7 +18,7 @@ int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *
         for (int k = 0; VALUED[k] && !v; k++)
             if ((v = cli_flag_value(argc, argv, i, VALUED[k]))) which = k;
         if (!v) return 0;
-        if (cli_flag_missing_value()) return -1;
+        if (cli_flag_missing_value(v)) return -1;
         char msg[300];
         switch (which) {
         case 0: if (cli_parse_long("--seed", v, 0, 0x7fffffffffffffffL, &f->seed)) return -1; break;

@@ -24,7 +24,7 @@ static void scenario_section(out_doc *d, const scn_scenario *s)
         out_kv_num(d, "attention_data_parallel", "attention DP ranks", kv_moe_dp(s), OUT_INT);
         out_kv_num(d, "expert_parallel", "expert-parallel ranks", kv_moe_ep(s), OUT_INT);
     }
-    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", s->deployment.gpu_memory_utilization, OUT_FRAC);
+    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", scn_engine_mem_fraction(&s->engine, &s->deployment), OUT_FRAC);
     out_kv_num(d, "max_model_len", "max model len (tokens)", s->deployment.max_model_len, OUT_INT);
 }
 
@@ -58,7 +58,7 @@ int cmd_memory(int argc, char **argv)
         if (r) continue;
         const char *v;
         if ((v = cli_flag_value(argc, argv, &i, "--context"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
         } else if (cli_is_flag(argv[i])) {
             return cli_usage_error("memory", "unknown option '%s'", argv[i]);
         } else if (!c.scenario) {

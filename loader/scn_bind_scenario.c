@@ -73,6 +73,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
     if (!m) return 0;
+    d->gpu_memory_utilization_given = scn_map_get(m, "gpu_memory_utilization") != NULL;
     int router = (int)d->router;
     if (scn_get_enum(c, m, p, "router", SCN_ROUTER_NAMES, &router)) return -1;
     d->router = (scn_router)router;

@@ -84,9 +84,7 @@ kv_moe_memory kv_moe_memory_compute(const scn_scenario *s, const kv_cache_cfg *c
     r.expert_weights = routed * kv_weights_compute(m, tp).bytes_per_linear / gpus;
     r.weights = kv_moe_weight_bytes(s, m);
     r.kv_bytes_per_token = kv_bytes_per_token_layer_rank(m, c, tp) * m->layers;
-    double usable = s->hardware.memory * d->gpu_memory_utilization;
-    r.kv_budget = usable - r.weights - kv_activation_bytes(m, tp, d->max_num_batched_tokens, d->max_num_seqs) -
-                  s->hardware.runtime_memory;
+    r.kv_budget = kv_memory_split(s, r.weights, kv_activation_bytes(m, tp, d->max_num_batched_tokens, d->max_num_seqs)).kv_budget;
     return r;
 }
 
