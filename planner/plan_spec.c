@@ -53,7 +53,7 @@ void plan_spec_gate(const scn_scenario *s, plan_result *r)
     if (r->best < 0) return;
     const plan_cand *b = &r->c[r->best];
     int x = plan_spec_crossover(s, b);
-    if (x < 0 || b->batch_judged < x) return;   /* the batch at the load it was judged at (plan_rank) */
+    if (x < 0 || plan_judged_batch(b) < x) return;   /* the batch at the load it was judged at (plan_rank) */
     int twin = plain_twin(r, s, b);
     if (twin < 0) return;
     r->spec_gated = true;
@@ -107,14 +107,14 @@ int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, s
     if (r->spec_gated) {
         verdict = "not recommended";
         snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f %s, at or above the crossover, so the same "
-                 "deployment without speculation is recommended", g->batch_judged, where_judged);
+                 "deployment without speculation is recommended", plan_judged_batch(g), where_judged);
     } else if (c == b) {
         verdict = "recommended";
-        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f %s, below the crossover", b->batch_judged, where_judged);
+        snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f %s, below the crossover", plan_judged_batch(b), where_judged);
     } else {
         verdict = "not chosen";
         snprintf(tail, sizeof tail, "its simulated decode batch averaged %.1f %s; the recommendation ranks higher on the "
-                 "objective", c->batch_judged, where_judged);
+                 "objective", plan_judged_batch(c), where_judged);
     }
     int used = snprintf(line, n, "Speculative decoding (%.60s, %.2f tokens per verify step at %ld tokens of context): %.400s; "
                         "%s: %.230s.", c->spec_name, k1.expected, ctx, where, verdict, tail);
