@@ -118,6 +118,11 @@ static void sort_order(const plan_result *r, int *a, int *tmp, int n)
     memcpy(a, tmp, sizeof *a * (size_t)n);
 }
 
+double plan_judged_batch(const plan_cand *c)
+{
+    return c->at_capacity && c->batch_judged > 0 ? c->batch_judged : c->m.batch_mean;
+}
+
 /* The price of a million output tokens at `tok` output tokens/s on the candidate's GPUs. */
 static double usd_per_mtok(const plan_cand *c, double tok)
 {
