@@ -105,6 +105,9 @@ typedef struct {
     int qk_rope_head_dim;
     int qk_nope_head_dim;
     int v_head_dim;
+    /* Multi-token prediction (DeepSeek-V3): prediction modules the checkpoint ships beside the
+     * main model (HF num_nextn_predict_layers); speculative method mtp needs at least one. */
+    int mtp_layers;
 } scn_model;
 
 typedef enum { SCN_LINK_NONE, SCN_LINK_NVLINK, SCN_LINK_PCIE, SCN_LINK_INFINITY_FABRIC, SCN_LINK_INFINIBAND,
@@ -292,7 +295,8 @@ extern const char *const SCN_SPEC_NAMES[];
 typedef struct {
     scn_spec_method method;
     int k;                          /* draft tokens per verify step */
-    double accept[SCN_SPEC_K_MAX];  /* probability draft position i is accepted given 0..i-1 were */
+    double accept[SCN_SPEC_K_MAX];  /* probability draft position i is accepted given 0..i-1 were:
+                                     * stated, or acceptance x decay^i (docs/cost-model.md) */
     scn_model draft;                /* method draft: the draft model */
 } scn_spec;
 

@@ -202,6 +202,20 @@ kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, s
 void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *seqs, int n, kv_step_cost *out);
 kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
                               scn_attention attn, const kv_seq_work *seqs, const int *verify, int n);
+/* A plain decode step (every one of n rows computes one new token) from sums over its rows, for
+ * callers that keep them current step by step: per layer kind k (0 global, 1 sliding),
+ * keys[k] = Σ min(context + 1, kv_decode_cap(k)) and splits[k] = Σ kv_decode_split(that held
+ * count, kv_decode_split_cap(n)). kv_step_complete_decode(kv_step_shape of the batch, ...) equals
+ * kv_step_complete on the rows bit for bit whenever kv_decode_sums_exact holds for the batch's
+ * size and contexts: FlashAttention, no MLA, and every per-row term an integer whose sums stay
+ * below 2^53, so that every addition is exact and the order of the rows cannot matter. */
+typedef struct { double keys[2], splits[2]; } kv_decode_sums;
+bool kv_decode_sums_exact(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn, int max_n, long max_ctx);
+long kv_decode_cap(const scn_scenario *s, const kv_cache_cfg *c, int sliding);   /* 0: none */
+double kv_decode_split_cap(const scn_scenario *s, int n);   /* <= 1: every row splits once */
+double kv_decode_split(double held, double split_cap);
+kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                                     int n, const kv_decode_sums *d);
 
 /* ---- Prefix caching (kv_prefix.c) ---- */
 typedef struct {
