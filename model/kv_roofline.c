@@ -111,9 +111,12 @@ static void finish(kv_op_cost *o, double bw, double launch, bool graph, double g
     if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
     o->t_memory = bw > 0 ? o->bytes / bw : 0;
     double gpu = fmax(kv_roofline_combine(o->t_compute, o->t_memory), o->t_network);
-    /* Eager launches overlap the GPU's work: only a CPU launch rate slower than the kernels
-     * shows. A graph replays its kernels back to back with a small gap each. */
-    o->t_overhead += graph ? o->kernels * graph_kernel : fmax(0, o->kernels * launch - gpu);
+    /* Every kernel boundary stalls the GPU (the next kernel starts when the last block of the
+     * previous one ends, and each ramps its memory pipeline up and down): graph_kernel each,
+     * graph or not. A graph removes the CPU's launches; eager launches overlap the GPU's work,
+     * so only a CPU launch rate slower than the kernels and their boundaries shows. */
+    double bounds = o->kernels * graph_kernel;
+    o->t_overhead += graph ? bounds : fmax(bounds, o->kernels * launch - gpu);
     o->bound = KV_BOUND_COMPUTE;
     if (o->t_memory >= o->t_compute) o->bound = KV_BOUND_MEMORY;
     if (o->t_network > kv_roofline_combine(o->t_compute, o->t_memory)) o->bound = KV_BOUND_NETWORK;
