@@ -194,6 +194,10 @@ int plan_rules(const scn_scenario *s, const plan_result *r, plan_rule *out, int 
 /* KV offload only where it pays (plan_rules.c): when the recommendation offloads and the same
  * candidate without offload is not measurably worse, that one is recommended instead. */
 void plan_offload_gate(const scn_scenario *s, plan_result *r);
+/* The sentence on KV offload (plan_rules.c): what the recommendation's offload (or its absence)
+ * does against the same candidate with the other choice, and what the host tier served; 0 when
+ * offload was not an option. */
+int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
 
 /* Capacity (plan_capacity.c). */
 typedef struct {

@@ -233,24 +233,50 @@ static void rule_offload(const scn_scenario *s, const plan_cand *b, plan_rule *r
         on.q[SIM_Q_TTFT].mean, off.goodput, on.goodput, pays ? "pays" : "does not pay");
 }
 
+/* The candidate equal to c except for KV offload, with offload `want` (or any offload when
+ * want is SCN_OFFLOAD_CPU and c has none); -1 when none was evaluated. */
+static int offload_twin(const plan_result *r, const plan_cand *c, bool off)
+{
+    char x[600], y[600];
+    plan_describe(c, y, sizeof y);
+    for (int i = 0; i < r->n; i++) {
+        const plan_cand *d = &r->c[i];
+        if (d->status != PLAN_DONE || (d->c.kv_offload == SCN_OFFLOAD_OFF) != off || d->hw != c->hw) continue;
+        plan_cand same = *d;
+        same.c.kv_offload = c->c.kv_offload;
+        plan_describe(&same, x, sizeof x);
+        if (!strcmp(x, y)) return i;
+    }
+    return -1;
+}
+
 void plan_offload_gate(const scn_scenario *s, plan_result *r)
 {
     (void)s;
     if (r->best < 0 || r->c[r->best].c.kv_offload == SCN_OFFLOAD_OFF) return;
     const plan_cand *b = &r->c[r->best];
-    for (int i = 0; i < r->n; i++) {
-        const plan_cand *d = &r->c[i];
-        if (d->status != PLAN_DONE || !d->allowed || d->c.kv_offload != SCN_OFFLOAD_OFF) continue;
-        plan_cand same = *d;
-        same.c.kv_offload = b->c.kv_offload;
-        char x[600], y[600];
-        plan_describe(&same, x, sizeof x);
-        plan_describe(b, y, sizeof y);
-        if (strcmp(x, y) || same.hw != b->hw) continue;
-        /* Offload needs host memory and traffic: recommend it only when its gain is measurable. */
-        if (!plan_intervals_separate(d->obj, b->obj) || d->obj.mean >= b->obj.mean) r->best = i;
-        return;
-    }
+    int t = offload_twin(r, b, true);
+    if (t < 0 || !r->c[t].allowed) return;
+    /* Offload needs host memory and link traffic: recommend it only when its gain is measurable. */
+    if (!plan_intervals_separate(r->c[t].obj, b->obj) || r->c[t].obj.mean >= b->obj.mean) r->best = t;
+}
+
+int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n)
+{
+    if (r->best < 0) return 0;
+    const plan_cand *b = &r->c[r->best];
+    bool on = b->c.kv_offload != SCN_OFFLOAD_OFF;
+    int t = offload_twin(r, b, on);
+    if (t < 0) return 0;
+    char cmp[600];
+    plan_compare_text(s, on ? b : &r->c[t], on ? &r->c[t] : b, cmp, sizeof cmp);
+    const sim_metrics *m = on ? &b->m : &r->c[t].m;
+    snprintf(line, n, "KV offload: %s; with offload (%s) against without: %s. The host tier served %.1f %% of prompt tokens "
+             "(%.3g GiB through the host link, %.3f s of reloads charged to steps, %.0f %% occupied).",
+             on ? "recommended" : "not recommended, its gain is not measurable", SCN_OFFLOAD_NAMES[on ? b->c.kv_offload
+             : r->c[t].c.kv_offload], cmp, 100 * m->tier_hit_rate[0], m->tier_bytes[0] / 1073741824.0, m->tier_xfer_s[0],
+             100 * m->tier_occupancy[0]);
+    return 1;
 }
 
 int plan_rules(const scn_scenario *s, const plan_result *r, plan_rule *out, int max)

@@ -4,6 +4,7 @@
 #include "tests.h"
 #include "../model/kv_model.h"
 #include "../model/kv_offload.h"
+#include "../planner/plan.h"
 #include "../sim/sim.h"
 
 #include <math.h>
@@ -214,15 +215,95 @@ START_TEST(loader_errors_are_located)
 }
 END_TEST
 
+/* End to end: simulate prints and stores the tier metrics, report reads them back. */
+START_TEST(simulate_stores_report_shows)
+{
+    char dbp[700], cmd[2400], scen[1100];
+    snprintf(dbp, sizeof dbp, "%s", t_write("offload.db", ""));
+    remove(dbp);
+    snprintf(scen, sizeof scen, "%s/archetypes/rag-offload.yaml", getenv("KVPLAN_LIBRARY"));
+    static char out[1 << 16], err[1 << 14];
+    snprintf(cmd, sizeof cmd, "simulate %s --db %s --set workload.requests=300 --set options.kv_offload=cpu --format json", scen, dbp);
+    ck_assert_int_eq(t_run(cmd, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "\"offload_cpu_hit_rate\"") && strstr(out, "\"offload_cpu_bytes\""), "%s", out);
+    snprintf(cmd, sizeof cmd, "report %s --db %s --format json", scen, dbp);
+    ck_assert_int_eq(t_run(cmd, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "\"offload\": [") && strstr(out, "\"tier\": \"cpu\"") && strstr(out, "\"tier\": \"swap\""),
+                  "%.2000s", out);
+    /* A run without offload adds no row: the stored key carries no kv_offload. */
+    snprintf(cmd, sizeof cmd, "simulate %s --db %s --set workload.requests=100 --set options.kv_offload=off --format json", scen, dbp);
+    ck_assert_int_eq(t_run(cmd, out, sizeof out, err, sizeof err), 0);
+    snprintf(cmd, sizeof cmd, "report %s --db %s --format json", scen, dbp);
+    ck_assert_int_eq(t_run(cmd, out, sizeof out, err, sizeof err), 0);
+    int n_tier = 0;
+    for (const char *p = out; (p = strstr(p, "\"tier\": ")); p++) n_tier++;
+    ck_assert_int_eq(n_tier, 3);   /* cpu, disk and swap of the one offloading run */
+}
+END_TEST
+
+/* The planner on the RAG archetype: offload is recommended, with its reason and the rule of
+ * thumb's numbers; on a workload whose documents fit HBM the gate keeps offload off. */
+static void plan_file(const char *file, const char *const *sets, int n, plan_result *r, char lines[][PLAN_LINE], int *nl)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", getenv("KVPLAN_LIBRARY"), file);
+    scn_error e;
+    ck_assert_int_eq(scn_scenario_load(path, sets, n, &s, &e), SCN_OK);
+    ck_assert_int_eq(plan_enumerate(&s, r), 0);
+    char err[512];
+    ck_assert_int_eq(plan_evaluate(&s, r, 2, 0, 1, NULL, NULL, err, sizeof err), 0);
+    plan_rank(&s, r);
+    *nl = plan_explain(&s, r, lines, 24);
+}
+
+START_TEST(planner_recommends_offload_where_it_pays)
+{
+    static plan_result r;
+    static char lines[24][PLAN_LINE];
+    int nl;
+    const char *sets[] = {"workload.requests=1500"};
+    plan_file("archetypes/rag-offload.yaml", sets, 1, &r, lines, &nl);
+    ck_assert_int_ge(r.best, 0);
+    ck_assert_int_ne(r.c[r.best].c.kv_offload, SCN_OFFLOAD_OFF);
+    /* Measurably better than the same candidate without offload (the gate let it through). */
+    for (int i = 0; i < r.n; i++)
+        if (r.c[i].c.kv_offload == SCN_OFFLOAD_OFF) ck_assert(plan_intervals_separate(r.c[i].obj, r.c[r.best].obj));
+    bool reason = false;
+    for (int i = 0; i < nl; i++) reason |= strstr(lines[i], "KV offload: recommended") != NULL;
+    ck_assert_msg(reason, "%s", nl ? lines[0] : "no lines");
+    plan_rule rules[8];
+    ck_assert_int_eq(plan_rules(&s, &r, rules, 8), 5);
+    ck_assert_msg(!strcmp(rules[4].verdict, "holds") && strstr(rules[4].evidence, "so the rule says offload pays") &&
+                  strstr(rules[4].evidence, "it pays"), "%s: %s", rules[4].verdict, rules[4].evidence);
+    plan_result_free(&r);
+    /* Two 3000-token system prompts fit HBM many times over: nothing is ever evicted, offload
+     * changes nothing, and the recommendation keeps it off. */
+    const char *fits[] = {"workload.requests=600", "options.kv_layout=paged", "options.prefix_cache=on", "options.kv_dtype=bf16",
+                          "options.scheduler=chunked", "options.kv_offload=[off, cpu]"};
+    plan_file("archetypes/chat-shared-prompt.yaml", fits, 6, &r, lines, &nl);
+    ck_assert_int_ge(r.best, 0);
+    ck_assert_int_eq(r.c[r.best].c.kv_offload, SCN_OFFLOAD_OFF);
+    reason = false;
+    for (int i = 0; i < nl; i++) reason |= strstr(lines[i], "KV offload: not recommended") != NULL;
+    ck_assert(reason);
+    ck_assert_int_eq(plan_rules(&s, &r, rules, 8), 5);
+    ck_assert_msg(!strcmp(rules[4].verdict, "holds") && strstr(rules[4].evidence, "does not pay"), "%s: %s", rules[4].verdict,
+                  rules[4].evidence);
+    plan_result_free(&r);
+}
+END_TEST
+
 Suite *suite_offload(void)
 {
     Suite *su = suite_create("offload");
     TCase *tc = tcase_create("offload");
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, 240);
     tcase_add_test(tc, working_set_three_times_the_pool);
     tcase_add_test(tc, disk_tier_takes_what_the_host_drops);
     tcase_add_test(tc, swap_against_recompute_counted_by_hand);
     tcase_add_test(tc, loader_errors_are_located);
+    tcase_add_test(tc, simulate_stores_report_shows);
+    tcase_add_test(tc, planner_recommends_offload_where_it_pays);
     suite_add_tcase(su, tc);
     return su;
 }
