@@ -178,7 +178,7 @@ $(BUILD)/run_bench: $(BENCH_OBJ) $(BUILD)/libkvplan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 bench: deps-check $(BUILD)/run_bench $(BIN)
-	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BUILD)/run_bench
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_BIN=$(CURDIR)/$(BIN) $(BUILD)/run_bench
 	@echo "  plan a 500-candidate sweep over 10,000 chat requests on all cores (goal: under a minute):"
 	@start=$$(date +%s.%N); KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) plan bench/sweep-500.yaml --no-db --no-rules --top 3 --format csv >/dev/null; \
 	  end=$$(date +%s.%N); awk "BEGIN { printf \"    500 candidates x 10000 requests: %.1f s on %d cores\\n\", $$end - $$start, $$(nproc) }"

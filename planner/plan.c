@@ -201,12 +201,12 @@ void plan_describe(const plan_cand *c, char *buf, size_t n)
     if (c->hw >= 0 && used > 0 && (size_t)used < n) snprintf(buf + used, n - (size_t)used, " on %s", c->hw_name);
 }
 
-char *plan_options_json(const plan_cand *c)
+char *plan_options_json(const scn_scenario *s, const plan_cand *c)
 {
     /* The one options encoder (db_options_json), so a plan's key equals simulate's for the same choice. */
     scn_deployment d = {.tensor_parallel = c->tp, .replicas = c->replicas, .max_num_seqs = c->max_num_seqs,
                         .max_num_batched_tokens = c->max_batched};
-    return db_options_json(&c->c, &d, c->kv_heads);
+    return db_options_json(&c->c, &d, c->kv_heads, kv_spec_get(s, c->c.spec));
 }
 
 /* ---- parallel evaluation ---- */

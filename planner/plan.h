@@ -77,7 +77,7 @@ typedef struct {
     int best;                  /* recommended candidate, or -1 */
     int seeds;                 /* seeds per candidate (plan_set_seeds) */
     bool spec_gated;           /* plan_spec_gate passed over a speculative candidate ... */
-    int spec_gated_cand;       /* ... this one, whose decode batch was at or above its crossover */
+    int spec_gated_cand;       /* ... this one, whose decode batch lay outside the ranges where it pays */
 } plan_result;
 
 typedef struct db db;
@@ -107,7 +107,7 @@ void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out);
 /* "paged/16 prefix=on fp8 flash continuous window=off tp=1 x1 seqs=256 budget=8192" */
 void plan_describe(const plan_cand *c, char *buf, size_t n);
 /* The candidate's options as canonical JSON, the key a stored run is found by (caller frees). */
-char *plan_options_json(const plan_cand *c);
+char *plan_options_json(const scn_scenario *s, const plan_cand *c);
 
 /* Simulates every pending candidate whose index i satisfies i % shard_n == shard_i, on
  * `threads` threads. progress(ud, done, total) may be NULL. */
@@ -168,13 +168,14 @@ int plan_store_save(db *d, const scn_scenario *s, plan_result *r, const char *st
 int plan_store_curve(db *d, const scn_scenario *s, const plan_result *r, const plan_curve_point *p, int n,
                      const char *started, char *err, size_t nerr);
 
-/* Speculative decoding (plan_spec.c). The candidate's crossover batch: speculation beats plain
- * decode per token below it (kv_spec_crossover at the workload's mean decode context, up to the
- * candidate's max_num_seqs); -1 when the candidate does not speculate. */
+/* Speculative decoding (plan_spec.c). The candidate's first crossover batch: speculation beats
+ * plain decode per token below it (kv_spec_win_ranges at the workload's mean decode context, up
+ * to the candidate's max_num_seqs; it may pay again above it); -1 when the candidate does not
+ * speculate. */
 int plan_spec_crossover(const scn_scenario *s, const plan_cand *c);
-/* Recommends speculation only below its crossover: when the best candidate speculates at a
- * mean decode batch at or above it, the same candidate without speculation (when it ran and is
- * allowed) is recommended instead, and r->spec_gated records the one passed over. */
+/* Recommends speculation only where it pays: when the best candidate speculates at a mean decode
+ * batch outside the ranges where it wins, the same candidate without speculation (when it ran
+ * and is allowed) is recommended instead, and r->spec_gated records the one passed over. */
 void plan_spec_gate(const scn_scenario *s, plan_result *r);
 /* The sentence explaining where speculation pays and where it loses; 0 when no candidate
  * speculates. */

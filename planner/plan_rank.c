@@ -2,6 +2,7 @@
  * recommendation's reasons in terms of the cost model. */
 #include "plan.h"
 #include "../model/kv_model.h"
+#include "../model/kv_moe_parallel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -362,8 +363,13 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
     int n = 0;
     if (r->best < 0 || max <= 0) return 0;
     const plan_cand *b = &r->c[r->best];
-    char desc[300], val[160], iv[64];
+    char desc[360], val[160], iv[64];
     plan_describe(b, desc, sizeof desc);
+    if (kv_moe_parallel_on(s)) {   /* the replica's split: every figure below is one DP rank's */
+        size_t dl = strlen(desc);
+        snprintf(desc + dl, sizeof desc - dl, " (attention DP %d x TP %d, experts over EP %d)", kv_moe_dp(s), b->tp,
+                 kv_moe_ep(s));
+    }
     value_text(s, b->at_capacity, b->objective, val, sizeof val);
     interval_text(s, b->obj, iv, sizeof iv);
     const sim_metrics *m = &b->m;
@@ -376,7 +382,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
             snprintf(how, sizeof how, "judged at the offered load (%s, mean of %d seed%s)",
                      !scn_arrival_has_rate(s->workload.arrival) ? "a trace, closed loop or offline run has no rate to raise" : "the objective is a latency",
                      b->obj.n, b->obj.n == 1 ? "" : "s");
-        snprintf(lines[n++], PLAN_LINE, "Recommended: %.200s, for %s %.200s: %.160s (95 %% interval %.60s)%s.", desc, objective_name(s), how,
+        snprintf(lines[n++], PLAN_LINE, "Recommended: %.260s, for %s %.200s: %.160s (95 %% interval %.60s)%s.", desc, objective_name(s), how,
                  val, iv, b->slo_met ? "" : "; no allowed candidate meets the SLO at the offered load, this one comes closest");
     }
     if (n < max && b->at_capacity && isfinite(b->rate.mean)) {
@@ -408,6 +414,15 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
         for (int i = 0; i < KV_OP_COUNT; i++) total += dc.op[i].bytes;
         kv_seq_work pf = {(long)lround(s->workload.prompt.mean + s->workload.prefix_tokens * s->workload.prefix_share), 0};
         kv_step_cost pc = kv_step_time(&t, &kc, b->c.attention, &pf, 1);
+        /* Expert parallelism: the step is one DP rank's with its experts over the EP ranks
+         * (kv_moe_parallel.h), not the unsplit replica's with every expert on every GPU. */
+        bool ep = kv_moe_parallel_on(&t);
+        kv_moe_step md = {0}, mp = {0};
+        if (ep) {
+            md = kv_moe_step_time(&t, &kc, b->c.attention, w, batch);
+            mp = kv_moe_step_time(&t, &kc, b->c.attention, &pf, 1);
+            pc.seconds = mp.seconds;
+        }
         const char *binding;
         char why[300];
         double queue_share = m->q[SIM_Q_TTFT].mean > 0 ? m->q[SIM_Q_QUEUE].mean / m->q[SIM_Q_TTFT].mean : 0;
@@ -419,6 +434,13 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
             binding = "queueing binds";
             snprintf(why, sizeof why, "%.0f %% of the mean TTFT (%.3f s) is waiting for admission", 100 * queue_share,
                      m->q[SIM_Q_TTFT].mean);
+        } else if (ep) {
+            binding = md.experts >= md.attention && md.experts >= md.alltoall ? "the routed experts on the busiest EP rank bind in decode"
+                      : md.alltoall >= md.attention                          ? "the all-to-all binds in decode"
+                                                                             : "attention and the rest bind in decode";
+            snprintf(why, sizeof why, "a DP rank's decode step of %d sequences at %ld tokens of context takes %.2f ms: routed "
+                     "experts %.2f ms, attention and the rest %.2f ms, all-to-all %.2f ms; the cache is at most %.0f %% full",
+                     batch, ctx, md.seconds * 1e3, md.experts * 1e3, md.attention * 1e3, md.alltoall * 1e3, 100 * m->kv_util_peak);
         } else if (dc.bound == KV_BOUND_COMPUTE) {
             binding = "compute binds in decode";
             snprintf(why, sizeof why, "a decode step of %d sequences at %ld tokens of context does %.3g TFLOP in %.2f ms",
@@ -430,8 +452,9 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      batch, ctx, total / 1073741824.0, 100 * kv / total, dc.seconds * 1e3,
                      100 * (dc.seconds - dc.op[KV_OP_STEP].seconds) / dc.seconds, 100 * m->kv_util_peak);
         }
-        if (n < max) snprintf(lines[n++], PLAN_LINE, "What binds (at the offered load): %s: %.300s. A %ld-token prefill is %s-bound (%.1f ms).",
-                              binding, why, pf.new_tokens, kv_bound_name(pc.bound), pc.seconds * 1e3);
+        if (n < max) snprintf(lines[n++], PLAN_LINE, "What binds (at the offered load): %s: %.300s. A %ld-token prefill is %s-bound (%.1f ms%s).",
+                              binding, why, pf.new_tokens, kv_bound_name(pc.bound), pc.seconds * 1e3,
+                              ep ? " on a DP rank, experts over EP" : "");
         free(w);
     }
     if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;

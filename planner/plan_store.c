@@ -16,9 +16,9 @@
 /* The key a run is stored under: the choice as JSON, with the hardware profile, weight format
  * and engine when they are options (the scenario digest names only the scenario's own), so a
  * candidate on the scenario's own keeps the key `simulate` stores. */
-static char *options_key(const plan_cand *c)
+static char *options_key(const scn_scenario *s, const plan_cand *c)
 {
-    char *opts = plan_options_json(c);
+    char *opts = plan_options_json(s, c);
     if (!opts || (c->hw < 0 && c->wformat < 0 && c->engine < 0)) return opts;
     json_t *j = json_loads(opts, 0, NULL);
     free(opts);
@@ -33,7 +33,7 @@ static char *options_key(const plan_cand *c)
 
 long plan_store_find(db *d, const scn_scenario *s, const plan_cand *c, unsigned long long seed)
 {
-    char *opts = options_key(c);
+    char *opts = options_key(s, c);
     if (!opts) return -1;
     scn_scenario *t = malloc(sizeof *t);
     long id = -1;
@@ -107,7 +107,7 @@ int plan_store_save(db *d, const scn_scenario *s, plan_result *r, const char *st
     for (int i = 0; i < r->n; i++) {
         plan_cand *c = &r->c[i];
         if (c->status != PLAN_DONE || !c->seed_m) continue;
-        char *opts = options_key(c);
+        char *opts = options_key(s, c);
         for (int k = 0; k < c->n_seeds; k++) {
             if ((c->seed_reused >> k) & 1 || !((c->seed_done >> k) & 1)) continue;
             sim_metric_kv mv[SIM_METRICS_MAX + 2];
@@ -139,7 +139,7 @@ int plan_store_curve(db *d, const scn_scenario *s, const plan_result *r, const p
     if (!t) { snprintf(err, nerr, "out of memory"); return DB_E_INTERNAL; }
     for (int i = 0; i < n; i++) {
         const plan_cand *c = &r->c[p[i].cand];
-        char *opts = options_key(c);
+        char *opts = options_key(s, c);
         *t = *s;
         t->workload.rate = p[i].rate;
         if (t->workload.requests > PLAN_CAPACITY_REQUESTS) t->workload.requests = PLAN_CAPACITY_REQUESTS;
