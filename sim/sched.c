@@ -210,8 +210,10 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
                         sim_kv_total(kv) - rep->watermark);
         if (need + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         sim_kv_match_prefix(kv, &r->kv, r->total, true, NULL);
-        charge_reloads(e, rep, !r->admitted_once);   /* the reloaded blocks are in, whatever follows */
-        if (sim_kv_grow(kv, &r->kv, (int)upto)) { sim_kv_release(kv, &r->kv); return 0; }
+        /* Reloaded blocks are in (and their transfer charged) whether or not the rest fits; they
+         * count as the request's hits only when it is admitted. */
+        if (sim_kv_grow(kv, &r->kv, (int)upto)) { charge_reloads(e, rep, false); sim_kv_release(kv, &r->kv); return 0; }
+        charge_reloads(e, rep, !r->admitted_once);
     } else {
         long res = contiguous_reservation(e, r);
         if (res > sim_kv_total(kv))
