@@ -149,7 +149,7 @@ bool plan_slo_met(const scn_scenario *s, const sim_metrics *m);
 /* The recommendation's reasons, as sentences: which cost binds and by how much, how far each
  * chosen option moved the objective, what the runner-up gives up. Returns the count. */
 #define PLAN_LINE 1024
-#define PLAN_DIMS 16               /* option dimensions (plan_enumerate's order) */
+#define PLAN_DIMS 18               /* option dimensions (plan_enumerate's order) */
 int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_LINE], int max);
 
 /* How candidate a compares with b on the objective, absolute figures first, credited only when
@@ -212,6 +212,13 @@ typedef struct {
     char evidence[PLAN_LINE];
 } plan_rule;
 int plan_rules(const scn_scenario *s, const plan_result *r, plan_rule *out, int max);
+/* KV offload only where it pays (plan_rules.c): when the recommendation offloads and the same
+ * candidate without offload is not measurably worse, that one is recommended instead. */
+void plan_offload_gate(const scn_scenario *s, plan_result *r);
+/* The sentence on KV offload (plan_rules.c): what the recommendation's offload (or its absence)
+ * does against the same candidate with the other choice, and what the host tier served; 0 when
+ * offload was not an option. */
+int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
 
 /* Capacity (plan_capacity.c). */
 typedef struct {

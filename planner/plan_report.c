@@ -85,6 +85,16 @@ static int each_run(void *ud, const db_run_info *r)
                                              "ttft_p50_s", num(m.q[SIM_Q_TTFT].p50), "ttft_p99_s", num(m.q[SIM_Q_TTFT].p99),
                                              "tpot_mean_s", num(m.q[SIM_Q_TPOT].mean), "throughput_req_per_s", num(m.req_per_s),
                                              "slo_met", plan_slo_met(g->s, &m)));
+    /* KV offload tiers and swap (docs/simulator.md), for runs that used them. */
+    if (opts && (json_object_get(opts, "kv_offload") || json_object_get(opts, "preemption")))
+        json_object_set_new(json_array_get(g->runs, json_array_size(g->runs) - 1), "offload",
+                            json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o}",
+                                      "cpu_hit_rate", num(m.tier_hit_rate[0]), "cpu_bytes", num(m.tier_bytes[0]),
+                                      "cpu_transfer_s", num(m.tier_xfer_s[0]), "cpu_occupancy", num(m.tier_occupancy[0]),
+                                      "disk_hit_rate", num(m.tier_hit_rate[1]), "disk_bytes", num(m.tier_bytes[1]),
+                                      "disk_transfer_s", num(m.tier_xfer_s[1]), "disk_occupancy", num(m.tier_occupancy[1]),
+                                      "swaps", (json_int_t)m.swaps, "swap_bytes", num(m.swap_bytes),
+                                      "swap_transfer_s", num(m.swap_xfer_s)));
     json_t *lab = json_string(label);
     json_t *ctx[2] = {g->timeseries, lab};
     char e2[256];

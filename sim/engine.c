@@ -2,6 +2,7 @@
  * conversation's next turn), step completions (one per replica) and time-series samples; they
  * fire in (time, push order), so a run is a pure function of the scenario, choice and seed. */
 #include "engine.h"
+#include "kv_tier.h"
 #include "spec.h"
 #include "../model/kv_blocks.h"
 
@@ -18,6 +19,7 @@ static void account(sim_engine *e, sim_replica *rep)
     double dt = e->now - rep->last_t;
     rep->last_t = e->now;
     if (dt <= 0) return;
+    sim_kv_account(rep->kv, dt);
     e->acc.used_integral += dt * (double)sim_kv_referenced(rep->kv);
     e->acc.frag_unused += dt * rep->frag_unused;
     e->acc.frag_reserved += dt * rep->frag_reserved;
@@ -86,6 +88,7 @@ static int start_formed(sim_engine *e, sim_replica *rep, int n)
                  "bandwidth and compute figures", n, dt, e->ex->name);
         return -1;
     }
+    dt += e->sched.xfer_s;   /* KV the step waits for: tier reloads, swaps (sched.c) */
     e->acc.steps++;
     e->acc.batch_sum += n;
     if (n > e->acc.batch_max) e->acc.batch_max = n;
@@ -417,6 +420,7 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
     if (e->o->per_step || e->ex->measured) return false;
     if (sim_spec_of(e->s, &e->c)) return false;   /* each speculative step draws its own acceptance (sim/spec.c) */
+    if (e->sched.xfer_s > 0) return false;        /* this step waits for a reload or swap-in */
     if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0 || sim_kv_windowed(rep->kv)) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
@@ -762,6 +766,33 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
     return -1;
 }
 
+/* The replica's offload tiers and swap area, in blocks of one GPU's share (model/kv_offload.h). */
+static int set_tiers(const scn_scenario *s, const sim_choice *c, sim_kv *kv)
+{
+    kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
+    double bb = kv_offload_bytes_per_rank(s, &cfg, c->block_size);
+    double cpu = c->kv_offload != SCN_OFFLOAD_OFF ? kv_tier_capacity(s, KV_TIER_CPU) / bb : 0;
+    double disk = c->kv_offload == SCN_OFFLOAD_CPU_DISK ? kv_tier_capacity(s, KV_TIER_DISK) / bb : 0;
+    double swap = c->preemption == SCN_PREEMPT_SWAP ? s->options.swap_space / bb : 0;
+    sim_kv_tiers *t = sim_kv_tiers_init((long)fmin(cpu, 1e15), (long)fmin(disk, 1e15), (long)fmin(swap, 1e15));
+    if (!t) return -1;
+    sim_kv_set_tiers(kv, t);
+    return 0;
+}
+
+/* The tier and swap metrics over every replica's tiers; -1 on out of memory. */
+static int tiers_report(const sim_engine *e, sim_metrics *m)
+{
+    sim_kv_tiers **t = malloc(sizeof *t * (size_t)e->n_rep);
+    if (!t) return -1;
+    for (int i = 0; i < e->n_rep; i++) t[i] = sim_kv_tiers_of(e->rep[i].kv);
+    kv_cache_cfg cfg = kv_cache_cfg_make(e->s, e->c.kv_dtype, e->c.sink, e->c.window);
+    sim_kv_tiers_report(&e->acc, t, e->n_rep, kv_offload_bytes_per_rank(e->s, &cfg, e->c.block_size),
+                        e->s->deployment.tensor_parallel, m);
+    free(t);
+    return 0;
+}
+
 int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const sim_run_opts *o,
             sim_metrics *m, char *err, size_t n)
 {
@@ -804,6 +835,10 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             int win = md->sliding_layers < md->layers ? md->sliding_layers : md->layers;
             sim_kv_set_groups(rep->kv, md->layers - win, win, md->sliding_window);
         }
+        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && set_tiers(s, c, rep->kv)) {
+            snprintf(err, n, "out of memory for the KV offload tiers");
+            goto out;
+        }
     }
     int noinput = 0;
     e.wl = sim_workload_init(s, o->seed, &noinput, err, n);
@@ -819,6 +854,11 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
         sim_acc_finish(&e.acc, blocks_all, m);
         m->kv_blocks = blocks;
         m->kv_tokens = c->layout == SCN_LAYOUT_PAGED ? blocks * c->block_size : blocks;
+        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && tiers_report(&e, m)) {
+            snprintf(err, n, "out of memory");
+            rc = SIM_E_INTERNAL;
+            goto out;
+        }
         m->events = (long)e.heap.next_seq;
         m->peak_in_flight = e.peak_alive;
         if (o->on_progress) o->on_progress(o->ud, e.done, e.done);

@@ -112,6 +112,18 @@ static const metric_field FIELDS[] = {
     LONG("steps", steps, SIM_UNIT_COUNT),
     LONG("kv_blocks", kv_blocks, SIM_UNIT_COUNT),
     LONG("kv_tokens", kv_tokens, SIM_UNIT_COUNT),
+    /* KV offload tiers and swap (sim/kv_tier.h); 0 when the choice has none. */
+    REAL("offload_cpu_hit_rate", tier_hit_rate[0], SIM_UNIT_FRACTION),
+    REAL("offload_cpu_bytes", tier_bytes[0], SIM_UNIT_NUMBER),
+    REAL("offload_cpu_transfer_s", tier_xfer_s[0], SIM_UNIT_SECONDS),
+    REAL("offload_cpu_occupancy", tier_occupancy[0], SIM_UNIT_FRACTION),
+    REAL("offload_disk_hit_rate", tier_hit_rate[1], SIM_UNIT_FRACTION),
+    REAL("offload_disk_bytes", tier_bytes[1], SIM_UNIT_NUMBER),
+    REAL("offload_disk_transfer_s", tier_xfer_s[1], SIM_UNIT_SECONDS),
+    REAL("offload_disk_occupancy", tier_occupancy[1], SIM_UNIT_FRACTION),
+    LONG("swaps", swaps, SIM_UNIT_COUNT),
+    REAL("swap_bytes", swap_bytes, SIM_UNIT_NUMBER),
+    REAL("swap_transfer_s", swap_xfer_s, SIM_UNIT_SECONDS),
 };
 #define N_FIELDS ((int)(sizeof FIELDS / sizeof FIELDS[0]))
 

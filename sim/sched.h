@@ -22,6 +22,9 @@ typedef struct {
     double itl_v;            /* s: a run of equal inter-token gaps not yet recorded */
     long itl_n;
     unsigned long long seed; /* the run's seed: speculative acceptance draws (sim/spec.c) */
+    double xfer_s;           /* s: KV transfers (tier reloads, swaps) the step being formed waits
+                              * for; the engine adds them to its time (docs/simulator.md) */
+    double block_bytes;      /* KV bytes of one block on one GPU (0 until first needed) */
 } sim_sched;
 
 typedef struct {
