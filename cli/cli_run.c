@@ -193,5 +193,6 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     out_kv_num(d, "batch_mean", "batch size (mean)", m->batch_mean, OUT_NUM);
     out_kv_num(d, "batch_max", "batch size (max)", (double)m->batch_max, OUT_INT);
     out_kv_num(d, "steps", "engine steps", (double)m->steps, OUT_INT);
+    cli_report_disagg(d, s, m);
 }
 

@@ -48,6 +48,8 @@ int cli_open_db_read(const char *flag, db **d, const char **path);
 /* The standard run report: latency table, run facts, throughput, KV. */
 void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
                     long run_id, const char *db_path);
+/* The "Disaggregation" section (cli_disagg.c); nothing for a colocated run. */
+void cli_report_disagg(out_doc *d, const scn_scenario *s, const sim_metrics *m);
 
 /* Parses an engine command's flags (scenario, common and engine flags); 0 or an exit code. */
 int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, cli_run_flags *f, int *help);

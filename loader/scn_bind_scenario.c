@@ -15,7 +15,7 @@ static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
 static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", "allow_weight_dtype", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", "expert_parallel",
-                                          "attention_data_parallel", "expert_skew", NULL};
+                                          "attention_data_parallel", "expert_skew", "disaggregation", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
@@ -106,7 +106,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     if (d->max_model_len > s->model.max_position)
         return fail_at(c, scn_map_get(m, "max_model_len"), scn_path_join(f, sizeof f, p, "max_model_len"),
                        "exceeds the model's max_position");
-    return 0;
+    return scn_bind_disagg(c, m, p, s);
 }
 
 /* ---- workload ---- */
