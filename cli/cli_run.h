@@ -56,6 +56,9 @@ int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, 
 /* Ranks an evaluated plan and adds its full report to doc (cmd_plan.c; kvplan-mpi uses it too). */
 #include "../planner/plan.h"
 void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_rules, long top);
+/* `plan`'s prefill/decode disaggregation sweep and its tables, after the ranked plan
+ * (cli_disagg.c); 0, or an exit code. Nothing when the scenario does not ask for it. */
+int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, int no_rules);
 /* Loads the scenario, applies --seed, and takes its first option choice, refusing one that
  * cannot run; 0 or an exit code (cmd_run.c). */
 int cli_prepare_engine(cli_common *c, const cli_run_flags *f, scn_scenario *s, sim_choice *ch);

@@ -323,6 +323,7 @@ typedef struct {
     int n_engine;     scn_engine engine[SCN_OPT_MAX];
     int n_hardware;   scn_hardware hardware[SCN_HW_OPT_MAX]; /* hardware profiles to compare; empty: the scenario's */
     int n_spec;       scn_spec spec[SCN_OPT_MAX];           /* speculative decoding; empty or zeroed: off */
+    bool disagg_sweep;   /* options.disaggregation lists on: the planner sweeps prefill/decode splits */
 } scn_options;
 
 typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;

@@ -111,3 +111,19 @@ int scn_bind_disagg(scn_ctx *c, const scn_node *dep, const char *dpath, scn_scen
     d->on = true;
     return 0;
 }
+
+int scn_bind_disagg_option(scn_ctx *c, const scn_node *m, scn_options *o)
+{
+    const scn_node *l = scn_map_get(m, "disaggregation");
+    int n = !l ? 0 : l->kind == SCN_NODE_SEQ ? l->n : 1;
+    if (l && n < 1) return fail_at(c, l, "options.disaggregation", "expected off, on or [off, on]");
+    for (int i = 0; i < n; i++) {
+        const scn_node *v = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
+        char p[64];
+        snprintf(p, sizeof p, "options.disaggregation[%d]", i);
+        bool on;
+        if (scn_parse_bool(c, v, p, &on)) return -1;
+        if (on) o->disagg_sweep = true;
+    }
+    return 0;
+}

@@ -25,7 +25,8 @@ static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "populari
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
                                        "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
-                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", "speculative", NULL};
+                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", "speculative",
+                                       "disaggregation", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
 static const char *const SPEC_KEYS[] = {"method", "k", "model", "acceptance", "mean_accepted", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
@@ -561,7 +562,7 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "weight_dtype", it_wformat, &o->n_wformat, o) ||
            each_item(c, m, "engine", it_engine, &o->n_engine, o) ||
            each_item(c, m, "speculative", it_spec, &o->n_spec, o) ||
-           bind_hw_options(c, m, o) || bind_quant(c, m, o) ? -1 : 0;
+           bind_hw_options(c, m, o) || bind_quant(c, m, o) || scn_bind_disagg_option(c, m, o) ? -1 : 0;
 }
 
 /* quality.allow_*: marks what one item names as accepted; -1 for a name it does not know. */

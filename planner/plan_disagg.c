@@ -229,8 +229,11 @@ void plan_disagg_rule(const scn_scenario *s, const plan_disagg_result *d, plan_r
     kv_seq_work w = {prompt, 0};
     double prefill = kv_step_time(t, &cfg, d->colo.c.attention, &w, 1).seconds;
     kv_transfer_cost x = kv_transfer_time(t, &cfg, prompt, prefill, false);
-    free(t);
-    bool is_long = tpot_limit > 0 && prefill > tpot_limit, small = x.whole <= 0.1 * prefill;
+    /* "Small": sent layer by layer, a hand-off no longer than the prefill hides behind it (one
+     * layer's share shows); sent whole, it adds itself to the TTFT, and kvplan reads "small" as
+     * at most a tenth of the prefill. */
+    const bool lw = t->deployment.disagg.layerwise;
+    bool is_long = tpot_limit > 0 && prefill > tpot_limit, small = x.whole <= (lw ? 1.0 : 0.1) * prefill;
     bool predicts = is_long && small;
     snprintf(out->verdict, sizeof out->verdict, "%s", predicts == d->pays ? "holds" : "fails");
     char lim[32] = "none";
@@ -240,4 +243,10 @@ void plan_disagg_rule(const scn_scenario *s, const plan_disagg_result *d, plan_r
              "%.1f %% of that prefill; the rule says %s, the simulations say %s", prompt, 1e3 * prefill, lim,
              x.bytes / 1048576.0, 1e3 * x.whole, 100 * x.whole / prefill, predicts ? "disaggregate" : "stay colocated",
              d->pays ? "it pays" : "it does not pay");
+    if (lw) {
+        size_t u = strlen(out->evidence);
+        snprintf(out->evidence + u, sizeof out->evidence - u, " (sent layer by layer, all but %.2f ms of it hides behind "
+                 "the prefill)", 1e3 * kv_transfer_time(t, &cfg, prompt, prefill, true).exposed);
+    }
+    free(t);
 }

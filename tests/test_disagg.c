@@ -8,8 +8,11 @@
 #include "../model/kv_transfer.h"
 #include "../sim/sim.h"
 
+#include <jansson.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static scn_scenario s;
@@ -250,6 +253,106 @@ START_TEST(loader_errors)
 }
 END_TEST
 
+/* ---- end to end through the CLI ---- */
+static char out_buf[1 << 17], err_buf[1 << 14];
+
+static const char *small_pair(void)
+{
+    return t_write("dg.yaml", "name: dg-small\nmodel: llama-3-8b\nhardware: h100-sxm\n"
+                              "deployment:\n  disaggregation:\n    prefill: {replicas: 2}\n    decode: {replicas: 1}\n"
+                              "workload:\n  requests: 60\n  arrival: {process: poisson, rate: 4/s}\n"
+                              "  prompt_tokens: {dist: uniform, min: 500, max: 1500}\n  output_tokens: 30\n");
+}
+
+/* simulate stores the hand-off metrics; report shows the run as 2P1D on its 3 GPUs. */
+START_TEST(cli_simulate_store_report)
+{
+    char args[2048], db[512];
+    const char *y = small_pair();
+    snprintf(db, sizeof db, "%s.db", y);
+    remove(db);
+    snprintf(args, sizeof args, "simulate %s --db %s --format json", y, db);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *dg = json_object_get(j, "disaggregation");
+    ck_assert_msg(dg != NULL, "no disaggregation section: %s", out_buf);
+    ck_assert_int_eq(json_integer_value(json_object_get(dg, "prefill_replicas")), 2);
+    double bytes = json_number_value(json_object_get(dg, "transfer_bytes"));
+    json_decref(j);
+    /* 60 requests, each handing off its whole prompt: 500..1500 tokens x 131072 bytes. */
+    ck_assert_msg(bytes >= 60 * 500 * KV_PER_TOKEN && bytes <= 60 * 1500 * KV_PER_TOKEN, "bytes %g", bytes);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT value FROM metrics WHERE name = 'transfer_bytes'", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_msg(sqlite3_column_double(st, 0) == bytes, "stored %g, printed %g", sqlite3_column_double(st, 0), bytes);
+    sqlite3_finalize(st);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT count(*) FROM metrics WHERE name IN ('transfer_mean_s', "
+                                           "'transfer_wait_p99_s', 'prefill_busy', 'decode_busy', 'decode_replicas')",
+                                        -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 5);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    snprintf(args, sizeof args, "report %s --db %s --format json", y, db);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *run0 = json_array_get(json_object_get(j, "runs"), 0);
+    ck_assert_msg(run0 != NULL, "no runs: %s", out_buf);
+    ck_assert_str_eq(json_string_value(json_object_get(run0, "disaggregation")), "2P1D");
+    ck_assert_msg(json_number_value(json_object_get(run0, "gpus")) == 3, "gpus %g",
+                  json_number_value(json_object_get(run0, "gpus")));
+    json_decref(j);
+    remove(db);
+}
+END_TEST
+
+/* A located loader error through the CLI exits 65. */
+START_TEST(cli_bad_input_exit_65)
+{
+    char args[1024];
+    const char *y = t_write("dgbad.yaml", "name: t\nmodel: llama-3-8b\nhardware: h100-sxm\ndeployment:\n"
+                                          "  disaggregation:\n    prefill: {tensor_parallel: 3}\n    decode: {}\n");
+    snprintf(args, sizeof args, "simulate %s --no-db", y);
+    ck_assert_int_eq(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 65);
+    ck_assert_msg(strstr(err_buf, "dgbad.yaml:6:32: deployment.disaggregation.prefill.tensor_parallel"), "%s", err_buf);
+}
+END_TEST
+
+/* The archetype: plan sweeps the splits of its 4 GPUs and recommends one, with reasons, only
+ * because the simulations show it sustaining more load within the SLO than colocated chunked
+ * prefill (the test checks the recommendation agrees with the capacities it prints). */
+START_TEST(archetype_plan_recommends_disaggregation)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "plan %s/archetypes/long-prompt-tight-tpot.yaml --no-db --seeds 1 --format json",
+             getenv("KVPLAN_LIBRARY"));
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *layouts = json_object_get(j, "disaggregation");
+    ck_assert_msg(json_array_size(layouts) >= 4, "layouts: %s", out_buf);
+    json_t *rec = json_object_get(j, "disaggregation_recommendation");
+    ck_assert_msg(json_array_size(rec) >= 2, "no reasons");
+    const char *first = json_string_value(json_object_get(json_array_get(rec, 0), "reason"));
+    ck_assert_msg(first && !strncmp(first, "Disaggregate:", 13), "%s", first ? first : "(none)");
+    double a = 0, c = 0;
+    const char *sus = strstr(first, "sustains ");
+    ck_assert_msg(sus && sscanf(sus, "sustains %lf req/s within the SLO against %lf", &a, &c) == 2, "%s", first);
+    ck_assert_msg(a > c * 1.06, "recommended at %g against %g req/s", a, c);
+    const char *binds = json_string_value(json_object_get(json_array_get(rec, 1), "reason"));
+    ck_assert_msg(binds && strstr(binds, " binds: "), "%s", binds ? binds : "(none)");
+    json_t *rule = json_array_get(json_object_get(j, "disaggregation_rule"), 0);
+    ck_assert_msg(rule && strstr(json_string_value(json_object_get(rule, "rule")), "DistServe"), "no rule");
+    json_decref(j);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -260,6 +363,10 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, transfer_bytes_across_tp);
     tcase_add_test(tc, transfer_defaults_from_profile);
     tcase_add_test(tc, loader_errors);
+    tcase_add_test(tc, cli_simulate_store_report);
+    tcase_add_test(tc, cli_bad_input_exit_65);
+    tcase_add_test(tc, archetype_plan_recommends_disaggregation);
+    tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
 }
