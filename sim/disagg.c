@@ -315,6 +315,20 @@ static int prefilled(coord *k, sim_replica *rep, dreq *q)
     (void)P;
     q->t_ready = k->now;
     q->decode = route(k, D, &q->r.spec);
+    /* A hand-off that no decode instance can ever take is the input's fault, reported now
+     * rather than left waiting. */
+    sim_replica *drep = &D->rep[q->decode];
+    int upto = q->r.spec.prompt + 1;
+    long need = k->c.layout == SCN_LAYOUT_PAGED ? sim_kv_needed(drep->kv, &q->dkv, upto)
+                                                : kv_contiguous_reserve(&D->s, &k->cfg, q->r.spec.prompt, q->output, upto);
+    if (need > sim_kv_total(drep->kv) - drep->watermark) {
+        snprintf(k->err, k->nerr, "request %ld's KV needs %ld %s on a decode instance, more than the %ld it holds",
+                 q->r.spec.id, need, k->c.layout == SCN_LAYOUT_PAGED ? "blocks" : "tokens",
+                 sim_kv_total(drep->kv) - drep->watermark);
+        sim_kv_release(rep->kv, &q->r.kv);
+        free_req(k, q);
+        return -1;
+    }
     D->rep[q->decode].outstanding++;
     sim_list_push_back(&D->xq[q->decode], &q->r);
     return 0;
@@ -364,7 +378,11 @@ static int finish_step(coord *k, pool *P, sim_replica *rep)
     int rc = 0;
     for (int i = 0; i < rep->n_fin; i++) {
         dreq *q = CONTAINER(rep->fin[i], dreq, r);
-        if (rc) continue;
+        if (rc) {   /* after a failure, only recycle what no list holds */
+            if (prefill) sim_kv_release(rep->kv, &q->r.kv);
+            free_req(k, q);
+            continue;
+        }
         if (prefill) {
             rc = prefilled(k, rep, q);
         } else {
@@ -506,6 +524,9 @@ static int pool_init(coord *k, int which, const sim_run_opts *o)
         rep->batch.replica = i;
         rep->hold_done = which == POOL_PREFILL;
         rep->watermark = k->c.layout == SCN_LAYOUT_PAGED ? b / 100 : 0;
+        /* The same block manager sim_run gives a colocated replica (engine.c); per-replica KV
+         * settings added there (memory tiers, so a decode pool may offload) belong here too,
+         * read from this pool's scenario P->s (its hardware carries the pool's tiers). */
         rep->kv = sim_kv_init(b, k->c.block_size, k->c.layout == SCN_LAYOUT_PAGED, k->c.prefix_cache, k->c.sink,
                               k->c.window);
         if (!rep->kv) { snprintf(k->err, k->nerr, "out of memory for %ld KV blocks", b); k->internal = 1; return -1; }
@@ -569,6 +590,11 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
     if (next_arrival(k)) goto out;
     if (o->sample_interval > 0 && sim_heap_push(&k->heap, &k->sample_ev, 0)) goto out;
     rc = loop(k) ? (k->internal ? SIM_E_INTERNAL : SIM_E_DATA) : SIM_OK;
+    for (int d = 0; rc == SIM_OK && d < k->p[POOL_DECODE].n; d++)
+        if (k->p[POOL_DECODE].xq[d].n) {
+            snprintf(err, n, "%ld hand-offs never found room on decode instance %d", k->p[POOL_DECODE].xq[d].n, d);
+            rc = SIM_E_DATA;
+        }
     if (rc == SIM_OK && k->done < k->total) {
         snprintf(err, n, "%ld of %ld requests never finished: a hand-off can never find room in the decode pool",
                  k->total - k->done, k->total);
