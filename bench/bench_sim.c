@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -56,6 +57,39 @@ static int child(const bench_case *k, int fd)
     return write(fd, &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1;
 }
 
+/* The "before" figures (bench/baseline.tsv, or $KVPLAN_BENCH_BASELINE): label, CPU s, RSS MiB. */
+#define MAX_BASE 32
+static struct { char label[64]; double cpu, rss; } base[MAX_BASE];
+static int n_base;
+
+static void load_baseline(void)
+{
+    char path[1024];
+    const char *env = getenv("KVPLAN_BENCH_BASELINE"), *lib = getenv("KVPLAN_LIBRARY");
+    if (env) snprintf(path, sizeof path, "%s", env);
+    else snprintf(path, sizeof path, "%s/../bench/baseline.tsv", lib ? lib : "scenarios");
+    FILE *f = fopen(path, "r");
+    if (!f) { printf("  (no baseline at %s: no ratios)\n", path); return; }
+    char line[256];
+    while (fgets(line, sizeof line, f) && n_base < MAX_BASE) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        char *tab = strchr(line, '\t');
+        if (!tab || (size_t)(tab - line) >= sizeof base[0].label) continue;
+        memcpy(base[n_base].label, line, (size_t)(tab - line));
+        base[n_base].label[tab - line] = 0;
+        if (sscanf(tab + 1, "%lf %lf", &base[n_base].cpu, &base[n_base].rss) == 2) n_base++;
+    }
+    fclose(f);
+    printf("  before: %s (%d cases); \"x before\": its CPU s over this run's\n", path, n_base);
+}
+
+static double base_cpu(const char *label)
+{
+    for (int i = 0; i < n_base; i++)
+        if (!strcmp(base[i].label, label)) return base[i].cpu;
+    return 0;
+}
+
 static void run_case(const bench_case *k)
 {
     int p[2];
@@ -72,8 +106,46 @@ static void run_case(const bench_case *k)
     if (got != (ssize_t)sizeof r || !WIFEXITED(status) || WEXITSTATUS(status)) { printf("    %-38s failed\n", k->label); return; }
     double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
     if (cpu <= 0) cpu = 1e-6;
-    printf("    %-38s %9ld %8.3f %8.3f %11.0f %12.0f %9ld %7.1f MiB\n", k->label, r.requests, cpu, r.run_cpu,
-           r.requests / cpu, r.events / cpu, r.steps, ru.ru_maxrss / 1024.0);
+    double before = base_cpu(k->label);
+    char ratio[32] = "";
+    if (before > 0) snprintf(ratio, sizeof ratio, "%6.2fx", before / cpu);
+    printf("    %-38s %9ld %8.3f %8.3f %11.0f %12.0f %9ld %7.1f MiB %9s\n", k->label, r.requests, cpu, r.run_cpu,
+           r.requests / cpu, r.events / cpu, r.steps, ru.ru_maxrss / 1024.0, ratio);
+    fflush(stdout);
+}
+
+/* The whole kvplan binary on one case, start-up (dynamic linking, library scan, scenario load)
+ * and output included: the CPU its process used, median of 5. */
+static void run_binary(const char *label, const char *rate)
+{
+    const char *bin = getenv("KVPLAN_BIN"), *lib = getenv("KVPLAN_LIBRARY");
+    if (!bin || !lib) return;
+    char path[1024], set[64];
+    snprintf(path, sizeof path, "%s/../bench/splitwise.yaml", lib);
+    snprintf(set, sizeof set, "workload.arrival.rate=%s", rate);
+    double t[5];
+    for (int i = 0; i < 5; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            FILE *o = freopen("/dev/null", "w", stdout);
+            (void)o;
+            execl(bin, bin, "simulate", path, "--no-db", "--set", set, (char *)NULL);
+            _exit(127);
+        }
+        int status;
+        struct rusage ru;
+        if (pid < 0 || wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+            printf("    %-38s failed\n", label);
+            return;
+        }
+        t[i] = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+    }
+    for (int i = 1; i < 5; i++)   /* insertion sort: the median */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { double x = t[j]; t[j] = t[j - 1]; t[j - 1] = x; }
+    double before = base_cpu(label);
+    char ratio[32] = "";
+    if (before > 0) snprintf(ratio, sizeof ratio, "%6.2fx", before / t[2]);
+    printf("    %-38s %9d %8.3f  (median of 5; min %.3f, max %.3f) %35s\n", label, 8192, t[2], t[0], t[4], ratio);
     fflush(stdout);
 }
 
@@ -91,9 +163,14 @@ void bench_sim(void)
     };
     printf("  simulate with the cost model's clock, one process each (CPU s: the process, start-up and\n"
            "  scenario load included; run s: sim_run alone):\n");
-    printf("    %-38s %9s %8s %8s %11s %12s %9s %11s\n", "case", "requests", "CPU s", "run s", "req/CPU-s",
-           "events/CPU-s", "steps", "peak RSS");
+    load_baseline();
+    printf("    %-38s %9s %8s %8s %11s %12s %9s %11s %9s\n", "case", "requests", "CPU s", "run s", "req/CPU-s",
+           "events/CPU-s", "steps", "peak RSS", "x before");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    printf("  the same splitwise-like requests through the kvplan binary (`kvplan simulate bench/splitwise.yaml\n"
+           "  --no-db`), process CPU with start-up and output:\n");
+    run_binary("kvplan simulate splitwise, 6.45 req/s", "6.45/s");
+    run_binary("kvplan simulate splitwise, 3 req/s", "3/s");
     printf("    goals (issue 11, one core): 1M chat in under 1.5 s of CPU with RSS flat from 10k to 1M;\n"
            "    splitwise 8192 in under 20 ms at 6.45 req/s and under 35 ms at 3 req/s\n");
 }

@@ -18,10 +18,20 @@ void cli_moe_memory(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, in
     out_kv_num(d, "weight_bytes_per_gpu", "weights per GPU", mm.weights, OUT_BYTES);
     out_kv_num(d, "expert_weight_bytes_per_gpu", "of which routed experts", mm.expert_weights, OUT_BYTES);
     out_kv_num(d, "kv_bytes_per_token_per_dp_rank", "KV/token per DP rank (per GPU)", mm.kv_bytes_per_token, OUT_BYTES);
+    const scn_model *m = &s->model;
+    if (m->kv_lora_rank > 0) {
+        /* MLA caches the latent and the shared rope key once per layer per token, whole on every
+         * GPU of the DP rank (docs/cost-model.md, "MLA"). */
+        double el = scn_dtype_bytes(c->dtype) * m->layers;
+        out_kv_num(d, "kv_latent_bytes_per_token", "of which MLA latent (kv_lora_rank x layers)", el * m->kv_lora_rank,
+                   OUT_BYTES);
+        out_kv_num(d, "kv_rope_bytes_per_token", "of which rope key (qk_rope_head_dim x layers)", el * m->qk_rope_head_dim,
+                   OUT_BYTES);
+    }
     out_kv_num(d, "kv_budget_bytes_per_gpu", "KV budget per GPU", mm.kv_budget, OUT_BYTES);
     out_kv_num(d, "blocks_per_dp_rank", "paged blocks per DP rank", (double)p.blocks, OUT_INT);
-    out_note(d, "Each attention-DP rank holds its own sequences and KV pool; the KV tables above count a plain "
-                "tensor-parallel replica (every expert on every rank), this section the expert-sharded one.");
+    out_note(d, "Each attention-DP rank holds its own sequences and KV pool; the memory and KV tables above are one "
+                "DP rank's, with this GPU's share of the routed experts.");
 }
 
 void cli_moe_cost(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn, long batch,
@@ -43,8 +53,10 @@ void cli_moe_cost(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, scn_
     out_kv_num(d, "expert_seconds", "routed experts (busiest rank)", st.experts, OUT_SECONDS);
     out_kv_num(d, "alltoall_seconds", "all-to-all (dispatch + combine)", st.alltoall, OUT_SECONDS);
     out_kv_num(d, "alltoall_share", "all-to-all share of the step", st.seconds > 0 ? st.alltoall / st.seconds : 0, OUT_FRAC);
-    out_kv_num(d, "alltoall_bytes", "all-to-all bytes sent per GPU", st.alltoall_bytes, OUT_BYTES);
+    out_kv_num(d, "alltoall_bytes", "all-to-all bytes, busiest EP rank", st.alltoall_bytes, OUT_BYTES);
+    out_kv_num(d, "alltoall_hot_factor", "busiest rank's bytes over the mean", st.hot_factor, OUT_NUM);
     out_kv_num(d, "busiest_share", "busiest expert rank's share", st.busiest_share, OUT_FRAC);
     out_note(d, "Every DP rank is taken to run a batch like this one; the all-to-all joins them each MoE layer, and "
-                "the busiest expert rank (expert_skew) sets the expert phase. The table above is the plain step.");
+                "the busiest expert rank (expert_skew) sets the expert phase and the all-to-all's bytes. The op table above is the "
+                "unsplit step this one starts from.");
 }

@@ -18,7 +18,7 @@ int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *
         for (int k = 0; VALUED[k] && !v; k++)
             if ((v = cli_flag_value(argc, argv, i, VALUED[k]))) which = k;
         if (!v) return 0;
-        if (cli_flag_missing_value()) return -1;
+        if (cli_flag_missing_value(v)) return -1;
         char msg[300];
         switch (which) {
         case 0: if (cli_parse_long("--seed", v, 0, 0x7fffffffffffffffL, &f->seed)) return -1; break;
@@ -183,7 +183,9 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     out_kv_num(d, "goodput_req_per_s", "goodput (req/s in SLO)", m->goodput, OUT_NUM);
     out_kv_num(d, "slo_attainment", "SLO attainment", m->slo_attainment, OUT_FRAC);
     out_section(d, "kv", "KV cache and batching");
-    out_kv_num(d, "kv_blocks", "blocks per replica", (double)m->kv_blocks, OUT_INT);
+    /* With attention data parallelism each DP rank holds its own pool (model/kv_moe_parallel.h). */
+    out_kv_num(d, "kv_blocks", s->deployment.attention_dp > 1 && s->model.experts > 0 ? "blocks per DP rank" : "blocks per replica",
+               (double)m->kv_blocks, OUT_INT);
     out_kv_num(d, "kv_tokens", "token capacity", (double)m->kv_tokens, OUT_INT);
     out_kv_num(d, "kv_util_mean", "KV use (time-weighted)", m->kv_util_mean, OUT_FRAC);
     out_kv_num(d, "kv_util_peak", "KV use (peak)", m->kv_util_peak, OUT_FRAC);

@@ -45,27 +45,32 @@ void cli_spec_cost(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, scn
     for (long i = 0; i < batch; i++) { w[i] = (kv_seq_work){sp->k + 1, context}; dr[i] = sp->k; }
     kv_spec_step st = kv_spec_step_time(s, has ? ps : NULL, sp, c, attn, w, dr, (int)batch, w + batch);
     kv_spec_compare k = kv_spec_compare_at(s, sp, c, attn, (int)batch, context);
-    int x = kv_spec_crossover(s, sp, c, attn, context, s->deployment.max_num_seqs);
+    int maxb = s->deployment.max_num_seqs;
+    kv_spec_wins wr = kv_spec_win_ranges(s, sp, c, attn, context, maxb);
+    char ranges[512];
+    kv_spec_ranges_text(&wr, ranges, sizeof ranges);
     out_section(d, "speculative", "Speculative decoding (first options.speculative entry)");
     out_kv_str(d, "method", "method", nm);
     out_kv_num(d, "k", "drafts per verify step", sp->k, OUT_INT);
     out_kv_num(d, "expected_tokens", "expected tokens per verify step", k.expected, OUT_NUM);
-    out_kv_num(d, "verify_seconds", "verify step (k+1 rows per sequence)", st.verify.seconds, OUT_SECONDS);
+    out_kv_num(d, "verify_seconds", "verify step (k+1 rows per sequence)", st.verify_seconds, OUT_SECONDS);
     out_kv_str(d, "verify_bound", "verify bound", kv_bound_name(st.verify.bound));
     out_kv_num(d, "draft_seconds", "proposer passes", st.draft_seconds, OUT_SECONDS);
     out_kv_num(d, "proposer_cpu_seconds", "proposer CPU (n-gram)", st.proposer_cpu, OUT_SECONDS);
     out_kv_num(d, "spec_step_seconds", "speculative step", st.seconds, OUT_SECONDS);
     out_kv_num(d, "plain_seconds_per_token", "plain decode per token", k.plain_token, OUT_SECONDS);
     out_kv_num(d, "spec_seconds_per_token", "speculative per token", k.spec_token, OUT_SECONDS);
-    out_kv_num(d, "crossover_batch", "crossover batch", (double)x, OUT_INT);
-    if (x == 0)
-        out_note(d, "Speculation loses already at one sequence here: the proposer costs more than the weight reads it saves.");
-    else if (x > s->deployment.max_num_seqs)
-        out_note(d, "Speculation beats plain decode per token at every batch up to max_num_seqs (%d) at %ld tokens of context.",
-                 s->deployment.max_num_seqs, context);
+    out_kv_str(d, "pays_at_batches", "pays at decode batches", ranges);
+    out_kv_num(d, "crossings", "crossings (sign changes)", wr.n_cross, OUT_INT);
+    out_kv_num(d, "crossover_batch", "first crossover batch", (double)kv_spec_crossover(s, sp, c, attn, context, maxb), OUT_INT);
+    char why[1024];
+    kv_spec_crossings_text(&wr, sp->k, 6, why, sizeof why);
+    if (wr.n == 0)
+        out_note(d, "Speculation loses at every batch up to max_num_seqs (%d) at %ld tokens of context: the proposer costs "
+                    "more than the weight reads it saves.", maxb, context);
     else
-        out_note(d, "Speculation beats plain decode per token below a batch of %d at %ld tokens of context, and loses from there.",
-                 x, context);
+        out_note(d, "Speculation beats plain decode per token at decode batches %s (of 1..%d, at %ld tokens of context)%s%s.",
+                 ranges, maxb, context, wr.n_cross ? ": " : "", why);
     free(w);
     free(dr);
     free(ps);

@@ -3,6 +3,7 @@
 #include "cli_moe.h"
 #include "cli_spec.h"
 #include "../model/kv_model.h"
+#include "../model/kv_moe_parallel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -34,7 +35,7 @@ int cmd_cost(int argc, char **argv)
         } else {
             return cli_usage_error("cost", "unexpected argument '%s'", a);
         }
-        if (cli_flag_missing_value()) return CLI_EX_USAGE;
+        if (cli_flag_missing_value(v)) return CLI_EX_USAGE;
     }
     if (help) { fputs(cli_usage_of("cost"), stdout); return CLI_OK; }
     if (!c.scenario) return cli_usage_error("cost", "missing SCENARIO");
@@ -56,6 +57,11 @@ int cmd_cost(int argc, char **argv)
     const scn_options *o = &s.options;
     kv_cache_cfg cc = kv_cache_cfg_make(&s, o->kv_dtype[0], o->sink[0], o->window[0]);
     kv_step_cost st = kv_step_time(&s, &cc, o->attention[0], w, n);
+    /* Expert parallelism / attention DP: the headline is one DP rank's step with its experts
+     * over the EP ranks (kv_moe_parallel.h); the op table stays the unsplit step it starts from. */
+    bool ep = kv_moe_parallel_on(&s);
+    kv_moe_step ms = {0};
+    if (ep) ms = kv_moe_step_time(&s, &cc, o->attention[0], w, n);
     free(w);
 
     out_doc *d = out_doc_init();
@@ -64,22 +70,35 @@ int cmd_cost(int argc, char **argv)
     out_kv_str(d, "model", "model", s.model.name);
     out_kv_str(d, "hardware", "hardware", s.hardware.name);
     out_kv_num(d, "tensor_parallel", "tensor parallel", s.deployment.tensor_parallel, OUT_INT);
+    if (ep) {
+        out_kv_num(d, "attention_data_parallel", "attention DP ranks", kv_moe_dp(&s), OUT_INT);
+        out_kv_num(d, "expert_parallel", "expert-parallel ranks", kv_moe_ep(&s), OUT_INT);
+    }
     out_kv_str(d, "engine", "engine", s.engine.name);
     scn_wformat wf = {s.model.weight_dtype, s.model.weight_quant, s.model.weight_group};
     kv_weights kw = kv_weights_compute(&s.model, s.deployment.tensor_parallel);
     out_kv_str(d, "weight_format", "weight format", scn_wformat_name(&wf));
     out_kv_num(d, "weight_bytes_per_param", "weight bytes per linear parameter", kw.bytes_per_linear, OUT_NUM);
-    out_kv_num(d, "weight_bytes_per_rank", "weights per GPU", kw.bytes_per_rank, OUT_BYTES);
+    out_kv_num(d, "weight_bytes_per_rank", ep ? "weights per GPU (routed experts sharded)" : "weights per GPU",
+               ep ? kv_moe_weight_bytes(&s, &s.model) : kw.bytes_per_rank, OUT_BYTES);
     out_kv_str(d, "gemm_dtype", "GEMMs run in", scn_dtype_name(st.gemm_dtype));
     out_kv_str(d, "kv_dtype", "kv dtype", scn_dtype_name(cc.dtype));
     out_kv_str(d, "attention", "attention", o->attention[0] == SCN_ATTN_FLASH ? "flash" : "naive");
     out_kv_str(d, "attention_kernel", "attention kernel family", scn_attn_kernel_name(s.engine.attn_kernel));
-    out_kv_num(d, "decode_seqs", "decode sequences", (double)batch, OUT_INT);
+    out_kv_num(d, "decode_seqs", ep ? "decode sequences (per DP rank)" : "decode sequences", (double)batch, OUT_INT);
     out_kv_num(d, "decode_context", "decode context (tokens)", (double)context, OUT_INT);
     out_kv_num(d, "prefill_tokens", "prefill tokens", (double)prefill, OUT_INT);
     out_kv_num(d, "prefill_cached", "prefill cached context", (double)cached, OUT_INT);
-    out_kv_num(d, "step_seconds", "step time", st.seconds, OUT_SECONDS);
-    out_kv_num(d, "tokens_per_second", "tokens/s", st.tokens / st.seconds, OUT_NUM);
+    if (ep) {
+        out_kv_num(d, "step_seconds", "step time (one DP rank, experts over EP)", ms.seconds, OUT_SECONDS);
+        out_kv_num(d, "tokens_per_second", "tokens/s per DP rank", st.tokens / ms.seconds, OUT_NUM);
+        out_kv_num(d, "tokens_per_second_replica", "tokens/s per replica (all DP ranks)",
+                   kv_moe_dp(&s) * st.tokens / ms.seconds, OUT_NUM);
+        out_kv_num(d, "unsplit_step_seconds", "unsplit step (every expert on this GPU)", st.seconds, OUT_SECONDS);
+    } else {
+        out_kv_num(d, "step_seconds", "step time", st.seconds, OUT_SECONDS);
+        out_kv_num(d, "tokens_per_second", "tokens/s", st.tokens / st.seconds, OUT_NUM);
+    }
     out_kv_str(d, "bound", "bound", kv_bound_name(st.bound));
     out_kv_num(d, "gpu_seconds", "GPU time", st.gpu_seconds, OUT_SECONDS);
     out_kv_num(d, "cpu_seconds", "engine CPU time", st.cpu_seconds, OUT_SECONDS);
@@ -112,7 +131,8 @@ int cmd_cost(int argc, char **argv)
         {"share", "share", OUT_FRAC},
         {"bound", "bound", OUT_STR},
     };
-    out_table(d, "ops", "Per operation (all layers, one GPU)", (int)(sizeof cols / sizeof cols[0]), cols);
+    out_table(d, "ops", ep ? "Per operation (all layers, one GPU, the unsplit step: every expert local, no all-to-all)"
+                          : "Per operation (all layers, one GPU)", (int)(sizeof cols / sizeof cols[0]), cols);
     for (int op = 0; op < KV_OP_COUNT; op++) {
         const kv_op_cost *x = &st.op[op];
         if (x->seconds == 0) continue;

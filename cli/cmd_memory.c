@@ -20,7 +20,11 @@ static void scenario_section(out_doc *d, const scn_scenario *s)
     out_kv_str(d, "model", "model", s->model.name);
     out_kv_str(d, "hardware", "hardware", s->hardware.name);
     out_kv_num(d, "tensor_parallel", "tensor parallel", s->deployment.tensor_parallel, OUT_INT);
-    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", s->deployment.gpu_memory_utilization, OUT_FRAC);
+    if (kv_moe_parallel_on(s)) {   /* the figures below are then one DP rank's, experts sharded */
+        out_kv_num(d, "attention_data_parallel", "attention DP ranks", kv_moe_dp(s), OUT_INT);
+        out_kv_num(d, "expert_parallel", "expert-parallel ranks", kv_moe_ep(s), OUT_INT);
+    }
+    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", scn_engine_mem_fraction(&s->engine, &s->deployment), OUT_FRAC);
     out_kv_num(d, "max_model_len", "max model len (tokens)", s->deployment.max_model_len, OUT_INT);
 }
 
@@ -54,7 +58,7 @@ int cmd_memory(int argc, char **argv)
         if (r) continue;
         const char *v;
         if ((v = cli_flag_value(argc, argv, &i, "--context"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
         } else if (cli_is_flag(argv[i])) {
             return cli_usage_error("memory", "unknown option '%s'", argv[i]);
         } else if (!c.scenario) {
@@ -80,7 +84,14 @@ int cmd_memory(int argc, char **argv)
     kv_cache_cfg c0 = kv_cache_cfg_make(&s, o->kv_dtype[0], 0, 0);
     kv_capacity k0 = kv_capacity_compute(&s, &c0, o->block_size[0], mean);
 
-    out_section(d, "memory", "Memory per GPU");
+    bool ep = kv_moe_parallel_on(&s);
+    char title[160];
+    if (ep)
+        snprintf(title, sizeof title, "Memory per GPU (attention DP %d x TP %d, experts over EP %d: this GPU's share)",
+                 kv_moe_dp(&s), tp, kv_moe_ep(&s));
+    else
+        snprintf(title, sizeof title, "Memory per GPU (TP %d)", tp);
+    out_section(d, "memory", title);
     out_kv_num(d, "device_bytes", "device memory", k0.device_memory, OUT_BYTES);
     out_kv_num(d, "usable_bytes", "usable (x utilization)", k0.usable, OUT_BYTES);
     out_kv_num(d, "weight_bytes", "weights", k0.weights, OUT_BYTES);
@@ -111,7 +122,14 @@ int cmd_memory(int argc, char **argv)
         {"max_concurrent_seqs", "max concurrent seqs", OUT_INT},
         {"waste_fraction", "reserved but unused", OUT_FRAC},
     };
-    out_table(d, "capacity", "KV capacity per GPU", (int)(sizeof cols / sizeof cols[0]), cols);
+    /* Every GPU of a tensor-parallel group holds the same tokens (its share of their bytes), so
+     * token and sequence counts are a replica's, or with attention DP one DP rank's. */
+    if (ep && kv_moe_dp(&s) > 1)
+        snprintf(title, sizeof title, "KV capacity per DP rank (bytes per GPU of its TP %d; %d DP ranks hold separate "
+                 "sequences)", tp, kv_moe_dp(&s));
+    else
+        snprintf(title, sizeof title, "KV capacity per GPU");
+    out_table(d, "capacity", title, (int)(sizeof cols / sizeof cols[0]), cols);
     for (int di = 0; di < o->n_dtype; di++)
         for (int wi = 0; wi < o->n_window; wi++)
             for (int li = 0; li < o->n_layout; li++) {
@@ -145,7 +163,7 @@ int cmd_memory(int argc, char **argv)
             }
     cli_spec_memory(d, &s, &c0, o->block_size[0]);   /* when options.speculative is on */
     cli_moe_memory(d, &s, &c0, o->block_size[0]);    /* with EP / attention DP */
-    if (k0.kv_budget <= 0 && !kv_moe_parallel_on(&s))   /* EP: the section above has the sharded budget */
+    if (k0.kv_budget <= 0)
         out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
                     "usable. Raise tensor_parallel or gpu_memory_utilization.",
                  (k0.weights + k0.activation + k0.runtime) / 1073741824.0, k0.usable / 1073741824.0);

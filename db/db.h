@@ -96,8 +96,9 @@ db_status db_merge(db *d, const char *path, long *copied, char *err, size_t n);
 /* The resolved scenario as canonical JSON (sorted keys, compact; caller frees). */
 char *db_scenario_json(const scn_scenario *s);
 /* The options key of a run: choice c on deployment d (kv_heads: an override of the model's, 0
- * for none), as canonical JSON (caller frees). The one encoder every writer of options uses. */
-char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads);
+ * for none; sp: the speculative setting c->spec names, NULL when speculation is off), as
+ * canonical JSON (caller frees). The one encoder every writer of options uses. */
+char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads, const scn_spec *sp);
 /* Current UTC time as ISO 8601. */
 void db_now_iso(char *buf, size_t n);
 

@@ -152,7 +152,28 @@ char *db_scenario_json(const scn_scenario *s)
  * a run's options (simulate, run, validate, plan) calls this one encoder, so equal choices on
  * equal deployments have byte-equal keys and a stored run can be found and paired by its key.
  * kv_heads is a planner's override of the model's KV heads, 0 for the model's own. */
-char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads)
+/* The speculative setting itself, not its index in a list: two scenarios whose first entry
+ * differs (method, k, per-position acceptance, draft model) are different runs, and the same
+ * setting at another index is the same run. */
+static json_t *spec_json(const scn_spec *sp)
+{
+    json_t *acc = json_array();
+    if (!acc) return NULL;
+    for (int i = 0; i < sp->k && i < SCN_SPEC_K_MAX; i++)
+        if (json_array_append_new(acc, json_real(sp->accept[i]))) { json_decref(acc); return NULL; }
+    json_t *j = json_pack("{s:s, s:i, s:o}", "method", SCN_SPEC_NAMES[sp->method], "k", sp->k, "acceptance", acc);
+    if (!j) return NULL;
+    if (sp->method == SCN_SPEC_DRAFT) {
+        const scn_model *m = &sp->draft;
+        json_t *dm = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "name", m->name, "layers", m->layers, "hidden",
+                               m->hidden, "heads", m->heads, "kv_heads", m->kv_heads, "intermediate", m->intermediate,
+                               "vocab", m->vocab);
+        if (!dm || json_object_set_new(j, "draft", dm)) { json_decref(j); return NULL; }
+    }
+    return j;
+}
+
+char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads, const scn_spec *sp)
 {
     json_t *j = json_pack("{s:s, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "kv_layout",
                           SCN_LAYOUT_NAMES[c->layout], "block_size", c->layout == SCN_LAYOUT_PAGED ? c->block_size : 0,
@@ -162,11 +183,15 @@ char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads
                           d->max_num_seqs, "max_num_batched_tokens", d->max_num_batched_tokens, "kv_heads",
                           kv_heads);
     if (!j) return NULL;
-    /* The speculative option's index, only when not the first, so older keys keep their form. */
-    if (c->spec > 0 && json_object_set_new(j, "speculative", json_integer(c->spec))) { json_decref(j); return NULL; }
+    /* Only when speculation is on, so keys without it keep their form. */
+    if (sp && sp->method != SCN_SPEC_OFF && sp->k > 0) {
+        json_t *x = spec_json(sp);
+        if (!x || json_object_set_new(j, "speculative", x)) { json_decref(j); return NULL; }
+    }
     /* The pools a disaggregated run ran on, only then, so colocated keys keep their form. */
     if (d->disagg.on && json_object_set_new(j, "disaggregation", disagg_json(&d->disagg))) { json_decref(j); return NULL; }
-    char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    /* Acceptance rates are the only reals: 12 significant digits name them without binary noise. */
+    char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(12));
     json_decref(j);
     return out;
 }

@@ -105,6 +105,9 @@ typedef struct {
     int qk_rope_head_dim;
     int qk_nope_head_dim;
     int v_head_dim;
+    /* Multi-token prediction (DeepSeek-V3): prediction modules the checkpoint ships beside the
+     * main model (HF num_nextn_predict_layers); speculative method mtp needs at least one. */
+    int mtp_layers;
 } scn_model;
 
 typedef enum { SCN_LINK_NONE, SCN_LINK_NVLINK, SCN_LINK_PCIE, SCN_LINK_INFINITY_FABRIC, SCN_LINK_INFINIBAND,
@@ -154,6 +157,14 @@ typedef struct {
 typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
 typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_COUNT } scn_attn_kernel;
 #define SCN_GRAPH_SIZES_MAX 96
+#define SCN_MEM_FRACTIONS_MAX 8
+/* What an engine's memory fraction applies to. TOTAL (vLLM gpu_memory_utilization): the device
+ * memory; weights, the profile run's activation peak and non-torch memory come out of it.
+ * STATIC (SGLang mem_fraction_static): the memory free at start-up; weights and KV only, the
+ * activations and CUDA graphs live in the rest. FREE (TensorRT-LLM
+ * kv_cache_free_gpu_memory_fraction): the memory still free after the runtime, weights and
+ * activation buffers. */
+typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE } scn_mem_budget;
 typedef struct {
     char name[SCN_NAME_MAX];
     char source[SCN_PATH_MAX];
@@ -172,6 +183,14 @@ typedef struct {
     double oneshot_max;         /* bytes: custom all-reduce runs one-shot up to here (8 GPUs) */
     double custom_max;          /* bytes: and two-shot up to here; NCCL above */
     scn_attn_kernel attn_kernel;
+    /* Memory accounting (docs/cost-model.md, "Memory budget and capacity"): what the memory
+     * fraction applies to and what the engine takes out of it before sizing the KV cache. */
+    bool mem_given;             /* the profile has a memory: section; otherwise kvplan's own rule */
+    scn_mem_budget mem_budget;
+    double mem_non_torch;       /* bytes per GPU outside PyTorch counted inside the budget (vLLM) */
+    int n_mem_fraction;         /* default fractions by tensor-parallel size; 0 = the deployment's */
+    int mem_fraction_tp[SCN_MEM_FRACTIONS_MAX];     /* ascending: applies from this TP size up */
+    double mem_fraction[SCN_MEM_FRACTIONS_MAX];
 } scn_engine;
 const char *scn_attn_kernel_name(scn_attn_kernel k);
 
@@ -203,6 +222,7 @@ typedef struct {
     int replicas;
     scn_router router;             /* how requests are spread over replicas */
     double gpu_memory_utilization; /* fraction of device memory the engine may use */
+    bool gpu_memory_utilization_given; /* the scenario set it; otherwise the engine's default applies */
     int max_model_len;             /* tokens; defaults to the model's max_position */
     int max_num_seqs;
     int max_num_batched_tokens;
@@ -296,7 +316,8 @@ extern const char *const SCN_SPEC_NAMES[];
 typedef struct {
     scn_spec_method method;
     int k;                          /* draft tokens per verify step */
-    double accept[SCN_SPEC_K_MAX];  /* probability draft position i is accepted given 0..i-1 were */
+    double accept[SCN_SPEC_K_MAX];  /* probability draft position i is accepted given 0..i-1 were:
+                                     * stated, or acceptance x decay^i (docs/cost-model.md) */
     scn_model draft;                /* method draft: the draft model */
 } scn_spec;
 
@@ -377,6 +398,10 @@ int scn_mkdirs(const char *dir);
 /* Makes `e` the scenario's engine: copies it, and its overheads into the hardware profile unless
  * the profile sets its own (hardware.overhead_given). */
 void scn_engine_apply(scn_scenario *s, const scn_engine *e);
+/* The memory fraction in force: the deployment's when the scenario set it, otherwise the
+ * engine's default for the deployment's tensor-parallel size (SGLang's mem_fraction_static
+ * table), otherwise the deployment's default. */
+double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d);
 
 
 /* ---- Units (scn_units.c) ---- */

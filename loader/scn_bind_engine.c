@@ -44,13 +44,16 @@ const char *scn_wformat_name(const scn_wformat *f)
 
 /* ---- engine profiles ---- */
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
-                                          "chunked_prefill", "allreduce", "attention", NULL};
+                                          "chunked_prefill", "allreduce", "attention", "memory", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
 static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", NULL};
 static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", NULL};
 static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
+static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", NULL};
+static const char *const MEM_BUDGETS[] = {"total", "static", "free", NULL};
+static const char *const FRAC_KEYS[] = {"tp", "fraction", NULL};
 
 static int sub_map(scn_ctx *c, const scn_node *m, const char *path, const char *key,
                    const char *const *keys, const scn_node **out, char *full, size_t n)
@@ -98,6 +101,47 @@ static int bind_graph_sizes(scn_ctx *c, const scn_node *g, const char *path, scn
     return 0;
 }
 
+/* Default memory fractions by tensor-parallel size: a list of {tp, fraction}, ascending in tp;
+ * each applies from its tp up to the next entry's. */
+static int bind_fractions(scn_ctx *c, const scn_node *mm, const char *path, scn_engine *e)
+{
+    char p[256];
+    const scn_node *l = scn_map_get(mm, "fraction_by_tp");
+    scn_path_join(p, sizeof p, path, "fraction_by_tp");
+    if (!l) return 0;
+    if (l->kind != SCN_NODE_SEQ || l->n == 0)
+        return fail_at(c, l, p, "expected a list of {tp, fraction}, e.g. [{tp: 1, fraction: 0.88}]");
+    if (l->n > SCN_MEM_FRACTIONS_MAX) return fail_at(c, l, p, "too many entries (at most 8)");
+    for (int i = 0; i < l->n; i++) {
+        char ip[280];
+        snprintf(ip, sizeof ip, "%s[%d]", p, i);
+        const scn_node *it = l->vals[i];
+        if (scn_expect_map(c, it, ip) || scn_check_keys(c, it, ip, FRAC_KEYS)) return -1;
+        int tp = 0;
+        double f = 0;
+        if (!scn_map_get(it, "tp") || !scn_map_get(it, "fraction"))
+            return fail_at(c, it, ip, "each entry needs tp and fraction");
+        if (scn_get_int(c, it, ip, "tp", 1, 1024, &tp) ||
+            scn_get_qty(c, it, ip, "fraction", SCN_UNIT_FRACTION, false, &f))
+            return -1;
+        if (!(f > 0 && f <= 1)) return fail_at(c, scn_map_get(it, "fraction"), ip, "fraction must be in (0, 1]");
+        if (i > 0 && tp <= e->mem_fraction_tp[i - 1]) return fail_at(c, scn_map_get(it, "tp"), ip, "tp must be ascending");
+        e->mem_fraction_tp[i] = tp;
+        e->mem_fraction[i] = f;
+        e->n_mem_fraction = i + 1;
+    }
+    return 0;
+}
+
+double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d)
+{
+    if (d->gpu_memory_utilization_given || e->n_mem_fraction == 0) return d->gpu_memory_utilization;
+    double f = e->mem_fraction[0];
+    for (int i = 0; i < e->n_mem_fraction; i++)
+        if (d->tensor_parallel >= e->mem_fraction_tp[i]) f = e->mem_fraction[i];
+    return f;
+}
+
 int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine *e)
 {
     if (scn_expect_map(c, m, path) || scn_check_keys(c, m, path, ENGINE_KEYS)) return -1;
@@ -141,6 +185,15 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
         e->allreduce = (scn_allreduce_impl)k;
         if (e->allreduce == SCN_AR_CUSTOM && e->custom_max < e->oneshot_max)
             return fail_at(c, scn_map_get(s, "custom_max"), p, "custom_max must be at least oneshot_max");
+    }
+    if (sub_map(c, m, path, "memory", MEM_KEYS, &s, p, sizeof p)) return -1;
+    if (s) {
+        e->mem_given = true;
+        int b = (int)e->mem_budget;
+        if (scn_get_enum(c, s, p, "budget", MEM_BUDGETS, &b) ||
+            scn_get_qty(c, s, p, "non_torch", SCN_UNIT_BYTES, true, &e->mem_non_torch) || bind_fractions(c, s, p, e))
+            return -1;
+        e->mem_budget = (scn_mem_budget)b;
     }
     int k = (int)e->attn_kernel;
     if (scn_get_enum(c, m, path, "attention", AK_NAMES, &k)) return -1;

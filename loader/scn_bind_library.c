@@ -15,7 +15,7 @@ static const char *const MODEL_KEYS[] = {
     "intermediate", "vocab", "tie_embeddings", "attention_bias", "norms_per_layer",
     "max_position", "weight_dtype", "sliding_window", "sliding_layers", "experts",
     "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "kv_lora_rank",
-    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", NULL};
+    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", "mtp_layers", NULL};
 static const char *const WQUANTS[] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4", NULL};
 
 static int invalid(scn_ctx *c, const scn_node *at, const char *path, const char *key, const char *msg)
@@ -64,7 +64,8 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
         scn_get_int(c, m, path, "q_lora_rank", 0, BIG, &o->q_lora_rank) ||
         scn_get_int(c, m, path, "qk_rope_head_dim", 1, 65536, &o->qk_rope_head_dim) ||
         scn_get_int(c, m, path, "qk_nope_head_dim", 1, 65536, &o->qk_nope_head_dim) ||
-        scn_get_int(c, m, path, "v_head_dim", 1, 65536, &o->v_head_dim))
+        scn_get_int(c, m, path, "v_head_dim", 1, 65536, &o->v_head_dim) ||
+        scn_get_int(c, m, path, "mtp_layers", 0, 64, &o->mtp_layers))
         return -1;
     if (o->heads % o->kv_heads)
         return invalid(c, m, path, "kv_heads", "heads must be a multiple of kv_heads");

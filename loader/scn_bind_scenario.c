@@ -28,7 +28,7 @@ static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache"
                                        "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", "speculative",
                                        "disaggregation", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
-static const char *const SPEC_KEYS[] = {"method", "k", "model", "acceptance", "mean_accepted", NULL};
+static const char *const SPEC_KEYS[] = {"method", "k", "model", "acceptance", "mean_accepted", "decay", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
 
 static int fail_at(scn_ctx *c, const scn_node *at, const char *path, const char *msg)
@@ -74,6 +74,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
     if (!m) return 0;
+    d->gpu_memory_utilization_given = scn_map_get(m, "gpu_memory_utilization") != NULL;
     int router = (int)d->router;
     if (scn_get_enum(c, m, p, "router", SCN_ROUTER_NAMES, &router)) return -1;
     d->router = (scn_router)router;
@@ -383,7 +384,7 @@ static int it_window(scn_ctx *c, const scn_node *v, const char *p, int i, scn_op
 
 /* ---- options.speculative (docs/scenarios.md; defaults sourced in docs/sources.md) ---- */
 
-/* Per-position acceptance when the scenario states none: EAGLE's draft-token acceptance on
+/* First-position acceptance when the scenario states none: EAGLE's draft-token acceptance on
  * MT-bench (~0.8, Li et al. 2024); DeepSeek-V3's MTP second-token acceptance, lower end of
  * 85-90 % (DeepSeek-V3 report, 5.4.3); a separate draft model, 0.7, inside the 0.5-0.8 range
  * of Leviathan et al. 2023 (Table 3). n-gram acceptance is the workload's copy rate: no default. */
@@ -392,14 +393,32 @@ static double spec_default_accept(scn_spec_method m)
     return m == SCN_SPEC_EAGLE ? 0.8 : m == SCN_SPEC_MTP ? 0.85 : m == SCN_SPEC_DRAFT ? 0.7 : 0;
 }
 
-/* The constant rate a with (1 - a^(k+1)) / (1 - a) = tau, by bisection (the left side rises
- * from 1 at a = 0 to k + 1 at a = 1). */
-static double spec_rate_for_mean(int k, double tau)
+/* Position i is accepted (given the earlier ones were) with a x d^i. An EAGLE head drafts from
+ * its own predicted features, so each later position compounds the error of the earlier ones:
+ * without a stated decay, d = a, one parameter (a_i = a^(i+1); docs/cost-model.md, "Acceptance
+ * per position"). A draft model and an n-gram lookup draft from real tokens: d = 1. A stated
+ * decay overrides either. */
+static double spec_decay_for(scn_spec_method m, double a, double stated)
+{
+    if (stated >= 0) return stated;
+    return m == SCN_SPEC_EAGLE ? a : 1.0;
+}
+
+static void spec_fill(scn_spec *sp, double a, double stated_decay)
+{
+    double d = spec_decay_for(sp->method, a, stated_decay), r = a;
+    for (int j = 0; j < sp->k; j++) { sp->accept[j] = r; r *= d; }
+}
+
+/* The first-position rate a whose per-position rates (spec_fill) give tau expected tokens per
+ * verify step, by bisection: the expectation rises with a, from 1 at a = 0 to at most k + 1. */
+static double spec_rate_for_mean(scn_spec *sp, double tau, double stated_decay)
 {
     double lo = 0, hi = 1;
     for (int it = 0; it < 100; it++) {
-        double a = 0.5 * (lo + hi), e = 0, p = 1;
-        for (int i = 0; i <= k; i++) { e += p; p *= a; }
+        double a = 0.5 * (lo + hi), e = 1, p = 1;
+        spec_fill(sp, a, stated_decay);
+        for (int i = 0; i < sp->k; i++) { p *= sp->accept[i]; e += p; }
         if (e < tau) lo = a; else hi = a;
     }
     return 0.5 * (lo + hi);
@@ -428,12 +447,17 @@ static int it_spec(scn_ctx *c, const scn_node *v, const char *p, int i, scn_opti
         scn_path_join(fp, sizeof fp, p, "model");
         return fail_at(c, model, fp, "only method draft takes a separate model (EAGLE and MTP heads come from the target)");
     }
-    if (sp->method == SCN_SPEC_MTP && sp->k != 1) {
-        scn_path_join(fp, sizeof fp, p, "k");
-        return fail_at(c, scn_map_get(v, "k"), fp, "DeepSeek-style MTP has one prediction module: k must be 1");
-    }
     const scn_node *acc = scn_map_get(v, "acceptance"), *mean = scn_map_get(v, "mean_accepted");
+    const scn_node *decay = scn_map_get(v, "decay");
     if (acc && mean) return fail_at(c, v, p, "give acceptance or mean_accepted, not both");
+    double d = -1;
+    if (decay) {
+        scn_path_join(fp, sizeof fp, p, "decay");
+        if (acc && acc->kind == SCN_NODE_SEQ)
+            return fail_at(c, decay, fp, "a per-position acceptance list states every position: no decay with it");
+        if (scn_get_qty(c, v, p, "decay", SCN_UNIT_FRACTION, true, &d)) return -1;
+        if (!(d >= 0 && d <= 1)) return fail_at(c, decay, fp, "a decay per position lies between 0 and 1");
+    }
     double a0 = spec_default_accept(sp->method);
     if (acc && acc->kind == SCN_NODE_SEQ) {
         scn_path_join(fp, sizeof fp, p, "acceptance");
@@ -457,11 +481,51 @@ static int it_spec(scn_ctx *c, const scn_node *v, const char *p, int i, scn_opti
         if (mean->kind != SCN_NODE_SCALAR || scn_quantity_parse(mean->text, SCN_UNIT_FRACTION, &tau, msg, sizeof msg) ||
             !(tau >= 1 && tau <= sp->k + 1))
             return fail_at(c, mean, fp, "expected the mean tokens a verify step emits, between 1 and k + 1");
-        a0 = spec_rate_for_mean(sp->k, tau);
+        if (d >= 0 && d < 1 && tau > 1) {
+            /* The most a decayed run can give is its value at a = 1. */
+            scn_spec top = *sp;
+            spec_fill(&top, 1.0, d);
+            double e = 1, q = 1;
+            for (int j = 0; j < top.k; j++) { q *= top.accept[j]; e += q; }
+            if (tau > e + 1e-12) return fail_at(c, mean, fp, "no first-position rate reaches this mean with the stated decay");
+        }
+        a0 = spec_rate_for_mean(sp, tau, d);
     } else if (sp->method == SCN_SPEC_NGRAM) {
         return fail_at(c, v, p, "n-gram acceptance is how much the output copies the prompt: state acceptance or mean_accepted");
     }
-    for (int j = 0; j < sp->k; j++) sp->accept[j] = a0;
+    spec_fill(sp, a0, d);
+    return 0;
+}
+
+/* options.speculative against the target model: method mtp needs the model's own prediction
+ * modules (k at most their count), and a draft model must share the target's vocabulary (the
+ * target verifies the draft's token ids). */
+static int check_spec_target(scn_ctx *c, const scn_node *opts, const scn_scenario *s)
+{
+    const scn_node *l = scn_map_get(opts, "speculative");
+    int n = !l ? 0 : l->kind == SCN_NODE_SEQ ? l->n : 1;
+    for (int i = 0; i < n && i < s->options.n_spec; i++) {
+        const scn_node *v = l->kind == SCN_NODE_SEQ ? l->vals[i] : l;
+        const scn_spec *sp = &s->options.spec[i];
+        char p[280], fp[300], msg[400];
+        snprintf(p, sizeof p, "options.speculative[%d]", i);
+        if (sp->method == SCN_SPEC_MTP && s->model.mtp_layers < 1) {
+            snprintf(msg, sizeof msg, "method mtp needs a model with multi-token-prediction layers (mtp_layers; "
+                     "DeepSeek-V3/R1 ship 1): %s declares none", s->model.name);
+            return fail_at(c, scn_map_get(v, "method"), scn_path_join(fp, sizeof fp, p, "method"), msg);
+        }
+        if (sp->method == SCN_SPEC_MTP && sp->k > s->model.mtp_layers) {
+            snprintf(msg, sizeof msg, "method mtp drafts one token per prediction module: k must be at most the "
+                     "model's mtp_layers (%d)", s->model.mtp_layers);
+            return fail_at(c, scn_map_get(v, "k"), scn_path_join(fp, sizeof fp, p, "k"), msg);
+        }
+        if (sp->method == SCN_SPEC_DRAFT && sp->draft.vocab != s->model.vocab) {
+            snprintf(msg, sizeof msg, "the draft model's vocabulary (%d tokens, %s) differs from the target's (%d, %s): "
+                     "the target verifies the draft's token ids, so they must share a tokenizer",
+                     sp->draft.vocab, sp->draft.name, s->model.vocab, s->model.name);
+            return fail_at(c, scn_map_get(v, "model"), scn_path_join(fp, sizeof fp, p, "model"), msg);
+        }
+    }
     return 0;
 }
 
@@ -561,7 +625,7 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "kv_heads", it_count, &o->n_kv_heads, o) ||
            each_item(c, m, "weight_dtype", it_wformat, &o->n_wformat, o) ||
            each_item(c, m, "engine", it_engine, &o->n_engine, o) ||
-           each_item(c, m, "speculative", it_spec, &o->n_spec, o) ||
+           each_item(c, m, "speculative", it_spec, &o->n_spec, o) || check_spec_target(c, m, s) ||
            bind_hw_options(c, m, o) || bind_quant(c, m, o) || scn_bind_disagg_option(c, m, o) ? -1 : 0;
 }
 

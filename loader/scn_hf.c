@@ -33,6 +33,7 @@ static const char *const RENAMES[][2] = {
     {"qk_rope_head_dim", "qk_rope_head_dim"},
     {"qk_nope_head_dim", "qk_nope_head_dim"},
     {"v_head_dim", "v_head_dim"},
+    {"num_nextn_predict_layers", "mtp_layers"},
 };
 
 static bool present(const scn_node *m, const char *k)

@@ -3,24 +3,73 @@
  * Derivation: docs/cost-model.md, "Memory budget and capacity". */
 #include "kv_blocks.h"
 #include "kv_model.h"
+#include "kv_moe_parallel.h"
 
 #include <math.h>
 
 #define ACT_BYTES 2.0     /* activations are kept in 16-bit */
-#define LOGIT_BYTES 4.0   /* logits are materialised in fp32 for sampling */
+/* Bytes per logit in the sampler's working set: the LM head's 16-bit output, the fp32 copy the
+ * sampler works on and one fp32 tensor of the same shape (softmax probabilities for top-k/top-p). */
+#define SAMPLER_BYTES (2.0 + 4.0 + 4.0)
 
 double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs)
 {
-    double inter = m->intermediate;
+    double inter = m->intermediate, moe_out = 0;
     if (m->experts > 0) {
-        double moe = (double)(m->experts_per_token + m->shared_experts) * m->moe_intermediate;
+        double k = m->experts_per_token + m->shared_experts;
+        double moe = k * m->moe_intermediate;
         inter = m->dense_layers > 0 && m->intermediate > moe ? m->intermediate : moe;
+        /* A fused MoE kernel keeps each token's k expert outputs (k x h) until it sums them. */
+        moe_out = m->experts_per_token * (double)m->hidden;
     }
     /* Live at the MLP: the residual stream and normed input (2h), the fused gate|up output
-     * (2I/tp) and the activated product (I/tp); plus the attention output and QKV (2h).
-     * Then the logits for one token per sequence. */
-    double per_token = (4.0 * m->hidden + 3.0 * inter / tp) * ACT_BYTES;
-    return (double)tokens * per_token + (double)seqs * m->vocab / tp * LOGIT_BYTES;
+     * (2I/tp) and the activated product (I/tp); plus the attention output and QKV (2h). */
+    double per_token = (4.0 * m->hidden + 3.0 * inter / tp + moe_out) * ACT_BYTES;
+    /* Then the sampler over one token's logits per sequence: engines gather the vocabulary
+     * shards, so every rank holds the whole vocabulary. */
+    return (double)tokens * per_token + (double)seqs * m->vocab * SAMPLER_BYTES;
+}
+
+kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activation)
+{
+    const scn_engine *e = &s->engine;
+    const scn_hardware *hw = &s->hardware;
+    kv_mem_split r = {.fraction = scn_engine_mem_fraction(e, &s->deployment), .base = hw->memory,
+                      .activation = activation, .runtime = hw->runtime_memory};
+    if (!e->mem_given) {
+        /* kvplan's own rule: the fraction of device memory holds everything. */
+        r.usable = r.fraction * r.base;
+        r.kv_budget = r.usable - weights - activation - r.runtime;
+        return r;
+    }
+    switch (e->mem_budget) {
+    case SCN_MEM_TOTAL:
+        /* vLLM: fraction x total; the profile run's peak and the non-torch memory that appeared
+         * since start-up come out of it. The CUDA context (there before the baseline) and the
+         * CUDA graphs (captured after the KV cache) fall in the remaining 1 - fraction. */
+        r.runtime = e->mem_non_torch;
+        r.usable = r.fraction * r.base;
+        r.kv_budget = r.usable - weights - activation - r.runtime;
+        break;
+    case SCN_MEM_STATIC:
+        /* SGLang: fraction x the memory free at start-up holds the weights and the KV pool;
+         * activations and CUDA graphs use the rest. */
+        r.base = hw->memory - hw->runtime_memory;
+        r.usable = r.fraction * r.base;
+        r.activation = 0;
+        r.runtime = e->mem_non_torch;
+        r.kv_budget = r.usable - weights - r.runtime;
+        break;
+    case SCN_MEM_FREE:
+        /* TensorRT-LLM: fraction x what is still free after the runtime, the weights and the
+         * activation buffers. */
+        r.base = hw->memory - hw->runtime_memory - e->mem_non_torch - weights - activation;
+        r.runtime = hw->runtime_memory + e->mem_non_torch;
+        r.usable = r.fraction * (r.base > 0 ? r.base : 0);
+        r.kv_budget = r.base > 0 ? r.usable : r.base;
+        break;
+    }
+    return r;
 }
 
 /* A length from a floating-point mean, saturated: a mean of 1e300 tokens must not overflow the
@@ -44,11 +93,14 @@ kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c0, i
     const kv_cache_cfg *c = &cf;
     kv_capacity k = {0};
     k.device_memory = s->hardware.memory;
-    k.usable = k.device_memory * d->gpu_memory_utilization;
-    k.weights = kv_weights_compute(m, tp).bytes_per_rank;
-    k.activation = kv_activation_bytes(m, tp, d->max_num_batched_tokens, d->max_num_seqs);
-    k.runtime = s->hardware.runtime_memory;
-    k.kv_budget = k.usable - k.weights - k.activation - k.runtime;
+    /* With expert parallelism a GPU holds its share of the routed experts, not all of them
+     * (kv_moe_parallel.h): the budget is one DP rank's, on each of its GPUs. */
+    k.weights = kv_moe_parallel_on(s) ? kv_moe_memory_compute(s, c0).weights : kv_weights_compute(m, tp).bytes_per_rank;
+    kv_mem_split ms = kv_memory_split(s, k.weights, kv_activation_bytes(m, tp, d->max_num_batched_tokens, d->max_num_seqs));
+    k.usable = ms.usable;
+    k.activation = ms.activation;
+    k.runtime = ms.runtime;
+    k.kv_budget = ms.kv_budget;
     double per_layer = kv_bytes_per_token_layer_rank(m, c, tp);
     k.kv_bytes_per_token = per_layer * m->layers;
     k.block_size = block_size;

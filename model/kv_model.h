@@ -100,7 +100,7 @@ double kv_roofline_combine(double t_compute, double t_memory);
 /* ---- Memory budget and capacity (kv_capacity.c) ---- */
 typedef struct {
     double device_memory;       /* bytes per GPU */
-    double usable;              /* device_memory * gpu_memory_utilization */
+    double usable;              /* the engine's memory fraction times what it applies to (kv_mem_split) */
     double weights;             /* bytes per rank */
     double activation;          /* peak activation bytes per rank at max_num_batched_tokens */
     double runtime;             /* runtime overhead bytes */
@@ -119,11 +119,25 @@ typedef struct {
     double waste_paged;         /* expected unused fraction of the last block, paged */
 } kv_capacity;
 
+/* How an engine splits device memory (docs/cost-model.md, "Memory budget and capacity"): the
+ * fraction in force, what it applies to, and what comes out of it before the KV cache. One
+ * accounting for `memory`, the simulator's pools and the MoE layouts. */
+typedef struct {
+    double fraction;            /* the memory fraction in force (scn_engine_mem_fraction) */
+    double base;                /* bytes the fraction applies to */
+    double usable;              /* fraction * base */
+    double activation;          /* activation peak bytes the engine counts (0: it lives outside) */
+    double runtime;             /* other bytes taken before the KV cache (context, non-torch) */
+    double kv_budget;           /* what is left for the KV cache; may be negative */
+} kv_mem_split;
+kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activation);
+
 /* Capacity for a scenario's deployment under one cache config and block size; mean_tokens is
  * the length each sequence holds (<= 0 means the workload's mean prompt + mean output). */
 kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c, int block_size,
                                 double mean_tokens);
-/* Peak activation bytes per rank for a forward pass over `tokens` tokens and `seqs` sequences. */
+/* Peak activation bytes per rank of the engine's profile run: a forward pass over `tokens`
+ * tokens and the sampler over `seqs` sequences' logits. */
 double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs);
 /* Expected unused tokens in a sequence's last block: (block_size - 1) / 2 for lengths that are
  * uniform modulo the block size. */
@@ -188,6 +202,20 @@ kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, s
 void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *seqs, int n, kv_step_cost *out);
 kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
                               scn_attention attn, const kv_seq_work *seqs, const int *verify, int n);
+/* A plain decode step (every one of n rows computes one new token) from sums over its rows, for
+ * callers that keep them current step by step: per layer kind k (0 global, 1 sliding),
+ * keys[k] = Σ min(context + 1, kv_decode_cap(k)) and splits[k] = Σ kv_decode_split(that held
+ * count, kv_decode_split_cap(n)). kv_step_complete_decode(kv_step_shape of the batch, ...) equals
+ * kv_step_complete on the rows bit for bit whenever kv_decode_sums_exact holds for the batch's
+ * size and contexts: FlashAttention, no MLA, and every per-row term an integer whose sums stay
+ * below 2^53, so that every addition is exact and the order of the rows cannot matter. */
+typedef struct { double keys[2], splits[2]; } kv_decode_sums;
+bool kv_decode_sums_exact(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn, int max_n, long max_ctx);
+long kv_decode_cap(const scn_scenario *s, const kv_cache_cfg *c, int sliding);   /* 0: none */
+double kv_decode_split_cap(const scn_scenario *s, int n);   /* <= 1: every row splits once */
+double kv_decode_split(double held, double split_cap);
+kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                                     int n, const kv_decode_sums *d);
 
 /* ---- Prefix caching (kv_prefix.c) ---- */
 typedef struct {

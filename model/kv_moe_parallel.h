@@ -15,10 +15,15 @@ bool kv_moe_parallel_on(const scn_scenario *s);
 int kv_moe_ep(const scn_scenario *s);
 int kv_moe_dp(const scn_scenario *s);
 
+/* The probability pi[i] that a token's k distinct routed experts include expert i (0-based),
+ * for popularity proportional to (i + 1)^-skew: pi_i = min(1, lambda (i + 1)^-skew) with lambda
+ * such that the pi sum to k (a proportional-to-size design, capped: no expert can be picked
+ * twice by one token). pi holds `experts` entries. Returns how many experts are capped at 1. */
+int kv_moe_inclusion(int experts, int k, double skew, double *pi);
 /* The share of all token-to-expert assignments the busiest expert-parallel rank receives when
- * expert i (0-based) is chosen with probability proportional to (i + 1)^-skew and expert i
- * lives on rank i mod E: 1/E for skew 0. */
-double kv_moe_busiest_share(int experts, int ep, double skew);
+ * each token picks k distinct experts with kv_moe_inclusion's probabilities and expert i lives
+ * on rank i mod E: 1/E for skew 0. */
+double kv_moe_busiest_share(int experts, int k, int ep, double skew);
 
 typedef struct {
     double weights;             /* bytes per GPU: non-expert weights / tp + routed experts / (EP x expert TP) */
@@ -27,6 +32,9 @@ typedef struct {
     double kv_budget;           /* bytes per GPU left for the KV cache */
 } kv_moe_memory;
 
+/* Bytes per GPU of model m's weights under s's deployment: the routed experts sharded over the
+ * replica's GPUs when EP or attention DP is on and m has experts, else kv_weights_compute's. */
+double kv_moe_weight_bytes(const scn_scenario *s, const scn_model *m);
 kv_moe_memory kv_moe_memory_compute(const scn_scenario *s, const kv_cache_cfg *c);
 /* One DP rank's KV pool, in blocks (contiguous: tokens). */
 kv_pool kv_moe_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool paged, int block_size);
@@ -38,7 +46,9 @@ typedef struct {
                               * all-reduces, engine overhead) */
     double experts;          /* s: the busiest rank's routed-expert GEMMs */
     double alltoall;         /* s: dispatch + combine over all MoE layers */
-    double alltoall_bytes;   /* bytes each GPU sends over all MoE layers (dispatch + combine) */
+    double alltoall_bytes;   /* bytes the busiest EP rank moves over all MoE layers (dispatch + combine) */
+    double engine_seconds;   /* s: of `seconds`, the engine's CPU work the GPU does not hide */
+    double hot_factor;       /* the busiest rank's all-to-all bytes over the mean rank's (>= 1) */
     kv_coll_cost dispatch;   /* one layer's dispatch */
     double busiest_share;    /* share of the expert assignments on the busiest rank */
     double rows_busiest;     /* token-expert rows the busiest rank computes per MoE layer */
@@ -48,5 +58,9 @@ typedef struct {
  * (the ranks step together: the all-to-all is a barrier). */
 kv_moe_step kv_moe_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                              const kv_seq_work *seqs, int n);
+/* The same with speculative verify rows: verify[i] > 0 marks row i a verify of verify[i] drafts
+ * (kv_step_time_verify); verify NULL is kv_moe_step_time. */
+kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
+                                    const kv_seq_work *seqs, const int *verify, int n);
 
 #endif

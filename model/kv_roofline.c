@@ -352,6 +352,8 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
 
 /* Attention over the batch's contexts, then the step's totals, on top of kv_step_shape's ops
  * for the same batch shape. */
+static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double attn_units, int n);
+
 kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
                               scn_attention attn, const kv_seq_work *seqs, const int *verify, int n)
 {
@@ -369,6 +371,96 @@ kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, 
         double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
         at->t_compute = apeak > 0 ? at->flops / apeak : 0;
     }
+    return step_totals(r, s, attn_units, n);
+}
+
+/* ---- A plain decode step from sums over its rows ----
+ * attention() adds, for each FlashAttention decode row of a non-MLA model, per layer kind:
+ * flop_per_key * keys to the flops, (qo + kv_tok) + keys * kv_tok to the bytes and kvh * split
+ * to the work items, where keys = held = min(context + 1, the kind's cap). When each of those
+ * terms is an integer and every partial sum stays below 2^53, every addition is exact, so the
+ * sums do not depend on the order of the rows and equal n * (qo + kv_tok) + kv_tok * Σ keys and
+ * so on: the closed form below gives kv_step_complete's doubles bit for bit. docs/simulator.md,
+ * "Decode steps in O(1)", states the conditions. */
+
+typedef struct { double fpk, qo, kv_tok, kvh; } decode_row;
+
+/* The per-row constants of attention()'s FlashAttention decode path, the same expressions. */
+static decode_row decode_row_of(const scn_scenario *s, const kv_cache_cfg *c)
+{
+    const scn_model *m = &s->model;
+    int tp = s->deployment.tensor_parallel;
+    double heads = (double)m->heads / tp;
+    return (decode_row){.fpk = 2.0 * heads * ((double)m->head_dim + (double)m->head_dim),
+                        .qo = 1 * heads * ((double)m->head_dim + (double)m->head_dim) * AB,
+                        .kv_tok = kv_bytes_per_token_layer_rank(m, c, tp),
+                        .kvh = kv_heads_per_rank(m, tp)};
+}
+
+static bool whole(double v, double bound) { return v >= 0 && v == floor(v) && v < bound; }
+
+bool kv_decode_sums_exact(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn, int max_n, long max_ctx)
+{
+    if (attn != SCN_ATTN_FLASH || s->model.kv_lora_rank > 0 || max_n < 1 || max_ctx < 1) return false;
+    decode_row d = decode_row_of(s, c);
+    const double lim = 9007199254740992.0;   /* 2^53: integers below it add exactly */
+    double n = max_n, keys = (double)max_n * ((double)max_ctx + 1);   /* a bound on Σ keys */
+    /* A row's split is at most its keys (ceil(held / 128) <= held), so Σ splits <= Σ keys. */
+    return whole(d.fpk, lim) && whole(d.qo, lim) && whole(d.kv_tok, lim) && whole(d.kvh, lim) &&
+           whole(d.fpk * keys, lim) && whole(n * (d.qo + d.kv_tok) + d.kv_tok * keys, lim) &&
+           d.kvh * keys * 2 < lim;
+}
+
+long kv_decode_cap(const scn_scenario *s, const kv_cache_cfg *c, int sliding)
+{
+    return layer_cap(&s->model, c, sliding);
+}
+
+double kv_decode_split_cap(const scn_scenario *s, int n)
+{
+    const scn_hardware *hw = &s->hardware;
+    double kvh = s->model.kv_lora_rank > 0 ? 1 : kv_heads_per_rank(&s->model, s->deployment.tensor_parallel);
+    return hw->sm_count > 0 ? floor(hw->sm_count / (n * kvh)) : 1;
+}
+
+double kv_decode_split(double held, double split_cap)
+{
+    double split = ceil(held / 128.0);
+    if (!(split < split_cap)) split = split_cap;
+    if (!(split > 1)) split = 1;
+    return split;
+}
+
+kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                                     int n, const kv_decode_sums *d)
+{
+    const scn_model *m = &s->model;
+    const scn_hardware *hw = &s->hardware;
+    kv_step_cost r = *shape;
+    double attn_units = 0;
+    kv_op_cost *at = &r.op[KV_OP_ATTENTION];
+    if (r.tokens > 0) {
+        decode_row w = decode_row_of(s, c);
+        double layers[2] = {(double)m->layers - m->sliding_layers, m->sliding_layers};
+        for (int k = 0; k < 2; k++) {
+            if (layers[k] <= 0) continue;
+            attn_units += w.kvh * d->splits[k];
+            add(at, w.fpk * d->keys[k] * layers[k], ((double)n * (w.qo + w.kv_tok) + w.kv_tok * d->keys[k]) * layers[k],
+                2 * layers[k]);
+        }
+        at->efficiency = kv_attention_efficiency(hw, &s->engine);
+        double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
+        at->t_compute = apeak > 0 ? at->flops / apeak : 0;
+    }
+    return step_totals(r, s, attn_units, n);
+}
+
+/* Attention's roofline and the step's totals, once attention's counts are in. */
+static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double attn_units, int n)
+{
+    const scn_hardware *hw = &s->hardware;
+    const scn_engine *e = &s->engine;
+    kv_op_cost *at = &r.op[KV_OP_ATTENTION];
     /* Decode attention streams the cache with as many work items as it can spread. */
     double bw = hw->memory_bandwidth * hw->eff_bandwidth;
     finish(at, bw * kv_wave_efficiency(hw, attn_units), hw->kernel_overhead, r.graph, e->graph_kernel);

@@ -1,8 +1,10 @@
 /* kv_spec.c: speculative decoding's costs (kv_spec.h; docs/cost-model.md, "Speculative
  * decoding"). */
 #include "kv_spec.h"
+#include "kv_moe_parallel.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,13 +72,16 @@ double kv_spec_weight_bytes(const scn_scenario *s, const scn_spec *sp)
 {
     scn_model m;
     if (!sp || !kv_spec_proposer_model(s, sp, &m)) return 0;
-    int tp = s->deployment.tensor_parallel;
+    int tp = s->deployment.tensor_parallel < 1 ? 1 : s->deployment.tensor_parallel;
     kv_weights w = kv_weights_compute(&m, tp);
-    if (sp->method == SCN_SPEC_DRAFT) return w.bytes_per_rank;
+    /* Under expert parallelism an MTP layer's routed experts are sharded like the target's
+     * (kv_moe_weight_bytes); a dense proposer is whole on every GPU of a DP rank. */
+    double all = kv_moe_weight_bytes(s, &m);
+    if (sp->method == SCN_SPEC_DRAFT) return all;
     /* Heads share the target's embedding and LM head: their layer plus the fc that fuses the
      * token embedding with the target's hidden state (2h -> h). */
-    double layer = w.bytes_per_rank - w.params_embedding * w.bytes_per_other / (tp < 1 ? 1 : tp);
-    return layer + 2.0 * m.hidden * (double)m.hidden * w.bytes_per_linear / (tp < 1 ? 1 : tp);
+    double layer = all - w.params_embedding * w.bytes_per_other / tp;
+    return layer + 2.0 * m.hidden * (double)m.hidden * w.bytes_per_linear / tp;
 }
 
 double kv_spec_kv_bytes_per_token(const scn_scenario *s, const kv_cache_cfg *c, const scn_spec *sp)
@@ -102,11 +107,17 @@ kv_pool kv_spec_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool pag
     return p;
 }
 
-/* The proposer's device time over `n` rows (no engine CPU: drafting runs inside the step). */
+/* The proposer's device time over `n` rows (no engine CPU: drafting runs inside the step). An
+ * MoE proposer (DeepSeek's MTP layer) under expert parallelism runs as the target does: its
+ * experts over the EP ranks, joined by the all-to-all (kv_moe_step_time). */
 static double proposer_pass(const scn_scenario *ps, const kv_cache_cfg *c, scn_attention attn,
                             const kv_seq_work *w, int n)
 {
     if (n <= 0) return 0;
+    if (kv_moe_parallel_on(ps)) {
+        kv_moe_step st = kv_moe_step_time(ps, c, attn, w, n);
+        return st.seconds - st.engine_seconds;
+    }
     return kv_step_time(ps, c, attn, w, n).gpu_seconds;
 }
 
@@ -117,6 +128,12 @@ kv_spec_step kv_spec_step_time(const scn_scenario *s, const scn_scenario *ps, co
     kv_spec_step r;
     memset(&r, 0, sizeof r);
     r.verify = kv_step_time_verify(s, c, attn, seqs, drafts, n);
+    r.verify_seconds = r.verify.seconds;
+    if (kv_moe_parallel_on(s)) {
+        /* One attention-DP rank's verify with the experts over the EP ranks (kv_moe_parallel.h). */
+        r.moe = kv_moe_step_time_verify(s, c, attn, seqs, drafts, n);
+        r.verify_seconds = r.moe.seconds;
+    }
     int nv = 0, max_draft = 0;
     for (int i = 0; i < n; i++)
         if (drafts[i] > 0) {
@@ -149,7 +166,7 @@ kv_spec_step kv_spec_step_time(const scn_scenario *s, const scn_scenario *ps, co
             r.draft_seconds += bw > 0 ? max_draft * fc / bw : 0;
         }
     }
-    r.seconds = r.verify.seconds + r.draft_seconds + r.proposer_cpu;
+    r.seconds = r.verify_seconds + r.draft_seconds + r.proposer_cpu;
     return r;
 }
 
@@ -164,9 +181,13 @@ kv_spec_compare kv_spec_compare_at(const scn_scenario *s, const scn_spec *sp, co
     if (!w || !d || !ps) { free(w); free(d); free(ps); return out; }
     bool has_ps = kv_spec_proposer_scenario(s, sp, ps);
     for (int i = 0; i < batch; i++) w[i] = (kv_seq_work){1, context};
-    out.plain_token = kv_step_time(s, c, attn, w, batch).seconds / batch;
+    kv_step_cost plain = kv_step_time(s, c, attn, w, batch);
+    out.plain_graph = plain.graph;
+    out.plain_token = (kv_moe_parallel_on(s) ? kv_moe_step_time(s, c, attn, w, batch).seconds : plain.seconds) / batch;
     for (int i = 0; i < batch; i++) { w[i] = (kv_seq_work){sp->k + 1, context}; d[i] = sp->k; }
     kv_spec_step st = kv_spec_step_time(s, has_ps ? ps : NULL, sp, c, attn, w, d, batch, w + batch);
+    out.spec_graph = st.verify.graph;
+    out.verify_rows = (long)(sp->k + 1) * batch;
     out.expected = kv_spec_expected_tokens(sp, sp->k);
     out.spec_token = st.seconds / (batch * out.expected);
     free(w);
@@ -175,29 +196,101 @@ kv_spec_compare kv_spec_compare_at(const scn_scenario *s, const scn_spec *sp, co
     return out;
 }
 
-static bool spec_wins(const scn_scenario *s, const scn_spec *sp, const kv_cache_cfg *c, scn_attention attn,
-                      int batch, long context)
+kv_spec_wins kv_spec_win_ranges(const scn_scenario *s, const scn_spec *sp, const kv_cache_cfg *c,
+                                scn_attention attn, long context, int max_batch)
 {
-    kv_spec_compare k = kv_spec_compare_at(s, sp, c, attn, batch, context);
-    return k.spec_token < k.plain_token;
+    kv_spec_wins w;
+    memset(&w, 0, sizeof w);
+    if (max_batch < 1) max_batch = 1;
+    w.max_batch = max_batch;
+    /* Every batch, not a bisection: the sign may change more than once. */
+    kv_spec_compare prev = {0};
+    bool was = false;
+    for (int b = 1; b <= max_batch; b++) {
+        kv_spec_compare k = kv_spec_compare_at(s, sp, c, attn, b, context);
+        bool win = k.spec_token < k.plain_token;
+        if (b > 1 && win != was && w.n_cross < 2 * KV_SPEC_RANGES_MAX) {
+            kv_spec_crossing *x = &w.x[w.n_cross++];
+            x->batch = b;
+            x->wins = win;
+            x->verify_rows = k.verify_rows;
+            x->spec_graph = k.spec_graph;
+            x->plain_graph = k.plain_graph;
+            x->why = prev.spec_graph && !k.spec_graph   ? KV_SPEC_WHY_GRAPH_LOST
+                     : prev.plain_graph && !k.plain_graph ? KV_SPEC_WHY_GRAPH_PLAIN
+                     : win                                ? KV_SPEC_WHY_TILE
+                     : KV_SPEC_WHY_COMPUTE;
+        }
+        if (win && (b == 1 || !was)) {
+            if (w.n < KV_SPEC_RANGES_MAX) w.r[w.n++] = (kv_spec_range){b, b};
+            else w.truncated = true;
+        }
+        if (win && w.n > 0 && !w.truncated) w.r[w.n - 1].hi = b;
+        was = win;
+        prev = k;
+    }
+    return w;
+}
+
+void kv_spec_ranges_text(const kv_spec_wins *w, char *buf, size_t n)
+{
+    if (n == 0) return;
+    buf[0] = 0;
+    if (w->n == 0) { snprintf(buf, n, "none"); return; }
+    size_t used = 0;
+    for (int i = 0; i < w->n && used < n; i++) {
+        int len = w->r[i].lo == w->r[i].hi ? snprintf(buf + used, n - used, "%s%d", i ? ", " : "", w->r[i].lo)
+                                           : snprintf(buf + used, n - used, "%s%d-%d", i ? ", " : "", w->r[i].lo, w->r[i].hi);
+        if (len < 0) return;
+        used += (size_t)len;
+    }
+    if (w->truncated && used < n) snprintf(buf + used, n - used, ", ...");
+}
+
+void kv_spec_crossings_text(const kv_spec_wins *w, int k, int max_listed, char *buf, size_t n)
+{
+    if (n == 0) return;
+    buf[0] = 0;
+    size_t used = 0;
+    for (int i = 0; i < w->n_cross && used < n; i++) {
+        if (i == max_listed) {
+            int len = snprintf(buf + used, n - used, "; %d more crossing%s", w->n_cross - i, w->n_cross - i > 1 ? "s" : "");
+            if (len > 0) used += (size_t)len;
+            break;
+        }
+        const kv_spec_crossing *x = &w->x[i];
+        const char *what;
+        switch (x->why) {
+        case KV_SPEC_WHY_GRAPH_LOST: what = "the verify step's rows pass the largest CUDA-graph capture size, so it launches eagerly"; break;
+        case KV_SPEC_WHY_GRAPH_PLAIN: what = "the plain step passes the largest CUDA-graph capture size too"; break;
+        case KV_SPEC_WHY_TILE: what = "a GEMM tile or wave step favours the verify rows"; break;
+        default:
+            what = !x->spec_graph && x->plain_graph
+                       ? "the verify step already launches eagerly (its rows exceed the largest CUDA-graph capture size, "
+                         "plain decode's do not) and its extra compute or a GEMM tile step tips the balance"
+                       : "the verify rows' extra compute (or a GEMM tile step) outweighs the weight reads saved";
+            break;
+        }
+        int len = snprintf(buf + used, n - used, "%sat %d it %s ((k+1) x batch = %d x %d = %ld rows: %s)",
+                           i ? "; " : "", x->batch, x->wins ? "pays again" : "stops paying", k + 1, x->batch,
+                           x->verify_rows, what);
+        if (len < 0) return;
+        used += (size_t)len;
+    }
+}
+
+bool kv_spec_wins_at(const kv_spec_wins *w, int batch)
+{
+    for (int i = 0; i < w->n; i++)
+        if (batch >= w->r[i].lo && batch <= w->r[i].hi) return true;
+    return false;
 }
 
 int kv_spec_crossover(const scn_scenario *s, const scn_spec *sp, const kv_cache_cfg *c, scn_attention attn,
                       long context, int max_batch)
 {
     if (max_batch < 1) max_batch = 1;
-    if (!spec_wins(s, sp, c, attn, 1, context)) return 0;
-    /* Doubling finds a losing batch, then bisection the first one (speculation's advantage
-     * shrinks as the batch grows: docs/cost-model.md). */
-    int lo = 1, hi = 2;
-    while (hi <= max_batch && spec_wins(s, sp, c, attn, hi, context)) { lo = hi; hi *= 2; }
-    if (hi > max_batch) {
-        if (spec_wins(s, sp, c, attn, max_batch, context)) return max_batch + 1;
-        hi = max_batch;
-    }
-    while (hi - lo > 1) {
-        int mid = lo + (hi - lo) / 2;
-        if (spec_wins(s, sp, c, attn, mid, context)) lo = mid; else hi = mid;
-    }
-    return hi;
+    kv_spec_wins w = kv_spec_win_ranges(s, sp, c, attn, context, max_batch);
+    if (w.n == 0 || w.r[0].lo != 1) return 0;
+    return w.r[0].hi + 1;
 }

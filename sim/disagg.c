@@ -615,9 +615,9 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         m->prefill_replicas = P->n;
         m->decode_replicas = D->n;
         m->transfer_bytes = k->bytes;
-        m->transfer_mean = k->h_xfer.count ? k->h_xfer.sum / k->h_xfer.count : 0;
+        m->transfer_mean = k->h_xfer.count ? sim_hist_sum(&k->h_xfer) / k->h_xfer.count : 0;
         m->transfer_p99 = k->h_xfer.count ? sim_hist_quantile(&k->h_xfer, 0.99) : 0;
-        m->transfer_wait_mean = k->h_wait.count ? k->h_wait.sum / k->h_wait.count : 0;
+        m->transfer_wait_mean = k->h_wait.count ? sim_hist_sum(&k->h_wait) / k->h_wait.count : 0;
         m->transfer_wait_p99 = k->h_wait.count ? sim_hist_quantile(&k->h_wait, 0.99) : 0;
         m->transfer_wait_max = k->h_wait.count ? k->h_wait.max : 0;
         double span = k->now - (k->t0 > 0 ? k->t0 : 0);

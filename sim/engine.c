@@ -342,7 +342,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         }
     }
     /* Step 0, as the scheduler's path would time and count it: from the executor's decode
-     * summary when it has one, else from the batch itself (which the run then keeps current). */
+     * summary when it has one for this step, else from the batch itself. */
     bool by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, n0, base, dt);
     char msg[256] = "";
     if (by_batch && e->ex->run(e->ex->ctx, &rep->batch, dt, msg, sizeof msg)) {
@@ -453,8 +453,11 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
         rep->frag_unused = (double)unused;
         rep->frag_reserved = (double)reserved;
         double ndt = 0;
+        /* The step's time from the executor's decode summary, or (when it has none for this
+         * step, e.g. a batch small enough that split-KV counts differ per sequence) from the
+         * batch of step J: the live sequences in batch order, one position on. */
+        by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, alive, base + (long)alive * J, &ndt);
         if (by_batch) {
-            /* The batch of step J: the live sequences in batch order, one position on. */
             int w = 0;
             for (int i = 0; i < n0; i++) {
                 if (f->dead[i]) continue;
@@ -465,8 +468,7 @@ static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
             rep->batch.n = w;
             rep->batch.tokens = w;
         }
-        if (by_batch ? e->ex->run(e->ex->ctx, &rep->batch, &ndt, msg, sizeof msg)
-                     : e->ex->decode_time(e->ex->ctx, alive, base + (long)alive * J, &ndt)) {
+        if (by_batch && e->ex->run(e->ex->ctx, &rep->batch, &ndt, msg, sizeof msg)) {
             snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "no decode time");
             e->internal = 1;
             return FF_ERROR;

@@ -3,7 +3,6 @@
 #include "../model/kv_blocks.h"
 #include "../model/kv_moe_parallel.h"
 #include "../model/kv_spec.h"
-#include "step_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,40 +17,100 @@ typedef struct {
     int *drafts;             /* cap: speculative drafts verified per row */
     int cap;
     long blocks;             /* the cost model's pool per replica */
-    sim_step_plan plan;      /* decode steps in O(1) */
     kv_step_cost *shape;     /* [n]: kv_step_shape of a plain decode step of n sequences, n <= max_num_seqs */
-    bool *shaped;            /* [n]: shape[n] is computed */
+    signed char *shaped;     /* [n]: 0 shape[n] not computed; 1 computed, each row splits once; 2 computed, splits vary */
     int n_shape;             /* entries in shape and shaped */
+    bool sums;               /* decode steps from sums over their rows (kv_step_complete_decode) */
+    double max_keys;         /* the bound on Σ keys under which those sums are exact */
+    long kcap[2];            /* keys a layer of each kind (global, sliding) holds at most; 0: no cap */
+    bool kind[2];            /* the model has layers of that kind */
     const scn_spec *sp;      /* speculative decoding, or NULL */
     scn_scenario *ps;        /* the proposer's scenario (NULL for n-gram or off) */
     bool moe;                /* expert / attention-DP parallel: kv_moe_step_time prices the step */
 } model_ctx;
 
+/* The shape of a plain decode step of n sequences, computed on first use; NULL when n is beyond
+ * the table. *uniform: every row's split-KV count is 1 (the SMs are shared by more work items
+ * than there are SMs), so the splits' sum is n. */
+static const kv_step_cost *decode_shape(model_ctx *m, int n, bool *uniform)
+{
+    if (n < 1 || n >= m->n_shape) return NULL;
+    if (!m->shaped[n]) {
+        for (int i = 0; i < n; i++) m->work[i] = (kv_seq_work){1, 0};
+        kv_step_shape(m->s, NULL, m->work, n, &m->shape[n]);
+        m->shaped[n] = kv_decode_split_cap(m->s, n) <= 1 ? 1 : 2;
+    }
+    *uniform = m->shaped[n] == 1;
+    return &m->shape[n];
+}
+
+static int grow(model_ctx *m, int n)
+{
+    if (n <= m->cap) return 0;
+    int cap = m->cap ? m->cap : 64;
+    while (cap < n) cap *= 2;
+    kv_seq_work *w = realloc(m->work, sizeof *w * (size_t)cap * 2);
+    if (w) m->work = w;
+    int *d = realloc(m->drafts, sizeof *d * (size_t)cap);
+    if (d) m->drafts = d;
+    if (!w || !d) return -1;
+    m->cap = cap;
+    return 0;
+}
+
+/* A decode step of n sequences from (n, Σ positions) alone: when no layer caps its keys and every
+ * row splits once, the sums are keys = Σ positions + n and splits = n per layer kind. */
 static int model_decode_time(void *ctx, long n, long sum_start, double *seconds)
 {
     model_ctx *m = ctx;
-    return sim_step_plan_decode(&m->plan, n, sum_start, seconds) ? 0 : 1;
+    bool uniform;
+    if (!m->sums || m->kcap[0] || m->kcap[1] || n >= m->n_shape) return 1;
+    if ((double)(sum_start + n) > m->max_keys || grow(m, (int)n)) return 1;
+    const kv_step_cost *sh = decode_shape(m, (int)n, &uniform);
+    if (!sh || !uniform) return 1;
+    double keys = (double)(sum_start + n);
+    kv_decode_sums d = {{m->kind[0] ? keys : 0, m->kind[1] ? keys : 0}, {m->kind[0] ? (double)n : 0, m->kind[1] ? (double)n : 0}};
+    *seconds = kv_step_complete_decode(sh, m->s, &m->cfg, (int)n, &d).seconds;
+    return 0;
+}
+
+/* A plain decode step from its rows' sums (one pass, no per-row cost model). */
+static bool decode_by_sums(model_ctx *m, const sim_batch *b, double *seconds)
+{
+    bool uniform;
+    const kv_step_cost *sh = decode_shape(m, b->n, &uniform);
+    if (!sh) return false;
+    double split_cap = uniform ? 1 : kv_decode_split_cap(m->s, b->n);
+    kv_decode_sums d = {{0, 0}, {0, 0}};
+    for (int k = 0; k < 2; k++) {
+        if (!m->kind[k]) continue;
+        long cap = m->kcap[k];
+        long keys = 0;
+        double splits = 0;
+        for (int i = 0; i < b->n; i++) {
+            long held = b->seqs[i].start + 1;
+            if (cap > 0 && held > cap) held = cap;
+            keys += held;
+            if (!uniform) splits += kv_decode_split((double)held, split_cap);
+        }
+        d.keys[k] = (double)keys;
+        d.splits[k] = uniform ? (double)b->n : splits;
+        if (d.keys[k] > m->max_keys) return false;
+    }
+    *seconds = kv_step_complete_decode(sh, m->s, &m->cfg, b->n, &d).seconds;
+    return true;
 }
 
 static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
 {
     model_ctx *m = ctx;
-    if (b->n > m->cap) {
-        int cap = m->cap ? m->cap : 64;
-        while (cap < b->n) cap *= 2;
-        kv_seq_work *w = realloc(m->work, sizeof *w * (size_t)cap * 2);
-        if (w) m->work = w;
-        int *d = realloc(m->drafts, sizeof *d * (size_t)cap);
-        if (d) m->drafts = d;
-        if (!w || !d) { snprintf(err, n, "out of memory"); return -1; }
-        m->cap = cap;
-    }
-    /* A decode step goes through the plan when it applies, so a step costs the same whether the
-     * engine formed it or fast-forwarded to it. */
-    long sum_start = 0;
+    if (grow(m, b->n)) { snprintf(err, n, "out of memory"); return -1; }
     int d = 0;
-    for (; d < b->n && b->seqs[d].new_tokens == 1; d++) sum_start += b->seqs[d].start;
-    if (d == b->n && !m->moe && model_decode_time(m, b->n, sum_start, seconds) == 0) return 0;
+    while (d < b->n && b->seqs[d].new_tokens == 1) d++;
+    /* A plain decode step: only attention depends on the contexts, through sums over the rows
+     * (model/kv_roofline.c, kv_step_complete_decode), and the rest of the step is priced once
+     * per batch size; the result is kv_step_time's doubles, whichever path a step takes. */
+    if (d == b->n && !m->sp && !m->moe && m->sums && decode_by_sums(m, b, seconds)) return 0;
     /* The cost model caps the attended context itself (sliding windows, sink + window), so it
      * takes each sequence's position count, not the tokens still held. */
     for (int i = 0; i < b->n; i++) {
@@ -59,13 +118,12 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
         m->drafts[i] = b->seqs[i].draft;
     }
     if (d == b->n && !m->sp && !m->moe && b->n < m->n_shape) {
-        /* A plain decode step: only attention depends on the contexts; the rest of the step is
-         * priced once per batch size (kv_step_shape) and reused, giving kv_step_time's doubles. */
-        if (!m->shaped[b->n]) {
-            kv_step_shape(m->s, NULL, m->work, b->n, &m->shape[b->n]);
-            m->shaped[b->n] = true;
-        }
-        *seconds = kv_step_complete(&m->shape[b->n], m->s, &m->cfg, m->attn, m->work, NULL, b->n).seconds;
+        /* A plain decode step whose sums would not be exact: the cached shape plus attention
+         * over the rows, still kv_step_time's doubles. */
+        bool uniform;
+        const kv_step_cost *sh = decode_shape(m, b->n, &uniform);
+        for (int i = 0; i < b->n; i++) m->work[i] = (kv_seq_work){b->seqs[i].new_tokens, b->seqs[i].start};
+        *seconds = kv_step_complete(sh, m->s, &m->cfg, m->attn, m->work, NULL, b->n).seconds;
     } else if (m->sp)   /* speculative decoding: verify plus the proposer's passes (model/kv_spec.c) */
         *seconds = kv_spec_step_time(m->s, m->ps, m->sp, &m->cfg, m->attn, m->work, m->drafts, b->n,
                                      m->work + m->cap).seconds;
@@ -86,7 +144,6 @@ static void model_free(void *ctx)
 {
     model_ctx *m = ctx;
     if (!m) return;
-    sim_step_plan_free(&m->plan);
     free(m->work);
     free(m->drafts);
     free(m->shape);
@@ -120,11 +177,16 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->shaped = ns ? calloc((size_t)ns, sizeof *m->shaped) : NULL;
     if (ns && (!m->shape || !m->shaped)) { free(m->shape); free(m->shaped); free(m->ps); free(m); return -1; }
     m->n_shape = ns;
-    if (sim_step_plan_init(&m->plan, s, &m->cfg, c->attention, s->deployment.max_num_seqs)) {
-        free(m->shape); free(m->shaped); free(m->ps); free(m); return -1;
-    }
-    /* The O(1) decode plan (and with it fast-forward) prices plain decode steps only: not a
-     * speculative step's drafts and verify, nor an expert-parallel step. */
+    /* Decode steps from sums over their rows when every addition in them is exact for batches up
+     * to the table's size and contexts up to max_model_len (kv_decode_sums_exact). */
+    long ctx = s->deployment.max_model_len > 0 ? s->deployment.max_model_len : 0;
+    m->sums = ns > 1 && ctx > 0 && kv_decode_sums_exact(s, &m->cfg, c->attention, ns - 1, ctx);
+    m->max_keys = (double)(ns - 1) * ((double)ctx + 1);
+    for (int k = 0; k < 2; k++) m->kcap[k] = kv_decode_cap(s, &m->cfg, k);
+    m->kind[0] = s->model.layers - s->model.sliding_layers > 0;
+    m->kind[1] = s->model.sliding_layers > 0;
+    /* The O(1) decode time (and with it fast-forward without forming each batch) prices plain
+     * decode steps only: not a speculative step's drafts and verify, nor an expert-parallel step. */
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free,
                           .decode_time = m->sp || m->moe ? NULL : model_decode_time};
     return 0;

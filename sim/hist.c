@@ -15,7 +15,8 @@ int sim_hist_init(sim_hist *h)
 {
     h->b = calloc(NB, sizeof *h->b);
     h->count = h->zeros = 0;
-    h->sum = 0;
+    h->fix = 0;
+    h->big = 0;
     h->min = INFINITY;
     h->max = -INFINITY;
     return h->b ? 0 : -1;
@@ -26,10 +27,32 @@ void sim_hist_free(sim_hist *h) { free(h->b); h->b = NULL; }
 /* Half the widest bucket's width relative to its value: the quantile's worst relative error. */
 double sim_hist_resolution(void) { return 1.0 / SUB; }
 
+#define FIX_LIMIT 0x1p40   /* s: |v| * n below 2^62 s keeps fix (< 2^127 in 2^-64 s units) from overflowing */
+
+/* n copies of v into the sums. v * 2^64 truncated toward zero, in two exact parts: the whole
+ * seconds (a double's integer part is exact) and the fraction's top 64 bits. */
+static void add_sum(sim_hist *h, double v, long n)
+{
+    double a = fabs(v);
+    if (!(a < FIX_LIMIT) || (double)n * a >= 0x1p62) {   /* NaN too */
+        for (long k = 0; k < n; k++) h->big += v;
+        return;
+    }
+    double whole = trunc(a), frac = a - whole;   /* both exact */
+    unsigned __int128 q = ((unsigned __int128)(uint64_t)whole << 64) + (uint64_t)(frac * 0x1p64);
+    __int128 t = (__int128)(q * (unsigned __int128)(uint64_t)n);
+    h->fix += v < 0 ? -t : t;
+}
+
+double sim_hist_sum(const sim_hist *h)
+{
+    return (double)h->fix * 0x1p-64 + h->big;
+}
+
 void sim_hist_add(sim_hist *h, double v)
 {
     h->count++;
-    h->sum += v;
+    add_sum(h, v, 1);
     if (v < h->min) h->min = v;
     if (v > h->max) h->max = v;
     /* v = (1 + mant / 2^52) * 2^(E - 1023): the bucket is (E - 1023 - EMIN) * SUB plus the top
@@ -45,8 +68,7 @@ void sim_hist_add(sim_hist *h, double v)
 void sim_hist_add_n(sim_hist *h, double v, long n)
 {
     if (n <= 0) return;
-    /* One bucket index for all n; the sum repeats the additions so it rounds as they would. */
-    for (long k = 0; k < n; k++) h->sum += v;
+    add_sum(h, v, n);   /* exact, so n copies at once are n additions of one */
     h->count += n;
     if (v < h->min) h->min = v;
     if (v > h->max) h->max = v;

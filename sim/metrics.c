@@ -62,7 +62,7 @@ void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
         const sim_hist *h = &a->h[i];
         sim_summary *s = &m->q[i];
         s->count = h->count;
-        s->mean = h->count ? h->sum / h->count : NAN;
+        s->mean = h->count ? sim_hist_sum(h) / h->count : NAN;
         s->p50 = sim_hist_quantile(h, 0.50);
         s->p90 = sim_hist_quantile(h, 0.90);
         s->p95 = sim_hist_quantile(h, 0.95);

@@ -17,9 +17,12 @@ START_TEST(chat_budget_by_hand)
     kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
     double usable = 81559 * MIB * 0.90;
     double weights = 8030261248.0 * 2;
-    /* 8192 batched tokens * (4 * 4096 + 3 * 14336) * 2 B + 256 seqs * 128256 * 4 B logits. */
-    double act = 8192.0 * (4 * 4096 + 3 * 14336) * 2 + 256.0 * 128256 * 4;
-    double budget = usable - weights - act - 1 * GIB;
+    /* The default engine is vLLM: its profile run is a forward pass of 8192 batched tokens,
+     * (4 * 4096 + 3 * 14336) * 2 B each, and the sampler over 256 sequences' whole-vocabulary
+     * logits at 2 + 4 + 4 B each; then its 0.2 GiB of non-torch memory (the CUDA context lies
+     * outside gpu_memory_utilization's budget). */
+    double act = 8192.0 * (4 * 4096 + 3 * 14336) * 2 + 256.0 * 128256 * 10;
+    double budget = usable - weights - act - 0.2 * GIB;
     ck_assert(fabs(k.activation - act) < 1e-3);
     ck_assert(fabs(k.kv_budget - budget) < 1e-3);
     ck_assert_int_eq(k.capacity_tokens, (long)floor(budget / (128 * KIB)));
@@ -38,6 +41,85 @@ START_TEST(chat_budget_by_hand)
     ck_assert(fabs(k.waste_contiguous - (1 - 2850.0 / 4648)) < 1e-12);
     ck_assert(fabs(k.waste_paged - 7.5 / 2857.5) < 1e-12);
     ck_assert(k.waste_paged < 0.04);                 /* vLLM paper: < 4 % with paging */
+}
+END_TEST
+
+START_TEST(vllm_profile_peak_matches_its_log)
+{
+    /* vLLM PR #10511 (youkaichao, 2024-12-14): `vllm serve meta-llama/Meta-Llama-3-8B` on an
+     * H100 logs "PyTorch activation peak memory 1.26GiB" (max_model_len 8192, so 8192 batched
+     * tokens, and 256 sequences). The derived peak must land within 10 % of it. */
+    t_library("llama-3-8b", "h100-sxm", &s);
+    double a = kv_activation_bytes(&s.model, 1, 8192, 256);
+    ck_assert_msg(fabs(a / (1.26 * GIB) - 1) < 0.10, "%.3f GiB", a / GIB);
+}
+END_TEST
+
+static const char *engine_scn(const char *engine, int tp, const char *util)
+{
+    static char y[600];
+    snprintf(y, sizeof y, "name: t\nmodel: llama-3-8b\nhardware: h100-sxm\nengine: %s\n"
+             "deployment: {tensor_parallel: %d%s%s}\n"
+             "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n",
+             engine, tp, util ? ", gpu_memory_utilization: " : "", util ? util : "");
+    return y;
+}
+
+START_TEST(sglang_static_fraction_by_tp)
+{
+    /* SGLang: KV = mem_fraction_static * (memory free at start-up) - weights; the fraction
+     * defaults by TP size (0.88 at 1, 0.85 from 4), and a scenario's own value wins. */
+    scn_error e;
+    double free0 = 81559 * MIB - 1 * GIB, w1 = 8030261248.0 * 2;
+    ck_assert_int_eq(t_load(engine_scn("sglang", 1, NULL), NULL, 0, &s, &e), SCN_OK);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
+    ck_assert(fabs(k.kv_budget - (0.88 * free0 - w1)) < 1e-3);
+    ck_assert(k.activation == 0);   /* activations live outside the static fraction */
+    ck_assert_int_eq(t_load(engine_scn("sglang", 4, NULL), NULL, 0, &s, &e), SCN_OK);
+    k = kv_capacity_compute(&s, &c, 16, 0);
+    ck_assert(fabs(k.kv_budget - (0.85 * free0 - k.weights)) < 1e-3);
+    ck_assert_int_eq(t_load(engine_scn("sglang", 4, "0.93"), NULL, 0, &s, &e), SCN_OK);
+    k = kv_capacity_compute(&s, &c, 16, 0);
+    ck_assert(fabs(k.kv_budget - (0.93 * free0 - k.weights)) < 1e-3);
+}
+END_TEST
+
+START_TEST(trtllm_fraction_of_free_memory)
+{
+    /* TensorRT-LLM: KV = 0.9 * (memory - runtime - weights - activation buffers). */
+    scn_error e;
+    ck_assert_int_eq(t_load(engine_scn("trtllm", 1, NULL), NULL, 0, &s, &e), SCN_OK);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
+    double act = kv_activation_bytes(&s.model, 1, s.deployment.max_num_batched_tokens, s.deployment.max_num_seqs);
+    double want = 0.9 * (81559 * MIB - 1 * GIB - 8030261248.0 * 2 - act);
+    ck_assert(fabs(k.kv_budget - want) < 1e-3);
+    /* The three engines order as their rules say on the same GPU: SGLang's 0.88 of free memory
+     * without activations above TensorRT-LLM's 0.9 of what is left, the latter above 0. */
+    ck_assert(k.kv_budget > 0);
+}
+END_TEST
+
+START_TEST(memory_section_errors_are_located)
+{
+    static const char *const bad[][2] = {
+        {"memory: {budget: half}", "budget"},
+        {"memory: {budget: static, fraction_by_tp: [{tp: 4, fraction: 0.8}, {tp: 2, fraction: 0.9}]}", "ascending"},
+        {"memory: {budget: static, fraction_by_tp: [{tp: 1, fraction: 1.5}]}", "fraction"},
+        {"memory: {budget: static, fraction_by_tp: [{tp: 1}]}", "tp and fraction"},
+        {"memory: {budget: total, non_torch: 3}", "non_torch"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char y[700];
+        snprintf(y, sizeof y, "name: t\nmodel: llama-3-8b\nhardware: h100-sxm\nengine: {name: x, %s}\n"
+                 "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n",
+                 bad[i][0]);
+        scn_error e;
+        ck_assert_int_eq(t_load(y, NULL, 0, &s, &e), SCN_E_DATA);
+        ck_assert_msg(strstr(e.msg, bad[i][1]) || strstr(e.path, bad[i][1]), "%zu: %s: %s", i, e.path, e.msg);
+        ck_assert_msg(e.line > 0, "%zu: no location", i);
+    }
 }
 END_TEST
 
@@ -136,6 +218,10 @@ Suite *suite_capacity(void)
     Suite *su = suite_create("capacity");
     TCase *tc = tcase_create("budget");
     tcase_add_test(tc, chat_budget_by_hand);
+    tcase_add_test(tc, vllm_profile_peak_matches_its_log);
+    tcase_add_test(tc, sglang_static_fraction_by_tp);
+    tcase_add_test(tc, trtllm_fraction_of_free_memory);
+    tcase_add_test(tc, memory_section_errors_are_located);
     tcase_add_test(tc, paging_beats_contiguous_at_every_length);
     tcase_add_test(tc, fp8_doubles_capacity);
     tcase_add_test(tc, model_that_does_not_fit);

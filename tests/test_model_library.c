@@ -5,7 +5,12 @@
 #include "tests.h"
 #include "../model/kv_model.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static scn_scenario s;
 
@@ -126,6 +131,70 @@ START_TEST(mistral_small)
 }
 END_TEST
 
+/* Every model file in the library has its card's total parameter count here, and the count
+ * computed from its config (kv_weights_compute) is within 0.5 % of it. A model file without an
+ * entry fails the test, so a new model must bring its card figure. Figures: the total the
+ * model card or its Hugging Face page states (safetensors "params"), to three digits or more. */
+static const struct { const char *name; double card; } CARDS[] = {
+    {"deepseek-r1", 671e9},        /* DeepSeek-V3 report (arXiv:2412.19437): 671B, MTP module aside */
+    {"deepseek-v2-lite", 15.7e9},  /* DeepSeek-V2-Lite card: 15.7B total */
+    {"deepseek-v3", 671e9},        /* DeepSeek-V3 report: 671B total */
+    {"gemma-2-9b", 9.24e9},        /* google/gemma-2-9b on Hugging Face: 9.24B */
+    {"gpt-oss-120b", 116.83e9},    /* gpt-oss model card: 116.83B */
+    {"gpt-oss-20b", 20.91e9},      /* gpt-oss model card: 20.91B */
+    {"llama-2-13b", 13.0e9},       /* meta-llama/Llama-2-13b-hf: 13B (13,015,864,320 by hand sum) */
+    {"llama-2-70b", 69.0e9},       /* meta-llama/Llama-2-70b-hf on Hugging Face: 69B */
+    {"llama-2-7b", 6.74e9},        /* meta-llama/Llama-2-7b-hf on Hugging Face: 6.74B */
+    {"llama-3-70b", 70.6e9},       /* meta-llama/Meta-Llama-3-70B on Hugging Face: 70.6B */
+    {"llama-3-8b", 8.03e9},        /* meta-llama/Meta-Llama-3-8B on Hugging Face: 8.03B */
+    {"llama-3.1-405b", 406e9},     /* meta-llama/Llama-3.1-405B on Hugging Face: 406B */
+    {"llama-3.1-70b", 70.6e9},     /* meta-llama/Llama-3.1-70B on Hugging Face: 70.6B */
+    {"llama-3.1-8b", 8.03e9},      /* meta-llama/Llama-3.1-8B on Hugging Face: 8.03B */
+    {"llama-3.2-1b", 1.24e9},      /* meta-llama/Llama-3.2-1B on Hugging Face: 1.24B (1,235,814,400) */
+    {"mistral-7b", 7.24e9},        /* mistralai/Mistral-7B-v0.1 on Hugging Face: 7.24B */
+    {"mistral-small-24b", 23.6e9}, /* Mistral-Small-24B on Hugging Face: 23.6B */
+    {"mixtral-8x7b", 46.7e9},      /* Mixtral of Experts (arXiv:2401.04088): 46.7B total */
+    {"qwen2-7b", 7.62e9},          /* Qwen/Qwen2-7B on Hugging Face: 7.62B */
+    {"qwen2.5-72b", 72.7e9},       /* Qwen2.5-72B card: 72.7B */
+    {"qwen2.5-7b", 7.61e9},        /* Qwen2.5-7B card: 7.61B */
+    {"qwen3-235b-a22b", 235e9},    /* Qwen3-235B-A22B card: 235B */
+    {"qwen3-30b-a3b", 30.5e9},     /* Qwen3-30B-A3B card: 30.5B */
+    {"qwen3-32b", 32.8e9},         /* Qwen3-32B card: 32.8B */
+    {"qwen3-8b", 8.2e9},           /* Qwen3-8B card: 8.2B */
+};
+/* Synthetic models with no card (tiny-cpu stands in for a Llama on the CPU backend). */
+static const char *const NO_CARD[] = {"tiny-cpu", NULL};
+
+START_TEST(every_model_matches_its_card)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/models", getenv("KVPLAN_LIBRARY"));
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s", dir);
+    int checked = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".yaml")) continue;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(len - 5), e->d_name);
+        bool exempt = false;
+        for (int i = 0; NO_CARD[i]; i++) exempt |= !strcmp(NO_CARD[i], name);
+        if (exempt) continue;
+        double card = 0;
+        for (size_t i = 0; i < sizeof CARDS / sizeof CARDS[0]; i++)
+            if (!strcmp(CARDS[i].name, name)) card = CARDS[i].card;
+        ck_assert_msg(card > 0, "models/%s has no card parameter count in this test", e->d_name);
+        kv_weights w = load(name);
+        ck_assert_msg(fabs(w.params_total / card - 1) <= 0.005, "%s: %.6g parameters from its config against %.6g on "
+                      "its card (%.2f %%)", name, w.params_total, card, 100 * (w.params_total / card - 1));
+        checked++;
+    }
+    closedir(d);
+    ck_assert_int_eq(checked, (int)(sizeof CARDS / sizeof CARDS[0]));
+}
+END_TEST
+
 Suite *suite_model_library(void)
 {
     Suite *su = suite_create("model_library");
@@ -136,6 +205,7 @@ Suite *suite_model_library(void)
     tcase_add_test(tc, deepseek_v3_mla_moe);
     tcase_add_test(tc, gpt_oss);
     tcase_add_test(tc, mistral_small);
+    tcase_add_test(tc, every_model_matches_its_card);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -6,6 +6,8 @@
 #include "../planner/plan.h"
 #include "../sim/sim.h"
 
+#include <jansson.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,21 +60,74 @@ END_TEST
 START_TEST(busiest_rank_by_hand)
 {
     /* Uniform routing: every rank gets 1/E. */
-    ck_assert_double_eq_tol(kv_moe_busiest_share(256, 8, 0), 1.0 / 8, 1e-12);
+    ck_assert_double_eq_tol(kv_moe_busiest_share(256, 8, 8, 0), 1.0 / 8, 1e-12);
     /* 4 experts of popularity 1, 1/2, 1/3, 1/4 on 2 ranks (0 and 2 on rank 0): (1 + 1/3) /
      * (25/12) = 16/25. */
-    ck_assert_double_eq_tol(kv_moe_busiest_share(4, 2, 1), 16.0 / 25, 1e-12);
-    /* A skewed popularity slows the step: the busiest rank computes more rows. */
+    ck_assert_double_eq_tol(kv_moe_busiest_share(4, 1, 2, 1), 16.0 / 25, 1e-12);
+    /* A skewed popularity slows a compute-bound step (a prefill chunk: every expert is read
+     * either way, so the busiest rank's rows bind). */
     load(DSV3, NULL, 0);
     kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
     kv_seq_work w[64];
     for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 2000};
     kv_moe_step even = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert_double_eq_tol(even.rows_busiest, 64.0 * 8 * 8 / 8, 1e-9);   /* 8 ranks x 64 tokens x k 8, 1/8 */
+    kv_seq_work pf[2] = {{4096, 0}, {4096, 0}};
+    kv_moe_step even_pf = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, pf, 2);
     s.deployment.expert_skew = 1.0;
     kv_moe_step skew = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
-    ck_assert_double_eq_tol(even.rows_busiest, 64.0 * 8 * 8 / 8, 1e-9);   /* 8 ranks x 64 tokens x k 8, 1/8 */
+    kv_moe_step skew_pf = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, pf, 2);
     ck_assert(skew.rows_busiest > even.rows_busiest);
-    ck_assert(skew.experts > even.experts);
+    ck_assert(skew_pf.experts > even_pf.experts);
+}
+END_TEST
+
+/* Regression (issue 14 review): a token picks k DISTINCT experts, so no expert can take more
+ * than one of a token's k assignments. Per-pick Zipf probabilities times k exceed 1 for hot
+ * experts; the capped proportional-to-size inclusion probabilities cannot. */
+START_TEST(topk_picks_distinct_experts)
+{
+    /* 4 experts of popularity 1, 1/4, 1/9, 1/16 (skew 2), k = 2: lambda = 2 / (205/144) puts
+     * expert 0 above 1, so it is capped; the other three share the remaining 1 in proportion:
+     * lambda = 1 / (61/144), pi = 1, 36/61, 16/61, 9/61. */
+    double pi[4];
+    ck_assert_int_eq(kv_moe_inclusion(4, 2, 2.0, pi), 1);
+    ck_assert_double_eq_tol(pi[0], 1.0, 1e-12);
+    ck_assert_double_eq_tol(pi[1], 36.0 / 61, 1e-12);
+    ck_assert_double_eq_tol(pi[2], 16.0 / 61, 1e-12);
+    ck_assert_double_eq_tol(pi[3], 9.0 / 61, 1e-12);
+    /* On 2 ranks (experts 0, 2 on rank 0): (1 + 16/61) / 2 = 77/122 of the assignments. */
+    ck_assert_double_eq_tol(kv_moe_busiest_share(4, 2, 2, 2.0), 77.0 / 122, 1e-12);
+    /* k = E: every token picks every expert, whatever the skew: each of 8 ranks gets 1/8. */
+    ck_assert_double_eq_tol(kv_moe_busiest_share(8, 8, 8, 3.0), 1.0 / 8, 1e-12);
+    /* DeepSeek-V3's 256 experts, k 8, a steep skew: the inclusion probabilities sum to k and
+     * none exceeds 1. */
+    double big[256], sum = 0;
+    kv_moe_inclusion(256, 8, 1.5, big);
+    for (int i = 0; i < 256; i++) { ck_assert(big[i] <= 1.0 + 1e-12 && big[i] >= 0); sum += big[i]; }
+    ck_assert_double_eq_tol(sum, 8.0, 1e-9);
+    ck_assert_double_eq_tol(big[0], 1.0, 1e-12);
+}
+END_TEST
+
+/* Regression (issue 14 review): under skew the busiest EP rank receives busiest_share x EP
+ * times the mean rank's dispatch (and sends as much back in the combine); its bytes bind. */
+START_TEST(alltoall_hottest_rank_binds)
+{
+    load(DSV3, NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 2000};
+    kv_moe_step even = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert_double_eq_tol(even.hot_factor, 1.0, 1e-12);
+    s.deployment.expert_skew = 1.0;
+    kv_moe_step skew = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    double f = 8 * kv_moe_busiest_share(256, 8, 8, 1.0);
+    ck_assert(f > 1.05);
+    ck_assert_double_eq_tol(skew.hot_factor, f, 1e-12);
+    /* 6 422 528 bytes leave the mean GPU per layer each way (ep8_alltoall_bytes_by_hand). */
+    ck_assert_double_eq_tol(skew.dispatch.net_bytes, 6422528.0 * f, 1e-3);
+    ck_assert(skew.alltoall > even.alltoall);
 }
 END_TEST
 
@@ -208,6 +263,96 @@ START_TEST(cli_reports_dp_ep)
 }
 END_TEST
 
+/* Regression (issue 14 review): `capacity` reported "max context 0" under EP (the plain replica's
+ * budget, every expert on every GPU, is negative), and `memory`/`cost` headlined that unsplit
+ * replica. The budget is one DP rank's on each GPU, with its share of the routed experts. */
+START_TEST(ep_headlines_and_max_context)
+{
+    load(DSV3, NULL, 0);
+    plan_cand c;
+    memset(&c, 0, sizeof c);
+    c.c = sim_choice_first(&s);
+    c.tp = 1;
+    c.replicas = 1;
+    c.max_num_seqs = s.deployment.max_num_seqs;
+    c.max_batched = s.deployment.max_num_batched_tokens;
+    c.hw = c.wformat = c.engine = -1;
+    /* By hand: weights per GPU are the model less 7/8 of its routed experts (256 x 3 x 7168 x
+     * 2048 x 58 parameters at the stored bytes per parameter); the budget is usable memory less
+     * weights, activations and the runtime; 64 sequences share it at 70 272 bytes per token. */
+    double routed = 256.0 * 3 * 7168 * 2048 * 58 * kv_weight_bytes_per_param(&s.model);
+    double weights = kv_weights_compute(&s.model, 1).bytes_per_rank - routed + routed / 8;
+    double budget = s.hardware.memory * s.deployment.gpu_memory_utilization - weights -
+                    kv_activation_bytes(&s.model, 1, s.deployment.max_num_batched_tokens, s.deployment.max_num_seqs) -
+                    s.hardware.runtime_memory;
+    long want = (long)floor(budget / 64 / 70272.0);
+    if (want > s.deployment.max_model_len) want = s.deployment.max_model_len;
+    ck_assert(want > 1000);
+    ck_assert_int_eq(plan_max_context(&s, &c, 64), want);
+
+    /* memory --format json on the archetype: headline weights and budget are the sharded ones,
+     * the MLA split is latent 512 x 61 x 2 and rope 64 x 61 x 2 bytes per token per DP rank. */
+    char out[65536], err[8192], args[1024];
+    const char *lib = getenv("KVPLAN_LIBRARY");
+    snprintf(args, sizeof args, "memory %s/archetypes/deepseek-v3-dp-ep.yaml --format json", lib);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    json_error_t je;
+    json_t *root = json_loads(out, 0, &je);
+    ck_assert_msg(root != NULL, "%s", je.text);
+    json_t *mem = json_object_get(root, "memory"), *moe = json_object_get(root, "moe_parallel");
+    json_t *sc = json_object_get(root, "scenario");
+    ck_assert_int_eq(json_integer_value(json_object_get(sc, "attention_data_parallel")), 8);
+    ck_assert_int_eq(json_integer_value(json_object_get(sc, "expert_parallel")), 8);
+    ck_assert_double_eq_tol(json_number_value(json_object_get(mem, "weight_bytes")), weights, 1);
+    double kvb = json_number_value(json_object_get(mem, "kv_budget_bytes"));
+    ck_assert(kvb > 0);
+    json_t *row = json_array_get(json_object_get(root, "capacity"), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(row, "kv_bytes_per_token")), 70272);
+    ck_assert_int_eq(json_integer_value(json_object_get(row, "capacity_tokens")), (long)floor(kvb / 70272));
+    ck_assert_int_eq(json_integer_value(json_object_get(moe, "kv_latent_bytes_per_token")), 512 * 61 * 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(moe, "kv_rope_bytes_per_token")), 64 * 61 * 2);
+    json_decref(root);
+
+    /* cost: the headline step is the DP rank's split step, and the all-to-all share its part. */
+    snprintf(args, sizeof args, "cost %s/archetypes/deepseek-v3-dp-ep.yaml --batch 64 --context 2000 --format json", lib);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    root = json_loads(out, 0, &je);
+    ck_assert_msg(root != NULL, "%s", je.text);
+    json_t *step = json_object_get(root, "step");
+    moe = json_object_get(root, "moe_parallel");
+    double head = json_number_value(json_object_get(step, "step_seconds"));
+    double split = json_number_value(json_object_get(moe, "step_seconds"));
+    double a2a = json_number_value(json_object_get(moe, "alltoall_seconds"));
+    ck_assert_double_eq_tol(head, split, 1e-12);
+    ck_assert_double_eq_tol(json_number_value(json_object_get(moe, "alltoall_share")), a2a / split, 1e-12);
+    ck_assert(json_number_value(json_object_get(moe, "expert_seconds")) > 0);
+    ck_assert(json_number_value(json_object_get(moe, "attention_seconds")) > 0);
+    json_decref(root);
+
+    /* plan: the recommendation names the split, and "What binds" prices the DP rank's step. */
+    load(DSV3, NULL, 0);
+    c.status = PLAN_DONE;
+    c.allowed = true;
+    c.m.batch_mean = 16;
+    int order[1] = {0};
+    plan_result r = {.c = &c, .n = 1, .order = order, .best = 0};
+    char lines[12][PLAN_LINE];
+    int nl = plan_explain(&s, &r, lines, 12);
+    kv_cache_cfg kc = kv_cache_cfg_make(&s, c.c.kv_dtype, 0, 0);
+    kv_seq_work w16[16];
+    for (int i = 0; i < 16; i++) w16[i] = (kv_seq_work){1, 105};
+    kv_moe_step st = kv_moe_step_time(&s, &kc, c.c.attention, w16, 16);
+    char wantb[160];
+    snprintf(wantb, sizeof wantb, "a DP rank's decode step of 16 sequences at 105 tokens of context takes %.2f ms", st.seconds * 1e3);
+    bool rec = false, binds = false;
+    for (int i = 0; i < nl; i++) {
+        rec |= strstr(lines[i], "Recommended:") && strstr(lines[i], "(attention DP 8 x TP 1, experts over EP 8)");
+        binds |= strstr(lines[i], "What binds") && strstr(lines[i], wantb);
+    }
+    ck_assert_msg(rec && binds, "want '%s' in: %s | %s | %s", wantb, lines[0], nl > 1 ? lines[1] : "", nl > 2 ? lines[2] : "");
+}
+END_TEST
+
 Suite *suite_moe_parallel(void)
 {
     Suite *su = suite_create("moe_parallel");
@@ -215,11 +360,14 @@ Suite *suite_moe_parallel(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, deployment_fields_and_their_errors);
     tcase_add_test(tc, busiest_rank_by_hand);
+    tcase_add_test(tc, topk_picks_distinct_experts);
+    tcase_add_test(tc, alltoall_hottest_rank_binds);
     tcase_add_test(tc, ep8_alltoall_bytes_by_hand);
     tcase_add_test(tc, deepseek_memory_per_gpu_by_hand);
     tcase_add_test(tc, attention_dp_ranks_never_share_kv);
     tcase_add_test(tc, plan_explains_the_ep_step);
     tcase_add_test(tc, cli_reports_dp_ep);
+    tcase_add_test(tc, ep_headlines_and_max_context);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -182,11 +182,11 @@ START_TEST(overheads_are_added)
      * plus the embedding and the LM head's 2. */
     double kernels = 1 + 32 * (2 + 2 + 2 + 1 + 3) + 2;
     ck_assert(r.graph && r.graph_batch == 1);
-    /* A captured decode step: 1 us between kernels in the graph, one 10 us graph launch, and the
-     * CPU's 0.5 ms + 5 us serial with the GPU. */
+    /* A captured decode step: 3 us per kernel boundary in the graph, one 10 us graph launch, and
+     * the CPU's 0.5 ms + 5 us serial with the GPU. */
     double launch = 0;
     for (int i = 0; i < KV_OP_COUNT; i++) if (i != KV_OP_STEP) launch += r.op[i].t_overhead;
-    ck_assert_msg(fabs(launch - kernels * 1e-6) < 1e-12, "%.9g", launch);
+    ck_assert_msg(fabs(launch - kernels * 3e-6) < 1e-12, "%.9g", launch);
     ck_assert(fabs(r.op[KV_OP_STEP].seconds - (10e-6 + 0.5e-3 + 5e-6)) < 1e-12);
     /* Asynchronous scheduling hides CPU work shorter than the GPU's step. */
     s.engine.async_scheduling = true;
@@ -202,6 +202,31 @@ START_TEST(overheads_are_added)
     for (int i = 0; i < KV_OP_COUNT; i++) if (i != KV_OP_STEP) shown += e.op[i].t_overhead;
     ck_assert(shown >= 0 && shown < kernels * 4e-6);
     ck_assert(e.op[KV_OP_MLP].t_overhead == 0);   /* 96 kernels of ~40 us each hide their launches */
+}
+END_TEST
+
+/* The graph's per-kernel boundary cost against the measurement it is derived from (docs/cost-
+ * model.md, "Engine profiles"): Hazy Research, "Look Ma, No Bubbles!" (2025-05-27), H100,
+ * Llama-3.2-1B, batch 1: SGLang uses at most 50 % of the memory bandwidth, and a fused kernel at
+ * 78 % is over 1.5x faster. */
+START_TEST(graph_boundaries_match_the_published_batch1_decode)
+{
+    scn_error e;
+    const char *y = "name: t\nmodel: llama-3.2-1b\nhardware: h100-sxm\nengine: sglang\n"
+                    "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 32, output_tokens: 128}\n";
+    ck_assert_int_eq(t_load(y, NULL, 0, &s, &e), SCN_OK);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 100};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double bytes = 0;
+    for (int i = 0; i < KV_OP_COUNT; i++) bytes += r.op[i].bytes;
+    double bw = s.hardware.memory_bandwidth;
+    /* At most 50 % of the bandwidth: the step is at least bytes / (0.5 bw), and the fused kernel
+     * (78 %) beats it by 1.5x or more; 3 % slack for the blog's rounded percentages. */
+    ck_assert_msg(r.seconds >= 0.97 * bytes / (0.5 * bw), "%.4g ms vs %.4g", r.seconds * 1e3, bytes / (0.5 * bw) * 1e3);
+    ck_assert_msg(r.seconds >= 0.97 * 1.5 * bytes / (0.78 * bw), "%.4g ms", r.seconds * 1e3);
+    /* ... and not far beyond: "at most 50 %" with "over 1.5x" puts it near both bounds. */
+    ck_assert_msg(r.seconds <= 1.05 * bytes / (0.5 * bw), "%.4g ms", r.seconds * 1e3);
 }
 END_TEST
 
@@ -261,6 +286,7 @@ Suite *suite_roofline(void)
     tcase_add_test(tc, moe_decode_touches_experts_as_expected);
     tcase_add_test(tc, tensor_parallel_adds_allreduce);
     tcase_add_test(tc, overheads_are_added);
+    tcase_add_test(tc, graph_boundaries_match_the_published_batch1_decode);
     tcase_add_test(tc, flash_rereads_hit_l2_when_they_fit);
     tcase_add_test(tc, prefix_hits_save_whole_blocks);
     suite_add_tcase(su, tc);

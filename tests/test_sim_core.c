@@ -74,6 +74,51 @@ START_TEST(histogram_quantiles_within_resolution)
 }
 END_TEST
 
+/* The histogram's sum is exact on the 2^-64 s grid: values on a coarser grid (multiples of
+ * 2^-20 s) sum to exactly their integer sum, computed by hand in 64-bit integers; any values
+ * give the same bits in any order and grouping (reversed, and in runs through sim_hist_add_n),
+ * which is what lets the fast-forward record a step's gaps in one call. */
+START_TEST(histogram_sum_exact_in_any_order)
+{
+    sim_hist a, b, c;
+    ck_assert(!sim_hist_init(&a) && !sim_hist_init(&b) && !sim_hist_init(&c));
+    enum { N = 5000 };
+    static double v[N];
+    sim_rng r;
+    sim_rng_seed(&r, 11);
+    long long units = 0;   /* 2^-20 s */
+    for (int i = 0; i < N; i++) {
+        long long k = (long long)(sim_rng_uniform(&r) * 100.0 * 1048576.0);   /* 0 to 100 s */
+        units += k;
+        sim_hist_add(&a, ldexp((double)k, -20));
+    }
+    ck_assert_msg(sim_hist_sum(&a) == ldexp((double)units, -20), "%.17g vs %.17g", sim_hist_sum(&a), ldexp((double)units, -20));
+    /* Arbitrary doubles: forward one at a time, backward in runs of up to 7 equal values. */
+    sim_hist_free(&a);
+    ck_assert(!sim_hist_init(&a));
+    for (int i = 0; i < N; i++) v[i] = exp(-9 + 12 * sim_rng_uniform(&r)) * (i % 17 == 0 ? -1 : 1);
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k <= i % 7; k++) sim_hist_add(&a, v[i]);
+    for (int i = N - 1; i >= 0; i--) sim_hist_add_n(&b, v[i], i % 7 + 1);
+    ck_assert(sim_hist_sum(&a) == sim_hist_sum(&b) && a.count == b.count && a.zeros == b.zeros);
+    ck_assert(sim_hist_quantile(&a, 0.5) == sim_hist_quantile(&b, 0.5) && sim_hist_quantile(&a, 0.99) == sim_hist_quantile(&b, 0.99));
+    /* Naive double summation of the same values differs from the exact sum by at most its error
+     * bound, (n - 1) * eps * Σ|v| (Higham, Accuracy and Stability of Numerical Algorithms, 4.2). */
+    double naive = 0, mag = 0;
+    long n = 0;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k <= i % 7; k++) { naive += v[i]; mag += fabs(v[i]); n++; }
+    ck_assert(fabs(naive - sim_hist_sum(&a)) <= (double)(n - 1) * 0x1p-53 * mag);
+    /* Values too large for the fixed-point sum still add up. */
+    sim_hist_add_n(&c, 0x1p41, 3);
+    sim_hist_add(&c, 1.5);
+    ck_assert(sim_hist_sum(&c) == 3 * 0x1p41 + 1.5);
+    sim_hist_free(&a);
+    sim_hist_free(&b);
+    sim_hist_free(&c);
+}
+END_TEST
+
 START_TEST(samplers_match_their_moments)
 {
     sim_rng r;
@@ -245,6 +290,7 @@ Suite *suite_sim_core(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, heap_orders_by_time_then_push_order);
     tcase_add_test(tc, histogram_quantiles_within_resolution);
+    tcase_add_test(tc, histogram_sum_exact_in_any_order);
     tcase_add_test(tc, samplers_match_their_moments);
     tcase_add_test(tc, workload_lengths_and_arrivals);
     tcase_add_test(tc, workload_prefix_popularity_is_zipf);

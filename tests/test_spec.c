@@ -2,8 +2,10 @@
  * closed form, the engine against runs solvable by hand, the KV rollback, the proposer's
  * memory counted by hand, and the crossover batch against cases whose side is known. */
 #include "tests.h"
+#include "../db/db.h"
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
+#include "../model/kv_moe_parallel.h"
 #include "../model/kv_spec.h"
 #include "../planner/plan.h"
 #include "../sim/kv_manager.h"
@@ -50,7 +52,7 @@ static double closed_form(double a, int k)
 
 START_TEST(loader_reads_every_method)
 {
-    load(HEAD "options:\n  speculative:\n    - off\n    - {method: eagle, k: 4}\n    - {method: mtp, k: 1}\n"
+    load(HEAD "options:\n  speculative:\n    - off\n    - {method: eagle, k: 4}\n    - {method: ngram, k: 1, acceptance: 0.3}\n"
               "    - {method: draft, model: llama-3.2-1b, k: 3}\n    - {method: ngram, k: 4, acceptance: 50%}\n"
               "    - {method: eagle, k: 2, acceptance: [0.9, 0.6]}\n    - {method: eagle, k: 4, mean_accepted: 3}\n",
          NULL, 0);
@@ -58,23 +60,33 @@ START_TEST(loader_reads_every_method)
     ck_assert_int_eq(o->n_spec, 7);
     ck_assert_int_eq(o->spec[0].method, SCN_SPEC_OFF);
     ck_assert_ptr_null(kv_spec_get(&s, 0));
-    /* Sourced defaults (docs/sources.md): EAGLE 0.8, MTP 0.85, a draft model 0.7. */
+    /* Sourced first-position defaults (docs/sources.md): EAGLE 0.8, a draft model 0.7; EAGLE's
+     * later positions decay geometrically with the rate itself (a^(i+1): 0.8, 0.64, 0.512,
+     * 0.4096), a draft model's do not. */
     ck_assert_int_eq(o->spec[1].method, SCN_SPEC_EAGLE);
     ck_assert_int_eq(o->spec[1].k, 4);
-    for (int j = 0; j < 4; j++) ck_assert_double_eq_tol(o->spec[1].accept[j], 0.8, 1e-12);
-    ck_assert_double_eq_tol(o->spec[2].accept[0], 0.85, 1e-12);
+    for (int j = 0; j < 4; j++) ck_assert_double_eq_tol(o->spec[1].accept[j], pow(0.8, j + 1), 1e-12);
+    ck_assert_double_eq_tol(o->spec[2].accept[0], 0.3, 1e-12);
     ck_assert_int_eq(o->spec[3].method, SCN_SPEC_DRAFT);
     ck_assert_double_eq_tol(o->spec[3].accept[2], 0.7, 1e-12);
+    ck_assert_double_eq_tol(o->spec[3].accept[0], 0.7, 1e-12);
     /* The draft model comes from the library: Llama-3.2-1B's published shape. */
     ck_assert_int_eq(o->spec[3].draft.layers, 16);
     ck_assert_int_eq(o->spec[3].draft.hidden, 2048);
     ck_assert_double_eq_tol(o->spec[4].accept[3], 0.5, 1e-12);
     ck_assert_double_eq_tol(o->spec[5].accept[0], 0.9, 1e-12);
     ck_assert_double_eq_tol(o->spec[5].accept[1], 0.6, 1e-12);
-    /* A mean acceptance length becomes the constant rate whose closed form gives it back. */
+    /* A mean acceptance length becomes the first-position rate whose decayed rates give it back:
+     * 1 + a + a^3 + a^6 + a^10 = 3 for EAGLE. */
     double a = o->spec[6].accept[0];
     ck_assert_msg(a > 0 && a < 1, "rate %g", a);
-    ck_assert_double_eq_tol(closed_form(a, 4), 3.0, 1e-9);
+    ck_assert_double_eq_tol(1 + a + pow(a, 3) + pow(a, 6) + pow(a, 10), 3.0, 1e-9);
+    ck_assert_double_eq_tol(kv_spec_expected_tokens(&o->spec[6], 4), 3.0, 1e-9);
+    /* MTP on a model that ships an MTP module (DeepSeek-V3: one), at its sourced 0.85. */
+    load("model: deepseek-v3\nhardware: h200\nworkload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, "
+         "output_tokens: 10}\ndeployment: {tensor_parallel: 8}\noptions:\n  speculative: [{method: mtp, k: 1}]\n", NULL, 0);
+    ck_assert_int_eq(s.model.mtp_layers, 1);
+    ck_assert_double_eq_tol(s.options.spec[0].accept[0], 0.85, 1e-12);
     /* Without the option, speculation is off. */
     load(HEAD, NULL, 0);
     ck_assert_int_eq(s.options.n_spec, 0);
@@ -86,7 +98,21 @@ START_TEST(loader_locates_bad_settings)
 {
     const char *m = load_bad(HEAD "options:\n  speculative: [{method: ngram, k: 4}]\n", "options.speculative[0]");
     ck_assert_msg(strstr(m, "acceptance") != NULL, "%s", m);
-    load_bad(HEAD "options:\n  speculative: [{method: mtp, k: 2}]\n", "options.speculative[0].k");
+    /* Regression (issue 14 review): MTP needs the model's own MTP layers, k at most their count. */
+    m = load_bad(HEAD "options:\n  speculative: [{method: mtp, k: 1}]\n", "options.speculative[0].method");
+    ck_assert_msg(strstr(m, "mtp_layers") != NULL, "%s", m);
+    load_bad("model: deepseek-v3\nhardware: h200\nworkload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, "
+             "output_tokens: 10}\noptions:\n  speculative: [{method: mtp, k: 2}]\n", "options.speculative[0].k");
+    /* Regression: a draft model must share the target's vocabulary (Qwen2.5's 152064 tokens
+     * against Llama-3.1's 128256). */
+    m = load_bad(HEAD "options:\n  speculative: [off, {method: draft, model: qwen2.5-7b, k: 4}]\n",
+                 "options.speculative[1].model");
+    ck_assert_msg(strstr(m, "vocabulary") != NULL, "%s", m);
+    load_bad(HEAD "options:\n  speculative: [{method: eagle, k: 4, decay: 1.5}]\n", "options.speculative[0].decay");
+    load_bad(HEAD "options:\n  speculative: [{method: eagle, k: 2, acceptance: [0.9, 0.5], decay: 0.9}]\n",
+             "options.speculative[0].decay");
+    load_bad(HEAD "options:\n  speculative: [{method: eagle, k: 4, decay: 0.5, mean_accepted: 4.5}]\n",
+             "options.speculative[0].mean_accepted");
     load_bad(HEAD "options:\n  speculative: [{method: eagle, k: 4, acceptance: 1.5}]\n", "options.speculative[0].acceptance");
     load_bad(HEAD "options:\n  speculative: [{method: eagle, k: 2, acceptance: [0.5]}]\n", "options.speculative[0].acceptance");
     load_bad(HEAD "options:\n  speculative: [{method: eagle, k: 4, mean_accepted: 6}]\n", "options.speculative[0].mean_accepted");
@@ -99,6 +125,28 @@ START_TEST(loader_locates_bad_settings)
              "options.speculative[0]");
     load_bad(HEAD "options:\n  speculative: [{method: draft, model: llama-9z, k: 4}]\n", "model");
     load_bad(HEAD "options:\n  speculative: [fast]\n", "options.speculative[0]");
+}
+END_TEST
+
+/* Regression (issue 14 review): EAGLE's acceptance was a constant 0.8 at every position. It now
+ * falls per position (a x d^i, d = a by default), and a stated decay or list overrides it. */
+START_TEST(eagle_acceptance_falls_per_position)
+{
+    load(HEAD "options:\n  speculative: [{method: eagle, k: 4}, {method: eagle, k: 3, acceptance: 0.9, decay: 0.5}, "
+              "{method: eagle, k: 3, acceptance: 0.7, decay: 1}, {method: draft, model: llama-3.2-1b, k: 3, decay: 0.8}]\n",
+         NULL, 0);
+    const scn_spec *sp = s.options.spec;
+    /* Default: 1 + 0.8 + 0.8 * 0.64 + 0.8 * 0.64 * 0.512 + 0.8 * 0.64 * 0.512 * 0.4096 = 2.6810... */
+    double e = 1 + 0.8 + 0.8 * 0.64 + 0.8 * 0.64 * 0.512 + 0.8 * 0.64 * 0.512 * 0.4096;
+    ck_assert_double_eq_tol(kv_spec_expected_tokens(&sp[0], 4), e, 1e-12);
+    ck_assert(e < closed_form(0.8, 4) - 0.5);   /* well below the constant-rate 3.36 */
+    /* Stated: 0.9, 0.45, 0.225. */
+    ck_assert_double_eq_tol(sp[1].accept[1], 0.45, 1e-12);
+    ck_assert_double_eq_tol(sp[1].accept[2], 0.225, 1e-12);
+    /* decay 1 restores a constant rate. */
+    ck_assert_double_eq_tol(kv_spec_expected_tokens(&sp[2], 3), closed_form(0.7, 3), 1e-12);
+    /* A draft model may decay too when stated: 0.7, 0.56, 0.448. */
+    ck_assert_double_eq_tol(sp[3].accept[2], 0.7 * 0.8 * 0.8, 1e-12);
 }
 END_TEST
 
@@ -251,7 +299,7 @@ START_TEST(engine_mean_tokens_per_step_matches_the_closed_form)
      * Tolerance: 5 standard errors, plus the end effect (at most k steps draft fewer than k,
      * each losing at most k tokens). */
     load(ONE "  output_tokens: 4001\ndeployment: {max_model_len: 8192}\n"
-             "options:\n  speculative: [{method: eagle, k: 4, acceptance: 0.6}]\n", NULL, 0);
+             "options:\n  speculative: [{method: eagle, k: 4, acceptance: 0.6, decay: 1}]\n", NULL, 0);
     sim_metrics m;
     run_one(&m, NULL, 3);
     double steps = (double)(m.steps - 1), mean = 4000 / steps;
@@ -367,10 +415,67 @@ START_TEST(verify_rows_run_the_decode_kernels)
 }
 END_TEST
 
+/* Regression (issue 14 review): MTP could not combine with expert parallelism: the verify and
+ * the MTP layer were priced on the unsplit step (every expert on every GPU), the proposer's
+ * weights counted every expert, and the pool took the plain replica's (negative) budget. */
+START_TEST(mtp_with_ep_prices_the_split_step)
+{
+    load("model: deepseek-v3\nhardware: h200\nworkload: {requests: 16, arrival: {process: offline}, prompt_tokens: 200, "
+         "output_tokens: 20}\ndeployment: {tensor_parallel: 1, attention_data_parallel: 8, expert_parallel: 8}\n"
+         "options:\n  speculative: [{method: mtp, k: 1}]\n", NULL, 0);
+    const scn_spec *sp = kv_spec_get(&s, 0);
+    ck_assert_ptr_nonnull(sp);
+    sim_choice c = sim_choice_first(&s);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, c.kv_dtype, 0, 0);
+    /* Weights: the MTP layer's 256 routed experts (3 x 7168 x 2048 each) are sharded 8 ways like
+     * the target's, so a GPU holds 7/8 of them fewer than on an unsharded TP-1 GPU. */
+    scn_scenario *plain = malloc(sizeof *plain);
+    ck_assert_ptr_nonnull(plain);
+    *plain = s;
+    plain->deployment.attention_dp = plain->deployment.expert_parallel = 1;
+    double routed = 256.0 * 3 * 7168 * 2048 * kv_weight_bytes_per_param(&s.model);
+    double w_ep = kv_spec_weight_bytes(&s, sp);
+    ck_assert_double_eq_tol(kv_spec_weight_bytes(plain, sp) - w_ep, routed * 7 / 8, 1);
+    /* The pool: one DP rank's budget (the sharded one) less the MTP layer and one more fp32
+     * logit row per sequence, over the target's 70 272 plus the MTP layer's 576 x 2 bytes. */
+    kv_pool base = kv_pool_size(&s, &cfg, true, 16);
+    ck_assert(base.kv_budget > 0);
+    double budget = base.kv_budget - w_ep - 1.0 * s.deployment.max_num_seqs * 129280 * 4;
+    long want = (long)floor(budget / (16 * (70272.0 + 1152)));
+    ck_assert(want > 0);
+    ck_assert_int_eq(kv_spec_pool_size(&s, &cfg, true, 16, sp).blocks, want);
+    /* The verify step is the DP rank's split step, far cheaper than reading every expert. */
+    scn_scenario *ps = malloc(sizeof *ps);
+    ck_assert_ptr_nonnull(ps);
+    ck_assert(kv_spec_proposer_scenario(&s, sp, ps));
+    kv_seq_work w[64], scratch[64], one[32];
+    int d[32];
+    for (int i = 0; i < 32; i++) { w[i] = (kv_seq_work){2, 1000}; d[i] = 1; one[i] = (kv_seq_work){1, 1000}; }
+    kv_spec_step st = kv_spec_step_time(&s, ps, sp, &cfg, c.attention, w, d, 32, scratch);
+    kv_moe_step mv = kv_moe_step_time_verify(&s, &cfg, c.attention, w, d, 32);
+    ck_assert_double_eq_tol(st.verify_seconds, mv.seconds, 1e-15);
+    ck_assert(mv.alltoall > 0);
+    ck_assert_msg(st.verify_seconds < 0.5 * st.verify.seconds, "split %.6g vs unsplit %.6g", st.verify_seconds,
+                  st.verify.seconds);
+    /* The MTP pass: the one-layer proposer's split step (engine CPU aside) plus its 2h x h fc. */
+    kv_moe_step mp = kv_moe_step_time(ps, &cfg, c.attention, one, 32);
+    double fc = 2.0 * 7168 * 7168 * kv_weight_bytes_per_param(&s.model) /
+                (s.hardware.memory_bandwidth * s.hardware.eff_bandwidth);
+    ck_assert_double_eq_tol(st.draft_seconds, mp.seconds - mp.engine_seconds + fc, 1e-15);
+    /* End to end: the simulation runs on that pool. */
+    sim_metrics m;
+    char err[512] = "";
+    ck_assert_msg(sim_run_predicted(&s, &c, &m, err, sizeof err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.kv_blocks, kv_spec_pool_size(&s, &cfg, c.layout == SCN_LAYOUT_PAGED, c.block_size, sp).blocks);
+    free(ps);
+    free(plain);
+}
+END_TEST
+
 START_TEST(crossover_sits_where_the_sides_change)
 {
-    load(HEAD "deployment: {max_num_seqs: 1024}\noptions:\n  speculative: [{method: eagle, k: 4, acceptance: 0.6}, "
-              "{method: eagle, k: 4, acceptance: 0.9}, {method: draft, model: llama-3.1-8b, k: 4}]\n", NULL, 0);
+    load(HEAD "deployment: {max_num_seqs: 1024}\noptions:\n  speculative: [{method: eagle, k: 4, acceptance: 0.6, decay: 1}, "
+              "{method: eagle, k: 4, acceptance: 0.9, decay: 1}, {method: draft, model: llama-3.1-8b, k: 4}]\n", NULL, 0);
     kv_cache_cfg cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
     const scn_spec *lo = &s.options.spec[0], *hi = &s.options.spec[1], *same = &s.options.spec[2];
     int x = kv_spec_crossover(&s, lo, &cfg, SCN_ATTN_FLASH, 100, 1024);
@@ -441,7 +546,110 @@ START_TEST(planner_recommends_speculation_only_below_its_crossover)
     plan_spec_gate(&s, &r);
     ck_assert_int_eq(r.best, 0);
     ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
-    ck_assert_msg(strstr(line, "loses already at one sequence") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "loses at every decode batch") != NULL, "%s", line);
+}
+END_TEST
+
+/* Regression (issue 14 review): the crossover is not monotone. The search assumed one sign
+ * change (doubling, then bisection); with vLLM's CUDA-graph capture sizes (up to 512 rows) the
+ * verify step of k + 1 = 5 rows per sequence loses its graph at batch 103 (5 x 103 = 515 > 512
+ * >= 5 x 102), and plain decode loses its own at batch 513, where speculation can pay again. */
+START_TEST(speculation_pays_in_ranges)
+{
+    load("model: llama-3.1-8b\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: offline}, "
+         "prompt_tokens: 90, output_tokens: 20}\ndeployment: {max_num_seqs: 1024}\n"
+         "options:\n  speculative: [off, {method: eagle, k: 4, acceptance: 0.6, decay: 1}, "
+         "{method: eagle, k: 4, acceptance: 0.8, decay: 1}]\n", NULL, 0);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    /* At 0.6 the graph cap ends it: the crossing at 103, for the reason derived above. */
+    kv_spec_wins w6 = kv_spec_win_ranges(&s, &s.options.spec[1], &cfg, SCN_ATTN_FLASH, 100, 1024);
+    ck_assert_int_ge(w6.n, 1);
+    ck_assert_int_eq(w6.r[0].lo, 1);
+    ck_assert_int_eq(w6.r[0].hi, 102);
+    ck_assert_int_eq(w6.x[0].batch, 103);
+    ck_assert_int_eq(w6.x[0].why, KV_SPEC_WHY_GRAPH_LOST);
+    /* At 0.8 speculation pays in more than one range, and every boundary is a real sign change
+     * of the per-token comparison. */
+    kv_spec_wins w = kv_spec_win_ranges(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, 100, 1024);
+    ck_assert_msg(w.n >= 2, "expected several ranges, got %d", w.n);
+    for (int i = 0; i < w.n; i++) {
+        kv_spec_compare in_lo = kv_spec_compare_at(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, w.r[i].lo, 100);
+        kv_spec_compare in_hi = kv_spec_compare_at(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, w.r[i].hi, 100);
+        ck_assert(in_lo.spec_token < in_lo.plain_token && in_hi.spec_token < in_hi.plain_token);
+        if (w.r[i].hi < 1024) {
+            kv_spec_compare out = kv_spec_compare_at(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, w.r[i].hi + 1, 100);
+            ck_assert(out.spec_token >= out.plain_token);
+        }
+        if (w.r[i].lo > 1) {
+            kv_spec_compare out = kv_spec_compare_at(&s, &s.options.spec[2], &cfg, SCN_ATTN_FLASH, w.r[i].lo - 1, 100);
+            ck_assert(out.spec_token >= out.plain_token);
+        }
+    }
+    /* The second range opens where plain decode's 513 rows pass the 512 cap. */
+    ck_assert_int_eq(w.r[1].lo, 513);
+    ck_assert_int_eq(w.x[1].why, KV_SPEC_WHY_GRAPH_PLAIN);
+    /* The planner recommends speculation inside a range past the first crossing (the old
+     * single-crossing gate passed it over) and not in the gap between ranges. */
+    int gap = w.r[0].hi + 1, inside = w.r[1].lo + 1;
+    plan_cand c[3] = {cand(0, inside), cand(2, inside), cand(1, 1)};
+    int order[3] = {1, 0, 2};
+    plan_result r = {.c = c, .n = 3, .order = order, .best = 1};
+    ck_assert_int_eq(plan_spec_crossover(&s, &c[1]), gap);
+    plan_spec_gate(&s, &r);
+    ck_assert_int_eq(r.best, 1);
+    ck_assert(!r.spec_gated);
+    char line[PLAN_LINE], want[200];
+    ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
+    snprintf(want, sizeof want, "pays only at decode batches %d-%d, %d-%d", w.r[0].lo, w.r[0].hi, w.r[1].lo, w.r[1].hi);
+    ck_assert_msg(strstr(line, want) != NULL, "want '%s' in: %s", want, line);
+    ck_assert_msg(strstr(line, "CUDA-graph capture size") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "; recommended: ") != NULL, "%s", line);
+    c[1].m.batch_mean = c[0].m.batch_mean = gap + 1;
+    r.best = 1;
+    plan_spec_gate(&s, &r);
+    ck_assert_int_eq(r.best, 0);
+    ck_assert(r.spec_gated);
+    ck_assert_int_eq(plan_spec_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "where it does not pay") != NULL, "%s", line);
+}
+END_TEST
+
+/* Regression (issue 14 review): `simulate` runs with different speculative settings stored the
+ * same options key (only a non-zero list index went in), so `runs` could not tell them apart
+ * and `plan` could reuse a run made with another setting. */
+START_TEST(options_key_carries_the_speculative_setting)
+{
+    load(HEAD "options:\n  speculative: [{method: eagle, k: 4}]\n", NULL, 0);
+    sim_choice c = sim_choice_first(&s);
+    char *eagle = db_options_json(&c, &s.deployment, 0, kv_spec_get(&s, c.spec));
+    load(HEAD "options:\n  speculative: [{method: eagle, k: 4, acceptance: 0.6}]\n", NULL, 0);
+    char *eagle6 = db_options_json(&c, &s.deployment, 0, kv_spec_get(&s, c.spec));
+    load(HEAD "options:\n  speculative: [{method: draft, model: llama-3.2-1b, k: 4}]\n", NULL, 0);
+    char *draft = db_options_json(&c, &s.deployment, 0, kv_spec_get(&s, c.spec));
+    load(HEAD, NULL, 0);
+    char *off = db_options_json(&c, &s.deployment, 0, kv_spec_get(&s, c.spec));
+    ck_assert_ptr_nonnull(eagle);
+    ck_assert_ptr_nonnull(eagle6);
+    ck_assert_ptr_nonnull(draft);
+    ck_assert_ptr_nonnull(off);
+    ck_assert_str_ne(eagle, eagle6);
+    ck_assert_str_ne(eagle, draft);
+    ck_assert_str_ne(eagle, off);
+    ck_assert_msg(strstr(eagle, "\"method\":\"eagle\"") && strstr(eagle, "\"k\":4") && strstr(eagle, "\"acceptance\":[0.8,"),
+                  "%s", eagle);
+    ck_assert_msg(strstr(draft, "\"name\":\"llama-3.2-1b\"") != NULL, "%s", draft);
+    ck_assert_msg(strstr(off, "speculative") == NULL, "%s", off);
+    /* The planner's key for the same setting, listed second, equals simulate's for it first. */
+    load(HEAD "options:\n  speculative: [off, {method: eagle, k: 4, acceptance: 0.6}]\n", NULL, 0);
+    plan_cand pc = cand(1, 1);
+    char *planned = plan_options_json(&s, &pc);
+    ck_assert_ptr_nonnull(planned);
+    ck_assert_str_eq(planned, eagle6);
+    free(eagle);
+    free(eagle6);
+    free(draft);
+    free(off);
+    free(planned);
 }
 END_TEST
 
@@ -472,6 +680,7 @@ Suite *suite_spec(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, loader_reads_every_method);
     tcase_add_test(tc, loader_locates_bad_settings);
+    tcase_add_test(tc, eagle_acceptance_falls_per_position);
     tcase_add_test(tc, expected_tokens_follow_the_closed_form);
     tcase_add_test(tc, sampled_acceptance_matches_its_mean);
     tcase_add_test(tc, full_acceptance_emits_k_plus_one_per_step);
@@ -481,8 +690,11 @@ Suite *suite_spec(void)
     tcase_add_test(tc, rejected_drafts_release_their_blocks);
     tcase_add_test(tc, proposer_memory_counted_by_hand);
     tcase_add_test(tc, verify_rows_run_the_decode_kernels);
+    tcase_add_test(tc, mtp_with_ep_prices_the_split_step);
     tcase_add_test(tc, crossover_sits_where_the_sides_change);
     tcase_add_test(tc, planner_recommends_speculation_only_below_its_crossover);
+    tcase_add_test(tc, speculation_pays_in_ranges);
+    tcase_add_test(tc, options_key_carries_the_speculative_setting);
     tcase_add_test(tc, cli_simulates_and_plans_speculation);
     suite_add_tcase(su, tc);
     return su;

@@ -7,7 +7,9 @@
 #include "../model/kv_model.h"
 #include "../sim/sim.h"
 
+#include <dirent.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,6 +184,137 @@ START_TEST(decode_attention_by_hand)
 }
 END_TEST
 
+/* The bundled library's names in one folder (models/ or hardware/), sorted; returns the count. */
+static int library_names(const char *folder, char names[][64], int max)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", getenv("KVPLAN_LIBRARY"), folder);
+    DIR *d = opendir(path);
+    ck_assert_msg(d != NULL, "cannot list %s", path);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < max) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || len - 5 >= 64 || strcmp(de->d_name + len - 5, ".yaml")) continue;
+        memcpy(names[n], de->d_name, len - 5);
+        names[n++][len - 5] = 0;
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    return n;
+}
+
+/* kv_step_complete_decode from sums over the rows (the closed form the simulator uses for decode
+ * steps) gives kv_step_complete's doubles, field for field, whenever kv_decode_sums_exact admits
+ * the batch: over every bundled model on every bundled hardware profile, TP 1 and 8, plain and
+ * with a sink + window, bf16 and fp8 KV, random decode batches from 1 row (where split-KV counts
+ * differ per row) to max_num_seqs. Independent reference: kv_step_time over the rows. The sums
+ * are formed here by hand from their definition in kv_model.h. */
+START_TEST(decode_sums_are_step_time)
+{
+    static char models[64][64], hws[32][64];
+    int nm = library_names("models", models, 64), nh = library_names("hardware", hws, 32);
+    ck_assert(nm >= 10 && nh >= 5);
+    long checked = 0;
+    int exact_configs = 0, configs = 0;
+    rng_state = 0xd3c0de;
+    enum { NMAX = 400 };
+    static kv_seq_work w[NMAX];
+    for (int mi = 0; mi < nm; mi++)
+        for (int hi = 0; hi < nh; hi++)
+            for (int v = 0; v < 4; v++) {
+                scn_scenario s;
+                t_library(models[mi], hws[hi], &s);
+                s.deployment.tensor_parallel = v & 1 ? 8 : 1;
+                if (s.model.heads % s.deployment.tensor_parallel) continue;
+                int window = v & 2 ? 1000 : 0;
+                kv_cache_cfg c = kv_cache_cfg_make(&s, v == 3 ? SCN_DTYPE_FP8 : SCN_DTYPE_BF16, window ? 4 : 0, window);
+                int max_n = s.deployment.max_num_seqs < NMAX ? s.deployment.max_num_seqs : NMAX;
+                long max_ctx = s.deployment.max_model_len;
+                configs++;
+                if (!kv_decode_sums_exact(&s, &c, SCN_ATTN_FLASH, max_n, max_ctx)) continue;
+                exact_configs++;
+                for (int trial = 0; trial < 6; trial++) {
+                    int n = trial < 2 ? 1 + trial : 1 + (int)rnd(max_n);
+                    for (int i = 0; i < n; i++) w[i] = (kv_seq_work){1, rnd(trial == 5 ? max_ctx : 300)};
+                    double split_cap = kv_decode_split_cap(&s, n);
+                    kv_decode_sums d = {{0, 0}, {0, 0}};
+                    for (int k = 0; k < 2; k++) {
+                        long cap = kv_decode_cap(&s, &c, k);
+                        for (int i = 0; i < n; i++) {
+                            long held = w[i].context + 1;
+                            if (cap > 0 && held > cap) held = cap;
+                            d.keys[k] += (double)held;
+                            d.splits[k] += kv_decode_split((double)held, split_cap);
+                        }
+                    }
+                    kv_step_cost shape, want = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, n);
+                    kv_step_shape(&s, NULL, w, n, &shape);
+                    kv_step_cost got = kv_step_complete_decode(&shape, &s, &c, n, &d);
+                    char what[200];
+                    snprintf(what, sizeof what, "%s on %s tp%d window %d dtype %d n=%d", models[mi], hws[hi],
+                             s.deployment.tensor_parallel, window, (int)c.dtype, n);
+                    same_cost(&got, &want, what);
+                    checked++;
+                }
+            }
+    /* Dense and GQA models in bf16 are exact everywhere; MLA models never are (absorbed decode). */
+    ck_assert_msg(exact_configs > configs / 2 && checked > 1000, "%d of %d configurations exact, %ld batches", exact_configs,
+                  configs, checked);
+}
+END_TEST
+
+/* What the sums may not stand for: MLA (absorbed decode), naive attention, and batches whose
+ * sums could pass 2^53. */
+START_TEST(decode_sums_decline)
+{
+    scn_scenario s;
+    t_library("deepseek-v2-lite", "h100-sxm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    ck_assert(!kv_decode_sums_exact(&s, &c, SCN_ATTN_FLASH, 256, 8192));
+    t_library("llama-3-8b", "h100-sxm", &s);
+    c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    ck_assert(kv_decode_sums_exact(&s, &c, SCN_ATTN_FLASH, 256, 8192));
+    ck_assert(!kv_decode_sums_exact(&s, &c, SCN_ATTN_NAIVE, 256, 8192));
+    /* 16384 flops per key per layer (32 heads x 2 x 256): 2^53 / 16384 = 2^39 keys at most. */
+    ck_assert(!kv_decode_sums_exact(&s, &c, SCN_ATTN_FLASH, 4096, 1L << 28));
+}
+END_TEST
+
+/* The executor's O(1) decode time (n, Σ positions) is kv_step_time's seconds on any batch with
+ * those sums, and it answers for every batch size whose rows all split once. */
+START_TEST(executor_decode_time_is_step_time)
+{
+    scn_scenario s;
+    t_library("llama-3-8b", "h100-sxm", &s);
+    sim_choice ch = sim_choice_first(&s);
+    sim_executor ex;
+    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
+    ck_assert(ex.decode_time != NULL);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, ch.kv_dtype, ch.sink, ch.window);
+    enum { NMAX = 256 };
+    static kv_seq_work w[NMAX];
+    rng_state = 0x0fa57;
+    int answered = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        int n = 1 + (int)rnd(trial < 20 ? 20 : NMAX);
+        long sum = 0;
+        for (int i = 0; i < n; i++) { w[i] = (kv_seq_work){1, rnd(s.deployment.max_model_len - 1)}; sum += w[i].context; }
+        double got = -1;
+        if (ex.decode_time(ex.ctx, n, sum, &got)) {
+            /* Declined only where split-KV counts differ per row: few rows over many SMs. */
+            ck_assert_msg(kv_decode_split_cap(&s, n) > 1, "n=%d declined", n);
+            continue;
+        }
+        answered++;
+        double want = kv_step_time(&s, &c, ch.attention, w, n).seconds;
+        ck_assert_msg(got == want, "n=%d: decode_time %.17g, kv_step_time %.17g", n, got, want);
+    }
+    ck_assert(answered > 30);
+    ex.free(ex.ctx);
+}
+END_TEST
+
 Suite *suite_step_shape(void)
 {
     Suite *s = suite_create("step_shape");
@@ -190,6 +323,10 @@ Suite *suite_step_shape(void)
     tcase_add_loop_test(tc, shape_reused_is_step_time, 0, n);
     tcase_add_loop_test(tc, executor_decode_is_step_time, 0, n);
     tcase_add_loop_test(tc, decode_attention_by_hand, 0, 5);
+    tcase_add_test(tc, decode_sums_are_step_time);
+    tcase_add_test(tc, decode_sums_decline);
+    tcase_add_test(tc, executor_decode_time_is_step_time);
+    tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -102,14 +102,14 @@ START_TEST(equal_choices_have_equal_keys)
     plan_cand *c = &r.c[0];
     sim_choice first = sim_choice_first(&s);
     ck_assert_int_eq(c->tp, s.deployment.tensor_parallel);
-    char *a = db_options_json(&first, &s.deployment, 0), *b = plan_options_json(c);
+    char *a = db_options_json(&first, &s.deployment, 0, NULL), *b = plan_options_json(&s, c);
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(b);
     ck_assert_str_eq(a, b);
     /* And a different choice has a different key. */
     sim_choice other = first;
     other.prefix_cache = !other.prefix_cache;
-    char *o = db_options_json(&other, &s.deployment, 0);
+    char *o = db_options_json(&other, &s.deployment, 0, NULL);
     ck_assert_str_ne(a, o);
     free(a);
     free(b);
@@ -266,7 +266,7 @@ START_TEST(validate_on_the_cpu_backend)
     ck_assert_str_eq(a.kind, "predicted");
     ck_assert_str_eq(b.kind, "measured");
     ck_assert_str_eq(b.executor, "cpu");
-    char *key = db_options_json(&c, &s.deployment, 0);
+    char *key = db_options_json(&c, &s.deployment, 0, NULL);
     ck_assert_str_eq(a.options, key);
     ck_assert_str_eq(b.options, key);
     free(key);
@@ -318,7 +318,7 @@ START_TEST(one_name_table_per_enum)
             sim_choice c = sim_choice_first(&s);
             ck_assert_int_eq(c.scheduler, k);
             ck_assert_int_eq(c.attention, a);
-            char *key = db_options_json(&c, &s.deployment, 0), want[80], desc[200];
+            char *key = db_options_json(&c, &s.deployment, 0, NULL), want[80], desc[200];
             snprintf(want, sizeof want, "\"scheduler\":\"%s\"", SCN_SCHED_NAMES[k]);
             ck_assert_msg(strstr(key, want), "%s", key);
             snprintf(want, sizeof want, "\"attention\":\"%s\"", SCN_ATTN_NAMES[a]);

@@ -2,6 +2,7 @@
  * and (for the database) memory, then stored in one transaction under the choice's options key.
  * simulate, run and validate all record through here. */
 #include "vf.h"
+#include "../model/kv_spec.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -147,7 +148,7 @@ vf_status vf_store(db *d, const scn_scenario *s, const sim_choice *c, const char
     *run_id = 0;
     if (!d) return VF_OK;
     sim_metric_kv mv[SIM_METRICS_MAX];
-    char *opts = db_options_json(c, &s->deployment, 0), why[1024];
+    char *opts = db_options_json(c, &s->deployment, 0, kv_spec_get(s, c->spec)), why[1024];
     if (!opts) { snprintf(err, n, "storing the run failed: out of memory"); return VF_E_INTERNAL; }
     db_run_rec rec = {.scenario = s, .kind = kind, .executor = executor, .options_json = opts, .seed = s->seed,
                       .started = started, .finished = finished, .metrics = mv,
