@@ -149,15 +149,14 @@ static void binding(const scn_scenario *s, const sim_metrics *m, char *buf, size
     static const char *const NAMES[] = {"prefill compute", "decode bandwidth", "decode KV capacity", "transfer bandwidth"};
     int k = 0;
     for (int i = 1; i < 4; i++) if (p[i] > p[k]) k = i;
-    snprintf(buf, n, "%s binds: prefill pool busy %.0f %%; decode TPOT p99 %.2f ms (%s); decode KV peak %.0f %% "
-             "(hand-off queue wait p99 %.2f ms); hand-off %.2f ms = %.1f %% of the mean TTFT",
-             NAMES[k], 100 * m->prefill_busy, 1e3 * m->q[SIM_Q_TPOT].p99,
-             tpot_limit > 0 ? "against its limit" : "no TPOT limit", 100 * m->kv_util_peak, 1e3 * m->transfer_wait_p99,
+    char tpot[96];
+    if (tpot_limit > 0) snprintf(tpot, sizeof tpot, "%.2f ms = %.0f %% of its limit", 1e3 * m->q[SIM_Q_TPOT].p99, 100 * p[1]);
+    else snprintf(tpot, sizeof tpot, "%.2f ms (no TPOT limit; decode pool busy %.0f %%)", 1e3 * m->q[SIM_Q_TPOT].p99,
+                  100 * m->decode_busy);
+    snprintf(buf, n, "%s binds: prefill pool busy %.0f %%; decode TPOT p99 %s; decode KV peak %.0f %% (hand-off queue "
+             "wait p99 %.2f ms); hand-off %.2f ms = %.1f %% of the mean TTFT",
+             NAMES[k], 100 * m->prefill_busy, tpot, 100 * m->kv_util_peak, 1e3 * m->transfer_wait_p99,
              1e3 * m->transfer_mean, 100 * p[3]);
-    if (tpot_limit > 0 && k == 1) {
-        size_t u = strlen(buf);
-        snprintf(buf + u, n - u, " (%.0f %% of the TPOT limit)", 100 * p[1]);
-    }
 }
 
 int plan_disagg_explain(const scn_scenario *s, const plan_disagg_result *d, char lines[][PLAN_LINE], int max)
