@@ -195,6 +195,7 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     out_kv_num(d, "batch_mean", "batch size (mean)", m->batch_mean, OUT_NUM);
     out_kv_num(d, "batch_max", "batch size (max)", (double)m->batch_max, OUT_INT);
     out_kv_num(d, "steps", "engine steps", (double)m->steps, OUT_INT);
+    cli_report_disagg(d, s, m);
     if (c->kv_offload == SCN_OFFLOAD_OFF && c->preemption == SCN_PREEMPT_RECOMPUTE) return;
     /* KV offload tiers and swap (docs/simulator.md, "KV offload tiers"). */
     out_section(d, "offload", "KV offload tiers");

@@ -206,7 +206,7 @@ char *plan_options_json(const scn_scenario *s, const plan_cand *c)
 {
     /* The one options encoder (db_options_json), so a plan's key equals simulate's for the same choice. */
     scn_deployment d = {.tensor_parallel = c->tp, .replicas = c->replicas, .max_num_seqs = c->max_num_seqs,
-                        .max_num_batched_tokens = c->max_batched};
+                        .max_num_batched_tokens = c->max_batched, .disagg = s->deployment.disagg};
     return db_options_json(&c->c, &d, c->kv_heads, kv_spec_get(s, c->c.spec));
 }
 

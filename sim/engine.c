@@ -3,6 +3,7 @@
  * fire in (time, push order), so a run is a pure function of the scenario, choice and seed. */
 #include "engine.h"
 #include "kv_tier.h"
+#include "disagg.h"
 #include "spec.h"
 #include "../model/kv_blocks.h"
 
@@ -797,6 +798,8 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             sim_metrics *m, char *err, size_t n)
 {
     memset(m, 0, sizeof *m);
+    /* Prefill and decode on separate pools: the coordinator runs both (sim/disagg.c). */
+    if (s->deployment.disagg.on) return sim_disagg_run(s, c, ex, o, m, err, n);
     if (sim_choice_check(c, err, n)) return SIM_E_DATA;
     sim_engine e;
     memset(&e, 0, sizeof e);

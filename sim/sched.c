@@ -417,7 +417,7 @@ int sim_sched_finish(sim_sched *e, sim_replica *rep)
         r->total++;
         if (r->generated == r->spec.output) {
             sim_list_remove(&rep->running, r);
-            sim_kv_release(rep->kv, &r->kv);
+            if (!rep->hold_done) sim_kv_release(rep->kv, &r->kv);
             r->state = REQ_DONE;
             rep->fin[rep->n_fin++] = r;
         }
