@@ -31,9 +31,10 @@ typedef struct {
  * `help` is set when --help was seen. */
 int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help);
 /* If argv[*i] is `flag` ("--flag v" or "--flag=v"), returns its value and advances *i past it;
- * else NULL. A flag without its value prints an error and makes cli_flag_missing_value() true. */
+ * else NULL. A flag without its value prints an error and returns a value for which
+ * cli_flag_missing_value(v) is true (the value carries that; nothing is kept between calls). */
 const char *cli_flag_value(int argc, char **argv, int *i, const char *flag);
-int cli_flag_missing_value(void);
+int cli_flag_missing_value(const char *v);
 /* True for anything that looks like an option ("-x", "--xyz"), so typos are not taken as files. */
 int cli_is_flag(const char *arg);
 /* A command's --help text. */

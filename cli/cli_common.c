@@ -18,9 +18,11 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_EX_USAGE;
 }
 
-static int missing;
+/* What cli_flag_value returns for a flag given without its value: an address no argument
+ * has, so the state travels with the value itself (no flag kept between calls). */
+static const char missing_value[] = "";
 
-int cli_flag_missing_value(void) { int m = missing; missing = 0; return m; }
+int cli_flag_missing_value(const char *v) { return v != NULL && v == missing_value; }
 
 int cli_is_flag(const char *arg) { return arg[0] == '-' && arg[1] != 0; }
 
@@ -32,8 +34,7 @@ const char *cli_flag_value(int argc, char **argv, int *i, const char *flag)
     if (a[n] == '=') return a + n + 1;
     if (*i + 1 >= argc) {
         fprintf(stderr, "kvplan: %s needs a value\n", flag);
-        missing = 1;
-        return "";
+        return missing_value;
     }
     return argv[++*i];
 }
@@ -51,7 +52,7 @@ int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help)
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = 1; return 1; }
     const char *v;
     if ((v = cli_flag_value(argc, argv, i, "--format"))) {
-        if (cli_flag_missing_value()) return -1;
+        if (cli_flag_missing_value(v)) return -1;
         if (out_format_parse(v, &c->format)) {
             fprintf(stderr, "kvplan: --format takes table, json or csv, not %s\n", v);
             return -1;
@@ -59,7 +60,7 @@ int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help)
         return 1;
     }
     if ((v = cli_flag_value(argc, argv, i, "--set"))) {
-        if (cli_flag_missing_value()) return -1;
+        if (cli_flag_missing_value(v)) return -1;
         if (c->n_sets == CLI_MAX_SETS) { fprintf(stderr, "kvplan: at most %d --set flags\n", CLI_MAX_SETS); return -1; }
         c->sets[c->n_sets++] = v;
         return 1;
@@ -69,7 +70,7 @@ int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help)
 
 int cli_parse_long(const char *flag, const char *v, long lo, long hi, long *out)
 {
-    if (v && !*v && missing) return -1;   /* "needs a value" was already said */
+    if (cli_flag_missing_value(v)) return -1;   /* "needs a value" was already said */
     char *end;
     errno = 0;
     long x = v ? strtol(v, &end, 10) : 0;

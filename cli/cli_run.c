@@ -18,7 +18,7 @@ int cli_run_flag(const char *cmd, cli_run_flags *f, int argc, char **argv, int *
         for (int k = 0; VALUED[k] && !v; k++)
             if ((v = cli_flag_value(argc, argv, i, VALUED[k]))) which = k;
         if (!v) return 0;
-        if (cli_flag_missing_value()) return -1;
+        if (cli_flag_missing_value(v)) return -1;
         char msg[300];
         switch (which) {
         case 0: if (cli_parse_long("--seed", v, 0, 0x7fffffffffffffffL, &f->seed)) return -1; break;
@@ -195,6 +195,7 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     out_kv_num(d, "batch_mean", "batch size (mean)", m->batch_mean, OUT_NUM);
     out_kv_num(d, "batch_max", "batch size (max)", (double)m->batch_max, OUT_INT);
     out_kv_num(d, "steps", "engine steps", (double)m->steps, OUT_INT);
+    cli_report_disagg(d, s, m);
     if (c->kv_offload == SCN_OFFLOAD_OFF && c->preemption == SCN_PREEMPT_RECOMPUTE) return;
     /* KV offload tiers and swap (docs/simulator.md, "KV offload tiers"). */
     out_section(d, "offload", "KV offload tiers");

@@ -66,9 +66,9 @@ int cmd_calibrate(int argc, char **argv)
         else if ((v = cli_flag_value(argc, argv, &i, "--scenario"))) c.scenario = v;
         else if ((v = cli_flag_value(argc, argv, &i, "--from"))) {
             if (n_runs == VF_FIT_RUNS) return cli_usage_error("calibrate", "at most %d --from runs", VF_FIT_RUNS);
-            if (!cli_flag_missing_value() && cli_parse_long("--from", v, 1, 0x7fffffffffffffffL, &runs[n_runs++])) return CLI_EX_USAGE;
+            if (!cli_flag_missing_value(v) && cli_parse_long("--from", v, 1, 0x7fffffffffffffffL, &runs[n_runs++])) return CLI_EX_USAGE;
         } else return cli_usage_error("calibrate", "unexpected argument '%s'", argv[i]);
-        if (cli_flag_missing_value()) return CLI_EX_USAGE;
+        if (cli_flag_missing_value(v)) return CLI_EX_USAGE;
     }
     if (help) { fputs(cli_usage_of("calibrate"), stdout); return CLI_OK; }
     const char *backend = f.backend[0] ? f.backend : NULL;

@@ -27,19 +27,19 @@ int cmd_capacity(int argc, char **argv)
         const char *v;
         char msg[300];
         if ((v = cli_flag_value(argc, argv, &i, "--target-rate"))) {
-            if (cli_flag_missing_value()) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v)) return CLI_EX_USAGE;
             if (scn_quantity_parse(v, SCN_UNIT_RATE, &target, msg, sizeof msg) || target <= 0)
                 return cli_usage_error("capacity", "--target-rate: %s", target <= 0 && !msg[0] ? "must be > 0" : msg);
         } else if ((v = cli_flag_value(argc, argv, &i, "--top"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--top", v, 1, 1000, &top)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--top", v, 1, 1000, &top)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--concurrency"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--concurrency", v, 1, 10000000, &concurrency)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--concurrency", v, 1, 10000000, &concurrency)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-replicas"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--max-replicas", v, 1, 4096, &max_replicas)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--max-replicas", v, 1, 4096, &max_replicas)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--seeds"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--jobs"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
         } else if (cli_is_flag(argv[i])) {
             return cli_usage_error("capacity", "unknown option '%s'", argv[i]);
         } else if (!c.scenario) {
@@ -83,9 +83,9 @@ int cmd_capacity(int argc, char **argv)
         {"max_rate_req_per_s", "max rate in SLO", OUT_RATE}, {"max_rate_lo", "95% lo", OUT_RATE},
         {"max_rate_hi", "95% hi", OUT_RATE}, {"seeds", "seeds", OUT_INT}, {"max_rate_per_gpu", "per GPU", OUT_RATE},
         {"usd_per_mtok", "$/Mtok", OUT_NUM}, {"gpus_for_target", "GPUs for target", OUT_INT},
-        {"max_context_tokens", "max context", OUT_INT},
+        {"max_context_tokens", "max context", OUT_INT}, {"bound", "note", OUT_STR},
     };
-    out_table(doc, "capacity", "Capacity of the best candidates (and the best on each hardware profile)", 11, cols);
+    out_table(doc, "capacity", "Capacity of the best candidates (and the best on each hardware profile)", 12, cols);
     for (int i = 0; i < nr; i++) {
         const plan_cand *x = &r.c[rows[i].cand];
         char desc[300];
@@ -101,12 +101,17 @@ int cmd_capacity(int argc, char **argv)
         out_cell_num(doc, rows[i].usd_per_mtok);
         out_cell_num(doc, rows[i].gpus_for_target > 0 ? (double)rows[i].gpus_for_target : NAN);
         out_cell_num(doc, (double)rows[i].max_context);
+        /* A search that kept up at its top rate found no capacity: its rate is a lower bound. */
+        out_cell_str(doc, rows[i].unbounded ? "unbounded within the searched range (max rate: a lower bound)" : "");
     }
     out_section(doc, "question", "Asked");
     out_kv_str(doc, "scenario", "scenario", s.name);
     out_kv_num(doc, "target_rate", "target rate (req/s)", target > 0 ? target : NAN, OUT_NUM);
     out_kv_num(doc, "concurrency", "concurrency for max context", (double)concurrency, OUT_INT);
     out_kv_num(doc, "seeds", "seeds per candidate", r.seeds, OUT_INT);
+    long sims = 0;
+    for (int i = 0; i < r.n; i++) sims += r.c[i].sims;
+    out_kv_num(doc, "simulations", "simulations run for the search", (double)sims, OUT_INT);
     int f = plan_capacity_fewest(rows, nr);
     if (target > 0) {
         char desc[300] = "none up to the replica limit";
@@ -117,10 +122,11 @@ int cmd_capacity(int argc, char **argv)
     }
     out_note(doc, "Max rate: the highest arrival rate at which the queue stays bounded (p99 wait for admission under "
                   "%.0f s) and the SLO holds, mean and 95 %% interval over seeds (doubling then bisection to %.0f %%, "
-                  "%d requests a trial). $/Mtok: the hardware's price per GPU-hour over the output tokens/s at that rate. "
+                  "a trial: the scenario's requests up to %d, but at least %d times the sequences the deployment runs at once; a "
+                  "candidate that keeps up at %.0fx its start is unbounded within the searched range). $/Mtok: the hardware's price per GPU-hour over the output tokens/s at that rate. "
                   "GPUs for target: tensor parallel x the fewest replicas that serve it (blank when none up to %ld). "
                   "Max context: the longest sequence of which %ld fit the KV cache together (cost model), at most "
-                  "max_model_len.", PLAN_MAX_QUEUE_P99, 100 * PLAN_CAPACITY_TOL, PLAN_CAPACITY_REQUESTS, max_replicas,
+                  "max_model_len.", PLAN_MAX_QUEUE_P99, 100 * PLAN_CAPACITY_TOL, PLAN_CAPACITY_REQUESTS, PLAN_TRIAL_CYCLES, PLAN_CAPACITY_RANGE, max_replicas,
              concurrency);
     rc = cli_emit(doc, c.format);
     out_doc_free(doc);

@@ -25,7 +25,7 @@ int cmd_compare(int argc, char **argv)
         if (r < 0) return CLI_EX_USAGE;
         if (r) continue;
         const char *v;
-        if ((v = cli_flag_value(argc, argv, &i, "--db"))) { if (cli_flag_missing_value()) return CLI_EX_USAGE; db_flag = v; }
+        if ((v = cli_flag_value(argc, argv, &i, "--db"))) { if (cli_flag_missing_value(v)) return CLI_EX_USAGE; db_flag = v; }
         else if (cli_is_flag(argv[i])) return cli_usage_error("compare", "unknown option '%s'", argv[i]);
         else if (n_args < 2) args[n_args++] = argv[i];
         else return cli_usage_error("compare", "unexpected argument '%s'", argv[i]);

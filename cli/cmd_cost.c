@@ -35,7 +35,7 @@ int cmd_cost(int argc, char **argv)
         } else {
             return cli_usage_error("cost", "unexpected argument '%s'", a);
         }
-        if (cli_flag_missing_value()) return CLI_EX_USAGE;
+        if (cli_flag_missing_value(v)) return CLI_EX_USAGE;
     }
     if (help) { fputs(cli_usage_of("cost"), stdout); return CLI_OK; }
     if (!c.scenario) return cli_usage_error("cost", "missing SCENARIO");

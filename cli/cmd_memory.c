@@ -58,7 +58,7 @@ int cmd_memory(int argc, char **argv)
         if (r) continue;
         const char *v;
         if ((v = cli_flag_value(argc, argv, &i, "--context"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--context", v, 1, 100000000, &context)) return CLI_EX_USAGE;
         } else if (cli_is_flag(argv[i])) {
             return cli_usage_error("memory", "unknown option '%s'", argv[i]);
         } else if (!c.scenario) {

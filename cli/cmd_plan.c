@@ -57,7 +57,7 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
         out_cell_num(doc, x->obj.lo);
         out_cell_num(doc, x->obj.hi);
         out_cell_num(doc, x->obj.n);
-        out_cell_str(doc, cap ? "capacity" : "offered load");
+        out_cell_str(doc, !x->at_capacity ? "offered load" : x->unbounded ? "capacity: unbounded within the searched range" : "capacity");
         out_cell_num(doc, x->rate.mean);
         out_cell_num(doc, x->offered.mean);
         out_cell_num(doc, x->gpus);
@@ -73,19 +73,23 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
         out_cell_str(doc, x->pareto ? "yes" : "");
         out_cell_num(doc, x->run_id ? (double)x->run_id : NAN);
     }
-    static char lines[24][PLAN_LINE];
-    int nl = plan_explain(s, r, lines, 24);
+    /* The reasons and rules live on the heap for this call only (about 34 KiB together). */
+    char (*lines)[PLAN_LINE] = malloc(sizeof *lines * 24);
+    int nl = lines ? plan_explain(s, r, lines, 24) : 0;
     static const out_col rc_cols[] = {{"reason", "", OUT_STR}};
     out_table(doc, "recommendation", "Recommendation", 1, rc_cols);
-    if (nl == 0) out_cell_str(doc, "No candidate could be evaluated: every one was skipped (see below).");
+    if (nl == 0) out_cell_str(doc, lines ? "No candidate could be evaluated: every one was skipped (see below)."
+                                         : "The reasons could not be formed: out of memory.");
     for (int i = 0; i < nl; i++) out_cell_str(doc, lines[i]);
-    if (!no_rules && r->best >= 0) {
-        static plan_rule rules[8];
+    free(lines);
+    plan_rule *rules = !no_rules && r->best >= 0 ? malloc(sizeof *rules * 8) : NULL;
+    if (rules) {
         int nr = plan_rules(s, r, rules, 8);
         static const out_col rule_cols[] = {{"rule", "rule of thumb", OUT_STR}, {"verdict", "here", OUT_STR},
                                             {"evidence", "because", OUT_STR}};
         out_table(doc, "rules", "Rules of thumb, tested on this scenario", 3, rule_cols);
         for (int i = 0; i < nr; i++) { out_cell_str(doc, rules[i].rule); out_cell_str(doc, rules[i].verdict); out_cell_str(doc, rules[i].evidence); }
+        free(rules);
     }
     static const out_col sk_cols[] = {{"options", "options", OUT_STR}, {"reason", "skipped because", OUT_STR}};
     int skipped = 0;
@@ -100,8 +104,8 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
             out_cell_str(doc, r->c[i].why);
         }
     }
-    long reused = 0, done = 0;
-    for (int i = 0; i < r->n; i++) { reused += r->c[i].reused; done += r->c[i].status == PLAN_DONE; }
+    long reused = 0, done = 0, sims = 0;
+    for (int i = 0; i < r->n; i++) { reused += r->c[i].reused; done += r->c[i].status == PLAN_DONE; sims += r->c[i].sims; }
     out_section(doc, "plan", "Plan");
     out_kv_str(doc, "scenario", "scenario", s->name);
     out_kv_str(doc, "objective", "objective", scn_enum_name(SCN_OBJECTIVE_NAMES, (int)s->objective));
@@ -111,6 +115,7 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
     out_kv_num(doc, "evaluated", "evaluated", (double)done, OUT_INT);
     out_kv_num(doc, "reused", "reused from the database", (double)reused, OUT_INT);
     out_kv_num(doc, "skipped", "skipped", skipped, OUT_INT);
+    out_kv_num(doc, "simulations", "simulations run (rules of thumb not counted)", (double)sims, OUT_INT);
 }
 
 int cmd_plan(int argc, char **argv)
@@ -126,13 +131,13 @@ int cmd_plan(int argc, char **argv)
         if (r) continue;
         const char *v;
         if ((v = cli_flag_value(argc, argv, &i, "--jobs"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--seeds"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--top"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--top", v, 1, 100000, &top)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--top", v, 1, 100000, &top)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--shard"))) {
-            if (cli_flag_missing_value()) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v)) return CLI_EX_USAGE;
             char tail;
             if (sscanf(v, "%ld/%ld%c", &shard_i, &shard_n, &tail) != 2 || shard_n < 1 || shard_i < 0 || shard_i >= shard_n)
                 return cli_usage_error("plan", "--shard takes I/N with 0 <= I < N, e.g. 0/4, not '%s'", v);
@@ -192,6 +197,7 @@ int cmd_plan(int argc, char **argv)
         goto out;
     }
     cli_plan_emit(doc, &s, &r, no_rules, top);
+    if ((rc = cli_plan_disagg(doc, &s, &r, no_rules))) { out_doc_free(doc); goto out; }
     rc = cli_emit(doc, c.format);
     out_doc_free(doc);
 out:

@@ -98,7 +98,8 @@ static const char *SPECS =
     "     size: {field: 'pareto', type: 'nominal', title: 'Pareto front', scale: {domain: [true, false], range: [160, 40]}},\n"
     "     color: {field: 'pareto', type: 'nominal', title: 'Pareto front', scale: {domain: [true, false], range: ['#d62728', '#9ecae9']}},\n"
     "     shape: {field: 'slo_met', type: 'nominal', title: 'SLO met'},\n"
-    "     tooltip: [{field: 'options'}, {field: 'hardware'}, {field: 'run'}, {field: 'latency_p99_s'}, {field: 'out_tok_per_gpu'}]}}]},\n"
+    "     tooltip: [{field: 'options'}, {field: 'hardware'}, {field: 'run'}, {field: 'latency_p99_s'}, {field: 'out_tok_per_gpu'},\n"
+    "      {field: 'disaggregation'}, {field: 'transfer_mean_s'}, {field: 'transfer_wait_p99_s'}]}}]},\n"
     " curves: {$schema: V, title: 'Latency and goodput against offered rate (kvplan sweep; red lines: the SLO)',\n"
     "   data: {values: DATA.curves}, facet: {row: {field: 'metric', type: 'nominal', title: null}},\n"
     "   resolve: {scale: {y: 'independent'}},\n"
@@ -106,8 +107,8 @@ static const char *SPECS =
     "    {transform: [{filter: \"datum.kind === 'curve'\"}], mark: {type: 'line', point: true},\n"
     "     encoding: {x: {field: 'rate_req_per_s', type: 'quantitative', title: 'offered rate (req/s)'},\n"
     "      y: {field: 'value', type: 'quantitative', title: 's, or req/s for goodput'},\n"
-    "      color: {field: 'options', type: 'nominal', title: null, legend: {orient: 'bottom', columns: 1, labelLimit: 600}},\n"
-    "      tooltip: [{field: 'options'}, {field: 'rate_req_per_s'}, {field: 'value'}]}},\n"
+    "      color: {field: 'label', type: 'nominal', title: null, legend: {orient: 'bottom', columns: 1, labelLimit: 600}},\n"
+    "      tooltip: [{field: 'label'}, {field: 'options'}, {field: 'rate_req_per_s'}, {field: 'value'}]}},\n"
     "    {transform: [{filter: \"datum.kind === 'slo'\"}], mark: {type: 'rule', color: '#d62728', strokeWidth: 2},\n"
     "     encoding: {y: {field: 'value', type: 'quantitative'}}}]}},\n"
     " memory: {$schema: V, title: 'Memory per GPU (cost model)', width: 520, height: 240,\n"
@@ -216,7 +217,7 @@ int cmd_report(int argc, char **argv)
         const char *v;
         /* report's own --format: html (default), json or csv. */
         if ((v = cli_flag_value(argc, argv, &i, "--format"))) {
-            if (cli_flag_missing_value()) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v)) return CLI_EX_USAGE;
             if (!strcmp(v, "html")) { html = 1; continue; }
             html = 0;
             if (out_format_parse(v, &c.format) || c.format == OUT_TABLE)
@@ -231,7 +232,7 @@ int cmd_report(int argc, char **argv)
         else if (cli_is_flag(argv[i])) return cli_usage_error("report", "unknown option '%s'", argv[i]);
         else if (!c.scenario) c.scenario = argv[i];
         else return cli_usage_error("report", "unexpected argument '%s'", argv[i]);
-        if (cli_flag_missing_value()) return CLI_EX_USAGE;
+        if (cli_flag_missing_value(v)) return CLI_EX_USAGE;
     }
     if (help) { fputs(cli_usage_of("report"), stdout); return CLI_OK; }
     if (!c.scenario) return cli_usage_error("report", "missing SCENARIO");

@@ -34,7 +34,7 @@ static int parse(const char *cmd, int argc, char **argv, cli_common *c, const ch
         if ((v = cli_flag_value(argc, argv, &i, "--db"))) {
             *db_flag = v;
         } else if (limit && (v = cli_flag_value(argc, argv, &i, "--limit"))) {
-            if (!cli_flag_missing_value() && cli_parse_long("--limit", v, 1, 1000000000, limit)) return -1;
+            if (!cli_flag_missing_value(v) && cli_parse_long("--limit", v, 1, 1000000000, limit)) return -1;
         } else if (cli_is_flag(argv[i])) {
             cli_usage_error(cmd, "unknown option '%s'", argv[i]);
             return -1;
@@ -44,7 +44,7 @@ static int parse(const char *cmd, int argc, char **argv, cli_common *c, const ch
             cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
             return -1;
         }
-        if (cli_flag_missing_value()) return -1;
+        if (cli_flag_missing_value(v)) return -1;
     }
     if (c->n_sets) { cli_usage_error(cmd, "--set applies to scenarios, not stored runs"); return -1; }
     return 0;

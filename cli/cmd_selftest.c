@@ -51,7 +51,7 @@ int cmd_selftest(int argc, char **argv)
         if (r < 0) return CLI_EX_USAGE;
         if (r) continue;
         const char *v;
-        if ((v = cli_flag_value(argc, argv, &i, "--backend"))) { if (cli_flag_missing_value()) return CLI_EX_USAGE; backend = v; }
+        if ((v = cli_flag_value(argc, argv, &i, "--backend"))) { if (cli_flag_missing_value(v)) return CLI_EX_USAGE; backend = v; }
         else return cli_usage_error("selftest", "unexpected argument '%s'", argv[i]);
     }
     if (help) { fputs(cli_usage_of("selftest"), stdout); return CLI_OK; }

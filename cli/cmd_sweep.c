@@ -29,15 +29,15 @@ int cmd_sweep(int argc, char **argv)
         const char *v;
         char msg[300] = "";
         if ((v = cli_flag_value(argc, argv, &i, "--top"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--top", v, 1, 100, &top)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--top", v, 1, 100, &top)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--points"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--points", v, 2, SWEEP_POINTS_MAX, &points)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--points", v, 2, SWEEP_POINTS_MAX, &points)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--seeds"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--jobs"))) {
-            if (cli_flag_missing_value() || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v) || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--max-rate"))) {
-            if (cli_flag_missing_value()) return CLI_EX_USAGE;
+            if (cli_flag_missing_value(v)) return CLI_EX_USAGE;
             if (scn_quantity_parse(v, SCN_UNIT_RATE, &max_rate, msg, sizeof msg) || !(max_rate > 0))
                 return cli_usage_error("sweep", "--max-rate: %s", msg[0] ? msg : "must be > 0");
         } else if (!strcmp(argv[i], "--curve")) {

@@ -211,6 +211,26 @@ const char *scn_attn_kernel_name(scn_attn_kernel k);
 typedef enum { SCN_ROUTER_ROUND_ROBIN, SCN_ROUTER_LEAST_OUTSTANDING, SCN_ROUTER_PREFIX_AFFINITY } scn_router;
 extern const char *const SCN_ROUTER_NAMES[];
 
+/* Prefill/decode disaggregation (deployment.disaggregation; docs/scenarios.md and
+ * docs/simulator.md, "Disaggregation"): prompts are computed on a prefill pool, their KV is
+ * handed over `link` to a decode pool, which generates the rest. Each pool is its own set of
+ * replicas with its own tensor parallelism and hardware. */
+typedef struct {
+    int replicas;
+    int tensor_parallel;
+    scn_hardware hardware;         /* the scenario's unless the pool names its own */
+} scn_pool;
+
+typedef struct {
+    bool on;
+    scn_pool prefill, decode;
+    scn_link link;                 /* default: the prefill hardware's network */
+    double bandwidth;              /* bytes/s per GPU per direction; default: that link's figure in
+                                    * the prefill hardware profile */
+    double latency;                /* s per message; likewise */
+    bool layerwise;                /* each layer's KV is sent as soon as it is computed (default) */
+} scn_disagg;
+
 typedef struct {
     int tensor_parallel;
     int replicas;
@@ -227,6 +247,7 @@ typedef struct {
     int expert_parallel;           /* ranks the routed experts are sharded over; 1 = none */
     int attention_dp;              /* attention data-parallel ranks per replica; 1 = none */
     double expert_skew;            /* Zipf exponent of expert popularity; 0 = uniform routing */
+    scn_disagg disagg;             /* prefill/decode disaggregation; off unless given */
 } scn_deployment;
 
 typedef enum { SCN_DIST_FIXED, SCN_DIST_UNIFORM, SCN_DIST_NORMAL, SCN_DIST_LOGNORMAL,
@@ -349,6 +370,7 @@ typedef struct {
     /* Per replica; 0: the hardware's per-GPU figure times tensor_parallel (options.kv_offload_capacity). */
     double offload_cpu_bytes, offload_disk_bytes;
     double swap_space;                                      /* bytes per GPU for swapped sequences */
+    bool disagg_sweep;   /* options.disaggregation lists on: the planner sweeps prefill/decode splits */
 } scn_options;
 
 typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;

@@ -15,7 +15,7 @@ static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
 static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", "allow_weight_dtype", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", "expert_parallel",
-                                          "attention_data_parallel", "expert_skew", NULL};
+                                          "attention_data_parallel", "expert_skew", "disaggregation", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
@@ -26,7 +26,8 @@ static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
                                        "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
                                        "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", "speculative",
-                                       "kv_offload", "kv_offload_capacity", "preemption", "swap_space", NULL};
+                                       "kv_offload", "kv_offload_capacity", "preemption", "swap_space",
+                                       "disaggregation", NULL};
 static const char *const OFFLOAD_CAP_KEYS[] = {"cpu", "disk", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
 static const char *const SPEC_KEYS[] = {"method", "k", "model", "acceptance", "mean_accepted", "decay", NULL};
@@ -109,7 +110,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     if (d->max_model_len > s->model.max_position)
         return fail_at(c, scn_map_get(m, "max_model_len"), scn_path_join(f, sizeof f, p, "max_model_len"),
                        "exceeds the model's max_position");
-    return 0;
+    return scn_bind_disagg(c, m, p, s);
 }
 
 /* ---- workload ---- */
@@ -676,7 +677,8 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "speculative", it_spec, &o->n_spec, o) || check_spec_target(c, m, s) ||
            each_item(c, m, "kv_offload", it_offload, &o->n_offload, o) ||
            each_item(c, m, "preemption", it_preempt, &o->n_preempt, o) ||
-           bind_hw_options(c, m, o) || bind_quant(c, m, o) || bind_offload(c, m, s) ? -1 : 0;
+           bind_hw_options(c, m, o) || bind_quant(c, m, o) || bind_offload(c, m, s) ||
+           scn_bind_disagg_option(c, m, o) ? -1 : 0;
 }
 
 /* quality.allow_*: marks what one item names as accepted; -1 for a name it does not know. */

@@ -60,6 +60,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         c->hw = o->n_hardware ? idx[12] : -1;
         snprintf(c->hw_name, sizeof c->hw_name, "%s", c->hw >= 0 ? o->hardware[c->hw].name : s->hardware.name);
         c->n_seeds = r->seeds;
+        for (int j = 0; j < PLAN_SEEDS_MAX; j++) c->seed_batch[j] = NAN;
         c->search_capacity = plan_objective_at_capacity(s);
         c->wformat = o->n_wformat ? idx[13] : -1;
         c->engine = o->n_engine ? idx[14] : -1;
@@ -205,7 +206,7 @@ char *plan_options_json(const scn_scenario *s, const plan_cand *c)
 {
     /* The one options encoder (db_options_json), so a plan's key equals simulate's for the same choice. */
     scn_deployment d = {.tensor_parallel = c->tp, .replicas = c->replicas, .max_num_seqs = c->max_num_seqs,
-                        .max_num_batched_tokens = c->max_batched};
+                        .max_num_batched_tokens = c->max_batched, .disagg = s->deployment.disagg};
     return db_options_json(&c->c, &d, c->kv_heads, kv_spec_get(s, c->c.spec));
 }
 
@@ -255,6 +256,8 @@ int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
     plan_apply(s, c, t);
     bool cap = c->search_capacity && s->workload.arrival != SCN_ARRIVAL_TRACE;
     double first_rate = -1, first_lowest = s->workload.rate / 256;   /* first_rate -1: no seed searched yet */
+    bool first_unbounded = false;
+    double first_tok = 0;
     if (c->n_seeds < 1) c->n_seeds = 1;
     for (int k = 0; k < c->n_seeds; k++) {
         sim_metrics m;
@@ -278,16 +281,36 @@ int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
             have_m = true;
         }
         if (!cap || (c->cap_done & (1u << k))) {
-            if (c->cap_done & (1u << k) && first_rate < 0) first_rate = c->seed_rate[k];
+            if (c->cap_done & (1u << k) && first_rate < 0) {
+                first_rate = c->seed_rate[k];
+                first_unbounded = (c->seed_unbounded >> k) & 1;
+                first_tok = c->seed_tok[k];
+            }
             continue;
         }
-        /* The first seed searches from the offered rate in doublings, reusing the offered-load
-         * run as its first trial when that run is trial-sized; later seeds start at the first
-         * seed's answer and step by 10 %, since seeds move capacity by a few per cent. When the
-         * first seed met the SLO at no rate, later seeds try only its lowest rate (stopping early). */
+        /* The first seed searches in doublings from the offered rate when its offered-load run
+         * is trial-sized (that run is then its first trial: work reused), else from the cost
+         * model's saturation rate (plan_capacity_hint: a warm start near the knee). Later seeds
+         * start at the first seed's answer and step by 10 %, since seeds move capacity by a few
+         * per cent. When the first seed met the SLO at no rate, later seeds try only its lowest
+         * rate; when it kept up at every rate searched, later seeds try only that top rate
+         * (stopping early either way). */
         plan_capacity_result x;
-        bool trial_sized = t->workload.requests <= PLAN_CAPACITY_REQUESTS && have_m;
-        if (first_rate > 0) {
+        bool trial_sized = have_m && t->workload.requests == plan_trial_requests(t);
+        if (first_rate > 0 && first_unbounded) {
+            sim_metrics top;
+            memset(&x, 0, sizeof x);
+            x.sims = 1;
+            if (plan_sustains(s, c, t->seed, first_rate, c->replicas, &top)) {
+                x.rate = first_rate;
+                x.unbounded = true;
+                x.m = top;
+                x.out_tok_per_s = first_tok;   /* the first seed's steady tokens/s at the same rate */
+            } else {
+                plan_capacity_search(s, c, t->seed, c->replicas, first_rate, 2, PLAN_CAPACITY_TOL, &top, &x);
+                x.sims++;
+            }
+        } else if (first_rate > 0) {
             plan_capacity_search(s, c, t->seed, c->replicas, first_rate, 1.1, PLAN_CAPACITY_TOL, NULL, &x);
         } else if (first_rate == 0) {
             sim_metrics low;
@@ -298,15 +321,17 @@ int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
                 x.sims++;
             }
         } else {
-            plan_capacity_search(s, c, t->seed, c->replicas, s->workload.rate, 2, PLAN_CAPACITY_TOL,
-                                 trial_sized ? &m : NULL, &x);
+            double hint = trial_sized ? s->workload.rate : plan_capacity_hint(s, c, c->replicas);
+            plan_capacity_search(s, c, t->seed, c->replicas, hint, 2, PLAN_CAPACITY_TOL, trial_sized ? &m : NULL, &x);
             first_lowest = x.lowest;
         }
         c->sims += x.sims;
         c->seed_rate[k] = x.rate;
         c->seed_tok[k] = x.out_tok_per_s;
+        c->seed_batch[k] = x.rate > 0 ? x.m.batch_mean : NAN;
+        if (x.unbounded) c->seed_unbounded |= 1u << k; else c->seed_unbounded &= ~(1u << k);
         c->cap_done |= 1u << k;
-        if (first_rate < 0) first_rate = x.rate;
+        if (first_rate < 0) { first_rate = x.rate; first_unbounded = x.unbounded; first_tok = x.out_tok_per_s; }
     }
     free(t);
     c->status = PLAN_DONE;

@@ -11,12 +11,19 @@ typedef enum { PLAN_PENDING, PLAN_DONE, PLAN_SKIPPED } plan_status;
 
 #define PLAN_SEEDS_MAX 32          /* --seeds accepts 1..PLAN_SEEDS_MAX */
 #define PLAN_SEEDS_DEFAULT 3
-/* A capacity trial: the scenario's requests, at most this many (enough for a queue to show
- * overload, few enough to search quickly), and the p99 admission wait beyond which the queue
- * is taken to be growing. The one definition `plan`, `capacity` and `sweep` share. */
+/* A capacity trial: the scenario's requests, at most PLAN_CAPACITY_REQUESTS (enough for a queue
+ * to show overload, few enough to search quickly) but at least PLAN_TRIAL_CYCLES times the
+ * sequences the deployment runs at once (max_num_seqs x attention-DP ranks x replicas), so the
+ * batch turns over several times and a queue can form whatever the rate (docs/planner.md,
+ * "Trial length"); and the p99 admission wait beyond which the queue is taken to be growing.
+ * The one definition `plan`, `capacity` and `sweep` share. */
 #define PLAN_CAPACITY_REQUESTS 3000
+#define PLAN_TRIAL_CYCLES 4
 #define PLAN_MAX_QUEUE_P99 5.0     /* s */
 #define PLAN_CAPACITY_TOL 0.03     /* the rate search stops when its bracket is this narrow (relative) */
+/* The search never goes above this many times its starting rate: a candidate that still keeps
+ * up there is "unbounded within the searched range" (no capacity to rank or credit). */
+#define PLAN_CAPACITY_RANGE 1024.0
 
 /* A mean over seeds and its two-sided 95 % confidence interval (Student's t). n 1: lo = hi = mean. */
 typedef struct {
@@ -24,6 +31,11 @@ typedef struct {
     int n;
 } plan_interval;
 plan_interval plan_interval_of(const double *x, int n);
+/* The same on a log scale, for quantities that are positive and vary by ratios (rates, tokens/s):
+ * mean = the geometric mean, lo/hi = exp(mean of logs -/+ half-width), so both ends stay positive
+ * and any monotone transform (such as $ per token = price / tokens/s) maps ends to ends. Every
+ * x must be > 0; otherwise the arithmetic interval, its lower end clamped at 0. */
+plan_interval plan_interval_log_of(const double *x, int n);
 /* True when the intervals do not overlap: the difference is measurable at this many seeds. */
 bool plan_intervals_separate(plan_interval a, plan_interval b);
 
@@ -49,6 +61,8 @@ typedef struct {
     double seed_offered[PLAN_SEEDS_MAX];   /* objective at the offered load */
     double seed_rate[PLAN_SEEDS_MAX];      /* req/s: highest rate within the SLO (0: none) */
     double seed_tok[PLAN_SEEDS_MAX];       /* output tokens/s at that rate */
+    double seed_batch[PLAN_SEEDS_MAX];     /* mean decode batch (sequences per step) at that rate; NaN if unknown */
+    unsigned seed_unbounded;   /* bit k: seed k still kept up at the top of the searched range */
     bool search_capacity;      /* search each seed's highest rate within the SLO */
     unsigned seed_reused;      /* bit k: seed k came from a stored run */
     sim_metrics *seed_m;       /* n_seeds runs at the offered load (for storing); NULL when not kept */
@@ -58,6 +72,9 @@ typedef struct {
     plan_interval obj;         /* the objective over seeds (higher is better: latency, cost negated) */
     plan_interval offered;     /* the objective at the offered load over seeds */
     plan_interval rate;        /* highest rate within the SLO over seeds (NaN when not searched) */
+    bool unbounded;            /* some seed kept up at every rate searched: no capacity to rank or credit */
+    double batch_judged;       /* mean decode batch at the load the objective was judged at (capacity or offered);
+                                * read it through plan_judged_batch */
     bool slo_met;              /* at the offered load, on most seeds */
     double objective;          /* = obj.mean */
     double latency_p99;        /* s: the Pareto front's latency axis (first seed, offered load) */
@@ -119,6 +136,9 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
 int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n);
 /* Records seed k's run at the offered load (from a simulation or a stored run). */
 void plan_record_offered(const scn_scenario *s, plan_cand *c, int k, const sim_metrics *m);
+/* The mean decode batch at the load a candidate's objective was judged at: the capacity trials'
+ * (mean over seeds) when judged at capacity, else the first seed's offered-load run. */
+double plan_judged_batch(const plan_cand *c);
 /* Scores, SLO checks, ranks, marks the Pareto front, and picks the recommendation. */
 void plan_rank(const scn_scenario *s, plan_result *r);
 /* The value of an SLO metric at a percentile from a run's summary. */
@@ -203,24 +223,37 @@ int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line
 /* Capacity (plan_capacity.c). */
 typedef struct {
     double rate;               /* req/s: the highest rate that kept up within the SLO; 0 if none */
-    double out_tok_per_s;      /* output tokens/s at that rate in steady state (rate x tokens per request) */
+    double out_tok_per_s;      /* output tokens/s at that rate in steady state (rate x tokens per arrival) */
     double lowest;             /* req/s: the lowest rate tried (when rate is 0: it missed down to here) */
+    bool unbounded;            /* it kept up at the top of the searched range (`rate`): a lower bound only */
     int sims;                  /* simulations run */
     sim_metrics m;             /* the run at `rate` (zeroed when none) */
 } plan_capacity_result;
 
+/* The requests of a capacity trial of scenario `t` (as a candidate runs it, replicas set). */
+long plan_trial_requests(const scn_scenario *t);
+/* The arrival process's unit: "conversations/s" when requests come in multi-turn conversations
+ * (the rate counts first turns), else "req/s". */
+const char *plan_rate_unit(const scn_scenario *s);
 /* Simulates the candidate at `rate` with `replicas` and `seed` on a capacity trial
- * (PLAN_CAPACITY_REQUESTS): true when the queue stays bounded and the SLO holds. */
+ * (plan_trial_requests): true when the queue stays bounded and the SLO holds. */
 bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
                    sim_metrics *m);
-/* The highest rate the candidate sustains: starts at `hint` (0: the scenario's rate), steps by
- * `step` (> 1) up or down until the answer changes (down at most to hint/256), then bisects
- * until the bracket is within `tol` (relative). `at_hint`, when not NULL, is an already
- * simulated trial at `hint` with this seed, reused instead of simulating it again. */
+/* The highest rate the candidate sustains: starts at `hint` (0: the cost model's saturation
+ * rate, plan_capacity_hint), steps by `step` (> 1) up or down until the answer changes (down at
+ * most to 1/256 of the lower of hint and the scenario's rate, up at most to hint x
+ * PLAN_CAPACITY_RANGE, where it stops with `unbounded`),
+ * then bisects until the bracket is within `tol` (relative). `at_hint`, when not NULL, is an
+ * already simulated trial at `hint` with this seed, reused instead of simulating it again. */
 int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double hint,
                          double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out);
+/* Where a search starts: the cost model's saturation rate for the candidate (kv_saturation_rate,
+ * docs/simulator.md), in the arrival process's unit; the scenario's rate when the model has no
+ * estimate. */
+double plan_capacity_hint(const scn_scenario *s, const plan_cand *c, int replicas);
 /* The highest arrival rate (req/s) the candidate sustains within the SLO on the scenario's
- * seed; 0 if none; NaN for a trace. `iterations` halvings of the initial doubling bracket. */
+ * seed; 0 if none; INFINITY when it keeps up at every rate searched; NaN for a trace.
+ * `iterations` halvings of the initial doubling bracket. */
 double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations);
 /* The fewest replicas (at the candidate's tp) that serve `rate` within the SLO; 0 if none up to max. */
 int plan_min_replicas(const scn_scenario *s, const plan_cand *c, double rate, int max);
@@ -229,6 +262,7 @@ int plan_min_replicas(const scn_scenario *s, const plan_cand *c, double rate, in
 typedef struct {
     int cand;                  /* index into the plan's candidates */
     plan_interval rate;        /* req/s within the SLO, over seeds */
+    bool unbounded;            /* some seed kept up at every rate searched (rate.lo is a lower bound) */
     double rate_per_gpu;
     double usd_per_mtok;       /* NaN without a price */
     int gpus_for_target;       /* tp x fewest replicas for the target; 0 when none up to max_replicas (or no target) */

@@ -4,21 +4,47 @@
  * (cost model only). */
 #include "plan.h"
 #include "../model/kv_model.h"
+#include "../model/kv_throughput.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+long plan_trial_requests(const scn_scenario *t)
+{
+    const scn_deployment *d = &t->deployment;
+    long n = t->workload.requests < PLAN_CAPACITY_REQUESTS ? t->workload.requests : PLAN_CAPACITY_REQUESTS;
+    /* The floor: the first max_num_seqs x ranks x replicas requests find free slots whatever the
+     * rate, and the last as many drain a shrinking batch; PLAN_TRIAL_CYCLES turnovers leave at
+     * least half the trial at a full batch with a queue that can grow (docs/planner.md). */
+    long slots = (long)(d->max_num_seqs > 0 ? d->max_num_seqs : 1) * (d->attention_dp > 1 ? d->attention_dp : 1) *
+                 (d->replicas > 0 ? d->replicas : 1);
+    long floor_n = PLAN_TRIAL_CYCLES * slots;
+    return n > floor_n ? n : floor_n;
+}
+
+const char *plan_rate_unit(const scn_scenario *s)
+{
+    return s->workload.turns > 1 ? "conversations/s" : "req/s";
+}
+
+/* The trial's scenario: the candidate's, at `rate` with `replicas` and `seed`, trial-sized. */
+static void trial_of(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
+                     scn_scenario *t)
+{
+    plan_apply(s, c, t);
+    t->deployment.replicas = replicas;
+    t->workload.rate = rate;
+    t->seed = seed;
+    t->workload.requests = plan_trial_requests(t);
+}
 
 bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
                    sim_metrics *m)
 {
     scn_scenario *t = malloc(sizeof *t);
     if (!t) return false;
-    plan_apply(s, c, t);
-    t->deployment.replicas = replicas;
-    t->workload.rate = rate;
-    t->seed = seed;
-    if (t->workload.requests > PLAN_CAPACITY_REQUESTS) t->workload.requests = PLAN_CAPACITY_REQUESTS;
+    trial_of(s, c, seed, rate, replicas, t);
     char err[256];
     /* Keeping up: the queue stays bounded (an overloaded engine's queue grows with every
      * request, so its p99 wait climbs past seconds within a trial), and the SLO holds.
@@ -29,12 +55,49 @@ bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long
     return ok;
 }
 
-/* Output tokens per second in steady state at `rate`: each completed request brings its output
- * tokens, so rate x (output tokens / request) as the trial measured them. The trial's own
- * tokens/s would read low by its drain tail. */
-static double steady_tokens(double rate, const sim_metrics *m)
+/* Output tokens per second in steady state at `rate` arrivals/s: each arrival brings its
+ * requests' output tokens, so rate x (output tokens per completed request) x (requests per
+ * arrival: the turns a conversation completed, 1 without conversations), as the trial measured
+ * them. The trial's own tokens/s would read low by its drain tail. */
+static double steady_tokens(const scn_scenario *s, const plan_cand *c, int replicas, double rate, const sim_metrics *m)
 {
-    return m->req_per_s > 0 ? rate * m->output_tok_per_s / m->req_per_s : 0;
+    if (!(m->req_per_s > 0)) return 0;
+    double per_request = m->output_tok_per_s / m->req_per_s, per_arrival = 1;
+    int turns = s->workload.turns;
+    if (turns > 1) {
+        scn_scenario *t = malloc(sizeof *t);
+        if (t) {
+            trial_of(s, c, s->seed, rate, replicas, t);
+            long arrivals = (t->workload.requests + turns - 1) / turns;   /* conversations (sim/workload.c) */
+            if (arrivals > 0 && m->requests > 0) per_arrival = (double)m->requests / (double)arrivals;
+            free(t);
+        }
+    }
+    return rate * per_request * per_arrival;
+}
+
+double plan_capacity_hint(const scn_scenario *s, const plan_cand *c, int replicas)
+{
+    double fallback = s->workload.rate > 0 ? s->workload.rate : 1;
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) return fallback;
+    plan_apply(s, c, t);
+    t->deployment.replicas = replicas;
+    int cap = t->deployment.max_num_seqs > 1 ? t->deployment.max_num_seqs : 1;
+    long per_step = t->deployment.max_num_batched_tokens > 0 ? t->deployment.max_num_batched_tokens : 1;
+    if (per_step > cap) cap = (int)(per_step < 65536 ? per_step : 65536);
+    kv_seq_work *w = malloc(sizeof *w * (size_t)cap);
+    double rate = 0;
+    if (w) {
+        kv_cache_cfg kc = kv_cache_cfg_make(t, c->c.kv_dtype, c->c.sink, c->c.window);
+        kv_saturation x = kv_saturation_rate(t, &kc, c->c.attention, c->c.layout == SCN_LAYOUT_PAGED, c->c.block_size, w, cap);
+        rate = x.rate;
+        /* The estimate counts requests; a conversation arrival brings `turns` of them. */
+        if (t->workload.turns > 1) rate /= t->workload.turns;
+        free(w);
+    }
+    free(t);
+    return rate > 0 && isfinite(rate) ? rate : fallback;
 }
 
 int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double hint,
@@ -42,7 +105,7 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
 {
     memset(out, 0, sizeof *out);
     if (!scn_arrival_has_rate(s->workload.arrival)) { out->rate = NAN; return -1; }
-    if (!(hint > 0)) hint = s->workload.rate > 0 ? s->workload.rate : 1;
+    if (!(hint > 0)) hint = plan_capacity_hint(s, c, replicas);
     if (!(step > 1)) step = 2;
     if (!(tol > 0)) tol = PLAN_CAPACITY_TOL;
     sim_metrics m;
@@ -59,17 +122,28 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
     if (ok) {
         lo = hint;
         out->m = m;
-        /* Upward until it fails (at most 40 steps: a rate 2^40 times the hint is no answer). */
-        for (int i = 0; i < 40 && !isfinite(hi); i++) {
-            double r = lo * step;
+        /* Upward until it fails, at most to PLAN_CAPACITY_RANGE x the start: a candidate that
+         * still keeps up there has no capacity this search can name (its trial may be too short
+         * to load it, or the SLO too loose), and says so instead of returning a huge rate. */
+        double top = hint * PLAN_CAPACITY_RANGE;
+        while (!isfinite(hi) && lo < top) {
+            double r = fmin(lo * step, top);
             out->sims++;
             if (plan_sustains(s, c, seed, r, replicas, &m)) { lo = r; out->m = m; } else hi = r;
         }
-        if (!isfinite(hi)) { out->rate = lo; out->out_tok_per_s = steady_tokens(lo, &out->m); return 0; }
+        if (!isfinite(hi)) {
+            out->rate = lo;
+            out->unbounded = true;
+            out->out_tok_per_s = steady_tokens(s, c, replicas, lo, &out->m);
+            return 0;
+        }
     } else {
-        /* Downward to 1/256 of the hint: below that the answer is "misses the SLO at every rate". */
+        /* Downward to 1/256 of the hint, or of the offered rate when that is lower (a warm start
+         * from the saturation rate must not stop above where a search from the offered rate
+         * would have gone): below that the answer is "misses the SLO at every rate". */
         hi = hint;
-        int downs = (int)ceil(log(256.0) / log(step));
+        double bottom = fmin(hint, s->workload.rate > 0 ? s->workload.rate : hint) / 256;
+        int downs = (int)ceil(log(hint / bottom) / log(step) - 1e-9);
         for (int i = 0; i < downs && lo == 0; i++) {
             double r = hi / step;
             out->sims++;
@@ -85,7 +159,7 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
         if (plan_sustains(s, c, seed, mid, replicas, &m)) { lo = mid; out->m = m; } else hi = mid;
     }
     out->rate = lo;
-    out->out_tok_per_s = steady_tokens(lo, &out->m);
+    out->out_tok_per_s = steady_tokens(s, c, replicas, lo, &out->m);
     return 0;
 }
 
@@ -95,7 +169,7 @@ double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations)
     plan_capacity_result x;
     /* Doubling brackets [r, 2r]; `iterations` halvings make it 2^-iterations of r wide. */
     plan_capacity_search(s, c, s->seed, c->replicas, 0, 2, ldexp(1.0, -iterations), NULL, &x);
-    return x.rate;
+    return x.unbounded ? INFINITY : x.rate;
 }
 
 int plan_min_replicas(const scn_scenario *s, const plan_cand *c, double rate, int max)
@@ -149,14 +223,11 @@ int plan_capacity_rows(const scn_scenario *s, const plan_result *r, int top, dou
         if (ranked < top) ranked++;
         seen_hw |= bit;
         plan_capacity_row *w = &rows[n++];
-        double v[PLAN_SEEDS_MAX], tok[PLAN_SEEDS_MAX];
-        for (int i = 0; i < x->n_seeds; i++) { v[i] = x->seed_rate[i]; tok[i] = x->seed_tok[i]; }
         w->cand = r->order[k];
-        w->rate = plan_interval_of(v, x->n_seeds);
-        if (isfinite(w->rate.hi)) w->rate.hi *= 1 + PLAN_CAPACITY_TOL;   /* the search's resolution (plan_rank.c) */
+        w->rate = x->rate;   /* plan_rank's: over seeds, widened by the search's resolution */
+        w->unbounded = x->unbounded;
         w->rate_per_gpu = w->rate.mean / x->gpus;
-        double t = plan_interval_of(tok, x->n_seeds).mean, price = plan_price(s, x);
-        w->usd_per_mtok = price > 0 && t > 0 ? price * x->gpus / 3600.0 / t * 1e6 : NAN;
+        w->usd_per_mtok = x->usd_per_mtok;
         int reps = target > 0 ? plan_min_replicas(s, x, target, max_replicas) : 0;
         w->gpus_for_target = reps * x->tp;
         w->max_context = plan_max_context(s, x, concurrency);
@@ -171,6 +242,7 @@ int plan_capacity_fewest(const plan_capacity_row *rows, int n)
     for (int i = 0; i < n; i++) {
         const plan_capacity_row *a = &rows[i];
         if (a->gpus_for_target <= 0) continue;
+        /* An unbounded capacity has no rate to break a tie with; its GPU count still stands. */
         if (best < 0) { best = i; continue; }
         const plan_capacity_row *b = &rows[best];
         if (a->gpus_for_target != b->gpus_for_target) { if (a->gpus_for_target < b->gpus_for_target) best = i; continue; }

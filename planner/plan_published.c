@@ -280,18 +280,18 @@ void pub_table_free(pub_table *t)
 
 /* ---- Predicting ---- */
 
-static const char *library(void)
+/* The library folder, into the caller's buffer. */
+static const char *library(char *dir, size_t n)
 {
-    static char dir[1024];
-    scn_library_dir(dir, sizeof dir);
+    scn_library_dir(dir, n);
     return dir;
 }
 
 static bool in_library(const char *kind, const char *name)
 {
-    char p[1200];
+    char dir[1024], p[1200];
     struct stat st;
-    snprintf(p, sizeof p, "%s/%s/%s.yaml", library(), kind, name);
+    snprintf(p, sizeof p, "%s/%s/%s.yaml", library(dir, sizeof dir), kind, name);
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
@@ -377,8 +377,8 @@ static int row_lengths(const pub_row *r, const char *datasets, char *prompt, cha
             continue;
         }
         char p[512], o[512], used[1300];
-        char lib[1100];
-        snprintf(lib, sizeof lib, "%s/datasets", library());
+        char lib[1100], dir[1024];
+        snprintf(lib, sizeof lib, "%s/datasets", library(dir, sizeof dir));
         if ((!datasets || dataset_lengths(datasets, names[i], p, o, sizeof p, used, sizeof used)) &&
             dataset_lengths(lib, names[i], p, o, sizeof p, used, sizeof used)) {
             snprintf(why, nwhy, "no bundled length distribution for dataset '%s'", names[i]);
@@ -526,19 +526,76 @@ static double from_metrics(const sim_metrics *m, const char *name)
     return NAN;
 }
 
+/* The row's scenario loaded into `s` (the caller's, on the heap) and predicted. */
+static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, const char *output, const scn_wformat *wf,
+                            bool kv_unstated, char *why, size_t nwhy, char *err, size_t n)
+{
+    char text[2048];
+    scenario_text(r, prompt, output, text, sizeof text);
+    int lr = load_text(text, s, why, nwhy, err, n);
+    if (lr < 0) return -1;
+    if (lr) {
+        char w2[640];
+        snprintf(w2, sizeof w2, "the library cannot express it: %.560s", why);
+        skip(r, PUB_SKIPPED, w2);
+        return 0;
+    }
+    /* The checkpoint as published: a quantised format replaces the model's; a 16-bit one keeps
+     * the model's own (bf16 and fp16 cost the same). */
+    if (wf->quant != SCN_WQ_NONE || scn_dtype_bytes(wf->dtype) != 2) kv_model_set_wformat(&s->model, wf);
+    double v = NAN;
+    if (r->mode == PUB_MODE_CAPACITY) {
+        sim_choice c = sim_choice_first(s);
+        kv_cache_cfg cfg = kv_cache_cfg_make(s, c.kv_dtype, 0, 0);
+        long tok = kv_capacity_compute(s, &cfg, c.block_size, 0).capacity_blocks * c.block_size;
+        if (tok <= 0) { skip(r, PUB_FAILED, "the model says the weights leave no room for a KV cache"); return 0; }
+        v = (double)tok;
+    } else if (r->mode == PUB_MODE_BATCH) {
+        int br = predict_batch(s, r, &v, why, nwhy);
+        if (br < 0) { snprintf(err, n, "out of memory"); return -1; }
+        if (br) { skip(r, PUB_FAILED, why); return 0; }
+    } else {
+        sim_choice c = sim_choice_first(s);
+        sim_metrics m;
+        char msg[512];
+        int rc = sim_run_predicted(s, &c, &m, msg, sizeof msg);
+        if (rc == SIM_E_INTERNAL) { snprintf(err, n, "row %s: %s", r->id, msg); return -1; }
+        if (rc != SIM_OK) {
+            snprintf(why, nwhy, "the simulation failed: %.200s", msg);
+            skip(r, PUB_FAILED, why);
+            return 0;
+        }
+        v = from_metrics(&m, r->metric);
+    }
+    /* Units: seconds to ms; per-GPU rates divide by every GPU of the deployment. */
+    if (!strcmp(r->unit, "ms")) v *= 1000;
+    if (strstr(r->unit, "/gpu")) v /= r->gpus;
+    if (strstr(r->unit, "per 8-GPU node")) v /= r->gpus / 8.0;
+    if (!isfinite(v)) { skip(r, PUB_FAILED, "the run produced no value for this metric"); return 0; }
+    r->predicted = v;
+    r->error = (v - r->value) / r->value;
+    size_t k = 0;
+    if (in_library("engines", engine_of(r))) k = (size_t)snprintf(r->why, sizeof r->why, "engine profile: %s", s->engine.name);
+    else k = (size_t)snprintf(r->why, sizeof r->why, "engine '%s' is not in the library: the default profile (%s) was used",
+                              r->engine, s->engine.name[0] ? s->engine.name : "none");
+    if (kv_unstated && k < sizeof r->why)
+        snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
+    return 0;
+}
+
 int pub_row_predict(pub_row *r, const char *datasets, char *err, size_t n)
 {
     r->status = PUB_PREDICTED;
     r->predicted = r->error = NAN;
     r->why[0] = 0;
-    char why[600];
+    char why[600], dir[1024];
     if (!in_library("models", r->model)) {
-        snprintf(why, sizeof why, "model '%s' is not in the library (%.400s/models)", r->model, library());
+        snprintf(why, sizeof why, "model '%s' is not in the library (%.400s/models)", r->model, library(dir, sizeof dir));
         skip(r, PUB_SKIPPED, why);
         return 0;
     }
     if (!in_library("hardware", r->gpu)) {
-        snprintf(why, sizeof why, "hardware '%s' is not in the library (%.400s/hardware)", r->gpu, library());
+        snprintf(why, sizeof why, "hardware '%s' is not in the library (%.400s/hardware)", r->gpu, library(dir, sizeof dir));
         skip(r, PUB_SKIPPED, why);
         return 0;
     }
@@ -577,58 +634,11 @@ int pub_row_predict(pub_row *r, const char *datasets, char *err, size_t n)
         skip(r, PUB_SKIPPED, "more than a million offline prompts");
         return 0;
     }
-    static scn_scenario s;
-    char text[2048];
-    scenario_text(r, prompt, output, text, sizeof text);
-    int lr = load_text(text, &s, why, sizeof why, err, n);
-    if (lr < 0) return -1;
-    if (lr) {
-        char w2[640];
-        snprintf(w2, sizeof w2, "the library cannot express it: %.560s", why);
-        skip(r, PUB_SKIPPED, w2);
-        return 0;
-    }
-    /* The checkpoint as published: a quantised format replaces the model's; a 16-bit one keeps
-     * the model's own (bf16 and fp16 cost the same). */
-    if (wf.quant != SCN_WQ_NONE || scn_dtype_bytes(wf.dtype) != 2) kv_model_set_wformat(&s.model, &wf);
-    double v = NAN;
-    if (r->mode == PUB_MODE_CAPACITY) {
-        sim_choice c = sim_choice_first(&s);
-        kv_cache_cfg cfg = kv_cache_cfg_make(&s, c.kv_dtype, 0, 0);
-        long tok = kv_capacity_compute(&s, &cfg, c.block_size, 0).capacity_blocks * c.block_size;
-        if (tok <= 0) { skip(r, PUB_FAILED, "the model says the weights leave no room for a KV cache"); return 0; }
-        v = (double)tok;
-    } else if (r->mode == PUB_MODE_BATCH) {
-        int br = predict_batch(&s, r, &v, why, sizeof why);
-        if (br < 0) { snprintf(err, n, "out of memory"); return -1; }
-        if (br) { skip(r, PUB_FAILED, why); return 0; }
-    } else {
-        sim_choice c = sim_choice_first(&s);
-        sim_metrics m;
-        char msg[512];
-        int rc = sim_run_predicted(&s, &c, &m, msg, sizeof msg);
-        if (rc == SIM_E_INTERNAL) { snprintf(err, n, "row %s: %s", r->id, msg); return -1; }
-        if (rc != SIM_OK) {
-            snprintf(why, sizeof why, "the simulation failed: %.200s", msg);
-            skip(r, PUB_FAILED, why);
-            return 0;
-        }
-        v = from_metrics(&m, r->metric);
-    }
-    /* Units: seconds to ms; per-GPU rates divide by every GPU of the deployment. */
-    if (!strcmp(r->unit, "ms")) v *= 1000;
-    if (strstr(r->unit, "/gpu")) v /= r->gpus;
-    if (strstr(r->unit, "per 8-GPU node")) v /= r->gpus / 8.0;
-    if (!isfinite(v)) { skip(r, PUB_FAILED, "the run produced no value for this metric"); return 0; }
-    r->predicted = v;
-    r->error = (v - r->value) / r->value;
-    size_t k = 0;
-    if (in_library("engines", engine_of(r))) k = (size_t)snprintf(r->why, sizeof r->why, "engine profile: %s", s.engine.name);
-    else k = (size_t)snprintf(r->why, sizeof r->why, "engine '%s' is not in the library: the default profile (%s) was used",
-                              r->engine, s.engine.name[0] ? s.engine.name : "none");
-    if (kv_unstated && k < sizeof r->why)
-        snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
-    return 0;
+    scn_scenario *s = malloc(sizeof *s);
+    if (!s) { snprintf(err, n, "out of memory"); return -1; }
+    int rc = predict_scenario(r, s, prompt, output, &wf, kv_unstated, why, sizeof why, err, n);
+    free(s);
+    return rc;
 }
 
 void pub_table_summarise(const pub_table *t, pub_summary out[PUB_CLASS_COUNT + 1])

@@ -61,6 +61,21 @@ plan_interval plan_interval_of(const double *x, int n)
     return r;
 }
 
+plan_interval plan_interval_log_of(const double *x, int n)
+{
+    double l[PLAN_SEEDS_MAX];
+    bool pos = n >= 1 && n <= PLAN_SEEDS_MAX;
+    for (int i = 0; pos && i < n; i++) pos = x[i] > 0 && isfinite(x[i]);
+    if (!pos) {
+        plan_interval r = plan_interval_of(x, n);
+        if (r.lo < 0) r.lo = 0;
+        return r;
+    }
+    for (int i = 0; i < n; i++) l[i] = log(x[i]);
+    plan_interval g = plan_interval_of(l, n);
+    return (plan_interval){exp(g.mean), exp(g.lo), exp(g.hi), n};
+}
+
 bool plan_intervals_separate(plan_interval a, plan_interval b)
 {
     if (isnan(a.mean) || isnan(b.mean)) return false;
@@ -70,7 +85,8 @@ bool plan_intervals_separate(plan_interval a, plan_interval b)
 /* Allowed and within the SLO first, then allowed, then the rest; each group by objective. */
 static int group(const plan_cand *c)
 {
-    if (c->status != PLAN_DONE) return 3;
+    if (c->status != PLAN_DONE) return 4;
+    if (c->unbounded) return 3;   /* no capacity found within the searched range: not ranked with the rest */
     return c->allowed ? (c->slo_met ? 0 : 1) : 2;
 }
 
@@ -102,16 +118,15 @@ static void sort_order(const plan_result *r, int *a, int *tmp, int n)
     memcpy(a, tmp, sizeof *a * (size_t)n);
 }
 
-/* Seed k's objective at capacity (higher is better). */
-static double capacity_objective(const scn_scenario *s, const plan_cand *c, int k)
+double plan_judged_batch(const plan_cand *c)
 {
-    double v;
-    switch (s->objective) {
-    case SCN_OBJ_THROUGHPUT: v = c->seed_tok[k]; break;
-    case SCN_OBJ_COST: v = c->seed_tok[k] > 0 ? -(plan_price(s, c) * c->gpus / 3600.0) / c->seed_tok[k] * 1e6 : -INFINITY; break;
-    default: v = c->seed_rate[k] / c->gpus; break;
-    }
-    return isnan(v) ? -INFINITY : v;
+    return c->at_capacity && c->batch_judged > 0 ? c->batch_judged : c->m.batch_mean;
+}
+
+/* The price of a million output tokens at `tok` output tokens/s on the candidate's GPUs. */
+static double usd_per_mtok(const plan_cand *c, double tok)
+{
+    return c->usd_per_gpu_hour > 0 && tok > 0 ? c->usd_per_gpu_hour * c->gpus / 3600.0 / tok * 1e6 : NAN;
 }
 
 void plan_rank(const scn_scenario *s, plan_result *r)
@@ -122,32 +137,68 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         r->order[i] = i;
         if (c->status != PLAN_DONE) continue;
         int n = c->n_seeds < 1 ? 1 : c->n_seeds, met = 0;
-        double v[PLAN_SEEDS_MAX], rate[PLAN_SEEDS_MAX], tok[PLAN_SEEDS_MAX];
+        double rate[PLAN_SEEDS_MAX], tok[PLAN_SEEDS_MAX], batch = 0;
         for (int k = 0; k < n; k++) met += (c->seed_slo >> k) & 1;
         c->slo_met = 2 * met > n;
         c->offered = plan_interval_of(c->seed_offered, n);
-        c->at_capacity = cap;
         c->latency_p99 = latency(s, &c->m);
         c->usd_per_gpu_hour = plan_price(s, c);
-        if (cap) {
-            for (int k = 0; k < n; k++) { v[k] = capacity_objective(s, c, k); rate[k] = c->seed_rate[k]; tok[k] = c->seed_tok[k]; }
-            c->obj = plan_interval_of(v, n);
-            c->rate = plan_interval_of(rate, n);
+        unsigned all = n >= 32 ? ~0u : (1u << n) - 1;
+        bool searched = (c->cap_done & all) == all;
+        c->at_capacity = cap && searched;
+        c->unbounded = searched && (c->seed_unbounded & all) != 0;
+        /* The batch the judged load ran at: the capacity trials' mean decode batch when judged
+         * there (over the seeds that found a rate), else the first seed's offered-load run. */
+        int nb = 0;
+        for (int k = 0; searched && k < n; k++) if (isfinite(c->seed_batch[k])) { batch += c->seed_batch[k]; nb++; }
+        c->batch_judged = c->at_capacity && nb > 0 ? batch / nb : c->m.batch_mean;
+        if (searched) {
+            for (int k = 0; k < n; k++) { rate[k] = c->seed_rate[k]; tok[k] = c->seed_tok[k]; }
             /* Each seed's rate is known to the search's resolution: the capacity lies between the
-             * rate found and PLAN_CAPACITY_TOL above it, so the interval's upper end widens by it
-             * (towards zero for cost, which is negated). Identical seeds then still leave an interval. */
-            if (isfinite(c->obj.hi)) c->obj.hi = c->obj.hi >= 0 ? c->obj.hi * (1 + PLAN_CAPACITY_TOL) : c->obj.hi / (1 + PLAN_CAPACITY_TOL);
+             * rate found and PLAN_CAPACITY_TOL above it, so the interval's upper end widens by it.
+             * Identical seeds then still leave an interval. A rate is never below 0. */
+            c->rate = plan_interval_of(rate, n);
+            if (c->rate.lo < 0) c->rate.lo = 0;
             if (isfinite(c->rate.hi)) c->rate.hi *= 1 + PLAN_CAPACITY_TOL;
-            plan_interval t = plan_interval_of(tok, n);
+            /* Output tokens/s on a log scale (plan_interval_log_of), so $ per million tokens, its
+             * reciprocal times the price, has both ends positive: an arithmetic interval on $ itself
+             * went below zero with two seeds (t = 12.7). */
+            plan_interval t = plan_interval_log_of(tok, n);
+            if (isfinite(t.hi)) t.hi *= 1 + PLAN_CAPACITY_TOL;
             c->tok_per_gpu = t.mean / c->gpus;
-            c->usd_per_mtok = c->usd_per_gpu_hour > 0 && t.mean > 0 ? c->usd_per_gpu_hour * c->gpus / 3600.0 / t.mean * 1e6 : NAN;
+            c->usd_per_mtok = usd_per_mtok(c, t.mean);
+            if (c->at_capacity) {
+                switch (s->objective) {
+                case SCN_OBJ_THROUGHPUT:
+                    c->obj = plan_interval_of(tok, n);
+                    if (c->obj.lo < 0) c->obj.lo = 0;
+                    if (isfinite(c->obj.hi)) c->obj.hi *= 1 + PLAN_CAPACITY_TOL;
+                    break;
+                case SCN_OBJ_COST: {
+                    /* Negated (higher is better); the ends swap under the reciprocal. A seed that
+                     * met the SLO at no rate makes the cost unbounded. */
+                    double lo = usd_per_mtok(c, t.lo), hi = usd_per_mtok(c, t.hi);
+                    bool any_zero = false;
+                    for (int k = 0; k < n; k++) any_zero |= !(tok[k] > 0);
+                    c->obj = any_zero || !isfinite(c->usd_per_mtok) ? (plan_interval){-INFINITY, -INFINITY, -INFINITY, n}
+                                                                    : (plan_interval){-c->usd_per_mtok, -lo, -hi, n};
+                    if (c->obj.lo > c->obj.hi) { double x = c->obj.lo; c->obj.lo = c->obj.hi; c->obj.hi = x; }
+                    break;
+                }
+                default:
+                    c->obj = c->rate;
+                    c->obj.mean /= c->gpus;
+                    c->obj.lo /= c->gpus;
+                    c->obj.hi /= c->gpus;
+                    break;
+                }
+            }
         } else {
-            c->obj = c->offered;
             c->rate = (plan_interval){NAN, NAN, NAN, 0};
             c->tok_per_gpu = c->m.output_tok_per_s / c->gpus;
-            c->usd_per_mtok = c->usd_per_gpu_hour > 0 && c->m.output_tok_per_s > 0
-                                  ? c->usd_per_gpu_hour * c->gpus / 3600.0 / c->m.output_tok_per_s * 1e6 : NAN;
+            c->usd_per_mtok = usd_per_mtok(c, c->m.output_tok_per_s);
         }
+        if (!c->at_capacity) c->obj = c->offered;
         c->objective = c->obj.mean;
         if (isnan(c->objective)) c->objective = -INFINITY;
     }
@@ -221,7 +272,11 @@ static void unit_text(const scn_scenario *s, bool cap, char *buf, size_t n)
     case SCN_OBJ_THROUGHPUT: snprintf(buf, n, "output tokens/s%s", cap ? " at the highest rate within the SLO" : ""); break;
     case SCN_OBJ_P99_LATENCY: snprintf(buf, n, "s p99 latency"); break;
     case SCN_OBJ_COST: snprintf(buf, n, "$ per million output tokens%s", cap ? " at the highest rate within the SLO" : ""); break;
-    default: snprintf(buf, n, "req/s per GPU%s", cap ? " within the SLO" : " of goodput"); break;
+    default:
+        /* At capacity the rate is the arrival process's (conversations/s with multi-turn
+         * conversations); goodput at the offered load counts completed requests. */
+        snprintf(buf, n, "%s per GPU%s", cap ? plan_rate_unit(s) : "req/s", cap ? " within the SLO" : " of goodput");
+        break;
     }
 }
 
@@ -263,6 +318,17 @@ void plan_compare_text(const scn_scenario *s, const plan_cand *a, const plan_can
     fmt_num(shown(s, a->objective), va, sizeof va);
     fmt_num(shown(s, b->objective), vb, sizeof vb);
     unit_text(s, cap, unit, sizeof unit);
+    if (a->unbounded || b->unbounded) {
+        /* A search that kept up at its top rate found no capacity: a lower bound, not a figure
+         * to rank or credit against (issue 16's review: it used to be 2^40 x the start). */
+        const plan_cand *u = a->unbounded ? a : b;
+        char top[32];
+        fmt_num(u->rate.mean, top, sizeof top);
+        snprintf(buf, n, "not compared: %s capacity is unbounded within the searched range (it kept up at %s %s, the top "
+                 "of the search)", a->unbounded && b->unbounded ? "each one's" : a->unbounded ? "this one's" : "the alternative's",
+                 top, plan_rate_unit(s));
+        return;
+    }
     if (misses_everywhere(a) && misses_everywhere(b)) {
         snprintf(buf, n, "both miss the SLO at every rate tried");
         return;
@@ -385,14 +451,24 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
         snprintf(lines[n++], PLAN_LINE, "Recommended: %.260s, for %s %.200s: %.160s (95 %% interval %.60s)%s.", desc, objective_name(s), how,
                  val, iv, b->slo_met ? "" : "; no allowed candidate meets the SLO at the offered load, this one comes closest");
     }
-    if (n < max && b->at_capacity && isfinite(b->rate.mean)) {
-        char r1[32], r2[32];
+    if (n < max && b->unbounded) {
+        char r1[32];
+        fmt_num(b->rate.mean, r1, sizeof r1);
+        snprintf(lines[n++], PLAN_LINE, "Capacity: unbounded within the searched range: it kept up at %s %s, the top of the "
+                 "search (%.0fx its start), so no capacity is credited or ranked; every candidate that found one ranks ahead.",
+                 r1, plan_rate_unit(s), PLAN_CAPACITY_RANGE);
+    } else if (n < max && b->at_capacity && isfinite(b->rate.mean)) {
+        char r1[32], r2[32], turns[96] = "";
         fmt_num(b->rate.mean, r1, sizeof r1);
         fmt_num(s->workload.rate, r2, sizeof r2);
         /* Above the offered load it is headroom; below, a shortfall (a review read "0.1x headroom"). */
         double x = s->workload.rate > 0 ? b->rate.mean / s->workload.rate : NAN;
-        snprintf(lines[n++], PLAN_LINE, "Capacity: %s req/s within the SLO against the %s req/s offered (%.1fx: %s)%s.", r1, r2, x,
-                 x >= 1 ? "headroom" : "short of the offered load", b->slo_met ? "" : "; at the offered load it misses the SLO");
+        if (s->workload.turns > 1)
+            snprintf(turns, sizeof turns, " (each of up to %d turns, so about %.3g requests/s)", s->workload.turns,
+                     b->rate.mean * s->workload.turns);
+        snprintf(lines[n++], PLAN_LINE, "Capacity: %s %s%s within the SLO against the %s %s offered (%.1fx: %s)%s.", r1,
+                 plan_rate_unit(s), turns, r2, plan_rate_unit(s), x, x >= 1 ? "headroom" : "short of the offered load",
+                 b->slo_met ? "" : "; at the offered load it misses the SLO");
     }
     if (n < max && b->usd_per_gpu_hour > 0 && isfinite(b->usd_per_mtok))
         snprintf(lines[n++], PLAN_LINE, "Cost: $%.3f per million output tokens %s, on %.0f GPU%s of %s at $%.2f per GPU-hour.",

@@ -60,6 +60,17 @@ static int each_run(void *ud, const db_run_info *r)
         if ((v = json_object_get(opts, "hardware")) && json_is_string(v)) hw = json_string_value(v);
     }
     double gpus = (double)(tp * reps);
+    /* A disaggregated run's GPUs are its two pools' (sim/disagg.h). */
+    json_t *dg = opts ? json_object_get(opts, "disaggregation") : NULL;
+    if (dg) {
+        gpus = 0;
+        for (int k = 0; k < 2; k++) {
+            json_t *pl = json_object_get(dg, k ? "decode" : "prefill");
+            gpus += (double)(json_integer_value(json_object_get(pl, "replicas")) *
+                             json_integer_value(json_object_get(pl, "tensor_parallel")));
+        }
+        if (!(gpus > 0)) gpus = (double)(tp * reps);
+    }
     if (isfinite(x.sweep_rate)) {
         /* A load-curve point: one row per plotted metric, so the chart can facet by metric. */
         static const struct { const char *name; sim_quantity q; int p99; } M[] = {
@@ -95,6 +106,17 @@ static int each_run(void *ud, const db_run_info *r)
                                       "disk_transfer_s", num(m.tier_xfer_s[1]), "disk_occupancy", num(m.tier_occupancy[1]),
                                       "swaps", (json_int_t)m.swaps, "swap_bytes", num(m.swap_bytes),
                                       "swap_transfer_s", num(m.swap_xfer_s)));
+    if (m.prefill_replicas > 0) {   /* the hand-offs and the pools of a disaggregated run */
+        char xpyd[32];
+        snprintf(xpyd, sizeof xpyd, "%ldP%ldD", m.prefill_replicas, m.decode_replicas);
+        json_t *row = json_array_get(g->runs, json_array_size(g->runs) - 1);
+        json_object_set_new(row, "disaggregation", json_string(xpyd));
+        json_object_set_new(row, "transfer_bytes", num(m.transfer_bytes));
+        json_object_set_new(row, "transfer_mean_s", num(m.transfer_mean));
+        json_object_set_new(row, "transfer_wait_p99_s", num(m.transfer_wait_p99));
+        json_object_set_new(row, "prefill_busy", num(m.prefill_busy));
+        json_object_set_new(row, "decode_busy", num(m.decode_busy));
+    }
     json_t *lab = json_string(label);
     json_t *ctx[2] = {g->timeseries, lab};
     char e2[256];
@@ -119,6 +141,61 @@ void plan_report_pareto(json_t *runs)
         }
         json_object_set_new(a, "pareto", json_boolean(front));
     }
+}
+
+/* One option's value as text: true/false as on/off, numbers and strings as written. */
+static void value_str(json_t *v, char *buf, size_t n)
+{
+    if (json_is_boolean(v)) snprintf(buf, n, "%s", json_is_true(v) ? "on" : "off");
+    else if (json_is_integer(v)) snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) snprintf(buf, n, "%g", json_real_value(v));
+    else if (json_is_string(v)) snprintf(buf, n, "%s", json_string_value(v));
+    else snprintf(buf, n, "?");
+}
+
+void plan_report_label_curves(json_t *curves)
+{
+    size_t n = json_array_size(curves);
+    json_t *all = json_array();   /* each distinct candidate's options, parsed */
+    for (size_t i = 0; i < n; i++) {
+        json_t *row = json_array_get(curves, i);
+        const char *kind = json_string_value(json_object_get(row, "kind"));
+        const char *o = json_string_value(json_object_get(row, "options"));
+        if (!kind || strcmp(kind, "curve") || !o) continue;
+        json_t *opts = json_loads(o, 0, NULL);
+        if (json_is_object(opts)) json_array_append(all, opts);
+        json_decref(opts);
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *row = json_array_get(curves, i);
+        const char *kind = json_string_value(json_object_get(row, "kind"));
+        const char *o = json_string_value(json_object_get(row, "options"));
+        if (!kind || strcmp(kind, "curve") || !o) continue;
+        json_t *opts = json_loads(o, 0, NULL);
+        if (!json_is_object(opts)) { json_object_set_new(row, "label", json_string(o)); json_decref(opts); continue; }
+        /* Only the options in which the plotted candidates differ name a line ("kv_dtype=fp8,
+         * max_num_seqs=512"); a lone candidate is named by all of its options. */
+        char label[600] = "";
+        size_t used = 0;
+        for (int pass = 0; pass < 2 && !used; pass++) {
+            const char *key;
+            json_t *v;
+            json_object_foreach(opts, key, v) {
+                bool differs = pass == 1;
+                for (size_t j = 0; j < json_array_size(all) && !differs; j++) {
+                    json_t *w = json_object_get(json_array_get(all, j), key);
+                    differs = !w || !json_equal(v, w);
+                }
+                if (!differs || used >= sizeof label - 1) continue;
+                char val[96];
+                value_str(v, val, sizeof val);
+                used += (size_t)snprintf(label + used, sizeof label - used, "%s%s=%s", used ? ", " : "", key, val);
+            }
+        }
+        json_object_set_new(row, "label", json_string(label));
+        json_decref(opts);
+    }
+    json_decref(all);
 }
 
 /* Predicted runs, with the Pareto front marked. (Predicted/measured pairing is verify's:
@@ -183,6 +260,7 @@ json_t *plan_report_data(db *d, const scn_scenario *s, db_status *st, char *err,
     }
     json_t *pareto = json_array();
     derive(g.runs, pareto);
+    plan_report_label_curves(g.curves);
     slo_lines(s, g.curves);
     return json_pack("{s:o, s:o, s:o, s:o, s:o}", "pareto", pareto, "curves", g.curves, "memory", memory_rows(s),
                      "timeseries", g.timeseries, "runs", g.runs);

@@ -19,4 +19,9 @@ json_t *plan_report_data(db *d, const scn_scenario *s, db_status *st, char *err,
  * other run beats on both output tokens/s per GPU (higher) and p99 latency (lower). */
 void plan_report_pareto(json_t *runs);
 
+/* Adds "label" to every load-curve row (kind "curve"): the options in which the plotted
+ * candidates differ, as "key=value, ..." (true/false as on/off), for the chart's legend; a lone
+ * candidate is labelled with all its options. */
+void plan_report_label_curves(json_t *curves);
+
 #endif

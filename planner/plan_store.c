@@ -12,6 +12,10 @@
 
 #define CAP_RATE "capacity_req_per_s"
 #define CAP_TOK "capacity_out_tok_per_s"
+/* Written with the trial-length floor and the bounded search (issue 16's review): a stored
+ * capacity without it came from the older search and is searched again. */
+#define CAP_UNBOUNDED "capacity_unbounded"
+#define CAP_BATCH "capacity_batch_mean"
 
 /* The key a run is stored under: the choice as JSON, with the hardware profile, weight format
  * and engine when they are options (the scenario digest names only the scenario's own), so a
@@ -49,7 +53,7 @@ long plan_store_find(db *d, const scn_scenario *s, const plan_cand *c, unsigned 
 
 typedef struct {
     sim_metrics *m;
-    double rate, tok;
+    double rate, tok, unbounded, batch;
 } stored;
 
 static int read_metric(void *ud, const char *name, double value, int is_null)
@@ -57,6 +61,8 @@ static int read_metric(void *ud, const char *name, double value, int is_null)
     stored *x = ud;
     if (!strcmp(name, CAP_RATE)) x->rate = is_null ? NAN : value;
     else if (!strcmp(name, CAP_TOK)) x->tok = is_null ? NAN : value;
+    else if (!strcmp(name, CAP_UNBOUNDED)) x->unbounded = is_null ? NAN : value;
+    else if (!strcmp(name, CAP_BATCH)) x->batch = is_null ? NAN : value;
     else sim_metrics_set(x->m, name, is_null ? NAN : value);
     return 0;
 }
@@ -75,15 +81,17 @@ long plan_store_reuse(db *d, const scn_scenario *s, plan_result *r)
             if (id <= 0) { all = false; continue; }
             sim_metrics m;
             memset(&m, 0, sizeof m);
-            stored x = {.m = &m, .rate = NAN, .tok = NAN};
+            stored x = {.m = &m, .rate = NAN, .tok = NAN, .unbounded = NAN, .batch = NAN};
             if (db_run_metrics(d, id, read_metric, &x, err, sizeof err) != DB_OK) { all = false; continue; }
             plan_record_offered(s, c, k, &m);
             c->seed_reused |= 1u << k;
             if (k == 0) c->run_id = id;
             reused++;
-            if (isfinite(x.rate) && isfinite(x.tok)) {
+            if (isfinite(x.rate) && isfinite(x.tok) && isfinite(x.unbounded)) {
                 c->seed_rate[k] = x.rate;
                 c->seed_tok[k] = x.tok;
+                c->seed_batch[k] = x.batch;
+                if (x.unbounded > 0) c->seed_unbounded |= 1u << k;
                 c->cap_done |= 1u << k;
             } else if (cap) {
                 all = false;   /* a run from `simulate`: the capacity search still has to run */
@@ -110,11 +118,13 @@ int plan_store_save(db *d, const scn_scenario *s, plan_result *r, const char *st
         char *opts = options_key(s, c);
         for (int k = 0; k < c->n_seeds; k++) {
             if ((c->seed_reused >> k) & 1 || !((c->seed_done >> k) & 1)) continue;
-            sim_metric_kv mv[SIM_METRICS_MAX + 2];
+            sim_metric_kv mv[SIM_METRICS_MAX + 4];
             int nm = sim_metrics_list(&c->seed_m[k], mv, SIM_METRICS_MAX);
             if ((c->cap_done >> k) & 1) {
                 mv[nm++] = (sim_metric_kv){CAP_RATE, c->seed_rate[k], SIM_UNIT_RATE};
                 mv[nm++] = (sim_metric_kv){CAP_TOK, c->seed_tok[k], SIM_UNIT_RATE};
+                mv[nm++] = (sim_metric_kv){CAP_UNBOUNDED, (c->seed_unbounded >> k) & 1, SIM_UNIT_COUNT};
+                mv[nm++] = (sim_metric_kv){CAP_BATCH, c->seed_batch[k], SIM_UNIT_NUMBER};
             }
             t->seed = s->seed + (unsigned long long)k;
             db_run_rec rec = {.scenario = t, .kind = "predicted", .executor = "model", .options_json = opts ? opts : "{}",

@@ -288,6 +288,21 @@ static int step_static(sim_sched *e, sim_replica *rep)
     return rep->batch.n;
 }
 
+int sim_sched_prefill(sim_sched *e, sim_replica *rep)
+{
+    rep->batch.n = 0;
+    rep->batch.tokens = 0;
+    e->xfer_s = 0;   /* each step waits only for its own transfers */
+    long budget = e->s->deployment.max_num_batched_tokens;
+    while (rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
+        long got = admit(e, rep, rep->waiting.head, budget, false);
+        if (got < 0) return -1;
+        if (got == 0) break;
+        budget -= got;
+    }
+    return rep->batch.n;
+}
+
 int sim_sched_step(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
@@ -298,13 +313,9 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
     bool chunked = e->c.scheduler == SCN_SCHED_CHUNKED;
     long budget = d->max_num_batched_tokens;
     if (!chunked && rep->waiting.n) {
-        while (rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0) {
-            long got = admit(e, rep, rep->waiting.head, budget, false);
-            if (got < 0) return -1;
-            if (got == 0) break;
-            budget -= got;
-        }
-        if (rep->batch.n) return rep->batch.n;   /* a prefill step */
+        /* A prefill step when any waiting request is admitted; the budget is untouched if none. */
+        int n = sim_sched_prefill(e, rep);
+        if (n) return n;
     }
     /* Running sequences, oldest first: the next token, or (chunked) the next prefill chunk. */
     const scn_spec *sp = sim_spec_of(e->s, &e->c);
@@ -348,7 +359,7 @@ static void emit(sim_sched *e, sim_req *r)
 {
     r->generated++;
     if (r->generated == 1) {
-        r->t_first = e->now;
+            r->t_first = e->now;
     } else if (r->spec.measured) {   /* gaps of requests outside the measurement window are not recorded */
         double v = e->now - r->t_last;
         if (e->itl_n && v != e->itl_v) itl_flush(e);
@@ -407,7 +418,7 @@ int sim_sched_finish(sim_sched *e, sim_replica *rep)
         r->total++;
         if (r->generated == r->spec.output) {
             sim_list_remove(&rep->running, r);
-            sim_kv_release(rep->kv, &r->kv);
+            if (!rep->hold_done) sim_kv_release(rep->kv, &r->kv);
             r->state = REQ_DONE;
             rep->fin[rep->n_fin++] = r;
         }

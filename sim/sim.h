@@ -122,6 +122,14 @@ typedef struct {
     long swaps;                /* preemptions by swap (the rest recomputed) */
     double swap_bytes;         /* bytes swapped out and in, all GPUs */
     double swap_xfer_s;        /* s of swap-outs and swap-ins charged to steps */
+    /* Prefill/decode disaggregation (sim/disagg.c); all zero for a colocated run, whose
+     * listing leaves them out. kv_util_*, kv_blocks and kv_tokens are then the decode pool's. */
+    long prefill_replicas, decode_replicas;
+    double transfer_bytes;     /* KV handed from prefill to decode instances, all requests */
+    double transfer_mean, transfer_p99;     /* s: a hand-off's exposed time */
+    double transfer_wait_mean, transfer_wait_p99, transfer_wait_max;   /* s: prefill done to hand-off start */
+    double prefill_busy, decode_busy;       /* fraction of instance-time running a step */
+    double prefill_kv_util_mean;            /* referenced / total blocks of the prefill pool */
 } sim_metrics;
 
 /* The metrics as (name, value) pairs, names carrying their unit ("ttft_p99_s"): the order and

@@ -6,6 +6,7 @@
  * inspected, and device-summary.py on partial and null-laden outputs. */
 #include "tests.h"
 #include "../backend/be_cuda.h"
+#include "../backend/cuda/attn_layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,7 +158,8 @@ START_TEST(device_check_dry_run)
     snprintf(tgz, sizeof tgz, "%s/device-check.tar.gz", od);
     ck_assert_int_eq(sh("tar -tzf %s > %s", tgz, list), 0);
     const char *expect[] = {"./environment.txt", "./nvidia-smi.txt", "./cublas.txt", "./ldd.txt", "./version.txt", "./stages.tsv",
-                            "./selftest.csv", "./selftest.err", "./kernel-bench.csv", "./kernel-bench.err", "./calibration.csv",
+                            "./selftest.csv", "./selftest.err", "./kernel-bench-decode.csv", "./kernel-bench-decode.err",
+                            "./kernel-bench-prefill.csv", "./kernel-bench-prefill.err", "./calibration.csv",
                             "./calibrate.err", "./validate-tiny-cpu.err", "./summary.md", "./log.txt"};
     for (size_t i = 0; i < sizeof expect / sizeof *expect; i++) ck_assert_msg(file_has(list, expect[i]), "archive lacks %s", expect[i]);
     /* The stage table: the device stages ended at their first device call (69) unless a GPU is
@@ -166,7 +168,17 @@ START_TEST(device_check_dry_run)
     char p[800];
     snprintf(p, sizeof p, "%s/stages.tsv", od);
     ck_assert_msg(file_has(p, "calibrate\t") && file_has(p, "\t124\t3"), "stages: calibrate did not time out at 3 s");
-    ck_assert_msg(file_has(p, "selftest\t") && file_has(p, "kernel-bench\t"), "stages lack the device stages");
+    ck_assert_msg(file_has(p, "selftest\t") && file_has(p, "kernel-bench-decode\t") && file_has(p, "kernel-bench-prefill\t"),
+                  "stages lack the device stages (the kernel bench in its two modes)");
+    /* Neither half of the kernel bench was refused its mode (with the real plugin built here,
+     * a mode it does not know is exit 70 before the device probe; without it, 69). */
+    ck_assert_int_eq(sh("awk -F'\t' '$1 ~ /^kernel-bench-/ && $3 == 70 {bad = 1} END {exit bad}' %s%s", p, ""), 0);
+    /* Each half of the kernel bench ran the binary in its own mode (KVPLAN_KERNEL_BENCH): the log
+     * names both, in order. */
+    snprintf(p, sizeof p, "%s/log.txt", od);
+    ck_assert_msg(file_has(p, "kernel-bench-decode (limit") && file_has(p, "KVPLAN_KERNEL_BENCH=decode ") &&
+                      file_has(p, "kernel-bench-prefill (limit") && file_has(p, "KVPLAN_KERNEL_BENCH=prefill "),
+                  "kernel-bench modes in the log");
     snprintf(p, sizeof p, "%s/ldd.txt", od);
     ck_assert_msg(file_has(p, "== ldd "), "no ldd record");
     /* cuBLAS is looked for under one exact soname (libcublas.so.<major>), never a pattern. */
@@ -214,17 +226,19 @@ static long plan_total(const char *env, long *budget, int *validates)
  * budget is at most 300 s, leaving room for the start-up and the transfers), its stage limits
  * and the summary's 20 s must fit that budget, and it validates one scenario (the second is a
  * separate short rerun whose own plan must fit its 80 s). Independent of the script: the
- * numbers the brief fixed, selftest 90 + kernel-bench 90 + calibrate 60 + validate 40 +
- * summary 20 = 300. */
+ * numbers the brief fixed, selftest 90 + kernel-bench 90 (decode 50 + prefill 40, two stages)
+ * + calibrate 60 + validate 40 + summary 20 = 300; "kernel-bench" in DC_STAGES means both halves. */
 START_TEST(device_check_plan_fits)
 {
     long budget;
     int validates;
     long total = plan_total("DRY_RUN=0", &budget, &validates);
     ck_assert_int_eq(budget, 300);
-    ck_assert_int_eq(total, 90 + 90 + 60 + 40 + 20);
+    ck_assert_int_eq(total, 90 + 50 + 40 + 60 + 40 + 20);
     ck_assert_int_le(total, budget);
     ck_assert_int_eq(validates, 1);
+    total = plan_total("DRY_RUN=0 DC_STAGES=kernel-bench", &budget, &validates);
+    ck_assert_int_eq(total, 50 + 40 + 20);
     total = plan_total("DRY_RUN=0 DC_STAGES=validate DC_VALIDATE=gpu-prefix DC_BUDGET=80", &budget, &validates);
     ck_assert_int_eq(budget, 80);
     ck_assert_int_le(total, budget);
@@ -253,6 +267,14 @@ START_TEST(summary_survives_nulls)
     f = fopen(p, "w");
     fputs("what,shape,seconds,rate,unit,share_of_ceiling\ncopy,2 GiB,,,GB/s,\n", f);
     fclose(f);
+    /* The kernel bench's decode half, with a null share and one that meets the decode target. */
+    snprintf(p, sizeof p, "%s/kernel-bench-decode.csv", d);
+    f = fopen(p, "w");
+    fputs("what,shape,seconds,rate,unit,share_of_ceiling\n"
+          "attn_decode v2 bf16 (cp.async),batch 64 x context 4096 (v2 split 256),0.002,3900,GB/s,0.85\n"
+          "attn_decode v2 bf16 (direct),batch 128 x context 16384 (v2 split 1024),,,GB/s,\n"
+          "attn_decode v2 bf16 (direct),batch 16 x context 16384 (v2 split 1024),0.001,1000,GB/s,0.2\n", f);
+    fclose(f);
     snprintf(p, sizeof p, "%s/selftest.csv", d);
     f = fopen(p, "w");
     fputs("kernel,shape,error,tolerance,result\nrmsnorm,T=1,,1e-05,FAIL\n", f);
@@ -266,7 +288,126 @@ START_TEST(summary_survives_nulls)
     ck_assert_msg(file_has(p, "Median |error| (throughput, mean TPOT): n/a."), "null median");
     ck_assert_msg(file_has(p, "## Validation: b") && file_has(p, "malformed JSON"), "truncated JSON");
     ck_assert_msg(file_has(p, "| copy | 2 GiB | n/a | n/a GB/s | n/a |"), "empty kernel-bench cells");
+    /* Both kernel-bench files are read; targets are judged only at batch >= 64 and context >= 4096. */
+    ck_assert_msg(file_has(p, "batch 64 x context 4096 (v2 split 256): 85.0 % of copy bandwidth (target 80 %): met"), "decode target met");
+    ck_assert_msg(file_has(p, "batch 128 x context 16384 (v2 split 1024): n/a of copy bandwidth (target 80 %): n/a"), "null share");
+    ck_assert_msg(!file_has(p, "batch 16 x context 16384 (v2 split 1024): 20.0 %"), "small batch judged against the target");
     ck_assert_msg(file_has(p, "0 of 1 checks passed") && file_has(p, "FAILED rmsnorm T=1: error n/a"), "selftest with an empty error");
+}
+END_TEST
+
+/* The tensor-core prefill's shared-memory layout, through the very functions the kernel calls
+ * (backend/cuda/attn_layout.h), against the PTX ISA's definitions written out here: ldmatrix
+ * (lanes 8m..8m+7 give the row addresses of 8x8 matrix m; lane l receives row l/4, elements
+ * 2(l%4) and 2(l%4)+1 of each; with .trans, rows 2(l%4) and 2(l%4)+1 of column l/4) and the
+ * B operand of mma.m16n8k16 (b0 = k 2t, 2t+1 of column g; b1 = k 2t+8, 2t+9; g = l/4, t = l%4).
+ * A tile element is named by its (key, dim); a 16-byte unit's bank group is its index mod 8
+ * (rows are multiples of 128 bytes). Checked: staging writes every (key, chunk) once, inside its
+ * row; every 8-lane phase of the stores and of each ldmatrix hits 8 distinct bank groups; and
+ * each lane's fragments hold exactly the K and V elements the mma needs. */
+struct kd { int key, dim; };
+
+static struct kd unit_elem(const int *row_of, const int *chunk_of, int unit, int e)
+{
+    struct kd x = {row_of[unit], chunk_of[unit] * 8 + e};
+    return x;
+}
+
+START_TEST(tc_prefill_layout)
+{
+    static int row_of[ATTN_TC_KEYS * 16], chunk_of[ATTN_TC_KEYS * 16];
+    for (int D = 64; D <= 128; D += 64) {
+        const int cpr = D / 8, units = ATTN_TC_KEYS * cpr, per = units / ATTN_TC_THREADS;
+        for (int i = 0; i < units; i++) row_of[i] = -1;
+        for (int tid = 0; tid < ATTN_TC_THREADS; tid++)
+            for (int u = 0; u < per; u++) {
+                int r = attn_stage_row(D, tid, u), c = attn_stage_chunk(D, tid, u), p = attn_swz(D, r, c);
+                ck_assert_msg(r >= 0 && r < ATTN_TC_KEYS && c >= 0 && c < cpr, "D %d: staging leaves the tile", D);
+                ck_assert_msg(p / cpr == r, "D %d: chunk (%d, %d) left its row", D, r, c);
+                ck_assert_msg(row_of[p] < 0, "D %d: unit %d written twice", D, p);
+                row_of[p] = r;
+                chunk_of[p] = c;
+            }
+        for (int u = 0; u < per; u++)
+            for (int ph = 0; ph < ATTN_TC_THREADS; ph += 8) {
+                int seen = 0;
+                for (int tid = ph; tid < ph + 8; tid++)
+                    seen |= 1 << (attn_swz(D, attn_stage_row(D, tid, u), attn_stage_chunk(D, tid, u)) % 8);
+                ck_assert_msg(seen == 0xff, "D %d: staging stores conflict (u %d, lanes %d..)", D, u, ph);
+            }
+        /* S = Q K^T: one ldmatrix.x4 per (8-key n-tile nt, pair of 16-dim k-steps kk, kk+1). */
+        for (int nt = 0; nt < ATTN_TC_KEYS / 8; nt++)
+            for (int kk = 0; kk < D / 16; kk += 2) {
+                int addr[32];
+                for (int l = 0; l < 32; l++) addr[l] = attn_swz(D, attn_k_row(l, nt), attn_k_chunk(l, kk));
+                for (int m = 0; m < 4; m++) {
+                    int seen = 0;
+                    for (int i = 0; i < 8; i++) seen |= 1 << (addr[8 * m + i] % 8);
+                    ck_assert_msg(seen == 0xff, "D %d: K ldmatrix conflicts (nt %d kk %d)", D, nt, kk);
+                }
+                for (int l = 0; l < 32; l++) {
+                    int g = l / 4, t = l % 4;
+                    for (int m = 0; m < 4; m++) {
+                        /* register m: b0 (m even) or b1 (m odd) of k-step kk + m/2 */
+                        int key = nt * 8 + g, dim = 16 * (kk + m / 2) + 8 * (m % 2) + 2 * t;
+                        struct kd lo = unit_elem(row_of, chunk_of, addr[8 * m + g], 2 * t);
+                        struct kd hi = unit_elem(row_of, chunk_of, addr[8 * m + g], 2 * t + 1);
+                        ck_assert_msg(lo.key == key && lo.dim == dim && hi.key == key && hi.dim == dim + 1,
+                                      "D %d: K fragment lane %d reg %d holds (%d,%d) not (%d,%d)", D, l, m, lo.key, lo.dim, key, dim);
+                    }
+                }
+            }
+        /* O = P V: one ldmatrix.x4.trans per (16-key k-step j, pair of 8-dim n-tiles nd, nd+1). */
+        for (int j = 0; j < ATTN_TC_KEYS / 16; j++)
+            for (int nd = 0; nd < D / 8; nd += 2) {
+                int addr[32];
+                for (int l = 0; l < 32; l++) addr[l] = attn_swz(D, attn_v_row(l, j), attn_v_chunk(l, nd));
+                for (int m = 0; m < 4; m++) {
+                    int seen = 0;
+                    for (int i = 0; i < 8; i++) seen |= 1 << (addr[8 * m + i] % 8);
+                    ck_assert_msg(seen == 0xff, "D %d: V ldmatrix conflicts (j %d nd %d)", D, j, nd);
+                }
+                for (int l = 0; l < 32; l++) {
+                    int g = l / 4, t = l % 4;
+                    for (int m = 0; m < 4; m++) {
+                        /* register m: b0 (m even) or b1 (m odd) of n-tile nd + m/2: keys 16j + 8(m%2) + 2t, +1 of dim g */
+                        int key = 16 * j + 8 * (m % 2) + 2 * t, dim = 8 * (nd + m / 2) + g;
+                        struct kd lo = unit_elem(row_of, chunk_of, addr[8 * m + 2 * t], g);
+                        struct kd hi = unit_elem(row_of, chunk_of, addr[8 * m + 2 * t + 1], g);
+                        ck_assert_msg(lo.key == key && lo.dim == dim && hi.key == key + 1 && hi.dim == dim,
+                                      "D %d: V fragment lane %d reg %d holds (%d,%d) not (%d,%d)", D, l, m, lo.key, lo.dim, key, dim);
+                    }
+                }
+            }
+    }
+}
+END_TEST
+
+/* Decode v2's split size: hand-derived cases, then properties over many shapes. */
+START_TEST(decode_split_sizes)
+{
+    /* 64 sequences x 8 KV heads = 512 blocks >= 2 x 132: one split wanted, 4112 keys clamp to
+     * 1024 (five splits), evened to ceil(4112 / 5) = 823. */
+    ck_assert_int_eq(attn_decode_split(132, 64, 8, 4112), 823);
+    /* 1 x 8 blocks: 33 splits wanted, ceil(16400 / 33) = 497 -> 512 (a multiple of 64); that is
+     * ceil(16400 / 512) = 33 splits, evened to ceil(16400 / 33) = 497. */
+    ck_assert_int_eq(attn_decode_split(132, 1, 8, 16400), 497);
+    /* 100 keys: the 128-key floor. */
+    ck_assert_int_eq(attn_decode_split(132, 1, 8, 100), 128);
+    long sms_list[] = {1, 78, 132};
+    int ns[] = {1, 2, 7, 16, 64, 128, 256}, kvs[] = {1, 8};
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t c = 0; c < 2; c++)
+                for (int L = 1; L < 40000; L += L < 5000 ? 7 : 331) {
+                    int sp = attn_decode_split(sms_list[a], ns[b], kvs[c], L);
+                    long nsp = (L + sp - 1) / sp, last = L - (nsp - 1) * sp;
+                    ck_assert_msg(sp >= 128 && sp <= 1024, "split %d for L %d", sp, L);
+                    ck_assert_msg(last > 0 && last <= sp, "split %d leaves an empty or overfull last split of L %d", sp, L);
+                    /* Evened: where there are few splits (the last one then matters), and past
+                     * the 128-key floor, the last split is at least half of the others. */
+                    if (sp > 128 && nsp <= 8) ck_assert_msg(2 * last >= sp, "split %d: last split %ld of L %d", sp, last, L);
+                }
 }
 END_TEST
 
@@ -282,5 +423,9 @@ Suite *suite_cuda_plugin(void)
     tcase_add_test(tc, device_check_plan_fits);
     tcase_add_test(tc, summary_survives_nulls);
     suite_add_tcase(su, tc);
+    TCase *lay = tcase_create("layout");
+    tcase_add_test(lay, tc_prefill_layout);
+    tcase_add_test(lay, decode_split_sizes);
+    suite_add_tcase(su, lay);
     return su;
 }

@@ -20,6 +20,7 @@ int main(void)
     srunner_add_suite(sr, suite_engine());
     srunner_add_suite(sr, suite_spec());
     srunner_add_suite(sr, suite_moe_parallel());
+    srunner_add_suite(sr, suite_disagg());
     srunner_add_suite(sr, suite_workload());
     srunner_add_suite(sr, suite_published());
     srunner_add_suite(sr, suite_import());

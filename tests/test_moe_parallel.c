@@ -282,9 +282,11 @@ START_TEST(ep_headlines_and_max_context)
      * weights, activations and the runtime; 64 sequences share it at 70 272 bytes per token. */
     double routed = 256.0 * 3 * 7168 * 2048 * 58 * kv_weight_bytes_per_param(&s.model);
     double weights = kv_weights_compute(&s.model, 1).bytes_per_rank - routed + routed / 8;
-    double budget = s.hardware.memory * s.deployment.gpu_memory_utilization - weights -
-                    kv_activation_bytes(&s.model, 1, s.deployment.max_num_batched_tokens, s.deployment.max_num_seqs) -
-                    s.hardware.runtime_memory;
+    /* The engine's memory rules (kv_memory_split, tested on their own in test_capacity) turn
+     * those weights and the activation peak into the KV budget. */
+    double budget = kv_memory_split(&s, weights,
+                                    kv_activation_bytes(&s.model, 1, s.deployment.max_num_batched_tokens,
+                                                        s.deployment.max_num_seqs)).kv_budget;
     long want = (long)floor(budget / 64 / 70272.0);
     if (want > s.deployment.max_model_len) want = s.deployment.max_model_len;
     ck_assert(want > 1000);

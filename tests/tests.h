@@ -38,6 +38,7 @@ Suite *suite_model_terms(void);
 Suite *suite_cuda_plugin(void);
 Suite *suite_spec(void);
 Suite *suite_moe_parallel(void);
+Suite *suite_disagg(void);
 Suite *suite_harden(void);
 Suite *suite_offload(void);
 

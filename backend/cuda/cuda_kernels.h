@@ -16,10 +16,11 @@ typedef struct be_cuda_pool be_cuda_pool;
 
 extern char be_cuda_last_error[512];
 
-/* Which decode-attention kernel runs: the vectorised flash-decoding kernel (attn_decode_v2.cu,
- * the default) or the first, scalar one (attn_decode.cu), kept selectable so a device run can
- * compare them (KVPLAN_CUDA_DECODE=v1|v2). */
-enum { BE_CUDA_DECODE_V2 = 0, BE_CUDA_DECODE_V1 = 1 };
+/* Which decode-attention kernel runs: the vectorised flash-decoding kernel with cp.async
+ * pipelining (attn_decode_v2.cu, the default), the same without pipelining (direct loads), or the
+ * first, scalar one (attn_decode.cu), kept selectable so a device run can compare them
+ * (KVPLAN_CUDA_DECODE=v2|v2direct|v1). */
+enum { BE_CUDA_DECODE_V2 = 0, BE_CUDA_DECODE_V1 = 1, BE_CUDA_DECODE_V2_DIRECT = 2 };
 /* Which prefill-attention kernel the backend runs: fp32 on CUDA cores (attn_prefill.cu, the
  * default) or tensor cores (attn_prefill_tc.cu, KVPLAN_CUDA_PREFILL=tc; head_dim 64 and 128). */
 enum { BE_CUDA_PREFILL_FP32 = 0, BE_CUDA_PREFILL_TC = 1 };
@@ -81,8 +82,13 @@ int be_cuda_attn_decode_v1(be_cuda_ws *ws, float *out, const float *q, const str
 int be_cuda_attn_decode_v2(be_cuda_ws *ws, float *out, const float *q, const struct be_cuda_pool *pool, int layer,
                            const int32_t *tables, int max_blocks, const int32_t *start, int n, int H, be_cuda_mask mask,
                            int split_tokens);
+/* v2 without the cp.async pipeline (each lane loads its row share straight into registers). */
+int be_cuda_attn_decode_v2_direct(be_cuda_ws *ws, float *out, const float *q, const struct be_cuda_pool *pool, int layer,
+                                  const int32_t *tables, int max_blocks, const int32_t *start, int n, int H, be_cuda_mask mask,
+                                  int split_tokens);
 /* The split size the backend uses when asked for 0: enough (sequence, KV head, split) blocks to
- * fill the multiprocessors about twice, at least 256 keys per split. */
+ * fill the multiprocessors about twice, 128 to 1024 keys per split, the splits of the longest
+ * sequence evened out (attn_layout.h). */
 int be_cuda_decode_split(const be_cuda_ws *ws, int n, int kv_heads, int longest);
 /* attn_decode.cu: grows the workspace's partials to `need` floats; merges [rows x nsp] partials
  * (d accumulators each, then (max, sum) pairs) into out[rows x d] by log-sum-exp. */

@@ -11,7 +11,9 @@
 #     summary and the archive are written whatever happens (an EXIT trap);
 #   - a failing stage is recorded with its exit code and the check goes on to the next.
 # The budget (default 300 s) is the stage limits below plus 20 s for the summary: selftest 90,
-# kernel-bench 90, calibrate 60, one validate 40. With a machine start of 1-2 minutes the first
+# kernel-bench in two halves (decode 50, prefill 40, each its own stage, so a slow kernel in one
+# keeps the other's rows), calibrate 60, one validate 40. docs/cuda.md estimates each stage's
+# time on an H200 from its bytes and flops. With a machine start of 1-2 minutes the first
 # call takes about 7 of the 15 device minutes, so a rerun still fits (a machine cannot start with
 # under 4 minutes left). The second validate (gpu-prefix) is not in the default run; it is a
 # separate short call, only if time remains: DC_STAGES=validate DC_VALIDATE=gpu-prefix
@@ -24,7 +26,8 @@
 # cpu backend on a small scenario so the summary is built from real outputs.
 # tests/test_cuda_plugin.c runs it so and inspects the archive. DC_BUDGET=seconds overrides the
 # total budget and DC_STAGE_LIMIT=seconds caps every stage (the test uses both to reach the
-# timeout paths); DC_STAGES (default "selftest kernel-bench calibrate validate") picks stages,
+# timeout paths); DC_STAGES (default "selftest kernel-bench-decode kernel-bench-prefill calibrate
+# validate"; "kernel-bench" stands for both halves) picks stages,
 # DC_VALIDATE the validate scenarios; DC_PLAN=1 prints the budget and the stage limits and exits
 # without doing anything (the test checks that they fit).
 set -u
@@ -33,14 +36,16 @@ cd "$root"
 DRY=${DRY_RUN:-0}
 BUDGET=${DC_BUDGET:-300}
 SUMMARY_S=20                # kept back from every stage's limit for the summary and the archive
-LIM_SELFTEST=90 LIM_BENCH=90 LIM_CALIBRATE=60 LIM_VALIDATE=40
-STAGES=${DC_STAGES:-selftest kernel-bench calibrate validate}
+LIM_SELFTEST=90 LIM_BENCH_DECODE=50 LIM_BENCH_PREFILL=40 LIM_CALIBRATE=60 LIM_VALIDATE=40
+STAGES=${DC_STAGES:-selftest kernel-bench-decode kernel-bench-prefill calibrate validate}
+case " $STAGES " in *" kernel-bench "*) STAGES=" $STAGES "; STAGES="${STAGES/ kernel-bench / kernel-bench-decode kernel-bench-prefill }";; esac
 if [ "$DRY" = 1 ]; then VALIDATE=${DC_VALIDATE:-tiny-cpu}; else VALIDATE=${DC_VALIDATE:-gpu-decode}; fi
 wants() { case " $STAGES " in *" $1 "*) return 0;; *) return 1;; esac; }
 # The plan: each chosen stage and its limit, then the summary's share; they must fit the budget.
 plan=""
 wants selftest && plan+="selftest $LIM_SELFTEST "
-wants kernel-bench && plan+="kernel-bench $LIM_BENCH "
+wants kernel-bench-decode && plan+="kernel-bench-decode $LIM_BENCH_DECODE "
+wants kernel-bench-prefill && plan+="kernel-bench-prefill $LIM_BENCH_PREFILL "
 wants calibrate && plan+="calibrate $LIM_CALIBRATE "
 if wants validate; then for s in $VALIDATE; do plan+="validate-$s $LIM_VALIDATE "; done; fi
 plan+="summary $SUMMARY_S"
@@ -73,7 +78,7 @@ stage() {
     printf '%s\t0\tskipped\t0\n' "$name" >>"$W/stages.tsv"
     return 124
   fi
-  say "$name (limit ${limit} s)"
+  say "$name (limit ${limit} s): $*"
   local t0=$(date +%s) rc
   timeout -k 5 "$limit" "$@" >"$W/$outf" 2>"$W/$name.err"
   rc=$?
@@ -164,9 +169,15 @@ if wants selftest; then
   if [ $rc = 69 ] && [ "$DRY" != 1 ]; then say "no usable CUDA device: stopping at the first device call"; exit 69; fi
 fi
 
-if wants kernel-bench; then
-  say "4. ceilings and attention kernels (decode v2 and v1, prefill flash and naive)"
-  stage kernel-bench "$LIM_BENCH" kernel-bench.csv "$KV" kernel-bench --format csv
+# The kernel bench in two halves (KVPLAN_KERNEL_BENCH, backend/cuda/kernel_bench.cu), each with
+# the ceiling it is reported against.
+if wants kernel-bench-decode; then
+  say "4a. copy ceiling and decode attention (v2 cp.async, v2 direct, v1)"
+  stage kernel-bench-decode "$LIM_BENCH_DECODE" kernel-bench-decode.csv env KVPLAN_KERNEL_BENCH=decode "$KV" kernel-bench --format csv
+fi
+if wants kernel-bench-prefill; then
+  say "4b. GEMM ceiling and prefill attention (fp32 flash, tensor cores, naive)"
+  stage kernel-bench-prefill "$LIM_BENCH_PREFILL" kernel-bench-prefill.csv env KVPLAN_KERNEL_BENCH=prefill "$KV" kernel-bench --format csv
 fi
 
 if [ "$DRY" = 1 ]; then

@@ -88,10 +88,21 @@ static void *open_cublas(char *path, size_t n, char *tried, size_t tn)
 extern "C" int be_cuda_ws_init(be_cuda_ws *ws)
 {
     memset(ws, 0, sizeof *ws);
-    const char *dk = getenv("KVPLAN_CUDA_DECODE");
-    ws->decode_kernel = dk && !strcmp(dk, "v1") ? BE_CUDA_DECODE_V1 : BE_CUDA_DECODE_V2;
-    const char *pk = getenv("KVPLAN_CUDA_PREFILL");
-    ws->prefill_kernel = pk && !strcmp(pk, "tc") ? BE_CUDA_PREFILL_TC : BE_CUDA_PREFILL_FP32;
+    /* Kernel choices; an unknown value is an error, not a silent default. */
+    const char *dk = getenv("KVPLAN_CUDA_DECODE"), *pk = getenv("KVPLAN_CUDA_PREFILL");
+    if (!dk || !*dk || !strcmp(dk, "v2")) ws->decode_kernel = BE_CUDA_DECODE_V2;
+    else if (!strcmp(dk, "v2direct")) ws->decode_kernel = BE_CUDA_DECODE_V2_DIRECT;
+    else if (!strcmp(dk, "v1")) ws->decode_kernel = BE_CUDA_DECODE_V1;
+    else {
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "KVPLAN_CUDA_DECODE must be v2, v2direct or v1 (got '%.60s')", dk);
+        return -1;
+    }
+    if (!pk || !*pk || !strcmp(pk, "fp32")) ws->prefill_kernel = BE_CUDA_PREFILL_FP32;
+    else if (!strcmp(pk, "tc")) ws->prefill_kernel = BE_CUDA_PREFILL_TC;
+    else {
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "KVPLAN_CUDA_PREFILL must be fp32 or tc (got '%.60s')", pk);
+        return -1;
+    }
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&ws->num_sms, cudaDevAttrMultiProcessorCount, dev));

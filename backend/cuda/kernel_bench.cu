@@ -1,10 +1,13 @@
 /* kernel_bench.cu: the device measurements issues #5 and #15 ask for: the copy-bandwidth and GEMM
  * ceilings (the GEMM on bf16 operands, without the activation cast), paged decode attention (v2
- * and v1) over batch x context as achieved GB/s against the measured
+ * with and without cp.async, and v1) over batch x context as achieved GB/s against the measured
  * copy bandwidth, and prefill attention at 4096 tokens in TFLOP/s against the GEMM ceiling
- * (flash and naive). Events around each region, median of repeats after warm-up, random data. */
+ * (fp32 flash, tensor cores, naive). KVPLAN_KERNEL_BENCH=decode|prefill measures one half.
+ * Events around each region, median of repeats after warm-up, random data. */
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "cuda_common.cuh"
@@ -82,13 +85,31 @@ static int memcpy_d2d(void *dst, const void *src, size_t n)
     return 0;
 }
 
-static int bench(be_cuda_ws *ws, bench_fn report, void *ud)
+/* What to measure (KVPLAN_KERNEL_BENCH): "decode" (the copy ceiling and decode attention),
+ * "prefill" (the GEMM ceiling and prefill attention) or "all" (the default). The device check
+ * runs the two halves as separate stages, each under its own time limit. */
+enum { BENCH_DECODE = 1, BENCH_PREFILL = 2 };
+
+static int bench_mode(int *mode)
+{
+    const char *m = getenv("KVPLAN_KERNEL_BENCH");
+    if (!m || !*m || !strcmp(m, "all")) *mode = BENCH_DECODE | BENCH_PREFILL;
+    else if (!strcmp(m, "decode")) *mode = BENCH_DECODE;
+    else if (!strcmp(m, "prefill")) *mode = BENCH_PREFILL;
+    else {
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "KVPLAN_KERNEL_BENCH must be all, decode or prefill (got '%.60s')", m);
+        return -1;
+    }
+    return 0;
+}
+
+static int bench(be_cuda_ws *ws, bench_fn report, void *ud, int mode)
 {
     timer tm;
     double t;
     /* 1. Copy bandwidth: 2 GiB device to device, bytes read plus written. */
-    double copy_bw;
-    {
+    double copy_bw = 0;
+    if (mode & BENCH_DECODE) {
         bufs B;
         size_t cb = (size_t)2 << 30;
         unsigned char *a, *b;
@@ -101,8 +122,8 @@ static int bench(be_cuda_ws *ws, bench_fn report, void *ud)
     }
     /* 2. GEMM ceiling: 8192^3 on bf16 operands with fp32 accumulation, random data; then the
      * backend's GEMM with its fp32->bf16 input cast, against that ceiling. */
-    double gemm;
-    {
+    double gemm = 0;
+    if (mode & BENCH_PREFILL) {
         bufs B;
         int M = 8192, N = 8192, K = 8192;
         float *x, *out;
@@ -121,11 +142,11 @@ static int bench(be_cuda_ws *ws, bench_fn report, void *ud)
         report(ud, "gemm bf16 + input cast", "8192 x 8192 x 8192, fp32 activations", t, 2.0 * M * N * K / t / 1e12, "TFLOP/s",
                2.0 * M * N * K / t / gemm);
     }
-    /* 3. Decode attention, both kernels: Llama-3-8B's shape (32 query heads on 8 KV heads, d 128),
-     * bf16 KV, blocks of 16, scattered tables, splits as the backend sizes them. */
+    /* 3. Decode attention, every version: Llama-3-8B's shape (32 query heads on 8 KV heads, d
+     * 128), bf16 KV, blocks of 16, scattered tables, splits as the backend sizes them. */
     int H = 32, Hkv = 8, d = 128, bs = 16;
     int batches[] = {1, 16, 64, 128}, ctxs[] = {1024, 4096, 16384};
-    for (int bi = 0; bi < 4; bi++)
+    for (int bi = 0; bi < 4 && (mode & BENCH_DECODE); bi++)
         for (int ci = 0; ci < 3; ci++) {
             bufs B;
             int Bn = batches[bi], C = ctxs[ci], per = (C + 1 + bs - 1) / bs;
@@ -151,13 +172,16 @@ static int bench(be_cuda_ws *ws, bench_fn report, void *ud)
             int split = be_cuda_decode_split(ws, Bn, Hkv, per * bs);
             snprintf(shape, sizeof shape, "batch %d x context %d (v2 split %d)", Bn, C, split);
             if (timed(tm, 10, &t, [&] { return be_cuda_attn_decode_v2(ws, o, q, &pool, 0, dtab, per, dstart, Bn, H, none, 0); })) return -1;
-            report(ud, "attn_decode v2 bf16", shape, t, bytes / t / 1e9, "GB/s", bytes / t / copy_bw);
+            report(ud, "attn_decode v2 bf16 (cp.async)", shape, t, bytes / t / 1e9, "GB/s", bytes / t / copy_bw);
+            if (timed(tm, 10, &t, [&] { return be_cuda_attn_decode_v2_direct(ws, o, q, &pool, 0, dtab, per, dstart, Bn, H, none, 0); }))
+                return -1;
+            report(ud, "attn_decode v2 bf16 (direct)", shape, t, bytes / t / 1e9, "GB/s", bytes / t / copy_bw);
             snprintf(shape, sizeof shape, "batch %d x context %d (v1 split 512)", Bn, C);
             if (timed(tm, 10, &t, [&] { return be_cuda_attn_decode_v1(ws, o, q, &pool, 0, dtab, per, dstart, Bn, H, none, 0); })) return -1;
             report(ud, "attn_decode v1 bf16", shape, t, bytes / t / 1e9, "GB/s", bytes / t / copy_bw);
         }
-    /* 4. Prefill attention: one 4096-token chunk, causal; flash-style and naive. */
-    {
+    /* 4. Prefill attention: one 4096-token chunk, causal; fp32 flash, tensor cores and naive. */
+    if (mode & BENCH_PREFILL) {
         bufs B;
         int T = 4096, per = T / bs;
         size_t elems = (size_t)per * 2 * bs * Hkv * d;
@@ -185,7 +209,8 @@ static int bench(be_cuda_ws *ws, bench_fn report, void *ud)
         if (timed(tm, 5, &t, [&] { return be_cuda_attn_prefill(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, T, H, none); })) return -1;
         report(ud, "attn_prefill bf16 (flash)", "4096 tokens, causal", t, flops / t / 1e12, "TFLOP/s", flops / t / gemm);
         if (timed(tm, 5, &t, [&] { return be_cuda_attn_prefill_tc(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, T, H, none); })) return -1;
-        report(ud, "attn_prefill bf16 (tensor cores)", "4096 tokens, causal", t, flops / t / 1e12, "TFLOP/s", flops / t / gemm);
+        report(ud, "attn_prefill bf16 (tensor cores; cp.async + ldmatrix)", "4096 tokens, causal", t, flops / t / 1e12, "TFLOP/s",
+               flops / t / gemm);
         if (timed(tm, 3, &t, [&] { return be_cuda_attn_naive(o, q, &pool, 0, dtab, per, dst, dl, dr, 1, H, none, sc, sfl); })) return -1;
         report(ud, "attn_prefill bf16 (naive)", "4096 tokens, scores in memory", t, flops / t / 1e12, "TFLOP/s", flops / t / gemm);
     }
@@ -195,12 +220,15 @@ static int bench(be_cuda_ws *ws, bench_fn report, void *ud)
 /* Each row is reported as it is measured, so an error keeps the rows before it. */
 extern "C" int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t n)
 {
+    /* The mode first, so a wrong one is reported even where there is no device. */
+    int mode;
+    if (bench_mode(&mode)) { snprintf(msg, n, "%s", be_cuda_last_error); return -1; }
     if (be_cuda_probe_devices(msg, n) <= 0) return -2;
     be_cuda_last_error[0] = 0;
     msg[0] = 0;
     be_cuda_ws ws;
     if (be_cuda_ws_init(&ws)) { snprintf(msg, n, "%s", be_cuda_last_error); return -1; }
-    int rc = bench(&ws, report, ud);
+    int rc = bench(&ws, report, ud, mode);
     be_cuda_ws_free(&ws);
     if (rc) {
         cudaError_t e = cudaGetLastError();

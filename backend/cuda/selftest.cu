@@ -19,10 +19,12 @@
  * (bf16 weights, many layers of rounding in both) 2e-2; tensor-core prefill against the reference
  * on the same bf16-rounded Q, K and V, 5e-3 (derived at the check). */
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "cuda_common.cuh"
@@ -38,6 +40,9 @@ typedef void (*report_fn)(void *ud, const char *kernel, const char *shape, doubl
 
 /* cuda_backend.cu: a whole CUDA step against the plain-C step on the same weights, batch and pool. */
 extern "C" int be_cuda_step_check(report_fn report, void *ud, int *failures);
+
+/* Guard band on each side of every poisoned output, in floats (4 KiB). */
+#define SELFTEST_GUARD 1024
 
 struct tester {
     report_fn report;
@@ -85,6 +90,21 @@ static void verdict(tester *t, const char *kernel, const char *shape, double err
     t->report(t->ud, kernel, shape, err, tol, ok);
 }
 
+static long guard_changes(const float *d, size_t n);
+static std::vector<float> down(const float *d, size_t n);
+
+/* A device output of n floats against its reference: the relative L2 error, infinite (and the
+ * row says so) when anything was written into the guard bands around it. */
+static void judge(tester *t, const char *kernel, const char *shape, const float *dev, const float *ref, size_t n, double tol)
+{
+    double err = rel_l2(down(dev, n).data(), ref, n);
+    long out = guard_changes(dev, n);
+    if (!out) { verdict(t, kernel, shape, err, tol); return; }
+    char what[400];
+    snprintf(what, sizeof what, "%s [%ld floats written outside the output]", shape, out);
+    verdict(t, kernel, what, INFINITY, tol);
+}
+
 /* Device buffers of one check, freed when it ends however it ends. */
 struct scope {
     std::vector<void *> p;
@@ -97,13 +117,15 @@ struct scope {
         if (cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess) return NULL;
         return d;
     }
+    /* n floats of output between two guard bands of SELFTEST_GUARD floats, all poisoned; the
+     * guards must still hold the poison after the kernel (guard_changes). */
     float *poisoned(size_t n)
     {
         float *d = NULL;
-        if (cudaMalloc(&d, n * sizeof(float)) != cudaSuccess) return NULL;
+        if (cudaMalloc(&d, (n + 2 * SELFTEST_GUARD) * sizeof(float)) != cudaSuccess) return NULL;
         p.push_back(d);
-        cudaMemset(d, 0xff, n * sizeof(float));   /* all-ones bits: NaN */
-        return d;
+        cudaMemset(d, 0xff, (n + 2 * SELFTEST_GUARD) * sizeof(float));   /* all-ones bits: NaN */
+        return d + SELFTEST_GUARD;
     }
     void *raw(size_t bytes)
     {
@@ -119,6 +141,20 @@ static std::vector<float> down(const float *d, size_t n)
     std::vector<float> h(n, NAN);
     cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
     return h;
+}
+
+/* Floats of the guard bands around a poisoned output of n floats that no longer hold the poison:
+ * a kernel that writes before or past its output (a wrong row, an off-by-one on a last partial
+ * tile) fails even where the output itself is right. */
+static long guard_changes(const float *d, size_t n)
+{
+    std::vector<uint32_t> g(2 * SELFTEST_GUARD, 0);
+    if (cudaMemcpy(g.data(), d - SELFTEST_GUARD, SELFTEST_GUARD * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(g.data() + SELFTEST_GUARD, d + n, SELFTEST_GUARD * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+        return (long)g.size();
+    long bad = 0;
+    for (uint32_t x : g) bad += x != 0xffffffffu;
+    return bad;
 }
 
 /* A failed launcher or a failing synchronisation fails the check with the error's name; a
@@ -170,14 +206,14 @@ static int check_rmsnorm_swiglu(tester *t, int T, int h)
     float *dx = sc.up(x), *dw = sc.up(w), *dout = sc.poisoned((size_t)T * h);
     NEED(dx && dw && dout);
     RUN("rmsnorm", shape, be_cuda_rmsnorm(dout, dx, dw, T, h, 1e-5f));
-    verdict(t, "rmsnorm", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 1e-5);
+    judge(t, "rmsnorm", shape, dout, ref.data(), (size_t)T * h, 1e-5);
     auto gu = rvec(t, (size_t)T * 2 * h, 4.0f);
     std::vector<float> sref((size_t)T * h);
     be_cpu_swiglu(sref.data(), gu.data(), T, h);
     float *dgu = sc.up(gu), *dsw = sc.poisoned((size_t)T * h);
     NEED(dgu && dsw);
     RUN("swiglu", shape, be_cuda_swiglu(dsw, dgu, T, h));
-    verdict(t, "swiglu", shape, rel_l2(down(dsw, (size_t)T * h).data(), sref.data(), (size_t)T * h), 1e-5);
+    judge(t, "swiglu", shape, dsw, sref.data(), (size_t)T * h, 1e-5);
     return 0;
 }
 
@@ -197,7 +233,7 @@ static int check_rope(tester *t, int heads, int d)
     int32_t *dp = sc.up(pos);
     NEED(dx && dp);
     RUN("rope", shape, be_cuda_rope(dx, T, heads, d, stride, dp, 10000.0f));
-    verdict(t, "rope", shape, rel_l2(down(dx, (size_t)T * stride).data(), ref.data(), (size_t)T * stride), 1e-5);
+    verdict(t, "rope", shape, rel_l2(down(dx, (size_t)T * stride).data(), ref.data(), (size_t)T * stride), 1e-5);   /* in place: no guards */
     return 0;
 }
 
@@ -218,7 +254,7 @@ static int check_gather(tester *t, int T, int h, int V)
     int32_t *di = sc.up(ids);
     NEED(dt && dout && di);
     RUN("gather_rows", shape, be_cuda_gather_rows(dout, dt, di, T, h));
-    verdict(t, "gather_rows", shape, rel_l2(down(dout, (size_t)T * h).data(), ref.data(), (size_t)T * h), 0);
+    judge(t, "gather_rows", shape, dout, ref.data(), (size_t)T * h, 0);
     return 0;
 }
 
@@ -266,7 +302,7 @@ static int check_gemm(tester *t, int M, int N, int K)
     char shape[64];
     snprintf(shape, sizeof shape, "M=%d N=%d K=%d", M, N, K);
     RUN("gemm bf16", shape, be_cuda_gemm(&t->ws, dout, dx, dw, M, N, K, 0, scratch));
-    verdict(t, "gemm bf16", shape, rel_l2(down(dout, (size_t)M * N).data(), ref.data(), (size_t)M * N), 2e-3);
+    judge(t, "gemm bf16", shape, dout, ref.data(), (size_t)M * N, 2e-3);
     return 0;
 }
 
@@ -278,6 +314,32 @@ struct pool_pair {
     ~pool_pair() { be_cpu_kv_pool_free(&cpu); cudaFree(dev.data); cudaFree(dev.scales); }
     size_t scale_bytes() const { return cpu.scales ? (size_t)cpu.blocks * cpu.layers * 2 * cpu.block_size * cpu.kv_heads * sizeof(float) : 0; }
 };
+
+/* f(0) .. f(count - 1) on up to 16 host threads. The plain-C reference is single-threaded and
+ * costs rows x keys x heads x head_dim; it is most of the selftest's time, so its rows run in
+ * parallel (each job writes only its own rows; the jobs share nothing mutable). */
+template <typename F> static void par_for(int count, F f)
+{
+    unsigned hw = std::thread::hardware_concurrency();
+    int nt = std::min(count, (int)std::max(1u, std::min(hw, 16u)));
+    std::atomic<int> next(0);
+    auto work = [&] {
+        for (int i; (i = next++) < count;) f(i);
+    };
+    std::vector<std::thread> th;
+    for (int i = 1; i < nt; i++) th.emplace_back(work);
+    work();
+    for (auto &x : th) x.join();
+}
+
+/* be_cpu_attention_paged over rows [0, n) of one sequence, a row per job: row j is the query at
+ * position start + j against keys 0 .. start + j, exactly as the n-row call computes it. */
+static void ref_attention(float *out, const float *q, const be_cpu_kv_pool *pool, int layer, const int32_t *table, long start,
+                          int n, int H, const be_cpu_attn_mask *mask)
+{
+    const size_t row = (size_t)H * pool->head_dim;
+    par_for(n, [&](int j) { be_cpu_attention_paged(out + j * row, q + j * row, pool, layer, table, start + j, 1, H, mask); });
+}
 
 /* fp8 pools use this per-tensor scale: 0.37 is far from 1 and not a power of two, so a scale
  * that is missing or applied twice changes every value by a factor 2.7 (or 0.37). */
@@ -397,6 +459,26 @@ static int check_kv_write(tester *t, scn_dtype dt, int Hkv, int d)
     return 0;
 }
 
+/* Attention only reads the pool: after every kernel of a case has run, its bytes (and int8
+ * scales) must equal what was uploaded. */
+static int pool_unchanged(tester *t, const pool_pair &pp, const char *base)
+{
+    size_t bytes = be_cpu_kv_pool_bytes(&pp.cpu), sbytes = pp.scale_bytes();
+    std::vector<uint8_t> data(bytes - sbytes), scales(sbytes);
+    if (cudaMemcpy(data.data(), pp.dev.data, data.size(), cudaMemcpyDeviceToHost) != cudaSuccess ||
+        (sbytes && cudaMemcpy(scales.data(), pp.dev.scales, sbytes, cudaMemcpyDeviceToHost) != cudaSuccess)) {
+        snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "reading the pool back: %s", cudaGetErrorName(cudaGetLastError()));
+        return -1;
+    }
+    long changed = 0;
+    for (size_t i = 0; i < data.size(); i++) changed += data[i] != ((const uint8_t *)pp.cpu.data)[i];
+    for (size_t i = 0; i < sbytes; i++) changed += scales[i] != ((const uint8_t *)pp.cpu.scales)[i];
+    char shape[240];
+    snprintf(shape, sizeof shape, "%s: pool bytes changed by the attention kernels", base);
+    verdict(t, "attention bounds", shape, (double)changed, 0);
+    return 0;
+}
+
 typedef int (*decode_fn)(be_cuda_ws *, float *, const float *, const be_cuda_pool *, int, const int32_t *, int, const int32_t *,
                          int, int, be_cuda_mask, int);
 
@@ -428,28 +510,34 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
              c.mask.window ? " sink+window" : "", c.mask.sliding ? " sliding" : "", c.note);
     auto q = rvec(t, (size_t)n * H * d, c.qamp);
     std::vector<float> ref((size_t)n * H * d);
-    for (int i = 0; i < n; i++)
+    par_for(n, [&](int i) {
         be_cpu_attention_paged(ref.data() + (size_t)i * H * d, q.data() + (size_t)i * H * d, &pp.cpu, layer,
-                            tab.data() + (size_t)i * max_blocks, ctx[i], 1, H, &c.mask);
+                               tab.data() + (size_t)i * max_blocks, ctx[i], 1, H, &c.mask);
+    });
     float *dq = sc.up(q), *dout = sc.poisoned((size_t)n * H * d);
     int32_t *dtab = sc.up(tab), *dst = sc.up(start);
     NEED(dq && dout && dtab && dst);
     be_cuda_mask km = {c.mask.sink, c.mask.window, c.mask.sliding};
-    struct { const char *name; decode_fn fn; } kernels[] = {{"attn_decode v2", be_cuda_attn_decode_v2}, {"attn_decode v1", be_cuda_attn_decode_v1}};
-    /* 768 keys x 16 heads is exactly 48 KiB of dynamic scores, so only the static arrays push
-     * decode v2 past the limit that needs the opt-in (attn_decode_v2.cu): run it where g > 8. */
+    /* v2 pipelined (cp.async ring) and direct, and v1. */
+    struct { const char *name; decode_fn fn; bool v2; } kernels[] = {{"attn_decode v2", be_cuda_attn_decode_v2, true},
+                                                                     {"attn_decode v2 direct", be_cuda_attn_decode_v2_direct, true},
+                                                                     {"attn_decode v1", be_cuda_attn_decode_v1, false}};
+    /* 768 keys x 16 heads is exactly 48 KiB of dynamic scores, so only the static arrays (and,
+     * pipelined, the ring) push decode v2 past the limit that needs the opt-in
+     * (attn_decode_v2.cu): run it where g > 8. 64-key splits make many partials to merge, and
+     * splits past a short sequence's end (empty, max -inf) that the merge must skip. */
     int splits[] = {0, 64, 768};
     for (auto &k : kernels)
         for (int split : splits) {
-            if (split == 768 && (k.fn != be_cuda_attn_decode_v2 || H / c.Hkv <= 8)) continue;
+            if (split == 768 && (!k.v2 || H / c.Hkv <= 8)) continue;
             char shape[200];
-            int real = split ? split : k.fn == be_cuda_attn_decode_v2 ? be_cuda_decode_split(&t->ws, n, c.Hkv, max_blocks * bs) : 512;
+            int real = split ? split : k.v2 ? be_cuda_decode_split(&t->ws, n, c.Hkv, max_blocks * bs) : 512;
             snprintf(shape, sizeof shape, "%s split %d%s", base, real, split ? "" : " (the backend's)");
             cudaMemset(dout, 0xff, (size_t)n * H * d * sizeof(float));
             RUN(k.name, shape, k.fn(&t->ws, dout, dq, &pp.dev, layer, dtab, max_blocks, dst, n, H, km, split));
-            verdict(t, k.name, shape, rel_l2(down(dout, (size_t)n * H * d).data(), ref.data(), (size_t)n * H * d), 1e-4);
+            judge(t, k.name, shape, dout, ref.data(), (size_t)n * H * d, 1e-4);
         }
-    if (!prefill) return 0;
+    if (!prefill) return pool_unchanged(t, pp, base);
     /* Prefill: chunks of 1..96 new tokens on cached prefixes (their keys already in the pool). */
     std::vector<int32_t> pst(n), plen(n), prow(n);
     int rows = 0, max_len = 0;
@@ -461,15 +549,15 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
     auto pq = rvec(t, (size_t)rows * H * d, c.qamp);
     std::vector<float> pref((size_t)rows * H * d);
     for (int i = 0; i < n; i++)
-        be_cpu_attention_paged(pref.data() + (size_t)prow[i] * H * d, pq.data() + (size_t)prow[i] * H * d, &pp.cpu, layer,
-                            tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &c.mask);
+        ref_attention(pref.data() + (size_t)prow[i] * H * d, pq.data() + (size_t)prow[i] * H * d, &pp.cpu, layer,
+                      tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &c.mask);
     float *dpq = sc.up(pq), *dpo = sc.poisoned((size_t)rows * H * d);
     int32_t *dps = sc.up(pst), *dpl = sc.up(plen), *dpr = sc.up(prow);
     NEED(dpq && dpo && dps && dpl && dpr);
     char shape[200];
     snprintf(shape, sizeof shape, "%s chunks<=%d", base, max_len);
     RUN("attn_prefill", shape, be_cuda_attn_prefill(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, max_len, H, km));
-    verdict(t, "attn_prefill", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), pref.data(), (size_t)rows * H * d), 1e-4);
+    judge(t, "attn_prefill", shape, dpo, pref.data(), (size_t)rows * H * d, 1e-4);
     if (d == 64 || d == 128) {
         /* Tensor cores round Q * log2(e)/sqrt(d), K and V to bf16 before any arithmetic: each
          * score moves by about 2^-8 of the sizes of its terms, which at a score spread of ~30
@@ -504,19 +592,19 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
         for (auto &x : bq) x = be_cpu_bf16_to_f32(be_cpu_f32_to_bf16(x * cq)) * back;
         std::vector<float> bref((size_t)rows * H * d);
         for (int i = 0; i < n; i++)
-            be_cpu_attention_paged(bref.data() + (size_t)prow[i] * H * d, bq.data() + (size_t)prow[i] * H * d, &pb.cpu, layer,
-                                tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &c.mask);
+            ref_attention(bref.data() + (size_t)prow[i] * H * d, bq.data() + (size_t)prow[i] * H * d, &pb.cpu, layer,
+                          tab.data() + (size_t)i * max_blocks, pst[i], plen[i], H, &c.mask);
         cudaMemset(dpo, 0xff, (size_t)rows * H * d * sizeof(float));
         RUN("attn_prefill tc", shape, be_cuda_attn_prefill_tc(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, max_len, H, km));
-        verdict(t, "attn_prefill tc", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), bref.data(), (size_t)rows * H * d), 5e-3);
+        judge(t, "attn_prefill tc", shape, dpo, bref.data(), (size_t)rows * H * d, 5e-3);
     }
     size_t scratch_floats = (size_t)H * max_len * (longest + 1);
     float *scratch = (float *)sc.raw(scratch_floats * sizeof(float));
     NEED(scratch);
     cudaMemset(dpo, 0xff, (size_t)rows * H * d * sizeof(float));
     RUN("attn_naive", shape, be_cuda_attn_naive(dpo, dpq, &pp.dev, layer, dtab, max_blocks, dps, dpl, dpr, n, H, km, scratch, scratch_floats));
-    verdict(t, "attn_naive", shape, rel_l2(down(dpo, (size_t)rows * H * d).data(), pref.data(), (size_t)rows * H * d), 1e-4);
-    return 0;
+    judge(t, "attn_naive", shape, dpo, pref.data(), (size_t)rows * H * d, 1e-4);
+    return pool_unchanged(t, pp, base);
 }
 
 static int run_all(tester *t)
@@ -566,6 +654,28 @@ static int run_all(tester *t)
     /* Contexts ending exactly on a block boundary (full last block) and one key into a block. */
     if (check_attention(t, attn_case{SCN_DTYPE_FP16, 16, 32, 8, 128, masks[0], 1.0f, 2.0f, " block edges", 64}, {15, 16, 31, 32, 63},
                         true))
+        return -1;
+    /* Tensor-core prefill over every KV dtype (bf16 takes the cp.async path, the others the
+     * load-convert-store path) with chunks of up to 130 rows: three 64-row query tiles, the last
+     * with 2 rows (partial warps, dead warps), key tiles that end part-way (zero-filled keys),
+     * tiles fully visible (no mask) before the diagonal, and each mask: sink + window, a sliding
+     * layer (tiles before the window skipped). Head_dim 64 as well. */
+    struct { scn_dtype dt; int m, d; } tcs[] = {{SCN_DTYPE_FP32, 0, 128}, {SCN_DTYPE_FP16, 1, 128}, {SCN_DTYPE_BF16, 2, 128},
+                                                {SCN_DTYPE_FP8, 0, 128}, {SCN_DTYPE_INT8, 2, 128}, {SCN_DTYPE_BF16, 1, 64},
+                                                {SCN_DTYPE_INT8, 0, 64}, {SCN_DTYPE_FP16, 2, 64}};
+    for (auto &k : tcs)
+        if (check_attention(t, attn_case{k.dt, 16, 8, 2, k.d, masks[k.m], 1.0f, 2.0f, " tc tiles", 130}, {700, 150, 90}, true))
+            return -1;
+    /* Decode v2's ring in its other layouts: fp32 (two 16-byte parts a lane) at head_dim 256 and
+     * 16 heads a group (the largest shared memory: 64 KiB of scores at 1024-key splits plus a
+     * 16 KiB ring), int8 (the ring of scales) at head_dim 64 and one head, fp8 (8-byte copies) at
+     * head_dim 256; contexts from empty to several splits. */
+    if (check_attention(t, attn_case{SCN_DTYPE_FP32, 16, 32, 2, 256, masks[0], 1.0f, 2.0f, " ring", 32}, {0, 37, 3000}, false) ||
+        check_attention(t, attn_case{SCN_DTYPE_INT8, 8, 2, 2, 64, masks[1], 1.0f, 2.0f, " ring", 32}, {0, 37, 1025, 3000}, false) ||
+        check_attention(t, attn_case{SCN_DTYPE_FP8, 32, 8, 2, 256, masks[2], 1.0f, 2.0f, " ring", 32}, {5, 1025, 3000}, false))
+        return -1;
+    /* A long prefill: a 96-row chunk ending at 4k keys (64 key tiles, most without a mask). */
+    if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 8, 2, 128, masks[0], 1.0f, 2.0f, " long prefill", 96}, {4095, 40}, true))
         return -1;
     /* A long context: 16k keys, many splits, with a window mask. */
     if (check_attention(t, attn_case{SCN_DTYPE_BF16, 16, 32, 8, 128, masks[1], 1.0f, 2.0f, " long", 32}, {16383, 5000}, false))

@@ -21,11 +21,13 @@ typedef struct {
 /* The commands table cli_common.c reads for usage text. */
 const cli_command CLI_COMMANDS[] = {
     {"plan", NULL, "plan across MPI ranks",
-     "usage: mpirun -n N kvplan-mpi plan SCENARIO [--no-rules] [--top K] [--set PATH=VALUE]...\n"
+     "usage: mpirun -n N kvplan-mpi plan SCENARIO [--no-rules] [--top K] [--seeds N] [--set PATH=VALUE]...\n"
      "                                             [--format table|json|csv]\n"
      "\n"
      "Rank 0 hands candidates to the other ranks and gathers their results, then prints what\n"
-     "`kvplan plan --no-db` prints. With one rank it plans alone.\n"},
+     "`kvplan plan --no-db` prints. With one rank it plans alone.\n"
+     "\n"
+     "  --seeds N   seeds per candidate, 1-32 (default 3), as `kvplan plan --seeds`\n"},
 };
 const int CLI_N_COMMANDS = 1;
 
@@ -80,7 +82,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     cli_common c = {.format = OUT_TABLE};
     int help = 0, no_rules = 0, rc = CLI_OK;
-    long top = 0;
+    long top = 0, seeds = PLAN_SEEDS_DEFAULT;
     if (argc < 2 || strcmp(argv[1], "plan")) {
         if (rank == 0) fputs(CLI_COMMANDS[0].usage, stderr);
         MPI_Finalize();
@@ -92,7 +94,8 @@ int main(int argc, char **argv)
         if (r < 0) { rc = CLI_EX_USAGE; break; }
         if (r) continue;
         if (!strcmp(argv[i], "--no-rules")) no_rules = 1;
-        else if ((v = cli_flag_value(argc, argv, &i, "--top"))) { if (cli_flag_missing_value() || cli_parse_long("--top", v, 1, 100000, &top)) { rc = CLI_EX_USAGE; break; } }
+        else if ((v = cli_flag_value(argc, argv, &i, "--top"))) { if (cli_flag_missing_value(v) || cli_parse_long("--top", v, 1, 100000, &top)) { rc = CLI_EX_USAGE; break; } }
+        else if ((v = cli_flag_value(argc, argv, &i, "--seeds"))) { if (cli_flag_missing_value(v) || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) { rc = CLI_EX_USAGE; break; } }
         else if (cli_is_flag(argv[i])) { if (rank == 0) cli_usage_error("plan", "unknown option '%s'", argv[i]); rc = CLI_EX_USAGE; break; }
         else c.scenario = argv[i];
     }
@@ -105,6 +108,7 @@ int main(int argc, char **argv)
     scn_scenario s;
     plan_result r;
     if ((rc = cli_load(&c, &s)) || plan_enumerate(&s, &r)) MPI_Abort(MPI_COMM_WORLD, rc ? rc : CLI_EX_DATA);
+    plan_set_seeds(&r, (int)seeds);   /* on every rank, before any candidate is evaluated */
     if (size == 1) {
         char err[512];
         if (plan_evaluate(&s, &r, 1, 0, 1, NULL, NULL, err, sizeof err)) { fprintf(stderr, "kvplan-mpi: %s\n", err); MPI_Abort(MPI_COMM_WORLD, CLI_EX_INTERNAL); }
