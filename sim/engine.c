@@ -767,30 +767,19 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
     return -1;
 }
 
-/* The replica's offload tiers and swap area, in blocks of one GPU's share (model/kv_offload.h). */
-static int set_tiers(const scn_scenario *s, const sim_choice *c, sim_kv *kv)
-{
-    kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
-    double bb = kv_offload_bytes_per_rank(s, &cfg, c->block_size);
-    double cpu = c->kv_offload != SCN_OFFLOAD_OFF ? kv_tier_capacity(s, KV_TIER_CPU) / bb : 0;
-    double disk = c->kv_offload == SCN_OFFLOAD_CPU_DISK ? kv_tier_capacity(s, KV_TIER_DISK) / bb : 0;
-    double swap = c->preemption == SCN_PREEMPT_SWAP ? s->options.swap_space / bb : 0;
-    sim_kv_tiers *t = sim_kv_tiers_init((long)fmin(cpu, 1e15), (long)fmin(disk, 1e15), (long)fmin(swap, 1e15));
-    if (!t) return -1;
-    sim_kv_set_tiers(kv, t);
-    return 0;
-}
-
 /* The tier and swap metrics over every replica's tiers; -1 on out of memory. */
 static int tiers_report(const sim_engine *e, sim_metrics *m)
 {
-    sim_kv_tiers **t = malloc(sizeof *t * (size_t)e->n_rep);
-    if (!t) return -1;
-    for (int i = 0; i < e->n_rep; i++) t[i] = sim_kv_tiers_of(e->rep[i].kv);
+    sim_kv **kvs = malloc(sizeof *kvs * (size_t)e->n_rep);
+    if (!kvs) return -1;
+    for (int i = 0; i < e->n_rep; i++) kvs[i] = e->rep[i].kv;
+    sim_kv_tier_sum sum;
+    memset(&sum, 0, sizeof sum);
+    sim_kv_tiers_add(&sum, kvs, e->n_rep, e->s, &e->c);
+    free(kvs);
     kv_cache_cfg cfg = kv_cache_cfg_make(e->s, e->c.kv_dtype, e->c.sink, e->c.window);
-    sim_kv_tiers_report(&e->acc, t, e->n_rep, kv_offload_bytes_per_rank(e->s, &cfg, e->c.block_size),
-                        e->s->deployment.tensor_parallel, m);
-    free(t);
+    sim_kv_tiers_metrics(&e->acc, &sum, kv_offload_bytes_per_rank(e->s, &cfg, e->c.block_size),
+                         e->s->deployment.tensor_parallel, m);
     return 0;
 }
 
@@ -838,7 +827,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             int win = md->sliding_layers < md->layers ? md->sliding_layers : md->layers;
             sim_kv_set_groups(rep->kv, md->layers - win, win, md->sliding_window);
         }
-        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && set_tiers(s, c, rep->kv)) {
+        if (sim_kv_tiers_attach(rep->kv, s, c)) {
             snprintf(err, n, "out of memory for the KV offload tiers");
             goto out;
         }

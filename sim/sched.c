@@ -292,6 +292,7 @@ int sim_sched_prefill(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
     rep->batch.tokens = 0;
+    e->xfer_s = 0;   /* each step waits only for its own transfers */
     long budget = e->s->deployment.max_num_batched_tokens;
     while (rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
         long got = admit(e, rep, rep->waiting.head, budget, false);
@@ -358,7 +359,7 @@ static void emit(sim_sched *e, sim_req *r)
 {
     r->generated++;
     if (r->generated == 1) {
-        r->t_first = e->now;
+            r->t_first = e->now;
     } else if (r->spec.measured) {   /* gaps of requests outside the measurement window are not recorded */
         double v = e->now - r->t_last;
         if (e->itl_n && v != e->itl_v) itl_flush(e);
