@@ -767,8 +767,9 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
     return -1;
 }
 
-/* The replica's offload tiers and swap area, in blocks of one GPU's share (model/kv_offload.h). */
-static int set_tiers(const scn_scenario *s, const sim_choice *c, sim_kv *kv)
+/* The replica's offload tiers and swap area, in blocks of one GPU's share (model/kv_offload.h);
+ * sim/disagg.c gives each pool's replicas theirs the same way. */
+int sim_engine_set_tiers(const scn_scenario *s, const sim_choice *c, sim_kv *kv)
 {
     kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
     double bb = kv_offload_bytes_per_rank(s, &cfg, c->block_size);
@@ -838,7 +839,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             int win = md->sliding_layers < md->layers ? md->sliding_layers : md->layers;
             sim_kv_set_groups(rep->kv, md->layers - win, win, md->sliding_window);
         }
-        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && set_tiers(s, c, rep->kv)) {
+        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && sim_engine_set_tiers(s, c, rep->kv)) {
             snprintf(err, n, "out of memory for the KV offload tiers");
             goto out;
         }
