@@ -192,16 +192,17 @@ START_TEST(overheads_are_added)
     s.engine.async_scheduling = true;
     kv_step_cost a = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
     ck_assert(a.gpu_seconds > a.cpu_seconds && fabs(a.op[KV_OP_STEP].seconds - 10e-6) < 1e-12);
-    /* A prefill is not captured: eager launches hide behind kernels longer than 4 us, so only
-     * the short ones (norms, rotary, embedding) show, and never more than 4 us each. */
+    /* A prefill is not captured: eager launches hide behind kernels longer than 4 us, so what
+     * shows is each kernel's 3 us boundary, and 4 us where launches outpace short kernels. */
     s.engine.async_scheduling = false;
     kv_seq_work p = {2048, 0};
     kv_step_cost e = kv_step_time(&s, &c, SCN_ATTN_FLASH, &p, 1);
     ck_assert(!e.graph);
     double shown = 0;
     for (int i = 0; i < KV_OP_COUNT; i++) if (i != KV_OP_STEP) shown += e.op[i].t_overhead;
-    ck_assert(shown >= 0 && shown < kernels * 4e-6);
-    ck_assert(e.op[KV_OP_MLP].t_overhead == 0);   /* 96 kernels of ~40 us each hide their launches */
+    ck_assert(shown >= kernels * 3e-6 - 1e-12 && shown < kernels * 4e-6);
+    /* 96 MLP kernels of ~40 us each hide their launches: only the boundaries show. */
+    ck_assert(fabs(e.op[KV_OP_MLP].t_overhead - 96 * 3e-6) < 1e-12);
 }
 END_TEST
 
