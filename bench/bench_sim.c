@@ -124,6 +124,7 @@ static void run_binary(const char *label, const char *rate)
     snprintf(path, sizeof path, "%s/../bench/splitwise.yaml", lib);
     snprintf(set, sizeof set, "workload.arrival.rate=%s", rate);
     double t[5];
+    fflush(stdout);   /* the child's freopen would write what is buffered again */
     for (int i = 0; i < 5; i++) {
         pid_t pid = fork();
         if (pid == 0) {

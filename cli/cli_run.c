@@ -195,5 +195,32 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     out_kv_num(d, "batch_mean", "batch size (mean)", m->batch_mean, OUT_NUM);
     out_kv_num(d, "batch_max", "batch size (max)", (double)m->batch_max, OUT_INT);
     out_kv_num(d, "steps", "engine steps", (double)m->steps, OUT_INT);
+    cli_report_disagg(d, s, m);
+    if (c->kv_offload == SCN_OFFLOAD_OFF && c->preemption == SCN_PREEMPT_RECOMPUTE) return;
+    /* KV offload tiers and swap (docs/simulator.md, "KV offload tiers"). */
+    out_section(d, "offload", "KV offload tiers");
+    static const char *const TIER[] = {"cpu", "disk"};
+    for (int k = 0; k < 2; k++) {
+        if (k == 1 && c->kv_offload != SCN_OFFLOAD_CPU_DISK) break;
+        if (c->kv_offload == SCN_OFFLOAD_OFF) break;
+        char key[64], label[64];
+        snprintf(key, sizeof key, "offload_%s_hit_rate", TIER[k]);
+        snprintf(label, sizeof label, "%s: prompt tokens reloaded", TIER[k]);
+        out_kv_num(d, key, label, m->tier_hit_rate[k], OUT_FRAC);
+        snprintf(key, sizeof key, "offload_%s_bytes", TIER[k]);
+        snprintf(label, sizeof label, "%s: bytes moved", TIER[k]);
+        out_kv_num(d, key, label, m->tier_bytes[k], OUT_BYTES);
+        snprintf(key, sizeof key, "offload_%s_transfer_s", TIER[k]);
+        snprintf(label, sizeof label, "%s: reload time charged", TIER[k]);
+        out_kv_num(d, key, label, m->tier_xfer_s[k], OUT_SECONDS);
+        snprintf(key, sizeof key, "offload_%s_occupancy", TIER[k]);
+        snprintf(label, sizeof label, "%s: occupancy (time-weighted)", TIER[k]);
+        out_kv_num(d, key, label, m->tier_occupancy[k], OUT_FRAC);
+    }
+    if (c->preemption == SCN_PREEMPT_SWAP) {
+        out_kv_num(d, "swaps", "preemptions by swap", (double)m->swaps, OUT_INT);
+        out_kv_num(d, "swap_bytes", "swap: bytes moved", m->swap_bytes, OUT_BYTES);
+        out_kv_num(d, "swap_transfer_s", "swap: time charged", m->swap_xfer_s, OUT_SECONDS);
+    }
 }
 

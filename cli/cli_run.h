@@ -48,12 +48,17 @@ int cli_open_db_read(const char *flag, db **d, const char **path);
 /* The standard run report: latency table, run facts, throughput, KV. */
 void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
                     long run_id, const char *db_path);
+/* The "Disaggregation" section (cli_disagg.c); nothing for a colocated run. */
+void cli_report_disagg(out_doc *d, const scn_scenario *s, const sim_metrics *m);
 
 /* Parses an engine command's flags (scenario, common and engine flags); 0 or an exit code. */
 int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, cli_run_flags *f, int *help);
 /* Ranks an evaluated plan and adds its full report to doc (cmd_plan.c; kvplan-mpi uses it too). */
 #include "../planner/plan.h"
 void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_rules, long top);
+/* `plan`'s prefill/decode disaggregation sweep and its tables, after the ranked plan
+ * (cli_disagg.c); 0, or an exit code. Nothing when the scenario does not ask for it. */
+int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, int no_rules);
 /* Loads the scenario, applies --seed, and takes its first option choice, refusing one that
  * cannot run; 0 or an exit code (cmd_run.c). */
 int cli_prepare_engine(cli_common *c, const cli_run_flags *f, scn_scenario *s, sim_choice *ch);

@@ -197,6 +197,7 @@ int cmd_plan(int argc, char **argv)
         goto out;
     }
     cli_plan_emit(doc, &s, &r, no_rules, top);
+    if ((rc = cli_plan_disagg(doc, &s, &r, no_rules))) { out_doc_free(doc); goto out; }
     rc = cli_emit(doc, c.format);
     out_doc_free(doc);
 out:

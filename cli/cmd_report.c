@@ -98,7 +98,8 @@ static const char *SPECS =
     "     size: {field: 'pareto', type: 'nominal', title: 'Pareto front', scale: {domain: [true, false], range: [160, 40]}},\n"
     "     color: {field: 'pareto', type: 'nominal', title: 'Pareto front', scale: {domain: [true, false], range: ['#d62728', '#9ecae9']}},\n"
     "     shape: {field: 'slo_met', type: 'nominal', title: 'SLO met'},\n"
-    "     tooltip: [{field: 'options'}, {field: 'hardware'}, {field: 'run'}, {field: 'latency_p99_s'}, {field: 'out_tok_per_gpu'}]}}]},\n"
+    "     tooltip: [{field: 'options'}, {field: 'hardware'}, {field: 'run'}, {field: 'latency_p99_s'}, {field: 'out_tok_per_gpu'},\n"
+    "      {field: 'disaggregation'}, {field: 'transfer_mean_s'}, {field: 'transfer_wait_p99_s'}]}}]},\n"
     " curves: {$schema: V, title: 'Latency and goodput against offered rate (kvplan sweep; red lines: the SLO)',\n"
     "   data: {values: DATA.curves}, facet: {row: {field: 'metric', type: 'nominal', title: null}},\n"
     "   resolve: {scale: {y: 'independent'}},\n"
@@ -125,6 +126,14 @@ static const char *SPECS =
     "     color: {field: 'pair', type: 'nominal', title: null},\n"
     "     tooltip: [{field: 'pair'}, {field: 'metric'}, {field: 'predicted'}, {field: 'measured'}, {field: 'error', format: '.1%'}]}}\n"
     "};\n"
+    /* KV offload tiers, only when some run used them (docs/simulator.md, "KV offload tiers"). */
+    "if (DATA.offload.length) specs.offload = {$schema: V, title: 'Prompt tokens reloaded from each tier',\n"
+    "   width: 520, height: 240, data: {values: DATA.offload}, mark: 'bar',\n"
+    "   encoding: {x: {field: 'label', type: 'nominal', title: null, axis: {labelAngle: 0}}, xOffset: {field: 'tier'},\n"
+    "     y: {field: 'hit_rate', type: 'quantitative', title: 'share of prompt tokens', axis: {format: '%'}},\n"
+    "     color: {field: 'tier', type: 'nominal', title: null},\n"
+    "     tooltip: [{field: 'options'}, {field: 'tier'}, {field: 'hit_rate', format: '.1%'}, {field: 'bytes', format: '.3s'},\n"
+    "               {field: 'transfer_s', format: '.3f'}, {field: 'occupancy', format: '.1%'}]}};\n"
     "let drawn = 0;\n"
     "for (const [id, spec] of Object.entries(specs)) {\n"
     "  if (spec.data.values.length === 0) { document.getElementById(id + '-note').textContent = 'No data for this chart in the database yet.'; }\n"
@@ -156,6 +165,8 @@ static int write_html(const char *path, const char *assets, const scn_scenario *
                                          {"validation", "Prediction against measurement"}};
     for (int i = 0; i < 5; i++)
         fprintf(f, "<h2>%s</h2><div id=\"%s\"></div><p class=\"note\" id=\"%s-note\"></p>\n", IDS[i][1], IDS[i][0], IDS[i][0]);
+    if (json_array_size(json_object_get(data, "offload")))
+        fputs("<h2>KV offload tiers</h2><div id=\"offload\"></div><p class=\"note\" id=\"offload-note\"></p>\n", f);
     char *js = json_dumps(data, JSON_COMPACT | JSON_REAL_PRECISION(10));
     fputs("<script>\nconst DATA = ", f);
     /* JSON is valid JavaScript; "</" is escaped so the data cannot end the script element. */
@@ -166,6 +177,35 @@ static int write_html(const char *path, const char *assets, const scn_scenario *
     free(js);
     if (fclose(f) != 0) { fprintf(stderr, "kvplan: writing %s failed: %s\n", path, strerror(errno)); return CLI_EX_CANTCREAT; }
     return CLI_OK;
+}
+
+/* One row per tier (cpu, disk, swap) of each run that offloaded KV or swapped: what the
+ * database holds for it (docs/simulator.md, "KV offload tiers"). */
+static json_t *offload_rows(json_t *runs)
+{
+    json_t *rows = json_array();
+    static const char *const T[] = {"cpu", "disk", "swap"};
+    for (size_t i = 0; i < json_array_size(runs); i++) {
+        json_t *r = json_array_get(runs, i), *o = json_object_get(r, "offload");
+        if (!o) continue;
+        for (int k = 0; k < 3; k++) {
+            char f[4][32];
+            snprintf(f[0], sizeof f[0], "%s_hit_rate", T[k]);
+            snprintf(f[1], sizeof f[1], "%s_bytes", T[k]);
+            snprintf(f[2], sizeof f[2], "%s_transfer_s", T[k]);
+            snprintf(f[3], sizeof f[3], "%s_occupancy", T[k]);
+            json_t *v[4];
+            for (int j = 0; j < 4; j++) {
+                json_t *x = json_object_get(o, f[j]);
+                v[j] = json_is_number(x) ? json_real(json_number_value(x)) : json_null();
+            }
+            json_array_append_new(rows, json_pack("{s:O, s:O, s:O, s:s, s:o, s:o, s:o, s:o}", "run", json_object_get(r, "run"),
+                                                  "label", json_object_get(r, "label"), "options", json_object_get(r, "options"),
+                                                  "tier", T[k], "hit_rate", v[0], "bytes", v[1], "transfer_s", v[2],
+                                                  "occupancy", v[3]));
+        }
+    }
+    return rows;
 }
 
 int cmd_report(int argc, char **argv)
@@ -214,6 +254,7 @@ int cmd_report(int argc, char **argv)
     db_close(d);
     if (!data) { fprintf(stderr, "kvplan: %s: %s\n", path, err); return cli_exit_for_db(st); }
     json_object_set_new(data, "validation", validation_rows(json_object_get(data, "runs")));
+    json_object_set_new(data, "offload", offload_rows(json_object_get(data, "runs")));
     json_t *pareto = json_object_get(data, "pareto");
     if (html) {
         rc = write_html(out_path, assets, &s, data);

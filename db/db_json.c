@@ -54,6 +54,16 @@ static json_t *name_list(const char *const *names, const int *idx, int n)
     return a;
 }
 
+/* Prefill/decode disaggregation: the pools and the hand-off link (sim/disagg.h). */
+static json_t *disagg_json(const scn_disagg *g)
+{
+    return json_pack("{s:{s:i, s:i, s:s}, s:{s:i, s:i, s:s}, s:{s:s, s:f, s:f, s:b}}", "prefill", "replicas",
+                     g->prefill.replicas, "tensor_parallel", g->prefill.tensor_parallel, "hardware", g->prefill.hardware.name,
+                     "decode", "replicas", g->decode.replicas, "tensor_parallel", g->decode.tensor_parallel, "hardware",
+                     g->decode.hardware.name, "transfer", "link", SCN_LINK_NAMES[g->link], "bandwidth", g->bandwidth,
+                     "latency_s", g->latency, "layerwise", g->layerwise);
+}
+
 char *db_scenario_json(const scn_scenario *s)
 {
     const scn_options *o = &s->options;
@@ -96,6 +106,25 @@ char *db_scenario_json(const scn_scenario *s)
         }
         json_object_set_new(opt, "speculative", sp);
     }
+    /* KV offload and preemption, only when not the defaults, so older records keep their digest. */
+    bool tiers = o->n_offload > 1 || (o->n_offload == 1 && o->kv_offload[0] != SCN_OFFLOAD_OFF) || o->n_preempt > 1 ||
+                 (o->n_preempt == 1 && o->preemption[0] != SCN_PREEMPT_RECOMPUTE);
+    if (tiers) {
+        for (int i = 0; i < o->n_offload; i++) tmp[i] = o->kv_offload[i];
+        json_object_set_new(opt, "kv_offload", name_list(SCN_OFFLOAD_NAMES, tmp, o->n_offload));
+        for (int i = 0; i < o->n_preempt; i++) tmp[i] = o->preemption[i];
+        json_object_set_new(opt, "preemption", name_list(SCN_PREEMPT_NAMES, tmp, o->n_preempt));
+        json_object_set_new(opt, "kv_offload_capacity", json_pack("{s:f, s:f}", "cpu", o->offload_cpu_bytes, "disk",
+                                                                  o->offload_disk_bytes));
+        json_object_set_new(opt, "swap_space", json_real(o->swap_space));
+        const scn_tier *t[] = {&s->hardware.host, &s->hardware.nvme};
+        json_t *hw = json_array();
+        for (int i = 0; i < 2; i++)
+            json_array_append_new(hw, json_pack("{s:s, s:f, s:f, s:f, s:f}", "link", t[i]->link, "capacity", t[i]->capacity,
+                                                "bandwidth", t[i]->bandwidth, "efficiency", t[i]->efficiency, "latency_s",
+                                                t[i]->latency));
+        json_object_set_new(opt, "tiers_hardware", hw);   /* host, nvme */
+    }
     json_t *slo = json_array();
     for (int i = 0; i < s->slo.n; i++)
         json_array_append_new(slo, json_pack("{s:s, s:f, s:f}", "metric", SCN_METRIC_NAMES[s->slo.terms[i].metric],
@@ -119,6 +148,8 @@ char *db_scenario_json(const scn_scenario *s)
         (json_object_set_new(dj, "expert_parallel", json_integer(d->expert_parallel)) ||
          json_object_set_new(dj, "attention_data_parallel", json_integer(d->attention_dp)) ||
          json_object_set_new(dj, "expert_skew", json_real(d->expert_skew)))) { json_decref(root); return NULL; }
+    /* Disaggregation, added only when on so older records keep their digest. */
+    if (d->disagg.on && json_object_set_new(dj, "disaggregation", disagg_json(&d->disagg))) { json_decref(root); return NULL; }
     /* Closed-loop and windowed settings, added only when used so older records keep their form. */
     json_t *wj = json_object_get(root, "workload");
     if (w->arrival == SCN_ARRIVAL_CLOSED &&
@@ -176,6 +207,14 @@ char *db_options_json(const sim_choice *c, const scn_deployment *d, int kv_heads
         json_t *x = spec_json(sp);
         if (!x || json_object_set_new(j, "speculative", x)) { json_decref(j); return NULL; }
     }
+    /* Offload and swap only when chosen, so keys without them keep their form (docs/simulator.md,
+     * "KV offload tiers"). */
+    if (c->kv_offload != SCN_OFFLOAD_OFF &&
+        json_object_set_new(j, "kv_offload", json_string(SCN_OFFLOAD_NAMES[c->kv_offload]))) { json_decref(j); return NULL; }
+    if (c->preemption != SCN_PREEMPT_RECOMPUTE &&
+        json_object_set_new(j, "preemption", json_string(SCN_PREEMPT_NAMES[c->preemption]))) { json_decref(j); return NULL; }
+    /* The pools a disaggregated run ran on, only then, so colocated keys keep their form. */
+    if (d->disagg.on && json_object_set_new(j, "disaggregation", disagg_json(&d->disagg))) { json_decref(j); return NULL; }
     /* Acceptance rates are the only reals: 12 significant digits name them without binary noise. */
     char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(12));
     json_decref(j);

@@ -119,6 +119,17 @@ typedef enum { SCN_ARCH_OTHER, SCN_ARCH_AMPERE, SCN_ARCH_ADA, SCN_ARCH_HOPPER, S
                SCN_ARCH_CPU } scn_arch;
 extern const char *const SCN_ARCH_NAMES[];
 
+/* A memory tier below the GPU's HBM that KV can be offloaded to, as one GPU sees it
+ * (docs/cost-model.md, "KV offload tiers"): host DRAM over PCIe or NVLink-C2C, a local NVMe
+ * drive, a shared remote store. A capacity of 0 means the profile has no such tier. */
+typedef struct {
+    char link[32];              /* what joins it to the GPU, for display ("pcie5-x16", "nvlink-c2c") */
+    double capacity;            /* bytes per GPU */
+    double bandwidth;           /* bytes/s per direction per GPU, datasheet (theoretical) */
+    double efficiency;          /* achieved / datasheet bandwidth (derived in docs/cost-model.md) */
+    double latency;             /* s added once per transfer */
+} scn_tier;
+
 typedef struct {
     char name[SCN_NAME_MAX];
     char source[SCN_PATH_MAX];
@@ -150,6 +161,9 @@ typedef struct {
     double runtime_memory;      /* bytes taken by the runtime (context, workspaces, graphs) */
     double usd_per_gpu_hour;    /* list price (price.usd_per_gpu_hour); 0 when the profile gives none */
     bool calibrated;
+    scn_tier host;              /* host DRAM (`host:`) */
+    scn_tier nvme;              /* local NVMe (`nvme:`) */
+    scn_tier remote;            /* shared remote store (`remote:`); parsed and shown, not simulated */
 } scn_hardware;
 
 /* A serving engine's profile (scenarios/engines/NAME.yaml; docs/cost-model.md, "Engine
@@ -197,6 +211,26 @@ const char *scn_attn_kernel_name(scn_attn_kernel k);
 typedef enum { SCN_ROUTER_ROUND_ROBIN, SCN_ROUTER_LEAST_OUTSTANDING, SCN_ROUTER_PREFIX_AFFINITY } scn_router;
 extern const char *const SCN_ROUTER_NAMES[];
 
+/* Prefill/decode disaggregation (deployment.disaggregation; docs/scenarios.md and
+ * docs/simulator.md, "Disaggregation"): prompts are computed on a prefill pool, their KV is
+ * handed over `link` to a decode pool, which generates the rest. Each pool is its own set of
+ * replicas with its own tensor parallelism and hardware. */
+typedef struct {
+    int replicas;
+    int tensor_parallel;
+    scn_hardware hardware;         /* the scenario's unless the pool names its own */
+} scn_pool;
+
+typedef struct {
+    bool on;
+    scn_pool prefill, decode;
+    scn_link link;                 /* default: the prefill hardware's network */
+    double bandwidth;              /* bytes/s per GPU per direction; default: that link's figure in
+                                    * the prefill hardware profile */
+    double latency;                /* s per message; likewise */
+    bool layerwise;                /* each layer's KV is sent as soon as it is computed (default) */
+} scn_disagg;
+
 typedef struct {
     int tensor_parallel;
     int replicas;
@@ -213,6 +247,7 @@ typedef struct {
     int expert_parallel;           /* ranks the routed experts are sharded over; 1 = none */
     int attention_dp;              /* attention data-parallel ranks per replica; 1 = none */
     double expert_skew;            /* Zipf exponent of expert popularity; 0 = uniform routing */
+    scn_disagg disagg;             /* prefill/decode disaggregation; off unless given */
 } scn_deployment;
 
 typedef enum { SCN_DIST_FIXED, SCN_DIST_UNIFORM, SCN_DIST_NORMAL, SCN_DIST_LOGNORMAL,
@@ -286,6 +321,13 @@ typedef enum { SCN_ATTN_FLASH, SCN_ATTN_NAIVE } scn_attention;
 extern const char *const SCN_ATTN_NAMES[];
 typedef enum { SCN_SCHED_STATIC, SCN_SCHED_CONTINUOUS, SCN_SCHED_CHUNKED } scn_scheduler;
 extern const char *const SCN_SCHED_NAMES[];
+/* KV offload (docs/simulator.md, "KV offload tiers"): where evicted prefix-cache blocks go. */
+typedef enum { SCN_OFFLOAD_OFF, SCN_OFFLOAD_CPU, SCN_OFFLOAD_CPU_DISK } scn_offload;
+extern const char *const SCN_OFFLOAD_NAMES[];
+/* What a running sequence that cannot grow does to its victim: drop its KV and recompute it
+ * later (vLLM V1), or copy it to host memory and back (vLLM V0's swap). */
+typedef enum { SCN_PREEMPT_RECOMPUTE, SCN_PREEMPT_SWAP } scn_preemption;
+extern const char *const SCN_PREEMPT_NAMES[];
 
 /* Speculative decoding (docs/cost-model.md, "Speculative decoding"): a proposer drafts k tokens
  * per sequence, the target verifies k + 1 in one step and keeps the accepted prefix plus one. */
@@ -323,6 +365,12 @@ typedef struct {
     int n_engine;     scn_engine engine[SCN_OPT_MAX];
     int n_hardware;   scn_hardware hardware[SCN_HW_OPT_MAX]; /* hardware profiles to compare; empty: the scenario's */
     int n_spec;       scn_spec spec[SCN_OPT_MAX];           /* speculative decoding; empty or zeroed: off */
+    int n_offload;    scn_offload kv_offload[SCN_OPT_MAX];  /* KV offload tiers; default [off] */
+    int n_preempt;    scn_preemption preemption[SCN_OPT_MAX]; /* default [recompute] */
+    /* Per replica; 0: the hardware's per-GPU figure times tensor_parallel (options.kv_offload_capacity). */
+    double offload_cpu_bytes, offload_disk_bytes;
+    double swap_space;                                      /* bytes per GPU for swapped sequences */
+    bool disagg_sweep;   /* options.disaggregation lists on: the planner sweeps prefill/decode splits */
 } scn_options;
 
 typedef enum { SCN_OBJ_GOODPUT_PER_GPU, SCN_OBJ_THROUGHPUT, SCN_OBJ_P99_LATENCY, SCN_OBJ_COST } scn_objective;

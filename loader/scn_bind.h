@@ -48,6 +48,11 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardware *out);
 int scn_bind_scenario(scn_ctx *c, const scn_node *root, scn_scenario *out);
 int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine *out);
+/* deployment.disaggregation under the deployment mapping `dep` (scn_bind_disagg.c); after the
+ * model, hardware, engine and the rest of the deployment are bound. */
+int scn_bind_disagg(scn_ctx *c, const scn_node *dep, const char *dpath, scn_scenario *s);
+/* options.disaggregation: [off, on] (or one value) under the options mapping m. */
+int scn_bind_disagg_option(scn_ctx *c, const scn_node *m, scn_options *o);
 
 /* Translates a Hugging Face config.json tree into a kvplan model mapping (scn_hf.c). */
 scn_node *scn_hf_translate(scn_ctx *c, const scn_node *cfg, const char *path);

@@ -111,7 +111,9 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 
 /* ---- hardware ---- */
 static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "l2_cache", "memory", "memory_bandwidth",
-                                      "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", "price", NULL};
+                                      "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", "price",
+                                      "host", "nvme", "remote", NULL};
+static const char *const TIER_KEYS[] = {"link", "capacity", "bandwidth", "efficiency", "latency", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_per_node", "oneshot_latency",
                                         "oneshot_latency_per_peer", NULL};
 static const char *const NET_KEYS[] = {"kind", "bandwidth", "latency", NULL};
@@ -135,6 +137,26 @@ static int get_fraction(scn_ctx *c, const scn_node *m, const char *path, const c
     if (x > 1) return invalid(c, m, path, key, "must be a fraction in (0, 1]");
     *out = x;
     return 0;
+}
+
+/* A memory tier below HBM (host:, nvme:, remote:): capacity and bandwidth per GPU are required,
+ * and so is the efficiency that turns the datasheet bandwidth into what transfers reach
+ * (docs/cost-model.md, "KV offload tiers"). */
+static int bind_tier(scn_ctx *c, const scn_node *m, const char *path, const char *key, scn_tier *t)
+{
+    char full[256];
+    const scn_node *s;
+    if (sub_map(c, m, path, key, TIER_KEYS, &s, full, sizeof full)) return -1;
+    memset(t, 0, sizeof *t);
+    if (!s) return 0;
+    if (scn_require(c, s, full, "capacity") || scn_require(c, s, full, "bandwidth") || scn_require(c, s, full, "efficiency") ||
+        scn_get_str(c, s, full, "link", t->link, sizeof t->link) ||
+        scn_get_qty(c, s, full, "capacity", SCN_UNIT_BYTES, false, &t->capacity) ||
+        scn_get_qty(c, s, full, "bandwidth", SCN_UNIT_BANDWIDTH, false, &t->bandwidth) ||
+        scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &t->latency))
+        return -1;
+    t->efficiency = 1;
+    return get_fraction(c, s, full, "efficiency", &t->efficiency);
 }
 
 int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardware *o)
@@ -225,6 +247,9 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
             return invalid(c, s, full, "usd_per_gpu_hour", "expected a price in US dollars per GPU-hour, e.g. 2.49");
         o->usd_per_gpu_hour = x;
     }
+    if (bind_tier(c, m, path, "host", &o->host) || bind_tier(c, m, path, "nvme", &o->nvme) ||
+        bind_tier(c, m, path, "remote", &o->remote))
+        return -1;
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-hardware");
     return 0;
 }

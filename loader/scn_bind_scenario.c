@@ -15,7 +15,7 @@ static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
 static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", "allow_weight_dtype", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", "expert_parallel",
-                                          "attention_data_parallel", "expert_skew", NULL};
+                                          "attention_data_parallel", "expert_skew", "disaggregation", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
@@ -25,7 +25,10 @@ static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "populari
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
 static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache", "kv_dtype", "attention",
                                        "scheduler", "window", "kv_quant", "max_num_seqs", "max_num_batched_tokens",
-                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", "speculative", NULL};
+                                       "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", "speculative",
+                                       "kv_offload", "kv_offload_capacity", "preemption", "swap_space",
+                                       "disaggregation", NULL};
+static const char *const OFFLOAD_CAP_KEYS[] = {"cpu", "disk", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
 static const char *const SPEC_KEYS[] = {"method", "k", "model", "acceptance", "mean_accepted", "decay", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
@@ -107,7 +110,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     if (d->max_model_len > s->model.max_position)
         return fail_at(c, scn_map_get(m, "max_model_len"), scn_path_join(f, sizeof f, p, "max_model_len"),
                        "exceeds the model's max_position");
-    return 0;
+    return scn_bind_disagg(c, m, p, s);
 }
 
 /* ---- workload ---- */
@@ -369,6 +372,50 @@ static int it_count(scn_ctx *c, const scn_node *v, const char *p, int i, scn_opt
     return 0;
 }
 
+static int it_offload(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{ int k; if (scn_parse_enum(c, v, p, SCN_OFFLOAD_NAMES, &k)) return -1; o->kv_offload[i] = (scn_offload)k; return 0; }
+static int it_preempt(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
+{ int k; if (scn_parse_enum(c, v, p, SCN_PREEMPT_NAMES, &k)) return -1; o->preemption[i] = (scn_preemption)k; return 0; }
+
+/* options.kv_offload_capacity and swap_space; then whether every hardware profile the scenario
+ * may run on has the tiers its offload and preemption choices move KV to (docs/scenarios.md,
+ * "options"). */
+static int bind_offload(scn_ctx *c, const scn_node *m, scn_scenario *s)
+{
+    scn_options *o = &s->options;
+    const scn_node *cap;
+    char p[256];
+    if (sub_map(c, m, "options", "kv_offload_capacity", OFFLOAD_CAP_KEYS, &cap, p, sizeof p) ||
+        (cap && (scn_get_qty(c, cap, p, "cpu", SCN_UNIT_BYTES, false, &o->offload_cpu_bytes) ||
+                 scn_get_qty(c, cap, p, "disk", SCN_UNIT_BYTES, false, &o->offload_disk_bytes))) ||
+        scn_get_qty(c, m, "options", "swap_space", SCN_UNIT_BYTES, false, &o->swap_space))
+        return -1;
+    bool cpu = false, disk = false, swap = false;
+    for (int i = 0; i < o->n_offload; i++) {
+        cpu |= o->kv_offload[i] != SCN_OFFLOAD_OFF;
+        disk |= o->kv_offload[i] == SCN_OFFLOAD_CPU_DISK;
+    }
+    for (int i = 0; i < o->n_preempt; i++) swap |= o->preemption[i] == SCN_PREEMPT_SWAP;
+    int n_hw = o->n_hardware ? o->n_hardware : 1;
+    for (int h = 0; h < n_hw; h++) {
+        const scn_hardware *hw = o->n_hardware ? &o->hardware[h] : &s->hardware;
+        const char *key = NULL, *why = NULL;
+        if ((cpu || swap) && !(hw->host.bandwidth > 0))
+            key = cpu ? "kv_offload" : "preemption", why = "host memory (hardware.host: capacity, bandwidth, efficiency)";
+        else if (cpu && !(hw->host.capacity > 0) && !(o->offload_cpu_bytes > 0))
+            key = "kv_offload", why = "a host memory capacity (hardware.host.capacity or options.kv_offload_capacity.cpu)";
+        else if (disk && !(hw->nvme.bandwidth > 0))
+            key = "kv_offload", why = "a local NVMe drive (hardware.nvme: capacity, bandwidth, efficiency)";
+        if (!key) continue;
+        char fp[64];
+        snprintf(fp, sizeof fp, "options.%s", key);
+        char msg[320];
+        snprintf(msg, sizeof msg, "this choice moves KV off the GPU, but hardware profile %s gives no %s", hw->name, why);
+        return fail_at(c, scn_map_get(m, key), fp, msg);
+    }
+    return 0;
+}
+
 /* A window entry is "off" or {sink: N, window: N}. */
 static int it_window(scn_ctx *c, const scn_node *v, const char *p, int i, scn_options *o)
 {
@@ -606,6 +653,9 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
     o->n_attention = 1; o->attention[0] = SCN_ATTN_FLASH;
     o->n_sched = 1; o->scheduler[0] = s->engine.chunked_prefill ? SCN_SCHED_CHUNKED : SCN_SCHED_CONTINUOUS;
     o->n_window = 1; o->sink[0] = o->window[0] = 0;
+    o->n_offload = 1; o->kv_offload[0] = SCN_OFFLOAD_OFF;
+    o->n_preempt = 1; o->preemption[0] = SCN_PREEMPT_RECOMPUTE;
+    o->swap_space = 4.0 * 1073741824.0;   /* vLLM's swap_space default, 4 GiB per GPU (docs/sources.md) */
     default_quant(o);
     const scn_node *m = scn_map_get(root, "options");
     if (!m) return 0;
@@ -625,7 +675,10 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
            each_item(c, m, "weight_dtype", it_wformat, &o->n_wformat, o) ||
            each_item(c, m, "engine", it_engine, &o->n_engine, o) ||
            each_item(c, m, "speculative", it_spec, &o->n_spec, o) || check_spec_target(c, m, s) ||
-           bind_hw_options(c, m, o) || bind_quant(c, m, o) ? -1 : 0;
+           each_item(c, m, "kv_offload", it_offload, &o->n_offload, o) ||
+           each_item(c, m, "preemption", it_preempt, &o->n_preempt, o) ||
+           bind_hw_options(c, m, o) || bind_quant(c, m, o) || bind_offload(c, m, s) ||
+           scn_bind_disagg_option(c, m, o) ? -1 : 0;
 }
 
 /* quality.allow_*: marks what one item names as accepted; -1 for a name it does not know. */

@@ -275,11 +275,32 @@ static int resolve_spec_models(loader *L, scn_node *root)
     return 0;
 }
 
+/* deployment.disaggregation.{prefill,decode}.hardware: resolved as `hardware` is. */
+static int resolve_pool_hardware(loader *L, scn_node *root)
+{
+    scn_node *d = scn_map_get(root, "deployment");
+    scn_node *g = d && d->kind == SCN_NODE_MAP ? scn_map_get(d, "disaggregation") : NULL;
+    if (!g || g->kind != SCN_NODE_MAP) return 0;
+    static const char *const POOLS[] = {"prefill", "decode"};
+    for (int i = 0; i < 2; i++) {
+        scn_node *pool = scn_map_get(g, POOLS[i]);
+        scn_node *item = pool && pool->kind == SCN_NODE_MAP ? scn_map_get(pool, "hardware") : NULL;
+        if (!item) continue;
+        char key[64];
+        snprintf(key, sizeof key, "deployment.disaggregation.%s.hardware", POOLS[i]);
+        scn_node *tmp = scn_node_new(L->c.doc, SCN_NODE_MAP, item->file, item->line, item->col);
+        if (!tmp || scn_map_set(L->c.doc, tmp, key, item) || resolve_ref(L, tmp, key, "hardware") ||
+            scn_map_set(L->c.doc, pool, "hardware", scn_map_get(tmp, key)))
+            return -1;
+    }
+    return 0;
+}
+
 static int resolve_all(loader *L, scn_node *root)
 {
     return resolve_ref(L, root, "model", "models") || resolve_ref(L, root, "hardware", "hardware") ||
            resolve_engines(L, root) || resolve_hw_options(L, root) ||
-           resolve_spec_models(L, root);
+           resolve_spec_models(L, root) || resolve_pool_hardware(L, root);
 }
 
 /* Applies one "a.b.c=value" override. */

@@ -14,6 +14,8 @@ const char *const SCN_METRIC_NAMES[] = {"ttft", "tpot", "itl", "e2e", NULL};
 const char *const SCN_LAYOUT_NAMES[] = {"contiguous", "paged", NULL};
 const char *const SCN_ATTN_NAMES[] = {"flash", "naive", NULL};
 const char *const SCN_SCHED_NAMES[] = {"static", "continuous", "chunked", NULL};
+const char *const SCN_OFFLOAD_NAMES[] = {"off", "cpu", "cpu+disk", NULL};
+const char *const SCN_PREEMPT_NAMES[] = {"recompute", "swap", NULL};
 const char *const SCN_OBJECTIVE_NAMES[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost", NULL};
 
 const char *scn_enum_name(const char *const *names, int v)

@@ -216,6 +216,18 @@ double kv_decode_split_cap(const scn_scenario *s, int n);   /* <= 1: every row s
 double kv_decode_split(double held, double split_cap);
 kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
                                      int n, const kv_decode_sums *d);
+/* kv_step_complete_decode(...).seconds with everything but the sums prepared once per batch
+ * size n (from kv_step_shape of n decode rows): the same doubles, in a few dozen operations. */
+typedef struct {
+    const scn_hardware *hw;
+    double op_seconds[KV_OP_COUNT];   /* s: the shape's ops (attention and the step's CPU term: 0) */
+    bool tokens, graph, async;
+    int n;
+    double layers[2], fpk, qo_kv, kv_tok, kvh;   /* attention()'s per-row terms */
+    double apeak, bw, launch, graph_kernel, graph_launch, cpu;
+} kv_decode_plan;
+void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c, int n, kv_decode_plan *p);
+double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d);
 
 /* ---- Prefix caching (kv_prefix.c) ---- */
 typedef struct {

@@ -466,6 +466,67 @@ kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenar
     return step_totals(r, s, attn_units, n);
 }
 
+/* kv_step_complete_decode's seconds for one batch size, with everything but the sums prepared
+ * once: the same operations on the same doubles in the same order (finish() on attention, the
+ * GPU sum, the step's CPU term, the total), so the same result. */
+void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c, int n, kv_decode_plan *p)
+{
+    const scn_model *m = &s->model;
+    const scn_hardware *hw = &s->hardware;
+    const scn_engine *e = &s->engine;
+    decode_row w = decode_row_of(s, c);
+    memset(p, 0, sizeof *p);
+    p->hw = hw;
+    for (int op = 0; op < KV_OP_COUNT; op++) p->op_seconds[op] = shape->op[op].seconds;
+    p->tokens = shape->tokens > 0;
+    p->n = n;
+    p->layers[0] = (double)m->layers - m->sliding_layers;
+    p->layers[1] = m->sliding_layers;
+    p->fpk = w.fpk;
+    p->qo_kv = w.qo + w.kv_tok;
+    p->kv_tok = w.kv_tok;
+    p->kvh = w.kvh;
+    p->apeak = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
+    p->bw = hw->memory_bandwidth * hw->eff_bandwidth;
+    p->launch = hw->kernel_overhead;
+    p->graph = shape->graph;
+    p->graph_kernel = e->graph_kernel;
+    p->graph_launch = e->graph_launch;
+    p->async = e->async_scheduling;
+    p->cpu = hw->step_overhead + e->seq_cpu * n;
+}
+
+double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
+{
+    double flops = 0, bytes = 0, kernels = 0, units = 0;
+    if (p->tokens)
+        for (int k = 0; k < 2; k++) {
+            if (p->layers[k] <= 0) continue;
+            units += p->kvh * d->splits[k];
+            flops += p->fpk * d->keys[k] * p->layers[k];
+            bytes += ((double)p->n * p->qo_kv + p->kv_tok * d->keys[k]) * p->layers[k];
+            kernels += 2 * p->layers[k];
+        }
+    double att = 0;
+    if (flops != 0 || bytes != 0) {   /* finish() on the attention op */
+        double tc = p->apeak > 0 ? flops / p->apeak : 0;
+        double bw = p->bw * kv_wave_efficiency(p->hw, units);
+        double tm = bw > 0 ? bytes / bw : 0;
+        double gpu = fmax(kv_roofline_combine(tc, tm), 0);
+        double ov = 0;
+        ov += p->graph ? kernels * p->graph_kernel : fmax(0, kernels * p->launch - gpu);
+        att = gpu + ov;
+    }
+    double gpu = 0;
+    for (int op = 0; op < KV_OP_COUNT; op++) gpu += op == KV_OP_ATTENTION ? att : p->op_seconds[op];
+    if (p->graph) gpu += p->graph_launch;
+    double st = (p->graph ? p->graph_launch : 0) + (p->async ? fmax(0, p->cpu - gpu) : p->cpu);
+    double seconds = 0;
+    for (int op = 0; op < KV_OP_COUNT; op++)
+        seconds += op == KV_OP_ATTENTION ? att : op == KV_OP_STEP ? st : p->op_seconds[op];
+    return seconds;
+}
+
 /* Attention's roofline and the step's totals, once attention's counts are in. */
 static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double attn_units, int n)
 {

@@ -27,7 +27,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
                   count_or_1(o->n_kv_heads), count_or_1(o->n_hardware), count_or_1(o->n_wformat),
-                  count_or_1(o->n_engine), count_or_1(o->n_spec)};
+                  count_or_1(o->n_engine), count_or_1(o->n_spec), count_or_1(o->n_offload), count_or_1(o->n_preempt)};
     int nd = (int)(sizeof dims / sizeof dims[0]);
     long total = 1;
     for (int i = 0; i < nd; i++) total *= dims[i];
@@ -65,6 +65,8 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         c->wformat = o->n_wformat ? idx[13] : -1;
         c->engine = o->n_engine ? idx[14] : -1;
         c->c.spec = o->n_spec ? idx[15] : 0;
+        c->c.kv_offload = o->n_offload ? o->kv_offload[idx[16]] : SCN_OFFLOAD_OFF;
+        c->c.preemption = o->n_preempt ? o->preemption[idx[17]] : SCN_PREEMPT_RECOMPUTE;
         const scn_spec *sp = kv_spec_get(s, c->c.spec);
         if (sp && sp->method == SCN_SPEC_DRAFT)
             snprintf(c->spec_name, sizeof c->spec_name, "draft(%.24s) k=%d a=%.2f", sp->draft.name, sp->k, sp->accept[0]);
@@ -204,7 +206,7 @@ char *plan_options_json(const scn_scenario *s, const plan_cand *c)
 {
     /* The one options encoder (db_options_json), so a plan's key equals simulate's for the same choice. */
     scn_deployment d = {.tensor_parallel = c->tp, .replicas = c->replicas, .max_num_seqs = c->max_num_seqs,
-                        .max_num_batched_tokens = c->max_batched};
+                        .max_num_batched_tokens = c->max_batched, .disagg = s->deployment.disagg};
     return db_options_json(&c->c, &d, c->kv_heads, kv_spec_get(s, c->c.spec));
 }
 

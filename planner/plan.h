@@ -73,7 +73,8 @@ typedef struct {
     plan_interval offered;     /* the objective at the offered load over seeds */
     plan_interval rate;        /* highest rate within the SLO over seeds (NaN when not searched) */
     bool unbounded;            /* some seed kept up at every rate searched: no capacity to rank or credit */
-    double batch_judged;       /* mean decode batch at the load the objective was judged at (capacity or offered) */
+    double batch_judged;       /* mean decode batch at the load the objective was judged at (capacity or offered);
+                                * read it through plan_judged_batch */
     bool slo_met;              /* at the offered load, on most seeds */
     double objective;          /* = obj.mean */
     double latency_p99;        /* s: the Pareto front's latency axis (first seed, offered load) */
@@ -135,6 +136,9 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
 int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n);
 /* Records seed k's run at the offered load (from a simulation or a stored run). */
 void plan_record_offered(const scn_scenario *s, plan_cand *c, int k, const sim_metrics *m);
+/* The mean decode batch at the load a candidate's objective was judged at: the capacity trials'
+ * (mean over seeds) when judged at capacity, else the first seed's offered-load run. */
+double plan_judged_batch(const plan_cand *c);
 /* Scores, SLO checks, ranks, marks the Pareto front, and picks the recommendation. */
 void plan_rank(const scn_scenario *s, plan_result *r);
 /* The value of an SLO metric at a percentile from a run's summary. */
@@ -145,7 +149,7 @@ bool plan_slo_met(const scn_scenario *s, const sim_metrics *m);
 /* The recommendation's reasons, as sentences: which cost binds and by how much, how far each
  * chosen option moved the objective, what the runner-up gives up. Returns the count. */
 #define PLAN_LINE 1024
-#define PLAN_DIMS 16               /* option dimensions (plan_enumerate's order) */
+#define PLAN_DIMS 18               /* option dimensions (plan_enumerate's order) */
 int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_LINE], int max);
 
 /* How candidate a compares with b on the objective, absolute figures first, credited only when
@@ -208,6 +212,13 @@ typedef struct {
     char evidence[PLAN_LINE];
 } plan_rule;
 int plan_rules(const scn_scenario *s, const plan_result *r, plan_rule *out, int max);
+/* KV offload only where it pays (plan_rules.c): when the recommendation offloads and the same
+ * candidate without offload is not measurably worse, that one is recommended instead. */
+void plan_offload_gate(const scn_scenario *s, plan_result *r);
+/* The sentence on KV offload (plan_rules.c): what the recommendation's offload (or its absence)
+ * does against the same candidate with the other choice, and what the host tier served; 0 when
+ * offload was not an option. */
+int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
 
 /* Capacity (plan_capacity.c). */
 typedef struct {
@@ -230,7 +241,8 @@ bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long
                    sim_metrics *m);
 /* The highest rate the candidate sustains: starts at `hint` (0: the cost model's saturation
  * rate, plan_capacity_hint), steps by `step` (> 1) up or down until the answer changes (down at
- * most to hint/256, up at most to hint x PLAN_CAPACITY_RANGE, where it stops with `unbounded`),
+ * most to 1/256 of the lower of hint and the scenario's rate, up at most to hint x
+ * PLAN_CAPACITY_RANGE, where it stops with `unbounded`),
  * then bisects until the bracket is within `tol` (relative). `at_hint`, when not NULL, is an
  * already simulated trial at `hint` with this seed, reused instead of simulating it again. */
 int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double hint,

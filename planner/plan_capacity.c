@@ -138,9 +138,12 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
             return 0;
         }
     } else {
-        /* Downward to 1/256 of the hint: below that the answer is "misses the SLO at every rate". */
+        /* Downward to 1/256 of the hint, or of the offered rate when that is lower (a warm start
+         * from the saturation rate must not stop above where a search from the offered rate
+         * would have gone): below that the answer is "misses the SLO at every rate". */
         hi = hint;
-        int downs = (int)ceil(log(256.0) / log(step));
+        double bottom = fmin(hint, s->workload.rate > 0 ? s->workload.rate : hint) / 256;
+        int downs = (int)ceil(log(hint / bottom) / log(step) - 1e-9);
         for (int i = 0; i < downs && lo == 0; i++) {
             double r = hi / step;
             out->sims++;

@@ -16,7 +16,9 @@ int plan_curve_rates(const scn_scenario *s, const plan_result *r, const int *can
         double top = 0;
         for (int i = 0; i < n_cands; i++) {
             const plan_cand *c = &r->c[cands[i]];
-            for (int k = 0; k < c->n_seeds; k++) if ((c->cap_done >> k) & 1) top = fmax(top, c->seed_rate[k]);
+            /* An unbounded seed's rate is the top of its search, not a capacity: no knee to show. */
+            for (int k = 0; k < c->n_seeds; k++)
+                if ((c->cap_done >> k) & 1 && !((c->seed_unbounded >> k) & 1)) top = fmax(top, c->seed_rate[k]);
         }
         /* Past the highest capacity by half again, so every curve shows its knee. */
         max_rate = top > 0 ? 1.5 * top : 2 * (s->workload.rate > 0 ? s->workload.rate : 1);

@@ -118,6 +118,11 @@ static void sort_order(const plan_result *r, int *a, int *tmp, int n)
     memcpy(a, tmp, sizeof *a * (size_t)n);
 }
 
+double plan_judged_batch(const plan_cand *c)
+{
+    return c->at_capacity && c->batch_judged > 0 ? c->batch_judged : c->m.batch_mean;
+}
+
 /* The price of a million output tokens at `tok` output tokens/s on the candidate's GPUs. */
 static double usd_per_mtok(const plan_cand *c, double tok)
 {
@@ -229,6 +234,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         if (top->obj.n > 1 && !plan_intervals_separate(c->obj, top->obj)) r->best = r->order[i];
     }
     plan_spec_gate(s, r);
+    plan_offload_gate(s, r);
 }
 
 /* ---- reasons ---- */
@@ -377,7 +383,8 @@ static void same_dims(const plan_cand *a, const plan_cand *b, int same[PLAN_DIMS
         a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
         a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
         a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->wformat == b->wformat,
-        a->engine == b->engine, a->c.spec == b->c.spec};
+        a->engine == b->engine, a->c.spec == b->c.spec, a->c.kv_offload == b->c.kv_offload,
+        a->c.preemption == b->c.preemption};
     memcpy(same, x, sizeof x);
 }
 
@@ -410,6 +417,9 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 12: snprintf(buf, n, "%s", c->hw_name); break;
     case 13: snprintf(buf, n, "%s weights", c->wformat_name); break;
     case 14: snprintf(buf, n, "the %s engine", c->engine_name); break;
+    case 16: snprintf(buf, n, "%s", c->c.kv_offload == SCN_OFFLOAD_OFF ? "no KV offload" : c->c.kv_offload == SCN_OFFLOAD_CPU
+                                     ? "KV offload to host memory" : "KV offload to host memory and NVMe"); break;
+    case 17: snprintf(buf, n, "preemption by %s", SCN_PREEMPT_NAMES[c->c.preemption]); break;
     default: if (c->spec_name[0]) snprintf(buf, n, "speculative decoding (%s)", c->spec_name); else snprintf(buf, n, "no speculative decoding"); break;
     }
 }
@@ -525,6 +535,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
     }
     if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;
     if (n < max && plan_moe_explain(s, r, lines[n], PLAN_LINE)) n++;
+    if (n < max && plan_offload_explain(s, r, lines[n], PLAN_LINE)) n++;
     /* What each chosen option earns: the best against itself with one option changed, credited
      * only when the seeds' intervals separate. */
     for (int dim = 0; dim < PLAN_DIMS && n < max; dim++) {

@@ -60,6 +60,17 @@ static int each_run(void *ud, const db_run_info *r)
         if ((v = json_object_get(opts, "hardware")) && json_is_string(v)) hw = json_string_value(v);
     }
     double gpus = (double)(tp * reps);
+    /* A disaggregated run's GPUs are its two pools' (sim/disagg.h). */
+    json_t *dg = opts ? json_object_get(opts, "disaggregation") : NULL;
+    if (dg) {
+        gpus = 0;
+        for (int k = 0; k < 2; k++) {
+            json_t *pl = json_object_get(dg, k ? "decode" : "prefill");
+            gpus += (double)(json_integer_value(json_object_get(pl, "replicas")) *
+                             json_integer_value(json_object_get(pl, "tensor_parallel")));
+        }
+        if (!(gpus > 0)) gpus = (double)(tp * reps);
+    }
     if (isfinite(x.sweep_rate)) {
         /* A load-curve point: one row per plotted metric, so the chart can facet by metric. */
         static const struct { const char *name; sim_quantity q; int p99; } M[] = {
@@ -85,6 +96,27 @@ static int each_run(void *ud, const db_run_info *r)
                                              "ttft_p50_s", num(m.q[SIM_Q_TTFT].p50), "ttft_p99_s", num(m.q[SIM_Q_TTFT].p99),
                                              "tpot_mean_s", num(m.q[SIM_Q_TPOT].mean), "throughput_req_per_s", num(m.req_per_s),
                                              "slo_met", plan_slo_met(g->s, &m)));
+    /* KV offload tiers and swap (docs/simulator.md), for runs that used them. */
+    if (opts && (json_object_get(opts, "kv_offload") || json_object_get(opts, "preemption")))
+        json_object_set_new(json_array_get(g->runs, json_array_size(g->runs) - 1), "offload",
+                            json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o}",
+                                      "cpu_hit_rate", num(m.tier_hit_rate[0]), "cpu_bytes", num(m.tier_bytes[0]),
+                                      "cpu_transfer_s", num(m.tier_xfer_s[0]), "cpu_occupancy", num(m.tier_occupancy[0]),
+                                      "disk_hit_rate", num(m.tier_hit_rate[1]), "disk_bytes", num(m.tier_bytes[1]),
+                                      "disk_transfer_s", num(m.tier_xfer_s[1]), "disk_occupancy", num(m.tier_occupancy[1]),
+                                      "swaps", (json_int_t)m.swaps, "swap_bytes", num(m.swap_bytes),
+                                      "swap_transfer_s", num(m.swap_xfer_s)));
+    if (m.prefill_replicas > 0) {   /* the hand-offs and the pools of a disaggregated run */
+        char xpyd[32];
+        snprintf(xpyd, sizeof xpyd, "%ldP%ldD", m.prefill_replicas, m.decode_replicas);
+        json_t *row = json_array_get(g->runs, json_array_size(g->runs) - 1);
+        json_object_set_new(row, "disaggregation", json_string(xpyd));
+        json_object_set_new(row, "transfer_bytes", num(m.transfer_bytes));
+        json_object_set_new(row, "transfer_mean_s", num(m.transfer_mean));
+        json_object_set_new(row, "transfer_wait_p99_s", num(m.transfer_wait_p99));
+        json_object_set_new(row, "prefill_busy", num(m.prefill_busy));
+        json_object_set_new(row, "decode_busy", num(m.decode_busy));
+    }
     json_t *lab = json_string(label);
     json_t *ctx[2] = {g->timeseries, lab};
     char e2[256];

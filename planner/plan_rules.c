@@ -3,6 +3,7 @@
  * with one thing changed, or from the cost model. */
 #include "plan.h"
 #include "../model/kv_model.h"
+#include "../model/kv_offload.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@ static int simulate_at(const scn_scenario *s, const plan_cand *c, double share, 
     if (share >= 0) t->workload.prefix_share = share;
     sim_choice ch = c->c;
     ch.prefix_cache = prefix;
+    if (!prefix) ch.kv_offload = SCN_OFFLOAD_OFF;   /* offload keeps prefix-cache blocks: none without it */
     char err[256];
     int rc = sim_run_predicted(t, &ch, m, err, sizeof err) == SIM_OK ? 0 : -1;
     free(t);
@@ -138,6 +140,7 @@ static void rule_paged(const scn_scenario *s, const plan_cand *b, plan_rule *r)
     contig.c.layout = SCN_LAYOUT_CONTIGUOUS;
     contig.c.prefix_cache = false;
     paged.c.prefix_cache = false;
+    contig.c.kv_offload = paged.c.kv_offload = SCN_OFFLOAD_OFF;   /* offload needs the prefix cache */
     double rp = plan_max_rate(s, &paged, 5), rc = plan_max_rate(s, &contig, 5);
     if (isinf(rc)) {
         set(r, rule, "n/a", "contiguous reservation keeps up at every rate searched (unbounded within the searched range), so "
@@ -208,6 +211,116 @@ static void rule_gqa(const scn_scenario *s, plan_rule *r)
             m->name, m->heads / m->kv_heads, 100 * saved, m->kv_heads, m->heads);
 }
 
+/* The candidate's run with KV offload set to `off` (SCN_OFFLOAD_*), prefix cache on. */
+static int simulate_offload(const scn_scenario *s, const plan_cand *c, scn_offload off, sim_metrics *m)
+{
+    plan_cand x = *c;
+    x.c.prefix_cache = true;
+    x.c.kv_offload = off;
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) return -1;
+    plan_apply(s, &x, t);
+    if (t->workload.requests > RULE_REQUESTS) t->workload.requests = RULE_REQUESTS;
+    char err[256];
+    int rc = sim_run_predicted(t, &x.c, m, err, sizeof err) == SIM_OK ? 0 : -1;
+    free(t);
+    return rc;
+}
+
+/* "KV offload pays when the prefix working set exceeds HBM and reloading a hit is cheaper than
+ * recomputing it" (CachedAttention, Gao et al., USENIX ATC 2024; LMCache's documentation):
+ * predicted from the cost model (kv_offload_compare: a whole shared prefix reloaded from host
+ * memory against the prefill it saves) and the working set against the GPU pool, then checked
+ * by simulating the recommended candidate with host offload and without (docs/planner.md). */
+static void rule_offload(const scn_scenario *s, const plan_cand *b, plan_rule *r)
+{
+    const char *rule = "KV offload pays when the prefix working set exceeds HBM and reload beats recompute";
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) { set(r, rule, "n/a", "out of memory"); return; }
+    plan_apply(s, b, t);
+    const scn_workload *w = &t->workload;
+    if (b->c.layout != SCN_LAYOUT_PAGED || !(t->hardware.host.bandwidth > 0) || !(kv_tier_capacity(t, KV_TIER_CPU) > 0)) {
+        set(r, rule, "n/a", b->c.layout != SCN_LAYOUT_PAGED ? "the recommended layout is contiguous, which caches no blocks"
+                                                           : "the hardware profile gives no host memory tier to offload to");
+        free(t);
+        return;
+    }
+    if (w->prefix_groups <= 0) {
+        set(r, rule, "n/a", "the workload shares no prefix, so no block is worth keeping below the GPU");
+        free(t);
+        return;
+    }
+    int bs = b->c.block_size;
+    long hit = (long)(w->prefix_tokens / bs) * bs;
+    kv_cache_cfg kc = kv_cache_cfg_make(t, b->c.kv_dtype, b->c.sink, b->c.window);
+    kv_offload_cmp cmp = kv_offload_compare(t, &kc, bs, KV_TIER_CPU, hit + (long)w->prompt.mean, hit);
+    int groups = w->prefix_groups;
+    free(t);
+    sim_metrics on, off;
+    if (simulate_offload(s, b, SCN_OFFLOAD_CPU, &on) || simulate_offload(s, b, SCN_OFFLOAD_OFF, &off)) {
+        set(r, rule, "n/a", "simulation failed");
+        return;
+    }
+    double working = (double)groups * (double)hit, pool = (double)off.kv_tokens;
+    bool predicted = working > pool && cmp.reload_pays;
+    double gain = off.q[SIM_Q_TTFT].mean > 0 ? 1 - on.q[SIM_Q_TTFT].mean / off.q[SIM_Q_TTFT].mean : 0;
+    bool pays = gain >= 0.05 || on.goodput >= 1.02 * off.goodput;   /* the prefix rule's test of paying */
+    set(r, rule, predicted == pays ? "holds" : "fails",
+        "the %d shared prefixes hold %.0f tokens against %.0f in the GPU pool (%.1fx); reloading a %ld-token prefix from host "
+        "memory takes %.1f ms against %.1f ms to recompute it, so the rule says offload %s; simulated, host offload serves "
+        "%.0f %% of prompt tokens from the host tier and moves mean TTFT from %.3f s to %.3f s (goodput %.3g to %.3g "
+        "req/s): it %s",
+        groups, working, pool, pool > 0 ? working / pool : 0, hit, 1e3 * cmp.reload_s, 1e3 * cmp.recompute_s,
+        predicted ? "pays" : "does not pay", 100 * on.tier_hit_rate[KV_TIER_CPU], off.q[SIM_Q_TTFT].mean,
+        on.q[SIM_Q_TTFT].mean, off.goodput, on.goodput, pays ? "pays" : "does not pay");
+}
+
+/* The candidate equal to c except for KV offload, with offload `want` (or any offload when
+ * want is SCN_OFFLOAD_CPU and c has none); -1 when none was evaluated. */
+static int offload_twin(const plan_result *r, const plan_cand *c, bool off)
+{
+    char x[600], y[600];
+    plan_describe(c, y, sizeof y);
+    for (int i = 0; i < r->n; i++) {
+        const plan_cand *d = &r->c[i];
+        if (d->status != PLAN_DONE || (d->c.kv_offload == SCN_OFFLOAD_OFF) != off || d->hw != c->hw) continue;
+        plan_cand same = *d;
+        same.c.kv_offload = c->c.kv_offload;
+        plan_describe(&same, x, sizeof x);
+        if (!strcmp(x, y)) return i;
+    }
+    return -1;
+}
+
+void plan_offload_gate(const scn_scenario *s, plan_result *r)
+{
+    (void)s;
+    if (r->best < 0 || r->c[r->best].c.kv_offload == SCN_OFFLOAD_OFF) return;
+    const plan_cand *b = &r->c[r->best];
+    int t = offload_twin(r, b, true);
+    if (t < 0 || !r->c[t].allowed) return;
+    /* Offload needs host memory and link traffic: recommend it only when its gain is measurable. */
+    if (!plan_intervals_separate(r->c[t].obj, b->obj) || r->c[t].obj.mean >= b->obj.mean) r->best = t;
+}
+
+int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n)
+{
+    if (r->best < 0) return 0;
+    const plan_cand *b = &r->c[r->best];
+    bool on = b->c.kv_offload != SCN_OFFLOAD_OFF;
+    int t = offload_twin(r, b, on);
+    if (t < 0) return 0;
+    char cmp[600];
+    plan_compare_text(s, on ? b : &r->c[t], on ? &r->c[t] : b, cmp, sizeof cmp);
+    const sim_metrics *m = on ? &b->m : &r->c[t].m;
+    snprintf(line, n, "KV offload: %s; with offload (%s) against without: %s. The host tier served %.1f %% of prompt tokens "
+             "(%.3g GiB through the host link, %.3f s of reloads charged to steps, %.0f %% occupied).",
+             on ? "recommended" : "not recommended, its gain is not measurable", SCN_OFFLOAD_NAMES[on ? b->c.kv_offload
+             : r->c[t].c.kv_offload], cmp, 100 * m->tier_hit_rate[0], m->tier_bytes[0] / 1073741824.0, m->tier_xfer_s[0],
+             100 * m->tier_occupancy[0]);
+    return 1;
+}
+
 int plan_rules(const scn_scenario *s, const plan_result *r, plan_rule *out, int max)
 {
     if (r->best < 0 || max < 4) return 0;
@@ -216,5 +329,7 @@ int plan_rules(const scn_scenario *s, const plan_result *r, plan_rule *out, int 
     rule_split(s, b, &out[1]);
     rule_paged(s, b, &out[2]);
     rule_gqa(s, &out[3]);
-    return 4;
+    if (max < 5) return 4;
+    rule_offload(s, b, &out[4]);
+    return 5;
 }

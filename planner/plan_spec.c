@@ -38,7 +38,7 @@ static bool cand_wins(const scn_scenario *s, const plan_cand *c, kv_spec_wins *o
 /* The decode batch the plan's simulation ran at, as the ranges count it. */
 static int mean_batch(const plan_cand *c)
 {
-    long b = lround(c->batch_judged);   /* the batch at the load it was judged at (plan_rank) */
+    long b = lround(plan_judged_batch(c));   /* the batch at the load it was judged at (plan_rank) */
     return b < 1 ? 1 : b > c->max_num_seqs ? c->max_num_seqs : (int)b;
 }
 
@@ -128,15 +128,15 @@ int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, s
         verdict = "not recommended";
         snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f %s, where it does not pay (%.3f ms per token "
                  "speculative against %.3f plain there), so the same deployment without speculation is recommended",
-                 g->batch_judged, where_judged, kb.spec_token * 1e3, kb.plain_token * 1e3);
+                 plan_judged_batch(g), where_judged, kb.spec_token * 1e3, kb.plain_token * 1e3);
     } else if (c == b) {
         verdict = "recommended";
         snprintf(tail, sizeof tail, "the plan's decode batch averages %.1f %s, where it pays (%.3f ms per token against "
-                 "%.3f plain there)", b->batch_judged, where_judged, kb.spec_token * 1e3, kb.plain_token * 1e3);
+                 "%.3f plain there)", plan_judged_batch(b), where_judged, kb.spec_token * 1e3, kb.plain_token * 1e3);
     } else {
         verdict = "not chosen";
         snprintf(tail, sizeof tail, "its simulated decode batch averaged %.1f %s; the recommendation ranks higher on the "
-                 "objective", c->batch_judged, where_judged);
+                 "objective", plan_judged_batch(c), where_judged);
     }
     int used = snprintf(line, n, "Speculative decoding (%.60s, %.2f tokens per verify step at %ld tokens of context): %.1000s; "
                         "%s: %.230s.", c->spec_name, k1.expected, ctx, where, verdict, tail);

@@ -2,6 +2,8 @@
  * conversation's next turn), step completions (one per replica) and time-series samples; they
  * fire in (time, push order), so a run is a pure function of the scenario, choice and seed. */
 #include "engine.h"
+#include "kv_tier.h"
+#include "disagg.h"
 #include "spec.h"
 #include "../model/kv_blocks.h"
 
@@ -18,6 +20,7 @@ static void account(sim_engine *e, sim_replica *rep)
     double dt = e->now - rep->last_t;
     rep->last_t = e->now;
     if (dt <= 0) return;
+    sim_kv_account(rep->kv, dt);
     e->acc.used_integral += dt * (double)sim_kv_referenced(rep->kv);
     e->acc.frag_unused += dt * rep->frag_unused;
     e->acc.frag_reserved += dt * rep->frag_reserved;
@@ -52,22 +55,62 @@ static void note_peak(sim_engine *e, sim_replica *rep)
     if ((double)e->used_now > e->acc.used_peak) e->acc.used_peak = (double)e->used_now;
 }
 
-/* What fast_forward did: FF_PENDING, a step is formed and timed (push it); FF_CONTINUE, a step
- * completed inline and nothing is formed; FF_DECLINED, the step is the scheduler's as usual. */
-enum { FF_ERROR = -1, FF_PENDING = 0, FF_CONTINUE = 1, FF_DECLINED = 2 };
+/* What the fast-forward did: FF_BUSY, the replica is busy with a step it pushed (its own, or the
+ * scheduler's prefill while the run is suspended); FF_CONTINUE, the run handed its sequences back
+ * (or has none left) and the scheduler forms the next step; FF_DECLINED, the step just formed is
+ * the scheduler's as usual; FF_RUN (internal), the run's next step is formed and timed. */
+enum { FF_ERROR = -1, FF_BUSY = 0, FF_CONTINUE = 1, FF_DECLINED = 2, FF_RUN = 3 };
 static bool ff_eligible(const sim_engine *e, const sim_replica *rep);
-static int fast_forward(sim_engine *e, sim_replica *rep, double *dt);
+static int ff_begin(sim_engine *e, sim_replica *rep);
+static int ff_resume(sim_engine *e, sim_replica *rep);
 
-/* Starts the replica's next step if it is idle and has work. When the step begins a run of
- * decode steps, fast_forward may carry the replica through the run; it then either leaves the
- * run's last step pending (pushed here) or stops after completing a step, and the next one is
- * formed by the scheduler as usual. */
+static int push_step(sim_engine *e, sim_replica *rep, double t)
+{
+    rep->busy = true;
+    rep->ev.kind = EV_STEP;
+    return sim_heap_push(&e->heap, &rep->ev, t);
+}
+
+/* Times the step of n sequences the scheduler formed in rep->batch and pushes its end. */
+static int start_formed(sim_engine *e, sim_replica *rep, int n)
+{
+    measure_fragmentation(rep);
+    char msg[256] = "";
+    double dt = 0;
+    if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg)) {
+        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+        e->internal = 1;
+        return -1;
+    }
+    /* A step that takes no finite time comes from the inputs (a bandwidth or compute rate too
+     * small to move the model), not from a fault: a data error. */
+    if (!(dt >= 0) || !isfinite(dt)) {
+        snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
+                 "bandwidth and compute figures", n, dt, e->ex->name);
+        return -1;
+    }
+    dt += e->sched.xfer_s;   /* KV the step waits for: tier reloads, swaps (sched.c) */
+    e->acc.steps++;
+    e->acc.batch_sum += n;
+    if (n > e->acc.batch_max) e->acc.batch_max = n;
+    return push_step(e, rep, e->now + dt);
+}
+
+/* Starts the replica's next step if it is idle and has work. While a fast-forward run holds the
+ * running sequences (suspended for a prefill step), the run decides; otherwise the scheduler
+ * forms the step, and when it opens a run of decode steps the fast-forward takes it. */
 static int kick(sim_engine *e, sim_replica *rep)
 {
     for (;;) {
         if (rep->busy) return 0;
         account(e, rep);
         e->sched.now = e->now;
+        if (e->ff[rep->id].active) {
+            int rc = ff_resume(e, rep);
+            if (rc == FF_ERROR) return -1;
+            if (rc == FF_CONTINUE) continue;   /* handed back: the scheduler's turn */
+            return 0;
+        }
         int n = sim_sched_step(&e->sched, rep);
         if (n < 0) { e->internal = e->sched.internal; return -1; }
         if (n == 0) {
@@ -80,32 +123,11 @@ static int kick(sim_engine *e, sim_replica *rep)
             return 0;
         }
         note_peak(e, rep);
-        double dt = 0;
-        int ff = ff_eligible(e, rep) ? fast_forward(e, rep, &dt) : FF_DECLINED;
+        int ff = ff_eligible(e, rep) ? ff_begin(e, rep) : FF_DECLINED;
         if (ff == FF_ERROR) return -1;
-        if (ff == FF_CONTINUE) continue;   /* a step completed inline and the next is the scheduler's */
-        if (ff == FF_DECLINED) {
-            measure_fragmentation(rep);
-            char msg[256] = "";
-            if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg)) {
-                snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
-                e->internal = 1;
-                return -1;
-            }
-            /* A step that takes no finite time comes from the inputs (a bandwidth or compute
-             * rate too small to move the model), not from a fault: a data error. */
-            if (!(dt >= 0) || !isfinite(dt)) {
-                snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
-                         "bandwidth and compute figures", n, dt, e->ex->name);
-                return -1;
-            }
-            e->acc.steps++;
-            e->acc.batch_sum += n;
-            if (n > e->acc.batch_max) e->acc.batch_max = n;
-        }
-        rep->busy = true;
-        rep->ev.kind = EV_STEP;
-        return sim_heap_push(&e->heap, &rep->ev, e->now + dt);
+        if (ff == FF_CONTINUE) continue;
+        if (ff == FF_BUSY) return 0;
+        return start_formed(e, rep, n);
     }
 }
 
@@ -247,37 +269,50 @@ static int finish_step(sim_engine *e, sim_replica *rep)
 /* ---- Fast-forward over runs of decode steps ----
  *
  * Between events that change a replica's batch (an arrival, a prefill, a completion while
- * requests wait, a block that cannot be had, a preemption, a sample), every step decodes one
- * token for the same sequences and differs from the last only by their positions. The run is
- * advanced here without forming each batch: the executor times each step from (sequences,
- * sum of positions); the block boundaries, prefix-cache registrations, completions (when
- * nothing waits) and the metrics' integrals are applied step by step in the order the scheduler
- * would apply them, and everything else per sequence once at the run's end. The results are
- * bit-identical to forming every step (a test runs both over the archetypes and random
- * scenarios); docs/simulator.md, "Fast-forward", lists the conditions. */
+ * requests wait, a block that cannot be had, a preemption), every step decodes one token for the
+ * same sequences and differs from the last only by their positions. A run carries the replica
+ * through such steps without forming each batch: the executor times each step from (sequences,
+ * sum of positions); block boundaries, prefix-cache registrations, completions and the metrics'
+ * integrals are applied step by step in the order the scheduler would apply them; the sequences'
+ * own state lives in the run's slots and is written back only when the run hands them to the
+ * scheduler. A step that ends after another event is pushed as the replica's EV_STEP and
+ * completed by the run when it fires. Under the continuous scheduler a prefill step does not touch
+ * the running sequences, so the run stays active across it (suspended) and takes the prefilled
+ * requests in as new slots when decoding resumes: a step costs O(1) in the batch size but for the
+ * sequences it changes. The results are bit-identical to forming every step (test `fastfwd`);
+ * docs/simulator.md, "Fast-forward", lists the conditions. */
 
 static int ff_room(sim_ff *f, int n, int bs)
 {
     if (n <= f->cap && bs <= f->n_head) return 0;
-    int cap = f->cap > n ? f->cap : n;
-    long *c0 = realloc(f->c0, sizeof *c0 * (size_t)cap);
-    if (c0) f->c0 = c0;
-    long *cr = realloc(f->cross, sizeof *cr * (size_t)cap);
-    if (cr) f->cross = cr;
-    long *fa = realloc(f->fin_at, sizeof *fa * (size_t)cap);
-    if (fa) f->fin_at = fa;
-    int *fn = realloc(f->fnext, sizeof *fn * (size_t)cap);
-    if (fn) f->fnext = fn;
-    int *nx = realloc(f->next, sizeof *nx * (size_t)cap);
-    if (nx) f->next = nx;
-    unsigned char *dd = realloc(f->dead, (size_t)cap);
-    if (dd) f->dead = dd;
-    if (!c0 || !cr || !fa || !fn || !nx || !dd) return -1;
-    f->cap = cap;
+    if (n > f->cap) {
+        int cap = f->cap ? f->cap : 64;
+        while (cap < n) cap *= 2;
+        sim_req **rq = realloc(f->req, sizeof *rq * (size_t)cap);
+        if (rq) f->req = rq;
+        long **ls[] = {&f->c0, &f->g0, &f->first, &f->cross, &f->fin_at};
+        bool ok = rq != NULL;
+        for (size_t k = 0; k < sizeof ls / sizeof ls[0]; k++) {
+            long *p = realloc(*ls[k], sizeof *p * (size_t)cap);
+            if (p) *ls[k] = p; else ok = false;
+        }
+        int *fn = realloc(f->fnext, sizeof *fn * (size_t)cap);
+        if (fn) f->fnext = fn;
+        int *nx = realloc(f->next, sizeof *nx * (size_t)cap);
+        if (nx) f->next = nx;
+        unsigned char *dd = realloc(f->dead, (size_t)cap);
+        if (dd) f->dead = dd;
+        sim_batch_seq *bq = realloc(f->batch.seqs, sizeof *bq * (size_t)cap);
+        if (bq) f->batch.seqs = bq;
+        if (!ok || !fn || !nx || !dd || !bq) return -1;
+        f->cap = cap;
+    }
     if (bs > f->n_head) {
         int *hd = realloc(f->head, sizeof *hd * (size_t)bs);
-        if (!hd) return -1;
-        f->head = hd;
+        if (hd) f->head = hd;
+        int *tl = realloc(f->tail, sizeof *tl * (size_t)bs);
+        if (tl) f->tail = tl;
+        if (!hd || !tl) return -1;
         f->n_head = bs;
     }
     return 0;
@@ -285,7 +320,100 @@ static int ff_room(sim_ff *f, int n, int bs)
 
 static void ff_free(sim_ff *f)
 {
-    free(f->c0); free(f->cross); free(f->fin_at); free(f->fnext); free(f->next); free(f->head); free(f->dead);
+    free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
+    free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->dead); free(f->batch.seqs);
+}
+
+/* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
+static void ff_link(sim_ff *f, int i, int bs, bool paged)
+{
+    if (paged) {
+        int h = (int)(f->cross[i] % bs);
+        f->next[i] = -1;
+        if (f->tail[h] >= 0) f->next[f->tail[h]] = i; else f->head[h] = i;
+        f->tail[h] = i;
+    }
+    int r = (int)(f->fin_at[i] % SIM_FF_RING);
+    f->fnext[i] = -1;
+    if (f->ftail[r] >= 0) f->fnext[f->ftail[r]] = i; else f->fhead[r] = i;
+    f->ftail[r] = i;
+}
+
+static void ff_unlink_all(sim_ff *f, int bs)
+{
+    for (int b = 0; b < bs; b++) f->head[b] = f->tail[b] = -1;
+    for (int b = 0; b < SIM_FF_RING; b++) f->fhead[b] = f->ftail[b] = -1;
+}
+
+/* Whether request r, decoding with its last token out, can join the run as a slot: it must not
+ * need more than one new block before its next token (paged) or be at its last token. */
+static bool ff_can_join(const sim_engine *e, const sim_req *r)
+{
+    long jstar = r->kv.room - r->computed;
+    return r->computed + 1 == r->total && r->generated >= 1 && r->generated < r->spec.output && jstar >= 0 &&
+           (e->c.layout != SCN_LAYOUT_PAGED || jstar <= e->c.block_size);
+}
+
+/* Adds request r as the run's next slot, taking part from step K on (not yet formed). */
+static void ff_join(sim_engine *e, sim_ff *f, sim_req *r)
+{
+    const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
+    const long K = f->K;
+    int i = f->n++;
+    f->req[i] = r;
+    f->c0[i] = r->computed - K;
+    f->g0[i] = r->generated - K + 1;
+    f->first[i] = K;
+    f->cross[i] = K + (r->kv.room - r->computed);   /* forming step k needs position c0 + k held */
+    f->fin_at[i] = K + (r->spec.output - r->generated - 1);
+    f->dead[i] = 0;
+    f->base += f->c0[i];
+    f->unused += r->kv.room - r->computed;   /* before its token of step K */
+    f->reserved += r->kv.room;
+    f->alive++;
+    f->measured += r->spec.measured;
+    f->measured_fresh += r->spec.measured;
+    if (!paged && f->cross[i] <= f->fin_at[i] && (f->limit < 0 || f->cross[i] < f->limit)) f->limit = f->cross[i];
+    ff_link(f, i, paged ? e->c.block_size : 1, paged);
+}
+
+/* Drops finished slots, keeping order (called between steps, when no slot is fresh). */
+static void ff_compact(sim_engine *e, sim_ff *f)
+{
+    const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
+    const int bs = paged ? e->c.block_size : 1;
+    ff_unlink_all(f, bs);
+    f->limit = -1;
+    int w = 0, fresh = f->n;
+    for (int i = 0; i < f->n; i++) {
+        if (i == f->fresh) fresh = w;
+        if (f->dead[i]) continue;
+        f->req[w] = f->req[i]; f->c0[w] = f->c0[i]; f->g0[w] = f->g0[i]; f->first[w] = f->first[i];
+        f->cross[w] = f->cross[i]; f->fin_at[w] = f->fin_at[i]; f->dead[w] = 0;
+        if (!paged && f->cross[w] <= f->fin_at[w] && (f->limit < 0 || f->cross[w] < f->limit)) f->limit = f->cross[w];
+        ff_link(f, w, bs, paged);
+        w++;
+    }
+    f->fresh = fresh == f->n ? w : fresh;
+    f->n = w;
+    f->n_dead = 0;
+}
+
+/* Writes the run back into its requests (steps 0 .. K - 1 completed, nothing formed) and hands
+ * the running sequences to the scheduler. */
+static int ff_hand_back(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        if (f->dead[i]) continue;
+        sim_req *r = f->req[i];
+        r->computed = (int)(f->c0[i] + f->K);
+        r->generated = (int)(f->g0[i] + f->K - 1);
+        r->total = r->computed + 1;
+        if (f->first[i] < f->K) r->t_last = f->t_last;
+    }
+    f->active = f->pending = f->suspended = false;
+    refresh_used(e, rep);
+    return FF_CONTINUE;
 }
 
 /* Whether the step just formed on rep opens a run the fast-forward can carry. */
@@ -293,6 +421,7 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
     if (e->o->per_step || e->ex->measured) return false;
     if (sim_spec_of(e->s, &e->c)) return false;   /* each speculative step draws its own acceptance (sim/spec.c) */
+    if (e->sched.xfer_s > 0) return false;        /* this step waits for a reload or swap-in */
     if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0 || sim_kv_windowed(rep->kv)) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
@@ -301,212 +430,260 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
     return true;
 }
 
-/* Takes the step just formed on rep (not yet timed) and carries the run it opens: see the enum
- * above for what it returns. On FF_PENDING the formed step's time is in *dt, e->now is its start,
- * and the fragmentation and step counters are set as the scheduler's path would set them. */
-static int fast_forward(sim_engine *e, sim_replica *rep, double *dt)
+/* Step K's time into f->dt, from the executor's decode summary, or else from its batch: the one
+ * the scheduler formed in rep->batch (`formed`), or the live slots' (in the run's own buffer).
+ * Returns -1 on failure. */
+static int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
+{
+    double dt = 0;
+    char msg[256] = "";
+    bool by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt);
+    sim_batch *b = &rep->batch;
+    if (by_batch && !formed) {
+        b = &f->batch;
+        int w = 0;
+        for (int i = 0; i < f->n; i++) {
+            if (f->dead[i]) continue;
+            const sim_req *r = f->req[i];
+            int start = (int)(f->c0[i] + f->K);
+            sim_batch_seq_fill(&b->seqs[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
+        }
+        b->replica = rep->id;
+        b->n = w;
+        b->tokens = w;
+    }
+    if (by_batch && e->ex->run(e->ex->ctx, b, &dt, msg, sizeof msg)) {
+        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+        e->internal = 1;
+        return -1;
+    }
+    if (!(dt >= 0) || !isfinite(dt)) {   /* the inputs' fault, as in start_formed */
+        snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
+                 "bandwidth and compute figures", f->alive, dt, e->ex->name);
+        return -1;
+    }
+    f->dt = dt;
+    e->acc.steps++;
+    e->acc.batch_sum += f->alive;
+    if (f->alive > e->acc.batch_max) e->acc.batch_max = f->alive;
+    return 0;
+}
+
+/* Step K completes now (e->now, its end; the time integrals are already taken): gaps, blocks that
+ * filled, completions; then K advances. */
+static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
+    const int bs = paged ? e->c.block_size : 1;
+    const long K = f->K;
+    const double tend = e->now;
+    sim_hist *itl = &e->acc.h[SIM_Q_ITL];
+    /* Gaps since each sequence's last token: one value for every slot that took part in step
+     * K - 1, each fresh slot's own otherwise (the histogram's sum is exact, so order is free). */
+    sim_hist_add_n(itl, tend - f->t_last, f->measured - f->measured_fresh);
+    for (int i = f->fresh; i < f->n; i++)
+        if (!f->dead[i] && f->req[i]->spec.measured) sim_hist_add(itl, tend - f->req[i]->t_last);
+    f->fresh = f->n;
+    f->measured_fresh = 0;
+    /* Blocks that just filled join the prefix cache (slot order), before any release. */
+    if (paged && e->c.prefix_cache)
+        for (int i = f->head[(K + 1) % bs]; i >= 0; i = f->next[i])
+            if (!f->dead[i] && f->cross[i] == K + 1) sim_kv_commit(rep->kv, &f->req[i]->kv, (int)(f->c0[i] + K + 1));
+    /* Completions, in slot order: the request leaves with its KV, then is recorded. */
+    const int fr = (int)(K % SIM_FF_RING);
+    int fins = 0;
+    for (int i = f->fhead[fr]; i >= 0; i = f->fnext[i]) {
+        if (f->dead[i] || f->fin_at[i] != K) continue;
+        sim_req *r = f->req[i];
+        r->computed = (int)(f->c0[i] + K + 1);
+        r->total = r->computed + 1;
+        r->generated = r->spec.output;
+        r->t_last = tend;
+        f->unused -= r->kv.room - r->computed;   /* what it counted in step K */
+        f->reserved -= r->kv.room;
+        sim_list_remove(&rep->running, r);
+        sim_kv_release(rep->kv, &r->kv);
+        r->state = REQ_DONE;
+        f->dead[i] = 1;
+        f->n_dead++;
+        f->alive--;
+        f->measured -= r->spec.measured;
+        f->base -= f->c0[i];
+        fins++;
+    }
+    f->fins = fins;
+    f->t_last = tend;
+    f->K = K + 1;
+    int rc = 0;
+    for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
+        if (!f->dead[i] || f->fin_at[i] != K) continue;
+        sim_req *r = f->req[i];
+        if (!rc) rc = complete(e, rep, r);
+        free_req(e, r);
+    }
+    return rc;
+}
+
+/* Forms step K over the live slots: one block for each slot at a boundary, in slot (running)
+ * order, as the scheduler grows; then times it. Hands back when a block cannot be had, a
+ * contiguous reservation must grow, or the batch is needed and too large. */
+static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
+    const int bs = paged ? e->c.block_size : 1;
+    const long K = f->K;
+    if (f->n_dead > 32 && f->n_dead > f->alive) ff_compact(e, f);
+    if (!paged && f->limit >= 0 && K >= f->limit) return ff_hand_back(e, rep, f);
+    long need = 0;
+    if (paged)
+        for (int i = f->head[K % bs]; i >= 0; i = f->next[i])
+            if (!f->dead[i] && f->cross[i] == K) need++;
+    if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
+    if (need) {
+        for (int i = f->head[K % bs]; i >= 0; i = f->next[i]) {
+            if (f->dead[i] || f->cross[i] != K) continue;
+            sim_req *r = f->req[i];
+            long room0 = r->kv.room;
+            if (sim_kv_grow(rep->kv, &r->kv, (int)(f->c0[i] + K + 1))) {
+                snprintf(e->err, e->nerr, "out of memory");
+                e->internal = 1;
+                return FF_ERROR;
+            }
+            f->unused += r->kv.room - room0;
+            f->reserved += r->kv.room - room0;
+            f->cross[i] += bs;
+        }
+    }
+    f->unused -= f->alive;   /* every sequence fills one more slot */
+    f->T = e->now;
+    note_peak(e, rep);
+    rep->frag_unused = (double)f->unused;
+    rep->frag_reserved = (double)f->reserved;
+    return ff_time(e, rep, f, false) ? FF_ERROR : FF_RUN;
+}
+
+/* After step K - 1 completed (now): what the scheduler would do next. Under the continuous
+ * scheduler a prefill step of waiting requests comes first, with the run suspended; otherwise
+ * the run forms its next decode step. `event`: the step ended as an event (others happened since
+ * the last admission attempt); inline, an attempt can only succeed after a completion or, with
+ * prefix caching and free seats, a new cache entry. */
+static int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
+{
+    if (f->alive == 0) {
+        f->active = false;
+        refresh_used(e, rep);
+        return FF_CONTINUE;
+    }
+    bool seats = rep->running.n < e->s->deployment.max_num_seqs;
+    if (rep->waiting.n && (event || f->fins || (e->c.prefix_cache && seats))) {
+        if (e->c.scheduler != SCN_SCHED_CONTINUOUS) return ff_hand_back(e, rep, f);
+        e->sched.now = e->now;
+        int n = sim_sched_prefill(&e->sched, rep);
+        if (n < 0) { e->internal = e->sched.internal; return FF_ERROR; }
+        if (n > 0) {
+            f->suspended = true;
+            note_peak(e, rep);
+            return start_formed(e, rep, n) ? FF_ERROR : FF_BUSY;
+        }
+    }
+    return ff_form(e, rep, f);
+}
+
+/* Carries the run from its formed and timed step K: completes steps inline while nothing else
+ * happens first, else pushes step K's end as the replica's EV_STEP. */
+static int ff_go(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    for (;;) {
+        double tend = f->T + f->dt;
+        const sim_event *top = sim_heap_peek(&e->heap);
+        if (top && top->t <= tend) {   /* something else happens first */
+            f->pending = true;
+            return push_step(e, rep, tend) ? FF_ERROR : FF_BUSY;
+        }
+        /* Step K completes at tend, as its EV_STEP would. */
+        e->heap.next_seq++;
+        e->now = tend;
+        account(e, rep);
+        rep->frag_unused = rep->frag_reserved = 0;
+        if (ff_complete(e, rep, f)) return FF_ERROR;
+        int rc = ff_next(e, rep, f, false);
+        if (rc != FF_RUN) return rc;
+    }
+}
+
+/* The run's pending step ended as an event. */
+static int ff_step_event(sim_engine *e, sim_replica *rep)
+{
+    sim_ff *f = &e->ff[rep->id];
+    f->pending = false;
+    if (ff_complete(e, rep, f)) return -1;
+    int rc = ff_next(e, rep, f, true);
+    if (rc == FF_RUN) rc = ff_go(e, rep, f);
+    if (rc == FF_ERROR) return -1;
+    return rc == FF_CONTINUE ? kick(e, rep) : 0;
+}
+
+/* The scheduler's prefill step ended while the run was suspended (the replica is idle): another
+ * prefill when more can be admitted, else the run resumes with the prefilled requests (the
+ * running list's newest, after the run's live slots) as new slots. */
+static int ff_resume(sim_engine *e, sim_replica *rep)
+{
+    sim_ff *f = &e->ff[rep->id];
+    f->suspended = false;
+    if (rep->waiting.n) {
+        int n = sim_sched_prefill(&e->sched, rep);
+        if (n < 0) { e->internal = e->sched.internal; return FF_ERROR; }
+        if (n > 0) {
+            f->suspended = true;
+            note_peak(e, rep);
+            return start_formed(e, rep, n) ? FF_ERROR : FF_BUSY;
+        }
+    }
+    long joiners = rep->running.n - f->alive;
+    sim_req *r = rep->running.tail;
+    for (long k = 1; k < joiners && r; k++) r = r->prev;
+    for (sim_req *q = joiners > 0 ? r : NULL; q; q = q->next)
+        if (!ff_can_join(e, q)) return ff_hand_back(e, rep, f);
+    if (f->n_dead > 32 && f->n_dead > f->alive) ff_compact(e, f);
+    if (ff_room(f, f->n + (int)(joiners > 0 ? joiners : 0), e->c.layout == SCN_LAYOUT_PAGED ? e->c.block_size : 1)) {
+        snprintf(e->err, e->nerr, "out of memory");
+        e->internal = 1;
+        return FF_ERROR;
+    }
+    for (sim_req *q = joiners > 0 ? r : NULL; q; q = q->next) ff_join(e, f, q);
+    int rc = ff_form(e, rep, f);
+    return rc == FF_RUN ? ff_go(e, rep, f) : rc;
+}
+
+/* Takes the decode step the scheduler just formed on rep (not yet timed) as step 0 of a run. */
+static int ff_begin(sim_engine *e, sim_replica *rep)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const int bs = paged ? e->c.block_size : 1;
     const int n0 = rep->batch.n;
     sim_ff *f = &e->ff[rep->id];
-    if (ff_room(f, n0, bs)) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return FF_ERROR; }
-    /* One pass: eligibility, the run's state, and what step 0 needs (positions, fragmentation).
-     * Chains are built back to front, so each lists its slots in batch order. */
-    long limit = -1;   /* contiguous: the first step that would need a larger reservation */
-    long base = 0, unused = 0, reserved = 0;
-    for (int b = 0; b < bs; b++) f->head[b] = -1;
-    for (int b = 0; b < SIM_FF_RING; b++) f->fhead[b] = -1;
-    for (int i = n0 - 1; i >= 0; i--) {
-        const sim_req *r = rep->breq[i];
-        long jstar = r->kv.room - r->computed;   /* steps until the next block boundary */
-        if (r->step_new != 1 || r->computed + 1 != r->total || r->generated < 1 || jstar < 1 || (paged && jstar > bs))
-            return FF_DECLINED;
-        f->c0[i] = r->computed;
-        f->cross[i] = jstar;
-        f->fin_at[i] = r->spec.output - r->generated - 1;
-        int fr = (int)(f->fin_at[i] % SIM_FF_RING);
-        f->fnext[i] = f->fhead[fr];
-        f->fhead[fr] = i;
-        f->dead[i] = 0;
-        base += r->computed;
-        unused += r->kv.room - (r->computed + 1);
-        reserved += r->kv.room;
-        if (paged) {
-            int h = (int)(jstar % bs);
-            f->next[i] = f->head[h];
-            f->head[h] = i;
-        } else if (jstar <= f->fin_at[i] && (limit < 0 || jstar < limit)) {
-            limit = jstar;
-        }
-    }
-    /* Step 0, as the scheduler's path would time and count it: from the executor's decode
-     * summary when it has one for this step, else from the batch itself. */
-    bool by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, n0, base, dt);
-    char msg[256] = "";
-    if (by_batch && e->ex->run(e->ex->ctx, &rep->batch, dt, msg, sizeof msg)) {
-        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
-        e->internal = 1;
-        return FF_ERROR;
-    }
-    if (!(*dt >= 0) || !isfinite(*dt)) {
-        snprintf(e->err, e->nerr, "executor %s failed: bad step time", e->ex->name);
-        e->internal = 1;
-        return FF_ERROR;
-    }
-    rep->frag_unused = (double)unused;
-    rep->frag_reserved = (double)reserved;
-    e->acc.steps++;
-    e->acc.batch_sum += n0;
-    if (n0 > e->acc.batch_max) e->acc.batch_max = n0;
-    const sim_event *first = sim_heap_peek(&e->heap);
-    if (first && first->t <= e->now + *dt) return FF_PENDING;   /* not even this step completes alone */
-    int alive = n0, measured = 0;   /* measured: alive sequences whose gaps are recorded */
-    for (int i = 0; i < n0; i++) measured += rep->breq[i]->spec.measured;
-    long J = 0;             /* the pending step */
-    double T = e->now;      /* its start */
-    sim_hist *itl = &e->acc.h[SIM_Q_ITL];
-    int ret = 0;
-    for (;;) {
-        double tend = T + *dt;
-        const sim_event *top = sim_heap_peek(&e->heap);
-        if (top && top->t <= tend) break;   /* something else happens first */
-        const int fr = (int)(J % SIM_FF_RING);
-        int fins = 0;
-        for (int i = f->fhead[fr]; i >= 0; i = f->fnext[i]) fins += f->fin_at[i] == J;
-        if (fins && (rep->waiting.n || fins == alive)) break;
-        /* Step J completes at tend, as its EV_STEP would. */
-        e->heap.next_seq++;
-        e->now = tend;
-        account(e, rep);
-        rep->frag_unused = rep->frag_reserved = 0;
-        if (J == 0) {
-            /* Gaps since each sequence's last token, in batch order, recorded in runs of equals. */
-            for (int i = 0; i < n0;) {
-                if (!rep->breq[i]->spec.measured) { i++; continue; }
-                double v = tend - rep->breq[i]->t_last;
-                int k = i + 1, run = 1;
-                for (; k < n0; k++) {
-                    if (!rep->breq[k]->spec.measured) continue;
-                    if (tend - rep->breq[k]->t_last != v) break;
-                    run++;
-                }
-                sim_hist_add_n(itl, v, run);
-                i = k;
-            }
-        } else {
-            sim_hist_add_n(itl, tend - T, measured);
-        }
-        /* Blocks that just filled join the prefix cache (batch order), before any release. */
-        if (paged && e->c.prefix_cache)
-            for (int i = f->head[(J + 1) % bs]; i >= 0; i = f->next[i])
-                if (!f->dead[i] && f->cross[i] == J + 1) sim_kv_commit(rep->kv, &rep->breq[i]->kv, (int)(f->c0[i] + J + 1));
-        /* Completions, in batch order: the request leaves with its KV, then is recorded. */
-        int rc = 0;
-        for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
-            if (f->fin_at[i] != J) continue;
-            sim_req *r = rep->breq[i];
-            r->computed = (int)(f->c0[i] + J + 1);
-            r->total = r->computed + 1;
-            r->generated = r->spec.output;
-            r->t_last = tend;
-            unused -= r->kv.room - r->computed;   /* what it counted in step J */
-            reserved -= r->kv.room;
-            sim_list_remove(&rep->running, r);
-            sim_kv_release(rep->kv, &r->kv);
-            r->state = REQ_DONE;
-            f->dead[i] = 1;
-            alive--;
-            measured -= r->spec.measured;
-            base -= f->c0[i];
-        }
-        for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
-            if (f->fin_at[i] != J) continue;
-            sim_req *r = rep->breq[i];
-            if (!rc) rc = complete(e, rep, r);
-            free_req(e, r);
-        }
-        if (rc) return FF_ERROR;
-        /* Form step J + 1: one block for each sequence at a boundary, in running order. */
-        long need = 0;
-        if (paged)
-            for (int i = f->head[(J + 1) % bs]; i >= 0; i = f->next[i])
-                if (!f->dead[i] && f->cross[i] == J + 1) need++;
-        if (need > sim_kv_available(rep->kv) || (!paged && limit >= 0 && J + 1 >= limit)) { ret = 1; J++; T = tend; break; }
-        if (need) {
-            /* Chains are in batch (running) order, the order the scheduler grows in. */
-            for (int i = f->head[(J + 1) % bs]; i >= 0; i = f->next[i]) {
-                if (f->dead[i] || f->cross[i] != J + 1) continue;
-                sim_req *r = rep->breq[i];
-                long room0 = r->kv.room;
-                if (sim_kv_grow(rep->kv, &r->kv, (int)(f->c0[i] + J + 2))) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return FF_ERROR; }
-                unused += r->kv.room - room0;
-                reserved += r->kv.room - room0;
-                f->cross[i] += bs;
-            }
-        }
-        unused -= alive;   /* every sequence fills one more slot */
-        J++;
-        T = tend;
-        note_peak(e, rep);
-        rep->frag_unused = (double)unused;
-        rep->frag_reserved = (double)reserved;
-        double ndt = 0;
-        /* The step's time from the executor's decode summary, or (when it has none for this
-         * step, e.g. a batch small enough that split-KV counts differ per sequence) from the
-         * batch of step J: the live sequences in batch order, one position on. */
-        by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, alive, base + (long)alive * J, &ndt);
-        if (by_batch) {
-            int w = 0;
-            for (int i = 0; i < n0; i++) {
-                if (f->dead[i]) continue;
-                const sim_req *r = rep->breq[i];
-                int start = (int)(f->c0[i] + J);
-                sim_batch_seq_fill(&rep->batch.seqs[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
-            }
-            rep->batch.n = w;
-            rep->batch.tokens = w;
-        }
-        if (by_batch && e->ex->run(e->ex->ctx, &rep->batch, &ndt, msg, sizeof msg)) {
-            snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "no decode time");
-            e->internal = 1;
-            return FF_ERROR;
-        }
-        if (!(ndt >= 0) || !isfinite(ndt)) {   /* the inputs' fault, as in kick */
-            snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
-                     "bandwidth and compute figures", alive, ndt, e->ex->name);
-            return FF_ERROR;
-        }
-        *dt = ndt;
-        e->acc.steps++;
-        e->acc.batch_sum += alive;
-        if (alive > e->acc.batch_max) e->acc.batch_max = alive;
-    }
-    /* Write the run back into the requests and (when a step is pending) the batch. With ret 1,
-     * step J - 1 completed at T and nothing is formed; with ret 0, step J is formed. */
-    if (J == 0) return 0;   /* nothing was carried: the batch stands as formed */
-    refresh_used(e, rep);
-    const long done_steps = J;   /* steps 0 .. J - 1 completed inline */
-    int w = 0;
     for (int i = 0; i < n0; i++) {
-        if (f->dead[i]) continue;
-        sim_req *r = rep->breq[i];
-        r->generated += (int)done_steps;
-        r->computed = (int)(f->c0[i] + done_steps);
-        r->total = r->computed + 1;
-        r->t_last = T;
-        if (ret) continue;
-        r->step_new = 1;
-        rep->breq[w] = r;
-        sim_batch_seq_fill(&rep->batch.seqs[w], r, 1, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed));
-        w++;
+        const sim_req *r = rep->breq[i];
+        long jstar = r->kv.room - r->computed;   /* grown for this step already */
+        if (r->step_new != 1 || !ff_can_join(e, r) || jstar < 1) return FF_DECLINED;
     }
-    if (!ret) {
-        rep->batch.n = w;
-        rep->batch.tokens = w;
-    }
-    e->now = T;
-    return ret;
+    if (ff_room(f, n0, bs)) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return FF_ERROR; }
+    ff_unlink_all(f, bs);
+    f->n = f->n_dead = f->fresh = 0;
+    f->K = 0;
+    f->alive = f->measured = f->measured_fresh = 0;
+    f->base = f->unused = f->reserved = 0;
+    f->limit = -1;
+    f->t_last = e->now;
+    for (int i = 0; i < n0; i++) ff_join(e, f, rep->breq[i]);
+    f->unused -= n0;   /* step 0 is formed: each holds its new token */
+    f->T = e->now;
+    rep->frag_unused = (double)f->unused;
+    rep->frag_reserved = (double)f->reserved;
+    if (ff_time(e, rep, f, true)) return FF_ERROR;
+    f->active = true;
+    f->pending = f->suspended = false;
+    return ff_go(e, rep, f);
 }
 
 static int sample(sim_engine *e)
@@ -548,7 +725,7 @@ static int loop(sim_engine *e)
             rep->busy = false;
             account(e, rep);
             rep->frag_unused = rep->frag_reserved = 0;
-            rc = finish_step(e, rep) || kick(e, rep);
+            rc = e->ff[rep->id].pending ? ff_step_event(e, rep) : finish_step(e, rep) || kick(e, rep);
             break;
         }
         case EV_SAMPLE:
@@ -590,10 +767,39 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
     return -1;
 }
 
+/* The replica's offload tiers and swap area, in blocks of one GPU's share (model/kv_offload.h). */
+static int set_tiers(const scn_scenario *s, const sim_choice *c, sim_kv *kv)
+{
+    kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
+    double bb = kv_offload_bytes_per_rank(s, &cfg, c->block_size);
+    double cpu = c->kv_offload != SCN_OFFLOAD_OFF ? kv_tier_capacity(s, KV_TIER_CPU) / bb : 0;
+    double disk = c->kv_offload == SCN_OFFLOAD_CPU_DISK ? kv_tier_capacity(s, KV_TIER_DISK) / bb : 0;
+    double swap = c->preemption == SCN_PREEMPT_SWAP ? s->options.swap_space / bb : 0;
+    sim_kv_tiers *t = sim_kv_tiers_init((long)fmin(cpu, 1e15), (long)fmin(disk, 1e15), (long)fmin(swap, 1e15));
+    if (!t) return -1;
+    sim_kv_set_tiers(kv, t);
+    return 0;
+}
+
+/* The tier and swap metrics over every replica's tiers; -1 on out of memory. */
+static int tiers_report(const sim_engine *e, sim_metrics *m)
+{
+    sim_kv_tiers **t = malloc(sizeof *t * (size_t)e->n_rep);
+    if (!t) return -1;
+    for (int i = 0; i < e->n_rep; i++) t[i] = sim_kv_tiers_of(e->rep[i].kv);
+    kv_cache_cfg cfg = kv_cache_cfg_make(e->s, e->c.kv_dtype, e->c.sink, e->c.window);
+    sim_kv_tiers_report(&e->acc, t, e->n_rep, kv_offload_bytes_per_rank(e->s, &cfg, e->c.block_size),
+                        e->s->deployment.tensor_parallel, m);
+    free(t);
+    return 0;
+}
+
 int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const sim_run_opts *o,
             sim_metrics *m, char *err, size_t n)
 {
     memset(m, 0, sizeof *m);
+    /* Prefill and decode on separate pools: the coordinator runs both (sim/disagg.c). */
+    if (s->deployment.disagg.on) return sim_disagg_run(s, c, ex, o, m, err, n);
     if (sim_choice_check(c, err, n)) return SIM_E_DATA;
     sim_engine e;
     memset(&e, 0, sizeof e);
@@ -632,6 +838,10 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             int win = md->sliding_layers < md->layers ? md->sliding_layers : md->layers;
             sim_kv_set_groups(rep->kv, md->layers - win, win, md->sliding_window);
         }
+        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && set_tiers(s, c, rep->kv)) {
+            snprintf(err, n, "out of memory for the KV offload tiers");
+            goto out;
+        }
     }
     int noinput = 0;
     e.wl = sim_workload_init(s, o->seed, &noinput, err, n);
@@ -647,6 +857,11 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
         sim_acc_finish(&e.acc, blocks_all, m);
         m->kv_blocks = blocks;
         m->kv_tokens = c->layout == SCN_LAYOUT_PAGED ? blocks * c->block_size : blocks;
+        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && tiers_report(&e, m)) {
+            snprintf(err, n, "out of memory");
+            rc = SIM_E_INTERNAL;
+            goto out;
+        }
         m->events = (long)e.heap.next_seq;
         m->peak_in_flight = e.peak_alive;
         if (o->on_progress) o->on_progress(o->ud, e.done, e.done);

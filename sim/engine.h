@@ -13,18 +13,38 @@ enum { EV_ARRIVAL, EV_TURN, EV_STEP, EV_SAMPLE, EV_KICK };
 
 #define SIM_FF_RING 64        /* completion chains: a step scans the slots finishing 64k steps on */
 
-/* Per-replica scratch of the fast-forward (engine.c), sized to the largest batch so far. */
+/* A replica's fast-forward run (engine.c): the running sequences it holds, one slot each in
+ * batch (running) order, and the run's state. While a run is active the slots, not the requests,
+ * hold the sequences' positions, token counts and last-token times. Arrays grow to the most
+ * slots a run has held. */
 typedef struct {
-    int cap;
-    long *c0;                /* computed positions when the run began, per batch slot */
-    long *cross;             /* step (from the run's start) at which the slot needs its next block */
-    long *fin_at;            /* step in which the slot emits its last token */
-    int *fnext;              /* chains of slots by fin_at modulo SIM_FF_RING, in batch order */
-    int fhead[SIM_FF_RING];
-    int *next;               /* chains of slots by cross modulo the block size */
-    int *head;               /* chain heads, one per residue */
+    int cap, n;              /* slots allocated, slots in use (finished ones included until compacted) */
+    sim_req **req;           /* the slot's request */
+    long *c0;                /* its position at the start of step k is c0 + k */
+    long *g0;                /* tokens it has generated once step k completes: g0 + k */
+    long *first;             /* the first step of the run it takes part in */
+    long *cross;             /* the step at whose forming it needs its next block */
+    long *fin_at;            /* the step in which it emits its last token */
+    int *fnext;              /* chains of slots by fin_at modulo SIM_FF_RING, in slot order */
+    int fhead[SIM_FF_RING], ftail[SIM_FF_RING];
+    int *next;               /* chains of slots by cross modulo the block size, in slot order */
+    int *head, *tail;        /* chain ends, one per residue */
     int n_head;
-    unsigned char *dead;     /* the slot's request completed during the run */
+    unsigned char *dead;     /* the slot's request completed */
+    int n_dead;
+    bool active;             /* a run holds the replica's running sequences */
+    bool pending;            /* its step K is in flight (the replica's EV_STEP is the run's) */
+    bool suspended;          /* a prefill step of the scheduler's runs between two of its steps */
+    long K;                  /* the step formed or in flight: steps 0 .. K - 1 have completed */
+    double T, dt;            /* s: step K's start and duration */
+    double t_last;           /* s: step K - 1's end, the last token of every slot with first < K */
+    int fresh;               /* slots [fresh, n) have first == K (their last token is their own) */
+    int alive, measured, measured_fresh;   /* live slots; those whose gaps are recorded; of them, fresh */
+    int fins;                /* slots that completed in the last completed step */
+    long base;               /* Σ c0 over live slots: their positions at step k sum to base + alive * k */
+    long unused, reserved;   /* tokens: the fragmentation terms of step K */
+    long limit;              /* contiguous: the first step some slot needs a larger reservation (-1: none) */
+    sim_batch batch;         /* the live slots' batch, for an executor that times steps from it */
 } sim_ff;
 
 typedef struct {

@@ -18,6 +18,7 @@ typedef struct {
     int cap;
     long blocks;             /* the cost model's pool per replica */
     kv_step_cost *shape;     /* [n]: kv_step_shape of a plain decode step of n sequences, n <= max_num_seqs */
+    kv_decode_plan *plan;    /* [n]: the same, prepared for kv_decode_plan_seconds */
     signed char *shaped;     /* [n]: 0 shape[n] not computed; 1 computed, each row splits once; 2 computed, splits vary */
     int n_shape;             /* entries in shape and shaped */
     bool sums;               /* decode steps from sums over their rows (kv_step_complete_decode) */
@@ -38,6 +39,7 @@ static const kv_step_cost *decode_shape(model_ctx *m, int n, bool *uniform)
     if (!m->shaped[n]) {
         for (int i = 0; i < n; i++) m->work[i] = (kv_seq_work){1, 0};
         kv_step_shape(m->s, NULL, m->work, n, &m->shape[n]);
+        kv_decode_plan_make(&m->shape[n], m->s, &m->cfg, n, &m->plan[n]);
         m->shaped[n] = kv_decode_split_cap(m->s, n) <= 1 ? 1 : 2;
     }
     *uniform = m->shaped[n] == 1;
@@ -70,7 +72,7 @@ static int model_decode_time(void *ctx, long n, long sum_start, double *seconds)
     if (!sh || !uniform) return 1;
     double keys = (double)(sum_start + n);
     kv_decode_sums d = {{m->kind[0] ? keys : 0, m->kind[1] ? keys : 0}, {m->kind[0] ? (double)n : 0, m->kind[1] ? (double)n : 0}};
-    *seconds = kv_step_complete_decode(sh, m->s, &m->cfg, (int)n, &d).seconds;
+    *seconds = kv_decode_plan_seconds(&m->plan[sh - m->shape], &d);
     return 0;
 }
 
@@ -97,7 +99,7 @@ static bool decode_by_sums(model_ctx *m, const sim_batch *b, double *seconds)
         d.splits[k] = uniform ? (double)b->n : splits;
         if (d.keys[k] > m->max_keys) return false;
     }
-    *seconds = kv_step_complete_decode(sh, m->s, &m->cfg, b->n, &d).seconds;
+    *seconds = kv_decode_plan_seconds(&m->plan[sh - m->shape], &d);
     return true;
 }
 
@@ -148,6 +150,7 @@ static void model_free(void *ctx)
     free(m->drafts);
     free(m->shape);
     free(m->shaped);
+    free(m->plan);
     free(m->ps);
     free(m);
 }
@@ -175,7 +178,8 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     if (ns > SHAPE_MAX) ns = SHAPE_MAX;
     m->shape = ns ? malloc(sizeof *m->shape * (size_t)ns) : NULL;
     m->shaped = ns ? calloc((size_t)ns, sizeof *m->shaped) : NULL;
-    if (ns && (!m->shape || !m->shaped)) { free(m->shape); free(m->shaped); free(m->ps); free(m); return -1; }
+    m->plan = ns ? malloc(sizeof *m->plan * (size_t)ns) : NULL;
+    if (ns && (!m->shape || !m->shaped || !m->plan)) { free(m->shape); free(m->shaped); free(m->plan); free(m->ps); free(m); return -1; }
     m->n_shape = ns;
     /* Decode steps from sums over their rows when every addition in them is exact for batches up
      * to the table's size and contexts up to max_model_len (kv_decode_sums_exact). */

@@ -1,5 +1,6 @@
 /* kv_manager.c: paged and contiguous KV allocation with a prefix cache (see kv_manager.h). */
 #include "kv_manager.h"
+#include "kv_tier.h"
 #include "rng.h"
 #include "sim.h"
 
@@ -40,6 +41,7 @@ struct sim_kv {
     long cap_units;         /* the pool in layer-blocks (contiguous: layer-tokens) */
     long win_live;          /* paged: blocks whose windowed layers some sequence holds */
     long res_units;         /* contiguous: layer-tokens reserved */
+    sim_kv_tiers *tiers;    /* offload tiers and swap area below the pool (kv_tier.h), or NULL */
 };
 
 static void *grow_array(void *p, size_t elem, long old_n, long new_n)
@@ -107,6 +109,7 @@ void sim_kv_free(sim_kv *kv)
     if (!kv) return;
     free(kv->refs); free(kv->hash); free(kv->reg); free(kv->free_stack);
     free(kv->lru_prev); free(kv->lru_next); free(kv->keys); free(kv->vals);
+    sim_kv_tiers_free(kv->tiers);
     free(kv);
 }
 
@@ -255,6 +258,7 @@ static int32_t evict_lru(sim_kv *kv)
     if (slot >= 0) map_del(kv, slot);
     kv->reg[b] = 0;
     kv->n_cached--;
+    if (kv->tiers) sim_kv_tiers_spill(kv->tiers, kv->hash[b]);   /* it moves down instead of vanishing */
     return b;
 }
 
@@ -352,6 +356,26 @@ static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t paren
     return h;
 }
 
+/* Takes the block with hash h out of tier tk into a new GPU block, registered in the prefix
+ * cache and held by q; -1 (nothing changed) when no block can be had. */
+static int reload(sim_kv *kv, sim_kv_seq *q, int tk, uint64_t h)
+{
+    if (sim_kv_available(kv) < 1) return -1;
+    int32_t b = alloc_block(kv);
+    if (b < 0) return -1;
+    /* Making room may have evicted a GPU block into the tiers and pushed h further down. */
+    tk = sim_kv_tiers_find(kv->tiers, h);
+    if (tk < 0 || push_block(q, b)) { unref(kv, b); return -1; }
+    sim_kv_tiers_take(kv->tiers, tk, h);
+    if (map_put(kv, h, b) == 0) {
+        kv->hash[b] = h;
+        kv->reg[b] = 1;
+        kv->n_cached++;
+    }
+    if (kv->units) { q->wlive++; kv->win_live++; }
+    return 0;
+}
+
 int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free)
 {
     if (from_free) *from_free = 0;
@@ -362,7 +386,15 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
     for (; j < max_blocks; j++) {
         uint64_t hj = block_hash(kv, q, h, j);
         long slot = map_find(kv, hj);
-        if (slot < 0) break;
+        if (slot < 0) {
+            /* Not on the GPU: a lower tier's copy is reloaded into a new block (kv_tier.h). */
+            int tk = kv->tiers ? sim_kv_tiers_find(kv->tiers, hj) : -1;
+            if (tk < 0) break;
+            if (from_free) (*from_free)++;
+            if (take && reload(kv, q, tk, hj)) break;
+            h = hj;
+            continue;
+        }
         int32_t b = kv->vals[slot];
         if (kv->refs[b] == 0 && from_free) (*from_free)++;
         if (take) {
@@ -503,4 +535,26 @@ void sim_kv_seq_free(sim_kv_seq *q)
     free(q->blocks);
     q->blocks = NULL;
     q->n_blocks = q->cap = 0;
+}
+
+void sim_kv_set_tiers(sim_kv *kv, sim_kv_tiers *t)
+{
+    sim_kv_tiers_free(kv->tiers);
+    kv->tiers = t;
+}
+
+sim_kv_tiers *sim_kv_tiers_of(const sim_kv *kv) { return kv->tiers; }
+
+long sim_kv_swap_out(sim_kv *kv, sim_kv_seq *q)
+{
+    if (!kv->paged) return -1;
+    long n = (long)q->n_blocks - q->dropped;
+    if (sim_kv_tiers_swap_out(kv->tiers, n)) return -1;
+    sim_kv_release(kv, q);
+    return n;
+}
+
+void sim_kv_account(sim_kv *kv, double dt)
+{
+    if (kv->tiers) sim_kv_tiers_account(kv->tiers, dt);
 }

@@ -61,7 +61,10 @@ long sim_kv_cached(const sim_kv *kv);       /* blocks registered in the prefix c
 /* The longest run of cached full blocks that starts the prompt, leaving at least the last
  * prompt token to compute; returns the tokens hit. With take, the sequence takes references on
  * those blocks; without, nothing changes and *from_free counts the hit blocks that are
- * currently unreferenced (admitting would take them out of the available pool). */
+ * currently unreferenced (admitting would take them out of the available pool). With offload
+ * tiers (sim_kv_set_tiers), a block missing on the GPU but held by a tier is part of the run
+ * too: taking it reloads it into a new block (counted in from_free, as it takes one from the
+ * pool); sim_kv_tiers_drain tells how many came from each tier. */
 int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free);
 /* Blocks needed to hold positions [0, upto). */
 long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto);
@@ -84,5 +87,17 @@ void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto);
 void sim_kv_release(sim_kv *kv, sim_kv_seq *q);
 /* Frees a released sequence's table buffer. */
 void sim_kv_seq_free(sim_kv_seq *q);
+
+/* ---- Offload tiers and swap (kv_tier.h) ---- */
+typedef struct sim_kv_tiers sim_kv_tiers;
+/* Hands the manager its tiers (it frees them): evicted prefix-cache blocks spill into them and
+ * prefix matches reach into them. */
+void sim_kv_set_tiers(sim_kv *kv, sim_kv_tiers *t);
+sim_kv_tiers *sim_kv_tiers_of(const sim_kv *kv);
+/* Swap preemption: copies the sequence's live blocks to the host swap area and releases them;
+ * returns the blocks copied, or -1 (nothing changed) when the swap area cannot hold them. */
+long sim_kv_swap_out(sim_kv *kv, sim_kv_seq *q);
+/* Adds dt seconds of the tiers' current occupancy to their integrals. */
+void sim_kv_account(sim_kv *kv, double dt);
 
 #endif

@@ -82,10 +82,12 @@ void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
 /* Every metric a run reports, in the order the database and the outputs use: its name (unit
  * in the name), where it lives in sim_metrics, and its unit. sim_metrics_list reads through it
  * and sim_metrics_set writes through it, so the two cannot drift apart. */
-typedef struct { const char *name; size_t off; bool is_long; sim_unit unit; } metric_field;
+typedef struct { const char *name; size_t off; bool is_long; sim_unit unit; bool disagg; } metric_field;
 
-#define REAL(n, f, u) {n, offsetof(sim_metrics, f), false, u}
-#define LONG(n, f, u) {n, offsetof(sim_metrics, f), true, u}
+#define REAL(n, f, u) {n, offsetof(sim_metrics, f), false, u, false}
+#define LONG(n, f, u) {n, offsetof(sim_metrics, f), true, u, false}
+#define DREAL(n, f, u) {n, offsetof(sim_metrics, f), false, u, true}
+#define DLONG(n, f, u) {n, offsetof(sim_metrics, f), true, u, true}
 #define SUMMARY(nm, i)                                                                             \
     REAL(nm "_mean_s", q[i].mean, SIM_UNIT_SECONDS), REAL(nm "_p50_s", q[i].p50, SIM_UNIT_SECONDS), \
     REAL(nm "_p90_s", q[i].p90, SIM_UNIT_SECONDS), REAL(nm "_p95_s", q[i].p95, SIM_UNIT_SECONDS),  \
@@ -112,16 +114,41 @@ static const metric_field FIELDS[] = {
     LONG("steps", steps, SIM_UNIT_COUNT),
     LONG("kv_blocks", kv_blocks, SIM_UNIT_COUNT),
     LONG("kv_tokens", kv_tokens, SIM_UNIT_COUNT),
+    /* KV offload tiers and swap (sim/kv_tier.h); 0 when the choice has none. */
+    REAL("offload_cpu_hit_rate", tier_hit_rate[0], SIM_UNIT_FRACTION),
+    REAL("offload_cpu_bytes", tier_bytes[0], SIM_UNIT_NUMBER),
+    REAL("offload_cpu_transfer_s", tier_xfer_s[0], SIM_UNIT_SECONDS),
+    REAL("offload_cpu_occupancy", tier_occupancy[0], SIM_UNIT_FRACTION),
+    REAL("offload_disk_hit_rate", tier_hit_rate[1], SIM_UNIT_FRACTION),
+    REAL("offload_disk_bytes", tier_bytes[1], SIM_UNIT_NUMBER),
+    REAL("offload_disk_transfer_s", tier_xfer_s[1], SIM_UNIT_SECONDS),
+    REAL("offload_disk_occupancy", tier_occupancy[1], SIM_UNIT_FRACTION),
+    LONG("swaps", swaps, SIM_UNIT_COUNT),
+    REAL("swap_bytes", swap_bytes, SIM_UNIT_NUMBER),
+    REAL("swap_transfer_s", swap_xfer_s, SIM_UNIT_SECONDS),
+    /* disaggregation (listed only for a disaggregated run) */
+    DLONG("prefill_replicas", prefill_replicas, SIM_UNIT_COUNT),
+    DLONG("decode_replicas", decode_replicas, SIM_UNIT_COUNT),
+    DREAL("transfer_bytes", transfer_bytes, SIM_UNIT_NUMBER),
+    DREAL("transfer_mean_s", transfer_mean, SIM_UNIT_SECONDS),
+    DREAL("transfer_p99_s", transfer_p99, SIM_UNIT_SECONDS),
+    DREAL("transfer_wait_mean_s", transfer_wait_mean, SIM_UNIT_SECONDS),
+    DREAL("transfer_wait_p99_s", transfer_wait_p99, SIM_UNIT_SECONDS),
+    DREAL("transfer_wait_max_s", transfer_wait_max, SIM_UNIT_SECONDS),
+    DREAL("prefill_busy", prefill_busy, SIM_UNIT_FRACTION),
+    DREAL("decode_busy", decode_busy, SIM_UNIT_FRACTION),
+    DREAL("prefill_kv_util_mean", prefill_kv_util_mean, SIM_UNIT_FRACTION),
 };
 #define N_FIELDS ((int)(sizeof FIELDS / sizeof FIELDS[0]))
 
 int sim_metrics_list(const sim_metrics *m, sim_metric_kv *out, int max)
 {
-    int n = N_FIELDS < max ? N_FIELDS : max;
-    for (int i = 0; i < n; i++) {
+    int n = 0;
+    for (int i = 0; i < N_FIELDS && n < max; i++) {
+        if (FIELDS[i].disagg && m->prefill_replicas <= 0) continue;   /* a colocated run */
         const char *p = (const char *)m + FIELDS[i].off;
         double v = FIELDS[i].is_long ? (double)*(const long *)p : *(const double *)p;
-        out[i] = (sim_metric_kv){FIELDS[i].name, v, FIELDS[i].unit};
+        out[n++] = (sim_metric_kv){FIELDS[i].name, v, FIELDS[i].unit};
     }
     return n;
 }

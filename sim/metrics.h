@@ -15,6 +15,11 @@ typedef struct {
     double frag_unused, frag_reserved;   /* token-seconds */
     long preemptions, steps, batch_sum, batch_max;
     long rejected;
+    /* KV offload tiers and swap (sim/kv_tier.h), index kv_tier_id */
+    long tier_hit_tokens[2];
+    double tier_xfer_s[2];
+    long swaps;
+    double swap_blocks, swap_xfer_s;
 } sim_acc;
 
 int sim_acc_init(sim_acc *a);

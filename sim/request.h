@@ -23,6 +23,7 @@ struct sim_req {
     int generated;           /* output tokens produced */
     int cached;              /* prompt tokens hit in the prefix cache at first admission */
     int preemptions;
+    long swapped;            /* blocks of its KV in the host swap area (preemption: swap), else 0 */
     bool admitted_once;
     double t_sched, t_first, t_last;   /* s */
     int step_new;            /* tokens scheduled in the running step */

@@ -10,8 +10,10 @@
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
  * the queue), or itself when it is the newest. */
 #include "sched.h"
+#include "kv_tier.h"
 #include "spec.h"
 #include "../model/kv_blocks.h"
+#include "../model/kv_offload.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +70,57 @@ static int fail(sim_sched *e, const char *fmt, long a, long b, long c)
     return -1;
 }
 
+/* KV bytes of one block on one GPU, computed once. */
+static double block_bytes(sim_sched *e)
+{
+    if (e->block_bytes <= 0) {
+        kv_cache_cfg cfg = kv_cache_cfg_make(e->s, e->c.kv_dtype, e->c.sink, e->c.window);
+        e->block_bytes = kv_offload_bytes_per_rank(e->s, &cfg, e->c.block_size);
+    }
+    return e->block_bytes;
+}
+
+/* Seconds the step waits for `blocks` blocks to cross tier k's link (docs/simulator.md, "KV
+ * offload tiers": transfers are charged to the step, not overlapped with it). */
+static double tier_seconds(sim_sched *e, kv_tier_id k, double blocks)
+{
+    return blocks > 0 ? kv_tier_transfer_s(&e->s->hardware, k, blocks * block_bytes(e)) : 0;
+}
+
+/* Charges the reloads an admission's prefix match made from the tiers; `first` when it is the
+ * request's first admission (hit rates count those only, like the prefix hit rate). */
+static void charge_reloads(sim_sched *e, sim_replica *rep, bool first)
+{
+    long got[KV_TIER_COUNT];
+    sim_kv_tiers_drain(sim_kv_tiers_of(rep->kv), got);
+    for (int k = 0; k < KV_TIER_COUNT; k++) {
+        if (!got[k]) continue;
+        double t = tier_seconds(e, (kv_tier_id)k, (double)got[k]);
+        e->xfer_s += t;
+        e->acc->tier_xfer_s[k] += t;
+        if (first) e->acc->tier_hit_tokens[k] += got[k] * (long)sim_kv_block_size(rep->kv);
+    }
+}
+
 static void preempt(sim_sched *e, sim_replica *rep, sim_req *r)
 {
+    /* Swap: the blocks go to the host swap area and the sequence keeps its progress; when the
+     * area is full it falls back to recompute (vLLM V0 refused such a swap). */
+    long n = e->c.preemption == SCN_PREEMPT_SWAP ? sim_kv_swap_out(rep->kv, &r->kv) : -1;
+    if (n >= 0) {
+        double t = tier_seconds(e, KV_TIER_CPU, (double)n);
+        r->swapped = n;
+        e->xfer_s += t;
+        e->acc->swap_xfer_s += t;
+        e->acc->swap_blocks += (double)n;
+        e->acc->swaps++;
+        r->preemptions++;
+        e->acc->preemptions++;
+        r->state = REQ_WAITING;
+        sim_list_remove(&rep->running, r);
+        sim_list_push_front(&rep->waiting, r);
+        return;
+    }
     sim_kv_release(rep->kv, &r->kv);
     r->computed = 0;
     r->state = REQ_WAITING;
@@ -108,8 +159,37 @@ static int grow_or_preempt(sim_sched *e, sim_replica *rep, sim_req *r, int upto)
 
 /* Tries to admit the head of the waiting list with at most `budget` new tokens. Returns the
  * tokens scheduled, 0 if it does not fit now, -1 if it can never fit. */
+/* Resumes a swapped-out sequence: new blocks for everything it had computed and its next
+ * tokens, and the swap-in charged to the step. Returns the tokens scheduled, 0 if it does not
+ * fit now. */
+static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool chunked)
+{
+    sim_kv *kv = rep->kv;
+    long want = r->total - r->computed;
+    if (want > budget) {
+        if (chunked) want = budget;
+        else if (rep->batch.n > 0) return 0;
+    }
+    if (want <= 0) return 0;
+    long upto = r->computed + want;
+    if (sim_kv_needed(kv, &r->kv, (int)upto) + rep->watermark > sim_kv_available(kv)) return 0;
+    if (sim_kv_grow(kv, &r->kv, (int)upto)) { sim_kv_release(kv, &r->kv); return 0; }
+    sim_kv_tiers_swap_in(sim_kv_tiers_of(kv), r->swapped);
+    double t = tier_seconds(e, KV_TIER_CPU, (double)r->swapped);
+    e->xfer_s += t;
+    e->acc->swap_xfer_s += t;
+    e->acc->swap_blocks += (double)r->swapped;
+    r->swapped = 0;
+    r->state = REQ_RUNNING;
+    sim_list_remove(&rep->waiting, r);
+    sim_list_push_back(&rep->running, r);
+    if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(kv, &r->kv, r->computed))) return -1;
+    return want;
+}
+
 static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool chunked)
 {
+    if (r->swapped) return resume_swapped(e, rep, r, budget, chunked);
     sim_kv *kv = rep->kv;
     bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     long from_free = 0;
@@ -130,7 +210,10 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
                         sim_kv_total(kv) - rep->watermark);
         if (need + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         sim_kv_match_prefix(kv, &r->kv, r->total, true, NULL);
-        if (sim_kv_grow(kv, &r->kv, (int)upto)) { sim_kv_release(kv, &r->kv); return 0; }
+        /* Reloaded blocks are in (and their transfer charged) whether or not the rest fits; they
+         * count as the request's hits only when it is admitted. */
+        if (sim_kv_grow(kv, &r->kv, (int)upto)) { charge_reloads(e, rep, false); sim_kv_release(kv, &r->kv); return 0; }
+        charge_reloads(e, rep, !r->admitted_once);
     } else {
         long res = contiguous_reservation(e, r);
         if (res > sim_kv_total(kv))
@@ -205,22 +288,33 @@ static int step_static(sim_sched *e, sim_replica *rep)
     return rep->batch.n;
 }
 
+int sim_sched_prefill(sim_sched *e, sim_replica *rep)
+{
+    rep->batch.n = 0;
+    rep->batch.tokens = 0;
+    long budget = e->s->deployment.max_num_batched_tokens;
+    while (rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
+        long got = admit(e, rep, rep->waiting.head, budget, false);
+        if (got < 0) return -1;
+        if (got == 0) break;
+        budget -= got;
+    }
+    return rep->batch.n;
+}
+
 int sim_sched_step(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
     rep->batch.tokens = 0;
+    e->xfer_s = 0;
     if (e->c.scheduler == SCN_SCHED_STATIC) return step_static(e, rep);
     const scn_deployment *d = &e->s->deployment;
     bool chunked = e->c.scheduler == SCN_SCHED_CHUNKED;
     long budget = d->max_num_batched_tokens;
     if (!chunked && rep->waiting.n) {
-        while (rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0) {
-            long got = admit(e, rep, rep->waiting.head, budget, false);
-            if (got < 0) return -1;
-            if (got == 0) break;
-            budget -= got;
-        }
-        if (rep->batch.n) return rep->batch.n;   /* a prefill step */
+        /* A prefill step when any waiting request is admitted; the budget is untouched if none. */
+        int n = sim_sched_prefill(e, rep);
+        if (n) return n;
     }
     /* Running sequences, oldest first: the next token, or (chunked) the next prefill chunk. */
     const scn_spec *sp = sim_spec_of(e->s, &e->c);
@@ -323,7 +417,7 @@ int sim_sched_finish(sim_sched *e, sim_replica *rep)
         r->total++;
         if (r->generated == r->spec.output) {
             sim_list_remove(&rep->running, r);
-            sim_kv_release(rep->kv, &r->kv);
+            if (!rep->hold_done) sim_kv_release(rep->kv, &r->kv);
             r->state = REQ_DONE;
             rep->fin[rep->n_fin++] = r;
         }

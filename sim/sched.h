@@ -22,6 +22,9 @@ typedef struct {
     double itl_v;            /* s: a run of equal inter-token gaps not yet recorded */
     long itl_n;
     unsigned long long seed; /* the run's seed: speculative acceptance draws (sim/spec.c) */
+    double xfer_s;           /* s: KV transfers (tier reloads, swaps) the step being formed waits
+                              * for; the engine adds them to its time (docs/simulator.md) */
+    double block_bytes;      /* KV bytes of one block on one GPU (0 until first needed) */
 } sim_sched;
 
 typedef struct {
@@ -33,6 +36,8 @@ typedef struct {
     sim_list waiting, running;
     bool busy;
     long outstanding;        /* requests routed here and not finished */
+    bool hold_done;          /* a finished request keeps its KV for the caller to release (a prefill
+                              * instance holds it until the hand-off: sim/disagg.c) */
     long used_seen;          /* blocks referenced when the engine last counted this replica */
     double last_t;           /* s: time integrals are accumulated up to here */
     double frag_unused, frag_reserved;   /* tokens, as of the last scheduled step */
@@ -57,6 +62,11 @@ void sim_batch_seq_fill(sim_batch_seq *q, const sim_req *r, int new_tokens, int 
 /* Builds the next step for a replica (scheduling, allocation, preemption) into rep->batch;
  * returns the number of sequences scheduled (0: nothing to do), or -1 on a fatal problem. */
 int sim_sched_step(sim_sched *q, sim_replica *rep);
+/* The continuous scheduler's first choice on its own: a prefill step of the waiting requests
+ * that can be admitted (into rep->batch; the running sequences are not touched), or 0 when none
+ * can, in which case sim_sched_step would form a decode step; -1 on a fatal problem. The
+ * engine's fast-forward (engine.c) uses it while it holds the running sequences' state. */
+int sim_sched_prefill(sim_sched *q, sim_replica *rep);
 /* Applies a finished step: tokens produced, KV commits, completions (into rep->fin/gone). */
 int sim_sched_finish(sim_sched *q, sim_replica *rep);
 /* Frees the scheduler's buffers of a replica (not its requests). */

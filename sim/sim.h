@@ -23,13 +23,16 @@ typedef struct {
     scn_scheduler scheduler;
     int sink, window;        /* StreamingLLM; window 0 = off */
     int spec;                /* index into options.spec (speculative decoding); 0 with no list = off */
+    scn_offload kv_offload;  /* tiers evicted prefix blocks spill into (docs/simulator.md) */
+    scn_preemption preemption;
 } sim_choice;
 
 /* The first value of every option list. */
 sim_choice sim_choice_first(const scn_scenario *s);
 /* Checks a choice is runnable (e.g. prefix caching needs paging); fills why and returns -1 if not. */
 int sim_choice_check(const sim_choice *c, char *why, size_t n);
-/* "paged/16 prefix=on bf16 flash continuous window=off" */
+/* "paged/16 prefix=on bf16 flash continuous window=off", then " offload=cpu" and
+ * " preempt=swap" when those are not off and recompute */
 void sim_choice_describe(const sim_choice *c, char *buf, size_t n);
 
 /* ---- The executor interface ---- */
@@ -110,13 +113,30 @@ typedef struct {
     long kv_tokens;            /* capacity per replica in tokens */
     long events;               /* events processed (a speed figure) */
     long peak_in_flight;       /* requests alive at once (memory) */
+    /* KV offload tiers (docs/simulator.md, "KV offload tiers"), summed over replicas; index
+     * kv_tier_id (0 cpu, 1 disk). */
+    double tier_hit_rate[2];   /* prompt tokens reloaded from the tier / prompt tokens */
+    double tier_bytes[2];      /* bytes moved through its link, both directions, all GPUs */
+    double tier_xfer_s[2];     /* s of reloads charged to steps */
+    double tier_occupancy[2];  /* blocks held / capacity, time-weighted */
+    long swaps;                /* preemptions by swap (the rest recomputed) */
+    double swap_bytes;         /* bytes swapped out and in, all GPUs */
+    double swap_xfer_s;        /* s of swap-outs and swap-ins charged to steps */
+    /* Prefill/decode disaggregation (sim/disagg.c); all zero for a colocated run, whose
+     * listing leaves them out. kv_util_*, kv_blocks and kv_tokens are then the decode pool's. */
+    long prefill_replicas, decode_replicas;
+    double transfer_bytes;     /* KV handed from prefill to decode instances, all requests */
+    double transfer_mean, transfer_p99;     /* s: a hand-off's exposed time */
+    double transfer_wait_mean, transfer_wait_p99, transfer_wait_max;   /* s: prefill done to hand-off start */
+    double prefill_busy, decode_busy;       /* fraction of instance-time running a step */
+    double prefill_kv_util_mean;            /* referenced / total blocks of the prefill pool */
 } sim_metrics;
 
 /* The metrics as (name, value) pairs, names carrying their unit ("ttft_p99_s"): the order and
  * names the database and every output format use. Returns the count written (at most max). */
 typedef enum { SIM_UNIT_COUNT, SIM_UNIT_SECONDS, SIM_UNIT_RATE, SIM_UNIT_FRACTION, SIM_UNIT_NUMBER } sim_unit;
 typedef struct { const char *name; double value; sim_unit unit; } sim_metric_kv;
-#define SIM_METRICS_MAX 64
+#define SIM_METRICS_MAX 96
 int sim_metrics_list(const sim_metrics *m, sim_metric_kv *out, int max);
 /* Sets the field a listed name stands for; -1 for an unknown name. */
 int sim_metrics_set(sim_metrics *m, const char *name, double v);

@@ -170,6 +170,9 @@ START_TEST(device_check_dry_run)
     ck_assert_msg(file_has(p, "calibrate\t") && file_has(p, "\t124\t3"), "stages: calibrate did not time out at 3 s");
     ck_assert_msg(file_has(p, "selftest\t") && file_has(p, "kernel-bench-decode\t") && file_has(p, "kernel-bench-prefill\t"),
                   "stages lack the device stages (the kernel bench in its two modes)");
+    /* Neither half of the kernel bench was refused its mode (with the real plugin built here,
+     * a mode it does not know is exit 70 before the device probe; without it, 69). */
+    ck_assert_int_eq(sh("awk -F'\t' '$1 ~ /^kernel-bench-/ && $3 == 70 {bad = 1} END {exit bad}' %s%s", p, ""), 0);
     /* Each half of the kernel bench ran the binary in its own mode (KVPLAN_KERNEL_BENCH): the log
      * names both, in order. */
     snprintf(p, sizeof p, "%s/log.txt", od);

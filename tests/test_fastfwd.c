@@ -168,6 +168,38 @@ START_TEST(random_scenarios_same_both_ways)
 }
 END_TEST
 
+/* KV offload tiers and swap preemption: spills happen inside fast-forwarded runs (a block the
+ * run needs evicts a cached one into the host tier), reloads and swap-ins end them. The RAG
+ * archetype (documents 3.6x the pool) under each offload choice, with small host tiers so the
+ * NVMe tier fills too, and a tight pool where sequences are swapped out and back. */
+START_TEST(offload_and_swap_same_both_ways)
+{
+    static scn_scenario s;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/archetypes/rag-offload.yaml", getenv("KVPLAN_LIBRARY"));
+    const char *sets[] = {"workload.requests=400", "options.kv_offload_capacity={cpu: 40 GiB}", "options.preemption=[recompute, swap]",
+                          "workload.arrival.rate=20/s"};
+    scn_error e;
+    ck_assert_int_eq(scn_scenario_load(path, sets, 4, &s, &e), SCN_OK);
+    long steps = 0;
+    for (int o = 0; o < s.options.n_offload; o++)
+        for (int p = 0; p < s.options.n_preempt; p++) {
+            sim_choice c = sim_choice_first(&s);
+            c.kv_offload = s.options.kv_offload[o];
+            c.preemption = s.options.preemption[p];
+            steps += same_both_ways(&s, &c, "rag-offload");
+        }
+    ck_assert(steps > 0);
+    /* Swapping: long outputs on a pool a tenth of its size (gpu_memory_utilization). */
+    const char *tight[] = {"workload.requests=300", "options.preemption=[swap]", "options.kv_offload=[cpu]",
+                           "deployment.gpu_memory_utilization=0.25", "workload.output_tokens={dist: fixed, value: 1500}",
+                           "workload.arrival.rate=30/s"};
+    ck_assert_int_eq(scn_scenario_load(path, tight, 6, &s, &e), SCN_OK);
+    sim_choice c = sim_choice_first(&s);
+    ck_assert(same_both_ways(&s, &c, "rag-offload swap") > 0);
+}
+END_TEST
+
 Suite *suite_fastfwd(void)
 {
     Suite *s = suite_create("fastfwd");
@@ -175,6 +207,7 @@ Suite *suite_fastfwd(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, archetypes_same_both_ways);
     tcase_add_test(tc, random_scenarios_same_both_ways);
+    tcase_add_test(tc, offload_and_swap_same_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -20,6 +20,7 @@ int main(void)
     srunner_add_suite(sr, suite_engine());
     srunner_add_suite(sr, suite_spec());
     srunner_add_suite(sr, suite_moe_parallel());
+    srunner_add_suite(sr, suite_disagg());
     srunner_add_suite(sr, suite_workload());
     srunner_add_suite(sr, suite_published());
     srunner_add_suite(sr, suite_import());
@@ -39,6 +40,7 @@ int main(void)
     srunner_add_suite(sr, suite_cli_sim());
     srunner_add_suite(sr, suite_cuda_plugin());
     srunner_add_suite(sr, suite_harden());
+    srunner_add_suite(sr, suite_offload());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

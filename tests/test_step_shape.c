@@ -205,7 +205,7 @@ static int library_names(const char *folder, char names[][64], int max)
 }
 
 /* kv_step_complete_decode from sums over the rows (the closed form the simulator uses for decode
- * steps) gives kv_step_complete's doubles, field for field, whenever kv_decode_sums_exact admits
+ * steps) gives kv_step_complete's doubles, field for field, and kv_decode_plan_seconds its seconds, whenever kv_decode_sums_exact admits
  * the batch: over every bundled model on every bundled hardware profile, TP 1 and 8, plain and
  * with a sink + window, bf16 and fp8 KV, random decode batches from 1 row (where split-KV counts
  * differ per row) to max_num_seqs. Independent reference: kv_step_time over the rows. The sums
@@ -251,10 +251,14 @@ START_TEST(decode_sums_are_step_time)
                     kv_step_cost shape, want = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, n);
                     kv_step_shape(&s, NULL, w, n, &shape);
                     kv_step_cost got = kv_step_complete_decode(&shape, &s, &c, n, &d);
+                    kv_decode_plan plan;
+                    kv_decode_plan_make(&shape, &s, &c, n, &plan);
+                    double fast = kv_decode_plan_seconds(&plan, &d);
                     char what[200];
                     snprintf(what, sizeof what, "%s on %s tp%d window %d dtype %d n=%d", models[mi], hws[hi],
                              s.deployment.tensor_parallel, window, (int)c.dtype, n);
                     same_cost(&got, &want, what);
+                    ck_assert_msg(fast == want.seconds, "%s: plan %.17g, kv_step_time %.17g", what, fast, want.seconds);
                     checked++;
                 }
             }

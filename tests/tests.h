@@ -38,7 +38,9 @@ Suite *suite_model_terms(void);
 Suite *suite_cuda_plugin(void);
 Suite *suite_spec(void);
 Suite *suite_moe_parallel(void);
+Suite *suite_disagg(void);
 Suite *suite_harden(void);
+Suite *suite_offload(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */

@@ -487,8 +487,9 @@ static double rel_err(const std::vector<float> &got, const std::vector<float> &r
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* 0, or -1 on a CUDA error (be_cuda_last_error); failing comparisons are counted in *failures. */
-extern "C" int be_cuda_step_check(step_report_fn report, void *ud, int *failures)
+/* One kernel choice (decode dk, prefill pk, named `variant` in the rows): 0, or -1 on a CUDA
+ * error (be_cuda_last_error); failing comparisons are counted in *failures. */
+static int step_check_variant(step_report_fn report, void *ud, int *failures, int dk, int pk, const char *variant)
 {
     be_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -502,6 +503,8 @@ extern "C" int be_cuda_step_check(step_report_fn report, void *ud, int *failures
     char err[400];
     if (create(&p, &cfg, err, sizeof err) != BE_OK) { snprintf(be_cuda_last_error, sizeof be_cuda_last_error, "step check: %s", err); return -1; }
     cuda_ctx *c = (cuda_ctx *)p;
+    c->ws.decode_kernel = dk;
+    c->ws.prefill_kernel = pk;
     int rc = -1;
     long blocks = 16;
     be_cpu_kv_pool hp;
@@ -543,7 +546,8 @@ extern "C" int be_cuda_step_check(step_report_fn report, void *ud, int *failures
         be_cuda_last_error[0] = 0;
         if (step(c, b, NULL) || cudaDeviceSynchronize() != cudaSuccess) {
             char shape[700];
-            snprintf(shape, sizeof shape, "%s [%s]", names[k], be_cuda_last_error[0] ? be_cuda_last_error : cudaGetErrorName(cudaGetLastError()));
+            snprintf(shape, sizeof shape, "%s, %s [%s]", names[k], variant,
+                     be_cuda_last_error[0] ? be_cuda_last_error : cudaGetErrorName(cudaGetLastError()));
             report(ud, "whole step vs CPU", shape, INFINITY, 2e-2, 0);
             (*failures)++;
             goto out;
@@ -551,8 +555,8 @@ extern "C" int be_cuda_step_check(step_report_fn report, void *ud, int *failures
         std::vector<float> got = down_f32(c->logits, (size_t)b->n * c->V);
         std::vector<float> ref = host_step(hm, &hp, c->masks, b, order, c->V);
         double e = rel_err(got, ref);
-        char shape[200];
-        snprintf(shape, sizeof shape, "%s (2 layers, one sliding; GQA 8/2, d 64; int8 KV)", names[k]);
+        char shape[300];
+        snprintf(shape, sizeof shape, "%s (2 layers, one sliding; GQA 8/2, d 64; int8 KV), %s", names[k], variant);
         report(ud, "whole step vs CPU", shape, e, 2e-2, e <= 2e-2);
         if (!(e <= 2e-2)) (*failures)++;
     }
@@ -561,4 +565,20 @@ out:
     be_cpu_kv_pool_free(&hp);
     destroy(c);
     return rc;
+}
+
+/* The whole step with each attention kernel the backend can run: the defaults (decode v2 with
+ * cp.async, fp32 prefill), then decode v2 direct with the tensor-core prefill (bf16 Q, K, V and
+ * P inside attention: expected to add a few 1e-3, bf16's 2^-9 relative rounding at scores of
+ * about unit spread, under the step's 2e-2), then decode v1. 0, or -1 on an error that stops the selftest. */
+extern "C" int be_cuda_step_check(step_report_fn report, void *ud, int *failures)
+{
+    static const struct { int dk, pk; const char *name; } variants[] = {
+        {BE_CUDA_DECODE_V2, BE_CUDA_PREFILL_FP32, "decode v2, prefill fp32"},
+        {BE_CUDA_DECODE_V2_DIRECT, BE_CUDA_PREFILL_TC, "decode v2 direct, prefill tensor cores"},
+        {BE_CUDA_DECODE_V1, BE_CUDA_PREFILL_FP32, "decode v1, prefill fp32"},
+    };
+    for (const auto &v : variants)
+        if (step_check_variant(report, ud, failures, v.dk, v.pk, v.name)) return -1;
+    return 0;
 }

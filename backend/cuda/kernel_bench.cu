@@ -220,11 +220,12 @@ static int bench(be_cuda_ws *ws, bench_fn report, void *ud, int mode)
 /* Each row is reported as it is measured, so an error keeps the rows before it. */
 extern "C" int be_cuda_kernel_bench(bench_fn report, void *ud, char *msg, size_t n)
 {
+    /* The mode first, so a wrong one is reported even where there is no device. */
+    int mode;
+    if (bench_mode(&mode)) { snprintf(msg, n, "%s", be_cuda_last_error); return -1; }
     if (be_cuda_probe_devices(msg, n) <= 0) return -2;
     be_cuda_last_error[0] = 0;
     msg[0] = 0;
-    int mode;
-    if (bench_mode(&mode)) { snprintf(msg, n, "%s", be_cuda_last_error); return -1; }
     be_cuda_ws ws;
     if (be_cuda_ws_init(&ws)) { snprintf(msg, n, "%s", be_cuda_last_error); return -1; }
     int rc = bench(&ws, report, ud, mode);

@@ -1,0 +1,92 @@
+/* cli_disagg.c: the "Disaggregation" section of a run's report: the two pools, the KV
+ * hand-offs between them and how busy each pool was (docs/simulator.md, "Disaggregation"). */
+#include "cli_run.h"
+#include "../planner/plan_disagg.h"
+
+#include <math.h>
+#include <stdio.h>
+
+void cli_report_disagg(out_doc *d, const scn_scenario *s, const sim_metrics *m)
+{
+    if (m->prefill_replicas <= 0) return;   /* a colocated run */
+    const scn_disagg *g = &s->deployment.disagg;
+    out_section(d, "disaggregation", "Disaggregation");
+    out_kv_num(d, "prefill_replicas", "prefill instances", (double)m->prefill_replicas, OUT_INT);
+    if (g->on) {
+        out_kv_num(d, "prefill_tp", "prefill tensor_parallel", g->prefill.tensor_parallel, OUT_INT);
+        out_kv_str(d, "prefill_hardware", "prefill hardware", g->prefill.hardware.name);
+    }
+    out_kv_num(d, "decode_replicas", "decode instances", (double)m->decode_replicas, OUT_INT);
+    if (g->on) {
+        out_kv_num(d, "decode_tp", "decode tensor_parallel", g->decode.tensor_parallel, OUT_INT);
+        out_kv_str(d, "decode_hardware", "decode hardware", g->decode.hardware.name);
+        out_kv_str(d, "transfer_link", "transfer link", SCN_LINK_NAMES[g->link]);
+        out_kv_num(d, "transfer_gb_per_s", "link GB/s per GPU", g->bandwidth / 1e9, OUT_NUM);
+        out_kv_str(d, "layerwise", "layer-by-layer", g->layerwise ? "yes" : "no");
+    }
+    out_kv_num(d, "transfer_bytes", "KV handed off", m->transfer_bytes, OUT_BYTES);
+    out_kv_num(d, "transfer_mean_s", "hand-off time (mean)", m->transfer_mean, OUT_SECONDS);
+    out_kv_num(d, "transfer_p99_s", "hand-off time (p99)", m->transfer_p99, OUT_SECONDS);
+    out_kv_num(d, "transfer_wait_mean_s", "hand-off queue wait (mean)", m->transfer_wait_mean, OUT_SECONDS);
+    out_kv_num(d, "transfer_wait_p99_s", "hand-off queue wait (p99)", m->transfer_wait_p99, OUT_SECONDS);
+    out_kv_num(d, "transfer_wait_max_s", "hand-off queue wait (max)", m->transfer_wait_max, OUT_SECONDS);
+    out_kv_num(d, "prefill_busy", "prefill pool busy", m->prefill_busy, OUT_FRAC);
+    out_kv_num(d, "decode_busy", "decode pool busy", m->decode_busy, OUT_FRAC);
+    out_kv_num(d, "prefill_kv_util_mean", "prefill pool KV use", m->prefill_kv_util_mean, OUT_FRAC);
+}
+
+/* `plan`'s disaggregation sweep (planner/plan_disagg.h): its layouts, its conclusions and its
+ * rule of thumb, after the colocated plan. Nothing when the scenario does not ask for it. */
+int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, int no_rules)
+{
+    if (!plan_disagg_wanted(s) || r->best < 0) return 0;
+    static plan_disagg_result d;
+    char err[512];
+    if (plan_disagg_sweep(s, r, &d, err, sizeof err)) {
+        fprintf(stderr, "kvplan: %s: the disaggregation sweep failed: %s\n", s->name, err);
+        return CLI_EX_INTERNAL;
+    }
+    static const out_col cols[] = {{"layout", "layout", OUT_STR}, {"gpus", "GPUs", OUT_INT},
+                                   {"goodput", "goodput req/s", OUT_NUM}, {"slo", "SLO", OUT_STR},
+                                   {"ttft_p99_s", "TTFT p99", OUT_SECONDS}, {"tpot_p99_s", "TPOT p99", OUT_SECONDS},
+                                   {"transfer_mean_s", "hand-off", OUT_SECONDS}, {"transfer_wait_p99_s", "hand-off wait p99", OUT_SECONDS},
+                                   {"prefill_busy", "prefill busy", OUT_FRAC}, {"decode_kv_peak", "decode KV peak", OUT_FRAC},
+                                   {"note", "", OUT_STR}};
+    out_table(doc, "disaggregation", "Disaggregation: prefill/decode splits on the same GPUs", 11, cols);
+    char name[64];
+    snprintf(name, sizeof name, "colocated tp%d x%d chunked", d.colo.tp, d.colo.replicas);
+    const sim_metrics *c = &d.colo_m;
+    out_cell_str(doc, name); out_cell_num(doc, d.colo.gpus); out_cell_num(doc, c->goodput);
+    out_cell_str(doc, d.colo_slo ? "met" : "missed"); out_cell_num(doc, c->q[SIM_Q_TTFT].p99);
+    out_cell_num(doc, c->q[SIM_Q_TPOT].p99); out_cell_num(doc, NAN); out_cell_num(doc, NAN); out_cell_num(doc, NAN);
+    out_cell_num(doc, c->kv_util_peak); out_cell_str(doc, "reference");
+    for (int i = 0; i < d.n; i++) {
+        const plan_disagg_layout *l = &d.l[i];
+        plan_disagg_layout_name(l, name, sizeof name);
+        out_cell_str(doc, name);
+        out_cell_num(doc, l->x * l->tp_p + l->y * l->tp_d);
+        out_cell_num(doc, l->ran ? l->m.goodput : NAN);
+        out_cell_str(doc, !l->ran ? "" : l->slo_met ? "met" : "missed");
+        out_cell_num(doc, l->ran ? l->m.q[SIM_Q_TTFT].p99 : NAN);
+        out_cell_num(doc, l->ran ? l->m.q[SIM_Q_TPOT].p99 : NAN);
+        out_cell_num(doc, l->ran ? l->m.transfer_mean : NAN);
+        out_cell_num(doc, l->ran ? l->m.transfer_wait_p99 : NAN);
+        out_cell_num(doc, l->ran ? l->m.prefill_busy : NAN);
+        out_cell_num(doc, l->ran ? l->m.kv_util_peak : NAN);
+        out_cell_str(doc, !l->ran ? l->why : i == d.best ? "best split" : "");
+    }
+    static char lines[8][PLAN_LINE];
+    int nl = plan_disagg_explain(s, &d, lines, 8);
+    static const out_col rc_cols[] = {{"reason", "", OUT_STR}};
+    out_table(doc, "disaggregation_recommendation", "Disaggregation: recommendation", 1, rc_cols);
+    for (int i = 0; i < nl; i++) out_cell_str(doc, lines[i]);
+    if (!no_rules) {
+        plan_rule rule;
+        plan_disagg_rule(s, &d, &rule);
+        static const out_col rule_cols[] = {{"rule", "rule of thumb", OUT_STR}, {"verdict", "here", OUT_STR},
+                                            {"evidence", "because", OUT_STR}};
+        out_table(doc, "disaggregation_rule", "Disaggregation: rule of thumb, tested on this scenario", 3, rule_cols);
+        out_cell_str(doc, rule.rule); out_cell_str(doc, rule.verdict); out_cell_str(doc, rule.evidence);
+    }
+    return 0;
+}

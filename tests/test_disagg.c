@@ -1,0 +1,372 @@
+/* test_disagg.c: prefill/decode disaggregation against cases solvable by hand: one request
+ * through a 1P1D pair (TTFT = prefill step + hand-off, whole and layerwise), a hand-off that
+ * waits for the decode pool's blocks, the transfer's bytes across TP layouts, and the loader's
+ * located errors. Step times come from calling the cost model directly; hand-off times are
+ * derived here from the link's figures (docs/cost-model.md, "KV transfer (disaggregation)"). */
+#include "tests.h"
+#include "../model/kv_model.h"
+#include "../model/kv_transfer.h"
+#include "../sim/sim.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static scn_scenario s;
+enum { MAX_ROWS = 64 };
+static sim_request_row rows[MAX_ROWS];
+static long n_rows;
+
+static int keep_row(void *ud, const sim_request_row *r)
+{
+    (void)ud;
+    if (n_rows < MAX_ROWS) rows[n_rows] = *r;
+    n_rows++;
+    return 0;
+}
+
+static void load(const char *text)
+{
+    scn_error e;
+    scn_status st = t_load(text, NULL, 0, &s, &e);
+    char msg[1500];
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_OK, "%s", msg);
+}
+
+static int run(long blocks, sim_metrics *m, char *err)
+{
+    sim_choice ch = sim_choice_first(&s);
+    sim_executor ex;
+    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
+    sim_run_opts o = {.seed = s.seed, .on_request = keep_row, .kv_blocks_override = blocks};
+    n_rows = 0;
+    int rc = sim_run(&s, &ch, &ex, &o, m, err, 512);
+    ex.free(ex.ctx);
+    return rc;
+}
+
+static double step(long new_tokens, long context)
+{
+    sim_choice c = sim_choice_first(&s);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+    kv_seq_work w = {new_tokens, context};
+    return kv_step_time(&s, &cfg, c.attention, &w, 1).seconds;
+}
+
+/* Llama-3-8B: 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 bytes (bf16) = 131072 bytes
+ * a token. The link: InfiniBand at 25 GB/s and 10 us a hop, achieving the H100 profile's
+ * interconnect efficiency 0.70; kv_p2p_time's fixed part is NCCL's Simple-protocol base
+ * latency 8.4 us plus one hop at Simple's 3.4/0.6 times the given latency. */
+#define KV_PER_TOKEN 131072.0
+#define LINK_BW (25e9 * 0.70)
+#define LINK_LAT (8.4e-6 + 10e-6 * 3.4 / 0.6)
+
+static const char *pair(char *buf, size_t n, const char *layerwise, int prompt, int output, int requests,
+                        const char *arrival)
+{
+    snprintf(buf, n,
+             "model: llama-3-8b\nhardware: h100-sxm\noptions: {kv_layout: paged, block_size: 16, scheduler: continuous}\n"
+             "deployment:\n  disaggregation:\n    prefill: {replicas: 1, tensor_parallel: 1}\n"
+             "    decode: {replicas: 1, tensor_parallel: 1}\n"
+             "    transfer: {link: infiniband, bandwidth: 25 GB/s, latency: 10 us, layerwise: %s}\n"
+             "workload:\n  requests: %d\n  arrival: %s\n  prompt_tokens: %d\n  output_tokens: %d\n",
+             layerwise, requests, arrival, prompt, output);
+    return buf;
+}
+
+START_TEST(one_request_whole_handoff)
+{
+    char y[1024], err[512] = "";
+    load(pair(y, sizeof y, "false", 1000, 20, 1, "{process: constant, rate: 1/s}"));
+    sim_metrics m;
+    ck_assert_msg(run(0, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(n_rows, 1);
+    double prefill = step(1000, 0);
+    double xfer = LINK_LAT + 1000 * KV_PER_TOKEN / LINK_BW;
+    /* TTFT = the prefill step + the whole hand-off (the client's first token comes with it). */
+    ck_assert_msg(fabs(rows[0].ttft - (prefill + xfer)) < 1e-12, "ttft %.12g vs %.12g", rows[0].ttft, prefill + xfer);
+    /* Then 19 decode steps on the decode instance, at contexts 1000 .. 1018. */
+    double decode = 0;
+    for (int k = 0; k < 19; k++) decode += step(1, 1000 + k);
+    ck_assert_msg(fabs(rows[0].e2e - (prefill + xfer + decode)) < 1e-9, "e2e %.12g vs %.12g", rows[0].e2e,
+                  prefill + xfer + decode);
+    ck_assert_msg(fabs(rows[0].tpot - decode / 19) < 1e-12, "tpot %.12g vs %.12g", rows[0].tpot, decode / 19);
+    ck_assert_msg(m.transfer_bytes == 1000 * KV_PER_TOKEN, "bytes %.0f", m.transfer_bytes);
+    ck_assert_msg(fabs(m.transfer_mean - xfer) < 1e-12, "transfer %.12g vs %.12g", m.transfer_mean, xfer);
+    ck_assert_msg(m.transfer_wait_max == 0, "wait %g", m.transfer_wait_max);
+    ck_assert_int_eq(m.prefill_replicas, 1);
+    ck_assert_int_eq(m.decode_replicas, 1);
+    ck_assert_int_eq(rows[0].replica, 1);   /* decode instances are numbered after the prefill ones */
+}
+END_TEST
+
+START_TEST(one_request_layerwise)
+{
+    char y[1024], err[512] = "";
+    load(pair(y, sizeof y, "true", 1000, 20, 1, "{process: constant, rate: 1/s}"));
+    sim_metrics m;
+    ck_assert_msg(run(0, &m, err) == SIM_OK, "%s", err);
+    double prefill = step(1000, 0);
+    /* 32 messages, one a layer, each latency + 1/32 of the bytes; layer l is ready at
+     * l/32 of the prefill. Only the pipeline's tail is left after the prefill. */
+    double L = 32, tau = LINK_LAT + 1000 * KV_PER_TOKEN / LINK_BW / L;
+    double tail = fmax(tau, L * tau - (L - 1) * prefill / L);
+    ck_assert_msg(fabs(rows[0].ttft - (prefill + tail)) < 1e-12, "ttft %.12g vs %.12g", rows[0].ttft, prefill + tail);
+    /* Here a layer's share moves faster than a layer computes: only one layer's share shows. */
+    ck_assert_msg(tau < prefill / L, "tau %g, layer compute %g", tau, prefill / L);
+    ck_assert_msg(fabs(tail - tau) < 1e-15, "tail %g", tail);
+    ck_assert_msg(rows[0].ttft < prefill + LINK_LAT + 1000 * KV_PER_TOKEN / LINK_BW, "layerwise is no faster");
+}
+END_TEST
+
+/* Two requests at t = 0, a pool of 10 blocks of 16 tokens on each side. A 100-token prompt with
+ * its first token's slot takes 7 blocks, so each pool holds one request at a time:
+ *   prefill of r0 [0, P]; hand-off of r0 [P, P + X] (decode empty);
+ *   r1 cannot be prefilled while the prefill instance holds r0's KV: prefill [P + X, 2P + X];
+ *   r0 decodes 19 steps [P + X, P + X + D] holding 7, then 8 blocks, leaving 3, then 2: r1's
+ *   hand-off (7 blocks) waits from 2P + X to P + X + D, then takes the whole X (a waiting
+ *   hand-off cannot have been pipelined behind the prefill): r1's TTFT = P + 2X + D. */
+START_TEST(handoff_waits_for_decode_blocks)
+{
+    char y[1024], err[512] = "";
+    load(pair(y, sizeof y, "true", 100, 20, 2, "{process: offline}"));
+    sim_metrics m;
+    ck_assert_msg(run(10, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(n_rows, 2);
+    double P = step(100, 0), X = LINK_LAT + 100 * KV_PER_TOKEN / LINK_BW, D = 0;
+    for (int k = 0; k < 19; k++) D += step(1, 100 + k);
+    double L = 32, tau = LINK_LAT + 100 * KV_PER_TOKEN / LINK_BW / L;
+    double X0 = fmax(tau, L * tau - (L - 1) * P / L);   /* r0's hand-off ran behind its prefill */
+    ck_assert_int_eq(rows[0].id, 0);
+    ck_assert_msg(fabs(rows[0].ttft - (P + X0)) < 1e-12, "r0 ttft %.12g vs %.12g", rows[0].ttft, P + X0);
+    ck_assert_msg(fabs(rows[0].e2e - (P + X0 + D)) < 1e-9, "r0 e2e %.12g vs %.12g", rows[0].e2e, P + X0 + D);
+    ck_assert_int_eq(rows[1].id, 1);
+    /* r1 queued for the prefill instance until r0's hand-off freed its blocks. */
+    ck_assert_msg(fabs(rows[1].queue - (P + X0)) < 1e-12, "r1 queue %.12g vs %.12g", rows[1].queue, P + X0);
+    double wait = (P + X0 + D) - (P + X0 + P);
+    ck_assert_msg(fabs(m.transfer_wait_max - wait) < 1e-9, "wait %.12g vs %.12g", m.transfer_wait_max, wait);
+    ck_assert_msg(fabs(rows[1].ttft - (P + X0 + D + X)) < 1e-9, "r1 ttft %.12g vs %.12g", rows[1].ttft, P + X0 + D + X);
+    ck_assert_msg(fabs(rows[1].e2e - (P + X0 + D + X + D)) < 1e-9, "r1 e2e %.12g", rows[1].e2e);
+    ck_assert_msg(fabs(m.transfer_wait_mean - wait / 2) < 1e-9, "mean wait %.12g", m.transfer_wait_mean);
+    ck_assert_int_eq(m.preemptions, 0);
+}
+END_TEST
+
+/* Bytes across TP layouts: each decode rank receives its shard; the prefill ranks send them all. */
+START_TEST(transfer_bytes_across_tp)
+{
+    char y[1024];
+    load(pair(y, sizeof y, "false", 100, 2, 1, "{process: offline}"));
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    scn_disagg *d = &s.deployment.disagg;
+    /* TP 1 -> TP 2: 8 KV heads split 4 + 4; the one prefill rank sends both halves. */
+    d->prefill.tensor_parallel = 1; d->decode.tensor_parallel = 2;
+    kv_transfer_cost c = kv_transfer_time(&s, &cfg, 1000, 0, false);
+    ck_assert_msg(c.bytes == 1000 * KV_PER_TOKEN && c.bytes_rank == 1000 * KV_PER_TOKEN, "%g %g", c.bytes, c.bytes_rank);
+    /* TP 2 -> TP 2: rank to rank, half each. */
+    d->prefill.tensor_parallel = 2;
+    c = kv_transfer_time(&s, &cfg, 1000, 0, false);
+    ck_assert_msg(c.bytes_rank == 500 * KV_PER_TOKEN, "%g", c.bytes_rank);
+    ck_assert_msg(fabs(c.whole - (LINK_LAT + 500 * KV_PER_TOKEN / LINK_BW)) < 1e-15, "%g", c.whole);
+    /* TP 16 -> TP 16: 8 KV heads cannot split 16 ways, each rank keeps one head (replicated). */
+    d->prefill.tensor_parallel = d->decode.tensor_parallel = 16;
+    c = kv_transfer_time(&s, &cfg, 1000, 0, false);
+    ck_assert_msg(c.bytes_rank == 1000 * KV_PER_TOKEN / 8 && c.bytes == 2 * 1000 * KV_PER_TOKEN, "%g %g",
+                  c.bytes_rank, c.bytes);
+    /* fp8 KV halves every byte. */
+    d->prefill.tensor_parallel = d->decode.tensor_parallel = 1;
+    cfg = kv_cache_cfg_make(&s, SCN_DTYPE_FP8, 0, 0);
+    c = kv_transfer_time(&s, &cfg, 1000, 0, false);
+    ck_assert_msg(c.bytes == 1000 * KV_PER_TOKEN / 2, "%g", c.bytes);
+}
+END_TEST
+
+/* The link's figures default to the prefill hardware profile's network. */
+START_TEST(transfer_defaults_from_profile)
+{
+    load("model: llama-3-8b\nhardware: h100-sxm\ndeployment:\n  tensor_parallel: 2\n  disaggregation:\n"
+         "    prefill: {replicas: 3}\n    decode: {tensor_parallel: 4, hardware: h200}\n"
+         "workload:\n  requests: 1\n  arrival: {process: offline}\n  prompt_tokens: 10\n  output_tokens: 2\n");
+    const scn_disagg *d = &s.deployment.disagg;
+    ck_assert(d->on);
+    ck_assert_int_eq(d->prefill.replicas, 3);
+    ck_assert_int_eq(d->prefill.tensor_parallel, 2);   /* the deployment's */
+    ck_assert_int_eq(d->decode.replicas, 1);
+    ck_assert_int_eq(d->decode.tensor_parallel, 4);
+    ck_assert_str_eq(d->prefill.hardware.name, "h100-sxm");
+    ck_assert_str_eq(d->decode.hardware.name, "h200");
+    ck_assert_int_eq(d->link, SCN_LINK_INFINIBAND);
+    ck_assert_msg(d->bandwidth == 50e9 && fabs(d->latency - 5e-6) < 1e-18, "%g %g", d->bandwidth, d->latency);
+    ck_assert(d->layerwise);
+    /* nvlink names the profile's interconnect (an NVL rack, or both pools in one node). */
+    scn_error e;
+    const char *sets[] = {"deployment.disaggregation.transfer.link=nvlink"};
+    ck_assert_int_eq(t_load("model: llama-3-8b\nhardware: h100-sxm\ndeployment:\n  disaggregation:\n"
+                            "    prefill: {}\n    decode: {}\nworkload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 2}\n",
+                            sets, 1, &s, &e), SCN_OK);
+    ck_assert_msg(s.deployment.disagg.bandwidth == 450e9, "%g", s.deployment.disagg.bandwidth);
+}
+END_TEST
+
+static void expect_fail(const char *text, int line, int col, const char *path, const char *msg_has)
+{
+    scn_scenario out;
+    scn_error err;
+    scn_status got = t_load(text, NULL, 0, &out, &err);
+    char full[1500];
+    scn_error_format(&err, full, sizeof full);
+    ck_assert_msg(got == SCN_E_DATA, "status %d (%s)", got, full);
+    ck_assert_msg(err.line == line && err.col == col, "at %d:%d, want %d:%d (%s)", err.line, err.col, line, col, full);
+    ck_assert_msg(!strcmp(err.path, path), "path '%s', want '%s' (%s)", err.path, path, full);
+    ck_assert_msg(strstr(err.msg, msg_has), "message lacks '%s': %s", msg_has, full);
+}
+
+#define HEAD "name: t\nmodel: llama-3-8b\nhardware: h100-sxm\ndeployment:\n"   /* lines 1-4 */
+
+START_TEST(loader_errors)
+{
+    /* Line 6: "    prefill: {tensor_parallel: 3}": the 3 is at column 32. */
+    expect_fail(HEAD "  disaggregation:\n    prefill: {tensor_parallel: 3}\n    decode: {}\n", 6, 32,
+                "deployment.disaggregation.prefill.tensor_parallel", "divide evenly");
+    /* The decode pool is missing: reported at the disaggregation mapping (line 6, column 5). */
+    expect_fail(HEAD "  disaggregation:\n    prefill: {}\n", 6, 5, "deployment.disaggregation.decode",
+                "missing required field");
+    /* A replica count beside the pools is ambiguous (line 5, column 13). */
+    expect_fail(HEAD "  replicas: 2\n  disaggregation:\n    prefill: {}\n    decode: {}\n", 5, 13, "deployment.replicas",
+                "per pool");
+    /* A bandwidth without a unit (line 8, column 27). */
+    expect_fail(HEAD "  disaggregation:\n    prefill: {}\n    decode: {}\n    transfer: {bandwidth: 50}\n", 8, 27,
+                "deployment.disaggregation.transfer.bandwidth", "");
+    /* RoCE is not a link the H100 profile describes: its bandwidth must be given (line 8, col 15). */
+    expect_fail(HEAD "  disaggregation:\n    prefill: {}\n    decode: {}\n    transfer: {link: roce}\n", 8, 15,
+                "deployment.disaggregation.transfer", "give transfer.bandwidth");
+    /* A misspelt key is located and a near one suggested (line 6, column 15). */
+    expect_fail(HEAD "  disaggregation:\n    prefill: {replica: 2}\n    decode: {}\n", 6, 15,
+                "deployment.disaggregation.prefill.replica", "replicas");
+    /* An unknown hardware profile for a pool (line 7, column 24). */
+    expect_fail(HEAD "  disaggregation:\n    prefill: {}\n    decode: {hardware: h999}\n", 7, 24,
+                "deployment.disaggregation.decode.hardware", "unknown");
+}
+END_TEST
+
+/* ---- end to end through the CLI ---- */
+static char out_buf[1 << 17], err_buf[1 << 14];
+
+static const char *small_pair(void)
+{
+    return t_write("dg.yaml", "name: dg-small\nmodel: llama-3-8b\nhardware: h100-sxm\n"
+                              "deployment:\n  disaggregation:\n    prefill: {replicas: 2}\n    decode: {replicas: 1}\n"
+                              "workload:\n  requests: 60\n  arrival: {process: poisson, rate: 4/s}\n"
+                              "  prompt_tokens: {dist: uniform, min: 500, max: 1500}\n  output_tokens: 30\n");
+}
+
+/* simulate stores the hand-off metrics; report shows the run as 2P1D on its 3 GPUs. */
+START_TEST(cli_simulate_store_report)
+{
+    char args[2048], db[512];
+    const char *y = small_pair();
+    snprintf(db, sizeof db, "%s.db", y);
+    remove(db);
+    snprintf(args, sizeof args, "simulate %s --db %s --format json", y, db);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *dg = json_object_get(j, "disaggregation");
+    ck_assert_msg(dg != NULL, "no disaggregation section: %s", out_buf);
+    ck_assert_int_eq(json_integer_value(json_object_get(dg, "prefill_replicas")), 2);
+    double bytes = json_number_value(json_object_get(dg, "transfer_bytes"));
+    json_decref(j);
+    /* 60 requests, each handing off its whole prompt: 500..1500 tokens x 131072 bytes. */
+    ck_assert_msg(bytes >= 60 * 500 * KV_PER_TOKEN && bytes <= 60 * 1500 * KV_PER_TOKEN, "bytes %g", bytes);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT value FROM metrics WHERE name = 'transfer_bytes'", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_msg(sqlite3_column_double(st, 0) == bytes, "stored %g, printed %g", sqlite3_column_double(st, 0), bytes);
+    sqlite3_finalize(st);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT count(*) FROM metrics WHERE name IN ('transfer_mean_s', "
+                                           "'transfer_wait_p99_s', 'prefill_busy', 'decode_busy', 'decode_replicas')",
+                                        -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 5);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    snprintf(args, sizeof args, "report %s --db %s --format json", y, db);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *run0 = json_array_get(json_object_get(j, "runs"), 0);
+    ck_assert_msg(run0 != NULL, "no runs: %s", out_buf);
+    ck_assert_str_eq(json_string_value(json_object_get(run0, "disaggregation")), "2P1D");
+    ck_assert_msg(json_number_value(json_object_get(run0, "gpus")) == 3, "gpus %g",
+                  json_number_value(json_object_get(run0, "gpus")));
+    json_decref(j);
+    remove(db);
+}
+END_TEST
+
+/* A located loader error through the CLI exits 65. */
+START_TEST(cli_bad_input_exit_65)
+{
+    char args[1024];
+    const char *y = t_write("dgbad.yaml", "name: t\nmodel: llama-3-8b\nhardware: h100-sxm\ndeployment:\n"
+                                          "  disaggregation:\n    prefill: {tensor_parallel: 3}\n    decode: {}\n");
+    snprintf(args, sizeof args, "simulate %s --no-db", y);
+    ck_assert_int_eq(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 65);
+    ck_assert_msg(strstr(err_buf, "dgbad.yaml:6:32: deployment.disaggregation.prefill.tensor_parallel"), "%s", err_buf);
+}
+END_TEST
+
+/* The archetype: plan sweeps the splits of its 4 GPUs and recommends one, with reasons, only
+ * because the simulations show it sustaining more load within the SLO than colocated chunked
+ * prefill (the test checks the recommendation agrees with the capacities it prints). */
+START_TEST(archetype_plan_recommends_disaggregation)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "plan %s/archetypes/long-prompt-tight-tpot.yaml --no-db --seeds 1 --format json",
+             getenv("KVPLAN_LIBRARY"));
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *layouts = json_object_get(j, "disaggregation");
+    ck_assert_msg(json_array_size(layouts) >= 4, "layouts: %s", out_buf);
+    json_t *rec = json_object_get(j, "disaggregation_recommendation");
+    ck_assert_msg(json_array_size(rec) >= 2, "no reasons");
+    const char *first = json_string_value(json_object_get(json_array_get(rec, 0), "reason"));
+    ck_assert_msg(first && !strncmp(first, "Disaggregate:", 13), "%s", first ? first : "(none)");
+    double a = 0, c = 0;
+    const char *sus = strstr(first, "sustains ");
+    ck_assert_msg(sus && sscanf(sus, "sustains %lf req/s within the SLO against %lf", &a, &c) == 2, "%s", first);
+    ck_assert_msg(a > c * 1.06, "recommended at %g against %g req/s", a, c);
+    const char *binds = json_string_value(json_object_get(json_array_get(rec, 1), "reason"));
+    ck_assert_msg(binds && strstr(binds, " binds: "), "%s", binds ? binds : "(none)");
+    json_t *rule = json_array_get(json_object_get(j, "disaggregation_rule"), 0);
+    ck_assert_msg(rule && strstr(json_string_value(json_object_get(rule, "rule")), "DistServe"), "no rule");
+    json_decref(j);
+}
+END_TEST
+
+Suite *suite_disagg(void)
+{
+    Suite *su = suite_create("disagg");
+    TCase *tc = tcase_create("disagg");
+    tcase_add_test(tc, one_request_whole_handoff);
+    tcase_add_test(tc, one_request_layerwise);
+    tcase_add_test(tc, handoff_waits_for_decode_blocks);
+    tcase_add_test(tc, transfer_bytes_across_tp);
+    tcase_add_test(tc, transfer_defaults_from_profile);
+    tcase_add_test(tc, loader_errors);
+    tcase_add_test(tc, cli_simulate_store_report);
+    tcase_add_test(tc, cli_bad_input_exit_65);
+    tcase_add_test(tc, archetype_plan_recommends_disaggregation);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(su, tc);
+    return su;
+}
