@@ -74,8 +74,4 @@ typedef struct {
     int internal;            /* the failure was the executor's or the machine's, not the input's */
 } sim_engine;
 
-/* Gives a replica's block manager the offload tiers and swap area the choice asks for, sized
- * from the scenario's hardware (engine.c); 0, or -1 on out of memory. */
-int sim_engine_set_tiers(const scn_scenario *s, const sim_choice *c, sim_kv *kv);
-
 #endif
