@@ -14,11 +14,14 @@
  * The loop mirrors engine.c's (events fire in (time, class, push order), kicks wait for every
  * event at their instant) without engine.c's fast-forward: each step is formed by the scheduler. */
 #include "disagg.h"
+#include "engine.h"
 #include "heap.h"
+#include "kv_tier.h"
 #include "metrics.h"
 #include "sched.h"
 #include "workload.h"
 #include "../model/kv_blocks.h"
+#include "../model/kv_offload.h"
 #include "../model/kv_transfer.h"
 
 #include <math.h>
@@ -107,6 +110,7 @@ static void account(coord *k, pool *P, sim_replica *rep)
 {
     double dt = k->now - P->last_t[rep->id];
     P->last_t[rep->id] = k->now;
+    if (dt > 0) sim_kv_account(rep->kv, dt);
     if (dt > 0) P->used_integral += dt * (double)sim_kv_referenced(rep->kv);
 }
 
@@ -211,6 +215,7 @@ static int kick(coord *k, pool *P, sim_replica *rep)
                  "bandwidth and compute figures", n, dt, P->ex.name);
         return -1;
     }
+    dt += P->sched.xfer_s;   /* tier reloads and swaps the step waits for (sched.c) */
     k->acc.steps++;
     k->acc.batch_sum += n;
     if (n > k->acc.batch_max) k->acc.batch_max = n;
@@ -524,18 +529,51 @@ static int pool_init(coord *k, int which, const sim_run_opts *o)
         rep->batch.replica = i;
         rep->hold_done = which == POOL_PREFILL;
         rep->watermark = k->c.layout == SCN_LAYOUT_PAGED ? b / 100 : 0;
-        /* The same block manager sim_run gives a colocated replica (engine.c); per-replica KV
-         * settings added there (memory tiers, so a decode pool may offload) belong here too,
-         * read from this pool's scenario P->s (its hardware carries the pool's tiers). */
+        /* The same block manager sim_run gives a colocated replica (engine.c), with the offload
+         * tiers and swap area of this pool's hardware (a decode pool may offload). */
         rep->kv = sim_kv_init(b, k->c.block_size, k->c.layout == SCN_LAYOUT_PAGED, k->c.prefix_cache, k->c.sink,
                               k->c.window);
-        if (!rep->kv) { snprintf(k->err, k->nerr, "out of memory for %ld KV blocks", b); k->internal = 1; return -1; }
+        if (!rep->kv || sim_kv_tiers_attach(rep->kv, &P->s, &k->c)) {   /* offload tiers (kv_tier.h) */
+            snprintf(k->err, k->nerr, "out of memory for %ld KV blocks", b);
+            k->internal = 1;
+            return -1;
+        }
         const scn_model *md = &k->s->model;
         if (md->sliding_window > 0 && md->sliding_layers > 0) {
             int win = md->sliding_layers < md->layers ? md->sliding_layers : md->layers;
             sim_kv_set_groups(rep->kv, md->layers - win, win, md->sliding_window);
         }
     }
+    return 0;
+}
+
+/* The offload tier and swap metrics (kv_tier.h) over both pools: the decode pool's through
+ * sim_kv_tiers_report, then the prefill pool's tier traffic and occupancy added at its own block
+ * size and TP. Swap bytes are priced at the decode pool's block (equal to the prefill pool's
+ * whenever both split the KV heads evenly). */
+static int tiers_report(coord *k, sim_metrics *m)
+{
+    pool *P = &k->p[POOL_PREFILL], *D = &k->p[POOL_DECODE];
+    sim_kv_tiers **t = malloc(sizeof *t * (size_t)(D->n > P->n ? D->n : P->n));
+    if (!t) return -1;
+    for (int i = 0; i < D->n; i++) t[i] = sim_kv_tiers_of(D->rep[i].kv);
+    sim_kv_tiers_report(&k->acc, t, D->n, kv_offload_bytes_per_rank(&D->s, &k->cfg, k->c.block_size),
+                        D->s.deployment.tensor_parallel, m);
+    double bb = kv_offload_bytes_per_rank(&P->s, &k->cfg, k->c.block_size) * P->s.deployment.tensor_parallel;
+    for (int tk = 0; tk < KV_TIER_COUNT; tk++) {
+        double occ = 0, cap = 0;
+        for (int pi = 0; pi < 2; pi++)
+            for (int i = 0; i < k->p[pi].n; i++) {
+                sim_kv_tiers *x = sim_kv_tiers_of(k->p[pi].rep[i].kv);
+                if (!x) continue;
+                sim_kv_tier_stats st = sim_kv_tiers_stats(x, (kv_tier_id)tk);
+                occ += st.occupancy;
+                cap += (double)st.capacity;
+                if (pi == POOL_PREFILL) m->tier_bytes[tk] += (double)(st.spilled + st.reloaded) * bb;
+            }
+        m->tier_occupancy[tk] = m->duration > 0 && cap > 0 ? occ / (m->duration * cap) : 0;
+    }
+    free(t);
     return 0;
 }
 
@@ -608,6 +646,12 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         k->acc.used_integral = D->used_integral;
         k->acc.used_peak = D->used_peak;
         sim_acc_finish(&k->acc, D->blocks * D->n, m);
+        sim_kv_tier_sum ts;   /* both pools' offload tiers (kv_tier.h) */
+        memset(&ts, 0, sizeof ts);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < k->p[i].n; j++) sim_kv_tiers_add(&ts, &k->p[i].rep[j].kv, 1, &k->p[i].s, &k->c);
+        kv_cache_cfg dc = kv_cache_cfg_make(&D->s, c->kv_dtype, c->sink, c->window);
+        sim_kv_tiers_metrics(&k->acc, &ts, kv_offload_bytes_per_rank(&D->s, &dc, c->block_size), D->s.deployment.tensor_parallel, m);
         m->kv_blocks = D->blocks;
         m->kv_tokens = c->layout == SCN_LAYOUT_PAGED ? D->blocks * c->block_size : D->blocks;
         m->events = (long)k->heap.next_seq;
@@ -624,6 +668,10 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         m->prefill_busy = span > 0 ? P->busy / (span * P->n) : 0;
         m->decode_busy = span > 0 ? D->busy / (span * D->n) : 0;
         m->prefill_kv_util_mean = span > 0 ? P->used_integral / (span * (double)(P->blocks * P->n)) : 0;
+        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && tiers_report(k, m)) {
+            snprintf(err, n, "out of memory");
+            rc = SIM_E_INTERNAL;
+        }
         if (o->on_progress) o->on_progress(o->ud, k->done, k->done);
     }
 out:
