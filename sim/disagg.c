@@ -14,14 +14,12 @@
  * The loop mirrors engine.c's (events fire in (time, class, push order), kicks wait for every
  * event at their instant) without engine.c's fast-forward: each step is formed by the scheduler. */
 #include "disagg.h"
-#include "engine.h"
 #include "heap.h"
 #include "kv_tier.h"
 #include "metrics.h"
 #include "sched.h"
 #include "workload.h"
 #include "../model/kv_blocks.h"
-#include "../model/kv_offload.h"
 #include "../model/kv_transfer.h"
 
 #include <math.h>
@@ -529,8 +527,9 @@ static int pool_init(coord *k, int which, const sim_run_opts *o)
         rep->batch.replica = i;
         rep->hold_done = which == POOL_PREFILL;
         rep->watermark = k->c.layout == SCN_LAYOUT_PAGED ? b / 100 : 0;
-        /* The same block manager sim_run gives a colocated replica (engine.c), with the offload
-         * tiers and swap area of this pool's hardware (a decode pool may offload). */
+        /* The same block manager sim_run gives a colocated replica (engine.c); per-replica KV
+         * settings added there (memory tiers, so a decode pool may offload) belong here too,
+         * read from this pool's scenario P->s (its hardware carries the pool's tiers). */
         rep->kv = sim_kv_init(b, k->c.block_size, k->c.layout == SCN_LAYOUT_PAGED, k->c.prefix_cache, k->c.sink,
                               k->c.window);
         if (!rep->kv || sim_kv_tiers_attach(rep->kv, &P->s, &k->c)) {   /* offload tiers (kv_tier.h) */
@@ -544,36 +543,6 @@ static int pool_init(coord *k, int which, const sim_run_opts *o)
             sim_kv_set_groups(rep->kv, md->layers - win, win, md->sliding_window);
         }
     }
-    return 0;
-}
-
-/* The offload tier and swap metrics (kv_tier.h) over both pools: the decode pool's through
- * sim_kv_tiers_report, then the prefill pool's tier traffic and occupancy added at its own block
- * size and TP. Swap bytes are priced at the decode pool's block (equal to the prefill pool's
- * whenever both split the KV heads evenly). */
-static int tiers_report(coord *k, sim_metrics *m)
-{
-    pool *P = &k->p[POOL_PREFILL], *D = &k->p[POOL_DECODE];
-    sim_kv_tiers **t = malloc(sizeof *t * (size_t)(D->n > P->n ? D->n : P->n));
-    if (!t) return -1;
-    for (int i = 0; i < D->n; i++) t[i] = sim_kv_tiers_of(D->rep[i].kv);
-    sim_kv_tiers_report(&k->acc, t, D->n, kv_offload_bytes_per_rank(&D->s, &k->cfg, k->c.block_size),
-                        D->s.deployment.tensor_parallel, m);
-    double bb = kv_offload_bytes_per_rank(&P->s, &k->cfg, k->c.block_size) * P->s.deployment.tensor_parallel;
-    for (int tk = 0; tk < KV_TIER_COUNT; tk++) {
-        double occ = 0, cap = 0;
-        for (int pi = 0; pi < 2; pi++)
-            for (int i = 0; i < k->p[pi].n; i++) {
-                sim_kv_tiers *x = sim_kv_tiers_of(k->p[pi].rep[i].kv);
-                if (!x) continue;
-                sim_kv_tier_stats st = sim_kv_tiers_stats(x, (kv_tier_id)tk);
-                occ += st.occupancy;
-                cap += (double)st.capacity;
-                if (pi == POOL_PREFILL) m->tier_bytes[tk] += (double)(st.spilled + st.reloaded) * bb;
-            }
-        m->tier_occupancy[tk] = m->duration > 0 && cap > 0 ? occ / (m->duration * cap) : 0;
-    }
-    free(t);
     return 0;
 }
 
@@ -668,10 +637,6 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         m->prefill_busy = span > 0 ? P->busy / (span * P->n) : 0;
         m->decode_busy = span > 0 ? D->busy / (span * D->n) : 0;
         m->prefill_kv_util_mean = span > 0 ? P->used_integral / (span * (double)(P->blocks * P->n)) : 0;
-        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && tiers_report(k, m)) {
-            snprintf(err, n, "out of memory");
-            rc = SIM_E_INTERNAL;
-        }
         if (o->on_progress) o->on_progress(o->ud, k->done, k->done);
     }
 out:
