@@ -287,6 +287,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                 gemm(&r.op[KV_OP_QKV], &g, H * qk / tp + kv_a, h, L, 1);
             }
             add(&r.op[KV_OP_QKV], 0, 0, L);   /* rotary */
+            /* The latents are normalised before they are expanded or cached (kv_a_layernorm,
+             * and q_a_layernorm with a query LoRA): one RMSNorm kernel each, reading and writing
+             * the latent. */
+            double lat = m->kv_lora_rank + (m->q_lora_rank > 0 ? m->q_lora_rank : 0);
+            add(&r.op[KV_OP_NORM], 4.0 * T * lat * L, 2.0 * T * lat * AB * L, (m->q_lora_rank > 0 ? 2.0 : 1.0) * L);
             q_out = H * qk / tp + kv_a;
             o_in = H * m->v_head_dim / tp;
         } else {
@@ -316,7 +321,10 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             add(mlp, flops,
                 (touched * 3.0 * h * I * kw.bytes_per_linear + h * E * kw.bytes_per_other +
                  (2.0 * T * h + 6.0 * T * I * active) * AB) * moe_layers,
-                5 * moe_layers);   /* router, top-k, grouped gate|up, activation, grouped down */
+                /* router GEMM, top-k, sorting tokens by expert, grouped gate|up, activation,
+                 * grouped down, weighted sum of the k outputs (a fused-MoE layer's kernels);
+                 * shared experts run as a dense MLP: gate|up, activation, down. */
+                (7.0 + (m->shared_experts > 0 ? 3.0 : 0.0)) * moe_layers);
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);

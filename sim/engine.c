@@ -312,7 +312,9 @@ static int ff_room(sim_ff *f, int n, int bs)
         if (hd) f->head = hd;
         int *tl = realloc(f->tail, sizeof *tl * (size_t)bs);
         if (tl) f->tail = tl;
-        if (!hd || !tl) return -1;
+        int *ct = realloc(f->cnt, sizeof *ct * (size_t)bs);
+        if (ct) f->cnt = ct;
+        if (!hd || !tl || !ct) return -1;
         f->n_head = bs;
     }
     return 0;
@@ -321,7 +323,7 @@ static int ff_room(sim_ff *f, int n, int bs)
 static void ff_free(sim_ff *f)
 {
     free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
-    free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->dead); free(f->batch.seqs);
+    free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->cnt); free(f->dead); free(f->batch.seqs);
 }
 
 /* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
@@ -332,6 +334,7 @@ static void ff_link(sim_ff *f, int i, int bs, bool paged)
         f->next[i] = -1;
         if (f->tail[h] >= 0) f->next[f->tail[h]] = i; else f->head[h] = i;
         f->tail[h] = i;
+        f->cnt[h]++;
     }
     int r = (int)(f->fin_at[i] % SIM_FF_RING);
     f->fnext[i] = -1;
@@ -341,7 +344,7 @@ static void ff_link(sim_ff *f, int i, int bs, bool paged)
 
 static void ff_unlink_all(sim_ff *f, int bs)
 {
-    for (int b = 0; b < bs; b++) f->head[b] = f->tail[b] = -1;
+    for (int b = 0; b < bs; b++) f->head[b] = f->tail[b] = -1, f->cnt[b] = 0;
     for (int b = 0; b < SIM_FF_RING; b++) f->fhead[b] = f->ftail[b] = -1;
 }
 
@@ -506,6 +509,7 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         r->state = REQ_DONE;
         f->dead[i] = 1;
         f->n_dead++;
+        if (paged) f->cnt[f->cross[i] % bs]--;
         f->alive--;
         f->measured -= r->spec.measured;
         f->base -= f->c0[i];
@@ -534,11 +538,15 @@ static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     const long K = f->K;
     if (f->n_dead > 32 && f->n_dead > f->alive) ff_compact(e, f);
     if (!paged && f->limit >= 0 && K >= f->limit) return ff_hand_back(e, rep, f);
-    long need = 0;
-    if (paged)
+    /* The live slots of this residue bound the blocks needed; count exactly only when the bound
+     * is more than is free. */
+    long need = paged ? f->cnt[K % bs] : 0;
+    if (need > sim_kv_available(rep->kv)) {
+        need = 0;
         for (int i = f->head[K % bs]; i >= 0; i = f->next[i])
             if (!f->dead[i] && f->cross[i] == K) need++;
-    if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
+        if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
+    }
     if (need) {
         for (int i = f->head[K % bs]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K) continue;

@@ -146,9 +146,12 @@ static int grow_or_preempt(sim_sched *e, sim_replica *rep, sim_req *r, int upto)
     while (sim_kv_grow(rep->kv, &r->kv, upto) != 0) {
         sim_req *victim = rep->running.tail;
         if (victim == r) {
-            if (rep->running.n == 1)
+            /* Alone and still short of blocks: it can never fit, unless finished requests hold
+             * blocks the scheduler does not see (hold_done), which it waits for, preempted. */
+            long want_blocks = sim_kv_needed(rep->kv, &r->kv, upto) + r->kv.n_blocks;
+            if (rep->running.n == 1 && (!rep->hold_done || want_blocks > sim_kv_total(rep->kv)))
                 return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds",
-                            r->spec.id, sim_kv_needed(rep->kv, &r->kv, upto) + r->kv.n_blocks, sim_kv_total(rep->kv));
+                            r->spec.id, want_blocks, sim_kv_total(rep->kv));
             preempt(e, rep, r);
             return 1;
         }

@@ -581,7 +581,9 @@ START_TEST(edge_4090_recommends_paged_at_capacity)
      * and LRU evicts its history first: 0 % hits. The prefix rule is tested at the load the plan
      * was judged at, the recommendation's capacity, where histories survive. */
     plan_rule rules[8];
-    ck_assert_int_eq(plan_rules(&s, &r, rules, 8), 5);   /* the fifth: KV offload (test_offload.c) */
+    /* Four KV rules, then the offload rule (its verdict is n/a here: no shared documents). */
+    ck_assert_int_eq(plan_rules(&s, &r, rules, 8), 5);
+    ck_assert_msg(strstr(rules[4].rule, "ffload") != NULL, "%s", rules[4].rule);
     ck_assert_msg(strstr(rules[0].evidence, "at the recommendation's capacity") && !strstr(rules[0].evidence, " 0 % of prompt"),
                   "%s", rules[0].evidence);
     plan_result_free(&r);

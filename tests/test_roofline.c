@@ -231,6 +231,27 @@ START_TEST(graph_boundaries_match_the_published_batch1_decode)
 }
 END_TEST
 
+/* Kernels a DeepSeek-V3 decode step launches (docs/cost-model.md, "Kernels per layer"), counted
+ * by hand: embedding 1; per layer 2 norms and the 2 MLA latent norms (kv_a, q_a), the query-LoRA
+ * and kv_a GEMMs, the q_b GEMM and rotary (3), attention's cache write, kernel and absorption
+ * (3), the output projection (1); 3 dense MLP layers of 3; 58 MoE layers of 7 fused-MoE kernels
+ * plus the shared expert's 3; the LM head's 2. */
+START_TEST(moe_and_mla_kernel_counts)
+{
+    t_library("deepseek-v3", "h200", &s);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 100};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double want = 1 + 61 * (2 + 2 + 3 + 3 + 1) + 3 * 3 + 58 * (7 + 3) + 2 + 2 * 61 /* TP 8: two all-reduces */;
+    double got = 0;
+    for (int i = 0; i < KV_OP_COUNT; i++) got += r.op[i].kernels;
+    ck_assert_msg(fabs(got - want) < 1e-9, "%g kernels, want %g", got, want);
+    ck_assert(fabs(r.op[KV_OP_NORM].kernels - 61 * 4) < 1e-9);
+    ck_assert(fabs(r.op[KV_OP_MLP].kernels - (3 * 3 + 58 * 10)) < 1e-9);
+}
+END_TEST
+
 START_TEST(prefix_hits_save_whole_blocks)
 {
     t_library("llama-3-8b", "h100-sxm", &s);
@@ -288,6 +309,7 @@ Suite *suite_roofline(void)
     tcase_add_test(tc, tensor_parallel_adds_allreduce);
     tcase_add_test(tc, overheads_are_added);
     tcase_add_test(tc, graph_boundaries_match_the_published_batch1_decode);
+    tcase_add_test(tc, moe_and_mla_kernel_counts);
     tcase_add_test(tc, flash_rereads_hit_l2_when_they_fit);
     tcase_add_test(tc, prefix_hits_save_whole_blocks);
     suite_add_tcase(su, tc);

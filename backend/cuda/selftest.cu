@@ -12,7 +12,13 @@
  * V vectors each with its own amplitude (int8 scales per vector); adversarial
  * inputs: scores with a standard deviation of about 30 (exp overflows in fp32 unless the max is
  * subtracted), a 16k-token context, contexts that end exactly on a block boundary and one token
- * into a block.
+ * into a block. Every decode version (v2 with cp.async, v2 direct, v1); the tensor-core prefill
+ * over every KV dtype (its cp.async and load-convert paths) with multi-tile chunks, partial and
+ * dead warps, zero-filled key tiles and each mask; decode v2's ring in each layout.
+ *
+ * Writes outside the target: every output sits between two poisoned guard bands that must stay
+ * poisoned, and after each attention case the pool must equal what was uploaded. The plain-C
+ * references run row-parallel on up to 16 host threads (they are most of the selftest's time).
  *
  * Tolerances (relative L2 error): fp32 arithmetic in another order with fast exponentials, 1e-4
  * for attention and 1e-5 elementwise; bf16 operands with fp32 accumulation, 2e-3; a whole step
