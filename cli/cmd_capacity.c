@@ -128,6 +128,10 @@ int cmd_capacity(int argc, char **argv)
                   "Max context: the longest sequence of which %ld fit the KV cache together (cost model), at most "
                   "max_model_len.", PLAN_MAX_QUEUE_P99, 100 * PLAN_CAPACITY_TOL, PLAN_CAPACITY_REQUESTS, PLAN_TRIAL_CYCLES, PLAN_CAPACITY_RANGE, max_replicas,
              concurrency);
+    if (s.deployment.attention_dp > 1 && s.model.experts > 0)   /* the split every row runs with (kv_moe_parallel.h) */
+        out_note(doc, "Every candidate runs attention DP %d x its TP, routed experts over EP %d: GPUs count the whole "
+                      "replica, max context is per DP rank (each holds its own sequences and KV).",
+                 s.deployment.attention_dp, s.deployment.expert_parallel > 1 ? s.deployment.expert_parallel : 1);
     rc = cli_emit(doc, c.format);
     out_doc_free(doc);
     free(rows);

@@ -15,6 +15,7 @@
  * event at their instant) without engine.c's fast-forward: each step is formed by the scheduler. */
 #include "disagg.h"
 #include "heap.h"
+#include "kv_tier.h"
 #include "metrics.h"
 #include "sched.h"
 #include "workload.h"
@@ -107,6 +108,7 @@ static void account(coord *k, pool *P, sim_replica *rep)
 {
     double dt = k->now - P->last_t[rep->id];
     P->last_t[rep->id] = k->now;
+    if (dt > 0) sim_kv_account(rep->kv, dt);
     if (dt > 0) P->used_integral += dt * (double)sim_kv_referenced(rep->kv);
 }
 
@@ -211,6 +213,7 @@ static int kick(coord *k, pool *P, sim_replica *rep)
                  "bandwidth and compute figures", n, dt, P->ex.name);
         return -1;
     }
+    dt += P->sched.xfer_s;   /* tier reloads and swaps the step waits for (sched.c) */
     k->acc.steps++;
     k->acc.batch_sum += n;
     if (n > k->acc.batch_max) k->acc.batch_max = n;
@@ -529,7 +532,11 @@ static int pool_init(coord *k, int which, const sim_run_opts *o)
          * read from this pool's scenario P->s (its hardware carries the pool's tiers). */
         rep->kv = sim_kv_init(b, k->c.block_size, k->c.layout == SCN_LAYOUT_PAGED, k->c.prefix_cache, k->c.sink,
                               k->c.window);
-        if (!rep->kv) { snprintf(k->err, k->nerr, "out of memory for %ld KV blocks", b); k->internal = 1; return -1; }
+        if (!rep->kv || sim_kv_tiers_attach(rep->kv, &P->s, &k->c)) {   /* offload tiers (kv_tier.h) */
+            snprintf(k->err, k->nerr, "out of memory for %ld KV blocks", b);
+            k->internal = 1;
+            return -1;
+        }
         const scn_model *md = &k->s->model;
         if (md->sliding_window > 0 && md->sliding_layers > 0) {
             int win = md->sliding_layers < md->layers ? md->sliding_layers : md->layers;
@@ -608,6 +615,12 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         k->acc.used_integral = D->used_integral;
         k->acc.used_peak = D->used_peak;
         sim_acc_finish(&k->acc, D->blocks * D->n, m);
+        sim_kv_tier_sum ts;   /* both pools' offload tiers (kv_tier.h) */
+        memset(&ts, 0, sizeof ts);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < k->p[i].n; j++) sim_kv_tiers_add(&ts, &k->p[i].rep[j].kv, 1, &k->p[i].s, &k->c);
+        kv_cache_cfg dc = kv_cache_cfg_make(&D->s, c->kv_dtype, c->sink, c->window);
+        sim_kv_tiers_metrics(&k->acc, &ts, kv_offload_bytes_per_rank(&D->s, &dc, c->block_size), D->s.deployment.tensor_parallel, m);
         m->kv_blocks = D->blocks;
         m->kv_tokens = c->layout == SCN_LAYOUT_PAGED ? D->blocks * c->block_size : D->blocks;
         m->events = (long)k->heap.next_seq;

@@ -312,7 +312,9 @@ static int ff_room(sim_ff *f, int n, int bs)
         if (hd) f->head = hd;
         int *tl = realloc(f->tail, sizeof *tl * (size_t)bs);
         if (tl) f->tail = tl;
-        if (!hd || !tl) return -1;
+        int *ct = realloc(f->cnt, sizeof *ct * (size_t)bs);
+        if (ct) f->cnt = ct;
+        if (!hd || !tl || !ct) return -1;
         f->n_head = bs;
     }
     return 0;
@@ -321,7 +323,7 @@ static int ff_room(sim_ff *f, int n, int bs)
 static void ff_free(sim_ff *f)
 {
     free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
-    free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->dead); free(f->batch.seqs);
+    free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->cnt); free(f->dead); free(f->batch.seqs);
 }
 
 /* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
@@ -332,6 +334,7 @@ static void ff_link(sim_ff *f, int i, int bs, bool paged)
         f->next[i] = -1;
         if (f->tail[h] >= 0) f->next[f->tail[h]] = i; else f->head[h] = i;
         f->tail[h] = i;
+        f->cnt[h]++;
     }
     int r = (int)(f->fin_at[i] % SIM_FF_RING);
     f->fnext[i] = -1;
@@ -341,7 +344,7 @@ static void ff_link(sim_ff *f, int i, int bs, bool paged)
 
 static void ff_unlink_all(sim_ff *f, int bs)
 {
-    for (int b = 0; b < bs; b++) f->head[b] = f->tail[b] = -1;
+    for (int b = 0; b < bs; b++) f->head[b] = f->tail[b] = -1, f->cnt[b] = 0;
     for (int b = 0; b < SIM_FF_RING; b++) f->fhead[b] = f->ftail[b] = -1;
 }
 
@@ -506,6 +509,7 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         r->state = REQ_DONE;
         f->dead[i] = 1;
         f->n_dead++;
+        if (paged) f->cnt[f->cross[i] % bs]--;
         f->alive--;
         f->measured -= r->spec.measured;
         f->base -= f->c0[i];
@@ -534,11 +538,15 @@ static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     const long K = f->K;
     if (f->n_dead > 32 && f->n_dead > f->alive) ff_compact(e, f);
     if (!paged && f->limit >= 0 && K >= f->limit) return ff_hand_back(e, rep, f);
-    long need = 0;
-    if (paged)
+    /* The live slots of this residue bound the blocks needed; count exactly only when the bound
+     * is more than is free. */
+    long need = paged ? f->cnt[K % bs] : 0;
+    if (need > sim_kv_available(rep->kv)) {
+        need = 0;
         for (int i = f->head[K % bs]; i >= 0; i = f->next[i])
             if (!f->dead[i] && f->cross[i] == K) need++;
-    if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
+        if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
+    }
     if (need) {
         for (int i = f->head[K % bs]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K) continue;
@@ -767,30 +775,19 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
     return -1;
 }
 
-/* The replica's offload tiers and swap area, in blocks of one GPU's share (model/kv_offload.h). */
-static int set_tiers(const scn_scenario *s, const sim_choice *c, sim_kv *kv)
-{
-    kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
-    double bb = kv_offload_bytes_per_rank(s, &cfg, c->block_size);
-    double cpu = c->kv_offload != SCN_OFFLOAD_OFF ? kv_tier_capacity(s, KV_TIER_CPU) / bb : 0;
-    double disk = c->kv_offload == SCN_OFFLOAD_CPU_DISK ? kv_tier_capacity(s, KV_TIER_DISK) / bb : 0;
-    double swap = c->preemption == SCN_PREEMPT_SWAP ? s->options.swap_space / bb : 0;
-    sim_kv_tiers *t = sim_kv_tiers_init((long)fmin(cpu, 1e15), (long)fmin(disk, 1e15), (long)fmin(swap, 1e15));
-    if (!t) return -1;
-    sim_kv_set_tiers(kv, t);
-    return 0;
-}
-
 /* The tier and swap metrics over every replica's tiers; -1 on out of memory. */
 static int tiers_report(const sim_engine *e, sim_metrics *m)
 {
-    sim_kv_tiers **t = malloc(sizeof *t * (size_t)e->n_rep);
-    if (!t) return -1;
-    for (int i = 0; i < e->n_rep; i++) t[i] = sim_kv_tiers_of(e->rep[i].kv);
+    sim_kv **kvs = malloc(sizeof *kvs * (size_t)e->n_rep);
+    if (!kvs) return -1;
+    for (int i = 0; i < e->n_rep; i++) kvs[i] = e->rep[i].kv;
+    sim_kv_tier_sum sum;
+    memset(&sum, 0, sizeof sum);
+    sim_kv_tiers_add(&sum, kvs, e->n_rep, e->s, &e->c);
+    free(kvs);
     kv_cache_cfg cfg = kv_cache_cfg_make(e->s, e->c.kv_dtype, e->c.sink, e->c.window);
-    sim_kv_tiers_report(&e->acc, t, e->n_rep, kv_offload_bytes_per_rank(e->s, &cfg, e->c.block_size),
-                        e->s->deployment.tensor_parallel, m);
-    free(t);
+    sim_kv_tiers_metrics(&e->acc, &sum, kv_offload_bytes_per_rank(e->s, &cfg, e->c.block_size),
+                         e->s->deployment.tensor_parallel, m);
     return 0;
 }
 
@@ -838,7 +835,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             int win = md->sliding_layers < md->layers ? md->sliding_layers : md->layers;
             sim_kv_set_groups(rep->kv, md->layers - win, win, md->sliding_window);
         }
-        if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && set_tiers(s, c, rep->kv)) {
+        if (sim_kv_tiers_attach(rep->kv, s, c)) {
             snprintf(err, n, "out of memory for the KV offload tiers");
             goto out;
         }

@@ -29,6 +29,7 @@ typedef struct {
     int fhead[SIM_FF_RING], ftail[SIM_FF_RING];
     int *next;               /* chains of slots by cross modulo the block size, in slot order */
     int *head, *tail;        /* chain ends, one per residue */
+    int *cnt;                /* live slots per residue: a bound on the blocks a step's forming needs */
     int n_head;
     unsigned char *dead;     /* the slot's request completed */
     int n_dead;

@@ -38,8 +38,9 @@ static void add_sum(sim_hist *h, double v, long n)
         for (long k = 0; k < n; k++) h->big += v;
         return;
     }
-    double whole = trunc(a), frac = a - whole;   /* both exact */
-    unsigned __int128 q = ((unsigned __int128)(uint64_t)whole << 64) + (uint64_t)(frac * 0x1p64);
+    uint64_t whole = (uint64_t)a;            /* truncated: exact below 2^40 */
+    double frac = a - (double)whole;         /* exact */
+    unsigned __int128 q = ((unsigned __int128)whole << 64) + (uint64_t)(frac * 0x1p64);
     __int128 t = (__int128)(q * (unsigned __int128)(uint64_t)n);
     h->fix += v < 0 ? -t : t;
 }
@@ -94,7 +95,15 @@ double sim_hist_quantile(const sim_hist *h, double q)
     double target = q * (double)(h->count - 1);   /* rank of the wanted value, 0-based */
     if (target < h->zeros) return h->min;
     double seen = (double)h->zeros;
-    for (long i = 0; i < NB; i++) {
+    /* Buckets below the smallest positive value are empty: start at min's bucket. */
+    long i0 = 0;
+    if (h->min > 0) {
+        uint64_t u;
+        memcpy(&u, &h->min, sizeof u);
+        long E = (long)((u >> 52) & 0x7ff) - 1023;
+        if (E >= EMIN) i0 = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
+    }
+    for (long i = i0; i < NB; i++) {
         if (!h->b[i]) continue;
         if (seen + h->b[i] > target) {
             double lo = edge(i), hi = edge(i + 1);

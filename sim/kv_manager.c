@@ -42,6 +42,9 @@ struct sim_kv {
     long win_live;          /* paged: blocks whose windowed layers some sequence holds */
     long res_units;         /* contiguous: layer-tokens reserved */
     sim_kv_tiers *tiers;    /* offload tiers and swap area below the pool (kv_tier.h), or NULL */
+    int32_t *m_blk;         /* match scratch with tiers: GPU block of hit j, or -1 - tier */
+    uint64_t *m_hash;       /* its chain hash */
+    int m_cap;
 };
 
 static void *grow_array(void *p, size_t elem, long old_n, long new_n)
@@ -110,6 +113,7 @@ void sim_kv_free(sim_kv *kv)
     free(kv->refs); free(kv->hash); free(kv->reg); free(kv->free_stack);
     free(kv->lru_prev); free(kv->lru_next); free(kv->keys); free(kv->vals);
     sim_kv_tiers_free(kv->tiers);
+    free(kv->m_blk); free(kv->m_hash);
     free(kv);
 }
 
@@ -376,10 +380,61 @@ static int reload(sim_kv *kv, sim_kv_seq *q, int tk, uint64_t h)
     return 0;
 }
 
+/* Taking a match that reaches into the tiers, in two passes: first every hit block already on
+ * the GPU is pinned (so reloading the others cannot evict them), then the blocks are pushed in
+ * order, the tiers' copies reloaded into new blocks. A reload that cannot be had ends the hit
+ * there, and the pins past it are dropped. Admission's count (from_free) is then exact. */
+static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks)
+{
+    if (max_blocks > kv->m_cap) {
+        int cap = max_blocks + 64;
+        int32_t *b = realloc(kv->m_blk, sizeof *b * (size_t)cap);
+        if (b) kv->m_blk = b;
+        uint64_t *hh = realloc(kv->m_hash, sizeof *hh * (size_t)cap);
+        if (hh) kv->m_hash = hh;
+        if (!b || !hh) return 0;
+        kv->m_cap = cap;
+    }
+    uint64_t h = CHAIN_ROOT;
+    int n = 0;
+    for (; n < max_blocks; n++) {
+        uint64_t hj = block_hash(kv, q, h, n);
+        long slot = map_find(kv, hj);
+        int32_t b = slot >= 0 ? kv->vals[slot] : -1;
+        int tk = slot < 0 ? sim_kv_tiers_find(kv->tiers, hj) : -1;
+        if (slot < 0 && tk < 0) break;
+        if (b >= 0) {
+            if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
+            kv->refs[b]++;
+        }
+        kv->m_blk[n] = b >= 0 ? b : -1 - tk;
+        kv->m_hash[n] = hj;
+        h = hj;
+    }
+    int j = 0;
+    for (; j < n; j++) {
+        int32_t b = kv->m_blk[j];
+        if (b < 0) {
+            if (reload(kv, q, -1 - b, kv->m_hash[j])) break;
+            continue;
+        }
+        if (push_block(q, b)) break;
+        if (kv->units) { q->wlive++; kv->win_live++; }
+    }
+    for (int k = j; k < n; k++)
+        if (kv->m_blk[k] >= 0) unref(kv, kv->m_blk[k]);   /* pins past where the hit ended */
+    q->hashed = j;
+    q->chain = j ? kv->m_hash[j - 1] : CHAIN_ROOT;
+    slide_model_window(kv, q, j * kv->bs);
+    set_room(kv, q);
+    return j * kv->bs;
+}
+
 int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free)
 {
     if (from_free) *from_free = 0;
     if (!kv->prefix || q->n_blocks) return 0;
+    if (take && kv->tiers && sim_kv_tiers_offload(kv->tiers)) return take_with_tiers(kv, q, (prompt - 1) / kv->bs);
     int max_blocks = (prompt - 1) / kv->bs;   /* the last prompt token is always computed */
     uint64_t h = CHAIN_ROOT;
     int j = 0;

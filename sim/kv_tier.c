@@ -3,6 +3,7 @@
  * that holds a few blocks costs a few kilobytes. */
 #include "kv_tier.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,22 +251,53 @@ sim_kv_tier_stats sim_kv_tiers_stats(const sim_kv_tiers *t, kv_tier_id k)
     return s;
 }
 
-void sim_kv_tiers_report(const sim_acc *a, sim_kv_tiers *const *tiers, int n, double block_bytes, int gpus,
-                         sim_metrics *m)
+static double block_bytes_of(const scn_scenario *s, const sim_choice *c)
+{
+    kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
+    return kv_offload_bytes_per_rank(s, &cfg, c->block_size);
+}
+
+static bool wants_tiers(const sim_choice *c)
+{
+    return c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP;
+}
+
+int sim_kv_tiers_attach(sim_kv *kv, const scn_scenario *s, const sim_choice *c)
+{
+    if (!wants_tiers(c)) return 0;
+    double bb = block_bytes_of(s, c);
+    double cpu = c->kv_offload != SCN_OFFLOAD_OFF ? kv_tier_capacity(s, KV_TIER_CPU) / bb : 0;
+    double disk = c->kv_offload == SCN_OFFLOAD_CPU_DISK ? kv_tier_capacity(s, KV_TIER_DISK) / bb : 0;
+    double swap = c->preemption == SCN_PREEMPT_SWAP ? s->options.swap_space / bb : 0;
+    sim_kv_tiers *t = sim_kv_tiers_init((long)fmin(cpu, 1e15), (long)fmin(disk, 1e15), (long)fmin(swap, 1e15));
+    if (!t) return -1;
+    sim_kv_set_tiers(kv, t);
+    return 0;
+}
+
+void sim_kv_tiers_add(sim_kv_tier_sum *sum, sim_kv *const *kvs, int n, const scn_scenario *s, const sim_choice *c)
+{
+    if (!wants_tiers(c)) return;
+    double bb = block_bytes_of(s, c) * s->deployment.tensor_parallel;
+    for (int i = 0; i < n; i++) {
+        const sim_kv_tiers *t = sim_kv_tiers_of(kvs[i]);
+        if (!t) continue;
+        for (int k = 0; k < KV_TIER_COUNT; k++) {
+            const sim_kv_tier_stats *st = &t->t[k].st;
+            sum->bytes[k] += (double)(st->spilled + st->reloaded) * bb;
+            sum->occ[k] += st->occupancy;
+            sum->cap[k] += (double)st->capacity;
+        }
+    }
+}
+
+void sim_kv_tiers_metrics(const sim_acc *a, const sim_kv_tier_sum *sum, double block_bytes, int gpus, sim_metrics *m)
 {
     for (int k = 0; k < KV_TIER_COUNT; k++) {
-        double moved = 0, occ = 0, cap = 0;
-        for (int i = 0; i < n; i++) {
-            if (!tiers[i]) continue;
-            const sim_kv_tier_stats *st = &tiers[i]->t[k].st;
-            moved += (double)(st->spilled + st->reloaded);
-            occ += st->occupancy;
-            cap += (double)st->capacity;
-        }
         m->tier_hit_rate[k] = a->prompt_tokens ? (double)a->tier_hit_tokens[k] / (double)a->prompt_tokens : 0;
-        m->tier_bytes[k] = moved * block_bytes * gpus;
+        m->tier_bytes[k] = sum->bytes[k];
         m->tier_xfer_s[k] = a->tier_xfer_s[k];
-        m->tier_occupancy[k] = m->duration > 0 && cap > 0 ? occ / (m->duration * cap) : 0;
+        m->tier_occupancy[k] = m->duration > 0 && sum->cap[k] > 0 ? sum->occ[k] / (m->duration * sum->cap[k]) : 0;
     }
     m->swaps = a->swaps;
     m->swap_bytes = a->swap_blocks * block_bytes * gpus;

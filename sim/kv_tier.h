@@ -8,6 +8,7 @@
 #ifndef KVPLAN_SIM_KV_TIER_H
 #define KVPLAN_SIM_KV_TIER_H
 
+#include "kv_manager.h"
 #include "metrics.h"
 #include "../model/kv_offload.h"
 
@@ -52,11 +53,18 @@ long sim_kv_tiers_swap_used(const sim_kv_tiers *t);
 void sim_kv_tiers_account(sim_kv_tiers *t, double dt);
 sim_kv_tier_stats sim_kv_tiers_stats(const sim_kv_tiers *t, kv_tier_id k);
 
-/* The tier and swap metrics of a finished run (sim_metrics' tier_* and swap_* fields) from the
- * scheduler's counters and every replica's tiers (NULL entries allowed). block_bytes: one block
- * on one GPU; gpus: GPUs per replica, each moving its share of every block. Call after
+/* Gives a replica's block manager the tiers and swap area its choice asks for (none when
+ * offload is off and preemption recomputes), sized from the scenario (model/kv_offload.h): a
+ * tier of C bytes per GPU holds floor(C / block bytes per GPU) blocks. -1 on out of memory. */
+int sim_kv_tiers_attach(sim_kv *kv, const scn_scenario *s, const sim_choice *c);
+
+/* What a set of replicas' tiers did, summed: bytes moved (all GPUs) and the occupancy integral
+ * and capacity. Add each pool (its own scenario: block bytes and GPUs per replica) in turn. */
+typedef struct { double bytes[KV_TIER_COUNT], occ[KV_TIER_COUNT], cap[KV_TIER_COUNT]; } sim_kv_tier_sum;
+void sim_kv_tiers_add(sim_kv_tier_sum *sum, sim_kv *const *kvs, int n, const scn_scenario *s, const sim_choice *c);
+/* The run's tier and swap metrics (sim_metrics' tier_* and swap_* fields) from the schedulers'
+ * counters and the sum; block_bytes and gpus convert swapped blocks to bytes. Call after
  * sim_acc_finish: it reads m->duration. */
-void sim_kv_tiers_report(const sim_acc *a, sim_kv_tiers *const *tiers, int n, double block_bytes, int gpus,
-                         sim_metrics *m);
+void sim_kv_tiers_metrics(const sim_acc *a, const sim_kv_tier_sum *sum, double block_bytes, int gpus, sim_metrics *m);
 
 #endif

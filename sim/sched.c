@@ -146,9 +146,12 @@ static int grow_or_preempt(sim_sched *e, sim_replica *rep, sim_req *r, int upto)
     while (sim_kv_grow(rep->kv, &r->kv, upto) != 0) {
         sim_req *victim = rep->running.tail;
         if (victim == r) {
-            if (rep->running.n == 1)
+            /* Alone and still short of blocks: it can never fit, unless finished requests hold
+             * blocks the scheduler does not see (hold_done), which it waits for, preempted. */
+            long want_blocks = sim_kv_needed(rep->kv, &r->kv, upto) + r->kv.n_blocks;
+            if (rep->running.n == 1 && (!rep->hold_done || want_blocks > sim_kv_total(rep->kv)))
                 return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds",
-                            r->spec.id, sim_kv_needed(rep->kv, &r->kv, upto) + r->kv.n_blocks, sim_kv_total(rep->kv));
+                            r->spec.id, want_blocks, sim_kv_total(rep->kv));
             preempt(e, rep, r);
             return 1;
         }
@@ -292,6 +295,7 @@ int sim_sched_prefill(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
     rep->batch.tokens = 0;
+    e->xfer_s = 0;   /* each step waits only for its own transfers */
     long budget = e->s->deployment.max_num_batched_tokens;
     while (rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
         long got = admit(e, rep, rep->waiting.head, budget, false);
@@ -358,7 +362,7 @@ static void emit(sim_sched *e, sim_req *r)
 {
     r->generated++;
     if (r->generated == 1) {
-        r->t_first = e->now;
+            r->t_first = e->now;
     } else if (r->spec.measured) {   /* gaps of requests outside the measurement window are not recorded */
         double v = e->now - r->t_last;
         if (e->itl_n && v != e->itl_v) itl_flush(e);

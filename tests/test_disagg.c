@@ -253,6 +253,50 @@ START_TEST(loader_errors)
 }
 END_TEST
 
+/* With the offload tiers (sim/kv_tier.h): the prefill pool, which holds the prefix cache, spills
+ * evicted documents to host memory and reloads them, so more of the prompts hit than without;
+ * the decode pool may swap preempted sequences out instead of recomputing them. */
+START_TEST(pools_offload_and_swap)
+{
+    char path[600], err[512] = "";
+    snprintf(path, sizeof path, "%s/archetypes/rag-offload.yaml", getenv("KVPLAN_LIBRARY"));
+    const char *sets[] = {"workload.requests=400", "deployment.disaggregation={prefill: {}, decode: {}}",
+                          "options.kv_offload=off"};
+    scn_error e;
+    char msg[1500];
+    ck_assert_msg(scn_scenario_load(path, sets, 3, &s, &e) == SCN_OK, "%s", (scn_error_format(&e, msg, sizeof msg), msg));
+    sim_metrics off, cpu;
+    /* A GPU pool of 2000 blocks (32000 tokens, 8 documents) against 400 documents. */
+    ck_assert_msg(run(2000, &off, err) == SIM_OK, "%s", err);
+    sets[2] = "options.kv_offload=cpu";
+    ck_assert_msg(scn_scenario_load(path, sets, 3, &s, &e) == SCN_OK, "%s", (scn_error_format(&e, msg, sizeof msg), msg));
+    ck_assert_msg(run(2000, &cpu, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(off.requests, 400);
+    ck_assert_int_eq(cpu.requests, 400);
+    ck_assert_msg(off.tier_hit_rate[0] == 0 && cpu.tier_hit_rate[0] > 0, "tier hits %g, %g", off.tier_hit_rate[0],
+                  cpu.tier_hit_rate[0]);
+    ck_assert_msg(cpu.prefix_hit_rate > off.prefix_hit_rate, "hit rate %g with the host tier, %g without",
+                  cpu.prefix_hit_rate, off.prefix_hit_rate);
+    ck_assert_msg(cpu.tier_bytes[0] > 0 && cpu.tier_xfer_s[0] > 0, "bytes %g, s %g", cpu.tier_bytes[0], cpu.tier_xfer_s[0]);
+    ck_assert_msg(cpu.transfer_bytes == off.transfer_bytes, "hand-offs move whole prompts either way");
+
+    /* Swap in the decode pool: 6 requests of 100 + 200 tokens grow from 7 to 19 blocks each in a
+     * pool of 40, so the decode instance must preempt. */
+    char y[1024];
+    load(pair(y, sizeof y, "false", 100, 200, 6, "{process: offline}"));
+    sim_metrics rec, swp;
+    ck_assert_msg(run(40, &rec, err) == SIM_OK, "%s", err);
+    s.options.n_preempt = 1;
+    s.options.preemption[0] = SCN_PREEMPT_SWAP;
+    s.options.swap_space = 1e9;
+    ck_assert_msg(run(40, &swp, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(rec.requests, 6);
+    ck_assert_int_eq(swp.requests, 6);
+    ck_assert_msg(rec.preemptions > 0 && rec.swaps == 0, "recompute: %ld preemptions, %ld swaps", rec.preemptions, rec.swaps);
+    ck_assert_msg(swp.swaps > 0 && swp.swap_bytes > 0, "swap: %ld swaps, %g bytes", swp.swaps, swp.swap_bytes);
+}
+END_TEST
+
 /* ---- end to end through the CLI ---- */
 static char out_buf[1 << 17], err_buf[1 << 14];
 
@@ -363,6 +407,7 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, transfer_bytes_across_tp);
     tcase_add_test(tc, transfer_defaults_from_profile);
     tcase_add_test(tc, loader_errors);
+    tcase_add_test(tc, pools_offload_and_swap);
     tcase_add_test(tc, cli_simulate_store_report);
     tcase_add_test(tc, cli_bad_input_exit_65);
     tcase_add_test(tc, archetype_plan_recommends_disaggregation);

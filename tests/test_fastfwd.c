@@ -197,6 +197,15 @@ START_TEST(offload_and_swap_same_both_ways)
     ck_assert_int_eq(scn_scenario_load(path, tight, 6, &s, &e), SCN_OK);
     sim_choice c = sim_choice_first(&s);
     ck_assert(same_both_ways(&s, &c, "rag-offload swap") > 0);
+    /* Prefill steps formed while a decode run is suspended (a reload in each): long shared
+     * prompts on a third of the memory, mixed outputs. */
+    snprintf(path, sizeof path, "%s/archetypes/long-prompt-tight-tpot.yaml", getenv("KVPLAN_LIBRARY"));
+    const char *longp[] = {"workload.requests=300", "workload.shared_prefix={groups: 50, tokens: 3000, share: 1.0}",
+                           "deployment.gpu_memory_utilization=0.3", "options.prefix_cache=on", "options.kv_offload=cpu",
+                           "deployment.replicas=1", "options.disaggregation=off", "options.scheduler=continuous"};
+    ck_assert_int_eq(scn_scenario_load(path, longp, 8, &s, &e), SCN_OK);
+    c = sim_choice_first(&s);
+    ck_assert(same_both_ways(&s, &c, "long prompts offload") > 0);
 }
 END_TEST
 
