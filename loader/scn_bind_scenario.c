@@ -396,9 +396,13 @@ static int bind_offload(scn_ctx *c, const scn_node *m, scn_scenario *s)
         disk |= o->kv_offload[i] == SCN_OFFLOAD_CPU_DISK;
     }
     for (int i = 0; i < o->n_preempt; i++) swap |= o->preemption[i] == SCN_PREEMPT_SWAP;
+    /* The scenario's hardware (or each listed in options.hardware), then a disaggregated
+     * deployment's pools' own. */
     int n_hw = o->n_hardware ? o->n_hardware : 1;
-    for (int h = 0; h < n_hw; h++) {
-        const scn_hardware *hw = o->n_hardware ? &o->hardware[h] : &s->hardware;
+    const scn_disagg *dg = &s->deployment.disagg;
+    for (int h = 0; h < n_hw + (dg->on ? 2 : 0); h++) {
+        const scn_hardware *hw = h >= n_hw ? (h == n_hw ? &dg->prefill.hardware : &dg->decode.hardware)
+                                 : o->n_hardware ? &o->hardware[h] : &s->hardware;
         const char *key = NULL, *why = NULL;
         if ((cpu || swap) && !(hw->host.bandwidth > 0))
             key = cpu ? "kv_offload" : "preemption", why = "host memory (hardware.host: capacity, bandwidth, efficiency)";

@@ -293,6 +293,29 @@ START_TEST(planner_recommends_offload_where_it_pays)
 }
 END_TEST
 
+/* Disaggregated pools keep their own tiers: the prefill pool, where prefix hits happen, reloads
+ * from host memory; with offload off nothing moves. */
+START_TEST(disaggregated_pools_offload)
+{
+    load("model: llama-3-8b\nhardware: h100-sxm\n"
+         "deployment: {gpu_memory_utilization: 0.3, disaggregation: {prefill: {replicas: 1}, decode: {replicas: 1}}}\n"
+         "workload:\n  requests: 200\n  arrival: {process: poisson, rate: 4/s}\n"
+         "  prompt_tokens: {dist: uniform, min: 500, max: 1500}\n  output_tokens: {dist: uniform, min: 50, max: 150}\n"
+         "  shared_prefix: {groups: 50, tokens: 3000, share: 1.0}\n"
+         "options: {prefix_cache: on, kv_offload: [off, cpu]}\n", NULL, 0);
+    ck_assert(s.deployment.disagg.on);
+    sim_choice c = sim_choice_first(&s);
+    sim_metrics off, on;
+    run(&c, 0, &off);
+    ck_assert(off.tier_bytes[0] == 0 && off.tier_hit_rate[0] == 0);
+    c.kv_offload = SCN_OFFLOAD_CPU;
+    run(&c, 0, &on);
+    ck_assert_msg(on.tier_hit_rate[0] > 0 && on.tier_bytes[0] > 0 && on.tier_xfer_s[0] > 0, "hit %g bytes %g",
+                  on.tier_hit_rate[0], on.tier_bytes[0]);
+    ck_assert(on.prefix_hit_rate > off.prefix_hit_rate);
+}
+END_TEST
+
 Suite *suite_offload(void)
 {
     Suite *su = suite_create("offload");
@@ -304,6 +327,7 @@ Suite *suite_offload(void)
     tcase_add_test(tc, loader_errors_are_located);
     tcase_add_test(tc, simulate_stores_report_shows);
     tcase_add_test(tc, planner_recommends_offload_where_it_pays);
+    tcase_add_test(tc, disaggregated_pools_offload);
     suite_add_tcase(su, tc);
     return su;
 }
