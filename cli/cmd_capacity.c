@@ -40,6 +40,8 @@ int cmd_capacity(int argc, char **argv)
             if (cli_flag_missing_value(v) || cli_parse_long("--seeds", v, 1, PLAN_SEEDS_MAX, &seeds)) return CLI_EX_USAGE;
         } else if ((v = cli_flag_value(argc, argv, &i, "--jobs"))) {
             if (cli_flag_missing_value(v) || cli_parse_long("--jobs", v, 1, 64, &jobs)) return CLI_EX_USAGE;
+        } else if (!strcmp(argv[i], "--no-db")) {
+            /* Accepted as `plan` accepts it: capacity reads and writes no database anyway. */
         } else if (cli_is_flag(argv[i])) {
             return cli_usage_error("capacity", "unknown option '%s'", argv[i]);
         } else if (!c.scenario) {
@@ -78,9 +80,13 @@ int cmd_capacity(int argc, char **argv)
     if (!doc) { cli_progress_end(&bar); free(rows); plan_result_free(&r); return CLI_EX_INTERNAL; }
     int nr = plan_capacity_rows(&s, &r, (int)top, target, (int)max_replicas, concurrency, rows, max, on_progress, &bar);
     cli_progress_end(&bar);
-    static const out_col cols[] = {
+    /* The rate's unit in the headers: conversations/s when the arrival process counts
+     * conversations (plan_rate_unit), as `plan` says it. */
+    char h_rate[64];
+    snprintf(h_rate, sizeof h_rate, "max rate in SLO (%s)", plan_rate_unit(&s));
+    const out_col cols[] = {
         {"options", "candidate", OUT_STR}, {"hardware", "hardware", OUT_STR}, {"gpus", "GPUs", OUT_INT},
-        {"max_rate_req_per_s", "max rate in SLO", OUT_RATE}, {"max_rate_lo", "95% lo", OUT_RATE},
+        {"max_rate_req_per_s", h_rate, OUT_RATE}, {"max_rate_lo", "95% lo", OUT_RATE},
         {"max_rate_hi", "95% hi", OUT_RATE}, {"seeds", "seeds", OUT_INT}, {"max_rate_per_gpu", "per GPU", OUT_RATE},
         {"usd_per_mtok", "$/Mtok", OUT_NUM}, {"gpus_for_target", "GPUs for target", OUT_INT},
         {"max_context_tokens", "max context", OUT_INT}, {"bound", "note", OUT_STR},
@@ -102,7 +108,9 @@ int cmd_capacity(int argc, char **argv)
         out_cell_num(doc, rows[i].gpus_for_target > 0 ? (double)rows[i].gpus_for_target : NAN);
         out_cell_num(doc, (double)rows[i].max_context);
         /* A search that kept up at its top rate found no capacity: its rate is a lower bound. */
-        out_cell_str(doc, rows[i].unbounded ? "unbounded within the searched range (max rate: a lower bound)" : "");
+        bool misses = !rows[i].unbounded && !(rows[i].rate.mean > 0);
+        out_cell_str(doc, rows[i].unbounded ? "unbounded within the searched range (max rate: a lower bound)"
+                          : misses ? "misses the SLO at every rate tried" : "");
     }
     out_section(doc, "question", "Asked");
     out_kv_str(doc, "scenario", "scenario", s.name);
@@ -122,11 +130,13 @@ int cmd_capacity(int argc, char **argv)
     }
     out_note(doc, "Max rate: the highest arrival rate at which the queue stays bounded (p99 wait for admission under "
                   "%.0f s) and the SLO holds, mean and 95 %% interval over seeds (doubling then bisection to %.0f %%, "
-                  "a trial: the scenario's requests up to %d, but at least %d times the sequences the deployment runs at once; a "
+                  "a trial: the scenario's requests up to %d, but at least %d times the sequences the deployment runs at once and "
+                  "%.0f s of arrivals, so a rate more than %.1f %% above capacity grows the wait past the limit; a "
                   "candidate that keeps up at %.0fx its start is unbounded within the searched range). $/Mtok: the hardware's price per GPU-hour over the output tokens/s at that rate. "
                   "GPUs for target: tensor parallel x the fewest replicas that serve it (blank when none up to %ld). "
                   "Max context: the longest sequence of which %ld fit the KV cache together (cost model), at most "
-                  "max_model_len.", PLAN_MAX_QUEUE_P99, 100 * PLAN_CAPACITY_TOL, PLAN_CAPACITY_REQUESTS, PLAN_TRIAL_CYCLES, PLAN_CAPACITY_RANGE, max_replicas,
+                  "max_model_len.", PLAN_MAX_QUEUE_P99, 100 * PLAN_CAPACITY_TOL, PLAN_CAPACITY_REQUESTS, PLAN_TRIAL_CYCLES,
+             PLAN_TRIAL_SPAN_WAITS * PLAN_MAX_QUEUE_P99, 100 / (0.99 * PLAN_TRIAL_SPAN_WAITS), PLAN_CAPACITY_RANGE, max_replicas,
              concurrency);
     if (s.deployment.attention_dp > 1 && s.model.experts > 0)   /* the split every row runs with (kv_moe_parallel.h) */
         out_note(doc, "Every candidate runs attention DP %d x its TP, routed experts over EP %d: GPUs count the whole "

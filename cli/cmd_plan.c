@@ -39,8 +39,10 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
         {"preemptions", "preempt", OUT_INT}, {"pareto", "pareto", OUT_STR}, {"run_id", "run", OUT_INT},
     };
     char title[200];
-    snprintf(title, sizeof title, "Candidates, best first (objective: %s, higher is better; mean of each candidate's seeds; "
-             "the other columns: first seed at the offered load)", cap ? "at the highest rate within the SLO" : "at the offered load");
+    snprintf(title, sizeof title, "Candidates, best first (objective: %s%s%s, %s is better; mean of each candidate's seeds; "
+             "the other columns: first seed at the offered load)", s->objective == SCN_OBJ_P99_LATENCY ? plan_latency_metric(s) : s->objective == SCN_OBJ_COST ? "$/Mtok" : "",
+             s->objective == SCN_OBJ_P99_LATENCY ? " in s " : s->objective == SCN_OBJ_COST ? " " : "", cap ? "at the highest rate within the SLO" : "at the offered load",
+             plan_lower_is_better(s) ? "lower" : "higher");
     out_table(doc, "candidates", title, 23, cols);
     int shown = 0;
     for (int k = 0; k < r->n; k++) {
@@ -53,13 +55,14 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
         out_cell_str(doc, desc);
         out_cell_str(doc, s->slo.n ? (x->slo_met ? "met" : "missed") : "-");
         out_cell_str(doc, risk_label(x));
-        out_cell_num(doc, x->objective);
-        out_cell_num(doc, x->obj.lo);
-        out_cell_num(doc, x->obj.hi);
+        plan_interval ob = plan_objective_shown(s, x);   /* natural unit: $/Mtok and seconds positive */
+        out_cell_num(doc, isfinite(ob.mean) ? ob.mean : NAN);
+        out_cell_num(doc, ob.lo);
+        out_cell_num(doc, ob.hi);
         out_cell_num(doc, x->obj.n);
         out_cell_str(doc, !x->at_capacity ? "offered load" : x->unbounded ? "capacity: unbounded within the searched range" : "capacity");
         out_cell_num(doc, x->rate.mean);
-        out_cell_num(doc, x->offered.mean);
+        out_cell_num(doc, plan_lower_is_better(s) ? -x->offered.mean : x->offered.mean);
         out_cell_num(doc, x->gpus);
         out_cell_str(doc, plan_hardware_name(s, x));
         out_cell_num(doc, x->usd_per_mtok);

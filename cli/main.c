@@ -33,7 +33,7 @@ const cli_command CLI_COMMANDS[] = {
     {"capacity", cmd_capacity, "max rate within the SLO, GPUs for a target rate, longest context",
      "usage: kvplan capacity SCENARIO [--target-rate R] [--concurrency N] [--top K] [--max-replicas N]\n"
      "                                [--seeds N] [--curve] [--jobs N] [--set PATH=VALUE]...\n"
-     "                                [--format table|json|csv]\n"
+     "                                [--format table|json|csv] [--no-db]\n"
      "\n"
      "Ranks the scenario's candidates by their highest arrival rate within the SLO (mean and 95 %\n"
      "interval over --seeds, default 3), then for the best K (default 3) and the best on each\n"

@@ -20,6 +20,11 @@ typedef enum { PLAN_PENDING, PLAN_DONE, PLAN_SKIPPED } plan_status;
 #define PLAN_CAPACITY_REQUESTS 3000
 #define PLAN_TRIAL_CYCLES 4
 #define PLAN_MAX_QUEUE_P99 5.0     /* s */
+/* A trial's arrivals span at least this many times PLAN_MAX_QUEUE_P99 (N >= span x rate x turns
+ * requests): at a rate more than 8.4 % above capacity the queue's wait grows past PLAN_MAX_QUEUE_P99
+ * before the arrivals end, so overload fails the trial however short the scenario is
+ * (docs/planner.md, "Trial length": N >= W r / (0.99 e); k = 12 gives e = 8.4 %). */
+#define PLAN_TRIAL_SPAN_WAITS 12
 #define PLAN_CAPACITY_TOL 0.03     /* the rate search stops when its bracket is this narrow (relative) */
 /* The search never goes above this many times its starting rate: a candidate that still keeps
  * up there is "unbounded within the searched range" (no capacity to rank or credit). */
@@ -38,6 +43,12 @@ plan_interval plan_interval_of(const double *x, int n);
 plan_interval plan_interval_log_of(const double *x, int n);
 /* True when the intervals do not overlap: the difference is measurable at this many seeds. */
 bool plan_intervals_separate(plan_interval a, plan_interval b);
+/* True for the objectives stored negated for ranking (p99 latency, cost): they are shown in
+ * their natural unit, where lower is better. */
+bool plan_lower_is_better(const scn_scenario *s);
+/* "TTFT p99": the latency the p99_latency objective measures (the first SLO term's metric,
+ * E2E without an SLO). */
+const char *plan_latency_metric(const scn_scenario *s);
 
 typedef struct {
     sim_choice c;
@@ -87,6 +98,10 @@ typedef struct {
     bool reused;               /* every seed's metrics came from stored runs */
 } plan_cand;
 
+/* The candidate's objective interval in its natural unit ($/Mtok, seconds: lower is better for
+ * those; plan_lower_is_better), lo <= hi. */
+plan_interval plan_objective_shown(const scn_scenario *s, const plan_cand *c);
+
 typedef struct {
     plan_cand *c;
     int n;
@@ -95,6 +110,8 @@ typedef struct {
     int seeds;                 /* seeds per candidate (plan_set_seeds) */
     bool spec_gated;           /* plan_spec_gate passed over a speculative candidate ... */
     int spec_gated_cand;       /* ... this one, whose decode batch lay outside the ranges where it pays */
+    bool risk_gated;           /* a KV dtype that changes outputs (fp8, int8 ...) was passed over ... */
+    int risk_gated_cand;       /* ... this one, not measurably better than its twin without the risk */
 } plan_result;
 
 typedef struct db db;

@@ -20,7 +20,20 @@ long plan_trial_requests(const scn_scenario *t)
     long slots = (long)(d->max_num_seqs > 0 ? d->max_num_seqs : 1) * (d->attention_dp > 1 ? d->attention_dp : 1) *
                  (d->replicas > 0 ? d->replicas : 1);
     long floor_n = PLAN_TRIAL_CYCLES * slots;
-    return n > floor_n ? n : floor_n;
+    if (n < floor_n) n = floor_n;
+    /* The span floor. Above the service rate m, at a rate r, the queue grows by r - m requests a
+     * second, so the request arriving at time t waits about t (r - m)/m, and the last of N (at
+     * N/r) about N (1/m - 1/r); the p99 wait about 0.99 of that. For r = (1 + e) m that is
+     * 0.99 N e / r, which passes PLAN_MAX_QUEUE_P99 = W only when N >= W r / (0.99 e): with
+     * k = PLAN_TRIAL_SPAN_WAITS = 12, any rate more than e = 1/(0.99 k) = 8.4 % above capacity
+     * fails. A shorter trial passes overloaded rates (issue 16's review: 300 requests credited
+     * 78 req/s to an engine serving 34, and "unbounded" to one serving 340). A conversation
+     * arrival brings `turns` requests. */
+    double rate = scn_arrival_has_rate(t->workload.arrival) && t->workload.rate > 0 ? t->workload.rate : 0;
+    double turns = t->workload.turns > 1 ? t->workload.turns : 1;
+    double span_n = ceil(PLAN_TRIAL_SPAN_WAITS * PLAN_MAX_QUEUE_P99 * rate * turns);
+    if (span_n > n) n = span_n < 1e9 ? (long)span_n : 1000000000L;
+    return n;
 }
 
 const char *plan_rate_unit(const scn_scenario *s)

@@ -129,6 +129,32 @@ static double usd_per_mtok(const plan_cand *c, double tok)
     return c->usd_per_gpu_hour > 0 && tok > 0 ? c->usd_per_gpu_hour * c->gpus / 3600.0 / tok * 1e6 : NAN;
 }
 
+static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim);
+#define DIM_KV_DTYPE 3   /* same_dims' index of the KV dtype */
+
+/* A quantised KV dtype changes the model's outputs: recommend it only when it is measurably
+ * better than the same deployment without it (its twin differing only in the KV dtype, one that
+ * takes no dtype risk), as plan_offload_gate does for offload (issue 16 re-review: fp8 KV was
+ * recommended at 1.42 against 1.35 req/s per GPU with overlapping intervals). */
+static void risk_gate(plan_result *r)
+{
+    r->risk_gated = false;
+    if (r->best < 0 || !r->c[r->best].risk_dtype) return;
+    const plan_cand *b = &r->c[r->best];
+    for (int i = 0; i < r->n; i++) {
+        const plan_cand *t = &r->c[r->order[i]];
+        if (t->status != PLAN_DONE || !t->allowed || t->risk_dtype || t->slo_met != b->slo_met || t->unbounded ||
+            !differs_only_in(b, t, DIM_KV_DTYPE))
+            continue;
+        if (!plan_intervals_separate(t->obj, b->obj) || t->obj.mean >= b->obj.mean) {
+            r->risk_gated = true;
+            r->risk_gated_cand = r->best;
+            r->best = r->order[i];
+        }
+        return;
+    }
+}
+
 void plan_rank(const scn_scenario *s, plan_result *r)
 {
     bool cap = plan_objective_at_capacity(s);
@@ -140,7 +166,17 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         double rate[PLAN_SEEDS_MAX], tok[PLAN_SEEDS_MAX], batch = 0;
         for (int k = 0; k < n; k++) met += (c->seed_slo >> k) & 1;
         c->slo_met = 2 * met > n;
-        c->offered = plan_interval_of(c->seed_offered, n);
+        /* Latency and cost are stored negated (higher is better); their interval is taken on a
+         * log scale of the positive quantity, so it never reaches below zero (issue 16 review:
+         * "0.565 s p99 latency (95 % interval -0.334-1.46)"). */
+        if (plan_lower_is_better(s)) {
+            double pos[PLAN_SEEDS_MAX];
+            for (int k = 0; k < n && k < PLAN_SEEDS_MAX; k++) pos[k] = -c->seed_offered[k];
+            plan_interval g = plan_interval_log_of(pos, n);
+            c->offered = (plan_interval){-g.mean, -g.hi, -g.lo, n};
+        } else {
+            c->offered = plan_interval_of(c->seed_offered, n);
+        }
         c->latency_p99 = latency(s, &c->m);
         c->usd_per_gpu_hour = plan_price(s, c);
         unsigned all = n >= 32 ? ~0u : (1u << n) - 1;
@@ -198,6 +234,13 @@ void plan_rank(const scn_scenario *s, plan_result *r)
             c->tok_per_gpu = c->m.output_tok_per_s / c->gpus;
             c->usd_per_mtok = usd_per_mtok(c, c->m.output_tok_per_s);
         }
+        /* An unbounded capacity is no rate: nothing at it (tokens/s, $/Mtok, the objective) is
+         * credited (issue 16 review: 20343 tok/s next to "no capacity is credited"). */
+        if (c->unbounded) {
+            c->tok_per_gpu = NAN;
+            c->usd_per_mtok = NAN;
+            if (c->at_capacity) c->obj = (plan_interval){NAN, NAN, NAN, n};
+        }
         if (!c->at_capacity) c->obj = c->offered;
         c->objective = c->obj.mean;
         if (isnan(c->objective)) c->objective = -INFINITY;
@@ -220,6 +263,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
     if (tmp) sort_order(r, r->order, tmp, r->n);
     free(tmp);
     r->best = -1;
+    r->risk_gated = false;
     for (int i = 0; i < r->n; i++) {
         const plan_cand *c = &r->c[r->order[i]];
         if (c->status == PLAN_DONE && c->allowed) { r->best = r->order[i]; break; }
@@ -233,6 +277,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         if (c->status != PLAN_DONE || !c->allowed || group(c) != group(top) || c->gpus >= b->gpus) continue;
         if (top->obj.n > 1 && !plan_intervals_separate(c->obj, top->obj)) r->best = r->order[i];
     }
+    risk_gate(r);
     plan_spec_gate(s, r);
     plan_offload_gate(s, r);
 }
@@ -261,16 +306,30 @@ static double shown(const scn_scenario *s, double v)
     return s->objective == SCN_OBJ_P99_LATENCY || s->objective == SCN_OBJ_COST ? -v : v;
 }
 
-static bool lower_is_better(const scn_scenario *s)
+bool plan_lower_is_better(const scn_scenario *s)
 {
     return s->objective == SCN_OBJ_P99_LATENCY || s->objective == SCN_OBJ_COST;
+}
+
+plan_interval plan_objective_shown(const scn_scenario *s, const plan_cand *c)
+{
+    plan_interval x = c->obj;
+    if (!plan_lower_is_better(s)) return x;
+    return (plan_interval){-x.mean, -x.hi, -x.lo, x.n};
+}
+
+const char *plan_latency_metric(const scn_scenario *s)
+{
+    static const char *const L[] = {"TTFT p99", "TPOT p99", "ITL p99", "E2E p99"};
+    int m = s->slo.n ? (int)s->slo.terms[0].metric : (int)SCN_METRIC_E2E;
+    return m >= 0 && m < (int)(sizeof L / sizeof L[0]) ? L[m] : "E2E p99";
 }
 
 static void unit_text(const scn_scenario *s, bool cap, char *buf, size_t n)
 {
     switch (s->objective) {
     case SCN_OBJ_THROUGHPUT: snprintf(buf, n, "output tokens/s%s", cap ? " at the highest rate within the SLO" : ""); break;
-    case SCN_OBJ_P99_LATENCY: snprintf(buf, n, "s p99 latency"); break;
+    case SCN_OBJ_P99_LATENCY: snprintf(buf, n, "s %s", plan_latency_metric(s)); break;
     case SCN_OBJ_COST: snprintf(buf, n, "$ per million output tokens%s", cap ? " at the highest rate within the SLO" : ""); break;
     default:
         /* At capacity the rate is the arrival process's (conversations/s with multi-turn
@@ -355,7 +414,7 @@ void plan_compare_text(const scn_scenario *s, const plan_cand *a, const plan_can
         return;
     }
     double x = shown(s, a->objective), y = shown(s, b->objective);
-    bool better = lower_is_better(s) ? x < y : x > y;
+    bool better = plan_lower_is_better(s) ? x < y : x > y;
     char rel[96] = "";
     /* A relative change only against a meaningful base: same sign, and the base at least a
      * tenth of the value; otherwise a ratio. */
@@ -437,6 +496,10 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                  kv_moe_ep(s));
     }
     value_text(s, b->at_capacity, b->objective, val, sizeof val);
+    if (plan_lower_is_better(s)) {
+        size_t vl = strlen(val);
+        snprintf(val + vl, sizeof val - vl, ", lower is better");
+    }
     interval_text(s, b->obj, iv, sizeof iv);
     const sim_metrics *m = &b->m;
     if (n < max) {
@@ -532,6 +595,14 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                               binding, why, pf.new_tokens, kv_bound_name(pc.bound), pc.seconds * 1e3,
                               ep ? " on a DP rank, experts over EP" : "");
         free(w);
+    }
+    if (n < max && r->risk_gated) {
+        const plan_cand *g = &r->c[r->risk_gated_cand];
+        char cmp[400];
+        plan_compare_text(s, g, b, cmp, sizeof cmp);
+        snprintf(lines[n++], PLAN_LINE, "Accuracy: %s KV ranked first but changes the model's outputs, and it is not measurably "
+                 "better than the same deployment with %s KV (%.400s), so the one without the risk is recommended.",
+                 scn_dtype_name(g->c.kv_dtype), scn_dtype_name(b->c.kv_dtype), cmp);
     }
     if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;
     if (n < max && plan_moe_explain(s, r, lines[n], PLAN_LINE)) n++;

@@ -119,7 +119,7 @@ int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, s
         snprintf(where, sizeof where, "it pays only at decode batches %.150s of 1..%d (%.3f against %.3f ms per token at one "
                  "sequence); %.500s", ranges, c->max_num_seqs, k1.spec_token * 1e3, k1.plain_token * 1e3, cross);
     const char *verdict;
-    char tail[240];
+    char tail[400];
     /* The batch quoted is the one at the load the objective was judged at: at capacity when the
      * candidate is credited there, not the offered load's (issue 16's review). */
     const plan_cand *g = r->spec_gated ? &r->c[r->spec_gated_cand] : c;
@@ -135,11 +135,27 @@ int plan_spec_explain(const scn_scenario *s, const plan_result *r, char *line, s
                  "%.3f plain there)", plan_judged_batch(b), where_judged, kb.spec_token * 1e3, kb.plain_token * 1e3);
     } else {
         verdict = "not chosen";
-        snprintf(tail, sizeof tail, "its simulated decode batch averaged %.1f %s; the recommendation ranks higher on the "
-                 "objective", plan_judged_batch(c), where_judged);
+        /* by_rank's order (plan_rank.c): objectives within 0.1 % are a tie, broken by lower p99
+         * latency, then less peak KV memory, then enumeration order; an exact tie said "ranks
+         * higher on the objective" (issue 16 re-review). */
+        double scale = fmax(fabs(c->objective), fabs(b->objective));
+        bool tie = c->slo_met == b->slo_met && c->allowed == b->allowed &&
+                   (c->objective == b->objective || fabs(c->objective - b->objective) <= 1e-3 * scale);
+        char why[160];
+        if (!tie)
+            snprintf(why, sizeof why, "the recommendation ranks higher on the objective");
+        else if (b->latency_p99 != c->latency_p99)
+            snprintf(why, sizeof why, "the objective is a tie (within 0.1 %%), broken by the lower p99 latency (%.3g s against %.3g s)",
+                     b->latency_p99, c->latency_p99);
+        else if (b->m.kv_util_peak != c->m.kv_util_peak)
+            snprintf(why, sizeof why, "the objective is a tie (within 0.1 %%), broken by the lower peak KV use (%.1f %% against %.1f %%)",
+                     100 * b->m.kv_util_peak, 100 * c->m.kv_util_peak);
+        else
+            snprintf(why, sizeof why, "the objective, p99 latency and peak KV use all tie, broken by the order candidates are listed in");
+        snprintf(tail, sizeof tail, "its simulated decode batch averaged %.1f %s; %s", plan_judged_batch(c), where_judged, why);
     }
     int used = snprintf(line, n, "Speculative decoding (%.60s, %.2f tokens per verify step at %ld tokens of context): %.1000s; "
-                        "%s: %.230s.", c->spec_name, k1.expected, ctx, where, verdict, tail);
+                        "%s: %.390s.", c->spec_name, k1.expected, ctx, where, verdict, tail);
     /* The other speculative settings' ranges, once each, on the same deployment. */
     bool seen[SCN_OPT_MAX] = {false};
     seen[c->c.spec] = true;
