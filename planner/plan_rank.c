@@ -1,6 +1,7 @@
 /* plan_rank.c: scoring candidates against the SLO and objective, the Pareto front, and the
  * recommendation's reasons in terms of the cost model. */
 #include "plan.h"
+#include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
 #include "../model/kv_moe_parallel.h"
 
@@ -543,15 +544,23 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
     kv_cache_cfg kc = kv_cache_cfg_make(&t, b->c.kv_dtype, b->c.sink, b->c.window);
     int batch = (int)lround(m->batch_mean < 1 ? 1 : m->batch_mean);
     if (batch > 4096) batch = 4096;
-    long ctx = lround(s->workload.prompt.mean + s->workload.prefix_tokens * s->workload.prefix_share +
-                      s->workload.output.mean / 2);
+    /* The mean sequence as `memory` and the simulator size it (kv_seq_size_of): the shared prefix
+     * and the conversation history are part of the prompt (the re-review saw 900 tokens where a
+     * three-turn conversation holds 1,800 + 100). */
+    kv_seq_size sz = kv_seq_size_of(&t);
+    long ctx = lround(sz.prompt + sz.output / 2);
     kv_seq_work *w = malloc(sizeof *w * (size_t)batch);
     if (w) {
         for (int i = 0; i < batch; i++) w[i] = (kv_seq_work){1, ctx};
         kv_step_cost dc = kv_step_time(&t, &kc, b->c.attention, w, batch);
         double kv = dc.op[KV_OP_ATTENTION].bytes, total = 0;
         for (int i = 0; i < KV_OP_COUNT; i++) total += dc.op[i].bytes;
-        kv_seq_work pf = {(long)lround(s->workload.prompt.mean + s->workload.prefix_tokens * s->workload.prefix_share), 0};
+        /* The prefill a request needs: its prompt less what the prefix cache served (the first
+         * seed's simulated hit rate), attending over the cached part too. */
+        long prompt_all = lround(sz.prompt);
+        long cached = b->c.prefix_cache && m->prefix_hit_rate > 0 ? lround(sz.prompt * m->prefix_hit_rate) : 0;
+        if (cached >= prompt_all) cached = prompt_all > 0 ? prompt_all - 1 : 0;
+        kv_seq_work pf = {prompt_all - cached, cached};
         kv_step_cost pc = kv_step_time(&t, &kc, b->c.attention, &pf, 1);
         /* Expert parallelism: the step is one DP rank's with its experts over the EP ranks
          * (kv_moe_parallel.h), not the unsplit replica's with every expert on every GPU. */
@@ -591,8 +600,12 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
                      batch, ctx, total / 1073741824.0, 100 * kv / total, dc.seconds * 1e3,
                      100 * (dc.seconds - dc.op[KV_OP_STEP].seconds) / dc.seconds, 100 * m->kv_util_peak);
         }
-        if (n < max) snprintf(lines[n++], PLAN_LINE, "What binds (at the offered load): %s: %.300s. A %ld-token prefill is %s-bound (%.1f ms%s).",
-                              binding, why, pf.new_tokens, kv_bound_name(pc.bound), pc.seconds * 1e3,
+        char cache_note[160] = "";
+        if (cached > 0)
+            snprintf(cache_note, sizeof cache_note, " (the uncached part of a %ld-token prompt: the prefix cache serves %ld)",
+                     prompt_all, cached);
+        if (n < max) snprintf(lines[n++], PLAN_LINE, "What binds (at the offered load): %s: %.300s. A %ld-token prefill%s is %s-bound (%.1f ms%s).",
+                              binding, why, pf.new_tokens, cache_note, kv_bound_name(pc.bound), pc.seconds * 1e3,
                               ep ? " on a DP rank, experts over EP" : "");
         free(w);
     }

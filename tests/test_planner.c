@@ -1009,6 +1009,39 @@ START_TEST(an_accuracy_risk_is_recommended_only_when_measurably_better)
 }
 END_TEST
 
+START_TEST(what_binds_counts_history_and_the_prefix_cache)
+{
+    /* Issue 16 re-review, finding 5: "What binds" sized the decode context from the prompt and
+     * shared prefix only (900 tokens where a three-turn conversation holds 1,800 + 100), and
+     * quoted the whole prompt's prefill where the prefix cache serves the history. Fixed lengths:
+     * turn k carries the k - 1 earlier messages (800) and replies (200), so prompts are 800, 1800
+     * and 2800 tokens, mean 1800; the decode context is 1800 + 200 / 2 = 1900. With the prefix
+     * cache on, turn k's history (1000 (k - 1) tokens) is served from the cache, less at most one
+     * partial 16-token block per turn: the mean uncached prefill is 800 to 800 + 16 tokens. */
+    load_text("conv.yaml",
+              "name: r16-conv\nmodel: llama-3.1-8b\nhardware: l40s\n"
+              "deployment: {gpu_memory_utilization: 0.90, max_model_len: 8192, max_num_seqs: 64}\n"
+              "workload:\n  requests: 150\n  arrival: {process: poisson, rate: 0.3/s}\n"
+              "  prompt_tokens: 800\n  output_tokens: 200\n  conversation: {turns: 3, think_time: 10 s}\n"
+              "slo: {ttft_p99: 2 s, tpot_p99: 60 ms}\nobjective: throughput\n"
+              "options: {kv_layout: [paged], prefix_cache: [on], kv_dtype: [bf16]}\n");
+    ck_assert_int_eq(plan_enumerate(&s, &r), 0);
+    plan_set_seeds(&r, 1);
+    char e[512];
+    ck_assert_int_eq(plan_evaluate(&s, &r, 2, 0, 1, NULL, NULL, e, sizeof e), 0);
+    plan_rank(&s, &r);
+    nl = plan_explain(&s, &r, lines, 24);
+    const char *binds = line_of("What binds");
+    ck_assert_msg(strstr(binds, "at 1900 tokens of context"), "%s", binds);
+    const char *pf = strstr(binds, "-token prefill (the uncached part of a 1800-token prompt");
+    ck_assert_msg(pf, "%s", binds);
+    while (pf > binds && isdigit((unsigned char)pf[-1])) pf--;
+    long fresh = atol(pf);
+    ck_assert_msg(fresh >= 800 && fresh <= 816, "%ld: %s", fresh, binds);
+    plan_result_free(&r);
+}
+END_TEST
+
 START_TEST(a_search_that_never_fails_is_unbounded)
 {
     /* Finding 2 (first review): one sequence at a time, four 100-token prompts with 10-token
@@ -1278,6 +1311,7 @@ Suite *suite_planner(void)
     tcase_add_test(rv, a_short_trial_cannot_pass_an_overloaded_rate);
     tcase_add_test(rv, cost_and_latency_are_shown_in_their_unit_lower_is_better);
     tcase_add_test(rv, an_accuracy_risk_is_recommended_only_when_measurably_better);
+    tcase_add_test(rv, what_binds_counts_history_and_the_prefix_cache);
     tcase_add_test(rv, cost_intervals_stay_positive);
     tcase_add_test(rv, speculation_quotes_the_batch_it_was_judged_at);
     tcase_add_test(rv, conversations_count_every_turn_and_reuse_their_history);
