@@ -199,6 +199,9 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     if (c->kv_offload == SCN_OFFLOAD_OFF && c->preemption == SCN_PREEMPT_RECOMPUTE) return;
     /* KV offload tiers and swap (docs/simulator.md, "KV offload tiers"). */
     out_section(d, "offload", "KV offload tiers");
+    if (c->kv_offload != SCN_OFFLOAD_OFF)
+        out_kv_str(d, "offload_reload", "reloads", s->engine.kv_layerwise ? "layer by layer, behind the step's compute"
+                                                                          : "before the step (charged in full)");
     static const char *const TIER[] = {"cpu", "disk", "remote"};
     for (int k = 0; k < 3; k++) {
         if ((k == 1 && !scn_offload_disk(c->kv_offload)) || (k == 2 && !scn_offload_remote(c->kv_offload))) continue;
