@@ -416,15 +416,15 @@ static int bind_offload(scn_ctx *c, const scn_node *m, scn_scenario *s)
         if ((cpu || swap) && !(hw->host.bandwidth > 0))
             key = cpu ? "kv_offload" : "preemption", why = "host memory (hardware.host: capacity, bandwidth, efficiency)";
         else if (cpu && !(hw->host.capacity > 0) && !(o->offload_cpu_bytes > 0))
-            key = "kv_offload", why = "a host memory capacity (hardware.host.capacity or options.kv_offload_capacity.cpu)";
+            key = "kv_offload", why = "host memory capacity (hardware.host.capacity or options.kv_offload_capacity.cpu)";
         else if (disk && !(hw->nvme.bandwidth > 0))
-            key = "kv_offload", why = "a local NVMe drive (hardware.nvme: capacity, bandwidth, efficiency)";
+            key = "kv_offload", why = "local NVMe drive (hardware.nvme: capacity, bandwidth, efficiency)";
         else if (disk && !(hw->nvme.capacity > 0) && !(o->offload_disk_bytes > 0))
-            key = "kv_offload", why = "an NVMe capacity (hardware.nvme.capacity or options.kv_offload_capacity.disk)";
+            key = "kv_offload", why = "NVMe capacity (hardware.nvme.capacity or options.kv_offload_capacity.disk)";
         else if (remote && !(hw->remote.bandwidth > 0))
-            key = "kv_offload", why = "a remote store (hardware.remote: capacity, bandwidth, efficiency)";
+            key = "kv_offload", why = "remote store (hardware.remote: capacity, bandwidth, efficiency)";
         else if (remote && !(hw->remote.capacity > 0) && !(o->offload_remote_bytes > 0))
-            key = "kv_offload", why = "a remote store capacity (hardware.remote.capacity or options.kv_offload_capacity.remote)";
+            key = "kv_offload", why = "remote store capacity (hardware.remote.capacity or options.kv_offload_capacity.remote)";
         if (!key) continue;
         char fp[64];
         snprintf(fp, sizeof fp, "options.%s", key);
