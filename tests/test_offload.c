@@ -222,6 +222,33 @@ START_TEST(layerwise_overlap_by_hand)
 }
 END_TEST
 
+/* The profiles that had no tiers now carry their cards' host links (datasheets: PCIe Gen4 x16
+ * = 32 GB/s each way, Gen5 x16 = 64 GB/s) and the reference (or default) system's host memory
+ * and NVMe per GPU, and offload to host memory and NVMe runs on each. */
+START_TEST(profiles_have_host_links)
+{
+    const struct { const char *hw; double link, host, nvme, nvme_bw; } P[] = {
+        {"a100-40g", 32e9, 1e12 / 8, 4 * 3.84e12 / 8, 7e9 / 2},   /* DGX A100 320GB */
+        {"h100-pcie", 64e9, 2e12 / 8, 3.84e12, 7e9},                /* DGX H100's per GPU, carried over */
+        {"l40s", 32e9, 1e12 / 8, 4 * 3.84e12 / 8, 7e9 / 2},       /* DGX A100's per GPU, carried over */
+        {"mi300x", 64e9, 2e12 / 8, 3.84e12, 7e9},
+        {"rtx-4090", 32e9, 128e9, 2e12, 7.45e9},                    /* a single-GPU workstation */
+    };
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+        char text[600];
+        snprintf(text, sizeof text, "model: llama-3.2-1b\nhardware: %s\nworkload: {requests: 1, arrival: {process: poisson, "
+                 "rate: 1/s}, prompt_tokens: 64, output_tokens: 8}\noptions: {prefix_cache: on, kv_offload: cpu+disk}\n", P[i].hw);
+        load(text, NULL, 0);
+        const scn_hardware *h = &s.hardware;
+        ck_assert_msg(h->host.bandwidth == P[i].link && fabs(h->host.capacity - P[i].host) < 1 && h->host.efficiency == 0.90,
+                      "%s host %g B/s %g B", P[i].hw, h->host.bandwidth, h->host.capacity);
+        ck_assert_msg(fabs(h->nvme.capacity - P[i].nvme) < 1 && fabs(h->nvme.bandwidth - P[i].nvme_bw) < 1, "%s nvme %g B %g B/s",
+                      P[i].hw, h->nvme.capacity, h->nvme.bandwidth);
+        ck_assert(h->remote.bandwidth == 0);
+    }
+}
+END_TEST
+
 /* Two 16-token prompts arrive together on a pool of 3 blocks, 20 output tokens each. Step 1
  * prefills both (a block each); step 2 needs a second block for each: A takes the last free
  * one, B, the newest, preempts itself. A finishes in 3 blocks; then B comes back. */
@@ -317,6 +344,23 @@ START_TEST(loader_errors_are_located)
     ck_assert_msg(st == SCN_OK, "%s", em);
     ck_assert(x.options.kv_offload[0] == SCN_OFFLOAD_CPU_DISK_REMOTE && x.options.offload_remote_bytes == 1e12);
     ck_assert(kv_tier_capacity(&x, KV_TIER_REMOTE) == 1e12);
+    /* The engine says how reloads are charged: SGLang's profile loads layer by layer, vLLM's
+     * before the step; a value that is not a boolean is located. */
+    const char *eng[] = {"sglang", "vllm", "{extends: vllm, kv_offload: {layerwise: yes please}}"};
+    for (int i = 0; i < 3; i++) {
+        char text[600];
+        snprintf(text, sizeof text, "model: llama-3-8b\nhardware: h100-sxm\nengine: %s\n"
+                 "workload: {requests: 1, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 64, output_tokens: 8}\n", eng[i]);
+        st = t_load(text, NULL, 0, &x, &e);
+        if (i < 2) {
+            ck_assert_int_eq(st, SCN_OK);
+            ck_assert(x.engine.kv_layerwise == (i == 0));
+        } else {
+            ck_assert_int_eq(st, SCN_E_DATA);
+            ck_assert_str_eq(e.path, "engine.kv_offload.layerwise");
+            ck_assert_int_eq(e.line, 3);
+        }
+    }
 }
 END_TEST
 
@@ -430,6 +474,7 @@ Suite *suite_offload(void)
     tcase_add_test(tc, disk_tier_takes_what_the_host_drops);
     tcase_add_test(tc, remote_tier_below_the_others);
     tcase_add_test(tc, layerwise_overlap_by_hand);
+    tcase_add_test(tc, profiles_have_host_links);
     tcase_add_test(tc, swap_against_recompute_counted_by_hand);
     tcase_add_test(tc, loader_errors_are_located);
     tcase_add_test(tc, simulate_stores_report_shows);
