@@ -16,6 +16,11 @@
  * capacity without it came from the older search and is searched again. */
 #define CAP_UNBOUNDED "capacity_unbounded"
 #define CAP_BATCH "capacity_batch_mean"
+/* The arrival span a capacity trial was floored at (PLAN_TRIAL_SPAN_WAITS x PLAN_MAX_QUEUE_P99,
+ * issue 16's re-review): a stored capacity without it, or with another span, came from trials
+ * that could pass overloaded rates and is searched again. */
+#define CAP_SPAN "capacity_trial_span_s"
+#define TRIAL_SPAN_S (PLAN_TRIAL_SPAN_WAITS * PLAN_MAX_QUEUE_P99)
 
 /* The key a run is stored under: the choice as JSON, with the hardware profile, weight format
  * and engine when they are options (the scenario digest names only the scenario's own), so a
@@ -53,7 +58,7 @@ long plan_store_find(db *d, const scn_scenario *s, const plan_cand *c, unsigned 
 
 typedef struct {
     sim_metrics *m;
-    double rate, tok, unbounded, batch;
+    double rate, tok, unbounded, batch, span;
 } stored;
 
 static int read_metric(void *ud, const char *name, double value, int is_null)
@@ -63,6 +68,7 @@ static int read_metric(void *ud, const char *name, double value, int is_null)
     else if (!strcmp(name, CAP_TOK)) x->tok = is_null ? NAN : value;
     else if (!strcmp(name, CAP_UNBOUNDED)) x->unbounded = is_null ? NAN : value;
     else if (!strcmp(name, CAP_BATCH)) x->batch = is_null ? NAN : value;
+    else if (!strcmp(name, CAP_SPAN)) x->span = is_null ? NAN : value;
     else sim_metrics_set(x->m, name, is_null ? NAN : value);
     return 0;
 }
@@ -81,13 +87,13 @@ long plan_store_reuse(db *d, const scn_scenario *s, plan_result *r)
             if (id <= 0) { all = false; continue; }
             sim_metrics m;
             memset(&m, 0, sizeof m);
-            stored x = {.m = &m, .rate = NAN, .tok = NAN, .unbounded = NAN, .batch = NAN};
+            stored x = {.m = &m, .rate = NAN, .tok = NAN, .unbounded = NAN, .batch = NAN, .span = NAN};
             if (db_run_metrics(d, id, read_metric, &x, err, sizeof err) != DB_OK) { all = false; continue; }
             plan_record_offered(s, c, k, &m);
             c->seed_reused |= 1u << k;
             if (k == 0) c->run_id = id;
             reused++;
-            if (isfinite(x.rate) && isfinite(x.tok) && isfinite(x.unbounded)) {
+            if (isfinite(x.rate) && isfinite(x.tok) && isfinite(x.unbounded) && x.span == TRIAL_SPAN_S) {
                 c->seed_rate[k] = x.rate;
                 c->seed_tok[k] = x.tok;
                 c->seed_batch[k] = x.batch;
@@ -118,13 +124,14 @@ int plan_store_save(db *d, const scn_scenario *s, plan_result *r, const char *st
         char *opts = options_key(s, c);
         for (int k = 0; k < c->n_seeds; k++) {
             if ((c->seed_reused >> k) & 1 || !((c->seed_done >> k) & 1)) continue;
-            sim_metric_kv mv[SIM_METRICS_MAX + 4];
+            sim_metric_kv mv[SIM_METRICS_MAX + 5];
             int nm = sim_metrics_list(&c->seed_m[k], mv, SIM_METRICS_MAX);
             if ((c->cap_done >> k) & 1) {
                 mv[nm++] = (sim_metric_kv){CAP_RATE, c->seed_rate[k], SIM_UNIT_RATE};
                 mv[nm++] = (sim_metric_kv){CAP_TOK, c->seed_tok[k], SIM_UNIT_RATE};
                 mv[nm++] = (sim_metric_kv){CAP_UNBOUNDED, (c->seed_unbounded >> k) & 1, SIM_UNIT_COUNT};
                 mv[nm++] = (sim_metric_kv){CAP_BATCH, c->seed_batch[k], SIM_UNIT_NUMBER};
+                mv[nm++] = (sim_metric_kv){CAP_SPAN, TRIAL_SPAN_S, SIM_UNIT_SECONDS};
             }
             t->seed = s->seed + (unsigned long long)k;
             db_run_rec rec = {.scenario = t, .kind = "predicted", .executor = "model", .options_json = opts ? opts : "{}",
