@@ -73,6 +73,10 @@ int plan_disagg_sweep(const scn_scenario *s, const plan_result *r, plan_disagg_r
     scn_scenario *off = malloc(sizeof *off), *t = malloc(sizeof *t), *lay = malloc(sizeof *lay);
     if (!off || !t || !lay) { free(off); free(t); free(lay); snprintf(err, n, "out of memory"); return -1; }
     int rc = -1;
+    /* The colocated reference runs `off`; every layout is built from `s` itself, so that a
+     * transfer block the scenario gives (link, bandwidth, latency, layerwise) is the one each
+     * split hands its KV over: plan_disagg_apply only fills in the hardware's defaults when
+     * the scenario gives none. */
     *off = *s;
     off->deployment.disagg.on = false;
     /* The colocated reference: the recommendation with chunked prefill on the same GPUs. */
@@ -102,7 +106,7 @@ int plan_disagg_sweep(const scn_scenario *s, const plan_result *r, plan_disagg_r
                 if (out->n == PLAN_DISAGG_MAX) continue;
                 plan_disagg_layout *l = &out->l[out->n++];
                 *l = (plan_disagg_layout){.x = x, .tp_p = tp_p, .y = (gpus - x * tp_p) / tp_d, .tp_d = tp_d};
-                plan_disagg_apply(off, &t->hardware, l->x, tp_p, l->y, tp_d, lay);
+                plan_disagg_apply(s, &t->hardware, l->x, tp_p, l->y, tp_d, lay);
                 st = run(lay, &dc, &l->m, l->why, sizeof l->why);
                 if (st == SIM_E_INTERNAL) { snprintf(err, n, "%s", l->why); goto done; }
                 l->ran = st == SIM_OK;
@@ -115,7 +119,7 @@ int plan_disagg_sweep(const scn_scenario *s, const plan_result *r, plan_disagg_r
     out->at_capacity = plan_objective_at_capacity(s);
     double tol = PLAN_CAPACITY_TOL;
     if (out->at_capacity) {
-        plan_disagg_apply(off, &t->hardware, bl->x, bl->tp_p, bl->y, bl->tp_d, lay);
+        plan_disagg_apply(s, &t->hardware, bl->x, bl->tp_p, bl->y, bl->tp_d, lay);
         plan_capacity_search(off, &cc, s->seed, cc.replicas, s->workload.rate, 2, tol, NULL, &out->colo_cap);
         plan_capacity_search(lay, &dc, s->seed, dc.replicas, s->workload.rate, 2, tol, NULL, &out->best_cap);
         double a = out->best_cap.rate, c = out->colo_cap.rate;

@@ -397,6 +397,82 @@ START_TEST(archetype_plan_recommends_disaggregation)
 }
 END_TEST
 
+/* A scenario that gives its own transfer block: `plan` sweeps the splits of its GPUs and every
+ * split must hand its KV over that link, not the hardware profile's default network (H100's
+ * InfiniBand at 50 GB/s). One 1000-token request over 1.25 GB/s, sent whole: the hand-off is
+ * the link's fixed part plus 1000 x 131072 bytes at 1.25 GB/s x 0.70. */
+static const char *slow_link(const char *name, const char *decode_hw)
+{
+    char y[900];
+    snprintf(y, sizeof y,
+             "name: %.32s\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+             "options: {kv_layout: paged, block_size: 16, scheduler: continuous}\n"
+             "deployment:\n  disaggregation:\n    prefill: {replicas: 1, tensor_parallel: 1}\n"
+             "    decode: {replicas: %d, tensor_parallel: 1%s}\n"
+             "    transfer: {link: infiniband, bandwidth: 1.25 GB/s, latency: 10 us, layerwise: false}\n"
+             "workload:\n  requests: 1\n  arrival: {process: constant, rate: 1/s}\n  prompt_tokens: 1000\n"
+             "  output_tokens: 2\n",
+             name, decode_hw ? 3 : 1, decode_hw ? decode_hw : "");
+    static char path[2][2048];
+    int k = decode_hw != NULL;
+    snprintf(path[k], sizeof path[k], "%.2000s", t_write(k ? "dgmixed.yaml" : "dgslow.yaml", y));
+    return path[k];
+}
+
+START_TEST(plan_sweep_keeps_transfer_block)
+{
+    char args[4096];
+    snprintf(args, sizeof args, "plan %s --no-db --seeds 1 --format json", slow_link("slow", NULL));
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *lay = json_object_get(j, "disaggregation");
+    ck_assert_msg(json_array_size(lay) == 2, "layouts: %s", out_buf);   /* colocated tp1 x2, 1P1D */
+    json_t *l = json_array_get(lay, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(l, "layout")), "1P(tp1)+1D(tp1)");
+    double want = LINK_LAT + 1000 * KV_PER_TOKEN / (1.25e9 * 0.70);
+    double got = json_number_value(json_object_get(l, "transfer_mean_s"));
+    ck_assert_msg(fabs(got - want) < 1e-12, "hand-off %.12g s, the scenario's link gives %.12g s", got, want);
+    json_decref(j);
+}
+END_TEST
+
+/* The candidate table and capacity count both pools' GPUs (1P(tp1) + 3D(tp1) = 4), and price
+ * each pool at its own hardware: 1 H100 at $3.35 and 3 L40S at $1.33 an hour (the profiles'
+ * prices) = $7.34 an hour, so $/Mtok = 7.34 / 3600 / (output tokens/s) x 1e6. */
+START_TEST(plan_capacity_count_both_pools)
+{
+    char args[4096];
+    const char *y = slow_link("mixed", ", hardware: l40s");
+    snprintf(args, sizeof args, "plan %s --no-db --seeds 1 --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *c = json_array_get(json_object_get(j, "candidates"), 0);
+    ck_assert_msg(c != NULL, "no candidates: %s", out_buf);
+    ck_assert_msg(json_number_value(json_object_get(c, "gpus")) == 4, "gpus %g", json_number_value(json_object_get(c, "gpus")));
+    double tok = json_number_value(json_object_get(c, "output_tok_per_s"));
+    double want = (1 * 3.35 + 3 * 1.33) / 3600.0 / tok * 1e6;
+    double got = json_number_value(json_object_get(c, "usd_per_mtok"));
+    ck_assert_msg(fabs(got - want) < 1e-9 * want, "$/Mtok %.12g, want %.12g", got, want);
+    json_decref(j);
+    snprintf(args, sizeof args, "capacity %s --seeds 1 --top 1 --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *row = NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) if (json_is_array(v) && json_object_get(json_array_get(v, 0), "gpus")) row = json_array_get(v, 0);
+    ck_assert_msg(row != NULL, "no capacity rows: %s", out_buf);
+    ck_assert_msg(json_number_value(json_object_get(row, "gpus")) == 4, "capacity gpus %g: %s",
+                  json_number_value(json_object_get(row, "gpus")), out_buf);
+    json_decref(j);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -411,6 +487,8 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, cli_simulate_store_report);
     tcase_add_test(tc, cli_bad_input_exit_65);
     tcase_add_test(tc, archetype_plan_recommends_disaggregation);
+    tcase_add_test(tc, plan_sweep_keeps_transfer_block);
+    tcase_add_test(tc, plan_capacity_count_both_pools);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
