@@ -422,7 +422,7 @@ static const char *slow_link(const char *name, const char *decode_hw)
 START_TEST(plan_sweep_keeps_transfer_block)
 {
     char args[4096];
-    snprintf(args, sizeof args, "plan %s --no-db --seeds 1 --format json", slow_link("slow", NULL));
+    snprintf(args, sizeof args, "plan %.2000s --no-db --seeds 1 --format json", slow_link("slow", NULL));
     ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
     json_error_t je;
     json_t *j = json_loads(out_buf, 0, &je);
