@@ -33,6 +33,10 @@ void cli_report_disagg(out_doc *d, const scn_scenario *s, const sim_metrics *m)
     out_kv_num(d, "prefill_busy", "prefill pool busy", m->prefill_busy, OUT_FRAC);
     out_kv_num(d, "decode_busy", "decode pool busy", m->decode_busy, OUT_FRAC);
     out_kv_num(d, "prefill_kv_util_mean", "prefill pool KV use", m->prefill_kv_util_mean, OUT_FRAC);
+    out_kv_num(d, "prefill_batch_mean", "prefill batch (mean sequences)", m->prefill_batch_mean, OUT_NUM);
+    out_kv_num(d, "decode_batch_mean", "decode batch (mean sequences)", m->decode_batch_mean, OUT_NUM);
+    out_kv_num(d, "decode_batch_max", "decode batch (max)", (double)m->decode_batch_max, OUT_INT);
+    out_kv_num(d, "decode_max_num_seqs", "decode max_num_seqs", (double)m->decode_max_num_seqs, OUT_INT);
 }
 
 /* `plan`'s disaggregation sweep (planner/plan_disagg.h): its layouts, its conclusions and its

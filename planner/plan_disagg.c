@@ -138,29 +138,35 @@ done:
     return rc;
 }
 
-/* What binds a disaggregated layout, from its run: the pressure on each resource as a share. */
+/* What binds a disaggregated layout, from its run: the pressure on each resource as a share.
+ * The decode pool is bounded twice: by its KV blocks and by max_num_seqs, the sequences one
+ * instance batches. Either full makes finished prefills wait in the hand-off queue. */
 static void binding(const scn_scenario *s, const sim_metrics *m, char *buf, size_t n)
 {
     double tpot_limit = 0;
     for (int i = 0; i < s->slo.n; i++)
         if (s->slo.terms[i].metric == SCN_METRIC_TPOT) tpot_limit = s->slo.terms[i].limit;
-    double p[4] = {
+    long seqs = m->decode_max_num_seqs > 0 ? m->decode_max_num_seqs : s->deployment.max_num_seqs;
+    double p[5] = {
         m->prefill_busy,                                                       /* prefill compute */
         tpot_limit > 0 ? m->q[SIM_Q_TPOT].p99 / tpot_limit : m->decode_busy,   /* decode bandwidth */
         m->kv_util_peak,                                                       /* decode KV capacity */
         m->q[SIM_Q_TTFT].mean > 0 ? m->transfer_mean / m->q[SIM_Q_TTFT].mean : 0,   /* the hand-off */
+        seqs > 0 ? (double)m->decode_batch_max / (double)seqs : 0,            /* decode batch slots */
     };
-    static const char *const NAMES[] = {"prefill compute", "decode bandwidth", "decode KV capacity", "transfer bandwidth"};
+    static const char *const NAMES[] = {"prefill compute", "decode bandwidth", "decode KV capacity", "transfer bandwidth",
+                                        "the decode pool's max_num_seqs"};
     int k = 0;
-    for (int i = 1; i < 4; i++) if (p[i] > p[k]) k = i;
+    for (int i = 1; i < 5; i++) if (p[i] > p[k]) k = i;
     char tpot[96];
     if (tpot_limit > 0) snprintf(tpot, sizeof tpot, "%.2f ms = %.0f %% of its limit", 1e3 * m->q[SIM_Q_TPOT].p99, 100 * p[1]);
     else snprintf(tpot, sizeof tpot, "%.2f ms (no TPOT limit; decode pool busy %.0f %%)", 1e3 * m->q[SIM_Q_TPOT].p99,
                   100 * m->decode_busy);
-    snprintf(buf, n, "%s binds: prefill pool busy %.0f %%; decode TPOT p99 %s; decode KV peak %.0f %% (hand-off queue "
-             "wait p99 %.2f ms); hand-off %.2f ms = %.1f %% of the mean TTFT",
-             NAMES[k], 100 * m->prefill_busy, tpot, 100 * m->kv_util_peak, 1e3 * m->transfer_wait_p99,
-             1e3 * m->transfer_mean, 100 * p[3]);
+    snprintf(buf, n, "%s binds: prefill pool busy %.0f %%; decode TPOT p99 %s; decode KV peak %.0f %%; decode batch "
+             "max %ld of max_num_seqs %ld (mean %.1f); hand-off queue wait p99 %.2f ms; hand-off %.2f ms = %.1f %% of "
+             "the mean TTFT",
+             NAMES[k], 100 * m->prefill_busy, tpot, 100 * m->kv_util_peak, m->decode_batch_max, seqs,
+             m->decode_batch_mean, 1e3 * m->transfer_wait_p99, 1e3 * m->transfer_mean, 100 * p[3]);
 }
 
 int plan_disagg_explain(const scn_scenario *s, const plan_disagg_result *d, char lines[][PLAN_LINE], int max)

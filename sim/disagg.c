@@ -57,6 +57,7 @@ typedef struct {
     sim_list *xq;            /* decode: per replica, prefilled requests waiting for a hand-off */
     int *incoming;           /* decode: transfers landing on the replica */
     double busy;             /* replica-seconds spent in steps */
+    long steps, batch_sum, batch_max;   /* this pool's steps and the sequences in them */
     double used_integral, used_peak;   /* block-seconds referenced, blocks referenced at once */
     long used_now;
     long *used_seen;
@@ -217,6 +218,9 @@ static int kick(coord *k, pool *P, sim_replica *rep)
     k->acc.steps++;
     k->acc.batch_sum += n;
     if (n > k->acc.batch_max) k->acc.batch_max = n;
+    P->steps++;
+    P->batch_sum += n;
+    if (n > P->batch_max) P->batch_max = n;
     P->busy += dt;
     rep->busy = true;
     rep->ev.kind = DV_STEP;
@@ -637,6 +641,11 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         m->prefill_busy = span > 0 ? P->busy / (span * P->n) : 0;
         m->decode_busy = span > 0 ? D->busy / (span * D->n) : 0;
         m->prefill_kv_util_mean = span > 0 ? P->used_integral / (span * (double)(P->blocks * P->n)) : 0;
+        /* The batch per pool: the overall batch_mean mixes prefill and decode steps. */
+        m->prefill_batch_mean = P->steps ? (double)P->batch_sum / P->steps : 0;
+        m->decode_batch_mean = D->steps ? (double)D->batch_sum / D->steps : 0;
+        m->decode_batch_max = D->batch_max;
+        m->decode_max_num_seqs = D->s.deployment.max_num_seqs;
         if (o->on_progress) o->on_progress(o->ud, k->done, k->done);
     }
 out:

@@ -473,6 +473,44 @@ START_TEST(plan_capacity_count_both_pools)
 }
 END_TEST
 
+/* A decode instance batches at most max_num_seqs sequences: with 4 slots and 40 requests
+ * arriving at once (100-token prompts, 200 tokens out: a few MiB of KV each, far below the
+ * decode instance's blocks), the decode batch reaches 4 and stays there, the 5th hand-off waits
+ * for a slot (about 199 decode steps), and "what binds" must name max_num_seqs, not KV. */
+START_TEST(binds_decode_max_num_seqs)
+{
+    const char *y = t_write("dgseqs.yaml",
+                            "name: seqs\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+                            "slo: {tpot_p99: 1 s}\noptions: {kv_layout: paged, block_size: 16, scheduler: continuous}\n"
+                            "deployment:\n  max_num_seqs: 4\n  disaggregation:\n    prefill: {replicas: 1, tensor_parallel: 1}\n"
+                            "    decode: {replicas: 1, tensor_parallel: 1}\nworkload:\n  requests: 40\n"
+                            "  arrival: {process: constant, rate: 1000/s}\n  prompt_tokens: 100\n  output_tokens: 200\n");
+    char args[4096];
+    snprintf(args, sizeof args, "simulate %.2000s --no-db --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *dg = json_object_get(j, "disaggregation");
+    ck_assert_int_eq(json_integer_value(json_object_get(dg, "decode_batch_max")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(dg, "decode_max_num_seqs")), 4);
+    double dmean = json_number_value(json_object_get(dg, "decode_batch_mean"));
+    ck_assert_msg(dmean > 3 && dmean <= 4, "decode batch mean %g", dmean);
+    /* The 5th hand-off waits for a slot: at least 150 decode steps of a few ms. */
+    ck_assert_msg(json_number_value(json_object_get(dg, "transfer_wait_max_s")) > 150 * 1e-3, "%s", out_buf);
+    json_decref(j);
+    snprintf(args, sizeof args, "plan %.2000s --no-db --seeds 1 --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    const char *why = json_string_value(json_object_get(json_array_get(json_object_get(j, "disaggregation_recommendation"), 1),
+                                                        "reason"));
+    ck_assert_msg(why && strstr(why, "the decode pool's max_num_seqs binds:") &&
+                  strstr(why, "decode batch max 4 of max_num_seqs 4"), "%s", why ? why : "(none)");
+    json_decref(j);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -489,6 +527,7 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, archetype_plan_recommends_disaggregation);
     tcase_add_test(tc, plan_sweep_keeps_transfer_block);
     tcase_add_test(tc, plan_capacity_count_both_pools);
+    tcase_add_test(tc, binds_decode_max_num_seqs);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
