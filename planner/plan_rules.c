@@ -120,14 +120,27 @@ static void rule_split(const scn_scenario *s, const plan_cand *b, plan_rule *r)
     /* The prefix working set (every group's prefix, in whole blocks) and the active peak. */
     double prefix_blocks = (double)s->workload.prefix_groups * (s->workload.prefix_tokens / b->c.block_size);
     double prefix_share = prefix_blocks / on.kv_blocks, active_peak = on.kv_util_peak;
-    if (prefix_share <= 0.4 && active_peak <= 0.6)
+    if (prefix_share <= 0.4 && active_peak <= 0.6) {
         set(r, rule, "holds", "the prefixes need %.1f %% of the blocks and active requests peak at %.0f %%: both fit the split",
             100 * prefix_share, 100 * active_peak);
+        return;
+    }
+    /* Failing, for one of three reasons: the prefixes outgrow the whole cache, they outgrow a
+     * 40 % reserve, or active requests need more than 60 %. */
+    char why[400];
+    if (prefix_share > 1)
+        snprintf(why, sizeof why, "the prefixes alone outgrow the whole GPU cache (%.1fx), so no split holds them: a 40 %% "
+                 "reserve would keep at most %.0f %% of them, and the rest are recomputed on a miss or come back from a "
+                 "lower tier (KV offload)%s", prefix_share, 100 * 0.4 / prefix_share,
+                 active_peak > 0.6 ? "; active requests, at their peak, would also not fit the other 60 %" : "");
+    else if (prefix_share > 0.4)
+        snprintf(why, sizeof why, "the prefixes need more than a 40 %% reserve holds, so the reserve would evict prefixes "
+                 "that one shared LRU pool keeps while active requests leave room%s",
+                 active_peak > 0.6 ? "; and active requests, at their peak, would not fit the other 60 %" : "");
     else
-        set(r, rule, "fails", "the prefixes need %.1f %% of the blocks and active requests peak at %.0f %%: %s",
-            100 * prefix_share, 100 * active_peak,
-            active_peak > 0.6 ? "a fixed 40 % reserve would starve active requests; one shared LRU pool adapts instead"
-                              : "a 40 % reserve is far more than the prefixes use; one shared LRU pool wastes none of it");
+        snprintf(why, sizeof why, "a fixed 40 %% reserve would starve active requests; one shared LRU pool adapts instead");
+    set(r, rule, "fails", "the prefixes need %.1f %% of the blocks and active requests peak at %.0f %%: %s", 100 * prefix_share,
+        100 * active_peak, why);
 }
 
 /* "PagedAttention gives 2-4x the throughput of contiguous reservation." */

@@ -6,6 +6,8 @@
 #include "tests.h"
 #include "../model/kv_model.h"
 #include "../model/kv_transfer.h"
+#include "../model/kv_offload.h"
+#include "../planner/plan.h"
 #include "../sim/sim.h"
 
 #include <jansson.h>
@@ -311,11 +313,11 @@ static const char *small_pair(void)
 /* simulate stores the hand-off metrics; report shows the run as 2P1D on its 3 GPUs. */
 START_TEST(cli_simulate_store_report)
 {
-    char args[2048], db[512];
+    char args[2048], dbp[512];
     const char *y = small_pair();
-    snprintf(db, sizeof db, "%s.db", y);
-    remove(db);
-    snprintf(args, sizeof args, "simulate %s --db %s --format json", y, db);
+    snprintf(dbp, sizeof dbp, "%s.db", y);
+    remove(dbp);
+    snprintf(args, sizeof args, "simulate %s --db %s --format json", y, dbp);
     ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
     json_error_t je;
     json_t *j = json_loads(out_buf, 0, &je);
@@ -328,7 +330,7 @@ START_TEST(cli_simulate_store_report)
     /* 60 requests, each handing off its whole prompt: 500..1500 tokens x 131072 bytes. */
     ck_assert_msg(bytes >= 60 * 500 * KV_PER_TOKEN && bytes <= 60 * 1500 * KV_PER_TOKEN, "bytes %g", bytes);
     sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_open_v2(dbp, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT value FROM metrics WHERE name = 'transfer_bytes'", -1, &st, NULL), SQLITE_OK);
     ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
@@ -341,7 +343,7 @@ START_TEST(cli_simulate_store_report)
     ck_assert_int_eq(sqlite3_column_int(st, 0), 5);
     sqlite3_finalize(st);
     sqlite3_close(h);
-    snprintf(args, sizeof args, "report %s --db %s --format json", y, db);
+    snprintf(args, sizeof args, "report %s --db %s --format json", y, dbp);
     ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
     j = json_loads(out_buf, 0, &je);
     ck_assert_msg(j != NULL, "not JSON: %s", je.text);
@@ -351,7 +353,7 @@ START_TEST(cli_simulate_store_report)
     ck_assert_msg(json_number_value(json_object_get(run0, "gpus")) == 3, "gpus %g",
                   json_number_value(json_object_get(run0, "gpus")));
     json_decref(j);
-    remove(db);
+    remove(dbp);
 }
 END_TEST
 
@@ -511,6 +513,53 @@ START_TEST(binds_decode_max_num_seqs)
 }
 END_TEST
 
+/* The planner's rules of thumb on a scenario given as text: one seed, the candidates ranked. */
+static plan_result pr;
+static plan_rule prules[8];
+
+static int plan_rules_of(const char *text, const char *const *sets, int n_sets)
+{
+    scn_error e;
+    char msg[1500];
+    scn_status st = t_load(text, sets, n_sets, &s, &e);
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_OK, "%s", msg);
+    plan_result_free(&pr);
+    memset(&pr, 0, sizeof pr);
+    ck_assert_int_eq(plan_enumerate(&s, &pr), 0);
+    plan_set_seeds(&pr, 1);
+    char err[512];
+    ck_assert_int_eq(plan_evaluate(&s, &pr, 2, 0, 1, NULL, NULL, err, sizeof err), 0);
+    plan_rank(&s, &pr);
+    ck_assert_int_ge(pr.best, 0);
+    return plan_rules(&s, &pr, prules, 8);
+}
+
+/* 100 shared 8000-token prefixes (500 blocks of 16 each) against one H100's cache for
+ * Llama-3-8B: the prefixes need 100 x 500 / kv_blocks of the blocks, more than all of it, so
+ * the 40/60 rule fails because no reserve can hold them (a 40 % reserve keeps 40 / that share
+ * of them), not because a 40 % reserve is "far more than the prefixes use". */
+START_TEST(rule_split_prefixes_outgrow_hbm)
+{
+    int n = plan_rules_of("name: split\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+                          "options: {kv_layout: paged, block_size: 16, prefix_cache: on, scheduler: chunked}\n"
+                          "workload:\n  requests: 30\n  arrival: {process: offline}\n  prompt_tokens: 50\n"
+                          "  output_tokens: 4\n  shared_prefix: {groups: 100, tokens: 8000, share: 1.0}\n", NULL, 0);
+    ck_assert_int_ge(n, 2);
+    double share = 100.0 * 500 / (double)pr.c[pr.best].m.kv_blocks;
+    ck_assert_msg(share > 1, "share %g: the case needs prefixes beyond the cache", share);
+    char want[160];
+    snprintf(want, sizeof want, "the prefixes need %.1f %% of the blocks", 100 * share);
+    ck_assert_msg(!strcmp(prules[1].verdict, "fails") && strstr(prules[1].evidence, want), "%s: %s", prules[1].verdict,
+                  prules[1].evidence);
+    snprintf(want, sizeof want, "outgrow the whole GPU cache (%.1fx)", share);
+    ck_assert_msg(strstr(prules[1].evidence, want), "%s", prules[1].evidence);
+    snprintf(want, sizeof want, "keep at most %.0f %% of them", 100 * 0.4 / share);
+    ck_assert_msg(strstr(prules[1].evidence, want), "%s", prules[1].evidence);
+    ck_assert_msg(!strstr(prules[1].evidence, "far more than the prefixes use"), "%s", prules[1].evidence);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -528,6 +577,7 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, plan_sweep_keeps_transfer_block);
     tcase_add_test(tc, plan_capacity_count_both_pools);
     tcase_add_test(tc, binds_decode_max_num_seqs);
+    tcase_add_test(tc, rule_split_prefixes_outgrow_hbm);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
