@@ -560,6 +560,39 @@ START_TEST(rule_split_prefixes_outgrow_hbm)
 }
 END_TEST
 
+/* Multi-turn conversations are the offload rule's reusable prefixes too. 8 closed-loop clients,
+ * 4 turns of 1000 + 100 tokens: turn k resends (k - 1) x 1100 tokens, a history averages
+ * 4/2 x 1100 = 2200 tokens (2192 in whole 16-token blocks), and 8 conversations sit between
+ * turns at once: 8 x 2200 = 17600 tokens. Reloading 2192 tokens (2192 x 131072 bytes a token
+ * for Llama-3-8B) from host memory is latency + bytes / (bandwidth x efficiency) of the host
+ * link; from NVMe the NVMe link's time is added (staged through host memory). */
+START_TEST(rule_offload_conversations_and_disk)
+{
+    int n = plan_rules_of("name: conv\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+                          "options: {kv_layout: paged, block_size: 16, prefix_cache: on, scheduler: chunked, "
+                          "kv_offload: cpu+disk}\n"
+                          "workload:\n  requests: 64\n  arrival: {process: closed, concurrency: 8}\n"
+                          "  prompt_tokens: 1000\n  output_tokens: 100\n  conversation: {turns: 4, think_time: 1 s}\n",
+                          NULL, 0);
+    ck_assert_int_ge(n, 5);
+    ck_assert_msg(strcmp(prules[4].verdict, "n/a"), "%s", prules[4].evidence);
+    ck_assert_msg(strstr(prules[4].evidence, "the histories of about 8 conversations between turns") &&
+                  strstr(prules[4].evidence, "hold 17600 tokens") && strstr(prules[4].evidence, "a 2192-token prefix"),
+                  "%s", prules[4].evidence);
+    double bytes = 2192 * KV_PER_TOKEN;
+    const scn_tier *h = &s.hardware.host, *d = &s.hardware.nvme;
+    ck_assert_msg(h->bandwidth > 0 && d->bandwidth > 0, "the H100 profile's host and NVMe tiers");
+    double host = h->latency + bytes / (h->bandwidth * h->efficiency);
+    double disk = d->latency + bytes / (d->bandwidth * d->efficiency) + host;
+    char want[200];
+    snprintf(want, sizeof want, "from host memory takes %.1f ms", 1e3 * host);
+    ck_assert_msg(strstr(prules[4].evidence, want), "%s not in %s", want, prules[4].evidence);
+    snprintf(want, sizeof want, "the same reload takes %.1f ms", 1e3 * disk);
+    ck_assert_msg(strstr(prules[4].evidence, want), "%s not in %s", want, prules[4].evidence);
+    ck_assert_msg(strstr(prules[4].evidence, "judged as this rule judges"), "%s", prules[4].evidence);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -578,6 +611,7 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, plan_capacity_count_both_pools);
     tcase_add_test(tc, binds_decode_max_num_seqs);
     tcase_add_test(tc, rule_split_prefixes_outgrow_hbm);
+    tcase_add_test(tc, rule_offload_conversations_and_disk);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
