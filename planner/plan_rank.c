@@ -235,6 +235,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
     }
     plan_spec_gate(s, r);
     plan_offload_gate(s, r);
+    plan_swap_gate(s, r);
 }
 
 /* ---- reasons ---- */
@@ -536,6 +537,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
     if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;
     if (n < max && plan_moe_explain(s, r, lines[n], PLAN_LINE)) n++;
     if (n < max && plan_offload_explain(s, r, lines[n], PLAN_LINE)) n++;
+    if (n < max && plan_swap_explain(s, r, lines[n], PLAN_LINE)) n++;
     /* What each chosen option earns: the best against itself with one option changed, credited
      * only when the seeds' intervals separate. */
     for (int dim = 0; dim < PLAN_DIMS && n < max; dim++) {

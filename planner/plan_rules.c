@@ -370,6 +370,56 @@ int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line
     return 1;
 }
 
+/* The candidate equal to c except for its preemption, with `want`; -1 when none was evaluated. */
+static int preempt_twin(const plan_result *r, const plan_cand *c, scn_preemption want)
+{
+    char x[600], y[600];
+    plan_describe(c, y, sizeof y);
+    for (int i = 0; i < r->n; i++) {
+        const plan_cand *d = &r->c[i];
+        if (d->status != PLAN_DONE || d->c.preemption != want || d->hw != c->hw) continue;
+        plan_cand same = *d;
+        same.c.preemption = c->c.preemption;
+        plan_describe(&same, x, sizeof x);
+        if (!strcmp(x, y)) return i;
+    }
+    return -1;
+}
+
+void plan_swap_gate(const scn_scenario *s, plan_result *r)
+{
+    (void)s;
+    if (r->best < 0 || r->c[r->best].c.preemption != SCN_PREEMPT_SWAP) return;
+    const plan_cand *b = &r->c[r->best];
+    int t = preempt_twin(r, b, SCN_PREEMPT_RECOMPUTE);
+    if (t < 0 || !r->c[t].allowed) return;
+    /* Swap needs host memory, link traffic and an engine that swaps at all: recommend it only
+     * when its gain over recomputing is measurable, as plan_offload_gate does for offload. */
+    if (!plan_intervals_separate(r->c[t].obj, b->obj) || r->c[t].obj.mean >= b->obj.mean) r->best = t;
+}
+
+int plan_swap_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n)
+{
+    if (r->best < 0) return 0;
+    const plan_cand *b = &r->c[r->best];
+    bool swap = b->c.preemption == SCN_PREEMPT_SWAP;
+    int t = preempt_twin(r, b, swap ? SCN_PREEMPT_RECOMPUTE : SCN_PREEMPT_SWAP);
+    if (t < 0) return 0;
+    const plan_cand *w = swap ? b : &r->c[t], *o = swap ? &r->c[t] : b;
+    char cmp[600];
+    plan_compare_text(s, w, o, cmp, sizeof cmp);
+    /* Which engines swap: vLLM V0 could (preemption mode SWAP, its --swap-space); vLLM V1
+     * recomputes every preempted request (docs/sources.md, "vLLM V1 preemption"). */
+    snprintf(line, n, "Swap preemption: %s; swap against recompute: %s (%ld swaps, %.3g GiB moved). Only engines that swap can "
+             "use it: vLLM V0 did (preemption mode swap, --swap-space); vLLM V1 has no swap preemption and recomputes "
+             "preempted requests.",
+             swap ? "recommended (its objective's 95 % intervals over seeds separate from recomputing)"
+                  : "not recommended, its gain over recomputing is not measurable (the objective's 95 % intervals over seeds "
+                    "overlap, or recompute is better)",
+             cmp, w->m.swaps, w->m.swap_bytes / 1073741824.0);
+    return 1;
+}
+
 int plan_rules(const scn_scenario *s, const plan_result *r, plan_rule *out, int max)
 {
     if (r->best < 0 || max < 4) return 0;

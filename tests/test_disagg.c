@@ -593,6 +593,44 @@ START_TEST(rule_offload_conversations_and_disk)
 }
 END_TEST
 
+/* Swap preemption is recommended only where it pays measurably: two candidates equal but for
+ * preemption, swap's objective (higher is better) 0.5 above recompute's. With overlapping 95 %
+ * intervals (swap 10.5 in [9, 12], recompute 10 in [8.5, 11.5]) the gate picks recompute; with
+ * separate ones (swap 10.5 in [10.3, 10.7], recompute 10 in [9.8, 10.2]) swap stays. */
+START_TEST(swap_gate_needs_measurable_gain)
+{
+    load("model: llama-3-8b\nhardware: h100-sxm\nworkload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 2}\n");
+    plan_cand c[2];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 2; i++) {
+        c[i].status = PLAN_DONE;
+        c[i].allowed = true;
+        c[i].tp = c[i].replicas = 1;
+        c[i].hw = -1;
+        c[i].c = sim_choice_first(&s);
+    }
+    c[0].c.preemption = SCN_PREEMPT_RECOMPUTE;
+    c[1].c.preemption = SCN_PREEMPT_SWAP;
+    c[0].obj = (plan_interval){10, 8.5, 11.5, 3};
+    c[1].obj = (plan_interval){10.5, 9, 12, 3};
+    int order[2] = {1, 0};
+    plan_result r = {.c = c, .n = 2, .order = order, .best = 1};
+    plan_swap_gate(&s, &r);
+    ck_assert_int_eq(r.best, 0);
+    char line[PLAN_LINE];
+    ck_assert_int_eq(plan_swap_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "Swap preemption: not recommended") && strstr(line, "vLLM V1 has no swap preemption"), "%s",
+                  line);
+    c[0].obj = (plan_interval){10, 9.8, 10.2, 3};
+    c[1].obj = (plan_interval){10.5, 10.3, 10.7, 3};
+    r.best = 1;
+    plan_swap_gate(&s, &r);
+    ck_assert_int_eq(r.best, 1);
+    ck_assert_int_eq(plan_swap_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "Swap preemption: recommended"), "%s", line);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -612,6 +650,7 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, binds_decode_max_num_seqs);
     tcase_add_test(tc, rule_split_prefixes_outgrow_hbm);
     tcase_add_test(tc, rule_offload_conversations_and_disk);
+    tcase_add_test(tc, swap_gate_needs_measurable_gain);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
