@@ -514,7 +514,8 @@ double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
         double tm = bw > 0 ? bytes / bw : 0;
         double gpu = fmax(kv_roofline_combine(tc, tm), 0);
         double ov = 0;
-        ov += p->graph ? kernels * p->graph_kernel : fmax(0, kernels * p->launch - gpu);
+        double bounds = kernels * p->graph_kernel;   /* as finish(): boundaries, graph or not */
+        ov += p->graph ? bounds : fmax(bounds, kernels * p->launch - gpu);
         att = gpu + ov;
     }
     double gpu = 0;
