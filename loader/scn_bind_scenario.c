@@ -395,7 +395,19 @@ static int bind_offload(scn_ctx *c, const scn_node *m, scn_scenario *s)
         cpu |= o->kv_offload[i] != SCN_OFFLOAD_OFF;
         disk |= o->kv_offload[i] == SCN_OFFLOAD_CPU_DISK;
     }
-    for (int i = 0; i < o->n_preempt; i++) swap |= o->preemption[i] == SCN_PREEMPT_SWAP;
+    bool all_swap = o->n_preempt > 0, paged = false, preempting = false;
+    for (int i = 0; i < o->n_preempt; i++) {
+        swap |= o->preemption[i] == SCN_PREEMPT_SWAP;
+        all_swap &= o->preemption[i] == SCN_PREEMPT_SWAP;
+    }
+    for (int i = 0; i < o->n_layout; i++) paged |= o->layout[i] == SCN_LAYOUT_PAGED;
+    for (int i = 0; i < o->n_sched; i++) preempting |= o->scheduler[i] != SCN_SCHED_STATIC;
+    /* Swap moves a sequence's blocks and happens only when a scheduler preempts: when every
+     * preemption choice is swap, some layout and scheduler must allow it (sim/choice.c). */
+    if (all_swap && (!paged || !preempting))
+        return fail_at(c, scn_map_get(m, "preemption"), "options.preemption",
+                       !paged ? "swap preemption moves a sequence's blocks, so it needs kv_layout paged among the options"
+                              : "swap preemption needs a scheduler that preempts (continuous or chunked), not only static");
     /* The scenario's hardware (or each listed in options.hardware), then a disaggregated
      * deployment's pools' own. */
     int n_hw = o->n_hardware ? o->n_hardware : 1;
@@ -407,9 +419,9 @@ static int bind_offload(scn_ctx *c, const scn_node *m, scn_scenario *s)
         if ((cpu || swap) && !(hw->host.bandwidth > 0))
             key = cpu ? "kv_offload" : "preemption", why = "host memory (hardware.host: capacity, bandwidth, efficiency)";
         else if (cpu && !(hw->host.capacity > 0) && !(o->offload_cpu_bytes > 0))
-            key = "kv_offload", why = "a host memory capacity (hardware.host.capacity or options.kv_offload_capacity.cpu)";
+            key = "kv_offload", why = "host memory capacity (hardware.host.capacity or options.kv_offload_capacity.cpu)";
         else if (disk && !(hw->nvme.bandwidth > 0))
-            key = "kv_offload", why = "a local NVMe drive (hardware.nvme: capacity, bandwidth, efficiency)";
+            key = "kv_offload", why = "local NVMe drive (hardware.nvme: capacity, bandwidth, efficiency)";
         if (!key) continue;
         char fp[64];
         snprintf(fp, sizeof fp, "options.%s", key);

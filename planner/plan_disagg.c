@@ -54,6 +54,10 @@ static int run(const scn_scenario *s, const plan_cand *c, sim_metrics *m, char *
     plan_apply(s, c, t);
     int rc = sim_run_predicted(t, &c->c, m, why, n);
     free(t);
+    /* A pool's failure leads with the scenario field to locate (sim/disagg.c); a swept layout
+     * is not the file's, so the table keeps only the reason. */
+    const char *pre = "deployment.disaggregation.", *colon = strstr(why, ": ");
+    if (rc != SIM_OK && !strncmp(why, pre, strlen(pre)) && colon) memmove(why, colon + 2, strlen(colon + 2) + 1);
     return rc;
 }
 

@@ -141,6 +141,10 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         for (int k = 0; k < n; k++) met += (c->seed_slo >> k) & 1;
         c->slo_met = 2 * met > n;
         c->offered = plan_interval_of(c->seed_offered, n);
+        /* A latency objective is a negated latency: no latency is below 0, so neither is the
+         * interval's lower end (two seeds' t = 12.7 reached -13.5 s). Clamping cannot separate two
+         * intervals that overlapped: both keep 0 inside or above them. */
+        if (s->objective == SCN_OBJ_P99_LATENCY && c->offered.hi > 0) c->offered.hi = 0;
         c->latency_p99 = latency(s, &c->m);
         c->usd_per_gpu_hour = plan_price(s, c);
         unsigned all = n >= 32 ? ~0u : (1u << n) - 1;

@@ -11,6 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* GiB with three significant figures but never an exponent ("1480 GiB", not "1.48e+03 GiB"). */
+static const char *gib(double bytes, char *buf, size_t n)
+{
+    double v = bytes / 1073741824.0;
+    snprintf(buf, n, "%.*f GiB", v >= 100 ? 0 : v >= 10 ? 1 : 2, v);
+    return buf;
+}
+
 #define RULE_REQUESTS 2000
 
 static int simulate_at(const scn_scenario *s, const plan_cand *c, double share, bool prefix, double rate, sim_metrics *m)
@@ -360,12 +368,13 @@ int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line
     char cmp[600];
     plan_compare_text(s, on ? b : &r->c[t], on ? &r->c[t] : b, cmp, sizeof cmp);
     const sim_metrics *m = on ? &b->m : &r->c[t].m;
+    char g[32];
     snprintf(line, n, "KV offload: %s; with offload (%s) against without: %s. The host tier served %.1f %% of prompt tokens "
-             "(%.3g GiB through the host link, %.3f s of reloads charged to steps, %.0f %% occupied).",
+             "(%s through the host link, %.3f s of reloads charged to steps, %.0f %% occupied).",
              on ? "recommended (its objective's 95 % intervals over seeds separate from the same choice without it)"
                 : "not recommended, its gain is not measurable (the objective's 95 % intervals over seeds overlap; the rule "
                   "of thumb's verdict judges one run's mean TTFT)", SCN_OFFLOAD_NAMES[on ? b->c.kv_offload
-             : r->c[t].c.kv_offload], cmp, 100 * m->tier_hit_rate[0], m->tier_bytes[0] / 1073741824.0, m->tier_xfer_s[0],
+             : r->c[t].c.kv_offload], cmp, 100 * m->tier_hit_rate[0], gib(m->tier_bytes[0], g, sizeof g), m->tier_xfer_s[0],
              100 * m->tier_occupancy[0]);
     return 1;
 }
@@ -408,15 +417,16 @@ int plan_swap_explain(const scn_scenario *s, const plan_result *r, char *line, s
     const plan_cand *w = swap ? b : &r->c[t], *o = swap ? &r->c[t] : b;
     char cmp[600];
     plan_compare_text(s, w, o, cmp, sizeof cmp);
+    char g[32];
     /* Which engines swap: vLLM V0 could (preemption mode SWAP, its --swap-space); vLLM V1
      * recomputes every preempted request (docs/sources.md, "vLLM V1 preemption"). */
-    snprintf(line, n, "Swap preemption: %s; swap against recompute: %s (%ld swaps, %.3g GiB moved). Only engines that swap can "
+    snprintf(line, n, "Swap preemption: %s; swap against recompute: %s (%ld swaps, %s moved). Only engines that swap can "
              "use it: vLLM V0 did (preemption mode swap, --swap-space); vLLM V1 has no swap preemption and recomputes "
              "preempted requests.",
              swap ? "recommended (its objective's 95 % intervals over seeds separate from recomputing)"
                   : "not recommended, its gain over recomputing is not measurable (the objective's 95 % intervals over seeds "
                     "overlap, or recompute is better)",
-             cmp, w->m.swaps, w->m.swap_bytes / 1073741824.0);
+             cmp, w->m.swaps, gib(w->m.swap_bytes, g, sizeof g));
     return 1;
 }
 

@@ -329,7 +329,9 @@ static int prefilled(coord *k, sim_replica *rep, dreq *q)
     long need = k->c.layout == SCN_LAYOUT_PAGED ? sim_kv_needed(drep->kv, &q->dkv, upto)
                                                 : kv_contiguous_reserve(&D->s, &k->cfg, q->r.spec.prompt, q->output, upto);
     if (need > sim_kv_total(drep->kv) - drep->watermark) {
-        snprintf(k->err, k->nerr, "request %ld's KV needs %ld %s on a decode instance, more than the %ld it holds",
+        /* Led by the field responsible, so the caller can locate it in the file (scn_locate.h). */
+        snprintf(k->err, k->nerr, "deployment.disaggregation.decode: request %ld's KV needs %ld %s on a decode instance, "
+                 "more than the %ld it holds",
                  q->r.spec.id, need, k->c.layout == SCN_LAYOUT_PAGED ? "blocks" : "tokens",
                  sim_kv_total(drep->kv) - drep->watermark);
         sim_kv_release(rep->kv, &q->r.kv);
@@ -518,8 +520,9 @@ static int pool_init(coord *k, int which, const sim_run_opts *o)
     long b = o->kv_blocks_override > 0 ? o->kv_blocks_override : P->ex.kv_blocks(P->ex.ctx, 0);
     if (b <= 0) {
         kv_pool p = kv_pool_size(&P->s, &k->cfg, k->c.layout == SCN_LAYOUT_PAGED, k->c.block_size);
-        snprintf(k->err, k->nerr, "the model does not fit the %s pool (%s, tensor_parallel %d): weights, activations "
-                 "and runtime leave %.2f GiB for the KV cache", which == POOL_PREFILL ? "prefill" : "decode",
+        snprintf(k->err, k->nerr, "deployment.disaggregation.%s: the model does not fit the %s pool (%s, tensor_parallel "
+                 "%d): weights, activations and runtime leave %.2f GiB for the KV cache",
+                 which == POOL_PREFILL ? "prefill" : "decode", which == POOL_PREFILL ? "prefill" : "decode",
                  P->s.hardware.name, P->s.deployment.tensor_parallel, p.kv_budget / 1073741824.0);
         return -1;
     }

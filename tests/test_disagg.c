@@ -631,6 +631,109 @@ START_TEST(swap_gate_needs_measurable_gain)
 }
 END_TEST
 
+/* A p99-latency objective at the offered load over two seeds, 1 s and 20 s: mean 10.5 s, half
+ * width t(1) = 12.706 x 9.5 = 120.7 s, so the latency interval would reach -110 s. Negated
+ * (higher is better), the objective's upper end is clamped at 0 (no latency is negative); its
+ * lower end, -10.5 - 120.7 s, stays. */
+START_TEST(latency_interval_not_negative)
+{
+    load("model: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+         "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 2}\n");
+    plan_cand c;
+    memset(&c, 0, sizeof c);
+    c.status = PLAN_DONE;
+    c.allowed = true;
+    c.tp = c.replicas = 1;
+    c.gpus = 1;
+    c.hw = -1;
+    c.n_seeds = 2;
+    c.seed_offered[0] = -1;
+    c.seed_offered[1] = -20;
+    for (int k = 0; k < PLAN_SEEDS_MAX; k++) c.seed_batch[k] = NAN;
+    int order[1] = {0};
+    plan_result r = {.c = &c, .n = 1, .order = order, .best = 0};
+    plan_rank(&s, &r);
+    ck_assert_msg(c.obj.hi == 0, "upper end %g", c.obj.hi);
+    double lo = -10.5 - 12.706 * 9.5;
+    ck_assert_msg(fabs(c.obj.lo - lo) < 1e-2, "lower end %g, want %g", c.obj.lo, lo);
+    ck_assert_msg(fabs(c.obj.mean + 10.5) < 1e-12, "mean %g", c.obj.mean);
+}
+END_TEST
+
+/* Errors found while simulating name the field responsible, located in the file: a
+ * tensor_parallel 1 pool cannot hold Llama-3.1-70B's 141 GB of bf16 weights on an 80 GB H100,
+ * so the error points at that pool's entry (line 7, its value at column 14). */
+START_TEST(pool_errors_located)
+{
+    char args[4096];
+    const char *y = t_write("dgfit.yaml", "name: fit\nmodel: llama-3.1-70b\nhardware: h100-sxm\n"
+                                          "deployment:\n  tensor_parallel: 4\n  disaggregation:\n"
+                                          "    prefill: {replicas: 1, tensor_parallel: 1}\n"
+                                          "    decode: {replicas: 1, tensor_parallel: 4}\n"
+                                          "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 100, "
+                                          "output_tokens: 2}\n");
+    snprintf(args, sizeof args, "simulate %.2000s --no-db", y);
+    ck_assert_int_eq(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 65);
+    ck_assert_msg(strstr(err_buf, "dgfit.yaml:7:14: deployment.disaggregation.prefill: the model does not fit the prefill "
+                                  "pool"), "%s", err_buf);
+    /* --set deployment.disaggregation=off: the documented default, accepted. */
+    snprintf(args, sizeof args, "memory %.2000s --set deployment.disaggregation=off --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    ck_assert_msg(!strstr(out_buf, "disaggregation_memory"), "%s", out_buf);
+    /* memory lists each pool: 70B's weights over TP 1 exceed an H100, over TP 4 they fit. */
+    snprintf(args, sizeof args, "memory %.2000s --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *pools = json_object_get(j, "disaggregation_memory");
+    ck_assert_msg(json_array_size(pools) == 2, "%s", out_buf);
+    json_t *pp = json_array_get(pools, 0), *dp = json_array_get(pools, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(pp, "pool")), "prefill");
+    ck_assert_int_eq(json_integer_value(json_object_get(pp, "tensor_parallel")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(dp, "tensor_parallel")), 4);
+    ck_assert_msg(json_number_value(json_object_get(pp, "kv_budget_bytes")) <= 0, "%s", out_buf);
+    ck_assert_msg(json_number_value(json_object_get(dp, "kv_budget_bytes")) > 0, "%s", out_buf);
+    /* the decode pool's weights are a quarter of the prefill pool's (TP 4 against TP 1) */
+    double wp = json_number_value(json_object_get(pp, "weight_bytes")), wd = json_number_value(json_object_get(dp, "weight_bytes"));
+    ck_assert_msg(wd < wp / 3.9 && wd > wp / 4.1, "weights %g and %g", wp, wd);
+    json_decref(j);
+}
+END_TEST
+
+/* simulate's Run section names the pools and counts their GPUs (2P + 1D at TP 1: 3 GPUs). */
+START_TEST(run_section_names_pools)
+{
+    char args[4096];
+    snprintf(args, sizeof args, "simulate %.2000s --no-db --format json", small_pair());
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *run = json_object_get(j, "run");
+    ck_assert_msg(json_object_get(run, "replicas") == NULL, "%s", out_buf);
+    ck_assert_msg(json_number_value(json_object_get(run, "gpus")) == 3, "%s", out_buf);
+    const char *pools = json_string_value(json_object_get(run, "pools"));
+    ck_assert_msg(pools && strstr(pools, "2P (tp1") && strstr(pools, "1D (tp1"), "%s", pools ? pools : "(none)");
+    json_decref(j);
+}
+END_TEST
+
+/* options.preemption: [swap] with only contiguous layouts can never run: a located error. */
+START_TEST(swap_needs_paged_located)
+{
+    scn_error e;
+    scn_status st = t_load("model: llama-3-8b\nhardware: h100-sxm\n"
+                           "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 2}\n"
+                           "options:\n  kv_layout: contiguous\n  preemption: [swap]\n", NULL, 0, &s, &e);
+    ck_assert_int_eq(st, SCN_E_DATA);
+    ck_assert_str_eq(e.path, "options.preemption");
+    ck_assert_int_eq(e.line, 6);
+    ck_assert_int_eq(e.col, 15);
+    ck_assert_msg(strstr(e.msg, "kv_layout paged"), "%s", e.msg);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -651,6 +754,10 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, rule_split_prefixes_outgrow_hbm);
     tcase_add_test(tc, rule_offload_conversations_and_disk);
     tcase_add_test(tc, swap_gate_needs_measurable_gain);
+    tcase_add_test(tc, latency_interval_not_negative);
+    tcase_add_test(tc, pool_errors_located);
+    tcase_add_test(tc, run_section_names_pools);
+    tcase_add_test(tc, swap_needs_paged_located);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
