@@ -734,6 +734,25 @@ START_TEST(swap_needs_paged_located)
 }
 END_TEST
 
+/* A 100000-token prompt hands off 100001 tokens of KV (the prompt and the first token) =
+ * ceil(100001 / 16) = 6251 blocks; Llama-3.1-70B at TP 4 on L40S leaves a decode instance far
+ * fewer: the error names the decode pool's entry (line 8, its value at column 13). */
+START_TEST(decode_fit_error_located)
+{
+    char args[4096];
+    const char *y = t_write("dgdfit.yaml", "name: dfit\nmodel: llama-3.1-70b\nhardware: h100-sxm\ndeployment:\n"
+                                           "  tensor_parallel: 4\n  disaggregation:\n"
+                                           "    prefill: {replicas: 1, tensor_parallel: 4}\n"
+                                           "    decode: {replicas: 1, tensor_parallel: 4, hardware: l40s}\n"
+                                           "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 100000, "
+                                           "output_tokens: 2}\n");
+    snprintf(args, sizeof args, "simulate %.2000s --no-db", y);
+    ck_assert_int_eq(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 65);
+    ck_assert_msg(strstr(err_buf, "dgdfit.yaml:8:13: deployment.disaggregation.decode: request 0's KV needs 6251 blocks on "
+                                  "a decode instance"), "%s", err_buf);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -758,6 +777,7 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, pool_errors_located);
     tcase_add_test(tc, run_section_names_pools);
     tcase_add_test(tc, swap_needs_paged_located);
+    tcase_add_test(tc, decode_fit_error_located);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
