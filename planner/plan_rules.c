@@ -305,6 +305,8 @@ static void rule_offload(const scn_scenario *s, const plan_cand *b, plan_rule *r
     kv_offload_cmp cmp = kv_offload_compare(t, &kc, bs, KV_TIER_CPU, prompt, hit);
     bool has_disk = t->hardware.nvme.bandwidth > 0 && kv_tier_capacity(t, KV_TIER_DISK) > 0;
     kv_offload_cmp dsk = has_disk ? kv_offload_compare(t, &kc, bs, KV_TIER_DISK, prompt, hit) : (kv_offload_cmp){0};
+    bool has_remote = t->hardware.remote.bandwidth > 0 && kv_tier_capacity(t, KV_TIER_REMOTE) > 0;
+    kv_offload_cmp rem = has_remote ? kv_offload_compare(t, &kc, bs, KV_TIER_REMOTE, prompt, hit) : (kv_offload_cmp){0};
     free(t);
     sim_metrics on, off;
     if (simulate_offload(s, b, SCN_OFFLOAD_CPU, &on) || simulate_offload(s, b, SCN_OFFLOAD_OFF, &off)) {
@@ -315,10 +317,15 @@ static void rule_offload(const scn_scenario *s, const plan_cand *b, plan_rule *r
     bool predicted = working > pool && cmp.reload_pays;
     double gain = off.q[SIM_Q_TTFT].mean > 0 ? 1 - on.q[SIM_Q_TTFT].mean / off.q[SIM_Q_TTFT].mean : 0;
     bool pays = gain >= 0.05 || on.goodput >= 1.02 * off.goodput;   /* the prefix rule's test of paying */
-    char disk[240] = "";
+    char disk[480] = "";
+    size_t u = 0;
     if (has_disk)
-        snprintf(disk, sizeof disk, "; from local NVMe, staged through host memory, the same reload takes %.1f ms: from a disk "
-                 "tier, reload %s", 1e3 * dsk.reload_s, dsk.reload_pays ? "beats recompute too" : "loses to recompute");
+        u += (size_t)snprintf(disk, sizeof disk, "; from local NVMe, staged through host memory, the same reload takes %.1f "
+                              "ms: from a disk tier, reload %s", 1e3 * dsk.reload_s,
+                              dsk.reload_pays ? "beats recompute too" : "loses to recompute");
+    if (has_remote && u < sizeof disk)
+        snprintf(disk + u, sizeof disk - u, "; from the remote store, staged through host memory, %.1f ms: reload %s",
+                 1e3 * rem.reload_s, rem.reload_pays ? "beats recompute too" : "loses to recompute");
     set(r, rule, predicted == pays ? "holds" : "fails",
         "%s hold %.0f tokens against %.0f in the GPU pool (%.2gx); reloading a %ld-token prefix from host memory takes %.1f "
         "ms against %.1f ms to recompute it, so the rule says offload %s%s; simulated, host offload serves %.0f %% of prompt "

@@ -568,12 +568,15 @@ END_TEST
  * link; from NVMe the NVMe link's time is added (staged through host memory). */
 START_TEST(rule_offload_conversations_and_disk)
 {
+    /* A remote store of 10 GB/s at efficiency 1, no latency: its reload adds to the host link's. */
+    static const char *const remote_sets[] = {"hardware.remote={capacity: 1 TB, bandwidth: 10 GB/s, efficiency: 1.0}",
+                                              "options.kv_offload=cpu+disk+remote"};
     int n = plan_rules_of("name: conv\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
                           "options: {kv_layout: paged, block_size: 16, prefix_cache: on, scheduler: chunked, "
                           "kv_offload: cpu+disk}\n"
                           "workload:\n  requests: 64\n  arrival: {process: closed, concurrency: 8}\n"
                           "  prompt_tokens: 1000\n  output_tokens: 100\n  conversation: {turns: 4, think_time: 1 s}\n",
-                          NULL, 0);
+                          remote_sets, 2);
     ck_assert_int_ge(n, 5);
     ck_assert_msg(strcmp(prules[4].verdict, "n/a"), "%s", prules[4].evidence);
     ck_assert_msg(strstr(prules[4].evidence, "the histories of about 8 conversations between turns") &&
@@ -588,6 +591,8 @@ START_TEST(rule_offload_conversations_and_disk)
     snprintf(want, sizeof want, "from host memory takes %.1f ms", 1e3 * host);
     ck_assert_msg(strstr(prules[4].evidence, want), "%s not in %s", want, prules[4].evidence);
     snprintf(want, sizeof want, "the same reload takes %.1f ms", 1e3 * disk);
+    ck_assert_msg(strstr(prules[4].evidence, want), "%s not in %s", want, prules[4].evidence);
+    snprintf(want, sizeof want, "from the remote store, staged through host memory, %.1f ms", 1e3 * (bytes / 10e9 + host));
     ck_assert_msg(strstr(prules[4].evidence, want), "%s not in %s", want, prules[4].evidence);
     ck_assert_msg(strstr(prules[4].evidence, "judged as this rule judges"), "%s", prules[4].evidence);
 }
