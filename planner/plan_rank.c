@@ -169,7 +169,8 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         c->slo_met = 2 * met > n;
         /* Latency and cost are stored negated (higher is better); their interval is taken on a
          * log scale of the positive quantity, so it never reaches below zero (issue 16 review:
-         * "0.565 s p99 latency (95 % interval -0.334-1.46)"). */
+         * "0.565 s p99 latency (95 % interval -0.334-1.46)"; an arithmetic interval, even clamped
+         * at 0, reached -13.5 s with two seeds, t = 12.7). */
         if (plan_lower_is_better(s)) {
             double pos[PLAN_SEEDS_MAX];
             for (int k = 0; k < n && k < PLAN_SEEDS_MAX; k++) pos[k] = -c->seed_offered[k];
@@ -281,6 +282,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
     risk_gate(r);
     plan_spec_gate(s, r);
     plan_offload_gate(s, r);
+    plan_swap_gate(s, r);
 }
 
 /* ---- reasons ---- */
@@ -623,6 +625,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
     if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;
     if (n < max && plan_moe_explain(s, r, lines[n], PLAN_LINE)) n++;
     if (n < max && plan_offload_explain(s, r, lines[n], PLAN_LINE)) n++;
+    if (n < max && plan_swap_explain(s, r, lines[n], PLAN_LINE)) n++;
     /* What each chosen option earns: the best against itself with one option changed, credited
      * only when the seeds' intervals separate. */
     for (int dim = 0; dim < PLAN_DIMS && n < max; dim++) {
