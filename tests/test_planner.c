@@ -1042,6 +1042,36 @@ START_TEST(what_binds_counts_history_and_the_prefix_cache)
 }
 END_TEST
 
+START_TEST(capacity_names_its_unit_and_a_candidate_that_misses)
+{
+    /* Issue 16 re-review, finding 4: `capacity` printed "1.87 /s" on a conversational scenario
+     * (plan says conversations/s), "0.00 /s" with an empty note for a candidate that met the SLO
+     * at no rate, and had no --no-db. A TPOT p99 limit of 1 ms is below any decode step of an
+     * 8B model on an L40S (16 GB of weights at 864 GB/s: 18.6 ms), so it misses at every rate. */
+    const char *y = t_write("capconv.yaml",
+                            "name: capconv\nmodel: llama-3.1-8b\nhardware: l40s\n"
+                            "deployment: {gpu_memory_utilization: 0.90, max_model_len: 8192, max_num_seqs: 64}\n"
+                            "workload:\n  requests: 90\n  arrival: {process: poisson, rate: 0.3/s}\n"
+                            "  prompt_tokens: 400\n  output_tokens: 50\n  conversation: {turns: 3, think_time: 5 s}\n"
+                            "slo: {ttft_p99: 2 s, tpot_p99: 60 ms}\nobjective: throughput\n"
+                            "options: {kv_layout: [paged], prefix_cache: [on], kv_dtype: [bf16]}\n");
+    char args[1500];
+    snprintf(args, sizeof args, "capacity %s --seeds 1 --no-db", y);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "max rate in SLO (conversations/s)"), "%s", out);
+    y = t_write("capmiss.yaml",
+                "name: capmiss\nmodel: llama-3.1-8b\nhardware: l40s\n"
+                "deployment: {gpu_memory_utilization: 0.90, max_model_len: 8192, max_num_seqs: 64}\n"
+                "workload:\n  requests: 90\n  arrival: {process: poisson, rate: 0.3/s}\n"
+                "  prompt_tokens: 400\n  output_tokens: 50\n"
+                "slo: {ttft_p99: 2 s, tpot_p99: 1 ms}\nobjective: throughput\n"
+                "options: {kv_layout: [paged], prefix_cache: [off], kv_dtype: [bf16]}\n");
+    snprintf(args, sizeof args, "capacity %s --seeds 1 --no-db --format csv", y);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "misses the SLO at every rate tried"), "%s", out);
+}
+END_TEST
+
 START_TEST(a_search_that_never_fails_is_unbounded)
 {
     /* Finding 2 (first review): one sequence at a time, four 100-token prompts with 10-token
@@ -1312,6 +1342,7 @@ Suite *suite_planner(void)
     tcase_add_test(rv, cost_and_latency_are_shown_in_their_unit_lower_is_better);
     tcase_add_test(rv, an_accuracy_risk_is_recommended_only_when_measurably_better);
     tcase_add_test(rv, what_binds_counts_history_and_the_prefix_cache);
+    tcase_add_test(rv, capacity_names_its_unit_and_a_candidate_that_misses);
     tcase_add_test(rv, cost_intervals_stay_positive);
     tcase_add_test(rv, speculation_quotes_the_batch_it_was_judged_at);
     tcase_add_test(rv, conversations_count_every_turn_and_reuse_their_history);
