@@ -160,6 +160,8 @@ typedef struct {
 typedef struct {
     double flops;        /* per rank, all layers */
     double bytes;        /* device-memory bytes moved per rank, all layers */
+    double weight_bytes; /* of bytes, weights a GEMM streams at full bandwidth inside an op whose
+                          * kernel runs at a wave efficiency (MLA's absorbed kv_b in attention) */
     double net_bytes;    /* bytes sent over the interconnect per rank */
     double kernels;      /* kernel launches */
     double t_compute;    /* s: flops / (peak * efficiency) */

@@ -472,6 +472,33 @@ START_TEST(mtp_with_ep_prices_the_split_step)
 }
 END_TEST
 
+/* Regression (issue 14 review): a verify of k + 1 rows counted its sequence's work items per
+ * query head (the prefill rule) instead of per KV head and split (the decode kernel it runs),
+ * so at small contexts its attention streamed the cache faster than one decode row did and a
+ * verify step could cost less than a plain step: n-gram with acceptance 0 "paid" at batch 1. */
+START_TEST(more_verify_rows_never_cost_less)
+{
+    load("model: llama-3.1-8b\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: offline}, "
+         "prompt_tokens: 150, output_tokens: 150}\ndeployment: {max_num_seqs: 256}\n"
+         "options:\n  speculative: [{method: ngram, k: 4, acceptance: 0}]\n", NULL, 0);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    for (long ctx = 100; ctx <= 4000; ctx *= 3) {
+        kv_seq_work one = {1, ctx};
+        double last = kv_step_time(&s, &cfg, SCN_ATTN_FLASH, &one, 1).seconds;
+        for (int rows = 2; rows <= 9; rows++) {
+            kv_seq_work w = {rows, ctx};
+            int v = rows - 1;
+            kv_step_cost r = kv_step_time_verify(&s, &cfg, SCN_ATTN_FLASH, &w, &v, 1);
+            ck_assert_msg(r.seconds >= last, "ctx %ld: %d rows %.6g s < %.6g s", ctx, rows, r.seconds, last);
+            last = r.seconds;
+        }
+    }
+    /* With nothing accepted a verify step emits one token and costs at least a plain step. */
+    kv_spec_wins w = kv_spec_win_ranges(&s, &s.options.spec[0], &cfg, SCN_ATTN_FLASH, 225, 256);
+    ck_assert_int_eq(w.n, 0);
+}
+END_TEST
+
 START_TEST(crossover_sits_where_the_sides_change)
 {
     load(HEAD "deployment: {max_num_seqs: 1024}\noptions:\n  speculative: [{method: eagle, k: 4, acceptance: 0.6, decay: 1}, "
@@ -696,6 +723,7 @@ Suite *suite_spec(void)
     tcase_add_test(tc, verify_rows_run_the_decode_kernels);
     tcase_add_test(tc, mtp_with_ep_prices_the_split_step);
     tcase_add_test(tc, crossover_sits_where_the_sides_change);
+    tcase_add_test(tc, more_verify_rows_never_cost_less);
     tcase_add_test(tc, planner_recommends_speculation_only_below_its_crossover);
     tcase_add_test(tc, speculation_pays_in_ranges);
     tcase_add_test(tc, options_key_carries_the_speculative_setting);
