@@ -394,6 +394,55 @@ START_TEST(proposer_memory_counted_by_hand)
 }
 END_TEST
 
+/* Regression (issue 14 review): `memory`'s table and plan's fit check left the draft model out
+ * (Qwen3-32B + a Qwen3-8B draft on an H100 "fit" with 35,274 tokens while the speculative
+ * section gave 0 blocks; EAGLE: 2,204 blocks in the table, 1,807 in the simulator's pool). One
+ * accounting now: kv_capacity_spec, which the pool and `memory` both take. */
+START_TEST(proposer_memory_is_one_accounting)
+{
+    load(HEAD "options:\n  speculative: [{method: eagle, k: 4}]\n", NULL, 0);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    const scn_spec *sp = &s.options.spec[0];
+    /* By hand (proposer_memory_counted_by_hand): the budget less the head's weights and 4 more
+     * fp32 logit rows per sequence, over 128 KiB + 4 KiB per token. */
+    double layer = 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 14336 + 2 * 4096 + 4096;
+    double eagle = (layer + 2.0 * 4096 * 4096) * 2;
+    kv_capacity plain = kv_capacity_compute(&s, &cfg, 16, 0);
+    kv_capacity with = kv_capacity_spec(&s, &cfg, 16, 0, sp);
+    double budget = plain.kv_budget - eagle - 4.0 * s.deployment.max_num_seqs * 128256 * 4;
+    ck_assert_double_eq_tol(with.kv_budget, budget, 1);
+    ck_assert_double_eq_tol(with.weights, plain.weights + eagle, 1);
+    ck_assert_double_eq_tol(with.kv_bytes_per_token, 131072.0 + 4096, 1e-9);
+    long want = (long)floor(budget / (16 * (131072.0 + 4096)));
+    ck_assert_int_eq(with.capacity_blocks, want);
+    ck_assert_int_eq(kv_spec_pool_size(&s, &cfg, true, 16, sp).blocks, want);
+
+    /* Qwen3-32B (bf16) with a Qwen3-8B draft on an H100: 61.0 GiB + 15.3 GiB of weights exceed
+     * the 71.7 GiB usable, so nothing fits, in the table and in plan's check alike. */
+    load("model: qwen3-32b\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: offline}, prompt_tokens: 800, "
+         "output_tokens: 300}\ndeployment: {max_num_seqs: 256, max_model_len: 8192}\n"
+         "options:\n  speculative: [{method: draft, model: qwen3-8b, k: 4}]\n", NULL, 0);
+    cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    sp = &s.options.spec[0];
+    plain = kv_capacity_compute(&s, &cfg, 16, 0);
+    with = kv_capacity_spec(&s, &cfg, 16, 0, sp);
+    ck_assert(plain.kv_budget > 0);
+    ck_assert_msg(with.kv_budget < 0, "budget with the draft %.3g", with.kv_budget);
+    ck_assert(with.weights > 76.0 * 1073741824.0 && with.weights < 76.6 * 1073741824.0);
+    ck_assert_int_eq(with.capacity_blocks, 0);
+    ck_assert_int_eq(with.max_seqs_paged, 0);
+    ck_assert_int_eq(kv_spec_pool_size(&s, &cfg, true, 16, sp).blocks, 0);
+    char out[65536], err[8192], args[1024];
+    const char *f = t_write("spec-draft-too-big.yaml",
+                            "model: qwen3-32b\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: offline}, "
+                            "prompt_tokens: 800, output_tokens: 300}\ndeployment: {max_num_seqs: 256, max_model_len: 8192}\n"
+                            "options:\n  speculative: [{method: draft, model: qwen3-8b, k: 4}]\n");
+    snprintf(args, sizeof args, "plan %s --no-db --seeds 1", f);
+    t_run(args, out, sizeof out, err, sizeof err);
+    ck_assert_msg(strstr(out, "does not fit: weights 76.") != NULL, "%s\n%s", out, err);
+}
+END_TEST
+
 START_TEST(verify_rows_run_the_decode_kernels)
 {
     /* DeepSeek-V3 on 8 H200s: a verify of 1 draft (MTP, k = 1) runs MLA absorbed over the
@@ -720,6 +769,7 @@ Suite *suite_spec(void)
     tcase_add_test(tc, runs_are_bit_identical);
     tcase_add_test(tc, rejected_drafts_release_their_blocks);
     tcase_add_test(tc, proposer_memory_counted_by_hand);
+    tcase_add_test(tc, proposer_memory_is_one_accounting);
     tcase_add_test(tc, verify_rows_run_the_decode_kernels);
     tcase_add_test(tc, mtp_with_ep_prices_the_split_step);
     tcase_add_test(tc, crossover_sits_where_the_sides_change);
