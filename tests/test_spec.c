@@ -733,6 +733,32 @@ START_TEST(options_key_carries_the_speculative_setting)
 }
 END_TEST
 
+/* Regression (issue 14 review): `cost` ignored options.speculative when its first entry was
+ * off, printed "first crossover batch 65" when speculation won at every batch up to
+ * max_num_seqs 64, and its default context left out conversation history; simulate's choice
+ * line omitted the speculative setting. */
+START_TEST(cost_and_simulate_name_the_speculative_setting)
+{
+    char out[65536], err[8192], args[1024];
+    const char *f = t_write("spec-off-first.yaml",
+                            "model: llama-3.1-8b\nhardware: h100-sxm\ndeployment: {max_num_seqs: 64, max_model_len: 4096}\n"
+                            "workload: {requests: 10, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 150, output_tokens: 150,\n"
+                            "  conversation: {turns: 3, think_time: 1 s}}\n"
+                            "options:\n  speculative: [off, {method: eagle, k: 4, acceptance: 0.8, decay: 1}]\n");
+    snprintf(args, sizeof args, "cost %s", f);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "options.speculative[1], the first entry that is on") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "none up to max_num_seqs (64)") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "first crossover batch                65") == NULL, "%s", out);
+    /* Three turns of 150 + 150: turn t carries 2 (t - 1) earlier messages of 150 tokens, so
+     * the mean prompt is 150 + 300 x (0 + 1 + 2) / 3 = 450 tokens; decode context 450 + 75. */
+    ck_assert_msg(strstr(out, "decode context (tokens)            525") != NULL, "%s", out);
+    snprintf(args, sizeof args, "simulate %s --no-db --set 'options.speculative=[{method: eagle, k: 4, acceptance: 0.8, decay: 1}]'", f);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "spec=eagle k=4 a=0.80") != NULL, "%s", out);
+}
+END_TEST
+
 START_TEST(cli_simulates_and_plans_speculation)
 {
     char out[65536], err[8192];
@@ -778,6 +804,7 @@ Suite *suite_spec(void)
     tcase_add_test(tc, speculation_pays_in_ranges);
     tcase_add_test(tc, options_key_carries_the_speculative_setting);
     tcase_add_test(tc, cli_simulates_and_plans_speculation);
+    tcase_add_test(tc, cost_and_simulate_name_the_speculative_setting);
     suite_add_tcase(su, tc);
     return su;
 }
