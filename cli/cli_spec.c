@@ -81,7 +81,8 @@ void cli_spec_cost(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, scn
     out_kv_num(d, "k", "drafts per verify step", sp->k, OUT_INT);
     out_kv_num(d, "expected_tokens", "expected tokens per verify step", k.expected, OUT_NUM);
     out_kv_num(d, "verify_seconds", "verify step (k+1 rows per sequence)", st.verify_seconds, OUT_SECONDS);
-    out_kv_str(d, "verify_bound", "verify bound", kv_bound_name(st.verify.bound));
+    out_kv_str(d, "verify_bound", kv_moe_parallel_on(s) ? "verify bound (unsplit step)" : "verify bound",
+               kv_bound_name(st.verify.bound));
     out_kv_num(d, "draft_seconds", "proposer passes", st.draft_seconds, OUT_SECONDS);
     out_kv_num(d, "proposer_cpu_seconds", "proposer CPU (n-gram)", st.proposer_cpu, OUT_SECONDS);
     out_kv_num(d, "spec_step_seconds", "speculative step", st.seconds, OUT_SECONDS);
