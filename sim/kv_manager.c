@@ -20,7 +20,8 @@ struct sim_kv {
      * million blocks that serves five short requests costs a few kilobytes. */
     long fresh;             /* blocks handed out at least once; [fresh, n) are free and untouched */
     long arr;               /* entries in the per-block arrays */
-    int32_t *refs;          /* reference count per block */
+    int32_t *refs;          /* reference count per block; kept with the prefix cache only (without
+                             * it nothing is shared: a held block has exactly one holder) */
     uint64_t *hash;         /* registered hash per block (valid when reg) */
     uint8_t *reg;           /* block is registered in the cache map */
     int32_t *free_stack;    /* blocks returned and never cached, last returned on top */
@@ -287,14 +288,14 @@ static int32_t alloc_block(sim_kv *kv)
     } else {
         return -1;
     }
-    kv->refs[b] = 1;
+    if (kv->prefix) kv->refs[b] = 1;
     kv->n_referenced++;
     return b;
 }
 
 static inline void unref(sim_kv *kv, int32_t b)
 {
-    if (--kv->refs[b] > 0) return;
+    if (kv->prefix && --kv->refs[b] > 0) return;
     kv->n_referenced--;
     if (kv->prefix && kv->reg[b]) lru_push(kv, b);
     else kv->free_stack[kv->n_free++] = b;
@@ -500,7 +501,8 @@ static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
     for (long i = 0; i < fresh; i++) dst[pop + i] = (int32_t)(kv->fresh + i);
     kv->fresh += fresh;
     for (long i = pop + fresh; i < need; i++) dst[i] = evict_lru(kv);   /* available counted them */
-    for (long i = 0; i < need; i++) kv->refs[dst[i]] = 1;
+    if (kv->prefix)
+        for (long i = 0; i < need; i++) kv->refs[dst[i]] = 1;
     kv->n_referenced += need;
     q->n_blocks = (int)want;
     set_room(kv, q);
@@ -601,8 +603,17 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
 {
     if (kv->paged) {
         /* Release newest first, so the LRU evicts a sequence's tail before its shared head. */
-        for (int j = q->n_blocks - 1; j >= 0; j--)
-            if (q->blocks[j] >= 0) unref(kv, q->blocks[j]);
+        if (kv->prefix) {
+            for (int j = q->n_blocks - 1; j >= 0; j--)
+                if (q->blocks[j] >= 0) unref(kv, q->blocks[j]);
+        } else {   /* unref's other case in one pass: every held block goes on the free stack */
+            int32_t *fs = kv->free_stack + kv->n_free;
+            long k = 0;
+            for (int j = q->n_blocks - 1; j >= 0; j--)
+                if (q->blocks[j] >= 0) fs[k++] = q->blocks[j];
+            kv->n_free += k;
+            kv->n_referenced -= k;
+        }
     } else {
         kv->reserved -= q->reserved;
         if (kv->units) kv->res_units -= ring_units(kv, q->reserved);
