@@ -24,7 +24,9 @@ struct sim_kv {
                              * it nothing is shared: a held block has exactly one holder) */
     uint64_t *hash;         /* registered hash per block (valid when reg) */
     uint8_t *reg;           /* block is registered in the cache map */
-    int32_t *free_stack;    /* blocks returned and never cached, last returned on top */
+    int32_t *free_stack;    /* blocks returned and never cached, last returned on top; it grows
+                             * down from the end, [arr - n_free, arr), top first, so that a
+                             * released table and a popped run are each one forward copy */
     long n_free;
     int32_t *lru_prev, *lru_next;   /* unreferenced cached blocks, oldest at head */
     int32_t lru_head, lru_tail;
@@ -78,8 +80,15 @@ static int cover(sim_kv *kv, long b)
         if (ln) kv->lru_next = ln;
         if (!h || !reg || !lp || !ln) return -1;
     }
+    /* The free stack sits at the arrays' end: move it to the new end. */
+    memmove(kv->free_stack + n - kv->n_free, kv->free_stack + kv->arr - kv->n_free, sizeof(int32_t) * (size_t)kv->n_free);
     kv->arr = n;
     return 0;
+}
+
+static inline void free_push(sim_kv *kv, int32_t b)
+{
+    kv->free_stack[kv->arr - ++kv->n_free] = b;
 }
 
 static int map_init(sim_kv *kv, long cap)
@@ -273,13 +282,13 @@ static int32_t alloc_block(sim_kv *kv)
     if (kv->units) {
         /* A new block takes every layer: evict cached blocks until that fits. */
         long cost = (long)kv->gfull + kv->gwin;
-        while (units_used(kv, true) + cost > kv->cap_units && kv->n_lru) kv->free_stack[kv->n_free++] = evict_lru(kv);
+        while (units_used(kv, true) + cost > kv->cap_units && kv->n_lru) free_push(kv, evict_lru(kv));
         if (units_used(kv, true) + cost > kv->cap_units) return -1;
     }
     /* Returned blocks first (last returned first), then untouched ones lowest id first, then
      * the least recently used cached block: the order a stack of every block would give. */
     if (kv->n_free) {
-        b = kv->free_stack[--kv->n_free];
+        b = kv->free_stack[kv->arr - kv->n_free--];
     } else if (kv->fresh < kv->n) {
         if (cover(kv, kv->fresh)) return -2;
         b = (int32_t)kv->fresh++;
@@ -298,7 +307,7 @@ static inline void unref(sim_kv *kv, int32_t b)
     if (kv->prefix && --kv->refs[b] > 0) return;
     kv->n_referenced--;
     if (kv->prefix && kv->reg[b]) lru_push(kv, b);
-    else kv->free_stack[kv->n_free++] = b;
+    else free_push(kv, b);
 }
 
 static int push_block(sim_kv_seq *q, int32_t b)
@@ -495,8 +504,8 @@ static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
     long pop = need < kv->n_free ? need : kv->n_free;
     long fresh = need - pop < kv->n - kv->fresh ? need - pop : kv->n - kv->fresh;
     if (fresh > 0 && cover(kv, kv->fresh + fresh - 1)) return -1;
-    int32_t *dst = q->blocks + q->n_blocks, *top = kv->free_stack + kv->n_free;
-    for (long i = 0; i < pop; i++) dst[i] = top[-1 - i];   /* last returned first */
+    int32_t *dst = q->blocks + q->n_blocks;
+    memcpy(dst, kv->free_stack + kv->arr - kv->n_free, sizeof *dst * (size_t)pop);   /* top first */
     kv->n_free -= pop;
     for (long i = 0; i < fresh; i++) dst[pop + i] = (int32_t)(kv->fresh + i);
     kv->fresh += fresh;
@@ -606,11 +615,20 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
         if (kv->prefix) {
             for (int j = q->n_blocks - 1; j >= 0; j--)
                 if (q->blocks[j] >= 0) unref(kv, q->blocks[j]);
-        } else {   /* unref's other case in one pass: every held block goes on the free stack */
-            int32_t *fs = kv->free_stack + kv->n_free;
-            long k = 0;
-            for (int j = q->n_blocks - 1; j >= 0; j--)
-                if (q->blocks[j] >= 0) fs[k++] = q->blocks[j];
+        } else {
+            /* unref's other case for the whole table: pushed newest first, the blocks lie on
+             * the stack oldest on top, in table order: one copy (one pass past dropped ones). */
+            long k = q->n_blocks;   /* a table with nothing dropped holds no -1 */
+            if (q->dropped)
+                for (int j = 0; j < q->n_blocks; j++) k -= q->blocks[j] < 0;
+            int32_t *fs = kv->free_stack + kv->arr - kv->n_free - k;
+            if (q->dropped == 0) {
+                memcpy(fs, q->blocks, sizeof *fs * (size_t)k);
+            } else {
+                long w = 0;
+                for (int j = 0; j < q->n_blocks; j++)
+                    if (q->blocks[j] >= 0) fs[w++] = q->blocks[j];
+            }
             kv->n_free += k;
             kv->n_referenced -= k;
         }
