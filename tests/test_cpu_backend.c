@@ -315,6 +315,28 @@ START_TEST(matmul_through_opened_blas)
 }
 END_TEST
 
+/* Without OpenBLAS (a process where it does not load), be_cpu_matmul, which the CUDA plugin's
+ * host references call, sums the same product in plain loops. Check forks each test, so this
+ * process has not opened it yet unless CK_FORK=no ran the test above first. */
+START_TEST(matmul_without_blas_sums_in_loops)
+{
+    const float x[6] = {1, 2, 3, 4, 5, 6}, w[6] = {7, 8, 9, 10, 11, 12};
+    float out[4] = {1, 1, 1, 1};
+    char err[2048];
+    int fresh = !be_cpu_blas_loaded();
+    setenv("KVPLAN_OPENBLAS", "/nonexistent/libopenblas.so.0", 1);
+    if (fresh) {
+        ck_assert_int_eq(be_cpu_blas_open(err, sizeof err), -1);
+        ck_assert_msg(strstr(err, "tried /nonexistent/libopenblas.so.0"), "%s", err);
+    }
+    be_cpu_matmul(out, x, w, 2, 2, 3, 1);
+    ck_assert(out[0] == 59 && out[1] == 65 && out[2] == 140 && out[3] == 155);
+    be_cpu_matmul(out, x, w, 2, 2, 3, 0);
+    ck_assert(out[0] == 58 && out[1] == 64 && out[2] == 139 && out[3] == 154);
+    unsetenv("KVPLAN_OPENBLAS");
+}
+END_TEST
+
 /* The dynamic loader's own account of what the binary opened (glibc's LD_DEBUG=files, on
  * stderr), set for the binary alone (not the shell that starts it). */
 static int opened_files(const char *args, char *err, size_t n)
@@ -378,6 +400,7 @@ Suite *suite_cpu_backend(void)
     tcase_add_test(tc, a_sequence_does_not_depend_on_its_batch);
     tcase_add_test(tc, refuses_what_it_cannot_run);
     tcase_add_test(tc, matmul_through_opened_blas);
+    tcase_add_test(tc, matmul_without_blas_sums_in_loops);
     tcase_add_test(tc, blas_opened_only_by_the_cpu_backend);
     tcase_add_test(tc, cpu_backend_without_blas_exits_69);
     suite_add_tcase(su, tc);
