@@ -81,7 +81,7 @@ static int cover(sim_kv *kv, long b)
         if (!h || !reg || !lp || !ln) return -1;
     }
     /* The free stack sits at the arrays' end: move it to the new end. */
-    memmove(kv->free_stack + n - kv->n_free, kv->free_stack + kv->arr - kv->n_free, sizeof(int32_t) * (size_t)kv->n_free);
+    if (kv->n_free) memmove(kv->free_stack + n - kv->n_free, kv->free_stack + kv->arr - kv->n_free, sizeof(int32_t) * (size_t)kv->n_free);
     kv->arr = n;
     return 0;
 }
@@ -505,7 +505,7 @@ static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
     long fresh = need - pop < kv->n - kv->fresh ? need - pop : kv->n - kv->fresh;
     if (fresh > 0 && cover(kv, kv->fresh + fresh - 1)) return -1;
     int32_t *dst = q->blocks + q->n_blocks;
-    memcpy(dst, kv->free_stack + kv->arr - kv->n_free, sizeof *dst * (size_t)pop);   /* top first */
+    if (pop) memcpy(dst, kv->free_stack + kv->arr - kv->n_free, sizeof *dst * (size_t)pop);   /* top first */
     kv->n_free -= pop;
     for (long i = 0; i < fresh; i++) dst[pop + i] = (int32_t)(kv->fresh + i);
     kv->fresh += fresh;
@@ -623,7 +623,7 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
                 for (int j = 0; j < q->n_blocks; j++) k -= q->blocks[j] < 0;
             int32_t *fs = kv->free_stack + kv->arr - kv->n_free - k;
             if (q->dropped == 0) {
-                memcpy(fs, q->blocks, sizeof *fs * (size_t)k);
+                if (k) memcpy(fs, q->blocks, sizeof *fs * (size_t)k);   /* an empty table may have no buffer */
             } else {
                 long w = 0;
                 for (int j = 0; j < q->n_blocks; j++)
