@@ -514,6 +514,13 @@ void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const
     p->graph_launch = e->graph_launch;
     p->async = e->async_scheduling;
     p->cpu = hw->step_overhead + e->seq_cpu * n;
+    /* The common case's wave efficiency, once: every row splits once (splits = n per kind), so a
+     * run of steps of n rows has the same work items; computed as kv_decode_plan_seconds does. */
+    for (int k = 0; k < 2; k++)
+        if (p->tokens && p->layers[k] > 0) p->wave_units += p->kvh * (double)n;
+    p->wave = kv_wave_efficiency(hw, p->wave_units);
+    /* The step's sums start with the same ops every time: their partial sum, in the same order. */
+    for (int op = 0; op < KV_OP_ATTENTION; op++) p->pre_attention += p->op_seconds[op];
 }
 
 double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
@@ -530,20 +537,21 @@ double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
     double att = 0;
     if (flops != 0 || bytes != 0) {   /* finish() on the attention op */
         double tc = p->apeak > 0 ? flops / p->apeak : 0;
-        double bw = p->bw * kv_wave_efficiency(p->hw, units);
+        double bw = p->bw * (units == p->wave_units ? p->wave : kv_wave_efficiency(p->hw, units));
         double tm = bw > 0 ? bytes / bw : 0;
         double gpu = fmax(kv_roofline_combine(tc, tm), 0);
         double ov = 0;
         ov += launch_overhead(kernels, gpu, p->launch, p->graph, p->graph_kernel);
         att = gpu + ov;
     }
-    double gpu = 0;
-    for (int op = 0; op < KV_OP_COUNT; op++) gpu += op == KV_OP_ATTENTION ? att : p->op_seconds[op];
+    /* The sums of finish() and step_totals(), op by op in op order, from the prepared prefix. */
+    _Static_assert(KV_OP_ATTENTION < KV_OP_STEP, "the prefix before attention holds no step term");
+    double gpu = p->pre_attention + att;
+    for (int op = KV_OP_ATTENTION + 1; op < KV_OP_COUNT; op++) gpu += p->op_seconds[op];
     if (p->graph) gpu += p->graph_launch;
     double st = (p->graph ? p->graph_launch : 0) + (p->async ? fmax(0, p->cpu - gpu) : p->cpu);
-    double seconds = 0;
-    for (int op = 0; op < KV_OP_COUNT; op++)
-        seconds += op == KV_OP_ATTENTION ? att : op == KV_OP_STEP ? st : p->op_seconds[op];
+    double seconds = p->pre_attention + att;
+    for (int op = KV_OP_ATTENTION + 1; op < KV_OP_COUNT; op++) seconds += op == KV_OP_STEP ? st : p->op_seconds[op];
     return seconds;
 }
 
