@@ -240,6 +240,9 @@ typedef struct {
     int max_model_len;             /* tokens; defaults to the model's max_position */
     int max_num_seqs;
     int max_num_batched_tokens;
+    /* Multi-step scheduling (vLLM 0.6's --num-scheduler-steps; docs/simulator.md, "Multi-step
+     * scheduling"): a decode run of this many steps per scheduling decision; 1 = every step. */
+    int scheduler_steps;
     /* MoE serving DeepSeek-style (docs/cost-model.md, "Expert parallelism and attention data
      * parallelism"): a replica is tensor_parallel x attention_data_parallel GPUs; attention runs
      * on attention_data_parallel ranks of tensor_parallel GPUs, each with its own sequences and

@@ -424,6 +424,7 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
     if (e->o->per_step || e->ex->measured) return false;
     if (sim_spec_of(e->s, &e->c)) return false;   /* each speculative step draws its own acceptance (sim/spec.c) */
+    if (e->s->deployment.scheduler_steps > 1) return false;   /* multi-step runs gate admissions (sim/sched.c) */
     if (e->sched.xfer_s > 0) return false;        /* this step waits for a reload or swap-in */
     if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0 || sim_kv_windowed(rep->kv)) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;

@@ -8,7 +8,10 @@
  * longest output runs to completion before the next batch starts.
  * Admission needs free blocks beyond a watermark; a running sequence that cannot grow preempts
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
- * the queue), or itself when it is the newest. */
+ * the queue), or itself when it is the newest.
+ * Multi-step (deployment.scheduler_steps N > 1, continuous only; vLLM 0.6's --num-scheduler-steps):
+ * a decision that forms a decode step commits the running sequences to N decode steps; no
+ * waiting request is admitted until the run ends (docs/simulator.md, "Multi-step scheduling"). */
 #include "sched.h"
 #include "kv_tier.h"
 #include "spec.h"
@@ -315,7 +318,11 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
     const scn_deployment *d = &e->s->deployment;
     bool chunked = e->c.scheduler == SCN_SCHED_CHUNKED;
     long budget = d->max_num_batched_tokens;
-    if (!chunked && rep->waiting.n) {
+    /* Multi-step: inside a decode run the step is formed without a decision (no admission); a
+     * run ends early only when its sequences are all gone. */
+    if (!rep->running.n) rep->ms_left = 0;
+    bool in_run = d->scheduler_steps > 1 && rep->ms_left > 0;
+    if (!chunked && rep->waiting.n && !in_run) {
         /* A prefill step when any waiting request is admitted; the budget is untouched if none. */
         int n = sim_sched_prefill(e, rep);
         if (n) return n;
@@ -337,6 +344,7 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
         budget -= want;
         r = r->next;
     }
+    if (d->scheduler_steps > 1 && rep->batch.n) rep->ms_left = in_run ? rep->ms_left - 1 : d->scheduler_steps - 1;
     if (chunked) {
         while (rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0) {
             long got = admit(e, rep, rep->waiting.head, budget, true);

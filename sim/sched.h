@@ -38,6 +38,8 @@ typedef struct {
     long outstanding;        /* requests routed here and not finished */
     bool hold_done;          /* a finished request keeps its KV for the caller to release (a prefill
                               * instance holds it until the hand-off: sim/disagg.c) */
+    int ms_left;             /* multi-step scheduling: decode steps left in the run the last
+                              * scheduling decision started (0: the next step is a decision) */
     long used_seen;          /* blocks referenced when the engine last counted this replica */
     double last_t;           /* s: time integrals are accumulated up to here */
     double frag_unused, frag_reserved;   /* tokens, as of the last scheduled step */
