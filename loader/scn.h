@@ -185,6 +185,8 @@ typedef struct {
     double step_cpu;            /* s of CPU work per step (scheduling, input prep, sampling, output) */
     double seq_cpu;             /* s of CPU work per scheduled sequence per step */
     bool async_scheduling;      /* CPU work for step i+1 overlaps the GPU's step i */
+    bool extra_decode_step;     /* a finished request runs one more decode step: the next step was
+                                 * launched before its stop check (TensorRT-LLM overlap scheduler) */
     double kernel_launch;       /* s per kernel launched eagerly */
     bool cuda_graphs;           /* decode-only steps replay a captured graph */
     int n_graph_sizes;          /* captured batch sizes, ascending */

@@ -269,7 +269,7 @@ int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
         }
         char *g[N_COLUMNS];
         int gc[N_COLUMNS];
-        static char empty[] = "";
+        char empty[1] = "";   /* an optional column the file lacks */
         for (int c = 0; c < N_COLUMNS; c++) {
             g[c] = map[c] >= 0 ? f[map[c]] : empty;
             gc[c] = map[c] >= 0 ? col[map[c]] : 0;

@@ -25,6 +25,9 @@ typedef struct {
     double xfer_s;           /* s: KV transfers (tier reloads, swaps) the step being formed waits
                               * for; the engine adds them to its time (docs/simulator.md) */
     double block_bytes;      /* KV bytes of one block on one GPU (0 until first needed) */
+    bool tails;              /* the caller frees finished requests by state (REQ_DONE) and frees
+                              * rep->gone, so a finished request may stay in the batch for tail
+                              * steps (sim/engine.c sets it; sim/disagg.c does not) */
 } sim_sched;
 
 typedef struct {
@@ -51,7 +54,7 @@ typedef struct {
      * state REQ_DONE no longer hold KV and are the engine's to free), and static-batch members
      * released at their batch's end (already recorded; the engine frees them) */
     sim_req **fin, **gone;
-    int n_fin, n_gone;
+    int n_fin, n_gone, gone_cap;
     /* static batching: the batch in flight and its padded shape */
     sim_req **sb;
     int sb_n, sb_cap, sb_prompt, sb_output, sb_done;

@@ -232,6 +232,24 @@ START_TEST(multistep_same_both_ways)
         sim_choice c = sim_choice_first(&s);
         steps += same_both_ways(&s, &c, "multi-step");
     }
+    /* The overlap scheduler's extra decode step (the trtllm profile): declined too. */
+    for (int k = 0; k < 2; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: a100-80g\nengine: trtllm\n"
+                 "deployment: {gpu_memory_utilization: %s, max_model_len: 4096}\n"
+                 "workload:\n  requests: 300\n  arrival: {process: poisson, rate: 40/s}\n"
+                 "  prompt_tokens: {dist: lognormal, mean: 400, sigma: 0.8, max: 3000}\n"
+                 "  output_tokens: {dist: lognormal, mean: 150, sigma: 0.8, max: 900}\n"
+                 "options: {kv_layout: paged, block_size: 16, prefix_cache: %s, scheduler: %s}\n",
+                 k ? "0.25" : "0.9", k ? "on" : "off", k ? "chunked" : "continuous");
+        static scn_scenario s;
+        scn_error e;
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+        ck_assert(s.engine.extra_decode_step);
+        sim_choice c = sim_choice_first(&s);
+        steps += same_both_ways(&s, &c, "extra decode step");
+    }
     ck_assert(steps > 0);
 }
 END_TEST

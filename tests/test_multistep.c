@@ -19,7 +19,7 @@ static long many_blocks(void *ctx, int replica)
     return 1000;
 }
 
-typedef struct { double ttft[2], e2e[2]; int n; } rows;
+typedef struct { double ttft[2], e2e[2]; int n; long steps; } rows;
 
 static int on_row(void *ud, const sim_request_row *r)
 {
@@ -29,20 +29,22 @@ static int on_row(void *ud, const sim_request_row *r)
     return 0;
 }
 
-/* A: arrives at 0, 16-token prompt, 6 output tokens; B: arrives at 1.5, 16 tokens, 3 out. */
-static void run_two(int steps, rows *x)
+/* A: arrives at 0, 16-token prompt, 6 output tokens; B: arrives at 1.5, 16 tokens, 3 out.
+ * `engine` is a library profile; `extra` sets its extra_decode_step; `seqs` is max_num_seqs. */
+static void run_two_with(const char *engine, int extra, int steps, int seqs, rows *x)
 {
     const char *trace = t_write("ms-trace.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,16,6\n1.5,16,3\n");
     char text[1024];
     snprintf(text, sizeof text,
-             "model: llama-3-8b\nhardware: a100-80g\n"
-             "deployment: {scheduler_steps: %d}\n"
+             "model: llama-3-8b\nhardware: a100-80g\nengine: %s\n"
+             "deployment: {scheduler_steps: %d, max_num_seqs: %d}\n"
              "workload:\n  arrival: {process: trace, trace: '%s'}\n"
              "options: {kv_layout: paged, block_size: 16, scheduler: continuous, prefix_cache: off}\n",
-             steps, trace);
+             engine, steps, seqs, trace);
     static scn_scenario s;
     scn_error e;
     ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    s.engine.extra_decode_step = extra;
     sim_choice c = sim_choice_first(&s);
     sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
     memset(x, 0, sizeof *x);
@@ -51,7 +53,10 @@ static void run_two(int steps, rows *x)
     char err[512];
     ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
     ck_assert_int_eq(x->n, 2);
+    x->steps = m.steps;
 }
+
+static void run_two(int steps, rows *x) { run_two_with("vllm", 0, steps, 256, x); }
 
 START_TEST(multistep_gates_admission_by_hand)
 {
@@ -65,6 +70,7 @@ START_TEST(multistep_gates_admission_by_hand)
     ck_assert_double_eq_tol(x.ttft[1], 1.5, 1e-12);
     ck_assert_double_eq_tol(x.e2e[1], 3.5, 1e-12);
     ck_assert_double_eq_tol(x.e2e[0], 7.0, 1e-12);
+    ck_assert_int_eq(x.steps, 7);
     /* Four steps per decision. 0-1 prefill A (a prefill is one step); at 1 nothing waits, so
      * the decision is a decode run of 4 steps: 1-5, A's tokens 2..5. B (arrived at 1.5) waits
      * for the run's end: 5-6 prefills it (TTFT 6 - 1.5 = 4.5); at 6 a new run of A and B: 6-7
@@ -74,6 +80,31 @@ START_TEST(multistep_gates_admission_by_hand)
     ck_assert_double_eq_tol(x.ttft[1], 4.5, 1e-12);
     ck_assert_double_eq_tol(x.e2e[1], 6.5, 1e-12);
     ck_assert_double_eq_tol(x.e2e[0], 7.0, 1e-12);
+    /* A and B stay in the batch until their run ends (A finished in its first step: 3 more; B
+     * in its second: 2 more), so the run still takes 4 steps, 6-10: 1 + 4 + 1 + 4 = 10 steps. */
+    ck_assert_int_eq(x.steps, 10);
+}
+END_TEST
+
+/* The overlap scheduler's extra decode step (engine.extra_decode_step), with one seat
+ * (max_num_seqs 1) so that the seat A holds one step longer delays B. */
+START_TEST(extra_decode_step_by_hand)
+{
+    rows x;
+    /* Without it: 0-1 prefills A, 1-6 decode A (tokens 2..6: A ends at 6); B waited for the seat:
+     * 6-7 prefills B (TTFT 7 - 1.5 = 5.5), 7-8 and 8-9 decode it (E2E 9 - 1.5 = 7.5); 9 steps. */
+    run_two_with("trtllm", 0, 1, 1, &x);
+    ck_assert_double_eq_tol(x.e2e[0], 6.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 5.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 7.5, 1e-12);
+    ck_assert_int_eq(x.steps, 9);
+    /* With it: A still ends at 6 as the client sees it, but runs 6-7 as well; B's prefill is 7-8
+     * (TTFT 6.5), its tokens at 9 and 10 (E2E 8.5), and its own extra step 10-11: 11 steps. */
+    run_two_with("trtllm", 1, 1, 1, &x);
+    ck_assert_double_eq_tol(x.e2e[0], 6.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 6.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 8.5, 1e-12);
+    ck_assert_int_eq(x.steps, 11);
 }
 END_TEST
 
@@ -104,6 +135,7 @@ Suite *suite_multistep(void)
     TCase *tc = tcase_create("multistep");
     tcase_add_test(tc, multistep_gates_admission_by_hand);
     tcase_add_test(tc, multistep_refuses_chunked_prefill);
+    tcase_add_test(tc, extra_decode_step_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }
