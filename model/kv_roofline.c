@@ -105,18 +105,25 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
     o->efficiency = eff;
 }
 
+/* The launch and kernel-boundary time of an op of `kernels` kernels whose GPU time is `gpu`
+ * (finish(); kv_decode_plan_seconds uses it too, so the two cannot drift apart). */
+static double launch_overhead(double kernels, double gpu, double launch, bool graph, double graph_kernel)
+{
+    /* Every kernel boundary stalls the GPU (the next kernel starts when the last block of the
+     * previous one ends, and each ramps its memory pipeline up and down): graph_kernel each,
+     * graph or not. A graph removes the CPU's launches; eager launches overlap the GPU's work,
+     * so only a CPU launch rate slower than the kernels and their boundaries shows. */
+    double bounds = kernels * graph_kernel;
+    return graph ? bounds : fmax(bounds, kernels * launch - gpu);
+}
+
 /* Finishes an op: memory time, the roofline, launches the GPU does not hide, and the bound. */
 static void finish(kv_op_cost *o, double bw, double launch, bool graph, double graph_kernel)
 {
     if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
     o->t_memory = bw > 0 ? o->bytes / bw : 0;
     double gpu = fmax(kv_roofline_combine(o->t_compute, o->t_memory), o->t_network);
-    /* Every kernel boundary stalls the GPU (the next kernel starts when the last block of the
-     * previous one ends, and each ramps its memory pipeline up and down): graph_kernel each,
-     * graph or not. A graph removes the CPU's launches; eager launches overlap the GPU's work,
-     * so only a CPU launch rate slower than the kernels and their boundaries shows. */
-    double bounds = o->kernels * graph_kernel;
-    o->t_overhead += graph ? bounds : fmax(bounds, o->kernels * launch - gpu);
+    o->t_overhead += launch_overhead(o->kernels, gpu, launch, graph, graph_kernel);
     o->bound = KV_BOUND_COMPUTE;
     if (o->t_memory >= o->t_compute) o->bound = KV_BOUND_MEMORY;
     if (o->t_network > kv_roofline_combine(o->t_compute, o->t_memory)) o->bound = KV_BOUND_NETWORK;
@@ -514,8 +521,7 @@ double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
         double tm = bw > 0 ? bytes / bw : 0;
         double gpu = fmax(kv_roofline_combine(tc, tm), 0);
         double ov = 0;
-        double bounds = kernels * p->graph_kernel;   /* as finish(): boundaries, graph or not */
-        ov += p->graph ? bounds : fmax(bounds, kernels * p->launch - gpu);
+        ov += launch_overhead(kernels, gpu, p->launch, p->graph, p->graph_kernel);
         att = gpu + ov;
     }
     double gpu = 0;

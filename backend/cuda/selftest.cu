@@ -14,7 +14,8 @@
  * subtracted), a 16k-token context, contexts that end exactly on a block boundary and one token
  * into a block. Every decode version (v2 with cp.async, v2 direct, v1); the tensor-core prefill
  * over every KV dtype (its cp.async and load-convert paths) with multi-tile chunks, partial and
- * dead warps, zero-filled key tiles and each mask; decode v2's ring in each layout.
+ * dead warps, zero-filled key tiles and each mask, and on whole prompts (chunks from position
+ * 0, query and key tiles aligned); decode v2's ring in each layout.
  *
  * Writes outside the target: every output sits between two poisoned guard bands that must stay
  * poisoned, and after each attention case the pool must equal what was uploaded. The plain-C
@@ -495,6 +496,7 @@ struct attn_case {
     float qamp, kvamp;      /* input spreads: large ones make large scores */
     const char *note;
     int max_chunk;          /* longest prefill chunk (the plain-C reference's cost grows with it) */
+    bool whole = false;     /* prefill chunks are whole prompts (position 0 on) where they fit max_chunk */
 };
 
 /* Decode (v1 and v2, at the backend's split and at short splits) and prefill (flash and naive)
@@ -548,7 +550,7 @@ static int check_attention(tester *t, const attn_case &c, const std::vector<int>
     std::vector<int32_t> pst(n), plen(n), prow(n);
     int rows = 0, max_len = 0;
     for (int i = 0; i < n; i++) {
-        int len = std::min(c.max_chunk, std::max(1, ctx[i] / 3 + (i % 2) * 7));
+        int len = c.whole && ctx[i] + 1 <= c.max_chunk ? ctx[i] + 1 : std::min(c.max_chunk, std::max(1, ctx[i] / 3 + (i % 2) * 7));
         pst[i] = ctx[i] + 1 - len;     /* the chunk ends at the sequence's last key */
         plen[i] = len; prow[i] = rows; rows += len; max_len = std::max(max_len, len);
     }
@@ -677,6 +679,19 @@ static int run_all(tester *t)
     for (auto &k : tcs)
         if (check_attention(t, attn_case{k.dt, 16, 8, 2, k.d, masks[k.m], 1.0f, 2.0f, " tc tiles", 130}, {700, 150, 90}, true))
             return -1;
+    /* Whole prompts: chunks that start at position 0, the first chunk of every prompt (the cases
+     * above all start on a cached prefix). Query and key tiles then line up: the diagonal tile is
+     * the block's own first tile, a warp's last visible key is its last row, and 64- and 65-row
+     * chunks end on and one past a tile edge. Both tensor-core staging paths, each head_dim, no
+     * mask and a sliding layer shorter than a tile (a window start inside the first tile). */
+    be_cpu_attn_mask slide40 = {0, 0, 40};
+    struct { scn_dtype dt; int d; } wholes[] = {{SCN_DTYPE_BF16, 128}, {SCN_DTYPE_FP16, 64}};
+    for (auto &k : wholes)
+        for (auto &m : {masks[0], slide40}) {
+            attn_case wc{k.dt, 16, 8, 2, k.d, m, 1.0f, 2.0f, " whole prompts", 130};
+            wc.whole = true;
+            if (check_attention(t, wc, {129, 63, 64, 0}, true)) return -1;
+        }
     /* Decode v2's ring in its other layouts: fp32 (two 16-byte parts a lane) at head_dim 256 and
      * 16 heads a group (the largest shared memory: 64 KiB of scores at 1024-key splits plus a
      * 16 KiB ring), int8 (the ring of scales) at head_dim 64 and one head, fp8 (8-byte copies) at
