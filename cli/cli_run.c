@@ -199,9 +199,12 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     if (c->kv_offload == SCN_OFFLOAD_OFF && c->preemption == SCN_PREEMPT_RECOMPUTE) return;
     /* KV offload tiers and swap (docs/simulator.md, "KV offload tiers"). */
     out_section(d, "offload", "KV offload tiers");
-    static const char *const TIER[] = {"cpu", "disk"};
-    for (int k = 0; k < 2; k++) {
-        if (k == 1 && c->kv_offload != SCN_OFFLOAD_CPU_DISK) break;
+    if (c->kv_offload != SCN_OFFLOAD_OFF)
+        out_kv_str(d, "offload_reload", "reloads", s->engine.kv_layerwise ? "layer by layer, behind the step's compute"
+                                                                          : "before the step (charged in full)");
+    static const char *const TIER[] = {"cpu", "disk", "remote"};
+    for (int k = 0; k < 3; k++) {
+        if ((k == 1 && !scn_offload_disk(c->kv_offload)) || (k == 2 && !scn_offload_remote(c->kv_offload))) continue;
         if (c->kv_offload == SCN_OFFLOAD_OFF) break;
         char key[64], label[64];
         snprintf(key, sizeof key, "offload_%s_hit_rate", TIER[k]);

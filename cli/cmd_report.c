@@ -179,16 +179,17 @@ static int write_html(const char *path, const char *assets, const scn_scenario *
     return CLI_OK;
 }
 
-/* One row per tier (cpu, disk, swap) of each run that offloaded KV or swapped: what the
+/* One row per tier (cpu, disk, swap, and remote where the run used it) of each run that offloaded KV or swapped: what the
  * database holds for it (docs/simulator.md, "KV offload tiers"). */
 static json_t *offload_rows(json_t *runs)
 {
     json_t *rows = json_array();
-    static const char *const T[] = {"cpu", "disk", "swap"};
+    static const char *const T[] = {"cpu", "disk", "swap", "remote"};
     for (size_t i = 0; i < json_array_size(runs); i++) {
         json_t *r = json_array_get(runs, i), *o = json_object_get(r, "offload");
         if (!o) continue;
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
+            if (k == 3 && !json_object_get(o, "remote_bytes")) break;
             char f[4][32];
             snprintf(f[0], sizeof f[0], "%s_hit_rate", T[k]);
             snprintf(f[1], sizeof f[1], "%s_bytes", T[k]);

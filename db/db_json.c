@@ -114,16 +114,19 @@ char *db_scenario_json(const scn_scenario *s)
         json_object_set_new(opt, "kv_offload", name_list(SCN_OFFLOAD_NAMES, tmp, o->n_offload));
         for (int i = 0; i < o->n_preempt; i++) tmp[i] = o->preemption[i];
         json_object_set_new(opt, "preemption", name_list(SCN_PREEMPT_NAMES, tmp, o->n_preempt));
-        json_object_set_new(opt, "kv_offload_capacity", json_pack("{s:f, s:f}", "cpu", o->offload_cpu_bytes, "disk",
-                                                                  o->offload_disk_bytes));
+        json_t *cap = json_pack("{s:f, s:f}", "cpu", o->offload_cpu_bytes, "disk", o->offload_disk_bytes);
+        bool remote = false;   /* the remote store's figures only when a choice uses it: older digests stay */
+        for (int i = 0; i < o->n_offload; i++) remote |= scn_offload_remote(o->kv_offload[i]);
+        if (remote) json_object_set_new(cap, "remote", json_real(o->offload_remote_bytes));
+        json_object_set_new(opt, "kv_offload_capacity", cap);
         json_object_set_new(opt, "swap_space", json_real(o->swap_space));
-        const scn_tier *t[] = {&s->hardware.host, &s->hardware.nvme};
+        const scn_tier *t[] = {&s->hardware.host, &s->hardware.nvme, &s->hardware.remote};
         json_t *hw = json_array();
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < (remote ? 3 : 2); i++)
             json_array_append_new(hw, json_pack("{s:s, s:f, s:f, s:f, s:f}", "link", t[i]->link, "capacity", t[i]->capacity,
                                                 "bandwidth", t[i]->bandwidth, "efficiency", t[i]->efficiency, "latency_s",
                                                 t[i]->latency));
-        json_object_set_new(opt, "tiers_hardware", hw);   /* host, nvme */
+        json_object_set_new(opt, "tiers_hardware", hw);   /* host, nvme[, remote] */
     }
     json_t *slo = json_array();
     for (int i = 0; i < s->slo.n; i++)

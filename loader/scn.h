@@ -163,7 +163,7 @@ typedef struct {
     bool calibrated;
     scn_tier host;              /* host DRAM (`host:`) */
     scn_tier nvme;              /* local NVMe (`nvme:`) */
-    scn_tier remote;            /* shared remote store (`remote:`); parsed and shown, not simulated */
+    scn_tier remote;            /* remote store (`remote:`): the third tier, simulated per replica */
 } scn_hardware;
 
 /* A serving engine's profile (scenarios/engines/NAME.yaml; docs/cost-model.md, "Engine
@@ -207,6 +207,10 @@ typedef struct {
     int n_mem_fraction;         /* default fractions by tensor-parallel size; 0 = the deployment's */
     int mem_fraction_tp[SCN_MEM_FRACTIONS_MAX];     /* ascending: applies from this TP size up */
     double mem_fraction[SCN_MEM_FRACTIONS_MAX];
+    /* KV reloads from the offload tiers (`kv_offload: {layerwise: ...}`): loaded layer by layer,
+     * overlapping the step's compute (LMCache use_layerwise), or all before the step starts
+     * (docs/cost-model.md, "Layerwise reload overlap"). */
+    bool kv_layerwise;
 } scn_engine;
 const char *scn_attn_kernel_name(scn_attn_kernel k);
 
@@ -327,8 +331,14 @@ extern const char *const SCN_ATTN_NAMES[];
 typedef enum { SCN_SCHED_STATIC, SCN_SCHED_CONTINUOUS, SCN_SCHED_CHUNKED } scn_scheduler;
 extern const char *const SCN_SCHED_NAMES[];
 /* KV offload (docs/simulator.md, "KV offload tiers"): where evicted prefix-cache blocks go. */
-typedef enum { SCN_OFFLOAD_OFF, SCN_OFFLOAD_CPU, SCN_OFFLOAD_CPU_DISK } scn_offload;
+/* The remote store is simulated per replica (each replica has its own share of it), not as one
+ * store all replicas read: see docs/simulator.md. */
+typedef enum { SCN_OFFLOAD_OFF, SCN_OFFLOAD_CPU, SCN_OFFLOAD_CPU_DISK, SCN_OFFLOAD_CPU_REMOTE,
+               SCN_OFFLOAD_CPU_DISK_REMOTE } scn_offload;
 extern const char *const SCN_OFFLOAD_NAMES[];
+/* Whether choice o spills into the local NVMe tier, and into the remote store. */
+bool scn_offload_disk(scn_offload o);
+bool scn_offload_remote(scn_offload o);
 /* What a running sequence that cannot grow does to its victim: drop its KV and recompute it
  * later (vLLM V1), or copy it to host memory and back (vLLM V0's swap). */
 typedef enum { SCN_PREEMPT_RECOMPUTE, SCN_PREEMPT_SWAP } scn_preemption;
@@ -373,7 +383,7 @@ typedef struct {
     int n_offload;    scn_offload kv_offload[SCN_OPT_MAX];  /* KV offload tiers; default [off] */
     int n_preempt;    scn_preemption preemption[SCN_OPT_MAX]; /* default [recompute] */
     /* Per replica; 0: the hardware's per-GPU figure times tensor_parallel (options.kv_offload_capacity). */
-    double offload_cpu_bytes, offload_disk_bytes;
+    double offload_cpu_bytes, offload_disk_bytes, offload_remote_bytes;
     double swap_space;                                      /* bytes per GPU for swapped sequences */
     bool disagg_sweep;   /* options.disaggregation lists on: the planner sweeps prefill/decode splits */
 } scn_options;

@@ -29,7 +29,7 @@ static const char *const OPT_KEYS[] = {"kv_layout", "block_size", "prefix_cache"
                                        "tensor_parallel", "replicas", "kv_heads", "weight_dtype", "engine", "hardware", "speculative",
                                        "kv_offload", "kv_offload_capacity", "preemption", "swap_space",
                                        "disaggregation", NULL};
-static const char *const OFFLOAD_CAP_KEYS[] = {"cpu", "disk", NULL};
+static const char *const OFFLOAD_CAP_KEYS[] = {"cpu", "disk", "remote", NULL};
 static const char *const WINDOW_KEYS[] = {"sink", "window", NULL};
 static const char *const SPEC_KEYS[] = {"method", "k", "model", "acceptance", "mean_accepted", "decay", NULL};
 static const char *const QUANT_KEYS[] = {"granularity", "group_size", "scale_dtype", "zero_point", NULL};
@@ -390,15 +390,24 @@ static int bind_offload(scn_ctx *c, const scn_node *m, scn_scenario *s)
     char p[256];
     if (sub_map(c, m, "options", "kv_offload_capacity", OFFLOAD_CAP_KEYS, &cap, p, sizeof p) ||
         (cap && (scn_get_qty(c, cap, p, "cpu", SCN_UNIT_BYTES, false, &o->offload_cpu_bytes) ||
-                 scn_get_qty(c, cap, p, "disk", SCN_UNIT_BYTES, false, &o->offload_disk_bytes))) ||
+                 scn_get_qty(c, cap, p, "disk", SCN_UNIT_BYTES, false, &o->offload_disk_bytes) ||
+                 scn_get_qty(c, cap, p, "remote", SCN_UNIT_BYTES, false, &o->offload_remote_bytes))) ||
         scn_get_qty(c, m, "options", "swap_space", SCN_UNIT_BYTES, false, &o->swap_space))
         return -1;
-    bool cpu = false, disk = false, swap = false;
+    bool cpu = false, disk = false, remote = false, swap = false;
     for (int i = 0; i < o->n_offload; i++) {
         cpu |= o->kv_offload[i] != SCN_OFFLOAD_OFF;
-        disk |= o->kv_offload[i] == SCN_OFFLOAD_CPU_DISK;
+        disk |= scn_offload_disk(o->kv_offload[i]);
+        remote |= scn_offload_remote(o->kv_offload[i]);
     }
     for (int i = 0; i < o->n_preempt; i++) swap |= o->preemption[i] == SCN_PREEMPT_SWAP;
+    /* Offload keeps the prefix cache's evicted blocks: with the cache off in every choice it
+     * would do nothing, so say so here (a list with both is left to the planner's pairing). */
+    bool prefix = false;
+    for (int i = 0; i < o->n_prefix; i++) prefix |= o->prefix_cache[i];
+    if (cpu && !prefix)
+        return fail_at(c, scn_map_get(m, "kv_offload"), "options.kv_offload",
+                       "KV offload keeps evicted prefix-cache blocks below the GPU, so it needs options.prefix_cache on");
     /* The scenario's hardware (or each listed in options.hardware), then a disaggregated
      * deployment's pools' own. */
     int n_hw = o->n_hardware ? o->n_hardware : 1;
@@ -410,9 +419,15 @@ static int bind_offload(scn_ctx *c, const scn_node *m, scn_scenario *s)
         if ((cpu || swap) && !(hw->host.bandwidth > 0))
             key = cpu ? "kv_offload" : "preemption", why = "host memory (hardware.host: capacity, bandwidth, efficiency)";
         else if (cpu && !(hw->host.capacity > 0) && !(o->offload_cpu_bytes > 0))
-            key = "kv_offload", why = "a host memory capacity (hardware.host.capacity or options.kv_offload_capacity.cpu)";
+            key = "kv_offload", why = "host memory capacity (hardware.host.capacity or options.kv_offload_capacity.cpu)";
         else if (disk && !(hw->nvme.bandwidth > 0))
-            key = "kv_offload", why = "a local NVMe drive (hardware.nvme: capacity, bandwidth, efficiency)";
+            key = "kv_offload", why = "local NVMe drive (hardware.nvme: capacity, bandwidth, efficiency)";
+        else if (disk && !(hw->nvme.capacity > 0) && !(o->offload_disk_bytes > 0))
+            key = "kv_offload", why = "NVMe capacity (hardware.nvme.capacity or options.kv_offload_capacity.disk)";
+        else if (remote && !(hw->remote.bandwidth > 0))
+            key = "kv_offload", why = "remote store (hardware.remote: capacity, bandwidth, efficiency)";
+        else if (remote && !(hw->remote.capacity > 0) && !(o->offload_remote_bytes > 0))
+            key = "kv_offload", why = "remote store capacity (hardware.remote.capacity or options.kv_offload_capacity.remote)";
         if (!key) continue;
         char fp[64];
         snprintf(fp, sizeof fp, "options.%s", key);

@@ -14,7 +14,9 @@ const char *const SCN_METRIC_NAMES[] = {"ttft", "tpot", "itl", "e2e", NULL};
 const char *const SCN_LAYOUT_NAMES[] = {"contiguous", "paged", NULL};
 const char *const SCN_ATTN_NAMES[] = {"flash", "naive", NULL};
 const char *const SCN_SCHED_NAMES[] = {"static", "continuous", "chunked", NULL};
-const char *const SCN_OFFLOAD_NAMES[] = {"off", "cpu", "cpu+disk", NULL};
+const char *const SCN_OFFLOAD_NAMES[] = {"off", "cpu", "cpu+disk", "cpu+remote", "cpu+disk+remote", NULL};
+bool scn_offload_disk(scn_offload o) { return o == SCN_OFFLOAD_CPU_DISK || o == SCN_OFFLOAD_CPU_DISK_REMOTE; }
+bool scn_offload_remote(scn_offload o) { return o == SCN_OFFLOAD_CPU_REMOTE || o == SCN_OFFLOAD_CPU_DISK_REMOTE; }
 const char *const SCN_PREEMPT_NAMES[] = {"recompute", "swap", NULL};
 const char *const SCN_OBJECTIVE_NAMES[] = {"goodput_per_gpu", "throughput", "p99_latency", "cost", NULL};
 

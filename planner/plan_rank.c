@@ -418,7 +418,10 @@ static void dim_value(const plan_cand *c, int dim, char *buf, size_t n)
     case 13: snprintf(buf, n, "%s weights", c->wformat_name); break;
     case 14: snprintf(buf, n, "the %s engine", c->engine_name); break;
     case 16: snprintf(buf, n, "%s", c->c.kv_offload == SCN_OFFLOAD_OFF ? "no KV offload" : c->c.kv_offload == SCN_OFFLOAD_CPU
-                                     ? "KV offload to host memory" : "KV offload to host memory and NVMe"); break;
+                                     ? "KV offload to host memory" : c->c.kv_offload == SCN_OFFLOAD_CPU_DISK
+                                     ? "KV offload to host memory and NVMe" : c->c.kv_offload == SCN_OFFLOAD_CPU_REMOTE
+                                     ? "KV offload to host memory and a remote store"
+                                     : "KV offload to host memory, NVMe and a remote store"); break;
     case 17: snprintf(buf, n, "preemption by %s", SCN_PREEMPT_NAMES[c->c.preemption]); break;
     default: if (c->spec_name[0]) snprintf(buf, n, "speculative decoding (%s)", c->spec_name); else snprintf(buf, n, "no speculative decoding"); break;
     }

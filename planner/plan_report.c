@@ -106,6 +106,15 @@ static int each_run(void *ud, const db_run_info *r)
                                       "disk_transfer_s", num(m.tier_xfer_s[1]), "disk_occupancy", num(m.tier_occupancy[1]),
                                       "swaps", (json_int_t)m.swaps, "swap_bytes", num(m.swap_bytes),
                                       "swap_transfer_s", num(m.swap_xfer_s)));
+    /* The remote store's figures only for runs that used it (report shows a row per key set). */
+    const char *ko = opts ? json_string_value(json_object_get(opts, "kv_offload")) : NULL;
+    if (ko && strstr(ko, "remote")) {
+        json_t *o = json_object_get(json_array_get(g->runs, json_array_size(g->runs) - 1), "offload");
+        json_object_set_new(o, "remote_hit_rate", num(m.tier_hit_rate[2]));
+        json_object_set_new(o, "remote_bytes", num(m.tier_bytes[2]));
+        json_object_set_new(o, "remote_transfer_s", num(m.tier_xfer_s[2]));
+        json_object_set_new(o, "remote_occupancy", num(m.tier_occupancy[2]));
+    }
     if (m.prefill_replicas > 0) {   /* the hand-offs and the pools of a disaggregated run */
         char xpyd[32];
         snprintf(xpyd, sizeof xpyd, "%ldP%ldD", m.prefill_replicas, m.decode_replicas);

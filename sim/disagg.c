@@ -213,7 +213,7 @@ static int kick(coord *k, pool *P, sim_replica *rep)
                  "bandwidth and compute figures", n, dt, P->ex.name);
         return -1;
     }
-    dt += P->sched.xfer_s;   /* tier reloads and swaps the step waits for (sched.c) */
+    dt += sim_sched_wait_s(&P->sched, dt);   /* tier reloads and swaps the step waits for (sched.c) */
     k->acc.steps++;
     k->acc.batch_sum += n;
     if (n > k->acc.batch_max) k->acc.batch_max = n;

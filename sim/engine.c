@@ -89,7 +89,7 @@ static int start_formed(sim_engine *e, sim_replica *rep, int n)
                  "bandwidth and compute figures", n, dt, e->ex->name);
         return -1;
     }
-    dt += e->sched.xfer_s;   /* KV the step waits for: tier reloads, swaps (sched.c) */
+    dt += sim_sched_wait_s(&e->sched, dt);   /* KV the step waits for: tier reloads, swaps (sched.c) */
     e->acc.steps++;
     e->acc.batch_sum += n;
     if (n > e->acc.batch_max) e->acc.batch_max = n;

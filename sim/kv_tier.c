@@ -133,11 +133,11 @@ static void drop_slot(tier *x, int32_t s, long i)
     x->n--;
 }
 
-sim_kv_tiers *sim_kv_tiers_init(long cpu_blocks, long disk_blocks, long swap_blocks)
+sim_kv_tiers *sim_kv_tiers_init(long cpu_blocks, long disk_blocks, long remote_blocks, long swap_blocks)
 {
     sim_kv_tiers *t = calloc(1, sizeof *t);
     if (!t) return NULL;
-    long caps[KV_TIER_COUNT] = {cpu_blocks, disk_blocks};
+    long caps[KV_TIER_COUNT] = {cpu_blocks, disk_blocks, remote_blocks};
     for (int k = 0; k < KV_TIER_COUNT; k++) {
         tier *x = &t->t[k];
         x->cap = caps[k] > 0 ? (caps[k] < INT32_MAX ? caps[k] : INT32_MAX - 1) : 0;
@@ -162,11 +162,12 @@ void sim_kv_tiers_free(sim_kv_tiers *t)
 bool sim_kv_tiers_offload(const sim_kv_tiers *t) { return t && t->t[KV_TIER_CPU].cap > 0; }
 
 /* Puts h into tier k as its most recent block; a full tier first passes its oldest block on to
- * tier k + 1 (or drops it when k is the last). Out of memory: the block is dropped, as a full
- * last tier would drop it. */
+ * the next tier below k that has a capacity (or drops it when there is none: cpu+remote skips
+ * the disk). Out of memory: the block is dropped, as a full last tier would drop it. */
 static void put(sim_kv_tiers *t, int k, uint64_t h)
 {
-    if (k >= KV_TIER_COUNT || t->t[k].cap == 0) return;
+    while (k < KV_TIER_COUNT && t->t[k].cap == 0) k++;
+    if (k >= KV_TIER_COUNT) return;
     tier *x = &t->t[k];
     if (x->n == x->cap) {
         int32_t old = x->head;
@@ -267,9 +268,11 @@ int sim_kv_tiers_attach(sim_kv *kv, const scn_scenario *s, const sim_choice *c)
     if (!wants_tiers(c)) return 0;
     double bb = block_bytes_of(s, c);
     double cpu = c->kv_offload != SCN_OFFLOAD_OFF ? kv_tier_capacity(s, KV_TIER_CPU) / bb : 0;
-    double disk = c->kv_offload == SCN_OFFLOAD_CPU_DISK ? kv_tier_capacity(s, KV_TIER_DISK) / bb : 0;
+    double disk = scn_offload_disk(c->kv_offload) ? kv_tier_capacity(s, KV_TIER_DISK) / bb : 0;
+    double remote = scn_offload_remote(c->kv_offload) ? kv_tier_capacity(s, KV_TIER_REMOTE) / bb : 0;
     double swap = c->preemption == SCN_PREEMPT_SWAP ? s->options.swap_space / bb : 0;
-    sim_kv_tiers *t = sim_kv_tiers_init((long)fmin(cpu, 1e15), (long)fmin(disk, 1e15), (long)fmin(swap, 1e15));
+    sim_kv_tiers *t = sim_kv_tiers_init((long)fmin(cpu, 1e15), (long)fmin(disk, 1e15), (long)fmin(remote, 1e15),
+                                        (long)fmin(swap, 1e15));
     if (!t) return -1;
     sim_kv_set_tiers(kv, t);
     return 0;

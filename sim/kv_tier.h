@@ -1,7 +1,8 @@
 /* kv_tier.h: the memory tiers below a replica's GPU KV pool (docs/simulator.md, "KV offload
- * tiers"): host memory, then local NVMe. A tier holds prefix-cache blocks by their chain hash,
+ * tiers"): host memory, then local NVMe, then a remote store (each replica its own share of it:
+ * the store is not shared between replicas). A tier holds prefix-cache blocks by their chain hash,
  * least recently used first; a block the GPU's prefix cache evicts spills into the first tier,
- * a block a full tier evicts spills into the next, and the last tier drops it. The hierarchy is
+ * a block a full tier evicts spills into the next tier the choice has, and the last drops it. The hierarchy is
  * exclusive: a block found in a tier is taken out of it and reloaded into a GPU block. A
  * separate swap area on the host holds preempted sequences' blocks (preemption: swap).
  * Memory is bounded by the tiers' capacities in blocks, never by the number of requests. */
@@ -27,9 +28,9 @@ typedef struct {
     double occupancy;       /* block-seconds held (divide by run time x capacity for the mean) */
 } sim_kv_tier_stats;
 
-/* Tiers of cpu_blocks and disk_blocks (0: no such tier) and a swap area of swap_blocks. NULL on
- * out of memory. */
-sim_kv_tiers *sim_kv_tiers_init(long cpu_blocks, long disk_blocks, long swap_blocks);
+/* Tiers of cpu_blocks, disk_blocks and remote_blocks (0: no such tier; a tier of 0 is skipped in
+ * the spill order) and a swap area of swap_blocks. NULL on out of memory. */
+sim_kv_tiers *sim_kv_tiers_init(long cpu_blocks, long disk_blocks, long remote_blocks, long swap_blocks);
 void sim_kv_tiers_free(sim_kv_tiers *t);
 /* Whether any offload tier exists (the swap area aside). */
 bool sim_kv_tiers_offload(const sim_kv_tiers *t);

@@ -16,8 +16,8 @@ typedef struct {
     long preemptions, steps, batch_sum, batch_max;
     long rejected;
     /* KV offload tiers and swap (sim/kv_tier.h), index kv_tier_id */
-    long tier_hit_tokens[2];
-    double tier_xfer_s[2];
+    long tier_hit_tokens[3];
+    double tier_xfer_s[3];
     long swaps;
     double swap_blocks, swap_xfer_s;
 } sim_acc;

@@ -24,6 +24,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Room for `cap` entries in rep->gone (it only grows). */
 static sim_req **gone_room(sim_replica *rep, int cap)
@@ -101,8 +102,8 @@ static double block_bytes(sim_sched *e)
     return e->block_bytes;
 }
 
-/* Seconds the step waits for `blocks` blocks to cross tier k's link (docs/simulator.md, "KV
- * offload tiers": transfers are charged to the step, not overlapped with it). */
+/* Seconds `blocks` blocks take to cross tier k's link (docs/simulator.md, "KV offload tiers"):
+ * the step waits for all of it unless reloads are layerwise (sim_sched_wait_s). */
 static double tier_seconds(sim_sched *e, kv_tier_id k, double blocks)
 {
     return blocks > 0 ? kv_tier_transfer_s(&e->s->hardware, k, blocks * block_bytes(e)) : 0;
@@ -118,9 +119,20 @@ static void charge_reloads(sim_sched *e, sim_replica *rep, bool first)
         if (!got[k]) continue;
         double t = tier_seconds(e, (kv_tier_id)k, (double)got[k]);
         e->xfer_s += t;
-        e->acc->tier_xfer_s[k] += t;
+        e->reload_s[k] += t;
         if (first) e->acc->tier_hit_tokens[k] += got[k] * (long)sim_kv_block_size(rep->kv);
     }
+}
+
+double sim_sched_wait_s(sim_sched *e, double step_s)
+{
+    double reload = 0;
+    for (int k = 0; k < KV_TIER_COUNT; k++) reload += e->reload_s[k];
+    if (!(reload > 0)) return e->xfer_s;
+    double exposed = e->s->engine.kv_layerwise ? kv_layerwise_exposed_s(reload, step_s, e->s->model.layers) : reload;
+    /* Each tier is charged its share of what the step waits for. */
+    for (int k = 0; k < KV_TIER_COUNT; k++) e->acc->tier_xfer_s[k] += e->reload_s[k] * (exposed / reload);
+    return e->xfer_s - reload + exposed;
 }
 
 /* A finished request's tail steps are over: it leaves the batch and frees its KV; the engine,
@@ -329,6 +341,7 @@ int sim_sched_prefill(sim_sched *e, sim_replica *rep)
     rep->batch.n = 0;
     rep->batch.tokens = 0;
     e->xfer_s = 0;   /* each step waits only for its own transfers */
+    memset(e->reload_s, 0, sizeof e->reload_s);
     long budget = e->s->deployment.max_num_batched_tokens;
     while (rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
         long got = admit(e, rep, rep->waiting.head, budget, false);
@@ -353,6 +366,7 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
     rep->batch.n = 0;
     rep->batch.tokens = 0;
     e->xfer_s = 0;
+    memset(e->reload_s, 0, sizeof e->reload_s);
     if (tails_room(e, rep)) return -1;
     if (e->c.scheduler == SCN_SCHED_STATIC) return step_static(e, rep);
     const scn_deployment *d = &e->s->deployment;

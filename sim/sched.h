@@ -23,7 +23,8 @@ typedef struct {
     long itl_n;
     unsigned long long seed; /* the run's seed: speculative acceptance draws (sim/spec.c) */
     double xfer_s;           /* s: KV transfers (tier reloads, swaps) the step being formed waits
-                              * for; the engine adds them to its time (docs/simulator.md) */
+                              * for, at full length (sim_sched_wait_s says what the step adds) */
+    double reload_s[3];      /* s: the part of xfer_s that is prefix reloads, by kv_tier_id */
     double block_bytes;      /* KV bytes of one block on one GPU (0 until first needed) */
     bool tails;              /* the caller frees finished requests by state (REQ_DONE) and frees
                               * rep->gone, so a finished request may stay in the batch for tail
@@ -59,6 +60,12 @@ typedef struct {
     sim_req **sb;
     int sb_n, sb_cap, sb_prompt, sb_output, sb_done;
 } sim_replica;
+
+/* Seconds the step just formed waits for its KV transfers, given step_s, the executor's time for
+ * it: swaps in full; tier reloads in full, or only what the step's compute does not hide when
+ * the engine loads layer by layer (scn_engine.kv_layerwise; docs/cost-model.md, "Layerwise
+ * reload overlap"). Adds the reload seconds it charges to each tier's counter. */
+double sim_sched_wait_s(sim_sched *e, double step_s);
 
 /* Fills one batch row for request r: its new tokens from position `start` over `context` held
  * tokens, its block table and its token-id seeds. Every place that forms a batch uses it. */

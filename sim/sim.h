@@ -114,11 +114,11 @@ typedef struct {
     long events;               /* events processed (a speed figure) */
     long peak_in_flight;       /* requests alive at once (memory) */
     /* KV offload tiers (docs/simulator.md, "KV offload tiers"), summed over replicas; index
-     * kv_tier_id (0 cpu, 1 disk). */
-    double tier_hit_rate[2];   /* prompt tokens reloaded from the tier / prompt tokens */
-    double tier_bytes[2];      /* bytes moved through its link, both directions, all GPUs */
-    double tier_xfer_s[2];     /* s of reloads charged to steps */
-    double tier_occupancy[2];  /* blocks held / capacity, time-weighted */
+     * kv_tier_id (0 cpu, 1 disk, 2 remote). */
+    double tier_hit_rate[3];   /* prompt tokens reloaded from the tier / prompt tokens */
+    double tier_bytes[3];      /* bytes moved through its link, both directions, all GPUs */
+    double tier_xfer_s[3];     /* s of reloads charged to steps */
+    double tier_occupancy[3];  /* blocks held / capacity, time-weighted */
     long swaps;                /* preemptions by swap (the rest recomputed) */
     double swap_bytes;         /* bytes swapped out and in, all GPUs */
     double swap_xfer_s;        /* s of swap-outs and swap-ins charged to steps */

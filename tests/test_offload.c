@@ -5,6 +5,7 @@
 #include "../model/kv_model.h"
 #include "../model/kv_offload.h"
 #include "../planner/plan.h"
+#include "../sim/sched.h"
 #include "../sim/sim.h"
 
 #include <math.h>
@@ -140,6 +141,114 @@ START_TEST(disk_tier_takes_what_the_host_drops)
 }
 END_TEST
 
+/* The remote store as a third tier (per replica): with a host tier of 7 blocks, a document is
+ * pushed out of the host by the next request's blocks. With cpu+remote it goes straight to the
+ * remote store (the absent disk is skipped); with cpu+disk+remote and a 7-block disk tier too,
+ * by the time the document comes back (three other documents later) host holds the third,
+ * NVMe the second and the remote store the document: every warm hit comes from the store,
+ * staged through host memory: its link, then the host link. */
+START_TEST(remote_tier_below_the_others)
+{
+    enum { N = 12 };
+    const scn_offload how[] = {SCN_OFFLOAD_CPU_REMOTE, SCN_OFFLOAD_CPU_DISK_REMOTE};
+    for (int v = 0; v < 2; v++) {
+        load_documents(N);
+        /* An RDMA store: 200 Gb/s NIC per GPU = 25 GB/s at an illustrative efficiency of 0.8. */
+        s.hardware.remote = (scn_tier){.capacity = 1e12, .bandwidth = 25e9, .efficiency = 0.8};
+        sim_choice c = sim_choice_first(&s);
+        c.kv_offload = how[v];
+        s.options.offload_cpu_bytes = 7 * BLOCK_BYTES;
+        s.options.offload_disk_bytes = 7 * BLOCK_BYTES;
+        sim_metrics m;
+        run(&c, 8, &m);
+        ck_assert(m.tier_hit_rate[0] == 0 && m.tier_hit_rate[1] == 0);
+        double hit = (double)(N - 4) * 96 / ((double)N * 112);
+        ck_assert_msg(fabs(m.tier_hit_rate[2] - hit) < 1e-12, "remote hit rate %.12g, by hand %.12g", m.tier_hit_rate[2], hit);
+        double reload = 6 * BLOCK_BYTES / (25e9 * 0.8) + 6 * BLOCK_BYTES / HOST_BW;
+        ck_assert_msg(fabs(m.tier_xfer_s[2] - (N - 4) * reload) < 1e-12, "remote s %.12g, by hand %.12g", m.tier_xfer_s[2],
+                      (N - 4) * reload);
+        /* Blocks into the store: every request from the third (cpu+remote) or the fourth on pushes
+         * 7 out of the tier above; 6 of each warm request's come back out. */
+        double in = 7.0 * (N - (v ? 3 : 2)), out = 6.0 * (N - 4);
+        ck_assert_msg(fabs(m.tier_bytes[2] - (in + out) * BLOCK_BYTES) < 1, "remote bytes %.17g, by hand %.17g",
+                      m.tier_bytes[2], (in + out) * BLOCK_BYTES);
+        ck_assert(fabs(m.tier_bytes[1] - (v ? 7.0 * (N - 2) * BLOCK_BYTES : 0)) < 1);
+    }
+}
+END_TEST
+
+/* Layerwise reload overlap (docs/cost-model.md, "Layerwise reload overlap"): a reload of T split
+ * over L layers, layer i + 1 loading while layer i computes, delays a step of compute C by
+ * max(T / L, T - C (L - 1) / L). */
+START_TEST(layerwise_overlap_by_hand)
+{
+    /* 8 ms over 4 layers against a 4 ms step: per layer 2 ms loads against 1 ms computes, so
+     * loading binds: 4 x 2 + 1 (the last layer's compute) - 4 = 5 ms exposed. */
+    ck_assert(fabs(kv_layerwise_exposed_s(8e-3, 4e-3, 4) - 5e-3) < 1e-15);
+    /* 2 ms against 4 ms: 0.5 ms loads hide behind 1 ms computes but the first: 0.5 ms. */
+    ck_assert(fabs(kv_layerwise_exposed_s(2e-3, 4e-3, 4) - 0.5e-3) < 1e-15);
+    ck_assert(kv_layerwise_exposed_s(3e-3, 4e-3, 1) == 3e-3);   /* one layer: nothing to overlap */
+    ck_assert(kv_layerwise_exposed_s(0, 4e-3, 4) == 0);
+    /* The scheduler's charge: a 1 ms swap-in in full, 6 ms + 2 ms of reloads (host, NVMe) over
+     * 4 layers against a 4 ms step: 5 ms, shared 3:1 between the tiers. */
+    static scn_scenario x;
+    static sim_acc acc;
+    memset(&x, 0, sizeof x);
+    memset(&acc, 0, sizeof acc);
+    x.model.layers = 4;
+    x.engine.kv_layerwise = true;
+    sim_sched e = {.s = &x, .acc = &acc, .xfer_s = 9e-3, .reload_s = {6e-3, 2e-3, 0}};
+    ck_assert(fabs(sim_sched_wait_s(&e, 4e-3) - 6e-3) < 1e-15);
+    ck_assert(fabs(acc.tier_xfer_s[0] - 3.75e-3) < 1e-15 && fabs(acc.tier_xfer_s[1] - 1.25e-3) < 1e-15);
+    x.engine.kv_layerwise = false;   /* all before the step: 9 ms */
+    ck_assert(fabs(sim_sched_wait_s(&e, 4e-3) - 9e-3) < 1e-15);
+    /* End to end on the documents: with layerwise loads a warm request's TTFT is its 16-token
+     * prefill plus what of the 6-block reload the prefill's 32 layers do not hide. */
+    enum { N = 8 };
+    load_documents(N);
+    s.engine.kv_layerwise = true;
+    sim_choice c = sim_choice_first(&s);
+    c.kv_offload = SCN_OFFLOAD_CPU;
+    sim_metrics m;
+    run(&c, 8, &m);
+    kv_cache_cfg kc = kv_cache_cfg_make(&s, c.kv_dtype, 0, 0);
+    kv_seq_work warm = {16, 96};
+    double step = kv_step_time(&s, &kc, c.attention, &warm, 1).seconds, reload = 6 * BLOCK_BYTES / HOST_BW;
+    ck_assert_int_eq(s.model.layers, 32);
+    double exposed = fmax(reload / 32, reload - step * 31 / 32);
+    ck_assert_msg(exposed < reload, "the case must overlap something: %g vs %g", exposed, reload);
+    ck_assert_msg(fabs(rows[7].ttft - (step + exposed)) < 1e-12, "warm ttft %.12g vs %.12g", rows[7].ttft, step + exposed);
+    ck_assert(fabs(m.tier_xfer_s[0] - (N - 4) * exposed) < 1e-12);
+}
+END_TEST
+
+/* The profiles that had no tiers now carry their cards' host links (datasheets: PCIe Gen4 x16
+ * = 32 GB/s each way, Gen5 x16 = 64 GB/s) and the reference (or default) system's host memory
+ * and NVMe per GPU, and offload to host memory and NVMe runs on each. */
+START_TEST(profiles_have_host_links)
+{
+    const struct { const char *hw; double link, host, nvme, nvme_bw; } P[] = {
+        {"a100-40g", 32e9, 1e12 / 8, 4 * 3.84e12 / 8, 7e9 / 2},   /* DGX A100 320GB */
+        {"h100-pcie", 64e9, 2e12 / 8, 3.84e12, 7e9},                /* DGX H100's per GPU, carried over */
+        {"l40s", 32e9, 1e12 / 8, 4 * 3.84e12 / 8, 7e9 / 2},       /* DGX A100's per GPU, carried over */
+        {"mi300x", 64e9, 2e12 / 8, 3.84e12, 7e9},
+        {"rtx-4090", 32e9, 128e9, 2e12, 7.45e9},                    /* a single-GPU workstation */
+    };
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+        char text[600];
+        snprintf(text, sizeof text, "model: llama-3.2-1b\nhardware: %s\nworkload: {requests: 1, arrival: {process: poisson, "
+                 "rate: 1/s}, prompt_tokens: 64, output_tokens: 8}\noptions: {prefix_cache: on, kv_offload: cpu+disk}\n", P[i].hw);
+        load(text, NULL, 0);
+        const scn_hardware *h = &s.hardware;
+        ck_assert_msg(h->host.bandwidth == P[i].link && fabs(h->host.capacity - P[i].host) < 1 && h->host.efficiency == 0.90,
+                      "%s host %g B/s %g B", P[i].hw, h->host.bandwidth, h->host.capacity);
+        ck_assert_msg(fabs(h->nvme.capacity - P[i].nvme) < 1 && fabs(h->nvme.bandwidth - P[i].nvme_bw) < 1, "%s nvme %g B %g B/s",
+                      P[i].hw, h->nvme.capacity, h->nvme.bandwidth);
+        ck_assert(h->remote.bandwidth == 0);
+    }
+}
+END_TEST
+
 /* Two 16-token prompts arrive together on a pool of 3 blocks, 20 output tokens each. Step 1
  * prefills both (a block each); step 2 needs a second block for each: A takes the last free
  * one, B, the newest, preempts itself. A finishes in 3 blocks; then B comes back. */
@@ -212,6 +321,46 @@ START_TEST(loader_errors_are_located)
     char where[1100];
     snprintf(where, sizeof where, "%s:6:15: options.preemption:", path);
     ck_assert_msg(strstr(err, where) != NULL, "%s", err);
+    /* Offload with the prefix cache off in every choice: there is nothing to spill. */
+    st = t_load("model: llama-3-8b\nhardware: h100-sxm\nworkload: {requests: 1, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 64, output_tokens: 8}\n"
+                "options:\n  prefix_cache: off\n  kv_offload: cpu\n", NULL, 0, &x, &e);
+    ck_assert_int_eq(st, SCN_E_DATA);
+    ck_assert_str_eq(e.path, "options.kv_offload");
+    ck_assert_int_eq(e.line, 6);
+    ck_assert_int_eq(e.col, 15);
+    /* A remote store the profile lacks. */
+    st = t_load("model: llama-3-8b\nhardware: h100-sxm\nworkload: {requests: 1, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 64, output_tokens: 8}\n"
+                "options:\n  prefix_cache: on\n  kv_offload: [cpu, cpu+remote]\n", NULL, 0, &x, &e);
+    ck_assert_int_eq(st, SCN_E_DATA);
+    ck_assert_str_eq(e.path, "options.kv_offload");
+    ck_assert_int_eq(e.line, 6);
+    ck_assert_msg(strstr(e.msg, "remote store") != NULL, "%s", e.msg);
+    /* With a remote store given, it loads, and so does its capacity option. */
+    st = t_load("model: llama-3-8b\nhardware: {extends: h100-sxm, remote: {capacity: 2 TB, bandwidth: 25 GB/s, efficiency: 0.8}}\n"
+                "workload: {requests: 1, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 64, output_tokens: 8}\n"
+                "options:\n  prefix_cache: on\n  kv_offload: cpu+disk+remote\n  kv_offload_capacity: {remote: 1 TB}\n", NULL, 0, &x, &e);
+    char em[1500];
+    scn_error_format(&e, em, sizeof em);
+    ck_assert_msg(st == SCN_OK, "%s", em);
+    ck_assert(x.options.kv_offload[0] == SCN_OFFLOAD_CPU_DISK_REMOTE && x.options.offload_remote_bytes == 1e12);
+    ck_assert(kv_tier_capacity(&x, KV_TIER_REMOTE) == 1e12);
+    /* The engine says how reloads are charged: SGLang's profile loads layer by layer, vLLM's
+     * before the step; a value that is not a boolean is located. */
+    const char *eng[] = {"sglang", "vllm", "{extends: vllm, kv_offload: {layerwise: yes please}}"};
+    for (int i = 0; i < 3; i++) {
+        char text[600];
+        snprintf(text, sizeof text, "model: llama-3-8b\nhardware: h100-sxm\nengine: %s\n"
+                 "workload: {requests: 1, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 64, output_tokens: 8}\n", eng[i]);
+        st = t_load(text, NULL, 0, &x, &e);
+        if (i < 2) {
+            ck_assert_int_eq(st, SCN_OK);
+            ck_assert(x.engine.kv_layerwise == (i == 0));
+        } else {
+            ck_assert_int_eq(st, SCN_E_DATA);
+            ck_assert_str_eq(e.path, "engine.kv_offload.layerwise");
+            ck_assert_int_eq(e.line, 3);
+        }
+    }
 }
 END_TEST
 
@@ -323,6 +472,9 @@ Suite *suite_offload(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, working_set_three_times_the_pool);
     tcase_add_test(tc, disk_tier_takes_what_the_host_drops);
+    tcase_add_test(tc, remote_tier_below_the_others);
+    tcase_add_test(tc, layerwise_overlap_by_hand);
+    tcase_add_test(tc, profiles_have_host_links);
     tcase_add_test(tc, swap_against_recompute_counted_by_hand);
     tcase_add_test(tc, loader_errors_are_located);
     tcase_add_test(tc, simulate_stores_report_shows);
