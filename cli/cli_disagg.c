@@ -2,9 +2,12 @@
  * hand-offs between them and how busy each pool was (docs/simulator.md, "Disaggregation"). */
 #include "cli_run.h"
 #include "../planner/plan_disagg.h"
+#include "../model/kv_model.h"
+#include "../sim/disagg.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 void cli_report_disagg(out_doc *d, const scn_scenario *s, const sim_metrics *m)
 {
@@ -33,6 +36,45 @@ void cli_report_disagg(out_doc *d, const scn_scenario *s, const sim_metrics *m)
     out_kv_num(d, "prefill_busy", "prefill pool busy", m->prefill_busy, OUT_FRAC);
     out_kv_num(d, "decode_busy", "decode pool busy", m->decode_busy, OUT_FRAC);
     out_kv_num(d, "prefill_kv_util_mean", "prefill pool KV use", m->prefill_kv_util_mean, OUT_FRAC);
+    out_kv_num(d, "prefill_batch_mean", "prefill batch (mean sequences)", m->prefill_batch_mean, OUT_NUM);
+    out_kv_num(d, "decode_batch_mean", "decode batch (mean sequences)", m->decode_batch_mean, OUT_NUM);
+    out_kv_num(d, "decode_batch_max", "decode batch (max)", (double)m->decode_batch_max, OUT_INT);
+    out_kv_num(d, "decode_max_num_seqs", "decode max_num_seqs", (double)m->decode_max_num_seqs, OUT_INT);
+}
+
+void cli_memory_disagg(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c0, int block_size, double mean)
+{
+    if (!s->deployment.disagg.on) return;
+    /* Each pool is its own hardware and tensor parallelism (sim_disagg_pool_scenario): the
+     * colocated figures above describe neither. */
+    static const out_col cols[] = {{"pool", "pool", OUT_STR}, {"hardware", "hardware", OUT_STR},
+                                   {"tensor_parallel", "TP", OUT_INT}, {"replicas", "replicas", OUT_INT},
+                                   {"usable_bytes", "usable per GPU", OUT_BYTES}, {"weight_bytes", "weights", OUT_BYTES},
+                                   {"activation_bytes", "activations", OUT_BYTES}, {"runtime_bytes", "runtime", OUT_BYTES},
+                                   {"kv_budget_bytes", "KV budget", OUT_BYTES}, {"capacity_tokens", "capacity (tokens)", OUT_INT},
+                                   {"capacity_blocks", "capacity (blocks)", OUT_INT}, {"max_concurrent_seqs", "max seqs", OUT_INT}};
+    out_table(d, "disaggregation_memory", "Memory per GPU of each disaggregated pool (first kv dtype, paged)",
+              (int)(sizeof cols / sizeof cols[0]), cols);
+    scn_scenario *p = malloc(sizeof *p);
+    if (!p) return;
+    for (int which = 0; which < 2; which++) {
+        sim_disagg_pool_scenario(s, which, p);
+        kv_cache_cfg cc = kv_cache_cfg_make(p, c0->dtype, 0, 0);
+        kv_capacity k = kv_capacity_compute(p, &cc, block_size, mean);
+        out_cell_str(d, which ? "decode" : "prefill");
+        out_cell_str(d, p->hardware.name);
+        out_cell_num(d, p->deployment.tensor_parallel);
+        out_cell_num(d, p->deployment.replicas);
+        out_cell_num(d, k.usable);
+        out_cell_num(d, k.weights);
+        out_cell_num(d, k.activation);
+        out_cell_num(d, k.runtime);
+        out_cell_num(d, k.kv_budget);
+        out_cell_num(d, k.kv_budget > 0 ? (double)k.capacity_tokens : 0);
+        out_cell_num(d, k.kv_budget > 0 ? (double)k.capacity_blocks : 0);
+        out_cell_num(d, k.kv_budget > 0 ? (double)k.max_seqs_paged : 0);
+    }
+    free(p);
 }
 
 /* `plan`'s disaggregation sweep (planner/plan_disagg.h): its layouts, its conclusions and its

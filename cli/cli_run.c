@@ -1,5 +1,6 @@
 /* cli_run.c: flags, sinks, storage and the report shared by simulate, run and validate. */
 #include "cli_run.h"
+#include "../model/kv_deploy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -169,7 +170,17 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     out_kv_str(d, "choice", "choice", choice);
     out_kv_str(d, "executor", "executor", executor);
     out_kv_num(d, "seed", "seed", (double)s->seed, OUT_INT);
-    out_kv_num(d, "replicas", "replicas", s->deployment.replicas, OUT_INT);
+    if (s->deployment.disagg.on) {
+        /* The pools replace the deployment's replicas: say so rather than print its 1. */
+        const scn_disagg *g = &s->deployment.disagg;
+        char pools[160];
+        snprintf(pools, sizeof pools, "%dP (tp%d, %s) + %dD (tp%d, %s)", g->prefill.replicas, g->prefill.tensor_parallel,
+                 g->prefill.hardware.name, g->decode.replicas, g->decode.tensor_parallel, g->decode.hardware.name);
+        out_kv_str(d, "pools", "pools", pools);
+        out_kv_num(d, "gpus", "GPUs", kv_deploy_gpus(&s->deployment), OUT_INT);
+    } else {
+        out_kv_num(d, "replicas", "replicas", s->deployment.replicas, OUT_INT);
+    }
     if (run_id > 0) {
         out_kv_num(d, "run_id", "run id", (double)run_id, OUT_INT);
         out_kv_str(d, "db", "database", db_path);

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "progress.h"
 #include "../db/db.h"
+#include "../model/kv_model.h"
 #include "../sim/sim.h"
 #include "../verify/vf.h"
 
@@ -50,6 +51,9 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
                     long run_id, const char *db_path);
 /* The "Disaggregation" section (cli_disagg.c); nothing for a colocated run. */
 void cli_report_disagg(out_doc *d, const scn_scenario *s, const sim_metrics *m);
+
+/* `memory`'s table of each disaggregated pool's memory per GPU (nothing when colocated). */
+void cli_memory_disagg(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c0, int block_size, double mean);
 
 /* Parses an engine command's flags (scenario, common and engine flags); 0 or an exit code. */
 int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, cli_run_flags *f, int *help);

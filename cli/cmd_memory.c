@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "cli_moe.h"
 #include "cli_spec.h"
+#include "cli_run.h"
 #include "../model/kv_moe_parallel.h"
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
@@ -163,6 +164,7 @@ int cmd_memory(int argc, char **argv)
             }
     cli_spec_memory(d, &s, &c0, o->block_size[0]);   /* when options.speculative is on */
     cli_moe_memory(d, &s, &c0, o->block_size[0]);    /* with EP / attention DP */
+    cli_memory_disagg(d, &s, &c0, o->block_size[0], mean);   /* each pool, when disaggregated */
     if (k0.kv_budget <= 0)
         out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
                     "usable. Raise tensor_parallel or gpu_memory_utilization.",

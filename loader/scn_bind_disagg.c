@@ -98,6 +98,14 @@ int scn_bind_disagg(scn_ctx *c, const scn_node *dep, const char *dpath, scn_scen
     scn_disagg *d = &s->deployment.disagg;
     memset(d, 0, sizeof *d);
     if (!m) return 0;
+    /* "off" (the documented default, e.g. from --set deployment.disaggregation=off) is no
+     * disaggregation; "on" alone says nothing about the pools. */
+    if (m->kind == SCN_NODE_SCALAR) {
+        bool on;
+        if (scn_parse_bool(c, m, p, &on)) return -1;
+        if (!on) return 0;
+        return fail_at(c, m, p, "give the pools: {prefill: {replicas, tensor_parallel}, decode: {...}} (or off)");
+    }
     if (scn_expect_map(c, m, p) || scn_check_keys(c, m, p, DISAGG_KEYS)) return -1;
     /* A replica count at the deployment level would be ambiguous: the pools carry their own. */
     if (scn_has(dep, "replicas"))

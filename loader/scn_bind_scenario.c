@@ -400,7 +400,19 @@ static int bind_offload(scn_ctx *c, const scn_node *m, scn_scenario *s)
         disk |= scn_offload_disk(o->kv_offload[i]);
         remote |= scn_offload_remote(o->kv_offload[i]);
     }
-    for (int i = 0; i < o->n_preempt; i++) swap |= o->preemption[i] == SCN_PREEMPT_SWAP;
+    bool all_swap = o->n_preempt > 0, paged = false, preempting = false;
+    for (int i = 0; i < o->n_preempt; i++) {
+        swap |= o->preemption[i] == SCN_PREEMPT_SWAP;
+        all_swap &= o->preemption[i] == SCN_PREEMPT_SWAP;
+    }
+    for (int i = 0; i < o->n_layout; i++) paged |= o->layout[i] == SCN_LAYOUT_PAGED;
+    for (int i = 0; i < o->n_sched; i++) preempting |= o->scheduler[i] != SCN_SCHED_STATIC;
+    /* Swap moves a sequence's blocks and happens only when a scheduler preempts: when every
+     * preemption choice is swap, some layout and scheduler must allow it (sim/choice.c). */
+    if (all_swap && (!paged || !preempting))
+        return fail_at(c, scn_map_get(m, "preemption"), "options.preemption",
+                       !paged ? "swap preemption moves a sequence's blocks, so it needs kv_layout paged among the options"
+                              : "swap preemption needs a scheduler that preempts (continuous or chunked), not only static");
     /* Offload keeps the prefix cache's evicted blocks: with the cache off in every choice it
      * would do nothing, so say so here (a list with both is left to the planner's pairing). */
     bool prefix = false;

@@ -4,6 +4,7 @@
 #include "../model/kv_model.h"
 #include "../model/kv_moe_parallel.h"
 #include "../model/kv_spec.h"
+#include "../model/kv_deploy.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -72,7 +73,12 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
             snprintf(c->spec_name, sizeof c->spec_name, "draft(%.24s) k=%d a=%.2f", sp->draft.name, sp->k, sp->accept[0]);
         else if (sp)
             snprintf(c->spec_name, sizeof c->spec_name, "%s k=%d a=%.2f", SCN_SPEC_NAMES[sp->method], sp->k, sp->accept[0]);
-        c->gpus = (double)c->tp * c->replicas * (d->attention_dp > 1 ? d->attention_dp : 1);   /* DP attention ranks */
+        {   /* colocated: TP x replicas x DP attention ranks; disaggregated: both pools' GPUs */
+            scn_deployment dd = *d;
+            dd.tensor_parallel = c->tp;
+            dd.replicas = c->replicas;
+            c->gpus = kv_deploy_gpus(&dd);
+        }
         const scn_wformat *wf = c->wformat >= 0 ? &o->wformat[c->wformat] : NULL;
         c->risk_weights = wf && wf->quant != SCN_WQ_NONE &&
                           (wf->quant != s->model.weight_quant || wf->dtype != s->model.weight_dtype);
@@ -152,6 +158,13 @@ const char *plan_hardware_name(const scn_scenario *s, const plan_cand *c)
 
 double plan_price(const scn_scenario *s, const plan_cand *c)
 {
+    /* Disaggregated pools may run on different hardware: the GPU-weighted mean of their prices,
+     * so that price x GPUs is the pools' hourly cost. */
+    if (s->deployment.disagg.on) {
+        double gpus = kv_deploy_gpus(&s->deployment);
+        double usd = kv_deploy_disagg_usd_per_hour(&s->deployment.disagg, s->usd_per_gpu_hour, s->hardware.name);
+        return gpus > 0 ? usd / gpus : 0;
+    }
     if (c->hw >= 0 && c->hw < s->options.n_hardware) {
         const scn_hardware *h = &s->options.hardware[c->hw];
         /* The scenario's price is for its own hardware; an option naming the same profile shares it. */

@@ -220,6 +220,14 @@ void plan_offload_gate(const scn_scenario *s, plan_result *r);
  * offload was not an option. */
 int plan_offload_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
 
+/* Swap preemption only where it pays: when the best candidate swaps and the same candidate
+ * recomputing is not measurably worse (95 % intervals over seeds), recommend that one. */
+void plan_swap_gate(const scn_scenario *s, plan_result *r);
+
+/* A line on swap against recompute for the recommendation, naming which engines swap; 0 when
+ * the plan did not compare them. */
+int plan_swap_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
+
 /* Capacity (plan_capacity.c). */
 typedef struct {
     double rate;               /* req/s: the highest rate that kept up within the SLO; 0 if none */

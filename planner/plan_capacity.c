@@ -229,7 +229,11 @@ int plan_capacity_rows(const scn_scenario *s, const plan_result *r, int top, dou
         w->rate_per_gpu = w->rate.mean / x->gpus;
         w->usd_per_mtok = x->usd_per_mtok;
         int reps = target > 0 ? plan_min_replicas(s, x, target, max_replicas) : 0;
-        w->gpus_for_target = reps * x->tp;
+        /* Colocated, the search scales replicas: each brings gpus/replicas GPUs. Disaggregated,
+         * the pools are the scenario's as given (a replica count does not scale them): the
+         * target is met on their GPUs or not at all. */
+        if (s->deployment.disagg.on) w->gpus_for_target = reps > 0 ? (int)x->gpus : 0;
+        else w->gpus_for_target = reps * (int)(x->gpus / (x->replicas > 0 ? x->replicas : 1));
         w->max_context = plan_max_context(s, x, concurrency);
         if (progress) progress(ud, n, max);
     }

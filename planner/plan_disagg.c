@@ -54,6 +54,10 @@ static int run(const scn_scenario *s, const plan_cand *c, sim_metrics *m, char *
     plan_apply(s, c, t);
     int rc = sim_run_predicted(t, &c->c, m, why, n);
     free(t);
+    /* A pool's failure leads with the scenario field to locate (sim/disagg.c); a swept layout
+     * is not the file's, so the table keeps only the reason. */
+    const char *pre = "deployment.disaggregation.", *colon = strstr(why, ": ");
+    if (rc != SIM_OK && !strncmp(why, pre, strlen(pre)) && colon) memmove(why, colon + 2, strlen(colon + 2) + 1);
     return rc;
 }
 
@@ -73,6 +77,10 @@ int plan_disagg_sweep(const scn_scenario *s, const plan_result *r, plan_disagg_r
     scn_scenario *off = malloc(sizeof *off), *t = malloc(sizeof *t), *lay = malloc(sizeof *lay);
     if (!off || !t || !lay) { free(off); free(t); free(lay); snprintf(err, n, "out of memory"); return -1; }
     int rc = -1;
+    /* The colocated reference runs `off`; every layout is built from `s` itself, so that a
+     * transfer block the scenario gives (link, bandwidth, latency, layerwise) is the one each
+     * split hands its KV over: plan_disagg_apply only fills in the hardware's defaults when
+     * the scenario gives none. */
     *off = *s;
     off->deployment.disagg.on = false;
     /* The colocated reference: the recommendation with chunked prefill on the same GPUs. */
@@ -102,7 +110,7 @@ int plan_disagg_sweep(const scn_scenario *s, const plan_result *r, plan_disagg_r
                 if (out->n == PLAN_DISAGG_MAX) continue;
                 plan_disagg_layout *l = &out->l[out->n++];
                 *l = (plan_disagg_layout){.x = x, .tp_p = tp_p, .y = (gpus - x * tp_p) / tp_d, .tp_d = tp_d};
-                plan_disagg_apply(off, &t->hardware, l->x, tp_p, l->y, tp_d, lay);
+                plan_disagg_apply(s, &t->hardware, l->x, tp_p, l->y, tp_d, lay);
                 st = run(lay, &dc, &l->m, l->why, sizeof l->why);
                 if (st == SIM_E_INTERNAL) { snprintf(err, n, "%s", l->why); goto done; }
                 l->ran = st == SIM_OK;
@@ -115,7 +123,7 @@ int plan_disagg_sweep(const scn_scenario *s, const plan_result *r, plan_disagg_r
     out->at_capacity = plan_objective_at_capacity(s);
     double tol = PLAN_CAPACITY_TOL;
     if (out->at_capacity) {
-        plan_disagg_apply(off, &t->hardware, bl->x, bl->tp_p, bl->y, bl->tp_d, lay);
+        plan_disagg_apply(s, &t->hardware, bl->x, bl->tp_p, bl->y, bl->tp_d, lay);
         plan_capacity_search(off, &cc, s->seed, cc.replicas, s->workload.rate, 2, tol, NULL, &out->colo_cap);
         plan_capacity_search(lay, &dc, s->seed, dc.replicas, s->workload.rate, 2, tol, NULL, &out->best_cap);
         double a = out->best_cap.rate, c = out->colo_cap.rate;
@@ -134,29 +142,35 @@ done:
     return rc;
 }
 
-/* What binds a disaggregated layout, from its run: the pressure on each resource as a share. */
+/* What binds a disaggregated layout, from its run: the pressure on each resource as a share.
+ * The decode pool is bounded twice: by its KV blocks and by max_num_seqs, the sequences one
+ * instance batches. Either full makes finished prefills wait in the hand-off queue. */
 static void binding(const scn_scenario *s, const sim_metrics *m, char *buf, size_t n)
 {
     double tpot_limit = 0;
     for (int i = 0; i < s->slo.n; i++)
         if (s->slo.terms[i].metric == SCN_METRIC_TPOT) tpot_limit = s->slo.terms[i].limit;
-    double p[4] = {
+    long seqs = m->decode_max_num_seqs > 0 ? m->decode_max_num_seqs : s->deployment.max_num_seqs;
+    double p[5] = {
         m->prefill_busy,                                                       /* prefill compute */
         tpot_limit > 0 ? m->q[SIM_Q_TPOT].p99 / tpot_limit : m->decode_busy,   /* decode bandwidth */
         m->kv_util_peak,                                                       /* decode KV capacity */
         m->q[SIM_Q_TTFT].mean > 0 ? m->transfer_mean / m->q[SIM_Q_TTFT].mean : 0,   /* the hand-off */
+        seqs > 0 ? (double)m->decode_batch_max / (double)seqs : 0,            /* decode batch slots */
     };
-    static const char *const NAMES[] = {"prefill compute", "decode bandwidth", "decode KV capacity", "transfer bandwidth"};
+    static const char *const NAMES[] = {"prefill compute", "decode bandwidth", "decode KV capacity", "transfer bandwidth",
+                                        "the decode pool's max_num_seqs"};
     int k = 0;
-    for (int i = 1; i < 4; i++) if (p[i] > p[k]) k = i;
+    for (int i = 1; i < 5; i++) if (p[i] > p[k]) k = i;
     char tpot[96];
     if (tpot_limit > 0) snprintf(tpot, sizeof tpot, "%.2f ms = %.0f %% of its limit", 1e3 * m->q[SIM_Q_TPOT].p99, 100 * p[1]);
     else snprintf(tpot, sizeof tpot, "%.2f ms (no TPOT limit; decode pool busy %.0f %%)", 1e3 * m->q[SIM_Q_TPOT].p99,
                   100 * m->decode_busy);
-    snprintf(buf, n, "%s binds: prefill pool busy %.0f %%; decode TPOT p99 %s; decode KV peak %.0f %% (hand-off queue "
-             "wait p99 %.2f ms); hand-off %.2f ms = %.1f %% of the mean TTFT",
-             NAMES[k], 100 * m->prefill_busy, tpot, 100 * m->kv_util_peak, 1e3 * m->transfer_wait_p99,
-             1e3 * m->transfer_mean, 100 * p[3]);
+    snprintf(buf, n, "%s binds: prefill pool busy %.0f %%; decode TPOT p99 %s; decode KV peak %.0f %%; decode batch "
+             "max %ld of max_num_seqs %ld (mean %.1f); hand-off queue wait p99 %.2f ms; hand-off %.2f ms = %.1f %% of "
+             "the mean TTFT",
+             NAMES[k], 100 * m->prefill_busy, tpot, 100 * m->kv_util_peak, m->decode_batch_max, seqs,
+             m->decode_batch_mean, 1e3 * m->transfer_wait_p99, 1e3 * m->transfer_mean, 100 * p[3]);
 }
 
 int plan_disagg_explain(const scn_scenario *s, const plan_disagg_result *d, char lines[][PLAN_LINE], int max)

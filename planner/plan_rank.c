@@ -141,6 +141,10 @@ void plan_rank(const scn_scenario *s, plan_result *r)
         for (int k = 0; k < n; k++) met += (c->seed_slo >> k) & 1;
         c->slo_met = 2 * met > n;
         c->offered = plan_interval_of(c->seed_offered, n);
+        /* A latency objective is a negated latency: no latency is below 0, so neither is the
+         * interval's lower end (two seeds' t = 12.7 reached -13.5 s). Clamping cannot separate two
+         * intervals that overlapped: both keep 0 inside or above them. */
+        if (s->objective == SCN_OBJ_P99_LATENCY && c->offered.hi > 0) c->offered.hi = 0;
         c->latency_p99 = latency(s, &c->m);
         c->usd_per_gpu_hour = plan_price(s, c);
         unsigned all = n >= 32 ? ~0u : (1u << n) - 1;
@@ -235,6 +239,7 @@ void plan_rank(const scn_scenario *s, plan_result *r)
     }
     plan_spec_gate(s, r);
     plan_offload_gate(s, r);
+    plan_swap_gate(s, r);
 }
 
 /* ---- reasons ---- */
@@ -539,6 +544,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
     if (n < max && plan_spec_explain(s, r, lines[n], PLAN_LINE)) n++;
     if (n < max && plan_moe_explain(s, r, lines[n], PLAN_LINE)) n++;
     if (n < max && plan_offload_explain(s, r, lines[n], PLAN_LINE)) n++;
+    if (n < max && plan_swap_explain(s, r, lines[n], PLAN_LINE)) n++;
     /* What each chosen option earns: the best against itself with one option changed, credited
      * only when the seeds' intervals separate. */
     for (int dim = 0; dim < PLAN_DIMS && n < max; dim++) {

@@ -3,6 +3,7 @@
  * the memory breakdown per GPU. */
 #include "plan_report.h"
 #include "../model/kv_model.h"
+#include "../model/kv_deploy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -59,18 +60,21 @@ static int each_run(void *ud, const db_run_info *r)
         if ((v = json_object_get(opts, "replicas")) && json_is_integer(v)) reps = json_integer_value(v);
         if ((v = json_object_get(opts, "hardware")) && json_is_string(v)) hw = json_string_value(v);
     }
-    double gpus = (double)(tp * reps);
-    /* A disaggregated run's GPUs are its two pools' (sim/disagg.h). */
+    /* The GPUs, counted as plan and capacity count them (model/kv_deploy.h): a disaggregated
+     * run's are its two pools'. */
+    scn_deployment dep = {.tensor_parallel = (int)tp, .replicas = (int)reps, .attention_dp = 1};
     json_t *dg = opts ? json_object_get(opts, "disaggregation") : NULL;
     if (dg) {
-        gpus = 0;
+        dep.disagg.on = true;
         for (int k = 0; k < 2; k++) {
             json_t *pl = json_object_get(dg, k ? "decode" : "prefill");
-            gpus += (double)(json_integer_value(json_object_get(pl, "replicas")) *
-                             json_integer_value(json_object_get(pl, "tensor_parallel")));
+            scn_pool *p = k ? &dep.disagg.decode : &dep.disagg.prefill;
+            p->replicas = (int)json_integer_value(json_object_get(pl, "replicas"));
+            p->tensor_parallel = (int)json_integer_value(json_object_get(pl, "tensor_parallel"));
         }
-        if (!(gpus > 0)) gpus = (double)(tp * reps);
     }
+    double gpus = kv_deploy_gpus(&dep);
+    if (!(gpus > 0)) gpus = (double)(tp * reps);
     if (isfinite(x.sweep_rate)) {
         /* A load-curve point: one row per plotted metric, so the chart can facet by metric. */
         static const struct { const char *name; sim_quantity q; int p99; } M[] = {

@@ -57,6 +57,7 @@ typedef struct {
     sim_list *xq;            /* decode: per replica, prefilled requests waiting for a hand-off */
     int *incoming;           /* decode: transfers landing on the replica */
     double busy;             /* replica-seconds spent in steps */
+    long steps, batch_sum, batch_max;   /* this pool's steps and the sequences in them */
     double used_integral, used_peak;   /* block-seconds referenced, blocks referenced at once */
     long used_now;
     long *used_seen;
@@ -217,6 +218,9 @@ static int kick(coord *k, pool *P, sim_replica *rep)
     k->acc.steps++;
     k->acc.batch_sum += n;
     if (n > k->acc.batch_max) k->acc.batch_max = n;
+    P->steps++;
+    P->batch_sum += n;
+    if (n > P->batch_max) P->batch_max = n;
     P->busy += dt;
     rep->busy = true;
     rep->ev.kind = DV_STEP;
@@ -325,7 +329,9 @@ static int prefilled(coord *k, sim_replica *rep, dreq *q)
     long need = k->c.layout == SCN_LAYOUT_PAGED ? sim_kv_needed(drep->kv, &q->dkv, upto)
                                                 : kv_contiguous_reserve(&D->s, &k->cfg, q->r.spec.prompt, q->output, upto);
     if (need > sim_kv_total(drep->kv) - drep->watermark) {
-        snprintf(k->err, k->nerr, "request %ld's KV needs %ld %s on a decode instance, more than the %ld it holds",
+        /* Led by the field responsible, so the caller can locate it in the file (scn_locate.h). */
+        snprintf(k->err, k->nerr, "deployment.disaggregation.decode: request %ld's KV needs %ld %s on a decode instance, "
+                 "more than the %ld it holds",
                  q->r.spec.id, need, k->c.layout == SCN_LAYOUT_PAGED ? "blocks" : "tokens",
                  sim_kv_total(drep->kv) - drep->watermark);
         sim_kv_release(rep->kv, &q->r.kv);
@@ -514,8 +520,9 @@ static int pool_init(coord *k, int which, const sim_run_opts *o)
     long b = o->kv_blocks_override > 0 ? o->kv_blocks_override : P->ex.kv_blocks(P->ex.ctx, 0);
     if (b <= 0) {
         kv_pool p = kv_pool_size(&P->s, &k->cfg, k->c.layout == SCN_LAYOUT_PAGED, k->c.block_size);
-        snprintf(k->err, k->nerr, "the model does not fit the %s pool (%s, tensor_parallel %d): weights, activations "
-                 "and runtime leave %.2f GiB for the KV cache", which == POOL_PREFILL ? "prefill" : "decode",
+        snprintf(k->err, k->nerr, "deployment.disaggregation.%s: the model does not fit the %s pool (%s, tensor_parallel "
+                 "%d): weights, activations and runtime leave %.2f GiB for the KV cache",
+                 which == POOL_PREFILL ? "prefill" : "decode", which == POOL_PREFILL ? "prefill" : "decode",
                  P->s.hardware.name, P->s.deployment.tensor_parallel, p.kv_budget / 1073741824.0);
         return -1;
     }
@@ -637,6 +644,11 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         m->prefill_busy = span > 0 ? P->busy / (span * P->n) : 0;
         m->decode_busy = span > 0 ? D->busy / (span * D->n) : 0;
         m->prefill_kv_util_mean = span > 0 ? P->used_integral / (span * (double)(P->blocks * P->n)) : 0;
+        /* The batch per pool: the overall batch_mean mixes prefill and decode steps. */
+        m->prefill_batch_mean = P->steps ? (double)P->batch_sum / P->steps : 0;
+        m->decode_batch_mean = D->steps ? (double)D->batch_sum / D->steps : 0;
+        m->decode_batch_max = D->batch_max;
+        m->decode_max_num_seqs = D->s.deployment.max_num_seqs;
         if (o->on_progress) o->on_progress(o->ud, k->done, k->done);
     }
 out:

@@ -142,6 +142,10 @@ static const metric_field FIELDS[] = {
     DREAL("prefill_busy", prefill_busy, SIM_UNIT_FRACTION),
     DREAL("decode_busy", decode_busy, SIM_UNIT_FRACTION),
     DREAL("prefill_kv_util_mean", prefill_kv_util_mean, SIM_UNIT_FRACTION),
+    DREAL("prefill_batch_mean", prefill_batch_mean, SIM_UNIT_NUMBER),
+    DREAL("decode_batch_mean", decode_batch_mean, SIM_UNIT_NUMBER),
+    DLONG("decode_batch_max", decode_batch_max, SIM_UNIT_COUNT),
+    DLONG("decode_max_num_seqs", decode_max_num_seqs, SIM_UNIT_COUNT),
 };
 #define N_FIELDS ((int)(sizeof FIELDS / sizeof FIELDS[0]))
 

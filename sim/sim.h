@@ -130,6 +130,8 @@ typedef struct {
     double transfer_wait_mean, transfer_wait_p99, transfer_wait_max;   /* s: prefill done to hand-off start */
     double prefill_busy, decode_busy;       /* fraction of instance-time running a step */
     double prefill_kv_util_mean;            /* referenced / total blocks of the prefill pool */
+    double prefill_batch_mean, decode_batch_mean;   /* sequences per step of each pool */
+    long decode_batch_max, decode_max_num_seqs;      /* the decode pool's largest batch and its cap */
 } sim_metrics;
 
 /* The metrics as (name, value) pairs, names carrying their unit ("ttft_p99_s"): the order and

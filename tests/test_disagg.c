@@ -6,6 +6,8 @@
 #include "tests.h"
 #include "../model/kv_model.h"
 #include "../model/kv_transfer.h"
+#include "../model/kv_offload.h"
+#include "../planner/plan.h"
 #include "../sim/sim.h"
 
 #include <jansson.h>
@@ -311,11 +313,11 @@ static const char *small_pair(void)
 /* simulate stores the hand-off metrics; report shows the run as 2P1D on its 3 GPUs. */
 START_TEST(cli_simulate_store_report)
 {
-    char args[2048], db[512];
+    char args[2048], dbp[512];
     const char *y = small_pair();
-    snprintf(db, sizeof db, "%s.db", y);
-    remove(db);
-    snprintf(args, sizeof args, "simulate %s --db %s --format json", y, db);
+    snprintf(dbp, sizeof dbp, "%s.db", y);
+    remove(dbp);
+    snprintf(args, sizeof args, "simulate %s --db %s --format json", y, dbp);
     ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
     json_error_t je;
     json_t *j = json_loads(out_buf, 0, &je);
@@ -328,7 +330,7 @@ START_TEST(cli_simulate_store_report)
     /* 60 requests, each handing off its whole prompt: 500..1500 tokens x 131072 bytes. */
     ck_assert_msg(bytes >= 60 * 500 * KV_PER_TOKEN && bytes <= 60 * 1500 * KV_PER_TOKEN, "bytes %g", bytes);
     sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_open_v2(dbp, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *st;
     ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT value FROM metrics WHERE name = 'transfer_bytes'", -1, &st, NULL), SQLITE_OK);
     ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
@@ -341,7 +343,7 @@ START_TEST(cli_simulate_store_report)
     ck_assert_int_eq(sqlite3_column_int(st, 0), 5);
     sqlite3_finalize(st);
     sqlite3_close(h);
-    snprintf(args, sizeof args, "report %s --db %s --format json", y, db);
+    snprintf(args, sizeof args, "report %s --db %s --format json", y, dbp);
     ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
     j = json_loads(out_buf, 0, &je);
     ck_assert_msg(j != NULL, "not JSON: %s", je.text);
@@ -351,7 +353,7 @@ START_TEST(cli_simulate_store_report)
     ck_assert_msg(json_number_value(json_object_get(run0, "gpus")) == 3, "gpus %g",
                   json_number_value(json_object_get(run0, "gpus")));
     json_decref(j);
-    remove(db);
+    remove(dbp);
 }
 END_TEST
 
@@ -397,6 +399,365 @@ START_TEST(archetype_plan_recommends_disaggregation)
 }
 END_TEST
 
+/* A scenario that gives its own transfer block: `plan` sweeps the splits of its GPUs and every
+ * split must hand its KV over that link, not the hardware profile's default network (H100's
+ * InfiniBand at 50 GB/s). One 1000-token request over 1.25 GB/s, sent whole: the hand-off is
+ * the link's fixed part plus 1000 x 131072 bytes at 1.25 GB/s x 0.70. */
+static const char *slow_link(const char *name, const char *decode_hw)
+{
+    char y[900];
+    snprintf(y, sizeof y,
+             "name: %.32s\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+             "options: {kv_layout: paged, block_size: 16, scheduler: continuous}\n"
+             "deployment:\n  disaggregation:\n    prefill: {replicas: 1, tensor_parallel: 1}\n"
+             "    decode: {replicas: %d, tensor_parallel: 1%s}\n"
+             "    transfer: {link: infiniband, bandwidth: 1.25 GB/s, latency: 10 us, layerwise: false}\n"
+             "workload:\n  requests: 1\n  arrival: {process: constant, rate: 1/s}\n  prompt_tokens: 1000\n"
+             "  output_tokens: 2\n",
+             name, decode_hw ? 3 : 1, decode_hw ? decode_hw : "");
+    static char path[2][2048];
+    int k = decode_hw != NULL;
+    snprintf(path[k], sizeof path[k], "%.2000s", t_write(k ? "dgmixed.yaml" : "dgslow.yaml", y));
+    return path[k];
+}
+
+START_TEST(plan_sweep_keeps_transfer_block)
+{
+    char args[4096];
+    snprintf(args, sizeof args, "plan %.2000s --no-db --seeds 1 --format json", slow_link("slow", NULL));
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *lay = json_object_get(j, "disaggregation");
+    ck_assert_msg(json_array_size(lay) == 2, "layouts: %s", out_buf);   /* colocated tp1 x2, 1P1D */
+    json_t *l = json_array_get(lay, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(l, "layout")), "1P(tp1)+1D(tp1)");
+    double want = LINK_LAT + 1000 * KV_PER_TOKEN / (1.25e9 * 0.70);
+    double got = json_number_value(json_object_get(l, "transfer_mean_s"));
+    ck_assert_msg(fabs(got - want) < 1e-12, "hand-off %.12g s, the scenario's link gives %.12g s", got, want);
+    json_decref(j);
+}
+END_TEST
+
+/* The candidate table and capacity count both pools' GPUs (1P(tp1) + 3D(tp1) = 4), and price
+ * each pool at its own hardware: 1 H100 at $3.35 and 3 L40S at $1.33 an hour (the profiles'
+ * prices) = $7.34 an hour, so $/Mtok = 7.34 / 3600 / (output tokens/s) x 1e6. */
+START_TEST(plan_capacity_count_both_pools)
+{
+    char args[4096];
+    const char *y = slow_link("mixed", ", hardware: l40s");
+    snprintf(args, sizeof args, "plan %s --no-db --seeds 1 --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *c = json_array_get(json_object_get(j, "candidates"), 0);
+    ck_assert_msg(c != NULL, "no candidates: %s", out_buf);
+    ck_assert_msg(json_number_value(json_object_get(c, "gpus")) == 4, "gpus %g", json_number_value(json_object_get(c, "gpus")));
+    double tok = json_number_value(json_object_get(c, "output_tok_per_s"));
+    double want = (1 * 3.35 + 3 * 1.33) / 3600.0 / tok * 1e6;
+    double got = json_number_value(json_object_get(c, "usd_per_mtok"));
+    ck_assert_msg(fabs(got - want) < 1e-9 * want, "$/Mtok %.12g, want %.12g", got, want);
+    json_decref(j);
+    snprintf(args, sizeof args, "capacity %s --seeds 1 --top 1 --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *row = NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) if (json_is_array(v) && json_object_get(json_array_get(v, 0), "gpus")) row = json_array_get(v, 0);
+    ck_assert_msg(row != NULL, "no capacity rows: %s", out_buf);
+    ck_assert_msg(json_number_value(json_object_get(row, "gpus")) == 4, "capacity gpus %g: %s",
+                  json_number_value(json_object_get(row, "gpus")), out_buf);
+    json_decref(j);
+}
+END_TEST
+
+/* A decode instance batches at most max_num_seqs sequences: with 4 slots and 40 requests
+ * arriving at once (100-token prompts, 200 tokens out: a few MiB of KV each, far below the
+ * decode instance's blocks), the decode batch reaches 4 and stays there, the 5th hand-off waits
+ * for a slot (about 199 decode steps), and "what binds" must name max_num_seqs, not KV. */
+START_TEST(binds_decode_max_num_seqs)
+{
+    const char *y = t_write("dgseqs.yaml",
+                            "name: seqs\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+                            "slo: {tpot_p99: 1 s}\noptions: {kv_layout: paged, block_size: 16, scheduler: continuous}\n"
+                            "deployment:\n  max_num_seqs: 4\n  disaggregation:\n    prefill: {replicas: 1, tensor_parallel: 1}\n"
+                            "    decode: {replicas: 1, tensor_parallel: 1}\nworkload:\n  requests: 40\n"
+                            "  arrival: {process: constant, rate: 1000/s}\n  prompt_tokens: 100\n  output_tokens: 200\n");
+    char args[4096];
+    snprintf(args, sizeof args, "simulate %.2000s --no-db --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *dg = json_object_get(j, "disaggregation");
+    ck_assert_int_eq(json_integer_value(json_object_get(dg, "decode_batch_max")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(dg, "decode_max_num_seqs")), 4);
+    double dmean = json_number_value(json_object_get(dg, "decode_batch_mean"));
+    ck_assert_msg(dmean > 3 && dmean <= 4, "decode batch mean %g", dmean);
+    /* The 5th hand-off waits for a slot: at least 150 decode steps of a few ms. */
+    ck_assert_msg(json_number_value(json_object_get(dg, "transfer_wait_max_s")) > 150 * 1e-3, "%s", out_buf);
+    json_decref(j);
+    snprintf(args, sizeof args, "plan %.2000s --no-db --seeds 1 --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    const char *why = json_string_value(json_object_get(json_array_get(json_object_get(j, "disaggregation_recommendation"), 1),
+                                                        "reason"));
+    ck_assert_msg(why && strstr(why, "the decode pool's max_num_seqs binds:") &&
+                  strstr(why, "decode batch max 4 of max_num_seqs 4"), "%s", why ? why : "(none)");
+    json_decref(j);
+}
+END_TEST
+
+/* The planner's rules of thumb on a scenario given as text: one seed, the candidates ranked. */
+static plan_result pr;
+static plan_rule prules[8];
+
+static int plan_rules_of(const char *text, const char *const *sets, int n_sets)
+{
+    scn_error e;
+    char msg[1500];
+    scn_status st = t_load(text, sets, n_sets, &s, &e);
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_OK, "%s", msg);
+    plan_result_free(&pr);
+    memset(&pr, 0, sizeof pr);
+    ck_assert_int_eq(plan_enumerate(&s, &pr), 0);
+    plan_set_seeds(&pr, 1);
+    char err[512];
+    ck_assert_int_eq(plan_evaluate(&s, &pr, 2, 0, 1, NULL, NULL, err, sizeof err), 0);
+    plan_rank(&s, &pr);
+    ck_assert_int_ge(pr.best, 0);
+    return plan_rules(&s, &pr, prules, 8);
+}
+
+/* 100 shared 8000-token prefixes (500 blocks of 16 each) against one H100's cache for
+ * Llama-3-8B: the prefixes need 100 x 500 / kv_blocks of the blocks, more than all of it, so
+ * the 40/60 rule fails because no reserve can hold them (a 40 % reserve keeps 40 / that share
+ * of them), not because a 40 % reserve is "far more than the prefixes use". */
+START_TEST(rule_split_prefixes_outgrow_hbm)
+{
+    int n = plan_rules_of("name: split\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+                          "options: {kv_layout: paged, block_size: 16, prefix_cache: on, scheduler: chunked}\n"
+                          "workload:\n  requests: 30\n  arrival: {process: offline}\n  prompt_tokens: 50\n"
+                          "  output_tokens: 4\n  shared_prefix: {groups: 100, tokens: 8000, share: 1.0}\n", NULL, 0);
+    ck_assert_int_ge(n, 2);
+    double share = 100.0 * 500 / (double)pr.c[pr.best].m.kv_blocks;
+    ck_assert_msg(share > 1, "share %g: the case needs prefixes beyond the cache", share);
+    char want[160];
+    snprintf(want, sizeof want, "the prefixes need %.1f %% of the blocks", 100 * share);
+    ck_assert_msg(!strcmp(prules[1].verdict, "fails") && strstr(prules[1].evidence, want), "%s: %s", prules[1].verdict,
+                  prules[1].evidence);
+    snprintf(want, sizeof want, "outgrow the whole GPU cache (%.1fx)", share);
+    ck_assert_msg(strstr(prules[1].evidence, want), "%s", prules[1].evidence);
+    snprintf(want, sizeof want, "keep at most %.0f %% of them", 100 * 0.4 / share);
+    ck_assert_msg(strstr(prules[1].evidence, want), "%s", prules[1].evidence);
+    ck_assert_msg(!strstr(prules[1].evidence, "far more than the prefixes use"), "%s", prules[1].evidence);
+}
+END_TEST
+
+/* Multi-turn conversations are the offload rule's reusable prefixes too. 8 closed-loop clients,
+ * 4 turns of 1000 + 100 tokens: turn k resends (k - 1) x 1100 tokens, a history averages
+ * 4/2 x 1100 = 2200 tokens (2192 in whole 16-token blocks), and 8 conversations sit between
+ * turns at once: 8 x 2200 = 17600 tokens. Reloading 2192 tokens (2192 x 131072 bytes a token
+ * for Llama-3-8B) from host memory is latency + bytes / (bandwidth x efficiency) of the host
+ * link; from NVMe the NVMe link's time is added (staged through host memory). */
+START_TEST(rule_offload_conversations_and_disk)
+{
+    /* A remote store of 10 GB/s at efficiency 1, no latency: its reload adds to the host link's. */
+    static const char *const remote_sets[] = {"hardware.remote={capacity: 1 TB, bandwidth: 10 GB/s, efficiency: 1.0}",
+                                              "options.kv_offload=cpu+disk+remote"};
+    int n = plan_rules_of("name: conv\nmodel: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+                          "options: {kv_layout: paged, block_size: 16, prefix_cache: on, scheduler: chunked, "
+                          "kv_offload: cpu+disk}\n"
+                          "workload:\n  requests: 64\n  arrival: {process: closed, concurrency: 8}\n"
+                          "  prompt_tokens: 1000\n  output_tokens: 100\n  conversation: {turns: 4, think_time: 1 s}\n",
+                          remote_sets, 2);
+    ck_assert_int_ge(n, 5);
+    ck_assert_msg(strcmp(prules[4].verdict, "n/a"), "%s", prules[4].evidence);
+    ck_assert_msg(strstr(prules[4].evidence, "the histories of about 8 conversations between turns") &&
+                  strstr(prules[4].evidence, "hold 17600 tokens") && strstr(prules[4].evidence, "a 2192-token prefix"),
+                  "%s", prules[4].evidence);
+    double bytes = 2192 * KV_PER_TOKEN;
+    const scn_tier *h = &s.hardware.host, *d = &s.hardware.nvme;
+    ck_assert_msg(h->bandwidth > 0 && d->bandwidth > 0, "the H100 profile's host and NVMe tiers");
+    double host = h->latency + bytes / (h->bandwidth * h->efficiency);
+    double disk = d->latency + bytes / (d->bandwidth * d->efficiency) + host;
+    char want[200];
+    snprintf(want, sizeof want, "from host memory takes %.1f ms", 1e3 * host);
+    ck_assert_msg(strstr(prules[4].evidence, want), "%s not in %s", want, prules[4].evidence);
+    snprintf(want, sizeof want, "the same reload takes %.1f ms", 1e3 * disk);
+    ck_assert_msg(strstr(prules[4].evidence, want), "%s not in %s", want, prules[4].evidence);
+    snprintf(want, sizeof want, "from the remote store, staged through host memory, %.1f ms", 1e3 * (bytes / 10e9 + host));
+    ck_assert_msg(strstr(prules[4].evidence, want), "%s not in %s", want, prules[4].evidence);
+    ck_assert_msg(strstr(prules[4].evidence, "judged as this rule judges"), "%s", prules[4].evidence);
+}
+END_TEST
+
+/* Swap preemption is recommended only where it pays measurably: two candidates equal but for
+ * preemption, swap's objective (higher is better) 0.5 above recompute's. With overlapping 95 %
+ * intervals (swap 10.5 in [9, 12], recompute 10 in [8.5, 11.5]) the gate picks recompute; with
+ * separate ones (swap 10.5 in [10.3, 10.7], recompute 10 in [9.8, 10.2]) swap stays. */
+START_TEST(swap_gate_needs_measurable_gain)
+{
+    load("model: llama-3-8b\nhardware: h100-sxm\nworkload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 2}\n");
+    plan_cand c[2];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 2; i++) {
+        c[i].status = PLAN_DONE;
+        c[i].allowed = true;
+        c[i].tp = c[i].replicas = 1;
+        c[i].hw = -1;
+        c[i].c = sim_choice_first(&s);
+    }
+    c[0].c.preemption = SCN_PREEMPT_RECOMPUTE;
+    c[1].c.preemption = SCN_PREEMPT_SWAP;
+    c[0].obj = (plan_interval){10, 8.5, 11.5, 3};
+    c[1].obj = (plan_interval){10.5, 9, 12, 3};
+    int order[2] = {1, 0};
+    plan_result r = {.c = c, .n = 2, .order = order, .best = 1};
+    plan_swap_gate(&s, &r);
+    ck_assert_int_eq(r.best, 0);
+    char line[PLAN_LINE];
+    ck_assert_int_eq(plan_swap_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "Swap preemption: not recommended") && strstr(line, "vLLM V1 has no swap preemption"), "%s",
+                  line);
+    c[0].obj = (plan_interval){10, 9.8, 10.2, 3};
+    c[1].obj = (plan_interval){10.5, 10.3, 10.7, 3};
+    r.best = 1;
+    plan_swap_gate(&s, &r);
+    ck_assert_int_eq(r.best, 1);
+    ck_assert_int_eq(plan_swap_explain(&s, &r, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "Swap preemption: recommended"), "%s", line);
+}
+END_TEST
+
+/* A p99-latency objective at the offered load over two seeds, 1 s and 20 s: mean 10.5 s, half
+ * width t(1) = 12.706 x 9.5 = 120.7 s, so the latency interval would reach -110 s. Negated
+ * (higher is better), the objective's upper end is clamped at 0 (no latency is negative); its
+ * lower end, -10.5 - 120.7 s, stays. */
+START_TEST(latency_interval_not_negative)
+{
+    load("model: llama-3-8b\nhardware: h100-sxm\nobjective: p99_latency\n"
+         "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 2}\n");
+    plan_cand c;
+    memset(&c, 0, sizeof c);
+    c.status = PLAN_DONE;
+    c.allowed = true;
+    c.tp = c.replicas = 1;
+    c.gpus = 1;
+    c.hw = -1;
+    c.n_seeds = 2;
+    c.seed_offered[0] = -1;
+    c.seed_offered[1] = -20;
+    for (int k = 0; k < PLAN_SEEDS_MAX; k++) c.seed_batch[k] = NAN;
+    int order[1] = {0};
+    plan_result r = {.c = &c, .n = 1, .order = order, .best = 0};
+    plan_rank(&s, &r);
+    ck_assert_msg(c.obj.hi == 0, "upper end %g", c.obj.hi);
+    double lo = -10.5 - 12.706 * 9.5;
+    ck_assert_msg(fabs(c.obj.lo - lo) < 1e-2, "lower end %g, want %g", c.obj.lo, lo);
+    ck_assert_msg(fabs(c.obj.mean + 10.5) < 1e-12, "mean %g", c.obj.mean);
+}
+END_TEST
+
+/* Errors found while simulating name the field responsible, located in the file: a
+ * tensor_parallel 1 pool cannot hold Llama-3.1-70B's 141 GB of bf16 weights on an 80 GB H100,
+ * so the error points at that pool's entry (line 7, its value at column 14). */
+START_TEST(pool_errors_located)
+{
+    char args[4096];
+    const char *y = t_write("dgfit.yaml", "name: fit\nmodel: llama-3.1-70b\nhardware: h100-sxm\n"
+                                          "deployment:\n  tensor_parallel: 4\n  disaggregation:\n"
+                                          "    prefill: {replicas: 1, tensor_parallel: 1}\n"
+                                          "    decode: {replicas: 1, tensor_parallel: 4}\n"
+                                          "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 100, "
+                                          "output_tokens: 2}\n");
+    snprintf(args, sizeof args, "simulate %.2000s --no-db", y);
+    ck_assert_int_eq(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 65);
+    ck_assert_msg(strstr(err_buf, "dgfit.yaml:7:14: deployment.disaggregation.prefill: the model does not fit the prefill "
+                                  "pool"), "%s", err_buf);
+    /* --set deployment.disaggregation=off: the documented default, accepted. */
+    snprintf(args, sizeof args, "memory %.2000s --set deployment.disaggregation=off --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    ck_assert_msg(!strstr(out_buf, "disaggregation_memory"), "%s", out_buf);
+    /* memory lists each pool: 70B's weights over TP 1 exceed an H100, over TP 4 they fit. */
+    snprintf(args, sizeof args, "memory %.2000s --format json", y);
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *pools = json_object_get(j, "disaggregation_memory");
+    ck_assert_msg(json_array_size(pools) == 2, "%s", out_buf);
+    json_t *pp = json_array_get(pools, 0), *dp = json_array_get(pools, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(pp, "pool")), "prefill");
+    ck_assert_int_eq(json_integer_value(json_object_get(pp, "tensor_parallel")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(dp, "tensor_parallel")), 4);
+    ck_assert_msg(json_number_value(json_object_get(pp, "kv_budget_bytes")) <= 0, "%s", out_buf);
+    ck_assert_msg(json_number_value(json_object_get(dp, "kv_budget_bytes")) > 0, "%s", out_buf);
+    /* the decode pool's weights are a quarter of the prefill pool's (TP 4 against TP 1) */
+    double wp = json_number_value(json_object_get(pp, "weight_bytes")), wd = json_number_value(json_object_get(dp, "weight_bytes"));
+    ck_assert_msg(wd < wp / 3.9 && wd > wp / 4.1, "weights %g and %g", wp, wd);
+    json_decref(j);
+}
+END_TEST
+
+/* simulate's Run section names the pools and counts their GPUs (2P + 1D at TP 1: 3 GPUs). */
+START_TEST(run_section_names_pools)
+{
+    char args[4096];
+    snprintf(args, sizeof args, "simulate %.2000s --no-db --format json", small_pair());
+    ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
+    json_error_t je;
+    json_t *j = json_loads(out_buf, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", je.text);
+    json_t *run = json_object_get(j, "run");
+    ck_assert_msg(json_object_get(run, "replicas") == NULL, "%s", out_buf);
+    ck_assert_msg(json_number_value(json_object_get(run, "gpus")) == 3, "%s", out_buf);
+    const char *pools = json_string_value(json_object_get(run, "pools"));
+    ck_assert_msg(pools && strstr(pools, "2P (tp1") && strstr(pools, "1D (tp1"), "%s", pools ? pools : "(none)");
+    json_decref(j);
+}
+END_TEST
+
+/* options.preemption: [swap] with only contiguous layouts can never run: a located error. */
+START_TEST(swap_needs_paged_located)
+{
+    scn_error e;
+    scn_status st = t_load("model: llama-3-8b\nhardware: h100-sxm\n"
+                           "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 2}\n"
+                           "options:\n  kv_layout: contiguous\n  preemption: [swap]\n", NULL, 0, &s, &e);
+    ck_assert_int_eq(st, SCN_E_DATA);
+    ck_assert_str_eq(e.path, "options.preemption");
+    ck_assert_int_eq(e.line, 6);
+    ck_assert_int_eq(e.col, 15);
+    ck_assert_msg(strstr(e.msg, "kv_layout paged"), "%s", e.msg);
+}
+END_TEST
+
+/* A 100000-token prompt hands off 100001 tokens of KV (the prompt and the first token) =
+ * ceil(100001 / 16) = 6251 blocks; Llama-3.1-70B at TP 4 on L40S leaves a decode instance far
+ * fewer: the error names the decode pool's entry (line 8, its value at column 13). */
+START_TEST(decode_fit_error_located)
+{
+    char args[4096];
+    const char *y = t_write("dgdfit.yaml", "name: dfit\nmodel: llama-3.1-70b\nhardware: h100-sxm\ndeployment:\n"
+                                           "  tensor_parallel: 4\n  disaggregation:\n"
+                                           "    prefill: {replicas: 1, tensor_parallel: 4}\n"
+                                           "    decode: {replicas: 1, tensor_parallel: 4, hardware: l40s}\n"
+                                           "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 100000, "
+                                           "output_tokens: 2}\n");
+    snprintf(args, sizeof args, "simulate %.2000s --no-db", y);
+    ck_assert_int_eq(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 65);
+    ck_assert_msg(strstr(err_buf, "dgdfit.yaml:8:13: deployment.disaggregation.decode: request 0's KV needs 6251 blocks on "
+                                  "a decode instance"), "%s", err_buf);
+}
+END_TEST
+
 Suite *suite_disagg(void)
 {
     Suite *su = suite_create("disagg");
@@ -411,6 +772,17 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, cli_simulate_store_report);
     tcase_add_test(tc, cli_bad_input_exit_65);
     tcase_add_test(tc, archetype_plan_recommends_disaggregation);
+    tcase_add_test(tc, plan_sweep_keeps_transfer_block);
+    tcase_add_test(tc, plan_capacity_count_both_pools);
+    tcase_add_test(tc, binds_decode_max_num_seqs);
+    tcase_add_test(tc, rule_split_prefixes_outgrow_hbm);
+    tcase_add_test(tc, rule_offload_conversations_and_disk);
+    tcase_add_test(tc, swap_gate_needs_measurable_gain);
+    tcase_add_test(tc, latency_interval_not_negative);
+    tcase_add_test(tc, pool_errors_located);
+    tcase_add_test(tc, run_section_names_pools);
+    tcase_add_test(tc, swap_needs_paged_located);
+    tcase_add_test(tc, decode_fit_error_located);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;

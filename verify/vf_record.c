@@ -2,6 +2,7 @@
  * and (for the database) memory, then stored in one transaction under the choice's options key.
  * simulate, run and validate all record through here. */
 #include "vf.h"
+#include "../loader/scn_locate.h"
 #include "../model/kv_spec.h"
 
 #include <errno.h>
@@ -131,7 +132,7 @@ vf_status vf_execute(const scn_scenario *s, const sim_choice *c, sim_executor *e
     int sr = sim_run(s, c, ex, &o, m, why, sizeof why);
     db_now_iso(finished, 32);
     if (sr != SIM_OK) {
-        snprintf(err, n, "%s: %s", s->source, why);
+        scn_locate_message(s->source, why, err, n);   /* file:line:col when the message names its field */
         return vf_status_of_sim(sr);
     }
     if ((k->req_csv && fflush(k->req_csv)) || (k->ts_csv && fflush(k->ts_csv))) {
