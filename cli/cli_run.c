@@ -1,5 +1,6 @@
 /* cli_run.c: flags, sinks, storage and the report shared by simulate, run and validate. */
 #include "cli_run.h"
+#include "cli_spec.h"
 #include "../model/kv_deploy.h"
 
 #include <errno.h>
@@ -144,8 +145,10 @@ int cli_open_db_read(const char *flag, db **d, const char **path)
 void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
                     long run_id, const char *db_path)
 {
-    char choice[160];
+    char choice[256], spec[96];
     sim_choice_describe(c, choice, sizeof choice);
+    cli_spec_label(s, c->spec, spec, sizeof spec);   /* plan_describe's spec=... */
+    if (spec[0]) snprintf(choice + strlen(choice), sizeof choice - strlen(choice), " spec=%s", spec);
     static const out_col lat[] = {
         {"quantity", "latency", OUT_STR}, {"count", "count", OUT_INT}, {"mean_s", "mean", OUT_SECONDS},
         {"p50_s", "p50", OUT_SECONDS}, {"p90_s", "p90", OUT_SECONDS}, {"p95_s", "p95", OUT_SECONDS},

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "cli_moe.h"
 #include "cli_spec.h"
+#include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
 #include "../model/kv_moe_parallel.h"
 
@@ -44,7 +45,15 @@ int cmd_cost(int argc, char **argv)
     int rc = cli_load(&c, &s);
     if (rc) return rc;
     if (batch < 0) batch = prefill ? 0 : 1;
-    if (context < 0) context = (long)llround(s.workload.prompt.mean + s.workload.output.mean / 2);
+    if (context < 0) {
+        /* The mean decode context, sized as `memory` and the simulator size sequences: the
+         * prompt with its shared prefix and conversation history, plus half the output. */
+        kv_seq_size z = kv_seq_size_of(&s);
+        double mean = z.known ? z.prompt + z.output / 2 : s.workload.prompt.mean + s.workload.output.mean / 2;
+        context = (long)llround(mean);
+        if (context + 1 > s.deployment.max_model_len) context = s.deployment.max_model_len - 1;
+        if (context < 0) context = 0;
+    }
     if (batch == 0 && !prefill) return cli_usage_error("cost", "nothing to run: --batch 0 without --prefill");
     if (context + 1 > s.deployment.max_model_len || cached + prefill > s.deployment.max_model_len)
         return cli_usage_error("cost", "a sequence would exceed max_model_len (%d tokens)", s.deployment.max_model_len);
@@ -99,8 +108,10 @@ int cmd_cost(int argc, char **argv)
         out_kv_num(d, "step_seconds", "step time", st.seconds, OUT_SECONDS);
         out_kv_num(d, "tokens_per_second", "tokens/s", st.tokens / st.seconds, OUT_NUM);
     }
-    out_kv_str(d, "bound", "bound", kv_bound_name(st.bound));
-    out_kv_num(d, "gpu_seconds", "GPU time", st.gpu_seconds, OUT_SECONDS);
+    /* Under EP the op table, its bound and its GPU time are the unsplit step's; the DP rank's
+     * split (attention / experts / all-to-all) is cli_moe_cost's section. */
+    out_kv_str(d, "bound", ep ? "bound (unsplit step)" : "bound", kv_bound_name(st.bound));
+    out_kv_num(d, "gpu_seconds", ep ? "GPU time (unsplit step)" : "GPU time", st.gpu_seconds, OUT_SECONDS);
     out_kv_num(d, "cpu_seconds", "engine CPU time", st.cpu_seconds, OUT_SECONDS);
     out_kv_str(d, "cpu_overlap", "CPU work", s.engine.async_scheduling ? "overlapped with the GPU (async scheduling)"
                                                                       : "serial with the GPU");

@@ -8,6 +8,7 @@
 #include "../model/kv_moe_parallel.h"
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
+#include "../model/kv_spec.h"
 #include "../sim/workload.h"
 
 #include <stdio.h>
@@ -83,7 +84,9 @@ int cmd_memory(int argc, char **argv)
     scenario_section(d, &s);
     kv_weights w = kv_weights_compute(&s.model, tp);
     kv_cache_cfg c0 = kv_cache_cfg_make(&s, o->kv_dtype[0], 0, 0);
-    kv_capacity k0 = kv_capacity_compute(&s, &c0, o->block_size[0], mean);
+    /* A proposer in the first options.speculative entry sits inside the budget (kv_spec.h). */
+    const scn_spec *sp0 = kv_spec_get(&s, 0);
+    kv_capacity k0 = kv_capacity_spec(&s, &c0, o->block_size[0], mean, sp0);
 
     bool ep = kv_moe_parallel_on(&s);
     char title[160];
@@ -95,7 +98,7 @@ int cmd_memory(int argc, char **argv)
     out_section(d, "memory", title);
     out_kv_num(d, "device_bytes", "device memory", k0.device_memory, OUT_BYTES);
     out_kv_num(d, "usable_bytes", "usable (x utilization)", k0.usable, OUT_BYTES);
-    out_kv_num(d, "weight_bytes", "weights", k0.weights, OUT_BYTES);
+    out_kv_num(d, "weight_bytes", sp0 ? "weights (target + speculative proposer)" : "weights", k0.weights, OUT_BYTES);
     out_kv_num(d, "activation_bytes", "activation peak", k0.activation, OUT_BYTES);
     out_kv_num(d, "runtime_bytes", "runtime overhead", k0.runtime, OUT_BYTES);
     out_kv_num(d, "kv_budget_bytes", "KV cache budget", k0.kv_budget, OUT_BYTES);
@@ -138,7 +141,7 @@ int cmd_memory(int argc, char **argv)
                 for (int bi = 0; bi < nb; bi++) {
                     kv_cache_cfg cc = kv_cache_cfg_make(&s, o->kv_dtype[di], o->sink[wi], o->window[wi]);
                     int bs = o->layout[li] == SCN_LAYOUT_PAGED ? o->block_size[bi] : 1;
-                    kv_capacity k = kv_capacity_compute(&s, &cc, bs, mean);
+                    kv_capacity k = kv_capacity_spec(&s, &cc, bs, mean, sp0);
                     char win[48];
                     if (o->window[wi]) snprintf(win, sizeof win, "%d+%d", o->sink[wi], o->window[wi]);
                     else snprintf(win, sizeof win, "off");
@@ -156,7 +159,7 @@ int cmd_memory(int argc, char **argv)
                     out_cell_num(d, k.kv_bytes_per_token);
                     out_cell_num(d, (double)per_seq);
                     out_cell_num(d, paged ? k.seq_bytes_paged : k.seq_bytes_contiguous);
-                    out_cell_num(d, (double)k.capacity_tokens);
+                    out_cell_num(d, paged ? (double)k.capacity_blocks * bs : (double)k.capacity_tokens);   /* whole blocks */
                     out_cell_num(d, paged ? (double)k.capacity_blocks : 0.0 / 0.0);
                     out_cell_num(d, (double)(paged ? k.max_seqs_paged : k.max_seqs_contiguous));
                     out_cell_num(d, paged ? k.waste_paged : k.waste_contiguous);

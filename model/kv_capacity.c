@@ -4,6 +4,7 @@
 #include "kv_blocks.h"
 #include "kv_model.h"
 #include "kv_moe_parallel.h"
+#include "kv_spec.h"
 
 #include <math.h>
 
@@ -85,6 +86,12 @@ double kv_expected_block_waste(int block_size) { return (block_size - 1) / 2.0; 
 kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c0, int block_size,
                                 double mean_tokens)
 {
+    return kv_capacity_spec(s, c0, block_size, mean_tokens, NULL);
+}
+
+kv_capacity kv_capacity_spec(const scn_scenario *s, const kv_cache_cfg *c0, int block_size, double mean_tokens,
+                             const scn_spec *sp)
+{
     const scn_model *m = &s->model;
     const scn_deployment *d = &s->deployment;
     int tp = d->tensor_parallel;
@@ -101,8 +108,19 @@ kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c0, i
     k.activation = ms.activation;
     k.runtime = ms.runtime;
     k.kv_budget = ms.kv_budget;
+    /* A proposer (docs/cost-model.md, "Speculative decoding", Memory): its weights, k more fp32
+     * logit rows per sequence at max_num_seqs, and its KV for every token the target keeps. */
+    double prop_tok = 0;
+    if (sp) {
+        double pw = kv_spec_weight_bytes(s, sp);
+        double logits = (double)sp->k * d->max_num_seqs * m->vocab / tp * 4.0;
+        k.weights += pw;
+        k.activation += logits;
+        k.kv_budget -= pw + logits;
+        prop_tok = kv_spec_kv_bytes_per_token(s, c0, sp);
+    }
     double per_layer = kv_bytes_per_token_layer_rank(m, c, tp);
-    k.kv_bytes_per_token = per_layer * m->layers;
+    k.kv_bytes_per_token = per_layer * m->layers + prop_tok;
     k.block_size = block_size;
     /* Sequence sizes and reservations follow the rules the simulator uses (kv_blocks.c): the
      * mean sequence includes its shared prefix and conversation history, a contiguous sequence
@@ -119,17 +137,21 @@ kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c0, i
     kv_groups g = kv_groups_of(m);
     double units_p = kv_seq_layer_units(&g, block_size, true, held, positions);
     double units_c = kv_seq_layer_units(&g, 1, false, k.reserve_contiguous, k.reserve_contiguous);
-    k.seq_bytes_paged = units_p * block_size * per_layer;
-    k.seq_bytes_contiguous = units_c * per_layer;
+    long per_seq_blocks = (held + block_size - 1) / block_size;
+    k.seq_bytes_paged = units_p * block_size * per_layer + (double)per_seq_blocks * block_size * prop_tok;
+    k.seq_bytes_contiguous = units_c * per_layer + (double)k.reserve_contiguous * prop_tok;
     if (!(k.kv_budget > 0) || !(k.kv_bytes_per_token > 0)) return k;
     /* Counts saturate rather than overflow when a budget is absurdly large. */
     double tokens = floor(k.kv_budget / k.kv_bytes_per_token), blocks = floor(tokens / block_size);
     k.capacity_tokens = tokens < 9e15 ? (long)tokens : (long)9e15;
     k.capacity_blocks = blocks < 9e15 ? (long)blocks : (long)9e15;
-    long per_seq_blocks = (held + block_size - 1) / block_size;
     if (g.win == 0) {
         k.max_seqs_contiguous = k.reserve_contiguous > 0 ? k.capacity_tokens / k.reserve_contiguous : 0;
         k.max_seqs_paged = per_seq_blocks > 0 ? k.capacity_blocks / per_seq_blocks : 0;
+    } else if (prop_tok > 0) {
+        /* A windowed target with a proposer: whole sequences of the budget. */
+        k.max_seqs_contiguous = k.seq_bytes_contiguous > 0 ? (long)fmin(9e15, floor(k.kv_budget / k.seq_bytes_contiguous)) : 0;
+        k.max_seqs_paged = k.seq_bytes_paged > 0 ? (long)fmin(9e15, floor(k.kv_budget / k.seq_bytes_paged)) : 0;
     } else {
         /* The pool of B blocks of every layer holds B * layers layer-blocks (the simulator's
          * block manager counts the same). */

@@ -160,6 +160,8 @@ typedef struct {
 typedef struct {
     double flops;        /* per rank, all layers */
     double bytes;        /* device-memory bytes moved per rank, all layers */
+    double weight_bytes; /* of bytes, weights a GEMM streams at full bandwidth inside an op whose
+                          * kernel runs at a wave efficiency (MLA's absorbed kv_b in attention) */
     double net_bytes;    /* bytes sent over the interconnect per rank */
     double kernels;      /* kernel launches */
     double t_compute;    /* s: flops / (peak * efficiency) */
@@ -225,6 +227,8 @@ typedef struct {
     int n;
     double layers[2], fpk, qo_kv, kv_tok, kvh;   /* attention()'s per-row terms */
     double apeak, bw, launch, graph_kernel, graph_launch, cpu;
+    double wave_units, wave;   /* kv_wave_efficiency at the work items of n rows that split once */
+    double pre_attention;      /* Σ op_seconds of the ops before attention, summed in op order */
 } kv_decode_plan;
 void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c, int n, kv_decode_plan *p);
 double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d);

@@ -117,11 +117,13 @@ static double launch_overhead(double kernels, double gpu, double launch, bool gr
     return graph ? bounds : fmax(bounds, kernels * launch - gpu);
 }
 
-/* Finishes an op: memory time, the roofline, launches the GPU does not hide, and the bound. */
-static void finish(kv_op_cost *o, double bw, double launch, bool graph, double graph_kernel)
+/* Finishes an op: memory time, the roofline, launches the GPU does not hide, and the bound.
+ * The op's own kernel streams at `wave` of bandwidth bw (its SM occupancy); the weight bytes
+ * it holds are a GEMM's and stream at bw whatever the batch (docs/cost-model.md, "MLA"). */
+static void finish(kv_op_cost *o, double bw, double wave, double launch, bool graph, double graph_kernel)
 {
     if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
-    o->t_memory = bw > 0 ? o->bytes / bw : 0;
+    o->t_memory = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes) / (bw * wave) + o->weight_bytes / bw : 0;
     double gpu = fmax(kv_roofline_combine(o->t_compute, o->t_memory), o->t_network);
     o->t_overhead += launch_overhead(o->kernels, gpu, launch, graph, graph_kernel);
     o->bound = KV_BOUND_COMPUTE;
@@ -147,8 +149,9 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     double r = m->kv_lora_rank, dr = m->qk_rope_head_dim, dn = m->qk_nope_head_dim, dv = m->v_head_dim;
     double kvh = mla ? 1 : kv_heads_per_rank(m, tp);
     double flops = 0, bytes = 0, kernels;
+    /* Decode rows and speculative verify row sets both run the split-KV decode kernel. */
     int decoding = 0;
-    for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1;
+    for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1 || (verify && verify[i] > 0 && seqs[i].new_tokens > 0);
     bool kv_b_read = false;
     /* The most SMs one decode sequence's keys may be split over: the same for every sequence. */
     double split_cap = hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1;
@@ -160,14 +163,18 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
         if (nt <= 0) continue;
         long held = kv_tokens_held(m, c, sliding, ctx + nt);
         double kv_new = nt * kv_tok;                                  /* write the new K/V */
-        if (nt == 1) {
+        if (nt == 1 || (verify && verify[i] > 0)) {
             /* fmax(1, fmin(ceil(held / 128), split_cap)) on values that are never NaN or -0,
              * written as comparisons so the per-sequence loop makes no library calls. */
             double split = ceil(held / 128.0);
             if (!(split < split_cap)) split = split_cap;
             if (!(split > 1)) split = 1;
+            /* A verify row set's k + 1 query rows ride in the tile rows of the same split-KV
+             * work items as one decode row (GQA packing puts a KV head's query heads there
+             * too): the cache streams with the same parallelism, so more rows never stream it
+             * faster (docs/cost-model.md, "Speculative decoding"). */
             *units += kvh * split;
-            if (!mla && attn == SCN_ATTN_FLASH) {
+            if (nt == 1 && !mla && attn == SCN_ATTN_FLASH) {
                 /* One query row: it attends min(ctx + 1, cap) keys (keys_attended with n = 1),
                  * and FlashAttention reads each of them once (flash_dram_tokens with one tile:
                  * nothing is re-read, so no spill term), in the general path's order of sums. */
@@ -214,7 +221,13 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             bytes += qo + kv_new + held * kv_tok + 4.0 * scores * AB;
         }
     }
-    if (kv_b_read) bytes += r * heads * (dn + dv) * kv_weight_bytes_per_param(m);
+    if (kv_b_read) {
+        /* kv_b (W_UK | W_UV) is read once a layer by its own GEMM (expansion) or batched GEMV
+         * (absorption), not by the split-KV attention kernel: it streams at full bandwidth. */
+        double wb = r * heads * (dn + dv) * kv_weight_bytes_per_param(m);
+        bytes += wb;
+        o->weight_bytes += wb * layers;
+    }
     kernels = attn == SCN_ATTN_FLASH ? 2 : 5;   /* cache write + kernel; or + QK, softmax, PV, copy */
     if (mla) kernels += 1;                      /* the kv_b expansion or absorption GEMM */
     add(o, flops * layers, bytes * layers, kernels * layers);
@@ -363,7 +376,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
     r.op[KV_OP_NORM].t_compute = fp32 > 0 ? r.op[KV_OP_NORM].flops / fp32 : 0;
     for (int op = 0; op < KV_OP_COUNT; op++) {
         if (op == KV_OP_STEP || op == KV_OP_ATTENTION) continue;
-        finish(&r.op[op], bw, hw->kernel_overhead, r.graph, e->graph_kernel);
+        finish(&r.op[op], bw, 1, hw->kernel_overhead, r.graph, e->graph_kernel);
     }
     *out = r;
 }
@@ -501,6 +514,13 @@ void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const
     p->graph_launch = e->graph_launch;
     p->async = e->async_scheduling;
     p->cpu = hw->step_overhead + e->seq_cpu * n;
+    /* The common case's wave efficiency, once: every row splits once (splits = n per kind), so a
+     * run of steps of n rows has the same work items; computed as kv_decode_plan_seconds does. */
+    for (int k = 0; k < 2; k++)
+        if (p->tokens && p->layers[k] > 0) p->wave_units += p->kvh * (double)n;
+    p->wave = kv_wave_efficiency(hw, p->wave_units);
+    /* The step's sums start with the same ops every time: their partial sum, in the same order. */
+    for (int op = 0; op < KV_OP_ATTENTION; op++) p->pre_attention += p->op_seconds[op];
 }
 
 double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
@@ -517,20 +537,21 @@ double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
     double att = 0;
     if (flops != 0 || bytes != 0) {   /* finish() on the attention op */
         double tc = p->apeak > 0 ? flops / p->apeak : 0;
-        double bw = p->bw * kv_wave_efficiency(p->hw, units);
+        double bw = p->bw * (units == p->wave_units ? p->wave : kv_wave_efficiency(p->hw, units));
         double tm = bw > 0 ? bytes / bw : 0;
         double gpu = fmax(kv_roofline_combine(tc, tm), 0);
         double ov = 0;
         ov += launch_overhead(kernels, gpu, p->launch, p->graph, p->graph_kernel);
         att = gpu + ov;
     }
-    double gpu = 0;
-    for (int op = 0; op < KV_OP_COUNT; op++) gpu += op == KV_OP_ATTENTION ? att : p->op_seconds[op];
+    /* The sums of finish() and step_totals(), op by op in op order, from the prepared prefix. */
+    _Static_assert(KV_OP_ATTENTION < KV_OP_STEP, "the prefix before attention holds no step term");
+    double gpu = p->pre_attention + att;
+    for (int op = KV_OP_ATTENTION + 1; op < KV_OP_COUNT; op++) gpu += p->op_seconds[op];
     if (p->graph) gpu += p->graph_launch;
     double st = (p->graph ? p->graph_launch : 0) + (p->async ? fmax(0, p->cpu - gpu) : p->cpu);
-    double seconds = 0;
-    for (int op = 0; op < KV_OP_COUNT; op++)
-        seconds += op == KV_OP_ATTENTION ? att : op == KV_OP_STEP ? st : p->op_seconds[op];
+    double seconds = p->pre_attention + att;
+    for (int op = KV_OP_ATTENTION + 1; op < KV_OP_COUNT; op++) seconds += op == KV_OP_STEP ? st : p->op_seconds[op];
     return seconds;
 }
 
@@ -542,7 +563,7 @@ static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double at
     kv_op_cost *at = &r.op[KV_OP_ATTENTION];
     /* Decode attention streams the cache with as many work items as it can spread. */
     double bw = hw->memory_bandwidth * hw->eff_bandwidth;
-    finish(at, bw * kv_wave_efficiency(hw, attn_units), hw->kernel_overhead, r.graph, e->graph_kernel);
+    finish(at, bw, kv_wave_efficiency(hw, attn_units), hw->kernel_overhead, r.graph, e->graph_kernel);
     for (int op = 0; op < KV_OP_COUNT; op++) r.gpu_seconds += r.op[op].seconds;
     if (r.graph) r.gpu_seconds += e->graph_launch;
 

@@ -94,16 +94,11 @@ double kv_spec_kv_bytes_per_token(const scn_scenario *s, const kv_cache_cfg *c, 
 kv_pool kv_spec_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool paged, int block_size,
                           const scn_spec *sp)
 {
-    kv_pool p = kv_pool_size(s, c, paged, block_size);
-    if (!sp) return p;
-    const scn_deployment *d = &s->deployment;
-    int tp = d->tensor_parallel < 1 ? 1 : d->tensor_parallel;
-    double extra_logits = (double)sp->k * d->max_num_seqs * s->model.vocab / tp * LOGIT_BYTES;
-    double budget = p.kv_budget - kv_spec_weight_bytes(s, sp) - extra_logits;
-    double per_tok = kv_bytes_per_token_layer_rank(&s->model, c, tp) * s->model.layers +
-                     kv_spec_kv_bytes_per_token(s, c, sp);
-    p.kv_budget = budget;
-    p.blocks = budget > 0 && per_tok > 0 ? (long)floor(budget / (per_tok * p.block_size)) : 0;
+    if (!sp) return kv_pool_size(s, c, paged, block_size);
+    int bs = paged ? block_size : 1;
+    kv_capacity k = kv_capacity_spec(s, c, bs, 0, sp);
+    kv_pool p = {.blocks = paged ? k.capacity_blocks : k.capacity_tokens, .block_size = bs, .kv_budget = k.kv_budget};
+    if (p.blocks < 0) p.blocks = 0;
     return p;
 }
 

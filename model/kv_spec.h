@@ -33,6 +33,14 @@ double kv_spec_kv_bytes_per_token(const scn_scenario *s, const kv_cache_cfg *c, 
 /* The replica's pool with the proposer resident: the budget less the proposer's weights and
  * the extra logits of k + 1 rows per sequence, over the target's plus the proposer's bytes per
  * token. sp NULL: kv_pool_size(). */
+/* kv_capacity_compute with proposer sp (NULL: none) inside the budget: its weights count with
+ * the target's, its k extra fp32 logit rows per sequence at max_num_seqs with the activations,
+ * and every token's KV costs the target's bytes plus the proposer's. `memory`, plan's fit check
+ * and the simulator's pool (kv_spec_pool_size) all take it from here. */
+kv_capacity kv_capacity_spec(const scn_scenario *s, const kv_cache_cfg *c, int block_size, double mean_tokens,
+                             const scn_spec *sp);
+/* The pool kv_pool_size gives, with proposer sp (NULL: none) inside the budget
+ * (kv_capacity_spec). */
 kv_pool kv_spec_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool paged, int block_size,
                           const scn_spec *sp);
 

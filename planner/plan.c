@@ -103,8 +103,8 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
             scn_scenario t;
             plan_apply(s, c, &t);
             kv_cache_cfg kc = kv_cache_cfg_make(&t, c->c.kv_dtype, c->c.sink, c->c.window);
-            kv_capacity cap = kv_capacity_compute(&t, &kc, c->c.block_size, 0);
-            if (kv_moe_parallel_on(&t)) {   /* routed experts sharded over EP ranks */
+            kv_capacity cap = kv_capacity_spec(&t, &kc, c->c.block_size, 0, kv_spec_get(s, c->c.spec));   /* proposer inside */
+            if (kv_moe_parallel_on(&t) && !kv_spec_get(s, c->c.spec)) {   /* routed experts sharded over EP ranks */
                 kv_moe_memory mm = kv_moe_memory_compute(&t, &kc);
                 cap.weights = mm.weights;
                 cap.kv_budget = mm.kv_budget;

@@ -6,6 +6,7 @@
 #include "disagg.h"
 #include "spec.h"
 #include "../model/kv_blocks.h"
+#include "../model/kv_spec.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -773,8 +774,10 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
     if (o->kv_blocks_override > 0) return o->kv_blocks_override;
     if (got > 0) return got;
     kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
-    snprintf(err, n, "the model does not fit: weights, activations and runtime leave %.2f GiB for the KV cache",
-             kv_pool_size(s, &cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).kv_budget / 1073741824.0);
+    snprintf(err, n, "the model does not fit: weights (a speculative proposer's included), activations and runtime leave "
+             "%.2f GiB for the KV cache",
+             kv_spec_pool_size(s, &cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, kv_spec_get(s, c->spec)).kv_budget /
+                 1073741824.0);
     return -1;
 }
 

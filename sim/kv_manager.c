@@ -20,10 +20,13 @@ struct sim_kv {
      * million blocks that serves five short requests costs a few kilobytes. */
     long fresh;             /* blocks handed out at least once; [fresh, n) are free and untouched */
     long arr;               /* entries in the per-block arrays */
-    int32_t *refs;          /* reference count per block */
+    int32_t *refs;          /* reference count per block; kept with the prefix cache only (without
+                             * it nothing is shared: a held block has exactly one holder) */
     uint64_t *hash;         /* registered hash per block (valid when reg) */
     uint8_t *reg;           /* block is registered in the cache map */
-    int32_t *free_stack;    /* blocks returned and never cached, last returned on top */
+    int32_t *free_stack;    /* blocks returned and never cached, last returned on top; it grows
+                             * down from the end, [arr - n_free, arr), top first, so that a
+                             * released table and a popped run are each one forward copy */
     long n_free;
     int32_t *lru_prev, *lru_next;   /* unreferenced cached blocks, oldest at head */
     int32_t lru_head, lru_tail;
@@ -77,8 +80,15 @@ static int cover(sim_kv *kv, long b)
         if (ln) kv->lru_next = ln;
         if (!h || !reg || !lp || !ln) return -1;
     }
+    /* The free stack sits at the arrays' end: move it to the new end. */
+    if (kv->n_free) memmove(kv->free_stack + n - kv->n_free, kv->free_stack + kv->arr - kv->n_free, sizeof(int32_t) * (size_t)kv->n_free);
     kv->arr = n;
     return 0;
+}
+
+static inline void free_push(sim_kv *kv, int32_t b)
+{
+    kv->free_stack[kv->arr - ++kv->n_free] = b;
 }
 
 static int map_init(sim_kv *kv, long cap)
@@ -272,13 +282,13 @@ static int32_t alloc_block(sim_kv *kv)
     if (kv->units) {
         /* A new block takes every layer: evict cached blocks until that fits. */
         long cost = (long)kv->gfull + kv->gwin;
-        while (units_used(kv, true) + cost > kv->cap_units && kv->n_lru) kv->free_stack[kv->n_free++] = evict_lru(kv);
+        while (units_used(kv, true) + cost > kv->cap_units && kv->n_lru) free_push(kv, evict_lru(kv));
         if (units_used(kv, true) + cost > kv->cap_units) return -1;
     }
     /* Returned blocks first (last returned first), then untouched ones lowest id first, then
      * the least recently used cached block: the order a stack of every block would give. */
     if (kv->n_free) {
-        b = kv->free_stack[--kv->n_free];
+        b = kv->free_stack[kv->arr - kv->n_free--];
     } else if (kv->fresh < kv->n) {
         if (cover(kv, kv->fresh)) return -2;
         b = (int32_t)kv->fresh++;
@@ -287,17 +297,17 @@ static int32_t alloc_block(sim_kv *kv)
     } else {
         return -1;
     }
-    kv->refs[b] = 1;
+    if (kv->prefix) kv->refs[b] = 1;
     kv->n_referenced++;
     return b;
 }
 
-static void unref(sim_kv *kv, int32_t b)
+static inline void unref(sim_kv *kv, int32_t b)
 {
-    if (--kv->refs[b] > 0) return;
+    if (kv->prefix && --kv->refs[b] > 0) return;
     kv->n_referenced--;
     if (kv->prefix && kv->reg[b]) lru_push(kv, b);
-    else kv->free_stack[kv->n_free++] = b;
+    else free_push(kv, b);
 }
 
 static int push_block(sim_kv_seq *q, int32_t b)
@@ -474,6 +484,40 @@ long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
     return want > 0 ? want : 0;
 }
 
+/* sim_kv_grow's common case (paged, one layer group, need <= available): the `need` blocks
+ * alloc_block would hand out one by one, in the same order, taken in runs (a prefill takes
+ * dozens; one at a time it was a fifth of a splitwise run). The free stack's top run is
+ * popped, then untouched ids counted up, then, only if those run out, cached blocks evicted
+ * oldest first. Out of memory changes nothing. */
+static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
+{
+    long want = (long)q->n_blocks + need;
+    if (want > q->cap) {
+        long cap = q->cap ? q->cap : 8;
+        while (cap < want) cap *= 2;
+        if (cap > INT_MAX) return -1;
+        int32_t *nb = realloc(q->blocks, sizeof *nb * (size_t)cap);
+        if (!nb) return -1;
+        q->blocks = nb;
+        q->cap = (int)cap;
+    }
+    long pop = need < kv->n_free ? need : kv->n_free;
+    long fresh = need - pop < kv->n - kv->fresh ? need - pop : kv->n - kv->fresh;
+    if (fresh > 0 && cover(kv, kv->fresh + fresh - 1)) return -1;
+    int32_t *dst = q->blocks + q->n_blocks;
+    if (pop) memcpy(dst, kv->free_stack + kv->arr - kv->n_free, sizeof *dst * (size_t)pop);   /* top first */
+    kv->n_free -= pop;
+    for (long i = 0; i < fresh; i++) dst[pop + i] = (int32_t)(kv->fresh + i);
+    kv->fresh += fresh;
+    for (long i = pop + fresh; i < need; i++) dst[i] = evict_lru(kv);   /* available counted them */
+    if (kv->prefix)
+        for (long i = 0; i < need; i++) kv->refs[dst[i]] = 1;
+    kv->n_referenced += need;
+    q->n_blocks = (int)want;
+    set_room(kv, q);
+    return 0;
+}
+
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
 {
     if (upto <= q->room) return 0;   /* the common case: room left */
@@ -481,6 +525,7 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
     if (!need) return 0;
     if (!kv->paged) return sim_kv_reserve(kv, q, ring_held(kv, upto));
     if (need > sim_kv_available(kv)) return -1;
+    if (!kv->units) return grow_run(kv, q, need);
     for (long i = 0; i < need; i++) {
         int32_t b = alloc_block(kv);
         if (b < 0 || push_block(q, b)) { if (b >= 0) unref(kv, b); set_room(kv, q); return -1; }
@@ -567,8 +612,26 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
 {
     if (kv->paged) {
         /* Release newest first, so the LRU evicts a sequence's tail before its shared head. */
-        for (int j = q->n_blocks - 1; j >= 0; j--)
-            if (q->blocks[j] >= 0) unref(kv, q->blocks[j]);
+        if (kv->prefix) {
+            for (int j = q->n_blocks - 1; j >= 0; j--)
+                if (q->blocks[j] >= 0) unref(kv, q->blocks[j]);
+        } else {
+            /* unref's other case for the whole table: pushed newest first, the blocks lie on
+             * the stack oldest on top, in table order: one copy (one pass past dropped ones). */
+            long k = q->n_blocks;   /* a table with nothing dropped holds no -1 */
+            if (q->dropped)
+                for (int j = 0; j < q->n_blocks; j++) k -= q->blocks[j] < 0;
+            int32_t *fs = kv->free_stack + kv->arr - kv->n_free - k;
+            if (q->dropped == 0) {
+                if (k) memcpy(fs, q->blocks, sizeof *fs * (size_t)k);   /* an empty table may have no buffer */
+            } else {
+                long w = 0;
+                for (int j = 0; j < q->n_blocks; j++)
+                    if (q->blocks[j] >= 0) fs[w++] = q->blocks[j];
+            }
+            kv->n_free += k;
+            kv->n_referenced -= k;
+        }
     } else {
         kv->reserved -= q->reserved;
         if (kv->units) kv->res_units -= ring_units(kv, q->reserved);

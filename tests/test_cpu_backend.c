@@ -1,10 +1,13 @@
 /* test_cpu_backend.c: the CPU reference backend against direct definitions: number formats by
  * their bit patterns, paged attention against attention over a plain array, prefix reuse
  * against recomputation, quantised KV against fp32 within stated bounds, windows against
- * explicit key sets, and batch independence. */
+ * explicit key sets, and batch independence. OpenBLAS is opened at run time (cpu_blas.h): a
+ * GEMM against a product worked by hand, the binary's start-up without it, and exit 69 when
+ * the CPU backend is asked for and it does not load. */
 #include "tests.h"
 #include "../backend/be.h"
 #include "../backend/cpu/cpu_backend.h"
+#include "../backend/cpu/cpu_blas.h"
 #include "../backend/cpu/cpu_ops.h"
 #include "../backend/cpu/kv_format.h"
 #include "../sim/rng.h"
@@ -12,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 START_TEST(number_formats_by_bit_pattern)
 {
@@ -296,6 +300,93 @@ START_TEST(refuses_what_it_cannot_run)
 }
 END_TEST
 
+START_TEST(matmul_through_opened_blas)
+{
+    /* [1 2 3; 4 5 6] x [7 8; 9 10; 11 12] = [58 64; 139 154] (by hand); accumulate adds it. */
+    const float x[6] = {1, 2, 3, 4, 5, 6}, w[6] = {7, 8, 9, 10, 11, 12};
+    float out[4] = {1, 1, 1, 1};
+    char err[2048];
+    ck_assert_msg(be_cpu_blas_open(err, sizeof err) == 0, "%s", err);
+    ck_assert(be_cpu_blas_loaded());
+    be_cpu_matmul(out, x, w, 2, 2, 3, 1);
+    ck_assert(out[0] == 59 && out[1] == 65 && out[2] == 140 && out[3] == 155);
+    be_cpu_matmul(out, x, w, 2, 2, 3, 0);
+    ck_assert(out[0] == 58 && out[1] == 64 && out[2] == 139 && out[3] == 154);
+}
+END_TEST
+
+/* Without OpenBLAS (a process where it does not load), be_cpu_matmul, which the CUDA plugin's
+ * host references call, sums the same product in plain loops. Check forks each test, so this
+ * process has not opened it yet unless CK_FORK=no ran the test above first. */
+START_TEST(matmul_without_blas_sums_in_loops)
+{
+    const float x[6] = {1, 2, 3, 4, 5, 6}, w[6] = {7, 8, 9, 10, 11, 12};
+    float out[4] = {1, 1, 1, 1};
+    char err[2048];
+    int fresh = !be_cpu_blas_loaded();
+    setenv("KVPLAN_OPENBLAS", "/nonexistent/libopenblas.so.0", 1);
+    if (fresh) {
+        ck_assert_int_eq(be_cpu_blas_open(err, sizeof err), -1);
+        ck_assert_msg(strstr(err, "tried /nonexistent/libopenblas.so.0"), "%s", err);
+    }
+    be_cpu_matmul(out, x, w, 2, 2, 3, 1);
+    ck_assert(out[0] == 59 && out[1] == 65 && out[2] == 140 && out[3] == 155);
+    be_cpu_matmul(out, x, w, 2, 2, 3, 0);
+    ck_assert(out[0] == 58 && out[1] == 64 && out[2] == 139 && out[3] == 154);
+    unsetenv("KVPLAN_OPENBLAS");
+}
+END_TEST
+
+/* The dynamic loader's own account of what the binary opened (glibc's LD_DEBUG=files, on
+ * stderr), set for the binary alone (not the shell that starts it). */
+static int opened_files(const char *args, char *err, size_t n)
+{
+    char path[512], cmd[3000];
+    snprintf(path, sizeof path, "%s", t_write("ld-files.txt", ""));
+    snprintf(cmd, sizeof cmd, "env LD_DEBUG=files %s %s >/dev/null 2>%s", getenv("KVPLAN_BIN"), args, path);
+    int rc = system(cmd);
+    FILE *f = fopen(path, "r");
+    size_t got = f ? fread(err, 1, n - 1, f) : 0;
+    err[got] = 0;
+    if (f) fclose(f);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+START_TEST(blas_opened_only_by_the_cpu_backend)
+{
+    static char err[1 << 18];
+    char args[1200];
+    /* The model executor never opens it: not at start-up, not while simulating. */
+    snprintf(args, sizeof args, "simulate %s/chat.yaml --no-db --set workload.requests=20", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(opened_files(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "file=libc.so"), "LD_DEBUG=files printed nothing: %.2000s", err);
+    ck_assert_msg(!strstr(err, "libopenblas"), "simulate loaded OpenBLAS: %.4000s", err);
+    /* The CPU backend does (so the check above can see it). */
+    snprintf(args, sizeof args, "run %s/tiny-cpu.yaml --no-db --set workload.requests=2", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(opened_files(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "libopenblas"), "the CPU backend ran without opening OpenBLAS");
+}
+END_TEST
+
+START_TEST(cpu_backend_without_blas_exits_69)
+{
+    static char out[1 << 16], err[1 << 14];
+    char args[1200];
+    snprintf(args, sizeof args, "run %s/tiny-cpu.yaml --no-db --set workload.requests=2", getenv("KVPLAN_LIBRARY"));
+    setenv("KVPLAN_OPENBLAS", "/nonexistent/libopenblas.so.0", 1);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 69);
+    ck_assert_msg(strstr(err, "needs OpenBLAS") && strstr(err, "tried /nonexistent/libopenblas.so.0"), "%s", err);
+    /* A library that loads but is not OpenBLAS is refused by name. */
+    setenv("KVPLAN_OPENBLAS", "libm.so.6", 1);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 69);
+    ck_assert_msg(strstr(err, "libm.so.6 has no cblas_sgemm: not OpenBLAS"), "%s", err);
+    /* Commands that do not run the CPU backend do not care. */
+    snprintf(args, sizeof args, "simulate %s/tiny-cpu.yaml --no-db --set workload.requests=2", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    unsetenv("KVPLAN_OPENBLAS");
+}
+END_TEST
+
 Suite *suite_cpu_backend(void)
 {
     Suite *su = suite_create("cpu_backend");
@@ -308,6 +399,10 @@ Suite *suite_cpu_backend(void)
     tcase_add_test(tc, prefix_hit_equals_recomputation);
     tcase_add_test(tc, a_sequence_does_not_depend_on_its_batch);
     tcase_add_test(tc, refuses_what_it_cannot_run);
+    tcase_add_test(tc, matmul_through_opened_blas);
+    tcase_add_test(tc, matmul_without_blas_sums_in_loops);
+    tcase_add_test(tc, blas_opened_only_by_the_cpu_backend);
+    tcase_add_test(tc, cpu_backend_without_blas_exits_69);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -1,7 +1,9 @@
 /* test_kv_manager.c: the block manager's sharing, reference counting, eviction order and
- * windowing, traced by hand on pools of a few blocks. */
+ * windowing, traced by hand on pools of a few blocks; and the ids handed out, against a plain
+ * stack of every block. */
 #include "tests.h"
 #include "../sim/kv_manager.h"
+#include "../sim/rng.h"
 
 #include <string.h>
 
@@ -118,6 +120,56 @@ START_TEST(contiguous_reserves_up_front)
 }
 END_TEST
 
+/* Blocks are handed out in runs (sim_kv_grow) but in the order of the simplest model of a
+ * pool: one stack of every free id, 0 on top at the start; a grow pops one id per block, a
+ * release pushes the sequence's blocks newest first, a truncate its tail newest first. A
+ * random mix of grows, truncates and releases over a few sequences must give each sequence
+ * exactly the ids that stack gives, and fail (changing nothing) when the stack runs short. */
+START_TEST(block_ids_follow_one_stack_of_every_block)
+{
+    enum { N = 300, SEQS = 6, BS = 4 };
+    sim_kv *kv = sim_kv_init(N, BS, true, false, 0, 0);
+    sim_kv_seq q[SEQS];
+    int ref[SEQS][N], nref[SEQS] = {0}, tokens[SEQS] = {0};
+    int stack[N], top = N;
+    for (int i = 0; i < N; i++) stack[i] = N - 1 - i;
+    for (int s = 0; s < SEQS; s++) q[s] = seq(1, 0, (uint64_t)s + 7);
+    sim_rng r;
+    sim_rng_seed(&r, 42);
+    int fails = 0;
+    for (int step = 0; step < 4000; step++) {
+        int s = (int)(sim_rng_next(&r) % SEQS), op = (int)(sim_rng_next(&r) % 10);
+        if (op < 7) {   /* grow by 1 to 120 tokens */
+            int upto = tokens[s] + 1 + (int)(sim_rng_next(&r) % 120);
+            int want = (upto + BS - 1) / BS - nref[s];
+            int rc = sim_kv_grow(kv, &q[s], upto);
+            if (want > top) { ck_assert_int_eq(rc, -1); fails++; }
+            else {
+                ck_assert_int_eq(rc, 0);
+                for (int k = 0; k < want; k++) ref[s][nref[s]++] = stack[--top];
+                tokens[s] = upto;
+            }
+        } else if (op < 8) {   /* truncate to half */
+            int upto = tokens[s] / 2, keep = (upto + BS - 1) / BS;
+            sim_kv_truncate(kv, &q[s], upto);
+            while (nref[s] > keep) stack[top++] = ref[s][--nref[s]];
+            tokens[s] = upto;
+        } else {
+            sim_kv_release(kv, &q[s]);
+            while (nref[s] > 0) stack[top++] = ref[s][--nref[s]];
+            tokens[s] = 0;
+        }
+        ck_assert_int_eq(q[s].n_blocks, nref[s]);
+        for (int k = 0; k < nref[s]; k++) ck_assert_int_eq(q[s].blocks[k], ref[s][k]);
+        ck_assert_int_eq(sim_kv_available(kv), top);
+    }
+    ck_assert_int_gt(fails, 10);   /* the pool ran short often enough to test failing */
+    for (int s = 0; s < SEQS; s++) { sim_kv_release(kv, &q[s]); sim_kv_seq_free(&q[s]); }
+    ck_assert_int_eq(sim_kv_available(kv), N);
+    sim_kv_free(kv);
+}
+END_TEST
+
 Suite *suite_kv_manager(void)
 {
     Suite *su = suite_create("kv_manager");
@@ -127,6 +179,7 @@ Suite *suite_kv_manager(void)
     tcase_add_test(tc, unreferenced_cached_blocks_are_evicted_lru);
     tcase_add_test(tc, window_frees_blocks_behind_it);
     tcase_add_test(tc, contiguous_reserves_up_front);
+    tcase_add_test(tc, block_ids_follow_one_stack_of_every_block);
     suite_add_tcase(su, tc);
     return su;
 }

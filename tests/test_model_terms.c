@@ -138,6 +138,58 @@ START_TEST(mla_flops_by_hand)
 }
 END_TEST
 
+/* Regression (issue 14 review): DeepSeek-V3's absorbed kv_b (W_UK | W_UV, about 0.96 GiB over
+ * 61 layers) was charged at the split-KV attention kernel's wave efficiency (16 of 132 SMs for
+ * one sequence), so attention got faster as the batch grew. The weights are a GEMM's read at
+ * full bandwidth; only the latent cache streams at the kernel's occupancy. */
+START_TEST(mla_absorbed_weights_stream_at_full_bandwidth)
+{
+    t_library("deepseek-v3", "h200", &s);
+    s.deployment.tensor_parallel = 1;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work d = {1, 2000};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &d, 1);
+    /* Per layer, by hand: 128 heads read q and write o over r + rope + r = 512 + 64 + 512
+     * 16-bit values; the new token's latent + rope key (576 x 2 bytes) is written; 2001 cached
+     * ones are read. kv_b: 512 x 128 x (128 + 128) parameters. 61 layers. */
+    double L = 61, kvtok = 576 * 2.0;
+    double kv = L * (128 * 1088 * 2.0 + kvtok + 2001 * kvtok);
+    double w = L * 512.0 * 128 * 256 * kv_weight_bytes_per_param(&s.model);
+    const kv_op_cost *at = &r.op[KV_OP_ATTENTION];
+    ck_assert(near(at->bytes, kv + w));
+    ck_assert(near(at->weight_bytes, w));
+    /* One sequence splits its 2001 keys in ceil(2001 / 128) = 16 work items of 132 SMs. */
+    double bw = s.hardware.memory_bandwidth * s.hardware.eff_bandwidth;
+    ck_assert_int_eq(s.hardware.sm_count, 132);
+    double want = kv / (bw * 16.0 / 132.0) + w / bw;
+    ck_assert_msg(near(at->t_memory, want), "%.6g vs %.6g", at->t_memory, want);
+}
+END_TEST
+
+/* Attention time never falls as the batch grows at a fixed context, for MLA and GQA models. */
+START_TEST(attention_time_grows_with_the_batch)
+{
+    const char *models[][2] = {{"deepseek-v3", "h200"}, {"llama-3.1-8b", "h100-sxm"}, {"qwen3-32b", "h100-sxm"}};
+    static kv_seq_work w[256];
+    for (int mi = 0; mi < 3; mi++) {
+        t_library(models[mi][0], models[mi][1], &s);
+        s.deployment.tensor_parallel = 1;
+        kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+        for (long ctx = 200; ctx <= 8000; ctx *= 4) {
+            for (int i = 0; i < 256; i++) w[i] = (kv_seq_work){1, ctx};
+            double last = 0;
+            for (int b = 1; b <= 256; b++) {
+                kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, b);
+                double t = r.op[KV_OP_ATTENTION].seconds;
+                ck_assert_msg(t >= last, "%s ctx %ld: attention %.6g s at batch %d < %.6g at %d", models[mi][0], ctx, t, b,
+                              last, b - 1);
+                last = t;
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(graphs_pad_decode_batches)
 {
     t_library("llama-3-8b", "h100-sxm", &s);
@@ -268,6 +320,8 @@ Suite *suite_model_terms(void)
     tcase_add_test(tc, attention_kernel_families);
     tcase_add_test(tc, awq_bytes_from_the_config);
     tcase_add_test(tc, mla_flops_by_hand);
+    tcase_add_test(tc, mla_absorbed_weights_stream_at_full_bandwidth);
+    tcase_add_test(tc, attention_time_grows_with_the_batch);
     tcase_add_test(tc, graphs_pad_decode_batches);
     tcase_add_test(tc, engine_profiles_load);
     tcase_add_test(tc, engine_errors_are_located);

@@ -394,6 +394,55 @@ START_TEST(proposer_memory_counted_by_hand)
 }
 END_TEST
 
+/* Regression (issue 14 review): `memory`'s table and plan's fit check left the draft model out
+ * (Qwen3-32B + a Qwen3-8B draft on an H100 "fit" with 35,274 tokens while the speculative
+ * section gave 0 blocks; EAGLE: 2,204 blocks in the table, 1,807 in the simulator's pool). One
+ * accounting now: kv_capacity_spec, which the pool and `memory` both take. */
+START_TEST(proposer_memory_is_one_accounting)
+{
+    load(HEAD "options:\n  speculative: [{method: eagle, k: 4}]\n", NULL, 0);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    const scn_spec *sp = &s.options.spec[0];
+    /* By hand (proposer_memory_counted_by_hand): the budget less the head's weights and 4 more
+     * fp32 logit rows per sequence, over 128 KiB + 4 KiB per token. */
+    double layer = 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 14336 + 2 * 4096 + 4096;
+    double eagle = (layer + 2.0 * 4096 * 4096) * 2;
+    kv_capacity plain = kv_capacity_compute(&s, &cfg, 16, 0);
+    kv_capacity with = kv_capacity_spec(&s, &cfg, 16, 0, sp);
+    double budget = plain.kv_budget - eagle - 4.0 * s.deployment.max_num_seqs * 128256 * 4;
+    ck_assert_double_eq_tol(with.kv_budget, budget, 1);
+    ck_assert_double_eq_tol(with.weights, plain.weights + eagle, 1);
+    ck_assert_double_eq_tol(with.kv_bytes_per_token, 131072.0 + 4096, 1e-9);
+    long want = (long)floor(budget / (16 * (131072.0 + 4096)));
+    ck_assert_int_eq(with.capacity_blocks, want);
+    ck_assert_int_eq(kv_spec_pool_size(&s, &cfg, true, 16, sp).blocks, want);
+
+    /* Qwen3-32B (bf16) with a Qwen3-8B draft on an H100: 61.0 GiB + 15.3 GiB of weights exceed
+     * the 71.7 GiB usable, so nothing fits, in the table and in plan's check alike. */
+    load("model: qwen3-32b\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: offline}, prompt_tokens: 800, "
+         "output_tokens: 300}\ndeployment: {max_num_seqs: 256, max_model_len: 8192}\n"
+         "options:\n  speculative: [{method: draft, model: qwen3-8b, k: 4}]\n", NULL, 0);
+    cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    sp = &s.options.spec[0];
+    plain = kv_capacity_compute(&s, &cfg, 16, 0);
+    with = kv_capacity_spec(&s, &cfg, 16, 0, sp);
+    ck_assert(plain.kv_budget > 0);
+    ck_assert_msg(with.kv_budget < 0, "budget with the draft %.3g", with.kv_budget);
+    ck_assert(with.weights > 76.0 * 1073741824.0 && with.weights < 76.6 * 1073741824.0);
+    ck_assert_int_eq(with.capacity_blocks, 0);
+    ck_assert_int_eq(with.max_seqs_paged, 0);
+    ck_assert_int_eq(kv_spec_pool_size(&s, &cfg, true, 16, sp).blocks, 0);
+    char out[65536], err[8192], args[1024];
+    const char *f = t_write("spec-draft-too-big.yaml",
+                            "model: qwen3-32b\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: offline}, "
+                            "prompt_tokens: 800, output_tokens: 300}\ndeployment: {max_num_seqs: 256, max_model_len: 8192}\n"
+                            "options:\n  speculative: [{method: draft, model: qwen3-8b, k: 4}]\n");
+    snprintf(args, sizeof args, "plan %s --no-db --seeds 1", f);
+    t_run(args, out, sizeof out, err, sizeof err);
+    ck_assert_msg(strstr(out, "does not fit: weights 76.") != NULL, "%s\n%s", out, err);
+}
+END_TEST
+
 START_TEST(verify_rows_run_the_decode_kernels)
 {
     /* DeepSeek-V3 on 8 H200s: a verify of 1 draft (MTP, k = 1) runs MLA absorbed over the
@@ -469,6 +518,33 @@ START_TEST(mtp_with_ep_prices_the_split_step)
     ck_assert_int_eq(m.kv_blocks, kv_spec_pool_size(&s, &cfg, c.layout == SCN_LAYOUT_PAGED, c.block_size, sp).blocks);
     free(ps);
     free(plain);
+}
+END_TEST
+
+/* Regression (issue 14 review): a verify of k + 1 rows counted its sequence's work items per
+ * query head (the prefill rule) instead of per KV head and split (the decode kernel it runs),
+ * so at small contexts its attention streamed the cache faster than one decode row did and a
+ * verify step could cost less than a plain step: n-gram with acceptance 0 "paid" at batch 1. */
+START_TEST(more_verify_rows_never_cost_less)
+{
+    load("model: llama-3.1-8b\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: offline}, "
+         "prompt_tokens: 150, output_tokens: 150}\ndeployment: {max_num_seqs: 256}\n"
+         "options:\n  speculative: [{method: ngram, k: 4, acceptance: 0}]\n", NULL, 0);
+    kv_cache_cfg cfg = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    for (long ctx = 100; ctx <= 4000; ctx *= 3) {
+        kv_seq_work one = {1, ctx};
+        double last = kv_step_time(&s, &cfg, SCN_ATTN_FLASH, &one, 1).seconds;
+        for (int rows = 2; rows <= 9; rows++) {
+            kv_seq_work w = {rows, ctx};
+            int v = rows - 1;
+            kv_step_cost r = kv_step_time_verify(&s, &cfg, SCN_ATTN_FLASH, &w, &v, 1);
+            ck_assert_msg(r.seconds >= last, "ctx %ld: %d rows %.6g s < %.6g s", ctx, rows, r.seconds, last);
+            last = r.seconds;
+        }
+    }
+    /* With nothing accepted a verify step emits one token and costs at least a plain step. */
+    kv_spec_wins w = kv_spec_win_ranges(&s, &s.options.spec[0], &cfg, SCN_ATTN_FLASH, 225, 256);
+    ck_assert_int_eq(w.n, 0);
 }
 END_TEST
 
@@ -657,6 +733,32 @@ START_TEST(options_key_carries_the_speculative_setting)
 }
 END_TEST
 
+/* Regression (issue 14 review): `cost` ignored options.speculative when its first entry was
+ * off, printed "first crossover batch 65" when speculation won at every batch up to
+ * max_num_seqs 64, and its default context left out conversation history; simulate's choice
+ * line omitted the speculative setting. */
+START_TEST(cost_and_simulate_name_the_speculative_setting)
+{
+    char out[65536], err[8192], args[1024];
+    const char *f = t_write("spec-off-first.yaml",
+                            "model: llama-3.1-8b\nhardware: h100-sxm\ndeployment: {max_num_seqs: 64, max_model_len: 4096}\n"
+                            "workload: {requests: 10, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 150, output_tokens: 150,\n"
+                            "  conversation: {turns: 3, think_time: 1 s}}\n"
+                            "options:\n  speculative: [off, {method: eagle, k: 4, acceptance: 0.8, decay: 1}]\n");
+    snprintf(args, sizeof args, "cost %s", f);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "options.speculative[1], the first entry that is on") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "none up to max_num_seqs (64)") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "first crossover batch                65") == NULL, "%s", out);
+    /* Three turns of 150 + 150: turn t carries 2 (t - 1) earlier messages of 150 tokens, so
+     * the mean prompt is 150 + 300 x (0 + 1 + 2) / 3 = 450 tokens; decode context 450 + 75. */
+    ck_assert_msg(strstr(out, "decode context (tokens)            525") != NULL, "%s", out);
+    snprintf(args, sizeof args, "simulate %s --no-db --set 'options.speculative=[{method: eagle, k: 4, acceptance: 0.8, decay: 1}]'", f);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "spec=eagle k=4 a=0.80") != NULL, "%s", out);
+}
+END_TEST
+
 START_TEST(cli_simulates_and_plans_speculation)
 {
     char out[65536], err[8192];
@@ -693,13 +795,16 @@ Suite *suite_spec(void)
     tcase_add_test(tc, runs_are_bit_identical);
     tcase_add_test(tc, rejected_drafts_release_their_blocks);
     tcase_add_test(tc, proposer_memory_counted_by_hand);
+    tcase_add_test(tc, proposer_memory_is_one_accounting);
     tcase_add_test(tc, verify_rows_run_the_decode_kernels);
     tcase_add_test(tc, mtp_with_ep_prices_the_split_step);
     tcase_add_test(tc, crossover_sits_where_the_sides_change);
+    tcase_add_test(tc, more_verify_rows_never_cost_less);
     tcase_add_test(tc, planner_recommends_speculation_only_below_its_crossover);
     tcase_add_test(tc, speculation_pays_in_ranges);
     tcase_add_test(tc, options_key_carries_the_speculative_setting);
     tcase_add_test(tc, cli_simulates_and_plans_speculation);
+    tcase_add_test(tc, cost_and_simulate_name_the_speculative_setting);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -5,9 +5,9 @@
 #include "../be.h"
 #include "../../sim/rng.h"
 #include "cpu_backend.h"
+#include "cpu_blas.h"
 #include "cpu_ops.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,12 +106,13 @@ static be_status create(void **out, const be_config *cfg, char *err, size_t n)
         snprintf(err, n, "the CPU reference stores KV as fp32, fp16, bf16, fp8 or int8, not int4");
         return BE_E_CONFIG;
     }
+    if (be_cpu_blas_open(err, n) != 0) return BE_E_UNAVAILABLE;
     be_cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) return BE_E_NOMEM;
     c->cfg = *cfg;
     /* One thread unless asked: step times then depend on the work, not on thread wake-ups, which
      * is what a calibrated model can predict (and matches `make bench`'s one core). */
-    openblas_set_num_threads(cfg->threads > 0 ? cfg->threads : 1);
+    be_cpu_blas_threads(cfg->threads > 0 ? cfg->threads : 1);
     c->L = m->layers; c->h = m->hidden; c->H = m->heads; c->Hkv = m->kv_heads; c->d = m->head_dim;
     c->inter = m->intermediate; c->V = m->vocab;
     c->qkv = (c->H + 2 * c->Hkv) * c->d;

@@ -1,9 +1,9 @@
 /* cpu_ops.c: reference kernels (see cpu_ops.h). Straightforward loops: clarity over speed,
- * except the GEMMs, which go to OpenBLAS. */
+ * except the GEMMs, which go to OpenBLAS (opened at run time: cpu_blas.h). */
 #include "cpu_ops.h"
+#include "cpu_blas.h"
 #include "kv_format.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +37,19 @@ void be_cpu_rope(float *x, int T, int heads, int d, const int32_t *pos, float th
 
 void be_cpu_matmul(float *out, const float *x, const float *w, int M, int N, int K, int accumulate)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, x, K, w, N, accumulate ? 1.0f : 0.0f, out, N);
+    /* The CPU backend opened OpenBLAS when it was created (and refused to start without it);
+     * other callers (the CUDA plugin's host references) open it here. Should it not load there,
+     * the same product is summed in plain loops: slower, never wrong. */
+    if (be_cpu_blas_open(NULL, 0) == 0) {
+        be_cpu_blas_sgemm(M, N, K, x, w, accumulate ? 1.0f : 0.0f, out);
+        return;
+    }
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = accumulate ? out[(size_t)i * N + j] : 0.0;
+            for (int k = 0; k < K; k++) s += (double)x[(size_t)i * K + k] * w[(size_t)k * N + j];
+            out[(size_t)i * N + j] = (float)s;
+        }
 }
 
 void be_cpu_swiglu(float *out, const float *gu, int T, int inter)
