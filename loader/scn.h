@@ -185,6 +185,8 @@ typedef struct {
     double step_cpu;            /* s of CPU work per step (scheduling, input prep, sampling, output) */
     double seq_cpu;             /* s of CPU work per scheduled sequence per step */
     bool async_scheduling;      /* CPU work for step i+1 overlaps the GPU's step i */
+    bool extra_decode_step;     /* a finished request runs one more decode step: the next step was
+                                 * launched before its stop check (TensorRT-LLM overlap scheduler) */
     double kernel_launch;       /* s per kernel launched eagerly */
     bool cuda_graphs;           /* decode-only steps replay a captured graph */
     int n_graph_sizes;          /* captured batch sizes, ascending */
@@ -244,6 +246,9 @@ typedef struct {
     int max_model_len;             /* tokens; defaults to the model's max_position */
     int max_num_seqs;
     int max_num_batched_tokens;
+    /* Multi-step scheduling (vLLM 0.6's --num-scheduler-steps; docs/simulator.md, "Multi-step
+     * scheduling"): a decode run of this many steps per scheduling decision; 1 = every step. */
+    int scheduler_steps;
     /* MoE serving DeepSeek-style (docs/cost-model.md, "Expert parallelism and attention data
      * parallelism"): a replica is tensor_parallel x attention_data_parallel GPUs; attention runs
      * on attention_data_parallel ranks of tensor_parallel GPUs, each with its own sequences and

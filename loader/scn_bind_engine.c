@@ -45,7 +45,7 @@ const char *scn_wformat_name(const scn_wformat *f)
 /* ---- engine profiles ---- */
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "allreduce", "attention", "memory", "kv_offload", NULL};
-static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", NULL};
+static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
@@ -156,7 +156,8 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (sub_map(c, m, path, "cpu", CPU_KEYS, &s, p, sizeof p)) return -1;
     if (s && (scn_get_qty(c, s, p, "step", SCN_UNIT_TIME, true, &e->step_cpu) ||
               scn_get_qty(c, s, p, "per_sequence", SCN_UNIT_TIME, true, &e->seq_cpu) ||
-              scn_get_bool(c, s, p, "async_scheduling", &e->async_scheduling)))
+              scn_get_bool(c, s, p, "async_scheduling", &e->async_scheduling) ||
+              scn_get_bool(c, s, p, "extra_decode_step", &e->extra_decode_step)))
         return -1;
     if (sub_map(c, m, path, "launch", LAUNCH_KEYS, &s, p, sizeof p)) return -1;
     if (s && scn_get_qty(c, s, p, "kernel", SCN_UNIT_TIME, true, &e->kernel_launch)) return -1;

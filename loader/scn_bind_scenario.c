@@ -15,7 +15,8 @@ static const char *const PRICE_KEYS[] = {"usd_per_gpu_hour", NULL};
 static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "allow_gqa", "allow_weight_dtype", NULL};
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", "expert_parallel",
-                                          "attention_data_parallel", "expert_skew", "disaggregation", NULL};
+                                          "attention_data_parallel", "expert_skew", "disaggregation", "scheduler_steps",
+                                          NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
@@ -72,6 +73,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     d->max_num_batched_tokens = s->engine.max_num_batched_tokens > 0 ? s->engine.max_num_batched_tokens : 8192;
     d->expert_parallel = d->attention_dp = 1;
     d->expert_skew = 0;
+    d->scheduler_steps = 1;
     char p[256];
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
@@ -86,6 +88,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_get_int(c, m, p, "max_model_len", 1, BIG, &d->max_model_len) ||
         scn_get_int(c, m, p, "max_num_seqs", 1, 1000000, &d->max_num_seqs) ||
         scn_get_int(c, m, p, "max_num_batched_tokens", 1, BIG, &d->max_num_batched_tokens) ||
+        scn_get_int(c, m, p, "scheduler_steps", 1, 1024, &d->scheduler_steps) ||
         scn_get_int(c, m, p, "expert_parallel", 1, 4096, &d->expert_parallel) ||
         scn_get_int(c, m, p, "attention_data_parallel", 1, 4096, &d->attention_dp) ||
         scn_get_qty(c, m, p, "expert_skew", SCN_UNIT_FRACTION, true, &d->expert_skew))
@@ -791,6 +794,21 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
     return 0;
 }
 
+/* Multi-step scheduling runs on the continuous (prefill-first) scheduler only: vLLM 0.6.0
+ * refused chunked prefill with --num-scheduler-steps > 1 (vLLM issue #8274), and a static batch
+ * has no scheduling decisions to space out. */
+static int check_multistep(scn_ctx *c, const scn_node *root, const scn_scenario *s)
+{
+    if (s->deployment.scheduler_steps <= 1) return 0;
+    for (int i = 0; i < s->options.n_sched; i++)
+        if (s->options.scheduler[i] != SCN_SCHED_CONTINUOUS)
+            return fail_at(c, scn_map_get(scn_map_get(root, "deployment"), "scheduler_steps"),
+                           "deployment.scheduler_steps",
+                           "multi-step scheduling needs options.scheduler: continuous (the engine's default "
+                           "here chunks prefills; vLLM 0.6 refused chunked prefill with multi-step)");
+    return 0;
+}
+
 int scn_bind_scenario(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
     if (scn_expect_map(c, root, "") || scn_check_keys(c, root, "", TOP_KEYS)) return -1;
@@ -803,7 +821,7 @@ int scn_bind_scenario(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_bind_model(c, scn_map_get(root, "model"), "model", &s->model) ||
         scn_bind_hardware(c, scn_map_get(root, "hardware"), "hardware", &s->hardware) ||
         bind_engine(c, root, s) || bind_deployment(c, root, s) || bind_workload(c, root, s) || bind_slo(c, root, s) ||
-        bind_options(c, root, s) || bind_planning(c, root, s))
+        bind_options(c, root, s) || bind_planning(c, root, s) || check_multistep(c, root, s))
         return -1;
     s->seed = (unsigned long long)seed;
     if (!s->name[0]) snprintf(s->name, sizeof s->name, "%s", "unnamed");

@@ -15,10 +15,13 @@
 
 static const char *const COLUMNS[] = {"id", "gpu", "gpus", "tp", "model", "engine", "engine_version", "weight_dtype",
                                       "kv_dtype", "mode", "load", "input_tokens", "output_tokens", "metric", "value",
-                                      "unit", "source", "notes"};
+                                      "unit", "source", "notes", "engine_args"};
 enum { N_COLUMNS = (int)(sizeof COLUMNS / sizeof COLUMNS[0]) };
 enum { C_ID, C_GPU, C_GPUS, C_TP, C_MODEL, C_ENGINE, C_ENGINE_VERSION, C_WEIGHT, C_KV, C_MODE, C_LOAD, C_INPUT,
-       C_OUTPUT, C_METRIC, C_VALUE, C_UNIT, C_SOURCE, C_NOTES };
+       C_OUTPUT, C_METRIC, C_VALUE, C_UNIT, C_SOURCE, C_NOTES, C_ENGINE_ARGS };
+/* engine_args is optional (empty when absent): the launch flags the source states that change
+ * the prediction. Only --num-scheduler-steps N is read; any other flag is an error, so that a
+ * flag is never silently ignored. */
 
 const char *const PUB_MODE_NAMES[] = {"closed", "poisson", "offline", "batch", "capacity", NULL};
 
@@ -124,6 +127,25 @@ static int tokens_field(reader *rd, const char *v, int col, const char *field, c
     return copy_field(rd, v, col, field, dst, 32, true);
 }
 
+static int engine_args(reader *rd, const char *v, int col, pub_row *r)
+{
+    r->scheduler_steps = 1;
+    char buf[256];
+    if (strlen(v) >= sizeof buf) return bad(rd, col, "engine_args", "longer than %zu characters", sizeof buf - 1);
+    snprintf(buf, sizeof buf, "%s", v);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (strcmp(t, "--num-scheduler-steps"))
+            return bad(rd, col, "engine_args", "unknown flag '%.40s' (only --num-scheduler-steps N is read)", t);
+        char *n = strtok_r(NULL, " ", &save);
+        long x;
+        if (!n) return bad(rd, col, "engine_args", "--num-scheduler-steps needs a number");
+        if (whole(rd, n, col, "engine_args", 1, 1024, &x)) return -1;
+        r->scheduler_steps = (int)x;
+    }
+    return 0;
+}
+
 static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
 {
     memset(r, 0, sizeof *r);
@@ -138,7 +160,8 @@ static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
         copy_field(rd, f[C_WEIGHT], col[C_WEIGHT], "weight_dtype", r->weight_dtype, sizeof r->weight_dtype, true) ||
         copy_field(rd, f[C_KV], col[C_KV], "kv_dtype", r->kv_dtype, sizeof r->kv_dtype, true) ||
         copy_field(rd, f[C_SOURCE], col[C_SOURCE], "source", r->source, sizeof r->source, true) ||
-        copy_field(rd, f[C_NOTES], col[C_NOTES], "notes", r->notes, sizeof r->notes, false))
+        copy_field(rd, f[C_NOTES], col[C_NOTES], "notes", r->notes, sizeof r->notes, false) ||
+        engine_args(rd, f[C_ENGINE_ARGS], col[C_ENGINE_ARGS], r))
         return -1;
     if (whole(rd, f[C_GPUS], col[C_GPUS], "gpus", 1, 100000, &x)) return -1;
     r->gpus = (int)x;
@@ -235,7 +258,7 @@ int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
                 map[c] = i;
             }
             for (int c = 0; c < N_COLUMNS; c++)
-                if (map[c] < 0) { bad(&rd, 1, "header", "missing column '%s'", COLUMNS[c]); goto out; }
+                if (map[c] < 0 && c != C_ENGINE_ARGS) { bad(&rd, 1, "header", "missing column '%s'", COLUMNS[c]); goto out; }
             file_cols = k;
             header = true;
             continue;
@@ -246,7 +269,11 @@ int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
         }
         char *g[N_COLUMNS];
         int gc[N_COLUMNS];
-        for (int c = 0; c < N_COLUMNS; c++) { g[c] = f[map[c]]; gc[c] = col[map[c]]; }
+        char empty[1] = "";   /* an optional column the file lacks */
+        for (int c = 0; c < N_COLUMNS; c++) {
+            g[c] = map[c] >= 0 ? f[map[c]] : empty;
+            gc[c] = map[c] >= 0 ? col[map[c]] : 0;
+        }
         if (t->n == cap) {
             cap = cap ? cap * 2 : 64;
             pub_row *nr = realloc(t->rows, sizeof *nr * (size_t)cap);
@@ -404,6 +431,7 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     k += (size_t)snprintf(buf + k, n - k, "deployment: {tensor_parallel: %d, replicas: %d", r->tp, r->gpus / r->tp);
     if (r->mode == PUB_MODE_CAPACITY && r->load > 0)
         k += (size_t)snprintf(buf + k, n - k, ", gpu_memory_utilization: %.17g", r->load);
+    if (r->scheduler_steps > 1) k += (size_t)snprintf(buf + k, n - k, ", scheduler_steps: %d", r->scheduler_steps);
     k += (size_t)snprintf(buf + k, n - k, "}\n");
     k += (size_t)snprintf(buf + k, n - k, "workload:\n  requests: %ld\n", requests_for(r));
     switch (r->mode) {
@@ -420,8 +448,11 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
         break;
     }
     k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", prompt, output);
-    snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: 16%s%s}\n",
-             strcmp(r->kv_dtype, "auto") ? ", kv_dtype: " : "", strcmp(r->kv_dtype, "auto") ? r->kv_dtype : "");
+    /* Multi-step runs on the prefill-first scheduler: vLLM 0.6.0 refused chunked prefill with
+     * --num-scheduler-steps > 1 (vLLM issue #8274). */
+    snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: 16%s%s%s}\n",
+             strcmp(r->kv_dtype, "auto") ? ", kv_dtype: " : "", strcmp(r->kv_dtype, "auto") ? r->kv_dtype : "",
+             r->scheduler_steps > 1 ? ", scheduler: continuous" : "");
 }
 
 /* Loads YAML text through the scenario loader (a private temporary file). 1: the loader
@@ -578,6 +609,8 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     if (in_library("engines", engine_of(r))) k = (size_t)snprintf(r->why, sizeof r->why, "engine profile: %s", s->engine.name);
     else k = (size_t)snprintf(r->why, sizeof r->why, "engine '%s' is not in the library: the default profile (%s) was used",
                               r->engine, s->engine.name[0] ? s->engine.name : "none");
+    if (r->scheduler_steps > 1 && k < sizeof r->why)
+        k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; %d scheduler steps, continuous scheduler", r->scheduler_steps);
     if (kv_unstated && k < sizeof r->why)
         snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
     return 0;

@@ -29,6 +29,7 @@ typedef struct {
     char metric[24], unit[32], source[1024], notes[2048];
     char input[32], output[32];  /* whole token counts or a dataset name */
     int gpus, tp;                /* tp 0: not stated by the source */
+    int scheduler_steps;         /* the `engine_args` column's --num-scheduler-steps (1: not given) */
     pub_mode mode;
     double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
                                   * fraction the engine was given (0: not stated) */

@@ -425,6 +425,9 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
     if (e->o->per_step || e->ex->measured) return false;
     if (sim_spec_of(e->s, &e->c)) return false;   /* each speculative step draws its own acceptance (sim/spec.c) */
+    /* Multi-step runs gate admissions, and finished requests' tail steps (multi-step, the overlap
+     * scheduler's extra step) are applied by the scheduler alone (sim/sched.c). */
+    if (e->s->deployment.scheduler_steps > 1 || e->s->engine.extra_decode_step) return false;
     if (e->sched.xfer_s > 0) return false;        /* this step waits for a reload or swap-in */
     if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0 || sim_kv_windowed(rep->kv)) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
@@ -804,7 +807,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     sim_engine e;
     memset(&e, 0, sizeof e);
     e.s = s; e.c = *c; e.ex = ex; e.o = o; e.err = err; e.nerr = n;
-    e.sched = (sim_sched){.s = s, .c = *c, .acc = &e.acc, .err = err, .nerr = n, .seed = o->seed};
+    e.sched = (sim_sched){.s = s, .c = *c, .acc = &e.acc, .err = err, .nerr = n, .seed = o->seed, .tails = true};
     e.arrival_ev.idx = e.sample_ev.idx = -1;
     e.sample_ev.kind = EV_SAMPLE;
     sim_heap_init(&e.heap);
@@ -871,6 +874,7 @@ out:
         sim_replica *rep = &e.rep[i];
         for (sim_list *l = &rep->waiting; l; l = l == &rep->waiting ? &rep->running : NULL)
             while (l->head) { sim_req *r = l->head; sim_list_remove(l, r); free(r->kv.blocks); free(r); }
+        for (int j = 0; j < rep->n_gone; j++) { free(rep->gone[j]->kv.blocks); free(rep->gone[j]); }   /* retired tails */
         sim_kv_free(rep->kv);
         sim_sched_replica_free(rep);
         if (e.ff) ff_free(&e.ff[i]);

@@ -28,6 +28,8 @@ struct sim_req {
     double t_sched, t_first, t_last;   /* s */
     int step_new;            /* tokens scheduled in the running step */
     int step_draft;          /* of which speculative drafts to verify (sim/spec.c) */
+    int tail;                /* finished and recorded, but still in the batch for this many decode
+                              * steps (multi-step run's end, overlap scheduler: sim/sched.c) */
     sim_req *prev, *next;    /* in the replica's waiting or running list */
 };
 

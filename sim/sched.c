@@ -8,7 +8,14 @@
  * longest output runs to completion before the next batch starts.
  * Admission needs free blocks beyond a watermark; a running sequence that cannot grow preempts
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
- * the queue), or itself when it is the newest. */
+ * the queue), or itself when it is the newest.
+ * Multi-step (deployment.scheduler_steps N > 1, continuous only; vLLM 0.6's --num-scheduler-steps):
+ * a decision that forms a decode step commits the running sequences to N decode steps; no
+ * waiting request is admitted until the run ends (docs/simulator.md, "Multi-step scheduling").
+ * Tail steps: a request that finishes is recorded at once but can stay in the batch, computing
+ * a discarded token per step, holding its seat and KV: until its multi-step run ends, and for one
+ * step under an overlap scheduler that launched the next step before its stop check
+ * (engine.extra_decode_step, TensorRT-LLM). It then leaves through rep->gone. */
 #include "sched.h"
 #include "kv_tier.h"
 #include "spec.h"
@@ -18,6 +25,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Room for `cap` entries in rep->gone (it only grows). */
+static sim_req **gone_room(sim_replica *rep, int cap)
+{
+    if (cap <= rep->gone_cap) return rep->gone;
+    if (cap < 2 * rep->gone_cap) cap = 2 * rep->gone_cap;
+    sim_req **g = realloc(rep->gone, sizeof *g * (size_t)cap);
+    if (!g) return NULL;
+    rep->gone = g;
+    rep->gone_cap = cap;
+    return g;
+}
 
 static int batch_room(sim_replica *rep, int n)
 {
@@ -30,7 +49,9 @@ static int batch_room(sim_replica *rep, int n)
     if (b) rep->breq = b;
     sim_req **f = realloc(rep->fin, sizeof *f * (size_t)cap);
     if (f) rep->fin = f;
-    if (!s || !b || !f) return -1;
+    /* gone: requests whose tail steps ended (continuous and chunked; static batches size it) */
+    sim_req **g = gone_room(rep, cap);
+    if (!s || !b || !f || !g) return -1;
     rep->bcap = cap;
     return 0;
 }
@@ -114,8 +135,21 @@ double sim_sched_wait_s(sim_sched *e, double step_s)
     return e->xfer_s - reload + exposed;
 }
 
+/* A finished request's tail steps are over: it leaves the batch and frees its KV; the engine,
+ * which recorded it when it finished, frees it from rep->gone. */
+static void retire(sim_replica *rep, sim_req *r)
+{
+    r->tail = 0;
+    sim_list_remove(&rep->running, r);
+    sim_kv_release(rep->kv, &r->kv);
+    r->state = REQ_DONE;
+    rep->gone[rep->n_gone++] = r;
+}
+
 static void preempt(sim_sched *e, sim_replica *rep, sim_req *r)
 {
+    /* A request in its tail steps has nothing left to compute: it is dropped, not requeued. */
+    if (r->tail > 0) { retire(rep, r); return; }
     /* Swap: the blocks go to the host swap area and the sequence keeps its progress; when the
      * area is full it falls back to recompute (vLLM V0 refused such a swap). */
     long n = e->c.preemption == SCN_PREEMPT_SWAP ? sim_kv_swap_out(rep->kv, &r->kv) : -1;
@@ -272,8 +306,7 @@ static int step_static(sim_sched *e, sim_replica *rep)
         if (n > rep->sb_cap) {
             sim_req **nb = realloc(rep->sb, sizeof *nb * (size_t)n);
             if (nb) rep->sb = nb;
-            sim_req **ng = realloc(rep->gone, sizeof *ng * (size_t)n);
-            if (ng) rep->gone = ng;
+            sim_req **ng = gone_room(rep, n);
             if (!nb || !ng) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return -1; }
             rep->sb_cap = n;
         }
@@ -319,17 +352,31 @@ int sim_sched_prefill(sim_sched *e, sim_replica *rep)
     return rep->batch.n;
 }
 
+/* Tails may be retired while a step forms or finishes: rep->gone must hold every running one. */
+static int tails_room(sim_sched *e, sim_replica *rep)
+{
+    if (!e->tails || gone_room(rep, rep->n_gone + rep->running.n + 1)) return 0;
+    snprintf(e->err, e->nerr, "out of memory");
+    e->internal = 1;
+    return -1;
+}
+
 int sim_sched_step(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
     rep->batch.tokens = 0;
     e->xfer_s = 0;
     memset(e->reload_s, 0, sizeof e->reload_s);
+    if (tails_room(e, rep)) return -1;
     if (e->c.scheduler == SCN_SCHED_STATIC) return step_static(e, rep);
     const scn_deployment *d = &e->s->deployment;
     bool chunked = e->c.scheduler == SCN_SCHED_CHUNKED;
     long budget = d->max_num_batched_tokens;
-    if (!chunked && rep->waiting.n) {
+    /* Multi-step: inside a decode run the step is formed without a decision (no admission); a
+     * run ends early only when its sequences are all gone. */
+    if (!rep->running.n) rep->ms_left = 0;
+    bool in_run = d->scheduler_steps > 1 && rep->ms_left > 0;
+    if (!chunked && rep->waiting.n && !in_run) {
         /* A prefill step when any waiting request is admitted; the budget is untouched if none. */
         int n = sim_sched_prefill(e, rep);
         if (n) return n;
@@ -341,7 +388,7 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
         if (!chunked) want = 1;
         if (want > budget) want = budget;
         /* Speculative decoding (sim/spec.c): a decoding sequence also verifies its drafts. */
-        int drafts = sp && r->total - r->computed == 1 ? sim_spec_drafts(sp, r, budget) : 0;
+        int drafts = sp && !r->tail && r->total - r->computed == 1 ? sim_spec_drafts(sp, r, budget) : 0;
         want += drafts;
         int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
         if (rc < 0) return -1;
@@ -351,6 +398,7 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
         budget -= want;
         r = r->next;
     }
+    if (d->scheduler_steps > 1 && rep->batch.n) rep->ms_left = in_run ? rep->ms_left - 1 : d->scheduler_steps - 1;
     if (chunked) {
         while (rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0) {
             long got = admit(e, rep, rep->waiting.head, budget, true);
@@ -412,11 +460,20 @@ static int finish_static(sim_sched *e, sim_replica *rep)
 
 int sim_sched_finish(sim_sched *e, sim_replica *rep)
 {
-    rep->n_fin = rep->n_gone = 0;
+    /* rep->gone keeps what step formation retired (preempted tails) until the caller frees it */
+    rep->n_fin = 0;
     if (e->c.scheduler == SCN_SCHED_STATIC) return finish_static(e, rep);
+    if (tails_room(e, rep)) return -1;
+    int ms = e->s->deployment.scheduler_steps > 1 ? rep->ms_left : 0;
     const scn_spec *sp = sim_spec_of(e->s, &e->c);
     for (int i = 0; i < rep->batch.n; i++) {
         sim_req *r = rep->breq[i];
+        if (r->tail > 0) {   /* a discarded token: nothing comes out, nothing is cached */
+            r->computed += r->step_new;
+            r->total = r->computed + 1;
+            if (--r->tail == 0) retire(rep, r);
+            continue;
+        }
         /* Speculative verify (sim/spec.c): the last token and the accepted drafts keep their
          * KV, the rejected drafts' KV is released, and accepted + 1 tokens come out. */
         int out = 1;
@@ -434,10 +491,12 @@ int sim_sched_finish(sim_sched *e, sim_replica *rep)
         emit(e, r);
         r->total++;
         if (r->generated == r->spec.output) {
+            rep->fin[rep->n_fin++] = r;
+            int tail = e->tails && !rep->hold_done ? (ms > (e->s->engine.extra_decode_step ? 1 : 0) ? ms : (e->s->engine.extra_decode_step ? 1 : 0)) : 0;
+            if (tail > 0) { r->tail = tail; continue; }   /* recorded now; leaves after its tail */
             sim_list_remove(&rep->running, r);
             if (!rep->hold_done) sim_kv_release(rep->kv, &r->kv);
             r->state = REQ_DONE;
-            rep->fin[rep->n_fin++] = r;
         }
     }
     itl_flush(e);

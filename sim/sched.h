@@ -26,6 +26,9 @@ typedef struct {
                               * for, at full length (sim_sched_wait_s says what the step adds) */
     double reload_s[3];      /* s: the part of xfer_s that is prefix reloads, by kv_tier_id */
     double block_bytes;      /* KV bytes of one block on one GPU (0 until first needed) */
+    bool tails;              /* the caller frees finished requests by state (REQ_DONE) and frees
+                              * rep->gone, so a finished request may stay in the batch for tail
+                              * steps (sim/engine.c sets it; sim/disagg.c does not) */
 } sim_sched;
 
 typedef struct {
@@ -39,6 +42,8 @@ typedef struct {
     long outstanding;        /* requests routed here and not finished */
     bool hold_done;          /* a finished request keeps its KV for the caller to release (a prefill
                               * instance holds it until the hand-off: sim/disagg.c) */
+    int ms_left;             /* multi-step scheduling: decode steps left in the run the last
+                              * scheduling decision started (0: the next step is a decision) */
     long used_seen;          /* blocks referenced when the engine last counted this replica */
     double last_t;           /* s: time integrals are accumulated up to here */
     double frag_unused, frag_reserved;   /* tokens, as of the last scheduled step */
@@ -50,7 +55,7 @@ typedef struct {
      * state REQ_DONE no longer hold KV and are the engine's to free), and static-batch members
      * released at their batch's end (already recorded; the engine frees them) */
     sim_req **fin, **gone;
-    int n_fin, n_gone;
+    int n_fin, n_gone, gone_cap;
     /* static batching: the batch in flight and its padded shape */
     sim_req **sb;
     int sb_n, sb_cap, sb_prompt, sb_output, sb_done;

@@ -209,6 +209,51 @@ START_TEST(offload_and_swap_same_both_ways)
 }
 END_TEST
 
+/* Multi-step scheduling (deployment.scheduler_steps > 1): the fast-forward declines such runs
+ * (admissions wait for a run's end, sim/sched.c), so both ways must still give the same run,
+ * at loads that queue requests behind runs and with preemptions in a tight pool. */
+START_TEST(multistep_same_both_ways)
+{
+    static const char *const loads[] = {"4/s", "40/s"};
+    long steps = 0;
+    for (int k = 0; k < 4; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: a100-80g\n"
+                 "deployment: {scheduler_steps: %d, gpu_memory_utilization: %s, max_model_len: 4096}\n"
+                 "workload:\n  requests: 300\n  arrival: {process: poisson, rate: %s}\n"
+                 "  prompt_tokens: {dist: lognormal, mean: 400, sigma: 0.8, max: 3000}\n"
+                 "  output_tokens: {dist: lognormal, mean: 150, sigma: 0.8, max: 900}\n"
+                 "options: {kv_layout: paged, block_size: 16, prefix_cache: off, scheduler: continuous}\n",
+                 k % 2 ? 10 : 4, k >= 2 ? "0.25" : "0.9", loads[k % 2]);
+        static scn_scenario s;
+        scn_error e;
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+        sim_choice c = sim_choice_first(&s);
+        steps += same_both_ways(&s, &c, "multi-step");
+    }
+    /* The overlap scheduler's extra decode step (the trtllm profile): declined too. */
+    for (int k = 0; k < 2; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: a100-80g\nengine: trtllm\n"
+                 "deployment: {gpu_memory_utilization: %s, max_model_len: 4096}\n"
+                 "workload:\n  requests: 300\n  arrival: {process: poisson, rate: 40/s}\n"
+                 "  prompt_tokens: {dist: lognormal, mean: 400, sigma: 0.8, max: 3000}\n"
+                 "  output_tokens: {dist: lognormal, mean: 150, sigma: 0.8, max: 900}\n"
+                 "options: {kv_layout: paged, block_size: 16, prefix_cache: %s, scheduler: %s}\n",
+                 k ? "0.25" : "0.9", k ? "on" : "off", k ? "chunked" : "continuous");
+        static scn_scenario s;
+        scn_error e;
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+        ck_assert(s.engine.extra_decode_step);
+        sim_choice c = sim_choice_first(&s);
+        steps += same_both_ways(&s, &c, "extra decode step");
+    }
+    ck_assert(steps > 0);
+}
+END_TEST
+
 Suite *suite_fastfwd(void)
 {
     Suite *s = suite_create("fastfwd");
@@ -217,6 +262,7 @@ Suite *suite_fastfwd(void)
     tcase_add_test(tc, archetypes_same_both_ways);
     tcase_add_test(tc, random_scenarios_same_both_ways);
     tcase_add_test(tc, offload_and_swap_same_both_ways);
+    tcase_add_test(tc, multistep_same_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -259,6 +259,23 @@ START_TEST(broken_rows_are_located)
     broken(HEAD "a\th100-sxm\t3\t2\tllama-3-8b\tvllm\tx\tbf16\tauto\tclosed\t8\t1\t1\treq_s\t1\treq/s\ts\t\n", "2:14: tp: must divide gpus");
     broken(HEAD ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\n" ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\n",
            "3:1: id: 'a' is already used on line 2");
+    /* engine_args (optional column): only --num-scheduler-steps N is read; anything else is refused. */
+#define HEAD_ARGS "id\tgpu\tgpus\ttp\tmodel\tengine\tengine_version\tweight_dtype\tkv_dtype\tmode\tload\tinput_tokens\t" \
+                  "output_tokens\tmetric\tvalue\tunit\tsource\tnotes\tengine_args\n"
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--enable-chunked-prefill\n",
+           "2:78: engine_args: unknown flag '--enable-chunked-prefill'");
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--num-scheduler-steps 0\n",
+           "2:78: engine_args: expected a whole number in 1..1024");
+    {
+        const char *p = t_write("args.tsv", HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--num-scheduler-steps 10\n"
+                                            "b\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\tclosed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t\n");
+        pub_table ta;
+        char e2[512];
+        ck_assert_msg(pub_table_read(p, &ta, e2, sizeof e2) == 0, "%s", e2);
+        ck_assert_int_eq(ta.rows[0].scheduler_steps, 10);
+        ck_assert_int_eq(ta.rows[1].scheduler_steps, 1);
+        pub_table_free(&ta);
+    }
     broken("id\tgpu\tgpus\n", "1:1: header: missing column 'tp'");
     broken("id\tgpu\tgpus\ttpp\n", "1:13: header: unknown column 'tpp'");
     pub_table t;

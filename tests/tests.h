@@ -22,6 +22,7 @@ Suite *suite_cli_sim(void);
 Suite *suite_cpu_backend(void);
 Suite *suite_pool(void);
 Suite *suite_fastfwd(void);
+Suite *suite_multistep(void);
 Suite *suite_step_shape(void);
 Suite *suite_bounded(void);
 Suite *suite_accounting(void);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Checks the form of validation/published.tsv: 18 fields per row, unique ids, names that
+# Checks the form of validation/published.tsv: 19 fields per row (the 19th, engine_args, may be empty), unique ids, names that
 # exist in the bundled library, known modes and metrics, a positive number in `value`, a
 # unit that fits the metric, and a source on every row. It checks the form only: it
 # cannot tell whether a value matches its source (that is what the source column is for).
@@ -23,18 +23,18 @@ BEGIN {
     split("ttft_mean_ms ttft_p50_ms ttft_p99_ms tpot_mean_ms tpot_p50_ms itl_mean_ms e2e_mean_ms step_ms", a, " ")
     for (i in a) { metric[a[i]] = 1; timed[a[i]] = 1 }
     split("output_tok_s total_tok_s req_s kv_tokens", a, " "); for (i in a) metric[a[i]] = 1
-    header = "id\tgpu\tgpus\ttp\tmodel\tengine\tengine_version\tweight_dtype\tkv_dtype\tmode\tload\tinput_tokens\toutput_tokens\tmetric\tvalue\tunit\tsource\tnotes"
+    header = "id\tgpu\tgpus\ttp\tmodel\tengine\tengine_version\tweight_dtype\tkv_dtype\tmode\tload\tinput_tokens\toutput_tokens\tmetric\tvalue\tunit\tsource\tnotes\tengine_args"
     bad = 0; seen_header = 0; rows = 0
 }
 function err(col, msg) { printf "%s:%d:%d: %s\n", file, NR, col, msg > "/dev/stderr"; bad++ }
 /^#/ && !seen_header { next }
 !seen_header {
-    if ($0 != header) err(1, "header: expected the 18 documented column names")
+    if ($0 != header) err(1, "header: expected the 19 documented column names")
     seen_header = 1; next
 }
 {
     rows++
-    if (NF != 18) { err(1, "row has " NF " fields, expected 18"); next }
+    if (NF != 19) { err(1, "row has " NF " fields, expected 19"); next }
     if ($1 in id) err(1, "id: duplicate of line " id[$1]); id[$1] = NR
     if (!($2 in gpu)) err(2, "gpu: \"" $2 "\" is not in the hardware library")
     if ($3 !~ /^[1-9][0-9]*$/) err(3, "gpus: not a positive integer")
