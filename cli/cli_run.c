@@ -220,19 +220,19 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     for (int k = 0; k < 3; k++) {
         if ((k == 1 && !scn_offload_disk(c->kv_offload)) || (k == 2 && !scn_offload_remote(c->kv_offload))) continue;
         if (c->kv_offload == SCN_OFFLOAD_OFF) break;
-        char key[64], label[64];
-        snprintf(key, sizeof key, "offload_%s_hit_rate", TIER[k]);
-        snprintf(label, sizeof label, "%s: prompt tokens reloaded", TIER[k]);
-        out_kv_num(d, key, label, m->tier_hit_rate[k], OUT_FRAC);
-        snprintf(key, sizeof key, "offload_%s_bytes", TIER[k]);
-        snprintf(label, sizeof label, "%s: bytes moved", TIER[k]);
-        out_kv_num(d, key, label, m->tier_bytes[k], OUT_BYTES);
-        snprintf(key, sizeof key, "offload_%s_transfer_s", TIER[k]);
-        snprintf(label, sizeof label, "%s: reload time charged", TIER[k]);
-        out_kv_num(d, key, label, m->tier_xfer_s[k], OUT_SECONDS);
-        snprintf(key, sizeof key, "offload_%s_occupancy", TIER[k]);
-        snprintf(label, sizeof label, "%s: occupancy (time-weighted)", TIER[k]);
-        out_kv_num(d, key, label, m->tier_occupancy[k], OUT_FRAC);
+        /* One row per tier figure: key suffix, label, value, unit. */
+        const struct { const char *key, *label; double v; out_kind unit; } row[] = {
+            {"hit_rate", "prompt tokens reloaded", m->tier_hit_rate[k], OUT_FRAC},
+            {"bytes", "bytes moved", m->tier_bytes[k], OUT_BYTES},
+            {"transfer_s", "reload time charged", m->tier_xfer_s[k], OUT_SECONDS},
+            {"occupancy", "occupancy (time-weighted)", m->tier_occupancy[k], OUT_FRAC},
+        };
+        for (size_t r = 0; r < sizeof row / sizeof row[0]; r++) {
+            char key[64], label[64];
+            snprintf(key, sizeof key, "offload_%s_%s", TIER[k], row[r].key);
+            snprintf(label, sizeof label, "%s: %s", TIER[k], row[r].label);
+            out_kv_num(d, key, label, row[r].v, row[r].unit);
+        }
     }
     if (c->preemption == SCN_PREEMPT_SWAP) {
         out_kv_num(d, "swaps", "preemptions by swap", (double)m->swaps, OUT_INT);

@@ -169,23 +169,24 @@ static void value_str(json_t *v, char *buf, size_t n)
 void plan_report_label_curves(json_t *curves)
 {
     size_t n = json_array_size(curves);
-    json_t *all = json_array();   /* each distinct candidate's options, parsed */
+    /* Each curve row's options parsed once: `parsed` holds them row by row (null where the row is
+     * not a curve), `all` the candidates' objects to compare keys across. */
+    json_t *all = json_array(), *parsed = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *row = json_array_get(curves, i);
         const char *kind = json_string_value(json_object_get(row, "kind"));
         const char *o = json_string_value(json_object_get(row, "options"));
-        if (!kind || strcmp(kind, "curve") || !o) continue;
-        json_t *opts = json_loads(o, 0, NULL);
+        json_t *opts = kind && !strcmp(kind, "curve") && o ? json_loads(o, 0, NULL) : NULL;
         if (json_is_object(opts)) json_array_append(all, opts);
-        json_decref(opts);
+        json_array_append_new(parsed, opts ? opts : json_null());
     }
     for (size_t i = 0; i < n; i++) {
         json_t *row = json_array_get(curves, i);
         const char *kind = json_string_value(json_object_get(row, "kind"));
         const char *o = json_string_value(json_object_get(row, "options"));
         if (!kind || strcmp(kind, "curve") || !o) continue;
-        json_t *opts = json_loads(o, 0, NULL);
-        if (!json_is_object(opts)) { json_object_set_new(row, "label", json_string(o)); json_decref(opts); continue; }
+        json_t *opts = json_array_get(parsed, i);
+        if (!json_is_object(opts)) { json_object_set_new(row, "label", json_string(o)); continue; }
         /* Only the options in which the plotted candidates differ name a line ("kv_dtype=fp8,
          * max_num_seqs=512"); a lone candidate is named by all of its options. */
         char label[600] = "";
@@ -206,9 +207,9 @@ void plan_report_label_curves(json_t *curves)
             }
         }
         json_object_set_new(row, "label", json_string(label));
-        json_decref(opts);
     }
     json_decref(all);
+    json_decref(parsed);
 }
 
 /* Predicted runs, with the Pareto front marked. (Predicted/measured pairing is verify's:

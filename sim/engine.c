@@ -574,6 +574,18 @@ static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     return ff_time(e, rep, f, false) ? FF_ERROR : FF_RUN;
 }
 
+/* Admits waiting requests in a prefill step while the run stays suspended: FF_BUSY once the
+ * step is started, FF_RUN when nothing could be admitted (the run goes on), FF_ERROR. */
+static int ff_prefill(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    int n = sim_sched_prefill(&e->sched, rep);
+    if (n < 0) { e->internal = e->sched.internal; return FF_ERROR; }
+    if (n == 0) return FF_RUN;
+    f->suspended = true;
+    note_peak(e, rep);
+    return start_formed(e, rep, n) ? FF_ERROR : FF_BUSY;
+}
+
 /* After step K - 1 completed (now): what the scheduler would do next. Under the continuous
  * scheduler a prefill step of waiting requests comes first, with the run suspended; otherwise
  * the run forms its next decode step. `event`: the step ended as an event (others happened since
@@ -590,13 +602,8 @@ static int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
     if (rep->waiting.n && (event || f->fins || (e->c.prefix_cache && seats))) {
         if (e->c.scheduler != SCN_SCHED_CONTINUOUS) return ff_hand_back(e, rep, f);
         e->sched.now = e->now;
-        int n = sim_sched_prefill(&e->sched, rep);
-        if (n < 0) { e->internal = e->sched.internal; return FF_ERROR; }
-        if (n > 0) {
-            f->suspended = true;
-            note_peak(e, rep);
-            return start_formed(e, rep, n) ? FF_ERROR : FF_BUSY;
-        }
+        int rc = ff_prefill(e, rep, f);
+        if (rc != FF_RUN) return rc;
     }
     return ff_form(e, rep, f);
 }
@@ -643,13 +650,8 @@ static int ff_resume(sim_engine *e, sim_replica *rep)
     sim_ff *f = &e->ff[rep->id];
     f->suspended = false;
     if (rep->waiting.n) {
-        int n = sim_sched_prefill(&e->sched, rep);
-        if (n < 0) { e->internal = e->sched.internal; return FF_ERROR; }
-        if (n > 0) {
-            f->suspended = true;
-            note_peak(e, rep);
-            return start_formed(e, rep, n) ? FF_ERROR : FF_BUSY;
-        }
+        int rc = ff_prefill(e, rep, f);
+        if (rc != FF_RUN) return rc;
     }
     long joiners = rep->running.n - f->alive;
     sim_req *r = rep->running.tail;
