@@ -2,6 +2,7 @@
 #include "kv_moe_parallel.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,66 @@ kv_pool kv_moe_pool_size(const scn_scenario *s, const kv_cache_cfg *c, bool page
     return kv_pool_size(s, c, paged, block_size);
 }
 
+/* The routing a step prices depends only on (experts, k, EP, skew), not on the batch, so each
+ * thread keeps the last one computed: an expert-parallel run prices every step with the same
+ * routing, and recomputing it (about 1,500 pow() calls) was most of a step's cost. The values
+ * are those kv_moe_inclusion and kv_moe_busiest_share return, so prices are unchanged. */
+#define ROUTING_EXPERTS_MAX 1024
+/* With it, the experts each EP rank touches at a token count (sum over its experts of
+ * 1 - (1 - pi_i)^tokens, another pow() per expert) for the last token counts seen, in a table
+ * indexed by a hash of the count: a run's steps repeat a few hundred token counts. */
+#define TOUCHED_SLOTS 128
+#define TOUCHED_EP_MAX 32
+typedef struct {
+    int experts, k, ep;
+    double skew;
+    bool valid;
+    double share;
+    double pi[ROUTING_EXPERTS_MAX];
+    double touched_key[TOUCHED_SLOTS];   /* tokens; NaN: empty */
+    double touched[TOUCHED_SLOTS][TOUCHED_EP_MAX];
+} routing;
+
+static routing *routing_of(int experts, int k, int ep, double skew)
+{
+    static _Thread_local routing memo;
+    if (experts <= 0 || experts > ROUTING_EXPERTS_MAX) return NULL;
+    if (memo.valid && memo.experts == experts && memo.k == k && memo.ep == ep && memo.skew == skew) return &memo;
+    memo.valid = false;
+    kv_moe_inclusion(experts, k, skew, memo.pi);
+    memo.share = kv_moe_busiest_share(experts, k, ep, skew);
+    for (int i = 0; i < TOUCHED_SLOTS; i++) memo.touched_key[i] = NAN;
+    memo.experts = experts;
+    memo.k = k;
+    memo.ep = ep;
+    memo.skew = skew;
+    memo.valid = true;
+    return &memo;
+}
+
+/* Expected experts EP rank `rk` of `ep` touches when `tokens` tokens each pick from pi. */
+static double touched_of(const double *pi, int experts, int ep, int rk, double tokens)
+{
+    double touched = 0;
+    for (int i = rk; i < experts; i += ep) touched += 1 - pow(1 - pi[i], tokens);
+    return touched;
+}
+
+/* The touched experts of every EP rank at `tokens` (at most TOUCHED_EP_MAX ranks), from the
+ * routing's table. */
+static const double *touched_row(routing *rt, double tokens)
+{
+    int ranks = rt->ep < rt->experts ? rt->ep : rt->experts;
+    uint64_t u;
+    memcpy(&u, &tokens, sizeof u);
+    size_t slot = (size_t)((u * 0x9e3779b97f4a7c15ULL) >> 57) % TOUCHED_SLOTS;
+    if (rt->touched_key[slot] != tokens) {   /* NaN never equals: an empty slot fills */
+        for (int rk = 0; rk < ranks; rk++) rt->touched[slot][rk] = touched_of(rt->pi, rt->experts, rt->ep, rk, tokens);
+        rt->touched_key[slot] = tokens;
+    }
+    return rt->touched[slot];
+}
+
 /* The MLP op's time of a dense stand-in model over the same rows: `layers` layers of width I. */
 static double dense_mlp_seconds(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                                 const kv_seq_work *seqs, const int *verify, int n, int layers, int width)
@@ -142,10 +203,15 @@ kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c
      * probability pi_i (kv_moe_inclusion); the busiest of the EP ranks gets share_max of those
      * rows, over experts/EP local experts split gpus/EP ways. */
     double k = m->experts_per_token, tokens = T * dp, split = (double)gpus / ep;
-    double *pi = malloc(sizeof *pi * (size_t)m->experts);
-    if (!pi) { r.seconds = r.attention = base.seconds; return r; }
-    kv_moe_inclusion(m->experts, m->experts_per_token, s->deployment.expert_skew, pi);
-    r.busiest_share = kv_moe_busiest_share(m->experts, m->experts_per_token, ep, s->deployment.expert_skew);
+    routing *rt = routing_of(m->experts, m->experts_per_token, ep, s->deployment.expert_skew);
+    double *pi = rt ? NULL : malloc(sizeof *pi * (size_t)m->experts);
+    if (!rt && !pi) { r.seconds = r.attention = base.seconds; return r; }
+    if (rt) r.busiest_share = rt->share;
+    else {
+        kv_moe_inclusion(m->experts, m->experts_per_token, s->deployment.expert_skew, pi);
+        r.busiest_share = kv_moe_busiest_share(m->experts, m->experts_per_token, ep, s->deployment.expert_skew);
+    }
+    const double *p = rt ? rt->pi : pi;
     r.rows_busiest = tokens * k * r.busiest_share;
     double h = m->hidden, I = m->moe_intermediate / split, wb = kv_weight_bytes_per_param(m);
     scn_dtype dt = kv_gemm_dtype(m, hw);
@@ -155,12 +221,11 @@ kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c
      * the phase (the all-to-all after it is a barrier): at small batches that is the rank
      * touching the most experts, at large ones the rank with the most rows. */
     double slowest = 0;
+    const double *row = rt && (ep < m->experts ? ep : m->experts) <= TOUCHED_EP_MAX ? touched_row(rt, tokens) : NULL;
     for (int rk = 0; rk < ep && rk < m->experts; rk++) {
-        double rows = 0, touched = 0;
-        for (int i = rk; i < m->experts; i += ep) {
-            rows += tokens * pi[i];
-            touched += 1 - pow(1 - pi[i], tokens);
-        }
+        double rows = 0;
+        for (int i = rk; i < m->experts; i += ep) rows += tokens * p[i];
+        double touched = row ? row[rk] : touched_of(p, m->experts, ep, rk, tokens);
         double flops = 2.0 * rows * 3.0 * h * I;
         double bytes = touched * 3.0 * h * I * wb + rows * (2.0 * h + 6.0 * I) * AB;
         double eff = kv_gemm_shape_efficiency(hw, fmax(1, rows / fmax(1, touched)), 2.0 * I, h, dt);

@@ -223,20 +223,6 @@ char *plan_options_json(const scn_scenario *s, const plan_cand *c)
     return db_options_json(&c->c, &d, c->kv_heads, kv_spec_get(s, c->c.spec));
 }
 
-/* ---- parallel evaluation ---- */
-typedef struct {
-    const scn_scenario *s;
-    plan_result *r;
-    int shard_i, shard_n;
-    long next, done, total;
-    pthread_mutex_t lock;
-    void (*progress)(void *ud, long done, long total);
-    void *ud;
-    char *err;
-    size_t nerr;
-    int failed;
-} pool;
-
 /* The objective of one seed's run at the offered load (higher is better). */
 static double offered_objective(const scn_scenario *s, const plan_cand *c, const sim_metrics *m)
 {
@@ -261,117 +247,276 @@ void plan_record_offered(const scn_scenario *s, plan_cand *c, int k, const sim_m
     c->seed_done |= 1u << k;
 }
 
-int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
+/* What a candidate's later seeds start from: its first searched seed's answer. */
+typedef struct {
+    double rate;               /* -1: no seed searched yet; 0: none within the SLO */
+    double lowest;             /* the lowest rate that search tried */
+    bool unbounded;
+    double tok;                /* its steady output tokens/s */
+} first_seed;
+
+/* One seed's work, done without touching the candidate (so seeds run on several threads) and
+ * written into it by commit_seed. */
+typedef struct {
+    bool ran;                  /* an offered-load run was simulated (m) */
+    sim_metrics m;
+    bool searched;             /* a capacity search ran (x) */
+    plan_capacity_result x;
+    long sims;
+    bool skipped;              /* the candidate cannot run: err says why */
+} seed_work;
+
+/* Seed k of candidate c: its offered-load run when `offered` (not stored), then its search when
+ * `cap` (capacity searched and not stored), from `first`, the first seed's answer when that is
+ * known. Reads only the candidate's choice, never its results (other seeds' threads write
+ * those). 0, or -1 on failure with the message in err. */
+static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offered, bool cap, const first_seed *first,
+                     seed_work *o, char *err, size_t n)
 {
+    memset(o, 0, sizeof *o);
     scn_scenario *t = malloc(sizeof *t);
-    err[0] = 0;
     if (!t) { snprintf(err, n, "out of memory"); return -1; }
     plan_apply(s, c, t);
-    bool cap = c->search_capacity && s->workload.arrival != SCN_ARRIVAL_TRACE;
-    double first_rate = -1, first_lowest = s->workload.rate / 256;   /* first_rate -1: no seed searched yet */
-    bool first_unbounded = false;
-    double first_tok = 0;
+    t->seed = s->seed + (unsigned long long)k;
+    if (offered) {
+        int rc = sim_run_predicted(t, &c->c, &o->m, err, n);
+        o->sims++;
+        if (rc == SIM_E_DATA) { o->skipped = true; free(t); return 0; }
+        if (rc != SIM_OK) {
+            if (!err[0]) snprintf(err, n, "out of memory");
+            free(t);
+            return -1;
+        }
+        o->ran = true;
+    }
+    if (!cap) { free(t); return 0; }
+    /* The first seed searches from the cost model's saturation rate (plan_capacity_hint: a
+     * warm start near the knee) in strides of PLAN_CAPACITY_FIRST_STEP; its offered-load
+     * run, when trial-sized, is a trial already known (work reused, one side of the bracket
+     * for free). Later seeds start at the first seed's answer in strides just under the
+     * resolution (PLAN_CAPACITY_SEED_STEP), since seeds move capacity by a few per cent:
+     * two trials when it moved less than that. When the first seed met the SLO at no rate,
+     * later seeds try only its lowest rate; when it kept up at every rate searched, later
+     * seeds try only that top rate (stopping early either way). */
+    plan_capacity_result *x = &o->x;
+    o->searched = true;
+    bool trial_sized = o->ran && t->workload.requests == plan_trial_requests(t);
+    if (first->rate > 0 && first->unbounded) {
+        sim_metrics top;
+        bool whole;
+        memset(x, 0, sizeof *x);
+        x->sims = 1;
+        if (plan_sustains_early(s, c, t->seed, first->rate, c->replicas, &top, &whole)) {
+            x->rate = first->rate;
+            x->unbounded = true;
+            x->m = top;
+            x->out_tok_per_s = first->tok;   /* the first seed's steady tokens/s at the same rate */
+        } else {
+            plan_capacity_search(s, c, t->seed, c->replicas, first->rate, 2, PLAN_CAPACITY_TOL, &top, x);
+            x->sims++;
+        }
+    } else if (first->rate > 0) {
+        plan_capacity_search(s, c, t->seed, c->replicas, first->rate, PLAN_CAPACITY_SEED_STEP, PLAN_CAPACITY_TOL, NULL, x);
+    } else if (first->rate == 0) {
+        sim_metrics low;
+        bool whole;
+        memset(x, 0, sizeof *x);
+        x->sims = 1;
+        if (plan_sustains_early(s, c, t->seed, first->lowest, c->replicas, &low, &whole)) {
+            plan_capacity_search(s, c, t->seed, c->replicas, first->lowest, 2, PLAN_CAPACITY_TOL, &low, x);
+            x->sims++;
+        }
+    } else {
+        plan_capacity_search_from(s, c, t->seed, c->replicas, plan_capacity_hint(s, c, c->replicas),
+                                  PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, s->workload.rate,
+                                  trial_sized ? &o->m : NULL, x);
+    }
+    o->sims += x->sims;
+    free(t);
+    return 0;
+}
+
+/* Writes seed k's work into the candidate (one thread at a time). */
+static void commit_seed(const scn_scenario *s, plan_cand *c, int k, const seed_work *o, const char *err)
+{
+    c->sims += o->sims;
+    if (o->skipped) {
+        c->status = PLAN_SKIPPED;
+        snprintf(c->why, sizeof c->why, "%s", err);
+        return;
+    }
+    if (o->ran) plan_record_offered(s, c, k, &o->m);
+    if (!o->searched) return;
+    const plan_capacity_result *x = &o->x;
+    c->seed_rate[k] = x->rate;
+    c->seed_tok[k] = x->out_tok_per_s;
+    c->seed_batch[k] = x->rate > 0 ? x->m.batch_mean : NAN;
+    if (x->unbounded) c->seed_unbounded |= 1u << k; else c->seed_unbounded &= ~(1u << k);
+    c->cap_done |= 1u << k;
+}
+
+/* The first seed's answer once seed k is in (stored or searched): the first seed in order with a
+ * capacity sets it; `lowest` is the lowest rate its search tried. */
+static void note_first(const plan_cand *c, int k, const seed_work *o, first_seed *f)
+{
+    if (f->rate >= 0 || !(c->cap_done & (1u << k))) return;
+    f->rate = c->seed_rate[k];
+    f->unbounded = (c->seed_unbounded >> k) & 1;
+    f->tok = c->seed_tok[k];
+    if (o && o->searched) f->lowest = o->x.lowest;
+}
+
+static bool wants_capacity(const scn_scenario *s, const plan_cand *c)
+{
+    return c->search_capacity && s->workload.arrival != SCN_ARRIVAL_TRACE;
+}
+
+/* What seed k still needs (read while no other thread writes the candidate). */
+static bool needs_offered(const plan_cand *c, int k) { return !(c->seed_done & (1u << k)); }
+static bool needs_search(const scn_scenario *s, const plan_cand *c, int k)
+{
+    return wants_capacity(s, c) && !(c->cap_done & (1u << k));
+}
+
+int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
+{
+    err[0] = 0;
+    first_seed first = {-1, s->workload.rate / 256, false, 0};
     if (c->n_seeds < 1) c->n_seeds = 1;
     for (int k = 0; k < c->n_seeds; k++) {
-        sim_metrics m;
-        bool have_m = false;
-        t->seed = s->seed + (unsigned long long)k;
-        if (!(c->seed_done & (1u << k))) {
-            int rc = sim_run_predicted(t, &c->c, &m, err, n);
-            c->sims++;
-            if (rc == SIM_E_DATA) {
-                c->status = PLAN_SKIPPED;
-                snprintf(c->why, sizeof c->why, "%s", err);
-                free(t);
-                return 0;
-            }
-            if (rc != SIM_OK) {
-                if (!err[0]) snprintf(err, n, "out of memory");
-                free(t);
-                return -1;
-            }
-            plan_record_offered(s, c, k, &m);
-            have_m = true;
-        }
-        if (!cap || (c->cap_done & (1u << k))) {
-            if (c->cap_done & (1u << k) && first_rate < 0) {
-                first_rate = c->seed_rate[k];
-                first_unbounded = (c->seed_unbounded >> k) & 1;
-                first_tok = c->seed_tok[k];
-            }
-            continue;
-        }
-        /* The first seed searches in doublings from the offered rate when its offered-load run
-         * is trial-sized (that run is then its first trial: work reused), else from the cost
-         * model's saturation rate (plan_capacity_hint: a warm start near the knee). Later seeds
-         * start at the first seed's answer and step by 10 %, since seeds move capacity by a few
-         * per cent. When the first seed met the SLO at no rate, later seeds try only its lowest
-         * rate; when it kept up at every rate searched, later seeds try only that top rate
-         * (stopping early either way). */
-        plan_capacity_result x;
-        bool trial_sized = have_m && t->workload.requests == plan_trial_requests(t);
-        if (first_rate > 0 && first_unbounded) {
-            sim_metrics top;
-            memset(&x, 0, sizeof x);
-            x.sims = 1;
-            if (plan_sustains(s, c, t->seed, first_rate, c->replicas, &top)) {
-                x.rate = first_rate;
-                x.unbounded = true;
-                x.m = top;
-                x.out_tok_per_s = first_tok;   /* the first seed's steady tokens/s at the same rate */
-            } else {
-                plan_capacity_search(s, c, t->seed, c->replicas, first_rate, 2, PLAN_CAPACITY_TOL, &top, &x);
-                x.sims++;
-            }
-        } else if (first_rate > 0) {
-            plan_capacity_search(s, c, t->seed, c->replicas, first_rate, 1.1, PLAN_CAPACITY_TOL, NULL, &x);
-        } else if (first_rate == 0) {
-            sim_metrics low;
-            memset(&x, 0, sizeof x);
-            x.sims = 1;
-            if (plan_sustains(s, c, t->seed, first_lowest, c->replicas, &low)) {
-                plan_capacity_search(s, c, t->seed, c->replicas, first_lowest, 2, PLAN_CAPACITY_TOL, &low, &x);
-                x.sims++;
-            }
-        } else {
-            double hint = trial_sized ? s->workload.rate : plan_capacity_hint(s, c, c->replicas);
-            plan_capacity_search(s, c, t->seed, c->replicas, hint, 2, PLAN_CAPACITY_TOL, trial_sized ? &m : NULL, &x);
-            first_lowest = x.lowest;
-        }
-        c->sims += x.sims;
-        c->seed_rate[k] = x.rate;
-        c->seed_tok[k] = x.out_tok_per_s;
-        c->seed_batch[k] = x.rate > 0 ? x.m.batch_mean : NAN;
-        if (x.unbounded) c->seed_unbounded |= 1u << k; else c->seed_unbounded &= ~(1u << k);
-        c->cap_done |= 1u << k;
-        if (first_rate < 0) { first_rate = x.rate; first_unbounded = x.unbounded; first_tok = x.out_tok_per_s; }
+        seed_work o;
+        if (eval_seed(s, c, k, needs_offered(c, k), needs_search(s, c, k), &first, &o, err, n)) return -1;
+        commit_seed(s, c, k, &o, err);
+        if (o.skipped) return 0;
+        note_first(c, k, &o, &first);
     }
-    free(t);
     c->status = PLAN_DONE;
     return 0;
+}
+
+/* ---- parallel evaluation ----
+ * The work items are seeds: a candidate's lead item runs its seeds in order until the first
+ * search is in (later seeds start from its answer), then queues each remaining seed as an item
+ * of its own, so a plan of fewer candidates than threads still uses every thread. */
+typedef struct {
+    int cand;
+    int seed;                  /* -1: the candidate's lead item */
+} task;
+
+typedef struct {
+    first_seed first;
+    int left;                  /* seeds still queued or running after the lead */
+    bool failed;
+} cand_state;
+
+typedef struct {
+    const scn_scenario *s;
+    plan_result *r;
+    int shard_i, shard_n;
+    long done, total;
+    pthread_mutex_t lock;
+    pthread_cond_t more;
+    task *q;                   /* FIFO of items */
+    long head, tail, cap_q;
+    int running;               /* items being worked on */
+    cand_state *st;
+    void (*progress)(void *ud, long done, long total);
+    void *ud;
+    char *err;
+    size_t nerr;
+    int failed;
+} pool;
+
+/* Under the lock. */
+static void push(pool *w, int cand, int seed)
+{
+    if (w->tail < w->cap_q) w->q[w->tail++] = (task){cand, seed};
+}
+
+/* Under the lock: the candidate's last item finished. */
+static void cand_finished(pool *w, int i)
+{
+    plan_cand *c = &w->r->c[i];
+    if (c->status == PLAN_PENDING) c->status = PLAN_DONE;
+    w->done++;
+    if (w->progress) w->progress(w->ud, w->done, w->total);
+}
+
+static void fail(pool *w, const char *err)
+{
+    if (!w->failed) snprintf(w->err, w->nerr, "simulating a candidate failed: %s", err);
+    w->failed = 1;
+}
+
+/* The lead item: seeds in order until the first search's answer is known (later seeds start
+ * from it), then the rest queued as items of their own; without a search every seed is
+ * independent, so all but the first are queued. */
+static void run_lead(pool *w, int i)
+{
+    const scn_scenario *s = w->s;
+    plan_cand *c = &w->r->c[i];
+    cand_state *st = &w->st[i];
+    bool cap = wants_capacity(s, c);
+    char err[512] = "";
+    int k = 0;
+    for (; k < c->n_seeds; k++) {
+        seed_work o;
+        pthread_mutex_lock(&w->lock);
+        bool offered = needs_offered(c, k), search = needs_search(s, c, k);
+        pthread_mutex_unlock(&w->lock);
+        int rc = eval_seed(s, c, k, offered, search, &st->first, &o, err, sizeof err);
+        pthread_mutex_lock(&w->lock);
+        if (rc) { fail(w, err); pthread_mutex_unlock(&w->lock); break; }
+        commit_seed(s, c, k, &o, err);
+        note_first(c, k, &o, &st->first);
+        bool stop = o.skipped || !cap || st->first.rate >= 0;
+        pthread_mutex_unlock(&w->lock);
+        if (stop) { k++; break; }
+    }
+    pthread_mutex_lock(&w->lock);
+    if (!w->failed && c->status == PLAN_PENDING)
+        for (; k < c->n_seeds; k++) { push(w, i, k); st->left++; }
+    if (st->left == 0) cand_finished(w, i);
+    pthread_cond_broadcast(&w->more);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void run_seed(pool *w, int i, int k)
+{
+    const scn_scenario *s = w->s;
+    plan_cand *c = &w->r->c[i];
+    cand_state *st = &w->st[i];
+    char err[512] = "";
+    seed_work o;
+    pthread_mutex_lock(&w->lock);
+    bool skip = c->status != PLAN_PENDING;   /* a seed found it cannot run: the rest need not */
+    bool offered = needs_offered(c, k), search = needs_search(s, c, k);
+    pthread_mutex_unlock(&w->lock);
+    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, &o, err, sizeof err);
+    pthread_mutex_lock(&w->lock);
+    if (rc) fail(w, err);
+    else if (!skip && c->status == PLAN_PENDING) commit_seed(s, c, k, &o, err);
+    if (--st->left == 0) cand_finished(w, i);
+    pthread_mutex_unlock(&w->lock);
 }
 
 static void *worker(void *p)
 {
     pool *w = p;
+    pthread_mutex_lock(&w->lock);
     for (;;) {
-        pthread_mutex_lock(&w->lock);
-        long i = w->next++;
+        while (w->head == w->tail && w->running > 0 && !w->failed) pthread_cond_wait(&w->more, &w->lock);
+        if (w->head == w->tail || w->failed) break;
+        task t = w->q[w->head++];
+        w->running++;
         pthread_mutex_unlock(&w->lock);
-        if (i >= w->r->n) break;
-        plan_cand *c = &w->r->c[i];
-        if (c->status != PLAN_PENDING || i % w->shard_n != w->shard_i) continue;
-        char err[512];
-        int rc = plan_evaluate_one(w->s, c, err, sizeof err);
+        if (t.seed < 0) run_lead(w, t.cand); else run_seed(w, t.cand, t.seed);
         pthread_mutex_lock(&w->lock);
-        if (rc) {
-            if (!w->failed) snprintf(w->err, w->nerr, "simulating a candidate failed: %s", err);
-            w->failed = 1;
-        }
-        w->done++;
-        if (w->progress) w->progress(w->ud, w->done, w->total);
-        pthread_mutex_unlock(&w->lock);
+        w->running--;
+        pthread_cond_broadcast(&w->more);
     }
+    pthread_cond_broadcast(&w->more);
+    pthread_mutex_unlock(&w->lock);
     return NULL;
 }
 
@@ -380,8 +525,28 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
 {
     pool w = {.s = s, .r = r, .shard_i = shard_i, .shard_n = shard_n > 0 ? shard_n : 1, .progress = progress,
               .ud = ud, .err = err, .nerr = n};
-    for (int i = 0; i < r->n; i++) if (r->c[i].status == PLAN_PENDING && i % w.shard_n == shard_i) w.total++;
+    long items = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->c[i].status == PLAN_PENDING && i % w.shard_n == shard_i) {
+            w.total++;
+            if (r->c[i].n_seeds < 1) r->c[i].n_seeds = 1;
+            items += 1 + r->c[i].n_seeds;
+        }
+    w.q = malloc(sizeof *w.q * (size_t)(items > 0 ? items : 1));
+    w.st = calloc((size_t)(r->n > 0 ? r->n : 1), sizeof *w.st);
+    if (!w.q || !w.st) {
+        free(w.q);
+        free(w.st);
+        snprintf(err, n, "out of memory");
+        return -1;
+    }
+    w.cap_q = items;
+    for (int i = 0; i < r->n; i++) {
+        w.st[i].first = (first_seed){-1, s->workload.rate / 256, false, 0};
+        if (r->c[i].status == PLAN_PENDING && i % w.shard_n == shard_i) push(&w, i, -1);
+    }
     pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.more, NULL);
     if (threads < 1) threads = 1;
     if (threads > 64) threads = 64;
     pthread_t th[64];
@@ -389,6 +554,9 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
     for (int i = 0; i < threads; i++) if (pthread_create(&th[i], NULL, worker, &w) == 0) started++;
     if (!started) worker(&w);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    pthread_cond_destroy(&w.more);
     pthread_mutex_destroy(&w.lock);
+    free(w.q);
+    free(w.st);
     return w.failed ? -1 : 0;
 }

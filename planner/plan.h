@@ -264,14 +264,33 @@ const char *plan_rate_unit(const scn_scenario *s);
  * (plan_trial_requests): true when the queue stays bounded and the SLO holds. */
 bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
                    sim_metrics *m);
+/* plan_sustains, but a trial whose failure is already settled by the requests completed so far
+ * stops there (docs/planner.md, "Stopping a failing trial early"): the same verdict, sooner.
+ * *complete: m holds the whole trial's metrics (always when it keeps up). */
+bool plan_sustains_early(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
+                         sim_metrics *m, bool *complete);
 /* The highest rate the candidate sustains: starts at `hint` (0: the cost model's saturation
- * rate, plan_capacity_hint), steps by `step` (> 1) up or down until the answer changes (down at
- * most to 1/256 of the lower of hint and the scenario's rate, up at most to hint x
- * PLAN_CAPACITY_RANGE, where it stops with `unbounded`),
- * then bisects until the bracket is within `tol` (relative). `at_hint`, when not NULL, is an
+ * rate, plan_capacity_hint), gallops up or down until the answer changes, the first stride
+ * `step` (> 1) and each next one the previous squared (down at most to 1/256 of the lower of
+ * hint and the scenario's rate, up at most to hint x PLAN_CAPACITY_RANGE, where it stops with
+ * `unbounded`), then bisects (geometric mean) until the bracket is within `tol` (relative).
+ * Its trials stop once their failure is settled (plan_sustains_early). `at_hint`, when not NULL, is an
  * already simulated trial at `hint` with this seed, reused instead of simulating it again. */
 int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double hint,
                          double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out);
+/* The same search from `start` (0: plan_capacity_hint) with one trial already known: `known`,
+ * the metrics of a trial of this seed at `known_rate` (NULL: none), which bounds the bracket
+ * from below or above without being simulated again. */
+int plan_capacity_search_from(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
+                              double start, double step, double tol, double known_rate, const sim_metrics *known,
+                              plan_capacity_result *out);
+/* The gallop's first stride from the cost model's saturation rate (the rate search's start on a
+ * candidate's first seed): the estimate lands within 0.75-1.35x of the simulated saturation on
+ * most bundled scenarios (docs/simulator.md), so a quarter brackets most answers at once. Later
+ * seeds start from the first seed's answer with a stride just under PLAN_CAPACITY_TOL, since
+ * seeds move capacity by a few per cent. */
+#define PLAN_CAPACITY_FIRST_STEP 1.25
+#define PLAN_CAPACITY_SEED_STEP (1 + 0.999 * PLAN_CAPACITY_TOL)
 /* Where a search starts: the cost model's saturation rate for the candidate (kv_saturation_rate,
  * docs/simulator.md), in the arrival process's unit; the scenario's rate when the model has no
  * estimate. */

@@ -5,6 +5,10 @@
 #include "plan.h"
 #include "../model/kv_model.h"
 #include "../model/kv_throughput.h"
+#include "../model/kv_blocks.h"
+#include "../model/kv_moe_parallel.h"
+#include "../model/kv_spec.h"
+#include "../sim/hist.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -52,20 +56,139 @@ static void trial_of(const scn_scenario *s, const plan_cand *c, unsigned long lo
     t->workload.requests = plan_trial_requests(t);
 }
 
+/* ---- Stopping a trial once its verdict is certain (docs/planner.md, "Stopping a failing
+ * trial early") ----
+ * A trial fails when a percentile of a per-request quantity is above its limit: the queue wait's
+ * p99 above PLAN_MAX_QUEUE_P99, or an SLO term's percentile of TTFT, TPOT or E2E above the term's
+ * limit. The run's histograms (sim/hist.c) return the q-quantile of n values from the bucket
+ * holding rank q (n - 1); when k of the n values lie in buckets wholly above the limit's and
+ * n - k <= q (n - 1), that bucket is one of them and the quantile is above the limit. So once k
+ * >= (1 - q) N + q, N bounding the requests the trial can complete, the trial has failed whatever
+ * the rest of it does, and simulating the rest changes nothing but the time it takes. A value
+ * more than EARLY_MARGIN above the limit lies in a bucket wholly above it (buckets are at most
+ * sim_hist_resolution() wide relative to their value). ITL (per token, not per request) is not
+ * watched: a trial failing only on it runs to the end. */
+#define EARLY_MARGIN (4 * sim_hist_resolution())
+#define EARLY_MAX (1 + SCN_SLO_MAX)   /* the queue and every SLO term */
+
+typedef struct {
+    sim_quantity q;
+    double limit;                  /* s: a value above this counts (the limit plus EARLY_MARGIN) */
+    long need;                     /* values above it that settle the failure */
+    long seen;
+} early_watch;
+
+typedef struct {
+    early_watch w[EARLY_MAX];
+    int n;
+    bool stopped;                  /* the run was ended because a watch reached its count */
+} early_stop;
+
+/* The requests a trial can complete at most, less precise than the count only in being larger:
+ * a conversation arrival brings at most `turns` requests. */
+static long trial_max_requests(const scn_scenario *t)
+{
+    long turns = t->workload.turns > 1 ? t->workload.turns : 1;
+    return t->workload.requests + turns - 1;
+}
+
+/* The quantile plan_percentile reads for a percentile (1 stands for the maximum). */
+static double read_quantile(double pct)
+{
+    return pct <= 50 ? 0.50 : pct <= 90 ? 0.90 : pct <= 95 ? 0.95 : pct <= 99 ? 0.99 : 1;
+}
+
+static void early_add(early_stop *e, sim_quantity q, double quantile, double limit, long n_max)
+{
+    if (e->n >= EARLY_MAX || !(limit >= 0) || !isfinite(limit)) return;
+    /* need = the least integer above (1 - q) N + q (the maximum: one value above the limit).
+     * The 1e-6 keeps a product that should be an integer from rounding below it. */
+    long need = quantile >= 1 ? 1 : (long)floor((1 - quantile) * (double)n_max + quantile + 1e-6) + 1;
+    e->w[e->n++] = (early_watch){q, limit * (1 + EARLY_MARGIN), need, 0};
+}
+
+/* The watches for trial `t` (limits from the scenario `s`); none when some requests are outside
+ * the measured window (the histograms leave them out, the sink cannot tell them apart). */
+static void early_init(early_stop *e, const scn_scenario *t)
+{
+    memset(e, 0, sizeof *e);
+    const scn_workload *wl = &t->workload;
+    if (wl->skip_first || wl->skip_last || wl->skip_first_frac > 0 || wl->skip_last_frac > 0) return;
+    long n_max = trial_max_requests(t);
+    early_add(e, SIM_Q_QUEUE, 0.99, PLAN_MAX_QUEUE_P99, n_max);
+    for (int i = 0; i < t->slo.n; i++) {
+        const scn_slo_term *x = &t->slo.terms[i];
+        sim_quantity q = x->metric == SCN_METRIC_TTFT ? SIM_Q_TTFT : x->metric == SCN_METRIC_TPOT ? SIM_Q_TPOT
+                       : x->metric == SCN_METRIC_E2E ? SIM_Q_E2E : SIM_Q_COUNT;
+        if (q != SIM_Q_COUNT) early_add(e, q, read_quantile(x->percentile), x->limit, n_max);
+    }
+}
+
+/* The request sink: counts the values above each limit, ends the run (a non-zero return) once
+ * one count settles the failure. */
+static int early_on_request(void *ud, const sim_request_row *r)
+{
+    early_stop *e = ud;
+    for (int i = 0; i < e->n; i++) {
+        early_watch *w = &e->w[i];
+        double v;
+        switch (w->q) {
+        case SIM_Q_QUEUE: v = r->queue; break;
+        case SIM_Q_TTFT: v = r->ttft; break;
+        case SIM_Q_E2E: v = r->e2e; break;
+        case SIM_Q_TPOT: if (r->output <= 1) continue; v = r->tpot; break;   /* as sim_acc_request records it */
+        default: continue;
+        }
+        if (v > w->limit && ++w->seen >= w->need) { e->stopped = true; return 1; }
+    }
+    return 0;
+}
+
+/* One trial: 1 when it keeps up (bounded queue, SLO met), 0 when not, -1 when it cannot run.
+ * With `early`, a trial whose failure is settled stops there (its metrics are then not filled:
+ * *complete says whether they are). */
+static int trial_run(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
+                     bool early, sim_metrics *m, bool *complete)
+{
+    *complete = false;
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) return -1;
+    trial_of(s, c, seed, rate, replicas, t);
+    char err[256];
+    sim_executor ex;
+    if (sim_executor_model(t, &c->c, &ex)) { free(t); return -1; }
+    early_stop e;
+    early_init(&e, t);
+    sim_run_opts o = {.seed = t->seed};
+    if (early && e.n > 0) { o.on_request = early_on_request; o.ud = &e; }
+    int rc = sim_run(t, &c->c, &ex, &o, m, err, sizeof err);
+    ex.free(ex.ctx);
+    int v;
+    if (e.stopped) {
+        memset(m, 0, sizeof *m);
+        v = 0;
+    } else {
+        /* Keeping up: the queue stays bounded (an overloaded engine's queue grows with every
+         * request, so its p99 wait climbs past seconds within a trial), and the SLO holds.
+         * Completions per second are no test: a short trial's drain tail lowers them. */
+        *complete = rc == SIM_OK;
+        v = rc != SIM_OK ? (rc == SIM_E_DATA ? 0 : -1) : m->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(t, m);
+    }
+    free(t);
+    return v;
+}
+
 bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
                    sim_metrics *m)
 {
-    scn_scenario *t = malloc(sizeof *t);
-    if (!t) return false;
-    trial_of(s, c, seed, rate, replicas, t);
-    char err[256];
-    /* Keeping up: the queue stays bounded (an overloaded engine's queue grows with every
-     * request, so its p99 wait climbs past seconds within a trial), and the SLO holds.
-     * Completions per second are no test: a short trial's drain tail lowers them. */
-    bool ok = sim_run_predicted(t, &c->c, m, err, sizeof err) == SIM_OK && m->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 &&
-              plan_slo_met(t, m);
-    free(t);
-    return ok;
+    bool complete;
+    return trial_run(s, c, seed, rate, replicas, false, m, &complete) == 1;
+}
+
+bool plan_sustains_early(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
+                         sim_metrics *m, bool *complete)
+{
+    return trial_run(s, c, seed, rate, replicas, true, m, complete) == 1;
 }
 
 /* Output tokens per second in steady state at `rate` arrivals/s: each arrival brings its
@@ -89,6 +212,34 @@ static double steady_tokens(const scn_scenario *s, const plan_cand *c, int repli
     return rate * per_request * per_arrival;
 }
 
+/* The saturation rate of an expert-parallel / attention-DP candidate: kv_saturation_rate's
+ * formula (docs/simulator.md, "Saturation rate") with the step priced as one DP rank runs it
+ * (kv_moe_step_time: attention on the rank, its experts over EP, the all-to-all) and the rate
+ * multiplied by the DP ranks, each serving its own max_num_seqs sequences. kv_saturation_rate
+ * prices a whole replica as one engine of max_num_seqs sequences, 16x below the capacity the
+ * simulation finds on the DeepSeek-V3 DP 8 / EP 8 archetype. */
+static double moe_saturation(const scn_scenario *t, const plan_cand *c, kv_seq_work *w, int cap)
+{
+    const scn_deployment *d = &t->deployment;
+    kv_cache_cfg kc = kv_cache_cfg_make(t, c->c.kv_dtype, c->c.sink, c->c.window);
+    kv_seq_size z = kv_seq_size_of(t);
+    kv_capacity k = kv_capacity_compute(t, &kc, c->c.layout == SCN_LAYOUT_PAGED ? c->c.block_size : 1, 0);
+    long fit = c->c.layout == SCN_LAYOUT_PAGED ? k.max_seqs_paged : k.max_seqs_contiguous;
+    long B = d->max_num_seqs < fit ? d->max_num_seqs : fit;
+    if (B > cap) B = cap;
+    if (B < 1 || z.output < 1) return 0;
+    long ctx = (long)(z.prompt + z.output / 2);
+    for (long i = 0; i < B; i++) w[i] = (kv_seq_work){1, ctx};
+    double decode = kv_moe_step_time(t, &kc, c->c.attention, w, (int)B).seconds;
+    long P = (long)ceil(z.prompt), per_step = d->max_num_batched_tokens / (P > 0 ? P : 1);
+    if (per_step < 1) per_step = 1;
+    if (per_step > cap) per_step = cap;
+    for (long i = 0; i < per_step; i++) w[i] = (kv_seq_work){P, 0};
+    double prefill = kv_moe_step_time(t, &kc, c->c.attention, w, (int)per_step).seconds / (double)per_step;
+    double per_request = prefill + z.output * decode / (double)B;
+    return per_request > 0 ? (double)d->replicas * kv_moe_dp(t) / per_request : 0;
+}
+
 double plan_capacity_hint(const scn_scenario *s, const plan_cand *c, int replicas)
 {
     double fallback = s->workload.rate > 0 ? s->workload.rate : 1;
@@ -102,9 +253,13 @@ double plan_capacity_hint(const scn_scenario *s, const plan_cand *c, int replica
     kv_seq_work *w = malloc(sizeof *w * (size_t)cap);
     double rate = 0;
     if (w) {
-        kv_cache_cfg kc = kv_cache_cfg_make(t, c->c.kv_dtype, c->c.sink, c->c.window);
-        kv_saturation x = kv_saturation_rate(t, &kc, c->c.attention, c->c.layout == SCN_LAYOUT_PAGED, c->c.block_size, w, cap);
-        rate = x.rate;
+        if (kv_moe_parallel_on(t) && !kv_spec_get(t, c->c.spec) && !t->deployment.disagg.on) {
+            rate = moe_saturation(t, c, w, cap);
+        } else {
+            kv_cache_cfg kc = kv_cache_cfg_make(t, c->c.kv_dtype, c->c.sink, c->c.window);
+            kv_saturation x = kv_saturation_rate(t, &kc, c->c.attention, c->c.layout == SCN_LAYOUT_PAGED, c->c.block_size, w, cap);
+            rate = x.rate;
+        }
         /* The estimate counts requests; a conversation arrival brings `turns` of them. */
         if (t->workload.turns > 1) rate /= t->workload.turns;
         free(w);
@@ -113,67 +268,77 @@ double plan_capacity_hint(const scn_scenario *s, const plan_cand *c, int replica
     return rate > 0 && isfinite(rate) ? rate : fallback;
 }
 
-int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double hint,
-                         double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out)
+/* The search (docs/planner.md, "The rate search"). The state is a bracket: lo, the highest rate
+ * known to keep up (0: none yet), and hi, the lowest known not to (infinite: none yet), each
+ * known from a trial on this seed. While one side is missing it gallops away from the other:
+ * each step the previous one squared (its logarithm doubles), so a start within `step` of the
+ * answer brackets it in one or two trials and one far off still brackets it in a few; then it
+ * bisects (the geometric mean) until hi / lo - 1 <= tol. */
+static int search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double start,
+                  double step, double tol, double known_rate, const sim_metrics *known, plan_capacity_result *out)
 {
     memset(out, 0, sizeof *out);
     if (!scn_arrival_has_rate(s->workload.arrival)) { out->rate = NAN; return -1; }
-    if (!(hint > 0)) hint = plan_capacity_hint(s, c, replicas);
+    if (!(start > 0)) start = plan_capacity_hint(s, c, replicas);
     if (!(step > 1)) step = 2;
     if (!(tol > 0)) tol = PLAN_CAPACITY_TOL;
-    sim_metrics m;
-    double lo = 0, hi = INFINITY;   /* lo: highest rate known to keep up; hi: lowest known not to */
-    bool ok;
-    if (at_hint) {
-        m = *at_hint;
-        ok = m.q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(s, &m);
-    } else {
-        ok = plan_sustains(s, c, seed, hint, replicas, &m);
+    double lo = 0, hi = INFINITY;
+    double top = start * PLAN_CAPACITY_RANGE;   /* lo reaching it: unbounded (below) */
+    /* Downward to 1/256 of the start, or of the offered rate when that is lower (a warm start
+     * from the saturation rate must not stop above where a search from the offered rate would
+     * have gone): below that the answer is "misses the SLO at every rate". */
+    double bottom = fmin(start, s->workload.rate > 0 ? s->workload.rate : start) / 256;
+    out->lowest = start;
+    if (known && known_rate > 0) {
+        if (known->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(s, known)) { lo = known_rate; out->m = *known; }
+        else hi = known_rate;
+        out->lowest = fmin(out->lowest, known_rate);
+    }
+    /* dir: +1 galloping up from lo, -1 down from hi, 0 bisecting. The start is tried first
+     * when it lies inside the bracket; otherwise the gallop leaves from the known side. */
+    bool try_start = start > lo && start < hi;
+    int dir = lo > 0 ? 1 : -1;
+    double f = step;
+    for (;;) {
+        double r;
+        if (try_start) r = start;
+        else if (dir > 0 && lo * f < hi && lo < top) r = fmin(lo * f, top);
+        else if (dir < 0 && hi / f > lo && hi > bottom) r = fmax(hi / f, bottom); else if (lo > 0 && isfinite(hi) && hi / lo - 1 > tol) {
+            dir = 0;
+            r = sqrt(lo * hi);
+        } else break;
+        sim_metrics m;
+        bool complete;
         out->sims++;
+        if (r < out->lowest) out->lowest = r;
+        bool ok = plan_sustains_early(s, c, seed, r, replicas, &m, &complete);
+        if (ok) { lo = r; out->m = m; } else hi = r;
+        if (try_start) { dir = ok ? 1 : -1; try_start = false; }
+        else if (dir != 0 && (ok ? 1 : -1) == dir) f *= f;   /* the same way again: a longer stride */
+        else dir = 0;                                          /* it turned: bisect from here */
     }
-    out->lowest = hint;
-    if (ok) {
-        lo = hint;
-        out->m = m;
-        /* Upward until it fails, at most to PLAN_CAPACITY_RANGE x the start: a candidate that
-         * still keeps up there has no capacity this search can name (its trial may be too short
-         * to load it, or the SLO too loose), and says so instead of returning a huge rate. */
-        double top = hint * PLAN_CAPACITY_RANGE;
-        while (!isfinite(hi) && lo < top) {
-            double r = fmin(lo * step, top);
-            out->sims++;
-            if (plan_sustains(s, c, seed, r, replicas, &m)) { lo = r; out->m = m; } else hi = r;
-        }
-        if (!isfinite(hi)) {
-            out->rate = lo;
-            out->unbounded = true;
-            out->out_tok_per_s = steady_tokens(s, c, replicas, lo, &out->m);
-            return 0;
-        }
-    } else {
-        /* Downward to 1/256 of the hint, or of the offered rate when that is lower (a warm start
-         * from the saturation rate must not stop above where a search from the offered rate
-         * would have gone): below that the answer is "misses the SLO at every rate". */
-        hi = hint;
-        double bottom = fmin(hint, s->workload.rate > 0 ? s->workload.rate : hint) / 256;
-        int downs = (int)ceil(log(hint / bottom) / log(step) - 1e-9);
-        for (int i = 0; i < downs && lo == 0; i++) {
-            double r = hi / step;
-            out->sims++;
-            out->lowest = r;
-            if (plan_sustains(s, c, seed, r, replicas, &m)) { lo = r; out->m = m; } else hi = r;
-        }
-        if (lo == 0) { memset(&out->m, 0, sizeof out->m); return 0; }
-    }
-    /* Bisection: stops as soon as the bracket is within tol of its lower end. */
-    while (hi / lo - 1 > tol) {
-        double mid = (lo + hi) / 2;
-        out->sims++;
-        if (plan_sustains(s, c, seed, mid, replicas, &m)) { lo = mid; out->m = m; } else hi = mid;
-    }
+    if (lo == 0) { memset(&out->m, 0, sizeof out->m); return 0; }
     out->rate = lo;
+    /* A candidate that keeps up at PLAN_CAPACITY_RANGE x the start has no capacity this search
+     * can name (its trial may be too short to load it, or the SLO too loose), and says so
+     * instead of returning a huge rate. */
+    out->unbounded = !isfinite(hi);
     out->out_tok_per_s = steady_tokens(s, c, replicas, lo, &out->m);
     return 0;
+}
+
+int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double hint,
+                         double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out)
+{
+    if (!(hint > 0) && scn_arrival_has_rate(s->workload.arrival)) hint = plan_capacity_hint(s, c, replicas);
+    return search(s, c, seed, replicas, hint, step, tol, hint, at_hint, out);
+}
+
+int plan_capacity_search_from(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
+                              double start, double step, double tol, double known_rate, const sim_metrics *known,
+                              plan_capacity_result *out)
+{
+    return search(s, c, seed, replicas, start, step, tol, known_rate, known, out);
 }
 
 double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations)

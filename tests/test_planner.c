@@ -405,17 +405,20 @@ START_TEST(a_candidate_missing_everywhere_stops_early)
     /* An SLO no rate can meet (TTFT p99 under 1 ms): the first seed searches down to 1/256 of its
      * start. Its 200-request offered-load run is shorter than a trial (4 cycles x 256 sequences =
      * 1024 requests), so it is not reused: the search starts at the cost model's saturation rate
-     * h and halves until it is below 1/256 of the lower of h and the offered 8/s, ceil(log2(h /
-     * (min(h, 8) / 256))) times; the other seeds try only that lowest rate:
-     * (1 offered + 1 + halvings) + 2 x (1 offered + 1 trial) simulations. */
+     * h and gallops down, the k-th trial below h at h / step^(2^k - 1) (each stride the previous
+     * squared, step = PLAN_CAPACITY_FIRST_STEP), until it has tried 1/256 of the lower of h and
+     * the offered 8/s; the other seeds try only that lowest rate:
+     * (1 offered + 1 + downs) + 2 x (1 offered + 1 trial) simulations. */
     const char *sets[] = {"slo={ttft_p99: 1 ms}", "workload.requests=200", "options.kv_layout=paged",
                           "options.prefix_cache=off", "options.kv_dtype=bf16"};
     plan("chat.yaml", sets, 5);
     ck_assert_int_eq(r.n, 1);
     const plan_cand *c = &r.c[0];
     double h = plan_capacity_hint(&s, c, 1);
-    int halvings = (int)ceil(log2(h / (fmin(h, 8.0) / 256)) - 1e-9);
-    ck_assert_int_eq(c->sims, 1 + 1 + halvings + 2 * 2);
+    double strides = log(h / (fmin(h, 8.0) / 256)) / log(PLAN_CAPACITY_FIRST_STEP);   /* to the bottom, in first strides */
+    int downs = 0;
+    for (double e = 0; e < strides - 1e-9; downs++) e = 2 * e + 1;
+    ck_assert_int_eq(c->sims, 1 + 1 + downs + 2 * 2);
     for (int k = 0; k < 3; k++) ck_assert(c->seed_rate[k] == 0);
     ck_assert(!c->slo_met);
     no_percent_of_zero();
