@@ -29,6 +29,7 @@ Suite *suite_accounting(void);
 Suite *suite_hybrid_kv(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
+Suite *suite_capsearch(void);
 Suite *suite_report(void);
 Suite *suite_vf(void);
 Suite *suite_workload(void);
