@@ -184,15 +184,8 @@ $(BUILD)/run_bench: $(BENCH_OBJ) $(BUILD)/libkvplan.a
 
 bench: deps-check $(BUILD)/run_bench $(BIN)
 	KVPLAN_LIBRARY=$(CURDIR)/scenarios KVPLAN_BIN=$(CURDIR)/$(BIN) $(BUILD)/run_bench
-	@echo "  plan a 500-candidate sweep over 10,000 chat requests on all cores (goal: under a minute):"
-	@start=$$(date +%s.%N); KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) plan bench/sweep-500.yaml --no-db --no-rules --top 3 --format csv >/dev/null; \
-	  end=$$(date +%s.%N); awk "BEGIN { printf \"    500 candidates x 10000 requests: %.1f s on %d cores\\n\", $$end - $$start, $$(nproc) }"
-	@echo "  plan and capacity on the bundled chat scenario, default seeds (goals, issue 16: plan < 30 s, capacity < 5 s wall on 2 cores):"
-	@if [ -x /usr/bin/time ]; then for c in "plan scenarios/chat.yaml --no-db" "capacity scenarios/chat.yaml"; do \
-	  KVPLAN_LIBRARY=$(CURDIR)/scenarios /usr/bin/time -f "%e %U" -o $(BUILD)/bench-time.txt $(BIN) $$c --format json >$(BUILD)/bench-out.json 2>/dev/null; \
-	  sims=$$(grep -o '"simulations": *[0-9]*' $(BUILD)/bench-out.json | grep -o '[0-9]*$$'); \
-	  awk -v c="$$c" -v s="$$sims" -v n=$$(nproc) '{ printf "    kvplan %-32s %6.2f s wall, %6.2f s CPU, %s simulations (%d cores)\n", c, $$1, $$2, s, n }' $(BUILD)/bench-time.txt; done; \
-	  else echo "    (skipped: /usr/bin/time is not installed)"; fi
+	@echo "  planner: capacity on every bundled scenario, plan on chat, the 500-candidate plan (BENCH_SWEEP=0 skips it):"
+	@KVPLAN_LIBRARY=$(CURDIR)/scenarios sh bench/planner-times.sh $(BIN) $(if $(filter 0,$(BENCH_SWEEP)),--no-sweep)
 	@echo "  start-up of commands that need no GPU, on this build (goal: < 50 ms and < 20 MiB, the CUDA build too):"
 	@command -v /usr/bin/time >/dev/null || echo "    (skipped: /usr/bin/time is not installed)"
 	@if [ -x /usr/bin/time ]; then for c in --version "memory scenarios/chat.yaml" "cost scenarios/chat.yaml"; do \
