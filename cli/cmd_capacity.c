@@ -129,7 +129,8 @@ int cmd_capacity(int argc, char **argv)
         out_kv_str(doc, "fewest_gpus_hardware", "on", f >= 0 ? plan_hardware_name(&s, &r.c[rows[f].cand]) : "-");
     }
     out_note(doc, "Max rate: the highest arrival rate at which the queue stays bounded (p99 wait for admission under "
-                  "%.0f s) and the SLO holds, mean and 95 %% interval over seeds (doubling then bisection to %.0f %%, "
+                  "%.0f s) and the SLO holds, mean and 95 %% interval over seeds (a search galloping from the cost "
+                  "model's estimate, then bisection to %.0f %%, trials stopped once their failure is settled, "
                   "a trial: the scenario's requests up to %d, but at least %d times the sequences the deployment runs at once and "
                   "%.0f s of arrivals, so a rate more than %.1f %% above capacity grows the wait past the limit; a "
                   "candidate that keeps up at %.0fx its start is unbounded within the searched range). $/Mtok: the hardware's price per GPU-hour over the output tokens/s at that rate. "
