@@ -67,3 +67,13 @@ double kv_decode_units(const scn_hardware *hw, double seqs, double heads, double
     double split = fmax(1, fmin(ceil(held / DECODE_SPLIT), want));
     return seqs * heads * split;
 }
+
+double kv_moe_quant_kernels(scn_dtype gemm_dtype)
+{
+    /* vLLM's fused_experts quantises the tokens before the gate|up grouped GEMM and the
+     * activation's output before the down GEMM (moe_kernel_quantize_input, one kernel each for
+     * per-token or block scales) whenever the GEMMs take 8-bit activations; 16-bit math
+     * (bf16, or W4A16/W8A16 weight-only formats) reads the activations as they are. */
+    double b = scn_dtype_bytes(gemm_dtype);
+    return b > 0 && b < 2 ? 2.0 : 0.0;
+}

@@ -83,6 +83,10 @@ kv_coll_cost kv_alltoall_time(const scn_hardware *hw, int p, double bytes);
 /* One point-to-point transfer (a KV-cache hand-off), within a node or across the network. */
 kv_coll_cost kv_p2p_time(const scn_hardware *hw, double bytes, bool same_node);
 
+/* Kernels a fused-MoE layer adds to quantise the activations of its two grouped GEMMs when they
+ * run in 8- or 4-bit math (W8A8, W4A4): 2, else 0 (docs/cost-model.md, "Kernels per layer"). */
+double kv_moe_quant_kernels(scn_dtype gemm_dtype);
+
 /* ---- Efficiency from shapes (kv_efficiency.c) ---- */
 /* Share of eff_compute * peak a GEMM of M x N x K reaches: tile padding in M, N and K and the
  * last partial wave of tiles over the SMs (split-K when tiles are fewer than SMs). */

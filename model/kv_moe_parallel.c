@@ -168,7 +168,9 @@ kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c
         slowest = fmax(slowest, kv_roofline_combine(tc, tm));
     }
     free(pi);
-    r.experts = moe_layers * (slowest + 3 * hw->kernel_overhead);
+    /* Grouped gate|up, activation and grouped down, plus the activation quantisations of 8-bit
+     * GEMM math (kv_moe_quant_kernels). */
+    r.experts = moe_layers * (slowest + (3 + kv_moe_quant_kernels(dt)) * hw->kernel_overhead);
     /* Dispatch and combine: each GPU sends its share of the rank's tokens (T / tp) to the k
      * experts each picked, as 16-bit hidden states. An even all-to-all moves that much through
      * every rank; with skew the busiest EP rank receives (and in the combine sends back)

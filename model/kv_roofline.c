@@ -342,9 +342,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                 (touched * 3.0 * h * I * kw.bytes_per_linear + h * E * kw.bytes_per_other +
                  (2.0 * T * h + 6.0 * T * I * active) * AB) * moe_layers,
                 /* router GEMM, top-k, sorting tokens by expert, grouped gate|up, activation,
-                 * grouped down, weighted sum of the k outputs (a fused-MoE layer's kernels);
-                 * shared experts run as a dense MLP: gate|up, activation, down. */
-                (7.0 + (m->shared_experts > 0 ? 3.0 : 0.0)) * moe_layers);
+                 * grouped down, weighted sum of the k outputs (a fused-MoE layer's kernels),
+                 * and with 8- or 4-bit GEMM math the quantisation of each grouped GEMM's
+                 * input activations (kv_moe_quant_kernels); shared experts run as a dense
+                 * MLP: gate|up, activation, down. */
+                (7.0 + kv_moe_quant_kernels(g.dt) + (m->shared_experts > 0 ? 3.0 : 0.0)) * moe_layers);
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);
