@@ -44,6 +44,16 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
     }
 }
 
+double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e)
+{
+    if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER) return kv_attention_efficiency(hw, e);
+    /* FlashMLA's dense decode kernel: "660 TFLOPS in computation-bound configuration on H800
+     * SXM5" (its README), against the H800's 989 TFLOPS dense bf16: 0.667. The engines' MLA
+     * decode backends on Hopper (FlashMLA in vLLM and SGLang, TensorRT-LLM's own) are of this
+     * class; 128 query heads share each latent key, so the kernel is compute-bound at batch. */
+    return 660.0 / 989.0;
+}
+
 double kv_wave_efficiency(const scn_hardware *hw, double units)
 {
     double sm = hw->sm_count;

@@ -93,6 +93,9 @@ double kv_moe_quant_kernels(scn_dtype gemm_dtype);
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt);
 /* Achieved / peak bf16 tensor rate of prefill attention for the engine's kernel family. */
 double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e);
+/* Achieved / peak bf16 tensor rate of MLA decode's latent attention (absorbed weights): the
+ * FlashMLA-class kernel's figure on Hopper, else kv_attention_efficiency's. */
+double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e);
 /* Share of the streaming bandwidth decode attention reaches with `units` independent
  * (sequence, KV head, split) work items spread over the SMs. */
 double kv_wave_efficiency(const scn_hardware *hw, double units);
