@@ -76,7 +76,8 @@ static int push_step(sim_engine *e, sim_replica *rep, double t)
 static int start_formed(sim_engine *e, sim_replica *rep, int n)
 {
     measure_fragmentation(rep);
-    char msg[256] = "";
+    char msg[256];
+    msg[0] = 0;   /* not zero-filled: a step is too cheap for that */
     double dt = 0;
     if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg)) {
         snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
@@ -443,7 +444,8 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 static int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
 {
     double dt = 0;
-    char msg[256] = "";
+    char msg[256];
+    msg[0] = 0;   /* not zero-filled: a step is too cheap for that */
     bool by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt);
     sim_batch *b = &rep->batch;
     if (by_batch && !formed) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #define SHAPE_MAX 4097   /* batch sizes 0..4096 have a cached shape (about 1 KB each) */
+#define PREFILL_SLOTS 1024   /* shapes of steps with prefill rows kept, by (tokens, rows): about 1 MB */
 
 typedef struct {
     const scn_scenario *s;
@@ -21,6 +22,12 @@ typedef struct {
     kv_decode_plan *plan;    /* [n]: the same, prepared for kv_decode_plan_seconds */
     signed char *shaped;     /* [n]: 0 shape[n] not computed; 1 computed, each row splits once; 2 computed, splits vary */
     int n_shape;             /* entries in shape and shaped */
+    /* kv_step_shape of steps that are not plain decode (a prefill row in them), direct-mapped by
+     * (new tokens, rows): without verify rows such a step's shape depends on nothing else (its
+     * rows run no CUDA graph and each emits one logit row), and prompt lengths repeat. */
+    kv_step_cost *pshape;
+    long *ptokens;           /* the slot's new tokens; 0: empty */
+    int *prows;              /* its rows */
     bool sums;               /* decode steps from sums over their rows (kv_step_complete_decode) */
     double max_keys;         /* the bound on Σ keys under which those sums are exact */
     long kcap[2];            /* keys a layer of each kind (global, sliding) holds at most; 0: no cap */
@@ -44,6 +51,33 @@ static const kv_step_cost *decode_shape(model_ctx *m, int n, bool *uniform)
     }
     *uniform = m->shaped[n] == 1;
     return &m->shape[n];
+}
+
+/* The shape of a step of n rows, some not plain decode, whose rows are already in m->work;
+ * NULL when the table could not be had (the caller prices the step whole). */
+static const kv_step_cost *prefill_shape(model_ctx *m, int n)
+{
+    if (!m->pshape) {
+        m->pshape = malloc(sizeof *m->pshape * PREFILL_SLOTS);
+        m->ptokens = calloc(PREFILL_SLOTS, sizeof *m->ptokens);
+        m->prows = malloc(sizeof *m->prows * PREFILL_SLOTS);
+        if (!m->pshape || !m->ptokens || !m->prows) {
+            free(m->pshape); free(m->ptokens); free(m->prows);
+            m->pshape = NULL; m->ptokens = NULL; m->prows = NULL;
+            return NULL;
+        }
+    }
+    long T = 0;   /* as kv_step_shape counts them */
+    for (int i = 0; i < n; i++) T += m->work[i].new_tokens > 0 ? m->work[i].new_tokens : 0;
+    if (T <= 0) return NULL;
+    unsigned long h = ((unsigned long)T * 0x9e3779b1UL + (unsigned long)n * 0x85ebca6bUL) >> 7;
+    int slot = (int)(h % PREFILL_SLOTS);
+    if (m->ptokens[slot] != T || m->prows[slot] != n) {
+        kv_step_shape(m->s, NULL, m->work, n, &m->pshape[slot]);
+        m->ptokens[slot] = T;
+        m->prows[slot] = n;
+    }
+    return &m->pshape[slot];
 }
 
 static int grow(model_ctx *m, int n)
@@ -131,8 +165,12 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
                                      m->work + m->cap).seconds;
     else if (m->moe)   /* one attention-DP rank, experts over EP ranks */
         *seconds = kv_moe_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
-    else
-        *seconds = kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
+    else {
+        /* kv_step_time is kv_step_complete on kv_step_shape, bit for bit (model/kv_model.h). */
+        const kv_step_cost *sh = d < b->n ? prefill_shape(m, b->n) : NULL;
+        *seconds = sh ? kv_step_complete(sh, m->s, &m->cfg, m->attn, m->work, NULL, b->n).seconds
+                      : kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
+    }
     return 0;
 }
 
@@ -151,6 +189,9 @@ static void model_free(void *ctx)
     free(m->shape);
     free(m->shaped);
     free(m->plan);
+    free(m->pshape);
+    free(m->ptokens);
+    free(m->prows);
     free(m->ps);
     free(m);
 }

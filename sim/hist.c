@@ -87,6 +87,48 @@ static double edge(long i)
     return ldexp(1.0 + (double)(i % SUB) / SUB, (int)(i / SUB) + EMIN);
 }
 
+/* The bucket of the smallest positive value: buckets below it are empty. */
+static long first_bucket(const sim_hist *h)
+{
+    if (!(h->min > 0)) return 0;
+    uint64_t u;
+    memcpy(&u, &h->min, sizeof u);
+    long E = (long)((u >> 52) & 0x7ff) - 1023;
+    if (E < EMIN) return 0;
+    return E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
+}
+
+void sim_hist_quantiles(const sim_hist *h, const double *q, int n, double *out)
+{
+    /* The quantiles the walk answers, in q's (ascending) order; the rest are settled first. */
+    double target[16];
+    int idx[16], m = 0;
+    for (int k = 0; k < n; k++) {
+        if (h->count == 0) { out[k] = NAN; continue; }
+        if (q[k] <= 0) { out[k] = h->min; continue; }   /* the extremes are kept exactly */
+        if (q[k] >= 1) { out[k] = h->max; continue; }
+        double t = q[k] * (double)(h->count - 1);   /* rank of the wanted value, 0-based */
+        if (t < h->zeros) { out[k] = h->min; continue; }
+        if (m == 16) { out[k] = sim_hist_quantile(h, q[k]); continue; }   /* beyond the scratch: walk alone */
+        target[m] = t;
+        idx[m++] = k;
+    }
+    /* One walk for all of them: the seen counts, and so every result, are the ones a walk per
+     * quantile meets, since the targets ascend. */
+    double seen = (double)h->zeros;
+    int j = 0;
+    for (long i = first_bucket(h); i < NB && j < m; i++) {
+        if (!h->b[i]) continue;
+        while (j < m && seen + h->b[i] > target[j]) {
+            double lo = edge(i), hi = edge(i + 1);
+            double v = lo + (hi - lo) * (target[j] - seen + 0.5) / h->b[i];
+            out[idx[j++]] = v < h->min ? h->min : v > h->max ? h->max : v;
+        }
+        seen += h->b[i];
+    }
+    for (; j < m; j++) out[idx[j]] = h->max;
+}
+
 double sim_hist_quantile(const sim_hist *h, double q)
 {
     if (h->count == 0) return NAN;
@@ -95,15 +137,7 @@ double sim_hist_quantile(const sim_hist *h, double q)
     double target = q * (double)(h->count - 1);   /* rank of the wanted value, 0-based */
     if (target < h->zeros) return h->min;
     double seen = (double)h->zeros;
-    /* Buckets below the smallest positive value are empty: start at min's bucket. */
-    long i0 = 0;
-    if (h->min > 0) {
-        uint64_t u;
-        memcpy(&u, &h->min, sizeof u);
-        long E = (long)((u >> 52) & 0x7ff) - 1023;
-        if (E >= EMIN) i0 = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
-    }
-    for (long i = i0; i < NB; i++) {
+    for (long i = first_bucket(h); i < NB; i++) {
         if (!h->b[i]) continue;
         if (seen + h->b[i] > target) {
             double lo = edge(i), hi = edge(i + 1);

@@ -28,6 +28,9 @@ void sim_hist_add_n(sim_hist *h, double v, long n);
 double sim_hist_sum(const sim_hist *h);
 /* The q-quantile (0..1), interpolated within its bucket and clamped to [min, max]. */
 double sim_hist_quantile(const sim_hist *h, double q);
+/* sim_hist_quantile for each of n quantiles q[] given in ascending order, into out[], in one walk
+ * over the buckets: the same values, bit for bit. */
+void sim_hist_quantiles(const sim_hist *h, const double *q, int n, double *out);
 /* Relative half-width of a bucket: the quantile's worst-case relative error. */
 double sim_hist_resolution(void);
 

@@ -521,6 +521,16 @@ static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
 {
     if (upto <= q->room) return 0;   /* the common case: room left */
+    /* The next most common: a decoding sequence crossing into one more block while the free
+     * stack has one (paged, one layer group): grow_run's first choice, without its bookkeeping. */
+    if (kv->paged && !kv->units && kv->n_free && upto <= q->room + kv->bs && q->n_blocks < q->cap) {
+        int32_t b = kv->free_stack[kv->arr - kv->n_free--];
+        q->blocks[q->n_blocks++] = b;
+        if (kv->prefix) kv->refs[b] = 1;
+        kv->n_referenced++;
+        q->room += kv->bs;   /* set_room: n_blocks * bs */
+        return 0;
+    }
     long need = sim_kv_needed(kv, q, upto);
     if (!need) return 0;
     if (!kv->paged) return sim_kv_reserve(kv, q, ring_held(kv, upto));

@@ -70,6 +70,12 @@ START_TEST(histogram_quantiles_within_resolution)
     }
     ck_assert(sim_hist_quantile(&h, 1.0) == v[N - 1]);
     ck_assert(sim_hist_quantile(&h, 0.0) == v[0]);
+    /* One walk for many quantiles (the metrics' summary) gives each one's own walk bit for bit,
+     * the extremes and repeated quantiles included. */
+    double many[] = {0, 1e-9, 0.25, 0.5, 0.5, 0.9, 0.95, 0.99, 0.999999, 1};
+    double got[10];
+    sim_hist_quantiles(&h, many, 10, got);
+    for (int i = 0; i < 10; i++) ck_assert_msg(got[i] == sim_hist_quantile(&h, many[i]), "q%g", many[i]);
     sim_hist_free(&h);
 }
 END_TEST
