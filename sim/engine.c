@@ -558,7 +558,7 @@ static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
             if (f->dead[i] || f->cross[i] != K) continue;
             sim_req *r = f->req[i];
             long room0 = r->kv.room;
-            if (sim_kv_grow(rep->kv, &r->kv, (int)(f->c0[i] + K + 1))) {
+            if (sim_kv_grow_block(rep->kv, &r->kv)) {   /* position c0 + K = its room */
                 snprintf(e->err, e->nerr, "out of memory");
                 e->internal = 1;
                 return FF_ERROR;

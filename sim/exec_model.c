@@ -29,6 +29,7 @@ typedef struct {
     long *ptokens;           /* the slot's new tokens; 0: empty */
     int *prows;              /* its rows */
     bool sums;               /* decode steps from sums over their rows (kv_step_complete_decode) */
+    bool sums_uncapped;      /* sums, and no layer caps its keys: decode_time can answer */
     double max_keys;         /* the bound on Σ keys under which those sums are exact */
     long kcap[2];            /* keys a layer of each kind (global, sliding) holds at most; 0: no cap */
     bool kind[2];            /* the model has layers of that kind */
@@ -99,14 +100,14 @@ static int grow(model_ctx *m, int n)
 static int model_decode_time(void *ctx, long n, long sum_start, double *seconds)
 {
     model_ctx *m = ctx;
-    bool uniform;
-    if (!m->sums || m->kcap[0] || m->kcap[1] || n >= m->n_shape) return 1;
-    if ((double)(sum_start + n) > m->max_keys || grow(m, (int)n)) return 1;
-    const kv_step_cost *sh = decode_shape(m, (int)n, &uniform);
-    if (!sh || !uniform) return 1;
+    if (!m->sums_uncapped || n < 1 || n >= m->n_shape || (double)(sum_start + n) > m->max_keys) return 1;
+    if (m->shaped[n] != 1) {   /* not yet shaped (grow first: the shape is priced on m->work), or rows split */
+        bool uniform;
+        if (m->shaped[n] == 2 || grow(m, (int)n) || !decode_shape(m, (int)n, &uniform) || !uniform) return 1;
+    }
     double keys = (double)(sum_start + n);
     kv_decode_sums d = {{m->kind[0] ? keys : 0, m->kind[1] ? keys : 0}, {m->kind[0] ? (double)n : 0, m->kind[1] ? (double)n : 0}};
-    *seconds = kv_decode_plan_seconds(&m->plan[sh - m->shape], &d);
+    *seconds = kv_decode_plan_seconds(&m->plan[n], &d);
     return 0;
 }
 
@@ -228,6 +229,7 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->sums = ns > 1 && ctx > 0 && kv_decode_sums_exact(s, &m->cfg, c->attention, ns - 1, ctx);
     m->max_keys = (double)(ns - 1) * ((double)ctx + 1);
     for (int k = 0; k < 2; k++) m->kcap[k] = kv_decode_cap(s, &m->cfg, k);
+    m->sums_uncapped = m->sums && !m->kcap[0] && !m->kcap[1];
     m->kind[0] = s->model.layers - s->model.sliding_layers > 0;
     m->kind[1] = s->model.sliding_layers > 0;
     /* The O(1) decode time (and with it fast-forward without forming each batch) prices plain

@@ -10,6 +10,7 @@
 
 typedef struct {
     uint32_t *b;        /* bucket counts */
+    uint64_t g[52];     /* counts per power of two (2048 buckets), so quantiles skip empty stretches */
     long count, zeros;  /* values <= the smallest bucket are counted in zeros */
     __int128 fix;       /* 2^-64 s: the exact sum of the values' fixed-point forms (see sim_hist_sum) */
     double big;         /* s: the sum of values too large for fix (none in any real run) */

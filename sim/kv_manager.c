@@ -545,6 +545,19 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
     return 0;
 }
 
+int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q)
+{
+    /* Kept apart from sim_kv_grow, whose general case needs many registers saved, so that this
+     * one (a fast-forwarded decode step crossing into a block) costs a few instructions. */
+    if (!kv->paged || kv->units || !kv->n_free || q->n_blocks >= q->cap) return sim_kv_grow(kv, q, (int)q->room + 1);
+    int32_t b = kv->free_stack[kv->arr - kv->n_free--];
+    q->blocks[q->n_blocks++] = b;
+    if (kv->prefix) kv->refs[b] = 1;
+    kv->n_referenced++;
+    q->room += kv->bs;   /* set_room: n_blocks * bs */
+    return 0;
+}
+
 int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens)
 {
     long extra = tokens - q->reserved;

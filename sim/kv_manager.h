@@ -70,6 +70,8 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
 long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto);
 /* Makes room for positions [0, upto): 0, or -1 with nothing allocated. */
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto);
+/* sim_kv_grow(kv, q, room + 1): room for the next position past the sequence's room. */
+int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q);
 /* Contiguous: reserves `tokens` for the sequence's lifetime; -1 if they are not free. */
 int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens);
 /* After positions [0, computed) hold KV: registers newly full blocks in the prefix cache and
