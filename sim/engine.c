@@ -360,7 +360,7 @@ static bool ff_can_join(const sim_engine *e, const sim_req *r)
 }
 
 /* Adds request r as the run's next slot, taking part from step K on (not yet formed). */
-static void ff_join(sim_engine *e, sim_ff *f, sim_req *r)
+static void ff_join(sim_engine *e, sim_replica *rep, sim_ff *f, sim_req *r)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const long K = f->K;
@@ -373,8 +373,9 @@ static void ff_join(sim_engine *e, sim_ff *f, sim_req *r)
     f->fin_at[i] = K + (r->spec.output - r->generated - 1);
     f->dead[i] = 0;
     f->base += f->c0[i];
-    f->unused += r->kv.room - r->computed;   /* before its token of step K */
-    f->reserved += r->kv.room;
+    long space = sim_kv_seq_tokens(rep->kv, &r->kv);   /* room, less blocks a window freed */
+    f->unused += space - r->computed;   /* before its token of step K */
+    f->reserved += space;
     f->alive++;
     f->measured += r->spec.measured;
     f->measured_fresh += r->spec.measured;
@@ -430,7 +431,10 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
      * scheduler's extra step) are applied by the scheduler alone (sim/sched.c). */
     if (e->s->deployment.scheduler_steps > 1 || e->s->engine.extra_decode_step) return false;
     if (e->sched.xfer_s > 0) return false;        /* this step waits for a reload or swap-in */
-    if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0 || sim_kv_windowed(rep->kv)) return false;
+    if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0) return false;
+    /* A model window frees KV as sequences grow: the run commits at block fills, exact when
+     * that is where the window moves (sim/kv_manager.h). */
+    if (sim_kv_windowed(rep->kv) && !sim_kv_slides_at_fills(rep->kv)) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
      * unless new prefix-cache entries could shorten its prompt. */
@@ -494,10 +498,22 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         if (!f->dead[i] && f->req[i]->spec.measured) sim_hist_add(itl, tend - f->req[i]->t_last);
     f->fresh = f->n;
     f->measured_fresh = 0;
-    /* Blocks that just filled join the prefix cache (slot order), before any release. */
-    if (paged && e->c.prefix_cache)
-        for (int i = f->head[(K + 1) % bs]; i >= 0; i = f->next[i])
-            if (!f->dead[i] && f->cross[i] == K + 1) sim_kv_commit(rep->kv, &f->req[i]->kv, (int)(f->c0[i] + K + 1));
+    /* Blocks that just filled join the prefix cache, and a model window (whose width is whole
+     * blocks, ff_eligible) passes blocks only as a block fills: commits in slot order, before any
+     * release, as the scheduler's. A window that frees whole blocks shrinks the space a slot
+     * occupies. */
+    if (paged && (e->c.prefix_cache || f->windowed))
+        for (int i = f->head[(K + 1) % bs]; i >= 0; i = f->next[i]) {
+            if (f->dead[i] || f->cross[i] != K + 1) continue;
+            sim_kv_seq *q = &f->req[i]->kv;
+            long space = f->windowed ? sim_kv_seq_tokens(rep->kv, q) : 0;
+            sim_kv_commit(rep->kv, q, (int)(f->c0[i] + K + 1));
+            if (f->windowed) {
+                long freed = space - sim_kv_seq_tokens(rep->kv, q);
+                f->unused -= freed;
+                f->reserved -= freed;
+            }
+        }
     /* Completions, in slot order: the request leaves with its KV, then is recorded. */
     const int fr = (int)(K % SIM_FF_RING);
     int fins = 0;
@@ -508,8 +524,9 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         r->total = r->computed + 1;
         r->generated = r->spec.output;
         r->t_last = tend;
-        f->unused -= r->kv.room - r->computed;   /* what it counted in step K */
-        f->reserved -= r->kv.room;
+        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
+        f->unused -= space - r->computed;   /* what it counted in step K */
+        f->reserved -= space;
         sim_list_remove(&rep->running, r);
         sim_kv_release(rep->kv, &r->kv);
         r->state = REQ_DONE;
@@ -666,7 +683,7 @@ static int ff_resume(sim_engine *e, sim_replica *rep)
         e->internal = 1;
         return FF_ERROR;
     }
-    for (sim_req *q = joiners > 0 ? r : NULL; q; q = q->next) ff_join(e, f, q);
+    for (sim_req *q = joiners > 0 ? r : NULL; q; q = q->next) ff_join(e, rep, f, q);
     int rc = ff_form(e, rep, f);
     return rc == FF_RUN ? ff_go(e, rep, f) : rc;
 }
@@ -690,8 +707,9 @@ static int ff_begin(sim_engine *e, sim_replica *rep)
     f->alive = f->measured = f->measured_fresh = 0;
     f->base = f->unused = f->reserved = 0;
     f->limit = -1;
+    f->windowed = sim_kv_windowed(rep->kv);
     f->t_last = e->now;
-    for (int i = 0; i < n0; i++) ff_join(e, f, rep->breq[i]);
+    for (int i = 0; i < n0; i++) ff_join(e, rep, f, rep->breq[i]);
     f->unused -= n0;   /* step 0 is formed: each holds its new token */
     f->T = e->now;
     rep->frag_unused = (double)f->unused;

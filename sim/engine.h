@@ -45,6 +45,7 @@ typedef struct {
     long base;               /* Σ c0 over live slots: their positions at step k sum to base + alive * k */
     long unused, reserved;   /* tokens: the fragmentation terms of step K */
     long limit;              /* contiguous: the first step some slot needs a larger reservation (-1: none) */
+    bool windowed;           /* the model's window frees KV as the slots grow (committed at block fills) */
     sim_batch batch;         /* the live slots' batch, for an executor that times steps from it */
 } sim_ff;
 

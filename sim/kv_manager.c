@@ -148,6 +148,15 @@ void sim_kv_set_groups(sim_kv *kv, int full, int win, int window)
 
 bool sim_kv_windowed(const sim_kv *kv) { return kv->gwin > 0; }
 
+bool sim_kv_slides_at_fills(const sim_kv *kv)
+{
+    if (kv->gwin <= 0 || !kv->paged) return true;   /* contiguous: commits free nothing */
+    if (kv->mwin % kv->bs) return false;
+    /* Every layer windowed: passed blocks return to the pool, in an order against other
+     * sequences' releases that only the prefix cache's LRU could tell. */
+    return kv->units || !kv->prefix;
+}
+
 /* Layer-tokens a contiguous reservation of `tokens` takes: full layers hold them all, windowed
  * layers a ring of the model window. */
 static long ring_units(const sim_kv *kv, long tokens)

@@ -49,6 +49,11 @@ void sim_kv_free(sim_kv *kv);
 void sim_kv_set_groups(sim_kv *kv, int full, int win, int window);
 /* Whether a model window frees KV as sequences grow (the fast-forward does not model it). */
 bool sim_kv_windowed(const sim_kv *kv);
+/* Whether the model window frees KV only when a commit reaches a block boundary (the window is
+ * whole blocks; contiguous frees nothing) and in a way the order of sequences' commits and
+ * releases within a step cannot change (layer-block counts, or no prefix cache): then a
+ * fast-forward that commits each sequence as a block fills is exact. True with no window. */
+bool sim_kv_slides_at_fills(const sim_kv *kv);
 
 long sim_kv_total(const sim_kv *kv);        /* blocks of every layer (contiguous: tokens) */
 int sim_kv_block_size(const sim_kv *kv);
