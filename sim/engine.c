@@ -338,7 +338,7 @@ static void ff_link(sim_ff *f, int i, int bs, bool paged)
         f->tail[h] = i;
         f->cnt[h]++;
     }
-    int r = (int)(f->fin_at[i] % SIM_FF_RING);
+    int r = (int)(f->fin_at[i] & (SIM_FF_RING - 1));
     f->fnext[i] = -1;
     if (f->ftail[r] >= 0) f->fnext[f->ftail[r]] = i; else f->fhead[r] = i;
     f->ftail[r] = i;
@@ -445,14 +445,33 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 /* Step K's time into f->dt, from the executor's decode summary, or else from its batch: the one
  * the scheduler formed in rep->batch (`formed`), or the live slots' (in the run's own buffer).
  * Returns -1 on failure. */
+static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt);
+
 static int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
 {
     double dt = 0;
-    char msg[256];
-    msg[0] = 0;   /* not zero-filled: a step is too cheap for that */
-    bool by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt);
+    if ((!e->ex->decode_time || e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt)) &&
+        ff_time_batch(e, rep, f, formed, &dt))
+        return -1;
+    if (!(dt >= 0) || !isfinite(dt)) {   /* the inputs' fault, as in start_formed */
+        snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
+                 "bandwidth and compute figures", f->alive, dt, e->ex->name);
+        return -1;
+    }
+    f->dt = dt;
+    e->acc.steps++;
+    e->acc.batch_sum += f->alive;
+    if (f->alive > e->acc.batch_max) e->acc.batch_max = f->alive;
+    return 0;
+}
+
+/* ff_time's other way: the executor prices the batch (kept apart so that the common way stays
+ * small). */
+static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt)
+{
+    char msg[256] = "";
     sim_batch *b = &rep->batch;
-    if (by_batch && !formed) {
+    if (!formed) {
         b = &f->batch;
         int w = 0;
         for (int i = 0; i < f->n; i++) {
@@ -465,20 +484,11 @@ static int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
         b->n = w;
         b->tokens = w;
     }
-    if (by_batch && e->ex->run(e->ex->ctx, b, &dt, msg, sizeof msg)) {
+    if (e->ex->run(e->ex->ctx, b, dt, msg, sizeof msg)) {
         snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
         e->internal = 1;
         return -1;
     }
-    if (!(dt >= 0) || !isfinite(dt)) {   /* the inputs' fault, as in start_formed */
-        snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
-                 "bandwidth and compute figures", f->alive, dt, e->ex->name);
-        return -1;
-    }
-    f->dt = dt;
-    e->acc.steps++;
-    e->acc.batch_sum += f->alive;
-    if (f->alive > e->acc.batch_max) e->acc.batch_max = f->alive;
     return 0;
 }
 
@@ -503,7 +513,7 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
      * release, as the scheduler's. A window that frees whole blocks shrinks the space a slot
      * occupies. */
     if (paged && (e->c.prefix_cache || f->windowed))
-        for (int i = f->head[(K + 1) % bs]; i >= 0; i = f->next[i]) {
+        for (int i = f->head[f->res + 1 == bs ? 0 : f->res + 1]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K + 1) continue;
             sim_kv_seq *q = &f->req[i]->kv;
             long space = f->windowed ? sim_kv_seq_tokens(rep->kv, q) : 0;
@@ -515,7 +525,7 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
             }
         }
     /* Completions, in slot order: the request leaves with its KV, then is recorded. */
-    const int fr = (int)(K % SIM_FF_RING);
+    const int fr = (int)(K & (SIM_FF_RING - 1));
     int fins = 0;
     for (int i = f->fhead[fr]; i >= 0; i = f->fnext[i]) {
         if (f->dead[i] || f->fin_at[i] != K) continue;
@@ -541,6 +551,7 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
     f->fins = fins;
     f->t_last = tend;
     f->K = K + 1;
+    f->res = f->res + 1 == bs ? 0 : f->res + 1;
     int rc = 0;
     for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
         if (!f->dead[i] || f->fin_at[i] != K) continue;
@@ -563,15 +574,15 @@ static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     if (!paged && f->limit >= 0 && K >= f->limit) return ff_hand_back(e, rep, f);
     /* The live slots of this residue bound the blocks needed; count exactly only when the bound
      * is more than is free. */
-    long need = paged ? f->cnt[K % bs] : 0;
+    long need = paged ? f->cnt[f->res] : 0;
     if (need > sim_kv_available(rep->kv)) {
         need = 0;
-        for (int i = f->head[K % bs]; i >= 0; i = f->next[i])
+        for (int i = f->head[f->res]; i >= 0; i = f->next[i])
             if (!f->dead[i] && f->cross[i] == K) need++;
         if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
     }
     if (need) {
-        for (int i = f->head[K % bs]; i >= 0; i = f->next[i]) {
+        for (int i = f->head[f->res]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K) continue;
             sim_req *r = f->req[i];
             long room0 = r->kv.room;
@@ -704,6 +715,7 @@ static int ff_begin(sim_engine *e, sim_replica *rep)
     ff_unlink_all(f, bs);
     f->n = f->n_dead = f->fresh = 0;
     f->K = 0;
+    f->res = 0;
     f->alive = f->measured = f->measured_fresh = 0;
     f->base = f->unused = f->reserved = 0;
     f->limit = -1;

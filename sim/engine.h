@@ -11,7 +11,7 @@
 
 enum { EV_ARRIVAL, EV_TURN, EV_STEP, EV_SAMPLE, EV_KICK };
 
-#define SIM_FF_RING 64        /* completion chains: a step scans the slots finishing 64k steps on */
+#define SIM_FF_RING 64        /* completion chains: a step scans the slots finishing 64k steps on (a power of two) */
 
 /* A replica's fast-forward run (engine.c): the running sequences it holds, one slot each in
  * batch (running) order, and the run's state. While a run is active the slots, not the requests,
@@ -37,6 +37,7 @@ typedef struct {
     bool pending;            /* its step K is in flight (the replica's EV_STEP is the run's) */
     bool suspended;          /* a prefill step of the scheduler's runs between two of its steps */
     long K;                  /* the step formed or in flight: steps 0 .. K - 1 have completed */
+    int res;                 /* K modulo the block size (1 contiguous), kept as K advances: no division a step */
     double T, dt;            /* s: step K's start and duration */
     double t_last;           /* s: step K - 1's end, the last token of every slot with first < K */
     int fresh;               /* slots [fresh, n) have first == K (their last token is their own) */
