@@ -16,7 +16,7 @@
 
 #define CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
-static void account(sim_engine *e, sim_replica *rep)
+static inline void account(sim_engine *e, sim_replica *rep)
 {
     double dt = e->now - rep->last_t;
     rep->last_t = e->now;
@@ -447,7 +447,7 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
  * Returns -1 on failure. */
 static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt);
 
-static int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
+static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
 {
     double dt = 0;
     if ((!e->ex->decode_time || e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt)) &&
@@ -494,7 +494,7 @@ static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed
 
 /* Step K completes now (e->now, its end; the time integrals are already taken): gaps, blocks that
  * filled, completions; then K advances. */
-static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
+static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const int bs = paged ? e->c.block_size : 1;
@@ -565,7 +565,7 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
 /* Forms step K over the live slots: one block for each slot at a boundary, in slot (running)
  * order, as the scheduler grows; then times it. Hands back when a block cannot be had, a
  * contiguous reservation must grow, or the batch is needed and too large. */
-static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
+static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const int bs = paged ? e->c.block_size : 1;
@@ -621,7 +621,7 @@ static int ff_prefill(sim_engine *e, sim_replica *rep, sim_ff *f)
  * the run forms its next decode step. `event`: the step ended as an event (others happened since
  * the last admission attempt); inline, an attempt can only succeed after a completion or, with
  * prefix caching and free seats, a new cache entry. */
-static int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
+static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
 {
     if (f->alive == 0) {
         f->active = false;
