@@ -554,6 +554,19 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
     return 0;
 }
 
+int sim_kv_table_room(sim_kv_seq *q, long blocks)
+{
+    if (blocks <= q->cap) return 0;
+    long cap = 16;   /* powers of two: a recycled table seldom needs to grow again */
+    while (cap < blocks) cap *= 2;
+    if (cap > INT_MAX) return -1;
+    int32_t *nb = realloc(q->blocks, sizeof *nb * (size_t)cap);
+    if (!nb) return -1;
+    q->blocks = nb;
+    q->cap = (int)cap;
+    return 0;
+}
+
 int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q)
 {
     /* Kept apart from sim_kv_grow, whose general case needs many registers saved, so that this

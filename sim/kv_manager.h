@@ -75,6 +75,9 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
 long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto);
 /* Makes room for positions [0, upto): 0, or -1 with nothing allocated. */
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto);
+/* Makes the sequence's block table hold `blocks` entries without reallocating as it grows (a
+ * hint: -1 on out of memory, nothing changed, and growth reallocates as usual). */
+int sim_kv_table_room(sim_kv_seq *q, long blocks);
 /* sim_kv_grow(kv, q, room + 1): room for the next position past the sequence's room. */
 int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q);
 /* Contiguous: reserves `tokens` for the sequence's lifetime; -1 if they are not free. */
