@@ -8,7 +8,11 @@
 #include <stdlib.h>
 
 #define SHAPE_MAX 4097   /* batch sizes 0..4096 have a cached shape (about 1 KB each) */
-#define PREFILL_SLOTS 1024   /* shapes of steps with prefill rows kept, by (tokens, rows): about 1 MB */
+#define PREFILL_SLOTS 1024   /* shapes of one-prompt prefill steps kept, by tokens: about 1 MB */
+/* One-prompt prefill steps priced before the table is used: its slots fault in a page each when
+ * first written (about 2.5 us apiece here), which a run of a few thousand steps, whose prompt
+ * lengths seldom repeat, never earns back; a long run does, many times. */
+#define PREFILL_WARMUP 2048
 
 typedef struct {
     const scn_scenario *s;
@@ -22,9 +26,11 @@ typedef struct {
     kv_decode_plan *plan;    /* [n]: the same, prepared for kv_decode_plan_seconds */
     signed char *shaped;     /* [n]: 0 shape[n] not computed; 1 computed, each row splits once; 2 computed, splits vary */
     int n_shape;             /* entries in shape and shaped */
-    /* kv_step_shape of steps that are not plain decode (a prefill row in them), direct-mapped by
-     * (new tokens, rows): without verify rows such a step's shape depends on nothing else (its
-     * rows run no CUDA graph and each emits one logit row), and prompt lengths repeat. */
+    /* kv_step_shape of one-row steps that are not plain decode (a prompt's prefill), direct-mapped
+     * by new tokens: without verify rows such a step's shape depends on nothing else (its row runs
+     * no CUDA graph and emits one logit row), and prompt lengths repeat (sums of several seldom
+     * do, so steps of more rows are priced whole). */
+    long prefills;           /* one-row prefill steps priced so far (PREFILL_WARMUP) */
     kv_step_cost *pshape;
     long *ptokens;           /* the slot's new tokens; 0: empty */
     int *prows;              /* its rows */
@@ -55,7 +61,8 @@ static const kv_step_cost *decode_shape(model_ctx *m, int n, bool *uniform)
 }
 
 /* The shape of a step of n rows, some not plain decode, whose rows are already in m->work;
- * NULL when the table could not be had (the caller prices the step whole). */
+ * NULL when the table could not be had (the caller prices the step whole). The key is (tokens,
+ * rows), so the table stays right for any n its callers pass. */
 static const kv_step_cost *prefill_shape(model_ctx *m, int n)
 {
     if (!m->pshape) {
@@ -168,7 +175,7 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
         *seconds = kv_moe_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
     else {
         /* kv_step_time is kv_step_complete on kv_step_shape, bit for bit (model/kv_model.h). */
-        const kv_step_cost *sh = d < b->n ? prefill_shape(m, b->n) : NULL;
+        const kv_step_cost *sh = d < b->n && b->n == 1 && ++m->prefills > PREFILL_WARMUP ? prefill_shape(m, b->n) : NULL;
         *seconds = sh ? kv_step_complete(sh, m->s, &m->cfg, m->attn, m->work, NULL, b->n).seconds
                       : kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
     }
