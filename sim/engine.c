@@ -512,6 +512,8 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
      * blocks, ff_eligible) passes blocks only as a block fills: commits in slot order, before any
      * release, as the scheduler's. A window that frees whole blocks shrinks the space a slot
      * occupies. */
+    f->freed = false;
+    long avail0 = f->windowed ? sim_kv_available(rep->kv) : 0;
     if (paged && (e->c.prefix_cache || f->windowed))
         for (int i = f->head[f->res + 1 == bs ? 0 : f->res + 1]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K + 1) continue;
@@ -524,6 +526,8 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
                 f->reserved -= freed;
             }
         }
+    /* Blocks the window gave back may admit a waiting request (ff_next tries). */
+    if (f->windowed && sim_kv_available(rep->kv) > avail0) f->freed = true;
     /* Completions, in slot order: the request leaves with its KV, then is recorded. */
     const int fr = (int)(K & (SIM_FF_RING - 1));
     int fins = 0;
@@ -629,7 +633,7 @@ static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event
         return FF_CONTINUE;
     }
     bool seats = rep->running.n < e->s->deployment.max_num_seqs;
-    if (rep->waiting.n && (event || f->fins || (e->c.prefix_cache && seats))) {
+    if (rep->waiting.n && (event || f->fins || f->freed || (e->c.prefix_cache && seats))) {
         if (e->c.scheduler != SCN_SCHED_CONTINUOUS) return ff_hand_back(e, rep, f);
         e->sched.now = e->now;
         int rc = ff_prefill(e, rep, f);

@@ -47,6 +47,7 @@ typedef struct {
     long unused, reserved;   /* tokens: the fragmentation terms of step K */
     long limit;              /* contiguous: the first step some slot needs a larger reservation (-1: none) */
     bool windowed;           /* the model's window frees KV as the slots grow (committed at block fills) */
+    bool freed;              /* windowed: the last completed step's commits made KV available */
     sim_batch batch;         /* the live slots' batch, for an executor that times steps from it */
 } sim_ff;
 

@@ -269,6 +269,10 @@ START_TEST(sliding_window_same_both_ways)
         {"mistral-7b", "0.3", "8/s", 3500, 1500, 8192},
         {"gemma-2-9b", "0.9", "4/s", 3000, 1200, 8192},
         {"gemma-2-9b", "0.35", "8/s", 3500, 1500, 8192},
+        /* Past the window in a full pool, requests waiting: blocks the window gives back admit
+         * them between completions, as the scheduler would every step. */
+        {"mistral-7b", "0.6", "10/s", 6000, 1000, 16384},
+        {"gpt-oss-20b", "0.3", "30/s", 3000, 800, 8192},
     };
     static const char *const layouts[][3] = {{"paged", "16", "off"}, {"paged", "16", "on"}, {"paged", "32", "off"},
                                              {"contiguous", "16", "off"}, {"paged", "48", "off"}};
