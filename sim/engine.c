@@ -292,7 +292,7 @@ static int ff_room(sim_ff *f, int n, int bs)
         while (cap < n) cap *= 2;
         sim_req **rq = realloc(f->req, sizeof *rq * (size_t)cap);
         if (rq) f->req = rq;
-        long **ls[] = {&f->c0, &f->g0, &f->first, &f->cross, &f->fin_at};
+        long **ls[] = {&f->c0, &f->g0, &f->first, &f->cross, &f->fin_at, &f->capat};
         bool ok = rq != NULL;
         for (size_t k = 0; k < sizeof ls / sizeof ls[0]; k++) {
             long *p = realloc(*ls[k], sizeof *p * (size_t)cap);
@@ -304,9 +304,13 @@ static int ff_room(sim_ff *f, int n, int bs)
         if (nx) f->next = nx;
         unsigned char *dd = realloc(f->dead, (size_t)cap);
         if (dd) f->dead = dd;
+        unsigned char *cp = realloc(f->capped, (size_t)cap);
+        if (cp) f->capped = cp;
+        int *cn = realloc(f->cnext, sizeof *cn * (size_t)cap);
+        if (cn) f->cnext = cn;
         sim_batch_seq *bq = realloc(f->batch.seqs, sizeof *bq * (size_t)cap);
         if (bq) f->batch.seqs = bq;
-        if (!ok || !fn || !nx || !dd || !bq) return -1;
+        if (!ok || !fn || !nx || !dd || !cp || !cn || !bq) return -1;
         f->cap = cap;
     }
     if (bs > f->n_head) {
@@ -326,6 +330,7 @@ static void ff_free(sim_ff *f)
 {
     free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
     free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->cnt); free(f->dead); free(f->batch.seqs);
+    free(f->capat); free(f->capped); free(f->cnext);
 }
 
 /* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
@@ -342,12 +347,19 @@ static void ff_link(sim_ff *f, int i, int bs, bool paged)
     f->fnext[i] = -1;
     if (f->ftail[r] >= 0) f->fnext[f->ftail[r]] = i; else f->fhead[r] = i;
     f->ftail[r] = i;
+    if (f->capk >= 0 && !f->capped[i]) {
+        int c = (int)(f->capat[i] & (SIM_FF_RING - 1));
+        f->cnext[i] = -1;
+        if (f->ctail[c] >= 0) f->cnext[f->ctail[c]] = i; else f->chead[c] = i;
+        f->ctail[c] = i;
+    }
 }
 
 static void ff_unlink_all(sim_ff *f, int bs)
 {
     for (int b = 0; b < bs; b++) f->head[b] = f->tail[b] = -1, f->cnt[b] = 0;
     for (int b = 0; b < SIM_FF_RING; b++) f->fhead[b] = f->ftail[b] = -1;
+    for (int b = 0; b < SIM_FF_RING; b++) f->chead[b] = f->ctail[b] = -1;
 }
 
 /* Whether request r, decoding with its last token out, can join the run as a slot: it must not
@@ -380,6 +392,11 @@ static void ff_join(sim_engine *e, sim_replica *rep, sim_ff *f, sim_req *r)
     f->measured += r->spec.measured;
     f->measured_fresh += r->spec.measured;
     if (!paged && f->cross[i] <= f->fin_at[i] && (f->limit < 0 || f->cross[i] < f->limit)) f->limit = f->cross[i];
+    if (f->capk >= 0) {   /* capped from step capat on; already at K when it joins past the window */
+        f->capat[i] = f->capC - 1 - f->c0[i];
+        f->capped[i] = f->capat[i] <= K;
+        if (!f->capped[i]) { f->cu++; f->cB += f->c0[i]; }
+    }
     ff_link(f, i, paged ? e->c.block_size : 1, paged);
 }
 
@@ -396,6 +413,7 @@ static void ff_compact(sim_engine *e, sim_ff *f)
         if (f->dead[i]) continue;
         f->req[w] = f->req[i]; f->c0[w] = f->c0[i]; f->g0[w] = f->g0[i]; f->first[w] = f->first[i];
         f->cross[w] = f->cross[i]; f->fin_at[w] = f->fin_at[i]; f->dead[w] = 0;
+        f->capat[w] = f->capat[i]; f->capped[w] = f->capped[i];
         if (!paged && f->cross[w] <= f->fin_at[w] && (f->limit < 0 || f->cross[w] < f->limit)) f->limit = f->cross[w];
         ff_link(f, w, bs, paged);
         w++;
@@ -450,9 +468,27 @@ static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed
 static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
 {
     double dt = 0;
-    if ((!e->ex->decode_time || e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt)) &&
-        ff_time_batch(e, rep, f, formed, &dt))
-        return -1;
+    int by_batch = 1;
+    if (f->capk < 0) {
+        if (e->ex->decode_time) by_batch = e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt);
+    } else {
+        /* Slots whose keys reach the cap at this step count it from now on. */
+        const long K = f->K;
+        if (K > f->cap_k) {
+            for (int i = f->chead[K & (SIM_FF_RING - 1)]; i >= 0; i = f->cnext[i])
+                if (!f->dead[i] && !f->capped[i] && f->capat[i] == K) {
+                    f->capped[i] = 1;
+                    f->cu--;
+                    f->cB -= f->c0[i];
+                }
+            f->cap_k = K;
+        }
+        long keys[2], all = f->base + (long)f->alive * (K + 1);   /* Σ (position + 1) */
+        keys[f->capk] = f->cB + f->cu * (K + 1) + (f->alive - f->cu) * f->capC;
+        keys[1 - f->capk] = all;
+        by_batch = e->ex->decode_time_keys(e->ex->ctx, f->alive, keys, &dt);
+    }
+    if (by_batch && ff_time_batch(e, rep, f, formed, &dt)) return -1;
     if (!(dt >= 0) || !isfinite(dt)) {   /* the inputs' fault, as in start_formed */
         snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
                  "bandwidth and compute figures", f->alive, dt, e->ex->name);
@@ -550,6 +586,7 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         f->alive--;
         f->measured -= r->spec.measured;
         f->base -= f->c0[i];
+        if (f->capk >= 0 && !f->capped[i]) { f->cu--; f->cB -= f->c0[i]; }
         fins++;
     }
     f->fins = fins;
@@ -724,6 +761,12 @@ static int ff_begin(sim_engine *e, sim_replica *rep)
     f->base = f->unused = f->reserved = 0;
     f->limit = -1;
     f->windowed = sim_kv_windowed(rep->kv);
+    /* Exactly one layer kind capping its keys, and the executor prices from key sums. */
+    const long *kc = e->ex->key_cap;
+    f->capk = !e->ex->decode_time_keys || (kc[0] > 0) == (kc[1] > 0) ? -1 : kc[0] > 0 ? 0 : 1;
+    f->capC = f->capk >= 0 ? kc[f->capk] : 0;
+    f->cu = f->cB = 0;
+    f->cap_k = -1;
     f->t_last = e->now;
     for (int i = 0; i < n0; i++) ff_join(e, rep, f, rep->breq[i]);
     f->unused -= n0;   /* step 0 is formed: each holds its new token */

@@ -48,6 +48,15 @@ typedef struct {
     long limit;              /* contiguous: the first step some slot needs a larger reservation (-1: none) */
     bool windowed;           /* the model's window frees KV as the slots grow (committed at block fills) */
     bool freed;              /* windowed: the last completed step's commits made KV available */
+    /* Keys capped by a window (the executor's key_cap) for layer kind capk (-1: none, or the
+     * run prices its steps otherwise): slot i attends min(c0 + k + 1, C) of them at step k,
+     * all C from step capat = C - 1 - c0 on. Uncapped live slots: cu of them, Σ c0 = cB. */
+    int capk;
+    long capC, cu, cB, cap_k;  /* cap_k: the last step whose cappings are applied */
+    long *capat;
+    unsigned char *capped;
+    int *cnext;              /* chains of uncapped slots by capat modulo SIM_FF_RING, in slot order */
+    int chead[SIM_FF_RING], ctail[SIM_FF_RING];
     sim_batch batch;         /* the live slots' batch, for an executor that times steps from it */
 } sim_ff;
 

@@ -118,6 +118,27 @@ static int model_decode_time(void *ctx, long n, long sum_start, double *seconds)
     return 0;
 }
 
+/* The same from the rows' key sums per layer kind, when a kind caps its keys: what
+ * decode_by_sums computes over the rows when every row splits once. */
+static int model_decode_time_keys(void *ctx, long n, const long keys[2], double *seconds)
+{
+    model_ctx *m = ctx;
+    if (!m->sums || n < 1 || n >= m->n_shape) return 1;
+    if (m->shaped[n] != 1) {
+        bool uniform;
+        if (m->shaped[n] == 2 || grow(m, (int)n) || !decode_shape(m, (int)n, &uniform) || !uniform) return 1;
+    }
+    kv_decode_sums d = {{0, 0}, {0, 0}};
+    for (int k = 0; k < 2; k++) {
+        if (!m->kind[k]) continue;
+        d.keys[k] = (double)keys[k];
+        d.splits[k] = (double)n;
+        if (d.keys[k] > m->max_keys) return 1;
+    }
+    *seconds = kv_decode_plan_seconds(&m->plan[n], &d);
+    return 0;
+}
+
 /* A plain decode step from its rows' sums (one pass, no per-row cost model). */
 static bool decode_by_sums(model_ctx *m, const sim_batch *b, double *seconds)
 {
@@ -242,7 +263,9 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     /* The O(1) decode time (and with it fast-forward without forming each batch) prices plain
      * decode steps only: not a speculative step's drafts and verify, nor an expert-parallel step. */
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free,
-                          .decode_time = m->sp || m->moe ? NULL : model_decode_time};
+                          .decode_time = m->sp || m->moe ? NULL : model_decode_time,
+                          .decode_time_keys = m->sp || m->moe ? NULL : model_decode_time_keys,
+                          .key_cap = {m->kcap[0], m->kcap[1]}};
     return 0;
 }
 
