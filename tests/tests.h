@@ -42,6 +42,7 @@ Suite *suite_moe_parallel(void);
 Suite *suite_disagg(void);
 Suite *suite_harden(void);
 Suite *suite_offload(void);
+Suite *suite_frontend(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */

@@ -1,0 +1,180 @@
+/* test_frontend.c: the serving front end's share of time to first token (docs/cost-model.md,
+ * "Engine profiles", "Front end") and the engine profile a published row's version selects
+ * (docs/validation.md, "Engine versions"). Times are worked by hand: a clock where every step
+ * takes one second makes a lone request's TTFT the front end plus one step; with the cost
+ * model as the clock, the front end plus the prefill step kv_step_time prices. */
+#include "tests.h"
+#include "../sim/sim.h"
+#include "../model/kv_model.h"
+#include "../planner/plan_published.h"
+
+#include <string.h>
+
+static int one_second(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
+{
+    (void)ctx; (void)b; (void)err; (void)n;
+    *seconds = 1.0;
+    return 0;
+}
+
+static long many_blocks(void *ctx, int replica)
+{
+    (void)ctx; (void)replica;
+    return 1000;
+}
+
+typedef struct { double ttft, tpot, e2e; int n; } row1;
+
+static int on_row(void *ud, const sim_request_row *r)
+{
+    row1 *x = ud;
+    x->ttft = r->ttft; x->tpot = r->tpot; x->e2e = r->e2e;
+    x->n++;
+    return 0;
+}
+
+static scn_scenario s;
+
+static const char *SCN = "model: llama-3-8b\nhardware: h100-sxm\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                         "  prompt_tokens: 10\n  output_tokens: 10\n";
+
+/* One request of 1000 prompt tokens and 3 output tokens, arriving at an idle engine at 0. */
+static void load_lone(const char *process)
+{
+    const char *trace = t_write("fe-trace.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,1000,3\n");
+    char text[1024];
+    if (!strcmp(process, "trace"))
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: h100-sxm\nengine: vllm\n"
+                 "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+                 "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", trace);
+    else
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: h100-sxm\nengine: vllm\n"
+                 "workload:\n  requests: 1\n  arrival: {process: offline}\n"
+                 "  prompt_tokens: 1000\n  output_tokens: 3\n"
+                 "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n");
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+}
+
+static row1 run_lone(bool model_clock)
+{
+    sim_choice c = sim_choice_first(&s);
+    sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
+    if (model_clock) ck_assert_int_eq(sim_executor_model(&s, &c, &ex), 0);
+    row1 x = {0};
+    sim_run_opts o = {.seed = 1, .on_request = on_row, .ud = &x};
+    sim_metrics m;
+    char err[512];
+    ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(x.n, 1);
+    return x;
+}
+
+START_TEST(profiles_carry_the_tokeniser_rate)
+{
+    /* The bundled serving engines tokenise on the request path at the sourced 10 us per prompt
+     * token (tenstorrent/tt-inference-server#2173); no fixed per-request figure is published. */
+    const char *names[] = {"vllm", "sglang", "trtllm"};
+    for (int i = 0; i < 3; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "engine=%s", names[i]);
+        const char *sets[] = {set};
+        scn_error e;
+        ck_assert_int_eq(t_load(SCN, sets, 1, &s, &e), SCN_OK);
+        ck_assert_double_eq_tol(s.engine.frontend_token, 10e-6, 1e-18);
+        ck_assert_double_eq(s.engine.frontend_request, 0);
+    }
+    /* kvplan's own backends and a bare decoder have no server in front. */
+    const char *bare[] = {"engine=bare"};
+    scn_error e;
+    ck_assert_int_eq(t_load(SCN, bare, 1, &s, &e), SCN_OK);
+    ck_assert(s.engine.frontend_token == 0 && s.engine.frontend_request == 0);
+}
+END_TEST
+
+START_TEST(frontend_fields_bind_and_errors_are_located)
+{
+    scn_error e;
+    const char *ok[] = {"engine={name: x, frontend: {request: 2 ms, per_prompt_token: 5 us}}"};
+    ck_assert_int_eq(t_load(SCN, ok, 1, &s, &e), SCN_OK);
+    ck_assert_double_eq_tol(s.engine.frontend_request, 2e-3, 1e-15);
+    ck_assert_double_eq_tol(s.engine.frontend_token, 5e-6, 1e-18);
+    /* 2 ms + 300 x 5 us = 3.5 ms for a served request, by hand. */
+    ck_assert_double_eq_tol(kv_frontend_seconds(&s, 300), 3.5e-3, 1e-15);
+    const char *bad1[] = {"engine={name: x, frontend: {per_token: 5 us}}"};
+    ck_assert_int_eq(t_load(SCN, bad1, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.frontend.per_token");
+    const char *bad2[] = {"engine={name: x, frontend: {request: 2}}"};
+    ck_assert_int_eq(t_load(SCN, bad2, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.frontend.request");
+    const char *bad3[] = {"engine={name: x, frontend: {request: -1 ms}}"};
+    ck_assert_int_eq(t_load(SCN, bad3, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.frontend.request");
+}
+END_TEST
+
+START_TEST(lone_request_ttft_is_frontend_plus_one_step)
+{
+    load_lone("trace");
+    s.engine.frontend_request = 2e-3;   /* a fixed part too, so both terms are checked */
+    /* Front end: 2 ms + 1000 x 10 us = 12 ms; the prefill step takes 1 s, each decode 1 s. */
+    row1 x = run_lone(false);
+    ck_assert_double_eq_tol(x.ttft, 1.012, 1e-12);
+    ck_assert_double_eq_tol(x.e2e, 3.012, 1e-12);
+    ck_assert_double_eq_tol(x.tpot, 1.0, 1e-12);   /* every token is delayed alike: gaps unchanged */
+    /* Offline: the prompts reach the engine in-process, so no front end. */
+    load_lone("offline");
+    s.engine.frontend_request = 2e-3;
+    ck_assert_double_eq(kv_frontend_seconds(&s, 1000), 0);
+    x = run_lone(false);
+    ck_assert_double_eq_tol(x.ttft, 1.0, 1e-12);
+}
+END_TEST
+
+START_TEST(lone_request_ttft_with_the_model_clock)
+{
+    /* TTFT of a lone request at an idle engine = front end + the prefill step of its whole
+     * prompt (1000 tokens fit the 8192-token budget: one step), priced by kv_step_time. */
+    load_lone("trace");
+    sim_choice c = sim_choice_first(&s);
+    kv_cache_cfg cc = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+    kv_seq_work w = {1000, 0};
+    double prefill = kv_step_time(&s, &cc, c.attention, &w, 1).seconds;
+    row1 x = run_lone(true);
+    ck_assert_double_eq_tol(x.ttft, 1000 * 10e-6 + prefill, 1e-12 * x.ttft);
+}
+END_TEST
+
+START_TEST(version_selects_the_engine_profile)
+{
+    /* vLLM before 0.6 ran V0 with its CPU-bound loop: the vllm-v0 profile. 0.6 and later, an
+     * unstated version, or one that is not a number keep the current profile. */
+    char out[64];
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.5.3", out, sizeof out), "vllm-v0");
+    ck_assert_str_eq(pub_engine_profile("vllm", "main 2024-08 (~0.5.4)", out, sizeof out), "vllm-v0");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.4", out, sizeof out), "vllm-v0");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.11.0", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.0 (V1)", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "1.0", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "unstated", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("sglang", "0.3.0", out, sizeof out), "sglang");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.5", out, sizeof out), "trtllm");
+    ck_assert_str_eq(pub_engine_profile("gpt-fast", "", out, sizeof out), "bare");
+}
+END_TEST
+
+Suite *suite_frontend(void)
+{
+    Suite *su = suite_create("frontend");
+    TCase *tc = tcase_create("frontend");
+    tcase_add_test(tc, profiles_carry_the_tokeniser_rate);
+    tcase_add_test(tc, frontend_fields_bind_and_errors_are_located);
+    tcase_add_test(tc, lone_request_ttft_is_frontend_plus_one_step);
+    tcase_add_test(tc, lone_request_ttft_with_the_model_clock);
+    tcase_add_test(tc, version_selects_the_engine_profile);
+    suite_add_tcase(su, tc);
+    return su;
+}
