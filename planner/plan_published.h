@@ -70,7 +70,7 @@ typedef struct {
 void pub_table_summarise(const pub_table *t, pub_summary out[PUB_CLASS_COUNT + 1]);
 
 /* The library engine profile for a published row's engine and version, written to out (n
- * bytes) and returned (docs/validation.md, "Engine versions"): gpt-fast is the single-process
+ * bytes) and returned (docs/cost-model.md, "Engine profiles", "Engine versions"): gpt-fast is the single-process
  * `bare` class; vLLM before 0.6 (the first MAJOR.MINOR in the version text) ran the V0 engine
  * whose CPU loop blocked the GPU, `vllm-v0`; anything else, an unstated version included, is
  * the engine's current profile. */

@@ -256,7 +256,7 @@ static int complete(coord *k, int replica, dreq *q)
     if (k->o->on_progress && (k->done % 1024 == 0)) k->o->on_progress(k->o->ud, k->done, k->total);
     sim_req_spec prev = r->spec, next;
     prev.output = q->output;
-    if (sim_workload_next_turn(k->wl, &prev, k->now, &next) == 0) {
+    if (sim_workload_next_turn(k->wl, &prev, k->now + fe, &next) == 0) {   /* as engine.c */
         dreq *t = new_req(k, &next);
         if (!t) return -1;
         t->r.ev.kind = DV_TURN;

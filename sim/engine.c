@@ -236,7 +236,8 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
     }
     if (e->o->on_progress && (e->done % 1024 == 0)) e->o->on_progress(e->o->ud, e->done, e->total);
     sim_req_spec next;
-    if (sim_workload_next_turn(e->wl, &r->spec, e->now, &next) == 0) {
+    /* The client has the last token fe after the engine finished it: its next send follows then. */
+    if (sim_workload_next_turn(e->wl, &r->spec, e->now + fe, &next) == 0) {
         sim_req *t = new_req(e, &next);
         if (!t) return -1;
         t->ev.kind = EV_TURN;

@@ -1,6 +1,6 @@
 /* test_frontend.c: the serving front end's share of time to first token (docs/cost-model.md,
  * "Engine profiles", "Front end") and the engine profile a published row's version selects
- * (docs/validation.md, "Engine versions"). Times are worked by hand: a clock where every step
+ * (docs/cost-model.md, "Engine profiles", "Engine versions"). Times are worked by hand: a clock where every step
  * takes one second makes a lone request's TTFT the front end plus one step; with the cost
  * model as the clock, the front end plus the prefill step kv_step_time prices. */
 #include "tests.h"
