@@ -344,6 +344,8 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
     if (!strcmp(engine, "gpt-fast")) snprintf(out, n, "bare");
     else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 && minor < 6)
         snprintf(out, n, "vllm-v0");
+    else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)
+        snprintf(out, n, "sglang-v0.3");
     else snprintf(out, n, "%s", engine);
     return out;
 }
