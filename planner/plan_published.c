@@ -322,9 +322,11 @@ static bool in_library(const char *kind, const char *name)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The first "MAJOR.MINOR" in a version text ("0.5.3", "main 2024-08 (~0.5.4)"); 0 when none. */
+/* The first "MAJOR.MINOR" in a version text ("0.5.3", "main 2024-08 (~0.5.4)"); 0 when none
+ * or when the text says the version is unstated. */
 static int version_of(const char *v, int *major, int *minor)
 {
+    if (!strncmp(v, "unstated", 8)) return 0;   /* "unstated (MLPerf Inference v4.1 ...)" names no engine version */
     for (const char *p = v; *p; p++) {
         if (!isdigit((unsigned char)*p) || (p > v && isdigit((unsigned char)p[-1]))) continue;
         char *end;
@@ -346,6 +348,8 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
         snprintf(out, n, "vllm-v0");
     else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)
         snprintf(out, n, "sglang-v0.3");
+    else if (!strcmp(engine, "trtllm") && version_of(version, &major, &minor) && major == 0)
+        snprintf(out, n, "trtllm-v0");
     else snprintf(out, n, "%s", engine);
     return out;
 }

@@ -178,8 +178,19 @@ static void free_req(sim_engine *e, sim_req *r);
  * counted, not served, and its conversation sends no further turns. */
 static int enqueue(sim_engine *e, sim_req *r)
 {
-    r->replica = route(e, &r->spec);
+    if (!r->deferred) r->replica = route(e, &r->spec);
     sim_replica *rep = &e->rep[r->replica];
+    /* An engine that schedules one step ahead (async_scheduling: SGLang's and TensorRT-LLM's
+     * overlap schedulers, vLLM's --async-scheduling) formed step i+1's batch when step i started,
+     * so a request arriving during step i first reaches the scheduler as step i ends, after step
+     * i+1 was formed: it joins step i+2 (docs/cost-model.md, "Engine profiles"). Pushed after the
+     * step's end, at its time, the deferred arrival fires after it. */
+    if (e->s->engine.async_scheduling && rep->busy && !r->deferred) {
+        r->deferred = true;
+        r->ev.kind = EV_DEFER;
+        return sim_heap_push(&e->heap, &r->ev, rep->ev.t);
+    }
+    r->deferred = false;
     if (rep->waiting.n >= e->max_waiting) {
         e->acc.rejected++;
         e->done++;
@@ -736,6 +747,7 @@ static int loop(sim_engine *e)
             break;
         }
         case EV_TURN:
+        case EV_DEFER:
             rc = enqueue(e, CONTAINER(ev, sim_req, ev));
             break;
         case EV_STEP: {

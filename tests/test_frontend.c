@@ -169,7 +169,14 @@ START_TEST(version_selects_the_engine_profile)
     ck_assert_str_eq(pub_engine_profile("sglang", "0.3", out, sizeof out), "sglang-v0.3");
     ck_assert_str_eq(pub_engine_profile("sglang", "0.4.0", out, sizeof out), "sglang");
     ck_assert_str_eq(pub_engine_profile("sglang", "0.5.3.post3", out, sizeof out), "sglang");
-    ck_assert_str_eq(pub_engine_profile("trtllm", "0.5", out, sizeof out), "trtllm");
+    /* TensorRT-LLM before 1.0: the TensorRT engine backend, no overlap scheduler. */
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.5", out, sizeof out), "trtllm-v0");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.14.0", out, sizeof out), "trtllm-v0");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.17", out, sizeof out), "trtllm-v0");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "1.0.0", out, sizeof out), "trtllm");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "1.2.0rc1", out, sizeof out), "trtllm");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "unstated (MLPerf Inference v4.1 NVIDIA submission)", out, sizeof out),
+                     "trtllm");
     ck_assert_str_eq(pub_engine_profile("gpt-fast", "", out, sizeof out), "bare");
 }
 END_TEST
@@ -196,6 +203,59 @@ START_TEST(versioned_profiles_load)
     ck_assert(s.engine.async_scheduling);
     ck_assert(v3.step_cpu == s.engine.step_cpu && v3.n_graph_sizes == s.engine.n_graph_sizes &&
               v3.max_num_batched_tokens == s.engine.max_num_batched_tokens && v3.attn_kernel == s.engine.attn_kernel);
+    /* trtllm-v0: the current TensorRT-LLM profile without the overlap scheduler. */
+    const char *t0[] = {"engine=trtllm-v0"};
+    ck_assert_int_eq(t_load(SCN, t0, 1, &s, &e), SCN_OK);
+    ck_assert(!s.engine.async_scheduling && !s.engine.extra_decode_step);
+    scn_engine t0e = s.engine;
+    const char *t1[] = {"engine=trtllm"};
+    ck_assert_int_eq(t_load(SCN, t1, 1, &s, &e), SCN_OK);
+    ck_assert(s.engine.async_scheduling && s.engine.extra_decode_step);
+    ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.n_graph_sizes == s.engine.n_graph_sizes &&
+              t0e.chunked_prefill == s.engine.chunked_prefill && t0e.mem_budget == s.engine.mem_budget);
+}
+END_TEST
+
+/* rows by request id for the two-request trace below */
+typedef struct { double ttft[2]; int n; } row2;
+
+static int on_row2(void *ud, const sim_request_row *r)
+{
+    row2 *x = ud;
+    if (r->id >= 0 && r->id < 2) x->ttft[r->id] = r->ttft;
+    x->n++;
+    return 0;
+}
+
+START_TEST(one_step_ahead_scheduling_defers_arrivals)
+{
+    /* A arrives at 0 at an idle engine; B at 1.5 s, during A's second step (1 s to 2 s). Every
+     * step takes 1 s. Serial scheduling forms the 2 s step after B arrived: B's prefill runs from
+     * 2 s to 3 s, TTFT 1.5 s. An engine that schedules one step ahead formed the 2 s step when
+     * the 1 s step started, without B: B's prefill runs from 3 s to 4 s, TTFT 2.5 s. A, arriving
+     * at an idle engine, is not deferred: TTFT 1 s either way. */
+    const char *trace = t_write("fe-two.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,16,6\n1.5,16,3\n");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: sglang\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", trace);
+    for (int async = 0; async < 2; async++) {
+        scn_error e;
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+        s.engine.async_scheduling = async;
+        s.engine.frontend_request = s.engine.frontend_token = 0;   /* step counts only */
+        sim_choice c = sim_choice_first(&s);
+        sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
+        row2 x = {{0}, 0};
+        sim_run_opts o = {.seed = 1, .on_request = on_row2, .ud = &x};
+        sim_metrics m;
+        char err[512];
+        ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+        ck_assert_int_eq(x.n, 2);
+        ck_assert_double_eq_tol(x.ttft[0], 1.0, 1e-12);
+        ck_assert_double_eq_tol(x.ttft[1], async ? 2.5 : 1.5, 1e-12);
+    }
 }
 END_TEST
 
@@ -209,6 +269,7 @@ Suite *suite_frontend(void)
     tcase_add_test(tc, lone_request_ttft_with_the_model_clock);
     tcase_add_test(tc, version_selects_the_engine_profile);
     tcase_add_test(tc, versioned_profiles_load);
+    tcase_add_test(tc, one_step_ahead_scheduling_defers_arrivals);
     suite_add_tcase(su, tc);
     return su;
 }
