@@ -8,6 +8,7 @@
 #include "../model/kv_model.h"
 #include "../planner/plan_published.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int one_second(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
@@ -216,6 +217,27 @@ START_TEST(versioned_profiles_load)
 }
 END_TEST
 
+START_TEST(cost_prints_the_front_end)
+{
+    /* `kvplan cost --prefill 467`: t_frontend = 0.26 ms + 467 x 1.9 us = 1.1473 ms, and with no
+     * decode batch a lone request's TTFT = that + the step. */
+    const char *yaml = t_write("fe-cost.yaml", "model: llama-3-8b\nhardware: h100-sxm\nengine: sglang\n"
+                                               "workload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                                               "  prompt_tokens: 467\n  output_tokens: 10\n");
+    char args[600], out[16384], err[2048];
+    snprintf(args, sizeof args, "cost %s --batch 0 --prefill 467 --format json", yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    const char *f = strstr(out, "\"frontend_seconds\":"), *t = strstr(out, "\"ttft_lone_seconds\":"),
+               *st = strstr(out, "\"step_seconds\":");
+    ck_assert_msg(f && t && st, "%s", out);
+    double fe = strtod(f + strlen("\"frontend_seconds\":"), NULL);
+    double lone = strtod(t + strlen("\"ttft_lone_seconds\":"), NULL);
+    double step = strtod(st + strlen("\"step_seconds\":"), NULL);
+    ck_assert_double_eq_tol(fe, 0.26e-3 + 467 * 1.9e-6, 1e-9);
+    ck_assert_double_eq_tol(lone, fe + step, 1e-9);
+}
+END_TEST
+
 /* rows by request id for the two-request trace below */
 typedef struct { double ttft[2]; int n; } row2;
 
@@ -270,6 +292,7 @@ Suite *suite_frontend(void)
     tcase_add_test(tc, version_selects_the_engine_profile);
     tcase_add_test(tc, versioned_profiles_load);
     tcase_add_test(tc, one_step_ahead_scheduling_defers_arrivals);
+    tcase_add_test(tc, cost_prints_the_front_end);
     suite_add_tcase(su, tc);
     return su;
 }
