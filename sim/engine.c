@@ -187,17 +187,20 @@ static int enqueue(sim_engine *e, sim_req *r)
      * step's end, at its time, the deferred arrival fires after it. */
     if (e->s->engine.async_scheduling && rep->busy && !r->deferred) {
         r->deferred = true;
+        rep->outstanding++;   /* routed here: the router counts it while it waits */
         r->ev.kind = EV_DEFER;
         return sim_heap_push(&e->heap, &r->ev, rep->ev.t);
     }
+    bool counted = r->deferred;
     r->deferred = false;
     if (rep->waiting.n >= e->max_waiting) {
+        if (counted) rep->outstanding--;
         e->acc.rejected++;
         e->done++;
         free_req(e, r);
         return 0;
     }
-    rep->outstanding++;
+    if (!counted) rep->outstanding++;
     r->state = REQ_WAITING;
     sim_list_push_back(&rep->waiting, r);
     if (rep->busy || rep->kick_ev.idx >= 0) return 0;
@@ -898,10 +901,15 @@ out:
         if (e.ff) ff_free(&e.ff[i]);
     }
     free(e.ff);
-    /* Follow-up turns still queued (only after a failure) own their requests. */
+    /* Follow-up turns and deferred arrivals still queued (only after a failure) own their
+     * requests. */
     sim_event *ev;
     while ((ev = sim_heap_pop(&e.heap)))
-        if (ev->kind == EV_TURN) { sim_req *r = CONTAINER(ev, sim_req, ev); free(r->kv.blocks); free(r); }
+        if (ev->kind == EV_TURN || ev->kind == EV_DEFER) {
+            sim_req *r = CONTAINER(ev, sim_req, ev);
+            free(r->kv.blocks);
+            free(r);
+        }
     while (e.pool) { sim_req *r = e.pool; e.pool = r->next; free(r->kv.blocks); free(r); }
     free(e.rep);
     sim_heap_free(&e.heap);

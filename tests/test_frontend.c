@@ -281,6 +281,48 @@ START_TEST(one_step_ahead_scheduling_defers_arrivals)
 }
 END_TEST
 
+typedef struct { int replica[4]; int n; } rowrep;
+
+static int on_rowrep(void *ud, const sim_request_row *r)
+{
+    rowrep *x = ud;
+    if (r->id >= 0 && r->id < 4) x->replica[r->id] = r->replica;
+    x->n++;
+    return 0;
+}
+
+START_TEST(deferred_arrivals_count_for_the_router)
+{
+    /* Two replicas, least-outstanding routing, an engine that schedules one step ahead, steps
+     * of one second. A (0 s) goes to replica 0 and starts a step there; B (0.5 s) to the idle
+     * replica 1; C (0.6 s) ties at one request each and goes to replica 0, busy, so it is
+     * deferred; D (0.7 s) must see replica 0 holding A and C and go to replica 1. */
+    const char *trace = t_write("fe-route.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,16,4\n0.5,16,4\n"
+                                                "0.6,16,4\n0.7,16,4\n");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: sglang\n"
+             "deployment: {replicas: 2, router: least_outstanding}\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", trace);
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    ck_assert(s.engine.async_scheduling);
+    sim_choice c = sim_choice_first(&s);
+    sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
+    rowrep x = {{0}, 0};
+    sim_run_opts o = {.seed = 1, .on_request = on_rowrep, .ud = &x};
+    sim_metrics m;
+    char err[512];
+    ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(x.n, 4);
+    ck_assert_int_eq(x.replica[0], 0);
+    ck_assert_int_eq(x.replica[1], 1);
+    ck_assert_int_eq(x.replica[2], 0);
+    ck_assert_int_eq(x.replica[3], 1);
+}
+END_TEST
+
 Suite *suite_frontend(void)
 {
     Suite *su = suite_create("frontend");
@@ -293,6 +335,7 @@ Suite *suite_frontend(void)
     tcase_add_test(tc, versioned_profiles_load);
     tcase_add_test(tc, one_step_ahead_scheduling_defers_arrivals);
     tcase_add_test(tc, cost_prints_the_front_end);
+    tcase_add_test(tc, deferred_arrivals_count_for_the_router);
     suite_add_tcase(su, tc);
     return su;
 }
