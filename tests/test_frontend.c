@@ -68,7 +68,9 @@ static row1 run_lone(bool model_clock)
     sim_run_opts o = {.seed = 1, .on_request = on_row, .ud = &x};
     sim_metrics m;
     char err[512];
-    ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+    int rc = sim_run(&s, &c, &ex, &o, &m, err, sizeof err);
+    if (model_clock) ex.free(ex.ctx);
+    ck_assert_msg(rc == SIM_OK, "%s", err);
     ck_assert_int_eq(x.n, 1);
     return x;
 }
