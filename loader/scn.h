@@ -172,6 +172,17 @@ typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
 typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_COUNT } scn_attn_kernel;
 #define SCN_GRAPH_SIZES_MAX 96
 #define SCN_MEM_FRACTIONS_MAX 8
+#define SCN_BATCH_RULES_MAX 4
+#define SCN_BATCH_EXCEPT_MAX 4
+/* One of an engine's batch-limit defaults by GPU (`batch_defaults:`): it applies to hardware with
+ * at least min_memory bytes whose name contains none of `except` (vLLM's get_batch_defaults). */
+typedef struct {
+    double min_memory;          /* bytes; 0 = any */
+    int n_except;
+    char except[SCN_BATCH_EXCEPT_MAX][SCN_NAME_MAX];
+    int max_num_seqs;           /* sequences one replica schedules at once */
+    int max_num_batched_tokens; /* tokens per step; 0 = the chunked_prefill budget */
+} scn_batch_rule;
 /* What an engine's memory fraction applies to. TOTAL (vLLM gpu_memory_utilization): the device
  * memory; weights, the profile run's activation peak and non-torch memory come out of it.
  * STATIC (SGLang mem_fraction_static): the memory free at start-up; weights and KV only, the
@@ -195,6 +206,10 @@ typedef struct {
     double graph_kernel;        /* s between kernels inside a graph */
     bool chunked_prefill;       /* the engine's default scheduler chunks prefills */
     int max_num_batched_tokens; /* its default token budget per step; 0 = the deployment's */
+    /* The default batch limits by GPU: the first rule the hardware meets; none = kvplan's own
+     * (256 sequences, the budget above). */
+    int n_batch_rules;
+    scn_batch_rule batch_rules[SCN_BATCH_RULES_MAX];
     scn_allreduce_impl allreduce;
     double oneshot_max;         /* bytes: custom all-reduce runs one-shot up to here (8 GPUs) */
     double custom_max;          /* bytes: and two-shot up to here; NCCL above */
@@ -450,6 +465,9 @@ void scn_engine_apply(scn_scenario *s, const scn_engine *e);
  * engine's default for the deployment's tensor-parallel size (SGLang's mem_fraction_static
  * table), otherwise the deployment's default. */
 double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d);
+/* The engine's default max_num_seqs and max_num_batched_tokens on hardware h: the first of its
+ * batch_defaults that h meets; the values are left as they are when none does. */
+void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *max_num_seqs, int *max_num_batched_tokens);
 
 
 /* ---- Units (scn_units.c) ---- */

@@ -44,8 +44,8 @@ const char *scn_wformat_name(const scn_wformat *f)
 
 /* ---- engine profiles ---- */
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
-                                          "chunked_prefill", "allreduce", "attention", "memory", "kv_offload",
-                                          "frontend", NULL};
+                                          "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
+                                          "kv_offload", "frontend", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
@@ -57,6 +57,7 @@ static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
 static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", NULL};
 static const char *const MEM_BUDGETS[] = {"total", "static", "free", NULL};
 static const char *const FRAC_KEYS[] = {"tp", "fraction", NULL};
+static const char *const BATCH_KEYS[] = {"min_memory", "except", "max_num_seqs", "max_num_batched_tokens", NULL};
 
 static int sub_map(scn_ctx *c, const scn_node *m, const char *path, const char *key,
                    const char *const *keys, const scn_node **out, char *full, size_t n)
@@ -136,6 +137,57 @@ static int bind_fractions(scn_ctx *c, const scn_node *mm, const char *path, scn_
     return 0;
 }
 
+/* Batch limits by GPU: a list of {min_memory, except, max_num_seqs, max_num_batched_tokens},
+ * tried in order (docs/scenarios.md, "engine"). */
+static int bind_batch_rules(scn_ctx *c, const scn_node *l, const char *p, scn_engine *e)
+{
+    if (l->kind != SCN_NODE_SEQ || l->n == 0)
+        return fail_at(c, l, p, "expected a list of {min_memory, except, max_num_seqs, max_num_batched_tokens}");
+    if (l->n > SCN_BATCH_RULES_MAX) return fail_at(c, l, p, "too many entries (at most 4)");
+    for (int i = 0; i < l->n; i++) {
+        char ip[280];
+        snprintf(ip, sizeof ip, "%s[%d]", p, i);
+        const scn_node *it = l->vals[i];
+        scn_batch_rule *r = &e->batch_rules[i];
+        memset(r, 0, sizeof *r);
+        if (scn_expect_map(c, it, ip) || scn_check_keys(c, it, ip, BATCH_KEYS)) return -1;
+        if (!scn_map_get(it, "max_num_seqs")) return fail_at(c, it, ip, "each entry needs max_num_seqs");
+        if (scn_get_qty(c, it, ip, "min_memory", SCN_UNIT_BYTES, true, &r->min_memory) ||
+            scn_get_int(c, it, ip, "max_num_seqs", 1, 1000000, &r->max_num_seqs) ||
+            scn_get_int(c, it, ip, "max_num_batched_tokens", 1, 1000000000, &r->max_num_batched_tokens))
+            return -1;
+        const scn_node *x = scn_map_get(it, "except");
+        if (x) {
+            char xp[300];
+            snprintf(xp, sizeof xp, "%s.except", ip);
+            if (x->kind != SCN_NODE_SEQ) return fail_at(c, x, xp, "expected a list of hardware name parts, e.g. [a100]");
+            if (x->n > SCN_BATCH_EXCEPT_MAX) return fail_at(c, x, xp, "too many names (at most 4)");
+            for (int k = 0; k < x->n; k++) {
+                const scn_node *v = x->vals[k];
+                if (v->kind != SCN_NODE_SCALAR || !v->text[0] || strlen(v->text) >= SCN_NAME_MAX)
+                    return fail_at(c, v, xp, "expected a hardware name part, e.g. a100");
+                snprintf(r->except[k], sizeof r->except[k], "%s", v->text);
+            }
+            r->n_except = x->n;
+        }
+        e->n_batch_rules = i + 1;
+    }
+    return 0;
+}
+
+void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *max_num_seqs, int *max_num_batched_tokens)
+{
+    for (int i = 0; i < e->n_batch_rules; i++) {
+        const scn_batch_rule *r = &e->batch_rules[i];
+        bool excluded = h->memory < r->min_memory;
+        for (int k = 0; k < r->n_except && !excluded; k++) excluded = strstr(h->name, r->except[k]) != NULL;
+        if (excluded) continue;
+        *max_num_seqs = r->max_num_seqs;
+        if (r->max_num_batched_tokens > 0) *max_num_batched_tokens = r->max_num_batched_tokens;
+        return;
+    }
+}
+
 double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d)
 {
     if (d->gpu_memory_utilization_given || e->n_mem_fraction == 0) return d->gpu_memory_utilization;
@@ -179,6 +231,8 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
             scn_get_int(c, s, p, "max_num_batched_tokens", 1, 1000000000, &e->max_num_batched_tokens))
             return -1;
     }
+    const scn_node *br = scn_map_get(m, "batch_defaults");
+    if (br && bind_batch_rules(c, br, scn_path_join(p, sizeof p, path, "batch_defaults"), e)) return -1;
     if (sub_map(c, m, path, "allreduce", AR_KEYS, &s, p, sizeof p)) return -1;
     if (s) {
         int k = (int)e->allreduce;

@@ -71,6 +71,8 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     d->max_model_len = s->model.max_position;
     d->max_num_seqs = 256;
     d->max_num_batched_tokens = s->engine.max_num_batched_tokens > 0 ? s->engine.max_num_batched_tokens : 8192;
+    /* The engine's own defaults for this GPU, when its profile gives them (batch_defaults). */
+    scn_engine_batch_defaults(&s->engine, &s->hardware, &d->max_num_seqs, &d->max_num_batched_tokens);
     d->expert_parallel = d->attention_dp = 1;
     d->expert_skew = 0;
     d->scheduler_steps = 1;

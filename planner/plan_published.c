@@ -453,6 +453,19 @@ static int row_lengths(const pub_row *r, const char *datasets, char *prompt, cha
     return 0;
 }
 
+/* vLLM before 0.8.0 ran its V0 engine by default, whose max_num_seqs was 256 on every GPU; the
+ * vllm profile's batch_defaults are V1's (1024 on H100/H200-class GPUs: vLLM PR #16158 kept them
+ * there and returned other GPUs to V0's 256). A version marked "(V1)" ran V1. The version is read
+ * as its first "X.Y" (after a '~' when one stands for an approximate version). */
+static bool vllm_v0(const pub_row *r)
+{
+    if (strcmp(r->engine, "vllm") || strstr(r->engine_version, "V1")) return false;
+    const char *v = strchr(r->engine_version, '~');
+    v = v ? v + 1 : r->engine_version;
+    int major, minor;
+    return sscanf(v, "%d.%d", &major, &minor) == 2 && major == 0 && minor < 8;
+}
+
 static void scenario_text(const pub_row *r, const char *prompt, const char *output, char *buf, size_t n)
 {
     size_t k = 0;
@@ -465,6 +478,7 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     if (r->mode == PUB_MODE_CAPACITY && r->load > 0)
         k += (size_t)snprintf(buf + k, n - k, ", gpu_memory_utilization: %.17g", r->load);
     if (r->scheduler_steps > 1) k += (size_t)snprintf(buf + k, n - k, ", scheduler_steps: %d", r->scheduler_steps);
+    if (vllm_v0(r)) k += (size_t)snprintf(buf + k, n - k, ", max_num_seqs: 256");
     k += (size_t)snprintf(buf + k, n - k, "}\n");
     k += (size_t)snprintf(buf + k, n - k, "workload:\n  requests: %ld\n", requests_for(r));
     switch (r->mode) {
@@ -645,6 +659,7 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
                               r->engine, s->engine.name[0] ? s->engine.name : "none");
     if (r->scheduler_steps > 1 && k < sizeof r->why)
         k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; %d scheduler steps, continuous scheduler", r->scheduler_steps);
+    if (vllm_v0(r) && k < sizeof r->why) k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; V0: 256 sequences");
     if (kv_unstated && k < sizeof r->why)
         snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
     return 0;

@@ -18,10 +18,13 @@ START_TEST(chat_budget_by_hand)
     double usable = 81559 * MIB * 0.90;
     double weights = 8030261248.0 * 2;
     /* The default engine is vLLM: its profile run is a forward pass of 8192 batched tokens,
-     * (4 * 4096 + 3 * 14336) * 2 B each, and the sampler over 256 sequences' whole-vocabulary
-     * logits at 2 + 4 + 4 B each; then its 0.2 GiB of non-torch memory (the CUDA context lies
-     * outside gpu_memory_utilization's budget). */
-    double act = 8192.0 * (4 * 4096 + 3 * 14336) * 2 + 256.0 * 128256 * 10;
+     * (4 * 4096 + 3 * 14336) * 2 B each, and the sampler over 1024 sequences' whole-vocabulary
+     * logits at 2 + 4 + 4 B each (`vllm serve`'s defaults on an 80 GB H100: 1024 sequences,
+     * 8192 tokens, EngineArgs.get_batch_defaults); then its 0.2 GiB of non-torch memory (the
+     * CUDA context lies outside gpu_memory_utilization's budget). */
+    ck_assert_int_eq(s.deployment.max_num_seqs, 1024);
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 8192);
+    double act = 8192.0 * (4 * 4096 + 3 * 14336) * 2 + 1024.0 * 128256 * 10;
     double budget = usable - weights - act - 0.2 * GIB;
     ck_assert(fabs(k.activation - act) < 1e-3);
     ck_assert(fabs(k.kv_budget - budget) < 1e-3);
@@ -119,6 +122,71 @@ START_TEST(memory_section_errors_are_located)
         ck_assert_int_eq(t_load(y, NULL, 0, &s, &e), SCN_E_DATA);
         ck_assert_msg(strstr(e.msg, bad[i][1]) || strstr(e.path, bad[i][1]), "%zu: %s: %s", i, e.path, e.msg);
         ck_assert_msg(e.line > 0, "%zu: no location", i);
+    }
+}
+END_TEST
+
+static scn_status load_on(const char *engine, const char *hw, const char *deploy, scn_error *e)
+{
+    char y[900];
+    snprintf(y, sizeof y, "name: t\nmodel: llama-3-8b\nhardware: %s\nengine: %s\n%s"
+             "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n",
+             hw, engine, deploy);
+    return t_load(y, NULL, 0, &s, e);
+}
+
+START_TEST(engine_batch_defaults_by_gpu)
+{
+    /* `vllm serve` (EngineArgs.get_batch_defaults, OPENAI_API_SERVER): a GPU of at least 70 GiB
+     * whose name is not an A100's runs 1024 sequences and 8192 tokens a step, any other 256 and
+     * 2048 (the L40S has 45 GiB; the A100 80 GB is excluded by name). SGLang's running-request
+     * cap is at least 2048 (its chunked prefill stays 8192); TensorRT-LLM's BuildConfig has
+     * max_batch_size 2048 and max_num_tokens 8192. */
+    static const struct { const char *engine, *hw; int seqs, tokens; } want[] = {
+        {"vllm", "h100-sxm", 1024, 8192}, {"vllm", "h200", 1024, 8192},   {"vllm", "a100-80g", 256, 2048},
+        {"vllm", "a100-40g", 256, 2048},  {"vllm", "l40s", 256, 2048},    {"sglang", "h100-sxm", 2048, 8192},
+        {"sglang", "a100-80g", 2048, 8192}, {"trtllm", "h200", 2048, 8192},
+    };
+    scn_error e;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ck_assert_int_eq(load_on(want[i].engine, want[i].hw, "", &e), SCN_OK);
+        ck_assert_msg(s.deployment.max_num_seqs == want[i].seqs && s.deployment.max_num_batched_tokens == want[i].tokens,
+                      "%s on %s: %d sequences, %d tokens", want[i].engine, want[i].hw, s.deployment.max_num_seqs,
+                      s.deployment.max_num_batched_tokens);
+    }
+    /* A scenario's own limits win over the engine's. */
+    ck_assert_int_eq(load_on("vllm", "h100-sxm", "deployment: {max_num_seqs: 64, max_num_batched_tokens: 512}\n", &e), SCN_OK);
+    ck_assert_int_eq(s.deployment.max_num_seqs, 64);
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 512);
+    /* A rule without a token budget keeps the chunked-prefill one; the first matching rule wins,
+     * and a GPU no rule matches keeps kvplan's own 256. */
+    ck_assert_int_eq(load_on("{name: x, chunked_prefill: {max_num_batched_tokens: 4096}, batch_defaults: "
+                             "[{min_memory: 200 GiB, max_num_seqs: 8}, {except: [h100], max_num_seqs: 16}, "
+                             "{min_memory: 1 GiB, max_num_seqs: 32}]}", "h100-sxm", "", &e), SCN_OK);
+    ck_assert_int_eq(s.deployment.max_num_seqs, 32);
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 4096);
+    ck_assert_int_eq(load_on("{name: x, batch_defaults: [{min_memory: 200 GiB, max_num_seqs: 8}]}", "h100-sxm", "", &e), SCN_OK);
+    ck_assert_int_eq(s.deployment.max_num_seqs, 256);
+}
+END_TEST
+
+START_TEST(batch_defaults_errors_are_located)
+{
+    static const char *const bad[][2] = {
+        {"batch_defaults: {max_num_seqs: 8}", "expected a list"},
+        {"batch_defaults: [{min_memory: 70 GiB}]", "needs max_num_seqs"},
+        {"batch_defaults: [{max_num_seqs: 0}]", "max_num_seqs"},
+        {"batch_defaults: [{max_num_seqs: 8, except: a100}]", "hardware name parts"},
+        {"batch_defaults: [{max_num_seqs: 8, gpus: 2}]", "gpus"},
+        {"batch_defaults: [{max_num_seqs: 8, min_memory: lots}]", "min_memory"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char eng[300];
+        snprintf(eng, sizeof eng, "{name: x, %s}", bad[i][0]);
+        scn_error e;
+        ck_assert_int_eq(load_on(eng, "h100-sxm", "", &e), SCN_E_DATA);
+        ck_assert_msg(strstr(e.msg, bad[i][1]) || strstr(e.path, bad[i][1]), "%zu: %s: %s", i, e.path, e.msg);
+        ck_assert_msg(e.line > 0 && strstr(e.path, "engine.batch_defaults"), "%zu: %s line %d", i, e.path, e.line);
     }
 }
 END_TEST
@@ -222,6 +290,8 @@ Suite *suite_capacity(void)
     tcase_add_test(tc, sglang_static_fraction_by_tp);
     tcase_add_test(tc, trtllm_fraction_of_free_memory);
     tcase_add_test(tc, memory_section_errors_are_located);
+    tcase_add_test(tc, engine_batch_defaults_by_gpu);
+    tcase_add_test(tc, batch_defaults_errors_are_located);
     tcase_add_test(tc, paging_beats_contiguous_at_every_length);
     tcase_add_test(tc, fp8_doubles_capacity);
     tcase_add_test(tc, model_that_does_not_fit);

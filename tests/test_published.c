@@ -300,6 +300,32 @@ START_TEST(cli_end_to_end)
 }
 END_TEST
 
+START_TEST(vllm_rows_run_their_versions_batch_limits)
+{
+    /* vLLM before 0.8.0 ran V0, 256 sequences on any GPU; the profile's batch_defaults are V1's
+     * (1024 on an H100). 300 prompts sent at once: V1 runs them in one batch, V0 in a batch of
+     * 256 and then the 44 left, so its run is longer and its throughput lower. */
+    const char *p = t_write("versions.tsv",
+        HEAD "v1\th100-sxm\t1\t1\tllama-3-8b\tvllm\t0.11.0\tbf16\tauto\toffline\t300\t128\t32\ttotal_tok_s\t1\ttok/s\ts\t\n"
+             "v0\th100-sxm\t1\t1\tllama-3-8b\tvllm\t0.6.0\tbf16\tauto\toffline\t300\t128\t32\ttotal_tok_s\t1\ttok/s\ts\t\n"
+             "v0b\th100-sxm\t1\t1\tllama-3-8b\tvllm\tmain 2024-08 (~0.5.4)\tbf16\tauto\toffline\t300\t128\t32\ttotal_tok_s\t1\ttok/s\ts\t\n"
+             "v1b\th100-sxm\t1\t1\tllama-3-8b\tvllm\t0.7.0 (V1)\tbf16\tauto\toffline\t300\t128\t32\ttotal_tok_s\t1\ttok/s\ts\t\n"
+             "sg\th100-sxm\t1\t1\tllama-3-8b\tsglang\t0.3.0\tbf16\tauto\toffline\t300\t128\t32\ttotal_tok_s\t1\ttok/s\ts\t\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    predict_all(&t);
+    static const char *const v0[] = {"v0", "v0b"}, *const v1[] = {"v1", "v1b", "sg"};
+    for (int i = 0; i < 2; i++) ck_assert_msg(strstr(find(&t, v0[i])->why, "V0: 256 sequences"), "%s", find(&t, v0[i])->why);
+    for (int i = 0; i < 3; i++) ck_assert_msg(!strstr(find(&t, v1[i])->why, "V0"), "%s", find(&t, v1[i])->why);
+    for (int i = 0; i < 5; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s: %s", t.rows[i].id, t.rows[i].why);
+    ck_assert(find(&t, "v0")->predicted < find(&t, "v1")->predicted);
+    ck_assert(find(&t, "v0")->predicted == find(&t, "v0b")->predicted);
+    ck_assert(find(&t, "v1")->predicted == find(&t, "v1b")->predicted);
+    pub_table_free(&t);
+}
+END_TEST
+
 Suite *suite_published(void)
 {
     Suite *su = suite_create("published");
@@ -311,6 +337,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, served_rows_and_skips);
     tcase_add_test(tc, published_conventions);
     tcase_add_test(tc, summary_arithmetic);
+    tcase_add_test(tc, vllm_rows_run_their_versions_batch_limits);
     tcase_add_test(tc, broken_rows_are_located);
     tcase_add_test(tc, cli_end_to_end);
     suite_add_tcase(su, tc);

@@ -158,6 +158,52 @@ START_TEST(offline_is_one_batch_at_time_zero)
 }
 END_TEST
 
+START_TEST(unequal_offline_run_is_measured_as_clients_measure_it)
+{
+    /* Benchmark clients (vllm bench serve, benchmark_throughput, sglang bench_serving) report
+     * throughput as every token over the time from the first send to the last completion, ramp
+     * and drain included, and TTFT and TPOT as means over all requests. Three prompts of 400
+     * tokens sent at t = 0 with 3, 6 and 10 output tokens: one prefill step of the three, then
+     * decode step k runs the requests with more than k tokens left to make, so the batch drains
+     * 3, 3, 2, 2, 2, 1, 1, 1, 1 and the run ends with the longest request alone. */
+    char y[700];
+    snprintf(y, sizeof y, "model: llama-3-8b\nhardware: h100-sxm\noptions: {kv_layout: paged}\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n", t_write("drain.csv", "0,400,3\n0,400,6\n0,400,10\n"));
+    load(y);
+    static const int out[3] = {3, 6, 10};
+    kv_seq_work w[3];
+    for (int i = 0; i < 3; i++) w[i] = (kv_seq_work){400, 0};
+    double prefill = step(w, 3), e2e[3] = {prefill, prefill, prefill};
+    for (int k = 1; k < 10; k++) {
+        int n = 0;
+        for (int i = 0; i < 3; i++)
+            if (out[i] - 1 >= k) w[n++] = (kv_seq_work){1, 400 + k - 1};
+        double t = step(w, n);
+        for (int i = 0; i < 3; i++)
+            if (out[i] - 1 >= k) e2e[i] += t;
+    }
+    double tpot = 0;
+    for (int i = 0; i < 3; i++) tpot += (e2e[i] - prefill) / (out[i] - 1) / 3;
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(n_rows, 3);
+    ck_assert_int_eq(m.requests, 3);
+    for (int i = 0; i < 3; i++) {
+        int j = rows[i].output == 3 ? 0 : rows[i].output == 6 ? 1 : 2;
+        ck_assert_msg(fabs(rows[i].e2e - e2e[j]) < 1e-12, "output %d ended at %.9g s, expected %.9g", out[j], rows[i].e2e, e2e[j]);
+    }
+    ck_assert(fabs(m.duration - e2e[2]) < 1e-12);
+    ck_assert(fabs(m.output_tok_per_s - 19 / e2e[2]) < 1e-9);
+    ck_assert(fabs(m.input_tok_per_s - 1200 / e2e[2]) < 1e-9);
+    ck_assert(fabs(m.req_per_s - 3 / e2e[2]) < 1e-9);
+    ck_assert(fabs(m.q[SIM_Q_TTFT].mean - prefill) < 1e-12);
+    ck_assert_msg(fabs(m.q[SIM_Q_TPOT].mean - tpot) < 1e-12, "TPOT %.9g, expected %.9g", m.q[SIM_Q_TPOT].mean, tpot);
+    /* The same lengths at their mean (19 / 3 tokens) would have no drain: the duration is the
+     * longest request's, not the mean request's. */
+    ck_assert(e2e[2] > e2e[1] && e2e[1] > e2e[0]);
+}
+END_TEST
+
 START_TEST(window_counts)
 {
     load(BASE "  requests: 10\n  arrival: {process: offline}\n" FIXED "  measure: {skip_first: 2, skip_last: 3}\n");
@@ -255,6 +301,7 @@ Suite *suite_workload(void)
     tcase_add_test(tc, closed_loop_keeps_n_in_flight_in_lockstep);
     tcase_add_test(tc, littles_law_with_n_clients);
     tcase_add_test(tc, offline_is_one_batch_at_time_zero);
+    tcase_add_test(tc, unequal_offline_run_is_measured_as_clients_measure_it);
     tcase_add_test(tc, window_counts);
     tcase_add_test(tc, bad_closed_and_window_fields_are_located);
     tcase_add_test(tc, closed_and_offline_runs_are_stored_and_reported);
