@@ -329,6 +329,98 @@ START_TEST(vllm_rows_run_their_versions_batch_limits)
 }
 END_TEST
 
+/* The rows of validation/published.tsv whose lengths come from their sources' own figures
+ * (issue 10): each translation checked against the source by hand. */
+static pub_table *published_table(pub_table *t)
+{
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/../validation/published.tsv", getenv("KVPLAN_TESTS"));
+    ck_assert_msg(pub_table_read(path, t, err, sizeof err) == 0, "%s", err);
+    return t;
+}
+
+START_TEST(source_lengths_of_published_rows)
+{
+    pub_table t;
+    published_table(&t);
+    /* gpt-fast (README @d2c5d82): the prompt "Hello, my name is" is BOS plus 5 pieces under the
+     * Llama-2 tokenizer, the ids pytorch/pytorch's gpt_fast benchmark hard-codes for it; the
+     * generation length is generate.py's --max_new_tokens default, 200, every run to the end. */
+    static const int ids[] = {1, 15043, 29892, 590, 1024, 338};
+    const long prompt = (long)(sizeof ids / sizeof ids[0]), gen = 200;
+    for (int k = 1; k <= 10; k++) {
+        char id[16];
+        snprintf(id, sizeof id, "gfast-%02d", k);
+        pub_row *r = find(&t, id);
+        ck_assert_int_eq(atol(r->input), prompt);
+        ck_assert_int_eq(atol(r->output), gen);
+        ck_assert_int_eq(r->mode, PUB_MODE_BATCH);
+        ck_assert(r->load == 1);
+        ck_assert_int_eq(r->gpus, r->tp);     /* one stream over all the row's GPUs */
+        ck_assert_str_eq(r->engine, "gpt-fast");
+    }
+    /* Its tokens/s is 200 generated tokens over one generate() call: the prompt's prefill and
+     * 199 decode steps, batch 1, on the bare engine class (gfast-01: Llama-2-7B bf16, one A100). */
+    char err[512];
+    pub_row *r = find(&t, "gfast-01");
+    ck_assert(pub_row_predict(r, NULL, err, sizeof err) == 0);
+    ck_assert_msg(r->status == PUB_PREDICTED && strstr(r->why, "engine profile: bare"), "%s", r->why);
+    char path[600];
+    snprintf(path, sizeof path, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
+    const char *sets[] = {"model=llama-2-7b", "hardware=a100-80g", "engine=bare"};
+    scn_scenario *s = malloc(sizeof *s);
+    ck_assert_ptr_nonnull(s);
+    scn_error e;
+    ck_assert_int_eq(scn_scenario_load(path, sets, 3, s, &e), SCN_OK);
+    sim_choice c = sim_choice_first(s);
+    kv_cache_cfg cfg = kv_cache_cfg_make(s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {prompt, 0};
+    double time = kv_step_time(s, &cfg, c.attention, &w, 1).seconds;
+    for (long k = 1; k < gen; k++) {
+        w = (kv_seq_work){1, prompt + k - 1};
+        time += kv_step_time(s, &cfg, c.attention, &w, 1).seconds;
+    }
+    ck_assert_msg(fabs(r->predicted / (gen / time) - 1) < 1e-12, "%.9g vs %.9g", r->predicted, gen / time);
+    free(s);
+    /* SGLang issue 1362: 1000 requests, 224442 input and 190594 output tokens in total, at 16
+     * req/s on 8 x H100 (TP 8): lengths fixed at the means, rounded. */
+    for (int k = 1; k <= 4; k++) {
+        char id[16];
+        snprintf(id, sizeof id, "sg1362-%02d", k);
+        r = find(&t, id);
+        ck_assert_int_eq(atol(r->input), lround(224442 / 1000.0));
+        ck_assert_int_eq(atol(r->output), lround(190594 / 1000.0));
+        ck_assert_int_eq(r->mode, PUB_MODE_POISSON);
+        ck_assert(r->load == 16);
+        ck_assert_int_eq(r->tp, 8);
+        ck_assert_str_eq(r->engine, "sglang");
+    }
+    /* vLLM issue 12568: random dataset, 1024 input each, 119550 generated over 1000 requests. */
+    for (int k = 1; k <= 3; k++) {
+        char id[16];
+        snprintf(id, sizeof id, "v1ds-%02d", k);
+        r = find(&t, id);
+        ck_assert_int_eq(atol(r->input), 1024000 / 1000);
+        ck_assert_int_eq(atol(r->output), lround(119550 / 1000.0));
+        ck_assert(r->load == 4);
+        ck_assert_str_eq(r->engine, "vllm");
+    }
+    /* MLPerf v4.1: the datasets' input means are not stated in the sources read, so the rows
+     * name their own dataset, have no bundled lengths and are skipped with that reason. */
+    static const char *const mlp[] = {"mlp41-01", "mlp41-07"}, *const set[] = {"mlperf-llama2-openorca", "mlperf-mixtral-15k"};
+    for (int i = 0; i < 2; i++) {
+        r = find(&t, mlp[i]);
+        ck_assert_str_eq(r->input, set[i]);
+        ck_assert(pub_row_predict(r, NULL, err, sizeof err) == 0);
+        ck_assert_int_eq(r->status, PUB_SKIPPED);
+        char want[96];
+        snprintf(want, sizeof want, "dataset '%s'", set[i]);
+        ck_assert_msg(strstr(r->why, want), "%s", r->why);
+    }
+    pub_table_free(&t);
+}
+END_TEST
+
 Suite *suite_published(void)
 {
     Suite *su = suite_create("published");
@@ -343,6 +435,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, vllm_rows_run_their_versions_batch_limits);
     tcase_add_test(tc, broken_rows_are_located);
     tcase_add_test(tc, cli_end_to_end);
+    tcase_add_test(tc, source_lengths_of_published_rows);
     suite_add_tcase(su, tc);
     return su;
 }
