@@ -240,6 +240,23 @@ START_TEST(cost_prints_the_front_end)
 }
 END_TEST
 
+START_TEST(simulate_says_the_front_end)
+{
+    /* 20 served requests of 467 prompt tokens: 0.26 ms + 467 x 1.9 us = 1.147 ms, printed to
+     * three digits; an offline run of the same requests has no front end and no note. */
+    const char *yaml = t_write("fe-sim.yaml", "model: llama-3-8b\nhardware: h100-sxm\nengine: vllm\n"
+                                              "workload:\n  requests: 20\n  arrival: {process: poisson, rate: 2/s}\n"
+                                              "  prompt_tokens: 467\n  output_tokens: 8\n");
+    char args[700], out[16384], err[2048];
+    snprintf(args, sizeof args, "simulate %s --no-db", yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(out, "front end: 1.15 ms a request on average"), "%s", out);
+    snprintf(args, sizeof args, "simulate %s --no-db --set workload.arrival.process=offline", yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(!strstr(out, "front end:"), "%s", out);
+}
+END_TEST
+
 /* rows by request id for the two-request trace below */
 typedef struct { double ttft[2]; int n; } row2;
 
@@ -338,6 +355,7 @@ Suite *suite_frontend(void)
     tcase_add_test(tc, one_step_ahead_scheduling_defers_arrivals);
     tcase_add_test(tc, cost_prints_the_front_end);
     tcase_add_test(tc, deferred_arrivals_count_for_the_router);
+    tcase_add_test(tc, simulate_says_the_front_end);
     suite_add_tcase(su, tc);
     return su;
 }
