@@ -6,6 +6,7 @@
 #include "bench.h"
 #include "../sim/sim.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,40 +91,62 @@ static double base_cpu(const char *label)
     return 0;
 }
 
-static void run_case(const bench_case *k)
+#define REPEATS 3   /* each simulate case: the least CPU of this many runs (a shared machine only adds) */
+
+/* What a case measured, for the goals at the end. */
+typedef struct { double cpu, rss_mib; bool ok; } measured;
+
+static double rusage_cpu(const struct rusage *ru)
 {
-    int p[2];
-    if (pipe(p)) return;
-    pid_t pid = fork();
-    if (pid == 0) { close(p[0]); _exit(child(k, p[1])); }
-    close(p[1]);
-    result r;
-    ssize_t got = read(p[0], &r, sizeof r);
-    close(p[0]);
-    int status;
-    struct rusage ru;
-    wait4(pid, &status, 0, &ru);
-    if (got != (ssize_t)sizeof r || !WIFEXITED(status) || WEXITSTATUS(status)) { printf("    %-38s failed\n", k->label); return; }
-    double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-    if (cpu <= 0) cpu = 1e-6;
+    return ru->ru_utime.tv_sec + ru->ru_utime.tv_usec * 1e-6 + ru->ru_stime.tv_sec + ru->ru_stime.tv_usec * 1e-6;
+}
+
+/* Runs one case REPEATS times, each in its own process; prints the least CPU and its run. */
+static measured run_case(const bench_case *k)
+{
+    measured best = {0, 0, false};
+    result rb = {0, 0, 0, 0};
+    for (int rep = 0; rep < REPEATS; rep++) {
+        int p[2];
+        if (pipe(p)) break;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) { close(p[0]); _exit(child(k, p[1])); }
+        close(p[1]);
+        result r;
+        ssize_t got = read(p[0], &r, sizeof r);
+        close(p[0]);
+        int status;
+        struct rusage ru;
+        if (pid < 0 || wait4(pid, &status, 0, &ru) < 0 || got != (ssize_t)sizeof r || !WIFEXITED(status) || WEXITSTATUS(status)) {
+            printf("    %-38s failed\n", k->label);
+            return (measured){0, 0, false};
+        }
+        double cpu = rusage_cpu(&ru);
+        if (cpu <= 0) cpu = 1e-6;
+        if (!best.ok || cpu < best.cpu) { best = (measured){cpu, ru.ru_maxrss / 1024.0, true}; rb = r; }
+        else if (ru.ru_maxrss / 1024.0 > best.rss_mib) best.rss_mib = ru.ru_maxrss / 1024.0;   /* the peak over the runs */
+    }
+    if (!best.ok) return best;
     double before = base_cpu(k->label);
     char ratio[32] = "";
-    if (before > 0) snprintf(ratio, sizeof ratio, "%6.2fx", before / cpu);
-    printf("    %-38s %9ld %8.3f %8.3f %11.0f %12.0f %9ld %7.1f MiB %9s\n", k->label, r.requests, cpu, r.run_cpu,
-           r.requests / cpu, r.events / cpu, r.steps, ru.ru_maxrss / 1024.0, ratio);
+    if (before > 0) snprintf(ratio, sizeof ratio, "%6.2fx", before / best.cpu);
+    printf("    %-38s %9ld %8.3f %8.3f %11.0f %12.0f %9ld %7.1f MiB %9s\n", k->label, rb.requests, best.cpu, rb.run_cpu,
+           rb.requests / best.cpu, rb.events / best.cpu, rb.steps, best.rss_mib, ratio);
     fflush(stdout);
+    return best;
 }
 
 /* The whole kvplan binary on one case, start-up (dynamic linking, library scan, scenario load)
- * and output included: the CPU its process used, median of 5. */
-static void run_binary(const char *label, const char *rate)
+ * and output included: the CPU its process used, the least and the median of 5 runs. */
+static measured run_binary(const char *label, const char *rate)
 {
     const char *bin = getenv("KVPLAN_BIN"), *lib = getenv("KVPLAN_LIBRARY");
-    if (!bin || !lib) return;
+    if (!bin || !lib) return (measured){0, 0, false};
     char path[1024], set[64];
     snprintf(path, sizeof path, "%s/../bench/splitwise.yaml", lib);
     snprintf(set, sizeof set, "workload.arrival.rate=%s", rate);
-    double t[5];
+    double t[5], rss = 0;
     fflush(stdout);   /* the child's freopen would write what is buffered again */
     for (int i = 0; i < 5; i++) {
         pid_t pid = fork();
@@ -137,17 +160,27 @@ static void run_binary(const char *label, const char *rate)
         struct rusage ru;
         if (pid < 0 || wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
             printf("    %-38s failed\n", label);
-            return;
+            return (measured){0, 0, false};
         }
-        t[i] = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+        t[i] = rusage_cpu(&ru);
+        if (ru.ru_maxrss / 1024.0 > rss) rss = ru.ru_maxrss / 1024.0;
     }
-    for (int i = 1; i < 5; i++)   /* insertion sort: the median */
+    for (int i = 1; i < 5; i++)   /* insertion sort: the least and the median */
         for (int j = i; j > 0 && t[j] < t[j - 1]; j--) { double x = t[j]; t[j] = t[j - 1]; t[j - 1] = x; }
     double before = base_cpu(label);
     char ratio[32] = "";
-    if (before > 0) snprintf(ratio, sizeof ratio, "%6.2fx", before / t[2]);
-    printf("    %-38s %9d %8.3f  (median of 5; min %.3f, max %.3f) %35s\n", label, 8192, t[2], t[0], t[4], ratio);
+    if (before > 0) snprintf(ratio, sizeof ratio, "%6.2fx", before / t[2]);   /* the baseline holds medians */
+    printf("    %-38s %9d %8.3f  (least of 5; median %.3f, most %.3f; x before: median) %7.1f MiB %17s\n", label, 8192, t[0], t[2], t[4], rss,
+           ratio);
     fflush(stdout);
+    return (measured){t[0], rss, true};
+}
+
+/* One line of the goals table: the figure, the goal, and whether this run met it. */
+static void goal_line(const char *what, bool have, double value, const char *unit, double limit)
+{
+    if (!have) { printf("    %-58s %10s   goal < %g %s   not measured\n", what, "-", limit, unit); return; }
+    printf("    %-58s %7.3f %s   goal < %g %s   %s\n", what, value, unit, limit, unit, value < limit ? "met" : "NOT MET");
 }
 
 void bench_sim(void)
@@ -163,15 +196,27 @@ void bench_sim(void)
         {"splitwise 8192, 3 req/s, per step", "splitwise.yaml", 1, 8192, "3/s", 1},
     };
     printf("  simulate with the cost model's clock, one process each (CPU s: the process, start-up and\n"
-           "  scenario load included; run s: sim_run alone):\n");
+           "  scenario load included, the least of %d runs; run s: sim_run alone in that run):\n", REPEATS);
     load_baseline();
     printf("    %-38s %9s %8s %8s %11s %12s %9s %11s %9s\n", "case", "requests", "CPU s", "run s", "req/CPU-s",
            "events/CPU-s", "steps", "peak RSS", "x before");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    measured got[sizeof cases / sizeof cases[0]];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) got[i] = run_case(&cases[i]);
     printf("  the same splitwise-like requests through the kvplan binary (`kvplan simulate bench/splitwise.yaml\n"
            "  --no-db`), process CPU with start-up and output:\n");
-    run_binary("kvplan simulate splitwise, 6.45 req/s", "6.45/s");
-    run_binary("kvplan simulate splitwise, 3 req/s", "3/s");
-    printf("    goals (issue 11, one core): 1M chat in under 1.5 s of CPU with RSS flat from 10k to 1M;\n"
-           "    splitwise 8192 in under 20 ms at 6.45 req/s and under 35 ms at 3 req/s\n");
+    measured b645 = run_binary("kvplan simulate splitwise, 6.45 req/s", "6.45/s");
+    measured b3 = run_binary("kvplan simulate splitwise, 3 req/s", "3/s");
+    /* The goals of the speed issue (issue 11), on one core: process CPU (user + system, the least
+     * of the runs), start-up included. RSS flat: 1M requests within 1 MiB of 10k, which bounded
+     * tables filling in (histogram buckets, the prefill shape table) stay within while memory
+     * per request (8 bytes would be 8 MB at 1M) could not. */
+    printf("  goals (issue 11; one core; process CPU, least of the runs, start-up included):\n");
+    goal_line("chat 1M requests, 20 req/s (CPU s)", got[2].ok, got[2].cpu, "s", 1.5);
+    if (got[0].ok && got[2].ok)
+        printf("    %-58s %7.1f MiB at 10k, %.1f MiB at 100k, %.1f MiB at 1M: %s\n", "chat peak RSS flat from 10k to 1M",
+               got[0].rss_mib, got[1].rss_mib, got[2].rss_mib, got[2].rss_mib <= got[0].rss_mib + 1.0 ? "flat (within 1 MiB): met" : "NOT MET");
+    goal_line("kvplan simulate splitwise 8192, 6.45 req/s (CPU ms)", b645.ok, b645.cpu * 1e3, "ms", 20);
+    goal_line("kvplan simulate splitwise 8192, 3 req/s (CPU ms)", b3.ok, b3.cpu * 1e3, "ms", 35);
+    printf("    (the same 8192 requests inside run_bench, scenario load included, no exec: %.1f ms and %.1f ms)\n",
+           got[4].cpu * 1e3, got[5].cpu * 1e3);
 }

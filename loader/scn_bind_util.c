@@ -30,15 +30,16 @@ int scn_check_keys(scn_ctx *c, const scn_node *m, const char *path, const char *
 {
     for (int i = 0; i < m->n; i++) {
         const char *k = m->keys[i]->text;
+        bool found = false;
+        for (const char *const *p = known; *p && !found; p++) found = !strcmp(*p, k);
+        if (found) continue;
+        /* Unknown: the nearest known key, for the message (only now: loading pays no distances). */
         const char *best = NULL;
         int bestd = 99;
-        bool found = false;
         for (const char *const *p = known; *p; p++) {
-            if (!strcmp(*p, k)) { found = true; break; }
             int d = scn_edit_distance(k, *p);
             if (d < bestd) { bestd = d; best = *p; }
         }
-        if (found) continue;
         char full[256];
         scn_path_join(full, sizeof full, path, k);
         /* Suggest only near misses: at most a third of the key's letters changed. */
@@ -200,17 +201,19 @@ int scn_get_str(scn_ctx *c, const scn_node *m, const char *path, const char *key
 
 int scn_parse_enum(scn_ctx *c, const scn_node *v, const char *path, const char *const *names, int *out)
 {
+    if (v->kind == SCN_NODE_SCALAR)
+        for (int i = 0; names[i]; i++)
+            if (!strcmp(v->text, names[i])) { *out = i; return 0; }
+    /* Unknown: the nearest name, for the message (only now: loading pays no distances). */
     char list[300] = "";
     size_t used = 0;
     const char *best = NULL;
     int bestd = 99;
-    if (v->kind == SCN_NODE_SCALAR) {
+    if (v->kind == SCN_NODE_SCALAR)
         for (int i = 0; names[i]; i++) {
-            if (!strcmp(v->text, names[i])) { *out = i; return 0; }
             int d = scn_edit_distance(v->text, names[i]);
             if (d < bestd) { bestd = d; best = names[i]; }
         }
-    }
     for (int i = 0; names[i] && used < sizeof list; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", names[i]);
     if (best && bestd <= 1 + (int)strlen(v->text) / 3)

@@ -16,7 +16,7 @@
 
 #define CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
-static void account(sim_engine *e, sim_replica *rep)
+static inline void account(sim_engine *e, sim_replica *rep)
 {
     double dt = e->now - rep->last_t;
     rep->last_t = e->now;
@@ -76,7 +76,8 @@ static int push_step(sim_engine *e, sim_replica *rep, double t)
 static int start_formed(sim_engine *e, sim_replica *rep, int n)
 {
     measure_fragmentation(rep);
-    char msg[256] = "";
+    char msg[256];
+    msg[0] = 0;   /* not zero-filled: a step is too cheap for that */
     double dt = 0;
     if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg)) {
         snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
@@ -309,7 +310,7 @@ static int ff_room(sim_ff *f, int n, int bs)
         while (cap < n) cap *= 2;
         sim_req **rq = realloc(f->req, sizeof *rq * (size_t)cap);
         if (rq) f->req = rq;
-        long **ls[] = {&f->c0, &f->g0, &f->first, &f->cross, &f->fin_at};
+        long **ls[] = {&f->c0, &f->g0, &f->first, &f->cross, &f->fin_at, &f->capat};
         bool ok = rq != NULL;
         for (size_t k = 0; k < sizeof ls / sizeof ls[0]; k++) {
             long *p = realloc(*ls[k], sizeof *p * (size_t)cap);
@@ -321,9 +322,13 @@ static int ff_room(sim_ff *f, int n, int bs)
         if (nx) f->next = nx;
         unsigned char *dd = realloc(f->dead, (size_t)cap);
         if (dd) f->dead = dd;
+        unsigned char *cp = realloc(f->capped, (size_t)cap);
+        if (cp) f->capped = cp;
+        int *cn = realloc(f->cnext, sizeof *cn * (size_t)cap);
+        if (cn) f->cnext = cn;
         sim_batch_seq *bq = realloc(f->batch.seqs, sizeof *bq * (size_t)cap);
         if (bq) f->batch.seqs = bq;
-        if (!ok || !fn || !nx || !dd || !bq) return -1;
+        if (!ok || !fn || !nx || !dd || !cp || !cn || !bq) return -1;
         f->cap = cap;
     }
     if (bs > f->n_head) {
@@ -343,6 +348,7 @@ static void ff_free(sim_ff *f)
 {
     free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
     free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->cnt); free(f->dead); free(f->batch.seqs);
+    free(f->capat); free(f->capped); free(f->cnext);
 }
 
 /* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
@@ -355,16 +361,23 @@ static void ff_link(sim_ff *f, int i, int bs, bool paged)
         f->tail[h] = i;
         f->cnt[h]++;
     }
-    int r = (int)(f->fin_at[i] % SIM_FF_RING);
+    int r = (int)(f->fin_at[i] & (SIM_FF_RING - 1));
     f->fnext[i] = -1;
     if (f->ftail[r] >= 0) f->fnext[f->ftail[r]] = i; else f->fhead[r] = i;
     f->ftail[r] = i;
+    if (f->capk >= 0 && !f->capped[i]) {
+        int c = (int)(f->capat[i] & (SIM_FF_RING - 1));
+        f->cnext[i] = -1;
+        if (f->ctail[c] >= 0) f->cnext[f->ctail[c]] = i; else f->chead[c] = i;
+        f->ctail[c] = i;
+    }
 }
 
 static void ff_unlink_all(sim_ff *f, int bs)
 {
     for (int b = 0; b < bs; b++) f->head[b] = f->tail[b] = -1, f->cnt[b] = 0;
     for (int b = 0; b < SIM_FF_RING; b++) f->fhead[b] = f->ftail[b] = -1;
+    for (int b = 0; b < SIM_FF_RING; b++) f->chead[b] = f->ctail[b] = -1;
 }
 
 /* Whether request r, decoding with its last token out, can join the run as a slot: it must not
@@ -377,7 +390,7 @@ static bool ff_can_join(const sim_engine *e, const sim_req *r)
 }
 
 /* Adds request r as the run's next slot, taking part from step K on (not yet formed). */
-static void ff_join(sim_engine *e, sim_ff *f, sim_req *r)
+static void ff_join(sim_engine *e, sim_replica *rep, sim_ff *f, sim_req *r)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const long K = f->K;
@@ -390,12 +403,18 @@ static void ff_join(sim_engine *e, sim_ff *f, sim_req *r)
     f->fin_at[i] = K + (r->spec.output - r->generated - 1);
     f->dead[i] = 0;
     f->base += f->c0[i];
-    f->unused += r->kv.room - r->computed;   /* before its token of step K */
-    f->reserved += r->kv.room;
+    long space = sim_kv_seq_tokens(rep->kv, &r->kv);   /* room, less blocks a window freed */
+    f->unused += space - r->computed;   /* before its token of step K */
+    f->reserved += space;
     f->alive++;
     f->measured += r->spec.measured;
     f->measured_fresh += r->spec.measured;
     if (!paged && f->cross[i] <= f->fin_at[i] && (f->limit < 0 || f->cross[i] < f->limit)) f->limit = f->cross[i];
+    if (f->capk >= 0) {   /* capped from step capat on; already at K when it joins past the window */
+        f->capat[i] = f->capC - 1 - f->c0[i];
+        f->capped[i] = f->capat[i] <= K;
+        if (!f->capped[i]) { f->cu++; f->cB += f->c0[i]; }
+    }
     ff_link(f, i, paged ? e->c.block_size : 1, paged);
 }
 
@@ -412,6 +431,7 @@ static void ff_compact(sim_engine *e, sim_ff *f)
         if (f->dead[i]) continue;
         f->req[w] = f->req[i]; f->c0[w] = f->c0[i]; f->g0[w] = f->g0[i]; f->first[w] = f->first[i];
         f->cross[w] = f->cross[i]; f->fin_at[w] = f->fin_at[i]; f->dead[w] = 0;
+        f->capat[w] = f->capat[i]; f->capped[w] = f->capped[i];
         if (!paged && f->cross[w] <= f->fin_at[w] && (f->limit < 0 || f->cross[w] < f->limit)) f->limit = f->cross[w];
         ff_link(f, w, bs, paged);
         w++;
@@ -447,7 +467,10 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
      * scheduler's extra step) are applied by the scheduler alone (sim/sched.c). */
     if (e->s->deployment.scheduler_steps > 1 || e->s->engine.extra_decode_step) return false;
     if (e->sched.xfer_s > 0) return false;        /* this step waits for a reload or swap-in */
-    if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0 || sim_kv_windowed(rep->kv)) return false;
+    if (e->c.scheduler == SCN_SCHED_STATIC || e->c.window > 0) return false;
+    /* A model window frees KV as sequences grow: the run commits at block fills, exact when
+     * that is where the window moves (sim/kv_manager.h). */
+    if (sim_kv_windowed(rep->kv) && !sim_kv_slides_at_fills(rep->kv)) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
      * unless new prefix-cache entries could shorten its prompt. */
@@ -458,30 +481,32 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 /* Step K's time into f->dt, from the executor's decode summary, or else from its batch: the one
  * the scheduler formed in rep->batch (`formed`), or the live slots' (in the run's own buffer).
  * Returns -1 on failure. */
-static int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
+static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt);
+
+static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
 {
     double dt = 0;
-    char msg[256] = "";
-    bool by_batch = !e->ex->decode_time || e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt);
-    sim_batch *b = &rep->batch;
-    if (by_batch && !formed) {
-        b = &f->batch;
-        int w = 0;
-        for (int i = 0; i < f->n; i++) {
-            if (f->dead[i]) continue;
-            const sim_req *r = f->req[i];
-            int start = (int)(f->c0[i] + f->K);
-            sim_batch_seq_fill(&b->seqs[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
+    int by_batch = 1;
+    if (f->capk < 0) {
+        if (e->ex->decode_time) by_batch = e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt);
+    } else {
+        /* Slots whose keys reach the cap at this step count it from now on. */
+        const long K = f->K;
+        if (K > f->cap_k) {
+            for (int i = f->chead[K & (SIM_FF_RING - 1)]; i >= 0; i = f->cnext[i])
+                if (!f->dead[i] && !f->capped[i] && f->capat[i] == K) {
+                    f->capped[i] = 1;
+                    f->cu--;
+                    f->cB -= f->c0[i];
+                }
+            f->cap_k = K;
         }
-        b->replica = rep->id;
-        b->n = w;
-        b->tokens = w;
+        long keys[2], all = f->base + (long)f->alive * (K + 1);   /* Σ (position + 1) */
+        keys[f->capk] = f->cB + f->cu * (K + 1) + (f->alive - f->cu) * f->capC;
+        keys[1 - f->capk] = all;
+        by_batch = e->ex->decode_time_keys(e->ex->ctx, f->alive, keys, &dt);
     }
-    if (by_batch && e->ex->run(e->ex->ctx, b, &dt, msg, sizeof msg)) {
-        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
-        e->internal = 1;
-        return -1;
-    }
+    if (by_batch && ff_time_batch(e, rep, f, formed, &dt)) return -1;
     if (!(dt >= 0) || !isfinite(dt)) {   /* the inputs' fault, as in start_formed */
         snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
                  "bandwidth and compute figures", f->alive, dt, e->ex->name);
@@ -494,9 +519,36 @@ static int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
     return 0;
 }
 
+/* ff_time's other way: the executor prices the batch (kept apart so that the common way stays
+ * small). */
+static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt)
+{
+    char msg[256] = "";
+    sim_batch *b = &rep->batch;
+    if (!formed) {
+        b = &f->batch;
+        int w = 0;
+        for (int i = 0; i < f->n; i++) {
+            if (f->dead[i]) continue;
+            const sim_req *r = f->req[i];
+            int start = (int)(f->c0[i] + f->K);
+            sim_batch_seq_fill(&b->seqs[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
+        }
+        b->replica = rep->id;
+        b->n = w;
+        b->tokens = w;
+    }
+    if (e->ex->run(e->ex->ctx, b, dt, msg, sizeof msg)) {
+        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+        e->internal = 1;
+        return -1;
+    }
+    return 0;
+}
+
 /* Step K completes now (e->now, its end; the time integrals are already taken): gaps, blocks that
  * filled, completions; then K advances. */
-static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
+static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const int bs = paged ? e->c.block_size : 1;
@@ -510,12 +562,28 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         if (!f->dead[i] && f->req[i]->spec.measured) sim_hist_add(itl, tend - f->req[i]->t_last);
     f->fresh = f->n;
     f->measured_fresh = 0;
-    /* Blocks that just filled join the prefix cache (slot order), before any release. */
-    if (paged && e->c.prefix_cache)
-        for (int i = f->head[(K + 1) % bs]; i >= 0; i = f->next[i])
-            if (!f->dead[i] && f->cross[i] == K + 1) sim_kv_commit(rep->kv, &f->req[i]->kv, (int)(f->c0[i] + K + 1));
+    /* Blocks that just filled join the prefix cache, and a model window (whose width is whole
+     * blocks, ff_eligible) passes blocks only as a block fills: commits in slot order, before any
+     * release, as the scheduler's. A window that frees whole blocks shrinks the space a slot
+     * occupies. */
+    f->freed = false;
+    long avail0 = f->windowed ? sim_kv_available(rep->kv) : 0;
+    if (paged && (e->c.prefix_cache || f->windowed))
+        for (int i = f->head[f->res + 1 == bs ? 0 : f->res + 1]; i >= 0; i = f->next[i]) {
+            if (f->dead[i] || f->cross[i] != K + 1) continue;
+            sim_kv_seq *q = &f->req[i]->kv;
+            long space = f->windowed ? sim_kv_seq_tokens(rep->kv, q) : 0;
+            sim_kv_commit(rep->kv, q, (int)(f->c0[i] + K + 1));
+            if (f->windowed) {
+                long freed = space - sim_kv_seq_tokens(rep->kv, q);
+                f->unused -= freed;
+                f->reserved -= freed;
+            }
+        }
+    /* Blocks the window gave back may admit a waiting request (ff_next tries). */
+    if (f->windowed && sim_kv_available(rep->kv) > avail0) f->freed = true;
     /* Completions, in slot order: the request leaves with its KV, then is recorded. */
-    const int fr = (int)(K % SIM_FF_RING);
+    const int fr = (int)(K & (SIM_FF_RING - 1));
     int fins = 0;
     for (int i = f->fhead[fr]; i >= 0; i = f->fnext[i]) {
         if (f->dead[i] || f->fin_at[i] != K) continue;
@@ -524,8 +592,9 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         r->total = r->computed + 1;
         r->generated = r->spec.output;
         r->t_last = tend;
-        f->unused -= r->kv.room - r->computed;   /* what it counted in step K */
-        f->reserved -= r->kv.room;
+        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
+        f->unused -= space - r->computed;   /* what it counted in step K */
+        f->reserved -= space;
         sim_list_remove(&rep->running, r);
         sim_kv_release(rep->kv, &r->kv);
         r->state = REQ_DONE;
@@ -535,11 +604,13 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         f->alive--;
         f->measured -= r->spec.measured;
         f->base -= f->c0[i];
+        if (f->capk >= 0 && !f->capped[i]) { f->cu--; f->cB -= f->c0[i]; }
         fins++;
     }
     f->fins = fins;
     f->t_last = tend;
     f->K = K + 1;
+    f->res = f->res + 1 == bs ? 0 : f->res + 1;
     int rc = 0;
     for (int i = fins ? f->fhead[fr] : -1; i >= 0; i = f->fnext[i]) {
         if (!f->dead[i] || f->fin_at[i] != K) continue;
@@ -553,7 +624,7 @@ static int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
 /* Forms step K over the live slots: one block for each slot at a boundary, in slot (running)
  * order, as the scheduler grows; then times it. Hands back when a block cannot be had, a
  * contiguous reservation must grow, or the batch is needed and too large. */
-static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
+static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const int bs = paged ? e->c.block_size : 1;
@@ -562,19 +633,19 @@ static int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     if (!paged && f->limit >= 0 && K >= f->limit) return ff_hand_back(e, rep, f);
     /* The live slots of this residue bound the blocks needed; count exactly only when the bound
      * is more than is free. */
-    long need = paged ? f->cnt[K % bs] : 0;
+    long need = paged ? f->cnt[f->res] : 0;
     if (need > sim_kv_available(rep->kv)) {
         need = 0;
-        for (int i = f->head[K % bs]; i >= 0; i = f->next[i])
+        for (int i = f->head[f->res]; i >= 0; i = f->next[i])
             if (!f->dead[i] && f->cross[i] == K) need++;
         if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
     }
     if (need) {
-        for (int i = f->head[K % bs]; i >= 0; i = f->next[i]) {
+        for (int i = f->head[f->res]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K) continue;
             sim_req *r = f->req[i];
             long room0 = r->kv.room;
-            if (sim_kv_grow(rep->kv, &r->kv, (int)(f->c0[i] + K + 1))) {
+            if (sim_kv_grow_block(rep->kv, &r->kv)) {   /* position c0 + K = its room */
                 snprintf(e->err, e->nerr, "out of memory");
                 e->internal = 1;
                 return FF_ERROR;
@@ -609,7 +680,7 @@ static int ff_prefill(sim_engine *e, sim_replica *rep, sim_ff *f)
  * the run forms its next decode step. `event`: the step ended as an event (others happened since
  * the last admission attempt); inline, an attempt can only succeed after a completion or, with
  * prefix caching and free seats, a new cache entry. */
-static int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
+static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
 {
     if (f->alive == 0) {
         f->active = false;
@@ -617,7 +688,7 @@ static int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
         return FF_CONTINUE;
     }
     bool seats = rep->running.n < e->s->deployment.max_num_seqs;
-    if (rep->waiting.n && (event || f->fins || (e->c.prefix_cache && seats))) {
+    if (rep->waiting.n && (event || f->fins || f->freed || (e->c.prefix_cache && seats))) {
         if (e->c.scheduler != SCN_SCHED_CONTINUOUS) return ff_hand_back(e, rep, f);
         e->sched.now = e->now;
         int rc = ff_prefill(e, rep, f);
@@ -682,7 +753,7 @@ static int ff_resume(sim_engine *e, sim_replica *rep)
         e->internal = 1;
         return FF_ERROR;
     }
-    for (sim_req *q = joiners > 0 ? r : NULL; q; q = q->next) ff_join(e, f, q);
+    for (sim_req *q = joiners > 0 ? r : NULL; q; q = q->next) ff_join(e, rep, f, q);
     int rc = ff_form(e, rep, f);
     return rc == FF_RUN ? ff_go(e, rep, f) : rc;
 }
@@ -703,11 +774,19 @@ static int ff_begin(sim_engine *e, sim_replica *rep)
     ff_unlink_all(f, bs);
     f->n = f->n_dead = f->fresh = 0;
     f->K = 0;
+    f->res = 0;
     f->alive = f->measured = f->measured_fresh = 0;
     f->base = f->unused = f->reserved = 0;
     f->limit = -1;
+    f->windowed = sim_kv_windowed(rep->kv);
+    /* Exactly one layer kind capping its keys, and the executor prices from key sums. */
+    const long *kc = e->ex->key_cap;
+    f->capk = !e->ex->decode_time_keys || (kc[0] > 0) == (kc[1] > 0) ? -1 : kc[0] > 0 ? 0 : 1;
+    f->capC = f->capk >= 0 ? kc[f->capk] : 0;
+    f->cu = f->cB = 0;
+    f->cap_k = -1;
     f->t_last = e->now;
-    for (int i = 0; i < n0; i++) ff_join(e, f, rep->breq[i]);
+    for (int i = 0; i < n0; i++) ff_join(e, rep, f, rep->breq[i]);
     f->unused -= n0;   /* step 0 is formed: each holds its new token */
     f->T = e->now;
     rep->frag_unused = (double)f->unused;

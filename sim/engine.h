@@ -11,7 +11,7 @@
 
 enum { EV_ARRIVAL, EV_TURN, EV_STEP, EV_SAMPLE, EV_KICK, EV_DEFER };
 
-#define SIM_FF_RING 64        /* completion chains: a step scans the slots finishing 64k steps on */
+#define SIM_FF_RING 64        /* completion chains: a step scans the slots finishing 64k steps on (a power of two) */
 
 /* A replica's fast-forward run (engine.c): the running sequences it holds, one slot each in
  * batch (running) order, and the run's state. While a run is active the slots, not the requests,
@@ -37,6 +37,7 @@ typedef struct {
     bool pending;            /* its step K is in flight (the replica's EV_STEP is the run's) */
     bool suspended;          /* a prefill step of the scheduler's runs between two of its steps */
     long K;                  /* the step formed or in flight: steps 0 .. K - 1 have completed */
+    int res;                 /* K modulo the block size (1 contiguous), kept as K advances: no division a step */
     double T, dt;            /* s: step K's start and duration */
     double t_last;           /* s: step K - 1's end, the last token of every slot with first < K */
     int fresh;               /* slots [fresh, n) have first == K (their last token is their own) */
@@ -45,6 +46,17 @@ typedef struct {
     long base;               /* Σ c0 over live slots: their positions at step k sum to base + alive * k */
     long unused, reserved;   /* tokens: the fragmentation terms of step K */
     long limit;              /* contiguous: the first step some slot needs a larger reservation (-1: none) */
+    bool windowed;           /* the model's window frees KV as the slots grow (committed at block fills) */
+    bool freed;              /* windowed: the last completed step's commits made KV available */
+    /* Keys capped by a window (the executor's key_cap) for layer kind capk (-1: none, or the
+     * run prices its steps otherwise): slot i attends min(c0 + k + 1, C) of them at step k,
+     * all C from step capat = C - 1 - c0 on. Uncapped live slots: cu of them, Σ c0 = cB. */
+    int capk;
+    long capC, cu, cB, cap_k;  /* cap_k: the last step whose cappings are applied */
+    long *capat;
+    unsigned char *capped;
+    int *cnext;              /* chains of uncapped slots by capat modulo SIM_FF_RING, in slot order */
+    int chead[SIM_FF_RING], ctail[SIM_FF_RING];
     sim_batch batch;         /* the live slots' batch, for an executor that times steps from it */
 } sim_ff;
 

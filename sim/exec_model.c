@@ -8,6 +8,11 @@
 #include <stdlib.h>
 
 #define SHAPE_MAX 4097   /* batch sizes 0..4096 have a cached shape (about 1 KB each) */
+#define PREFILL_SLOTS 1024   /* shapes of one-prompt prefill steps kept, by tokens: about 1 MB */
+/* One-prompt prefill steps priced before the table is used: its slots fault in a page each when
+ * first written (about 2.5 us apiece here), which a run of a few thousand steps, whose prompt
+ * lengths seldom repeat, never earns back; a long run does, many times. */
+#define PREFILL_WARMUP 2048
 
 typedef struct {
     const scn_scenario *s;
@@ -21,7 +26,16 @@ typedef struct {
     kv_decode_plan *plan;    /* [n]: the same, prepared for kv_decode_plan_seconds */
     signed char *shaped;     /* [n]: 0 shape[n] not computed; 1 computed, each row splits once; 2 computed, splits vary */
     int n_shape;             /* entries in shape and shaped */
+    /* kv_step_shape of one-row steps that are not plain decode (a prompt's prefill), direct-mapped
+     * by new tokens: without verify rows such a step's shape depends on nothing else (its row runs
+     * no CUDA graph and emits one logit row), and prompt lengths repeat (sums of several seldom
+     * do, so steps of more rows are priced whole). */
+    long prefills;           /* one-row prefill steps priced so far (PREFILL_WARMUP) */
+    kv_step_cost *pshape;
+    long *ptokens;           /* the slot's new tokens; 0: empty */
+    int *prows;              /* its rows */
     bool sums;               /* decode steps from sums over their rows (kv_step_complete_decode) */
+    bool sums_uncapped;      /* sums, and no layer caps its keys: decode_time can answer */
     double max_keys;         /* the bound on Σ keys under which those sums are exact */
     long kcap[2];            /* keys a layer of each kind (global, sliding) holds at most; 0: no cap */
     bool kind[2];            /* the model has layers of that kind */
@@ -46,6 +60,34 @@ static const kv_step_cost *decode_shape(model_ctx *m, int n, bool *uniform)
     return &m->shape[n];
 }
 
+/* The shape of a step of n rows, some not plain decode, whose rows are already in m->work;
+ * NULL when the table could not be had (the caller prices the step whole). The key is (tokens,
+ * rows), so the table stays right for any n its callers pass. */
+static const kv_step_cost *prefill_shape(model_ctx *m, int n)
+{
+    if (!m->pshape) {
+        m->pshape = malloc(sizeof *m->pshape * PREFILL_SLOTS);
+        m->ptokens = calloc(PREFILL_SLOTS, sizeof *m->ptokens);
+        m->prows = malloc(sizeof *m->prows * PREFILL_SLOTS);
+        if (!m->pshape || !m->ptokens || !m->prows) {
+            free(m->pshape); free(m->ptokens); free(m->prows);
+            m->pshape = NULL; m->ptokens = NULL; m->prows = NULL;
+            return NULL;
+        }
+    }
+    long T = 0;   /* as kv_step_shape counts them */
+    for (int i = 0; i < n; i++) T += m->work[i].new_tokens > 0 ? m->work[i].new_tokens : 0;
+    if (T <= 0) return NULL;
+    unsigned long h = ((unsigned long)T * 0x9e3779b1UL + (unsigned long)n * 0x85ebca6bUL) >> 7;
+    int slot = (int)(h % PREFILL_SLOTS);
+    if (m->ptokens[slot] != T || m->prows[slot] != n) {
+        kv_step_shape(m->s, NULL, m->work, n, &m->pshape[slot]);
+        m->ptokens[slot] = T;
+        m->prows[slot] = n;
+    }
+    return &m->pshape[slot];
+}
+
 static int grow(model_ctx *m, int n)
 {
     if (n <= m->cap) return 0;
@@ -65,14 +107,35 @@ static int grow(model_ctx *m, int n)
 static int model_decode_time(void *ctx, long n, long sum_start, double *seconds)
 {
     model_ctx *m = ctx;
-    bool uniform;
-    if (!m->sums || m->kcap[0] || m->kcap[1] || n >= m->n_shape) return 1;
-    if ((double)(sum_start + n) > m->max_keys || grow(m, (int)n)) return 1;
-    const kv_step_cost *sh = decode_shape(m, (int)n, &uniform);
-    if (!sh || !uniform) return 1;
+    if (!m->sums_uncapped || n < 1 || n >= m->n_shape || (double)(sum_start + n) > m->max_keys) return 1;
+    if (m->shaped[n] != 1) {   /* not yet shaped (grow first: the shape is priced on m->work), or rows split */
+        bool uniform;
+        if (m->shaped[n] == 2 || grow(m, (int)n) || !decode_shape(m, (int)n, &uniform) || !uniform) return 1;
+    }
     double keys = (double)(sum_start + n);
     kv_decode_sums d = {{m->kind[0] ? keys : 0, m->kind[1] ? keys : 0}, {m->kind[0] ? (double)n : 0, m->kind[1] ? (double)n : 0}};
-    *seconds = kv_decode_plan_seconds(&m->plan[sh - m->shape], &d);
+    *seconds = kv_decode_plan_seconds(&m->plan[n], &d);
+    return 0;
+}
+
+/* The same from the rows' key sums per layer kind, when a kind caps its keys: what
+ * decode_by_sums computes over the rows when every row splits once. */
+static int model_decode_time_keys(void *ctx, long n, const long keys[2], double *seconds)
+{
+    model_ctx *m = ctx;
+    if (!m->sums || n < 1 || n >= m->n_shape) return 1;
+    if (m->shaped[n] != 1) {
+        bool uniform;
+        if (m->shaped[n] == 2 || grow(m, (int)n) || !decode_shape(m, (int)n, &uniform) || !uniform) return 1;
+    }
+    kv_decode_sums d = {{0, 0}, {0, 0}};
+    for (int k = 0; k < 2; k++) {
+        if (!m->kind[k]) continue;
+        d.keys[k] = (double)keys[k];
+        d.splits[k] = (double)n;
+        if (d.keys[k] > m->max_keys) return 1;
+    }
+    *seconds = kv_decode_plan_seconds(&m->plan[n], &d);
     return 0;
 }
 
@@ -131,8 +194,12 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
                                      m->work + m->cap).seconds;
     else if (m->moe)   /* one attention-DP rank, experts over EP ranks */
         *seconds = kv_moe_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
-    else
-        *seconds = kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
+    else {
+        /* kv_step_time is kv_step_complete on kv_step_shape, bit for bit (model/kv_model.h). */
+        const kv_step_cost *sh = d < b->n && b->n == 1 && ++m->prefills > PREFILL_WARMUP ? prefill_shape(m, b->n) : NULL;
+        *seconds = sh ? kv_step_complete(sh, m->s, &m->cfg, m->attn, m->work, NULL, b->n).seconds
+                      : kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
+    }
     return 0;
 }
 
@@ -151,6 +218,9 @@ static void model_free(void *ctx)
     free(m->shape);
     free(m->shaped);
     free(m->plan);
+    free(m->pshape);
+    free(m->ptokens);
+    free(m->prows);
     free(m->ps);
     free(m);
 }
@@ -187,12 +257,15 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->sums = ns > 1 && ctx > 0 && kv_decode_sums_exact(s, &m->cfg, c->attention, ns - 1, ctx);
     m->max_keys = (double)(ns - 1) * ((double)ctx + 1);
     for (int k = 0; k < 2; k++) m->kcap[k] = kv_decode_cap(s, &m->cfg, k);
+    m->sums_uncapped = m->sums && !m->kcap[0] && !m->kcap[1];
     m->kind[0] = s->model.layers - s->model.sliding_layers > 0;
     m->kind[1] = s->model.sliding_layers > 0;
     /* The O(1) decode time (and with it fast-forward without forming each batch) prices plain
      * decode steps only: not a speculative step's drafts and verify, nor an expert-parallel step. */
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free,
-                          .decode_time = m->sp || m->moe ? NULL : model_decode_time};
+                          .decode_time = m->sp || m->moe ? NULL : model_decode_time,
+                          .decode_time_keys = m->sp || m->moe ? NULL : model_decode_time_keys,
+                          .key_cap = {m->kcap[0], m->kcap[1]}};
     return 0;
 }
 

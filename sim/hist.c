@@ -10,11 +10,13 @@
 #define EMIN (-31)          /* 2^-31 s ~ 0.5 ns: smaller values count as zeros */
 #define EMAX 21             /* 2^21 s ~ 24 days: larger values go to the last bucket */
 #define NB ((EMAX - EMIN) * SUB)
+_Static_assert(sizeof ((sim_hist *)0)->g / sizeof(uint64_t) == EMAX - EMIN, "one group count per power of two");
 
 int sim_hist_init(sim_hist *h)
 {
     h->b = calloc(NB, sizeof *h->b);
     h->count = h->zeros = 0;
+    memset(h->g, 0, sizeof h->g);
     h->fix = 0;
     h->big = 0;
     h->min = INFINITY;
@@ -64,6 +66,7 @@ void sim_hist_add(sim_hist *h, double v)
     if (!(v > 0) || E < EMIN) { h->zeros++; return; }
     long i = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
     h->b[i]++;
+    h->g[i / SUB]++;
 }
 
 void sim_hist_add_n(sim_hist *h, double v, long n)
@@ -79,6 +82,7 @@ void sim_hist_add_n(sim_hist *h, double v, long n)
     if (!(v > 0) || E < EMIN) { h->zeros += n; return; }
     long i = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
     h->b[i] += (uint32_t)n;
+    h->g[i / SUB] += (uint64_t)n;
 }
 
 /* Lower edge of bucket i: (1 + sub / SUB) * 2^(i / SUB + EMIN). */
@@ -87,30 +91,59 @@ static double edge(long i)
     return ldexp(1.0 + (double)(i % SUB) / SUB, (int)(i / SUB) + EMIN);
 }
 
+/* The bucket of the smallest positive value: buckets below it are empty. */
+static long first_bucket(const sim_hist *h)
+{
+    if (!(h->min > 0)) return 0;
+    uint64_t u;
+    memcpy(&u, &h->min, sizeof u);
+    long E = (long)((u >> 52) & 0x7ff) - 1023;
+    if (E < EMIN) return 0;
+    return E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
+}
+
+void sim_hist_quantiles(const sim_hist *h, const double *q, int n, double *out)
+{
+    /* The quantiles the walk answers, in q's (ascending) order; the rest are settled first. */
+    double target[16];
+    int idx[16], m = 0;
+    for (int k = 0; k < n; k++) {
+        if (h->count == 0) { out[k] = NAN; continue; }
+        if (q[k] <= 0) { out[k] = h->min; continue; }   /* the extremes are kept exactly */
+        if (q[k] >= 1) { out[k] = h->max; continue; }
+        double t = q[k] * (double)(h->count - 1);   /* rank of the wanted value, 0-based */
+        if (t < h->zeros) { out[k] = h->min; continue; }
+        if (m == 16) { sim_hist_quantiles(h, &q[k], 1, &out[k]); continue; }   /* beyond the scratch: alone */
+        target[m] = t;
+        idx[m++] = k;
+    }
+    /* One walk for all of them, from min's bucket (those below are empty), skipping whole powers
+     * of two that hold no target. Counts are integers, exact in a double, so `seen` (and with it
+     * every result) is the same however the walk groups them. */
+    double seen = (double)h->zeros;
+    int j = 0;
+    for (long i = first_bucket(h); i < NB && j < m;) {
+        if (i % SUB == 0 && seen + (double)h->g[i / SUB] <= target[j]) {
+            seen += (double)h->g[i / SUB];
+            i += SUB;
+            continue;
+        }
+        if (h->b[i]) {
+            while (j < m && seen + h->b[i] > target[j]) {
+                double lo = edge(i), hi = edge(i + 1);
+                double v = lo + (hi - lo) * (target[j] - seen + 0.5) / h->b[i];
+                out[idx[j++]] = v < h->min ? h->min : v > h->max ? h->max : v;
+            }
+            seen += h->b[i];
+        }
+        i++;
+    }
+    for (; j < m; j++) out[idx[j]] = h->max;
+}
+
 double sim_hist_quantile(const sim_hist *h, double q)
 {
-    if (h->count == 0) return NAN;
-    if (q <= 0) return h->min;   /* the extremes are kept exactly */
-    if (q >= 1) return h->max;
-    double target = q * (double)(h->count - 1);   /* rank of the wanted value, 0-based */
-    if (target < h->zeros) return h->min;
-    double seen = (double)h->zeros;
-    /* Buckets below the smallest positive value are empty: start at min's bucket. */
-    long i0 = 0;
-    if (h->min > 0) {
-        uint64_t u;
-        memcpy(&u, &h->min, sizeof u);
-        long E = (long)((u >> 52) & 0x7ff) - 1023;
-        if (E >= EMIN) i0 = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
-    }
-    for (long i = i0; i < NB; i++) {
-        if (!h->b[i]) continue;
-        if (seen + h->b[i] > target) {
-            double lo = edge(i), hi = edge(i + 1);
-            double v = lo + (hi - lo) * (target - seen + 0.5) / h->b[i];
-            return v < h->min ? h->min : v > h->max ? h->max : v;
-        }
-        seen += h->b[i];
-    }
-    return h->max;
+    double v;
+    sim_hist_quantiles(h, &q, 1, &v);
+    return v;
 }

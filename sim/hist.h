@@ -10,6 +10,7 @@
 
 typedef struct {
     uint32_t *b;        /* bucket counts */
+    uint64_t g[52];     /* counts per power of two (2048 buckets), so quantiles skip empty stretches */
     long count, zeros;  /* values <= the smallest bucket are counted in zeros */
     __int128 fix;       /* 2^-64 s: the exact sum of the values' fixed-point forms (see sim_hist_sum) */
     double big;         /* s: the sum of values too large for fix (none in any real run) */
@@ -28,6 +29,9 @@ void sim_hist_add_n(sim_hist *h, double v, long n);
 double sim_hist_sum(const sim_hist *h);
 /* The q-quantile (0..1), interpolated within its bucket and clamped to [min, max]. */
 double sim_hist_quantile(const sim_hist *h, double q);
+/* sim_hist_quantile for each of n quantiles q[] given in ascending order, into out[], in one walk
+ * over the buckets: the same values, bit for bit. */
+void sim_hist_quantiles(const sim_hist *h, const double *q, int n, double *out);
 /* Relative half-width of a bucket: the quantile's worst-case relative error. */
 double sim_hist_resolution(void);
 

@@ -148,6 +148,15 @@ void sim_kv_set_groups(sim_kv *kv, int full, int win, int window)
 
 bool sim_kv_windowed(const sim_kv *kv) { return kv->gwin > 0; }
 
+bool sim_kv_slides_at_fills(const sim_kv *kv)
+{
+    if (kv->gwin <= 0 || !kv->paged) return true;   /* contiguous: commits free nothing */
+    if (kv->mwin % kv->bs) return false;
+    /* Every layer windowed: passed blocks return to the pool, in an order against other
+     * sequences' releases that only the prefix cache's LRU could tell. */
+    return kv->units || !kv->prefix;
+}
+
 /* Layer-tokens a contiguous reservation of `tokens` takes: full layers hold them all, windowed
  * layers a ring of the model window. */
 static long ring_units(const sim_kv *kv, long tokens)
@@ -521,6 +530,16 @@ static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
 {
     if (upto <= q->room) return 0;   /* the common case: room left */
+    /* The next most common: a decoding sequence crossing into one more block while the free
+     * stack has one (paged, one layer group): grow_run's first choice, without its bookkeeping. */
+    if (kv->paged && !kv->units && kv->n_free && upto <= q->room + kv->bs && q->n_blocks < q->cap) {
+        int32_t b = kv->free_stack[kv->arr - kv->n_free--];
+        q->blocks[q->n_blocks++] = b;
+        if (kv->prefix) kv->refs[b] = 1;
+        kv->n_referenced++;
+        q->room += kv->bs;   /* set_room: n_blocks * bs */
+        return 0;
+    }
     long need = sim_kv_needed(kv, q, upto);
     if (!need) return 0;
     if (!kv->paged) return sim_kv_reserve(kv, q, ring_held(kv, upto));
@@ -532,6 +551,32 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
         if (kv->units) { q->wlive++; kv->win_live++; }
     }
     set_room(kv, q);
+    return 0;
+}
+
+int sim_kv_table_room(sim_kv_seq *q, long blocks)
+{
+    if (blocks <= q->cap) return 0;
+    long cap = 16;   /* powers of two: a recycled table seldom needs to grow again */
+    while (cap < blocks) cap *= 2;
+    if (cap > INT_MAX) return -1;
+    int32_t *nb = realloc(q->blocks, sizeof *nb * (size_t)cap);
+    if (!nb) return -1;
+    q->blocks = nb;
+    q->cap = (int)cap;
+    return 0;
+}
+
+int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q)
+{
+    /* Kept apart from sim_kv_grow, whose general case needs many registers saved, so that this
+     * one (a fast-forwarded decode step crossing into a block) costs a few instructions. */
+    if (!kv->paged || kv->units || !kv->n_free || q->n_blocks >= q->cap) return sim_kv_grow(kv, q, (int)q->room + 1);
+    int32_t b = kv->free_stack[kv->arr - kv->n_free--];
+    q->blocks[q->n_blocks++] = b;
+    if (kv->prefix) kv->refs[b] = 1;
+    kv->n_referenced++;
+    q->room += kv->bs;   /* set_room: n_blocks * bs */
     return 0;
 }
 

@@ -49,6 +49,11 @@ void sim_kv_free(sim_kv *kv);
 void sim_kv_set_groups(sim_kv *kv, int full, int win, int window);
 /* Whether a model window frees KV as sequences grow (the fast-forward does not model it). */
 bool sim_kv_windowed(const sim_kv *kv);
+/* Whether the model window frees KV only when a commit reaches a block boundary (the window is
+ * whole blocks; contiguous frees nothing) and in a way the order of sequences' commits and
+ * releases within a step cannot change (layer-block counts, or no prefix cache): then a
+ * fast-forward that commits each sequence as a block fills is exact. True with no window. */
+bool sim_kv_slides_at_fills(const sim_kv *kv);
 
 long sim_kv_total(const sim_kv *kv);        /* blocks of every layer (contiguous: tokens) */
 int sim_kv_block_size(const sim_kv *kv);
@@ -70,6 +75,11 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
 long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto);
 /* Makes room for positions [0, upto): 0, or -1 with nothing allocated. */
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto);
+/* Makes the sequence's block table hold `blocks` entries without reallocating as it grows (a
+ * hint: -1 on out of memory, nothing changed, and growth reallocates as usual). */
+int sim_kv_table_room(sim_kv_seq *q, long blocks);
+/* sim_kv_grow(kv, q, room + 1): room for the next position past the sequence's room. */
+int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q);
 /* Contiguous: reserves `tokens` for the sequence's lifetime; -1 if they are not free. */
 int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens);
 /* After positions [0, computed) hold KV: registers newly full blocks in the prefix cache and

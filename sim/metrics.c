@@ -63,10 +63,13 @@ void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
         sim_summary *s = &m->q[i];
         s->count = h->count;
         s->mean = h->count ? sim_hist_sum(h) / h->count : NAN;
-        s->p50 = sim_hist_quantile(h, 0.50);
-        s->p90 = sim_hist_quantile(h, 0.90);
-        s->p95 = sim_hist_quantile(h, 0.95);
-        s->p99 = sim_hist_quantile(h, 0.99);
+        static const double qs[4] = {0.50, 0.90, 0.95, 0.99};
+        double v[4];
+        sim_hist_quantiles(h, qs, 4, v);   /* one walk over the buckets for the four */
+        s->p50 = v[0];
+        s->p90 = v[1];
+        s->p95 = v[2];
+        s->p99 = v[3];
         s->max = h->count ? h->max : NAN;
     }
     m->kv_util_mean = m->duration > 0 && total_blocks > 0 ? a->used_integral / (m->duration * total_blocks) : 0;

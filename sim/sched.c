@@ -258,6 +258,9 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
             return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds", r->spec.id, whole,
                         sim_kv_total(kv) - rep->watermark);
         if (need + from_free + rep->watermark > sim_kv_available(kv)) return 0;
+        /* The table for the whole request now, so that decoding never reallocates it (admitted
+         * requests are bounded by the pool; waiting ones hold no table). */
+        sim_kv_table_room(&r->kv, ((long)r->total + r->spec.output + bs - 1) / bs + 1);
         sim_kv_match_prefix(kv, &r->kv, r->total, true, NULL);
         /* Reloaded blocks are in (and their transfer charged) whether or not the rest fits; they
          * count as the request's hits only when it is admitted. */

@@ -76,6 +76,12 @@ typedef struct {
      * it cannot answer from that summary. The engine then advances whole runs of such steps
      * without forming each batch (docs/simulator.md, "Fast-forward"). */
     int (*decode_time)(void *ctx, long n, long sum_start, double *seconds);
+    /* Optional, with key_cap (a predicting clock whose layers cap the keys they attend, a
+     * sliding window): the same from keys[k], the sum over the n rows of min(position + 1,
+     * key_cap[k]) for layer kind k (0 global, 1 sliding; key_cap 0: no cap); 1 when it cannot
+     * answer. */
+    int (*decode_time_keys)(void *ctx, long n, const long keys[2], double *seconds);
+    long key_cap[2];
     /* True for a real device: every step must run on it, and its pools are fixed (an
      * override of the block count must agree with them). False for the cost model's clock. */
     bool measured;

@@ -22,6 +22,8 @@ struct sim_workload {
     double clock;                /* last arrival time */
     double *zipf_cdf;            /* prefix group popularity */
     empirical emp[2];            /* 0: prompt, 1: output */
+    const scn_dist *dist[2];     /* the scenario's prompt and output distributions */
+    double mu[2];                /* their lognormal mu, computed once (the same double every draw) */
     FILE *trace;
     const char *trace_path;
     long trace_line;
@@ -91,6 +93,12 @@ fail:
     return -1;
 }
 
+/* `mean` is a lognormal's mean, so mu = ln(mean) - sigma^2 / 2. */
+static double lognormal_mu(const scn_dist *d)
+{
+    return d->kind == SCN_DIST_LOGNORMAL ? log(d->mean) - d->sigma * d->sigma / 2 : 0;
+}
+
 sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinput, char *err, size_t n)
 {
     *noinput = 0;
@@ -114,6 +122,10 @@ sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinp
         for (int g = 0; g < wl->prefix_groups; g++) w->zipf_cdf[g] /= acc;
     }
     const scn_dist *d[2] = {&wl->prompt, &wl->output};
+    for (int i = 0; i < 2; i++) {
+        w->dist[i] = d[i];
+        w->mu[i] = lognormal_mu(d[i]);
+    }
     for (int i = 0; i < 2; i++)
         if (wl->arrival != SCN_ARRIVAL_TRACE && d[i]->kind == SCN_DIST_EMPIRICAL &&
             load_empirical(&w->emp[i], d[i]->file, noinput, err, n))
@@ -163,8 +175,7 @@ int sim_workload_draw(sim_workload *w, const scn_dist *d, int which)
     case SCN_DIST_UNIFORM: return d->min + (int)(sim_rng_uniform(r) * (d->max - d->min + 1));
     case SCN_DIST_NORMAL: return clamp_len(d->mean + d->sigma * sim_rng_normal(r), d);
     case SCN_DIST_LOGNORMAL: {
-        /* `mean` is the distribution's mean, so mu = ln(mean) - sigma^2 / 2. */
-        double mu = log(d->mean) - d->sigma * d->sigma / 2;
+        double mu = which >= 0 && which < 2 && d == w->dist[which] ? w->mu[which] : lognormal_mu(d);
         return clamp_len(exp(mu + d->sigma * sim_rng_normal(r)), d);
     }
     case SCN_DIST_EMPIRICAL: {

@@ -254,6 +254,55 @@ START_TEST(multistep_same_both_ways)
 }
 END_TEST
 
+/* Models with sliding-window layers, whose window frees KV as sequences grow: the run commits
+ * each sequence as a block fills, where the window moves. gpt-oss-20b (half its layers on a
+ * 128-token window: layer-block counting), mistral-7b (every layer windowed: blocks go back to
+ * the pool; contexts past its 4096-token window) and gemma-2-9b, paged (with and without the
+ * prefix cache, which the every-layer case declines), contiguous, and a tight pool that
+ * preempts. */
+START_TEST(sliding_window_same_both_ways)
+{
+    static const struct { const char *model, *mem, *rate; int prompt, output, len; } cases[] = {
+        {"gpt-oss-20b", "0.9", "20/s", 300, 200, 4096},
+        {"gpt-oss-20b", "0.35", "40/s", 600, 400, 4096},
+        {"mistral-7b", "0.9", "4/s", 3000, 1200, 8192},
+        {"mistral-7b", "0.3", "8/s", 3500, 1500, 8192},
+        {"gemma-2-9b", "0.9", "4/s", 3000, 1200, 8192},
+        {"gemma-2-9b", "0.35", "8/s", 3500, 1500, 8192},
+        /* Past the window in a full pool, requests waiting: blocks the window gives back admit
+         * them between completions, as the scheduler would every step. */
+        {"mistral-7b", "0.6", "10/s", 6000, 1000, 16384},
+        {"gpt-oss-20b", "0.3", "30/s", 3000, 800, 8192},
+    };
+    static const char *const layouts[][3] = {{"paged", "16", "off"}, {"paged", "16", "on"}, {"paged", "32", "off"},
+                                             {"contiguous", "16", "off"}, {"paged", "48", "off"}};
+    long steps = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+            char text[1400];
+            snprintf(text, sizeof text,
+                     "model: %s\nhardware: h100-sxm\n"
+                     "deployment: {gpu_memory_utilization: %s, max_model_len: %d}\n"
+                     "workload:\n  requests: 150\n  arrival: {process: poisson, rate: %s}\n"
+                     "  prompt_tokens: {dist: lognormal, mean: %d, sigma: 0.7, max: %d}\n"
+                     "  output_tokens: {dist: lognormal, mean: %d, sigma: 0.7, max: %d}\n"
+                     "  shared_prefix: {groups: 2, tokens: 512, share: 0.5}\n"
+                     "options: {kv_layout: %s, block_size: %s, prefix_cache: %s, scheduler: continuous}\n",
+                     cases[k].model, cases[k].mem, cases[k].len, cases[k].rate, cases[k].prompt, cases[k].len / 2,
+                     cases[k].output, cases[k].len / 2, layouts[l][0], layouts[l][1], layouts[l][2]);
+            static scn_scenario s;
+            scn_error e;
+            ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+            ck_assert(s.model.sliding_window > 0 && s.model.sliding_layers > 0);
+            char what[96];
+            snprintf(what, sizeof what, "%s mem %s", cases[k].model, cases[k].mem);
+            sim_choice c = sim_choice_first(&s);
+            steps += same_both_ways(&s, &c, what);
+        }
+    ck_assert(steps > 0);
+}
+END_TEST
+
 Suite *suite_fastfwd(void)
 {
     Suite *s = suite_create("fastfwd");
@@ -263,6 +312,7 @@ Suite *suite_fastfwd(void)
     tcase_add_test(tc, random_scenarios_same_both_ways);
     tcase_add_test(tc, offload_and_swap_same_both_ways);
     tcase_add_test(tc, multistep_same_both_ways);
+    tcase_add_test(tc, sliding_window_same_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }
