@@ -27,15 +27,17 @@ static inline void account(sim_engine *e, sim_replica *rep)
     e->acc.frag_reserved += dt * rep->frag_reserved;
 }
 
-/* Reserved but unused tokens while a step runs: the space each scheduled sequence occupies
- * (live blocks, or its contiguous reservation) minus the KV it holds once the step is done. */
+/* Reserved but unused KV while a step runs: the space each scheduled sequence occupies (live
+ * blocks, or its contiguous reservation) minus the KV its layers keep once the step is done,
+ * per layer kind with a model window (sim_kv_frag_terms). */
 static void measure_fragmentation(sim_replica *rep)
 {
     double unused = 0, reserved = 0;
     for (int i = 0; i < rep->batch.n; i++) {
         const sim_req *r = rep->breq[i];
-        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
-        unused += (double)(space - sim_kv_held(rep->kv, &r->kv, r->computed + r->step_new));
+        long space, held;
+        sim_kv_frag_terms(rep->kv, &r->kv, r->computed + r->step_new, &space, &held);
+        unused += (double)(space - held);
         reserved += (double)space;
     }
     rep->frag_unused = unused;
@@ -603,6 +605,22 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
     return rc;
 }
 
+/* A model window: each slot's kept KV stops growing once it passes the window, so the terms of
+ * step K are summed over the live slots as measure_fragmentation does (integers: the same sums). */
+static void ff_frag_windowed(sim_replica *rep, sim_ff *f)
+{
+    long unused = 0, reserved = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (f->dead[i]) continue;
+        long space, held;
+        sim_kv_frag_terms(rep->kv, &f->req[i]->kv, (int)(f->c0[i] + f->K + 1), &space, &held);
+        unused += space - held;
+        reserved += space;
+    }
+    f->unused = unused;
+    f->reserved = reserved;
+}
+
 /* Forms step K over the live slots: one block for each slot at a boundary, in slot (running)
  * order, as the scheduler grows; then times it. Hands back when a block cannot be had, a
  * contiguous reservation must grow, or the batch is needed and too large. */
@@ -638,6 +656,7 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
         }
     }
     f->unused -= f->alive;   /* every sequence fills one more slot */
+    if (f->windowed) ff_frag_windowed(rep, f);
     f->T = e->now;
     note_peak(e, rep);
     rep->frag_unused = (double)f->unused;
@@ -770,6 +789,7 @@ static int ff_begin(sim_engine *e, sim_replica *rep)
     f->t_last = e->now;
     for (int i = 0; i < n0; i++) ff_join(e, rep, f, rep->breq[i]);
     f->unused -= n0;   /* step 0 is formed: each holds its new token */
+    if (f->windowed) ff_frag_windowed(rep, f);
     f->T = e->now;
     rep->frag_unused = (double)f->unused;
     rep->frag_reserved = (double)f->reserved;

@@ -639,6 +639,43 @@ int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed)
     return kv->sink + kv->window;
 }
 
+/* Positions of [0, computed) a windowed layer keeps: the last `mwin`, less any the cache's own
+ * sink + window drops (it keeps [0, sink) and the last `window`). */
+static long held_windowed(const sim_kv *kv, long computed)
+{
+    long lo = computed > kv->mwin ? computed - kv->mwin : 0;
+    if (kv->window <= 0 || computed <= (long)kv->sink + kv->window) return computed - lo;
+    long tail_lo = computed - kv->window > lo ? computed - kv->window : lo;
+    long sink_hi = kv->sink < tail_lo ? kv->sink : tail_lo;
+    return (computed - tail_lo) + (sink_hi > lo ? sink_hi - lo : 0);
+}
+
+void sim_kv_frag_terms(const sim_kv *kv, const sim_kv_seq *q, int computed, long *space, long *held)
+{
+    long all = sim_kv_held(kv, q, computed);   /* what a full-attention layer keeps */
+    if (kv->gwin <= 0) {                        /* one layer kind */
+        *space = sim_kv_seq_tokens(kv, q);
+        *held = all;
+        return;
+    }
+    long win = held_windowed(kv, computed);
+    if (!kv->units) {                           /* paged, every layer windowed: whole blocks go */
+        *space = sim_kv_seq_tokens(kv, q);
+        *held = win;
+        return;
+    }
+    long full_space, win_space;
+    if (kv->paged) {
+        full_space = (long)(q->n_blocks - q->dropped) * kv->bs;
+        win_space = (long)q->wlive * kv->bs;
+    } else {                                    /* ring_units: the windowed layers' ring */
+        full_space = q->reserved;
+        win_space = q->reserved < kv->mwin ? q->reserved : kv->mwin;
+    }
+    *space = (long)kv->gfull * full_space + (long)kv->gwin * win_space;
+    *held = (long)kv->gfull * all + (long)kv->gwin * win;
+}
+
 void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto)
 {
     if (!kv->paged) return;
