@@ -98,6 +98,12 @@ int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed);
  * and kept positions times its layer count. held <= space whenever the sequence's positions
  * [0, computed) have room. */
 void sim_kv_frag_terms(const sim_kv *kv, const sim_kv_seq *q, int computed, long *space, long *held);
+/* sim_kv_frag_terms' *space alone (it does not depend on the positions computed). */
+long sim_kv_frag_space(const sim_kv *kv, const sim_kv_seq *q);
+/* With no sink + window of the cache's own, kept KV is linear in the layer kinds:
+ * held(n) = *full * n + *win * min(n, *window) (the fast-forward sums it over its slots in O(1));
+ * false with a sink + window. */
+bool sim_kv_frag_linear(const sim_kv *kv, long *full, long *win, long *window);
 /* Speculative decoding's rollback: frees the blocks wholly past position `upto` (the KV of
  * rejected draft tokens). Contiguous reservations are for the sequence's lifetime: no change. */
 void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto);
