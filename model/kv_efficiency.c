@@ -44,6 +44,16 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
     }
 }
 
+double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e)
+{
+    if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER) return kv_attention_efficiency(hw, e);
+    /* FlashMLA's dense decode kernel: "660 TFLOPS in computation-bound configuration on H800
+     * SXM5" (its README), against the H800's 989 TFLOPS dense bf16: 0.667. The engines' MLA
+     * decode backends on Hopper (FlashMLA in vLLM and SGLang, TensorRT-LLM's own) are of this
+     * class; 128 query heads share each latent key, so the kernel is compute-bound at batch. */
+    return 660.0 / 989.0;
+}
+
 double kv_wave_efficiency(const scn_hardware *hw, double units)
 {
     double sm = hw->sm_count;
@@ -66,4 +76,14 @@ double kv_decode_units(const scn_hardware *hw, double seqs, double heads, double
     double want = hw->sm_count > 0 ? floor(hw->sm_count / (seqs * heads)) : 1;
     double split = fmax(1, fmin(ceil(held / DECODE_SPLIT), want));
     return seqs * heads * split;
+}
+
+double kv_moe_quant_kernels(scn_dtype gemm_dtype)
+{
+    /* vLLM's fused_experts quantises the tokens before the gate|up grouped GEMM and the
+     * activation's output before the down GEMM (moe_kernel_quantize_input, one kernel each for
+     * per-token or block scales) whenever the GEMMs take 8-bit activations; 16-bit math
+     * (bf16, or W4A16/W8A16 weight-only formats) reads the activations as they are. */
+    double b = scn_dtype_bytes(gemm_dtype);
+    return b > 0 && b < 2 ? 2.0 : 0.0;
 }

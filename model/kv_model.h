@@ -83,12 +83,19 @@ kv_coll_cost kv_alltoall_time(const scn_hardware *hw, int p, double bytes);
 /* One point-to-point transfer (a KV-cache hand-off), within a node or across the network. */
 kv_coll_cost kv_p2p_time(const scn_hardware *hw, double bytes, bool same_node);
 
+/* Kernels a fused-MoE layer adds to quantise the activations of its two grouped GEMMs when they
+ * run in 8- or 4-bit math (W8A8, W4A4): 2, else 0 (docs/cost-model.md, "Kernels per layer"). */
+double kv_moe_quant_kernels(scn_dtype gemm_dtype);
+
 /* ---- Efficiency from shapes (kv_efficiency.c) ---- */
 /* Share of eff_compute * peak a GEMM of M x N x K reaches: tile padding in M, N and K and the
  * last partial wave of tiles over the SMs (split-K when tiles are fewer than SMs). */
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt);
 /* Achieved / peak bf16 tensor rate of prefill attention for the engine's kernel family. */
 double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e);
+/* Achieved / peak bf16 tensor rate of MLA decode's latent attention (absorbed weights): the
+ * FlashMLA-class kernel's figure on Hopper, else kv_attention_efficiency's. */
+double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e);
 /* Share of the streaming bandwidth decode attention reaches with `units` independent
  * (sequence, KV head, split) work items spread over the SMs. */
 double kv_wave_efficiency(const scn_hardware *hw, double units);

@@ -168,7 +168,9 @@ kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c
         slowest = fmax(slowest, kv_roofline_combine(tc, tm));
     }
     free(pi);
-    r.experts = moe_layers * (slowest + 3 * hw->kernel_overhead);
+    /* Grouped gate|up, activation and grouped down, plus the activation quantisations of 8-bit
+     * GEMM math (kv_moe_quant_kernels). */
+    r.experts = moe_layers * (slowest + (3 + kv_moe_quant_kernels(dt)) * hw->kernel_overhead);
     /* Dispatch and combine: each GPU sends its share of the rank's tokens (T / tp) to the k
      * experts each picked, as 16-bit hidden states. An even all-to-all moves that much through
      * every rank; with skew the busiest EP rank receives (and in the combine sends back)
@@ -180,6 +182,16 @@ kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c
         r.alltoall = 2.0 * moe_layers * r.dispatch.seconds;
         r.alltoall_bytes = 2.0 * moe_layers * r.dispatch.net_bytes;
     }
-    r.seconds = r.attention + r.experts + r.alltoall;
+    /* Attention DP with the experts split over the whole replica (no EP): every GPU needs all
+     * D ranks' tokens before the experts (all-gather of D x T hidden states) and each rank needs
+     * back the sum of the G GPUs' partial expert outputs for its own tokens (reduce-scatter of
+     * the same tensor). Those are the two halves of a ring all-reduce of D x T x h x 2 bytes over
+     * the G GPUs (its reduce-scatter and all-gather phases), with its bytes and its steps, so
+     * they are priced as that all-reduce, chosen as the engine runs it (docs/cost-model.md). */
+    if (ep <= 1 && dp > 1) {
+        r.gather_layer = kv_allreduce_time(hw, &s->engine, gpus, tokens * h * AB);
+        r.gather = moe_layers * r.gather_layer.seconds;
+    }
+    r.seconds = r.attention + r.experts + r.alltoall + r.gather;
     return r;
 }

@@ -47,6 +47,11 @@ typedef struct {
     double experts;          /* s: the busiest rank's routed-expert GEMMs */
     double alltoall;         /* s: dispatch + combine over all MoE layers */
     double alltoall_bytes;   /* bytes the busiest EP rank moves over all MoE layers (dispatch + combine) */
+    double gather;           /* s: attention DP without EP: the all-gather of every DP rank's tokens
+                              * before each MoE layer and the reduce-scatter of the experts' partial
+                              * sums after it, over all MoE layers (0 with EP) */
+    kv_coll_cost gather_layer; /* one MoE layer's all-gather + reduce-scatter, priced as the ring
+                                * all-reduce whose two halves they are */
     double engine_seconds;   /* s: of `seconds`, the engine's CPU work the GPU does not hide */
     double hot_factor;       /* the busiest rank's all-to-all bytes over the mean rank's (>= 1) */
     kv_coll_cost dispatch;   /* one layer's dispatch */

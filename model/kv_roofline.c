@@ -136,7 +136,8 @@ static void finish(kv_op_cost *o, double bw, double wave, double launch, bool gr
 /* Attention over all sequences, one layer kind (global or sliding), `layers` of them. Adds
  * flops, bytes and compute time, and the SM work items decode spreads over (*units). */
 static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
-                      const kv_seq_work *seqs, const int *verify, int n, int sliding, double layers, double *units, bool *absorbed)
+                      const kv_seq_work *seqs, const int *verify, int n, int sliding, double layers, double *units, bool *absorbed,
+                      double *absorbed_flops)
 {
     if (layers <= 0) return;
     const scn_model *m = &s->model;
@@ -191,7 +192,9 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
              * attention runs over the latent (r + rope per key; r for values). A speculative
              * verify row set (kv_spec.h) runs the same kernel with nt query rows. */
             double per_key = 2.0 * heads * (r + dr + r);
-            flops += per_key * (nt == 1 ? (double)held : keys_attended(ctx, nt, cap)) + nt * 2.0 * heads * r * (dn + dv);
+            double f = per_key * (nt == 1 ? (double)held : keys_attended(ctx, nt, cap));
+            flops += f + nt * 2.0 * heads * r * (dn + dv);
+            *absorbed_flops += f * layers;   /* the latent-attention kernel's own flops */
             bytes += nt * heads * (r + dr + r) * AB + kv_new + held * kv_tok;
             kv_b_read = *absorbed = true;
             continue;
@@ -342,9 +345,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                 (touched * 3.0 * h * I * kw.bytes_per_linear + h * E * kw.bytes_per_other +
                  (2.0 * T * h + 6.0 * T * I * active) * AB) * moe_layers,
                 /* router GEMM, top-k, sorting tokens by expert, grouped gate|up, activation,
-                 * grouped down, weighted sum of the k outputs (a fused-MoE layer's kernels);
-                 * shared experts run as a dense MLP: gate|up, activation, down. */
-                (7.0 + (m->shared_experts > 0 ? 3.0 : 0.0)) * moe_layers);
+                 * grouped down, weighted sum of the k outputs (a fused-MoE layer's kernels),
+                 * and with 8- or 4-bit GEMM math the quantisation of each grouped GEMM's
+                 * input activations (kv_moe_quant_kernels); shared experts run as a dense
+                 * MLP: gate|up, activation, down. */
+                (7.0 + kv_moe_quant_kernels(g.dt) + (m->shared_experts > 0 ? 3.0 : 0.0)) * moe_layers);
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);
@@ -396,11 +401,15 @@ kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, 
     kv_op_cost *at = &r.op[KV_OP_ATTENTION];
     if (r.tokens > 0) {
         double L = m->layers;
-        attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed);
-        attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed);
+        double mla_flops = 0;
+        attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops);
+        attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops);
         at->efficiency = kv_attention_efficiency(hw, e);
         double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
-        at->t_compute = apeak > 0 ? at->flops / apeak : 0;
+        /* MLA decode's latent attention runs in its own kernel family (FlashMLA-class decode),
+         * whose share of the peak differs from prefill attention's (kv_mla_decode_efficiency). */
+        double mpeak = hw->flops[SCN_DTYPE_BF16] * kv_mla_decode_efficiency(hw, e);
+        at->t_compute = apeak > 0 ? (at->flops - mla_flops) / apeak + (mpeak > 0 ? mla_flops / mpeak : 0) : 0;
     }
     return step_totals(r, s, attn_units, n);
 }

@@ -20,8 +20,8 @@ enum { N_COLUMNS = (int)(sizeof COLUMNS / sizeof COLUMNS[0]) };
 enum { C_ID, C_GPU, C_GPUS, C_TP, C_MODEL, C_ENGINE, C_ENGINE_VERSION, C_WEIGHT, C_KV, C_MODE, C_LOAD, C_INPUT,
        C_OUTPUT, C_METRIC, C_VALUE, C_UNIT, C_SOURCE, C_NOTES, C_ENGINE_ARGS };
 /* engine_args is optional (empty when absent): the launch flags the source states that change
- * the prediction. Only --num-scheduler-steps N is read; any other flag is an error, so that a
- * flag is never silently ignored. */
+ * the prediction (ARG_FLAGS below); any other flag is an error, so that a flag is never silently
+ * ignored. */
 
 const char *const PUB_MODE_NAMES[] = {"closed", "poisson", "offline", "batch", "capacity", NULL};
 
@@ -127,6 +127,13 @@ static int tokens_field(reader *rd, const char *v, int col, const char *field, c
     return copy_field(rd, v, col, field, dst, 32, true);
 }
 
+/* The launch flags the harness reads from `engine_args` (docs/validation.md, "The file"). Each
+ * takes a whole number in [lo, hi], except the switch --attention-dp and the fraction
+ * --kv-fraction. */
+static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
+    {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
+    {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0}};
+
 static int engine_args(reader *rd, const char *v, int col, pub_row *r)
 {
     r->scheduler_steps = 1;
@@ -135,13 +142,25 @@ static int engine_args(reader *rd, const char *v, int col, pub_row *r)
     snprintf(buf, sizeof buf, "%s", v);
     char *save = NULL;
     for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-        if (strcmp(t, "--num-scheduler-steps"))
-            return bad(rd, col, "engine_args", "unknown flag '%.40s' (only --num-scheduler-steps N is read)", t);
+        size_t f = 0, nf = sizeof ARG_FLAGS / sizeof ARG_FLAGS[0];
+        while (f < nf && strcmp(t, ARG_FLAGS[f].flag)) f++;
+        if (f == nf)
+            return bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
+                       "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F)", t);
+        if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
+        if (!n) return bad(rd, col, "engine_args", "%s needs a %s", t, strcmp(t, "--kv-fraction") ? "number" : "fraction");
+        if (!strcmp(t, "--kv-fraction")) {
+            char *end;
+            double x = strtod(n, &end);
+            if (*end || !(x > 0 && x <= 1)) return bad(rd, col, "engine_args", "--kv-fraction: expected a fraction in (0, 1], found '%.40s'", n);
+            r->kv_fraction = x;
+            continue;
+        }
         long x;
-        if (!n) return bad(rd, col, "engine_args", "--num-scheduler-steps needs a number");
-        if (whole(rd, n, col, "engine_args", 1, 1024, &x)) return -1;
-        r->scheduler_steps = (int)x;
+        if (whole(rd, n, col, "engine_args", ARG_FLAGS[f].lo, ARG_FLAGS[f].hi, &x)) return -1;
+        int *dst = f == 0 ? &r->scheduler_steps : f == 1 ? &r->expert_parallel : f == 2 ? &r->max_batch_size : &r->max_num_tokens;
+        *dst = (int)x;
     }
     return 0;
 }
@@ -441,11 +460,23 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     k += (size_t)snprintf(buf + k, n - k, "model: %s\n", r->model);
     k += (size_t)snprintf(buf + k, n - k, "hardware: %s\n", r->gpu);
     if (in_library("engines", engine_of(r))) k += (size_t)snprintf(buf + k, n - k, "engine: %s\n", engine_of(r));
-    k += (size_t)snprintf(buf + k, n - k, "deployment: {tensor_parallel: %d, replicas: %d", r->tp, r->gpus / r->tp);
+    /* Attention data parallelism runs attention on whole sequences per GPU of the tp group
+     * (attention TP 1, tp DP ranks), the experts over the group (docs/cost-model.md, "Expert
+     * parallelism and attention data parallelism"). */
+    if (r->attention_dp)
+        k += (size_t)snprintf(buf + k, n - k, "deployment: {tensor_parallel: 1, attention_data_parallel: %d, replicas: %d",
+                              r->tp, r->gpus / r->tp);
+    else
+        k += (size_t)snprintf(buf + k, n - k, "deployment: {tensor_parallel: %d, replicas: %d", r->tp, r->gpus / r->tp);
+    if (r->expert_parallel > 1) k += (size_t)snprintf(buf + k, n - k, ", expert_parallel: %d", r->expert_parallel);
+    if (r->max_batch_size > 0) k += (size_t)snprintf(buf + k, n - k, ", max_num_seqs: %d", r->max_batch_size);
+    if (r->max_num_tokens > 0) k += (size_t)snprintf(buf + k, n - k, ", max_num_batched_tokens: %d", r->max_num_tokens);
     if (r->mode == PUB_MODE_CAPACITY && r->load > 0)
         k += (size_t)snprintf(buf + k, n - k, ", gpu_memory_utilization: %.17g", r->load);
+    else if (r->kv_fraction > 0)
+        k += (size_t)snprintf(buf + k, n - k, ", gpu_memory_utilization: %.17g", r->kv_fraction);
     if (r->scheduler_steps > 1) k += (size_t)snprintf(buf + k, n - k, ", scheduler_steps: %d", r->scheduler_steps);
-    if (vllm_v0(r)) k += (size_t)snprintf(buf + k, n - k, ", max_num_seqs: 256");
+    if (vllm_v0(r) && r->max_batch_size <= 0) k += (size_t)snprintf(buf + k, n - k, ", max_num_seqs: 256");
     k += (size_t)snprintf(buf + k, n - k, "}\n");
     k += (size_t)snprintf(buf + k, n - k, "workload:\n  requests: %ld\n", requests_for(r));
     switch (r->mode) {
@@ -625,6 +656,9 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
                               r->engine, s->engine.name[0] ? s->engine.name : "none");
     if (r->scheduler_steps > 1 && k < sizeof r->why)
         k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; %d scheduler steps, continuous scheduler", r->scheduler_steps);
+    if ((r->attention_dp || r->expert_parallel > 1) && k < sizeof r->why)
+        k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; attention DP %d, EP %d", r->attention_dp ? r->tp : 1,
+                              r->expert_parallel > 1 ? r->expert_parallel : 1);
     if (vllm_v0(r) && k < sizeof r->why) k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; V0: 256 sequences");
     if (kv_unstated && k < sizeof r->why)
         snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
@@ -655,6 +689,10 @@ int pub_row_predict(pub_row *r, const char *datasets, char *err, size_t n)
     char prompt[512] = "1", output[512] = "1";
     if (r->mode != PUB_MODE_CAPACITY && row_lengths(r, datasets, prompt, output, sizeof prompt, why, sizeof why)) {
         skip(r, PUB_SKIPPED, why);
+        return 0;
+    }
+    if (r->mode == PUB_MODE_BATCH && (r->attention_dp || r->expert_parallel > 1)) {
+        skip(r, PUB_SKIPPED, "a static batch under attention DP or EP is not modelled by the harness (the cost model's batch path is one replica's TP step)");
         return 0;
     }
     if (r->mode == PUB_MODE_BATCH && !tokens) {

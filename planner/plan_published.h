@@ -6,6 +6,7 @@
 #ifndef KVPLAN_PLAN_PUBLISHED_H
 #define KVPLAN_PLAN_PUBLISHED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef enum { PUB_MODE_CLOSED, PUB_MODE_POISSON, PUB_MODE_OFFLINE, PUB_MODE_BATCH, PUB_MODE_CAPACITY } pub_mode;
@@ -30,6 +31,11 @@ typedef struct {
     char input[32], output[32];  /* whole token counts or a dataset name */
     int gpus, tp;                /* tp 0: not stated by the source */
     int scheduler_steps;         /* the `engine_args` column's --num-scheduler-steps (1: not given) */
+    /* The parallel layout and batch limits the `engine_args` column states (0 / false: not given):
+     * --ep N, --attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F. */
+    int expert_parallel, max_batch_size, max_num_tokens;
+    bool attention_dp;           /* attention data-parallel over the tp GPUs (attention TP 1) */
+    double kv_fraction;          /* the KV cache's memory fraction (the engine's own rule) */
     pub_mode mode;
     double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
                                   * fraction the engine was given (0: not stated) */

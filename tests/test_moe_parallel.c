@@ -154,6 +154,31 @@ START_TEST(ep8_alltoall_bytes_by_hand)
 }
 END_TEST
 
+START_TEST(dp_without_ep_gathers_by_hand)
+{
+    /* DeepSeek-V3, DP 8 x TP 1 with the experts split over all 8 GPUs (no EP), 32 decoding
+     * sequences per DP rank. Before each of the 58 MoE layers every GPU gathers the 8 ranks'
+     * 8 x 32 hidden states (8 x 32 x 7168 x 2 = 3 670 016 bytes) and afterwards reduce-scatters
+     * the partial sums: a ring all-reduce of 3.67 MB in two halves. Under the default engine's
+     * custom all-reduce that size (above 256 KiB on 8 GPUs, below 8 MiB) runs two-shot: latency
+     * 3.7 + 6 x 0.37 + 7 x 0.37 us, bytes 2 x 7/8 x 3 670 016 over 450 GB/s x 0.7. */
+    load("model: deepseek-v3\nhardware: h200\n" WL "deployment: {tensor_parallel: 1, attention_data_parallel: 8}\n", NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[32];
+    for (int i = 0; i < 32; i++) w[i] = (kv_seq_work){1, 300};
+    kv_moe_step st = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 32);
+    double m = 8.0 * 32 * 7168 * 2;
+    double layer = (3.7 + 6 * 0.37 + 7 * 0.37) * 1e-6 + 2.0 * 7 / 8 * m / (450e9 * 0.7);
+    ck_assert_msg(fabs(st.gather / (58 * layer) - 1) < 1e-6, "%.6g ms vs %.6g", st.gather * 1e3, 58 * layer * 1e3);
+    ck_assert_double_eq_tol(st.seconds, st.attention + st.experts + st.alltoall + st.gather, 1e-12);
+    ck_assert(st.alltoall == 0);
+    /* With EP the tokens travel by the all-to-all instead: no gather. */
+    load(DSV3, NULL, 0);
+    st = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 32);
+    ck_assert(st.gather == 0 && st.alltoall > 0);
+}
+END_TEST
+
 START_TEST(deepseek_memory_per_gpu_by_hand)
 {
     load(DSV3, NULL, 0);
@@ -366,6 +391,7 @@ Suite *suite_moe_parallel(void)
     tcase_add_test(tc, topk_picks_distinct_experts);
     tcase_add_test(tc, alltoall_hottest_rank_binds);
     tcase_add_test(tc, ep8_alltoall_bytes_by_hand);
+    tcase_add_test(tc, dp_without_ep_gathers_by_hand);
     tcase_add_test(tc, deepseek_memory_per_gpu_by_hand);
     tcase_add_test(tc, attention_dp_ranks_never_share_kv);
     tcase_add_test(tc, plan_explains_the_ep_step);

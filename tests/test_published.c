@@ -284,6 +284,60 @@ START_TEST(broken_rows_are_located)
 }
 END_TEST
 
+START_TEST(parallel_layout_flags)
+{
+    /* engine_args' layout and limit flags, through capacity rows worked against the capacity
+     * model on the same deployment set by hand: attention DP 2 x EP 2 of an MoE model holds one
+     * DP rank's pool with the routed experts sharded over both GPUs; --kv-fraction is the
+     * memory fraction of a row that gives none as its load; --max-batch-size and
+     * --max-num-tokens size the engine's activation peak. A static batch under DP/EP is skipped. */
+    const char *p = t_write("layout.tsv", HEAD_ARGS
+        "d\th100-sxm\t2\t2\tqwen3-30b-a3b\tvllm\tx\tbf16\tauto\tcapacity\t0.9\t-\t-\tkv_tokens\t1\ttokens\ts\t\t--attention-dp --ep 2\n"
+        "f\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\tcapacity\t\t-\t-\tkv_tokens\t1\ttokens\ts\t\t"
+        "--kv-fraction 0.5 --max-batch-size 64 --max-num-tokens 2048\n"
+        "b\th100-sxm\t2\t2\tqwen3-30b-a3b\tvllm\tx\tbf16\tauto\tbatch\t4\t128\t8\toutput_tok_s\t1\ttok/s\ts\t\t--ep 2\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert(t.rows[0].attention_dp && t.rows[0].expert_parallel == 2);
+    ck_assert(t.rows[1].kv_fraction == 0.5 && t.rows[1].max_batch_size == 64 && t.rows[1].max_num_tokens == 2048);
+    predict_all(&t);
+
+    scn_scenario s;
+    t_library("qwen3-30b-a3b", "h100-sxm", &s);
+    s.deployment.tensor_parallel = 1;
+    s.deployment.attention_dp = 2;
+    s.deployment.expert_parallel = 2;
+    s.deployment.gpu_memory_utilization = 0.9;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    double want = (double)kv_capacity_compute(&s, &c, 16, 0).capacity_blocks * 16;
+    pub_row *r = &t.rows[0];
+    ck_assert_msg(r->status == PUB_PREDICTED && strstr(r->why, "attention DP 2, EP 2"), "%s", r->why);
+    ck_assert_msg(r->predicted == want, "%.0f vs %.0f", r->predicted, want);
+    /* And it is not the plain TP-2 figure the row gave before the flags were read. */
+    s.deployment.tensor_parallel = 2;
+    s.deployment.attention_dp = s.deployment.expert_parallel = 1;
+    c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    ck_assert(r->predicted != (double)kv_capacity_compute(&s, &c, 16, 0).capacity_blocks * 16);
+
+    t_library("llama-3-8b", "h100-sxm", &s);
+    s.deployment.gpu_memory_utilization = 0.5;
+    s.deployment.max_num_seqs = 64;
+    s.deployment.max_num_batched_tokens = 2048;
+    c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    r = &t.rows[1];
+    ck_assert_msg(r->status == PUB_PREDICTED, "%s", r->why);
+    ck_assert_msg(r->predicted == (double)kv_capacity_compute(&s, &c, 16, 0).capacity_blocks * 16, "%.0f", r->predicted);
+    ck_assert_int_eq(t.rows[2].status, PUB_SKIPPED);
+    ck_assert(strstr(t.rows[2].why, "attention DP or EP"));
+    pub_table_free(&t);
+
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--ep\n", "2:78: engine_args: --ep needs a number");
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--kv-fraction 1.5\n",
+           "2:78: engine_args: --kv-fraction: expected a fraction in (0, 1], found '1.5'");
+}
+END_TEST
+
 START_TEST(cli_end_to_end)
 {
     static char out[65536], errs[4096];
@@ -431,6 +485,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, summary_arithmetic);
     tcase_add_test(tc, vllm_rows_run_their_versions_batch_limits);
     tcase_add_test(tc, broken_rows_are_located);
+    tcase_add_test(tc, parallel_layout_flags);
     tcase_add_test(tc, cli_end_to_end);
     tcase_add_test(tc, source_lengths_of_published_rows);
     suite_add_tcase(su, tc);
