@@ -27,15 +27,17 @@ static inline void account(sim_engine *e, sim_replica *rep)
     e->acc.frag_reserved += dt * rep->frag_reserved;
 }
 
-/* Reserved but unused tokens while a step runs: the space each scheduled sequence occupies
- * (live blocks, or its contiguous reservation) minus the KV it holds once the step is done. */
+/* Reserved but unused KV while a step runs: the space each scheduled sequence occupies (live
+ * blocks, or its contiguous reservation) minus the KV its layers keep once the step is done,
+ * per layer kind with a model window (sim_kv_frag_terms). */
 static void measure_fragmentation(sim_replica *rep)
 {
     double unused = 0, reserved = 0;
     for (int i = 0; i < rep->batch.n; i++) {
         const sim_req *r = rep->breq[i];
-        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
-        unused += (double)(space - sim_kv_held(rep->kv, &r->kv, r->computed + r->step_new));
+        long space, held;
+        sim_kv_frag_terms(rep->kv, &r->kv, r->computed + r->step_new, &space, &held);
+        unused += (double)(space - held);
         reserved += (double)space;
     }
     rep->frag_unused = unused;
@@ -403,8 +405,8 @@ static void ff_join(sim_engine *e, sim_replica *rep, sim_ff *f, sim_req *r)
     f->fin_at[i] = K + (r->spec.output - r->generated - 1);
     f->dead[i] = 0;
     f->base += f->c0[i];
-    long space = sim_kv_seq_tokens(rep->kv, &r->kv);   /* room, less blocks a window freed */
-    f->unused += space - r->computed;   /* before its token of step K */
+    long space = sim_kv_frag_space(rep->kv, &r->kv);   /* room, less blocks a window freed */
+    f->unused += space - r->computed;   /* before its token of step K (windowed: ff_frag_windowed) */
     f->reserved += space;
     f->alive++;
     f->measured += r->spec.measured;
@@ -483,6 +485,20 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
  * Returns -1 on failure. */
 static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt);
 
+/* Slots whose keys reach the cap at step K count it from then on (once a step). */
+static inline void ff_cap_advance(sim_ff *f)
+{
+    const long K = f->K;
+    if (K <= f->cap_k) return;
+    for (int i = f->chead[K & (SIM_FF_RING - 1)]; i >= 0; i = f->cnext[i])
+        if (!f->dead[i] && !f->capped[i] && f->capat[i] == K) {
+            f->capped[i] = 1;
+            f->cu--;
+            f->cB -= f->c0[i];
+        }
+    f->cap_k = K;
+}
+
 static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
 {
     double dt = 0;
@@ -490,17 +506,8 @@ static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool forme
     if (f->capk < 0) {
         if (e->ex->decode_time) by_batch = e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt);
     } else {
-        /* Slots whose keys reach the cap at this step count it from now on. */
         const long K = f->K;
-        if (K > f->cap_k) {
-            for (int i = f->chead[K & (SIM_FF_RING - 1)]; i >= 0; i = f->cnext[i])
-                if (!f->dead[i] && !f->capped[i] && f->capat[i] == K) {
-                    f->capped[i] = 1;
-                    f->cu--;
-                    f->cB -= f->c0[i];
-                }
-            f->cap_k = K;
-        }
+        ff_cap_advance(f);
         long keys[2], all = f->base + (long)f->alive * (K + 1);   /* Σ (position + 1) */
         keys[f->capk] = f->cB + f->cu * (K + 1) + (f->alive - f->cu) * f->capC;
         keys[1 - f->capk] = all;
@@ -572,10 +579,10 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         for (int i = f->head[f->res + 1 == bs ? 0 : f->res + 1]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K + 1) continue;
             sim_kv_seq *q = &f->req[i]->kv;
-            long space = f->windowed ? sim_kv_seq_tokens(rep->kv, q) : 0;
+            long space = f->windowed ? sim_kv_frag_space(rep->kv, q) : 0;
             sim_kv_commit(rep->kv, q, (int)(f->c0[i] + K + 1));
             if (f->windowed) {
-                long freed = space - sim_kv_seq_tokens(rep->kv, q);
+                long freed = space - sim_kv_frag_space(rep->kv, q);
                 f->unused -= freed;
                 f->reserved -= freed;
             }
@@ -592,7 +599,7 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         r->total = r->computed + 1;
         r->generated = r->spec.output;
         r->t_last = tend;
-        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
+        long space = sim_kv_frag_space(rep->kv, &r->kv);
         f->unused -= space - r->computed;   /* what it counted in step K */
         f->reserved -= space;
         sim_list_remove(&rep->running, r);
@@ -621,6 +628,31 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
     return rc;
 }
 
+/* A model window: each slot's kept KV, once step K is done, is full * (c0 + K + 1) + win *
+ * min(c0 + K + 1, W) (sim_kv_frag_linear); f->reserved already follows its space. When the
+ * executor's key cap is that window, the capped-keys count gives Σ min(c0 + K + 1, W) in O(1);
+ * otherwise the live slots are summed as measure_fragmentation does (integers: the same sums). */
+static void ff_frag_windowed(sim_replica *rep, sim_ff *f)
+{
+    long full, win, W;
+    const long K = f->K;
+    if (sim_kv_frag_linear(rep->kv, &full, &win, &W) && f->capk >= 0 && f->capC == W) {
+        ff_cap_advance(f);
+        long all = f->base + (long)f->alive * (K + 1);
+        long windowed = f->cB + f->cu * (K + 1) + (f->alive - f->cu) * W;
+        f->unused = f->reserved - (full * all + win * windowed);
+        return;
+    }
+    long unused = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (f->dead[i]) continue;
+        long space, held;
+        sim_kv_frag_terms(rep->kv, &f->req[i]->kv, (int)(f->c0[i] + K + 1), &space, &held);
+        unused += space - held;
+    }
+    f->unused = unused;
+}
+
 /* Forms step K over the live slots: one block for each slot at a boundary, in slot (running)
  * order, as the scheduler grows; then times it. Hands back when a block cannot be had, a
  * contiguous reservation must grow, or the batch is needed and too large. */
@@ -644,18 +676,21 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
         for (int i = f->head[f->res]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K) continue;
             sim_req *r = f->req[i];
-            long room0 = r->kv.room;
+            long room0 = r->kv.room, space0 = f->windowed ? sim_kv_frag_space(rep->kv, &r->kv) : 0;
             if (sim_kv_grow_block(rep->kv, &r->kv)) {   /* position c0 + K = its room */
                 snprintf(e->err, e->nerr, "out of memory");
                 e->internal = 1;
                 return FF_ERROR;
             }
-            f->unused += r->kv.room - room0;
-            f->reserved += r->kv.room - room0;
+            /* A block of every layer: its tokens, or its layer-tokens with a model window. */
+            long more = f->windowed ? sim_kv_frag_space(rep->kv, &r->kv) - space0 : r->kv.room - room0;
+            f->unused += more;
+            f->reserved += more;
             f->cross[i] += bs;
         }
     }
     f->unused -= f->alive;   /* every sequence fills one more slot */
+    if (f->windowed) ff_frag_windowed(rep, f);
     f->T = e->now;
     note_peak(e, rep);
     rep->frag_unused = (double)f->unused;
@@ -788,6 +823,7 @@ static int ff_begin(sim_engine *e, sim_replica *rep)
     f->t_last = e->now;
     for (int i = 0; i < n0; i++) ff_join(e, rep, f, rep->breq[i]);
     f->unused -= n0;   /* step 0 is formed: each holds its new token */
+    if (f->windowed) ff_frag_windowed(rep, f);
     f->T = e->now;
     rep->frag_unused = (double)f->unused;
     rep->frag_reserved = (double)f->reserved;

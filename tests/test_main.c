@@ -33,6 +33,7 @@ int main(void)
     srunner_add_suite(sr, suite_bounded());
     srunner_add_suite(sr, suite_accounting());
     srunner_add_suite(sr, suite_hybrid_kv());
+    srunner_add_suite(sr, suite_frag());
     srunner_add_suite(sr, suite_verify());
     srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());

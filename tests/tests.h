@@ -27,6 +27,7 @@ Suite *suite_step_shape(void);
 Suite *suite_bounded(void);
 Suite *suite_accounting(void);
 Suite *suite_hybrid_kv(void);
+Suite *suite_frag(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_report(void);
