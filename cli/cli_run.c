@@ -166,6 +166,11 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
         out_cell_num(d, x->p99);
         out_cell_num(d, x->max);
     }
+    /* The front end's share of TTFT and E2E (docs/cost-model.md, "Front end"): linear in the
+     * prompt, so its mean is its value at the mean prompt. */
+    double fe = m->req_per_s > 0 ? kv_frontend_seconds(s, m->input_tok_per_s / m->req_per_s) : 0;
+    if (fe > 0) out_note(d, "TTFT and E2E include the engine's front end: %.3g ms a request on average (tokenising the "
+                            "prompt, the first token's detokenisation).", fe * 1e3);
     out_section(d, "run", "Run");
     out_kv_str(d, "scenario", "scenario", s->name);
     out_kv_str(d, "model", "model", s->model.name);

@@ -115,6 +115,14 @@ int cmd_cost(int argc, char **argv)
     out_kv_num(d, "cpu_seconds", "engine CPU time", st.cpu_seconds, OUT_SECONDS);
     out_kv_str(d, "cpu_overlap", "CPU work", s.engine.async_scheduling ? "overlapped with the GPU (async scheduling)"
                                                                       : "serial with the GPU");
+    if (prefill) {
+        /* The front end's share of a served request's TTFT (docs/cost-model.md, "Front end"):
+         * at an idle engine a lone request's TTFT is it plus this prefill step. */
+        double fe = kv_frontend_seconds(&s, (double)prefill);
+        out_kv_num(d, "frontend_seconds", "front end (tokenise + per request)", fe, OUT_SECONDS);
+        if (!batch) out_kv_num(d, "ttft_lone_seconds", "TTFT of a lone request (front end + step)", fe + st.seconds,
+                               OUT_SECONDS);
+    }
     out_kv_str(d, "cuda_graph", "CUDA graph", st.graph ? "replayed" : "no (eager launches)");
     if (st.graph) out_kv_num(d, "graph_batch", "captured batch size", st.graph_batch, OUT_INT);
     if (st.allreduces) {

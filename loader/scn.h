@@ -226,6 +226,13 @@ typedef struct {
      * overlapping the step's compute (LMCache use_layerwise), or all before the step starts
      * (docs/cost-model.md, "Layerwise reload overlap"). */
     bool kv_layerwise;
+    /* The serving front end on a request's path to its first token (docs/cost-model.md, "Engine
+     * profiles", "Front end"): tokenisation per prompt token, and fixed work per request (HTTP
+     * parsing, the hops between the front-end and engine processes, the first token's
+     * detokenisation and streaming). Charged to requests that arrive over time (open or closed
+     * loop), not to an offline batch handed to the engine in-process. */
+    double frontend_request;    /* s per request */
+    double frontend_token;      /* s per prompt token */
 } scn_engine;
 const char *scn_attn_kernel_name(scn_attn_kernel k);
 

@@ -253,4 +253,11 @@ typedef struct {
 kv_prefix_saving kv_prefix_saving_compute(const scn_scenario *s, const kv_cache_cfg *c,
                                           int block_size, long prompt, long hit_len);
 
+/* ---- The serving front end (kv_frontend.c) ---- */
+/* Seconds the engine's front end adds to a request's time to first token, and so to its
+ * end-to-end latency: frontend.request + frontend.per_prompt_token x prompt tokens. 0 for an
+ * offline workload, whose prompts reach the engine in-process (docs/cost-model.md, "Engine
+ * profiles", "Front end"). */
+double kv_frontend_seconds(const scn_scenario *s, double prompt_tokens);
+
 #endif

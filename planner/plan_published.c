@@ -341,10 +341,42 @@ static bool in_library(const char *kind, const char *name)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The library's engine for a row: gpt-fast is the single-process `bare` class. */
-static const char *engine_of(const pub_row *r)
+/* The first "MAJOR.MINOR" in a version text ("0.5.3", "main 2024-08 (~0.5.4)"); 0 when none
+ * or when the text says the version is unstated. */
+static int version_of(const char *v, int *major, int *minor)
 {
-    return !strcmp(r->engine, "gpt-fast") ? "bare" : r->engine;
+    if (!strncmp(v, "unstated", 8)) return 0;   /* "unstated (MLPerf Inference v4.1 ...)" names no engine version */
+    for (const char *p = v; *p; p++) {
+        if (!isdigit((unsigned char)*p) || (p > v && isdigit((unsigned char)p[-1]))) continue;
+        char *end;
+        long a = strtol(p, &end, 10);
+        if (*end != '.' || !isdigit((unsigned char)end[1])) continue;
+        long b = strtol(end + 1, NULL, 10);
+        *major = (int)a;
+        *minor = (int)b;
+        return 1;
+    }
+    return 0;
+}
+
+const char *pub_engine_profile(const char *engine, const char *version, char *out, size_t n)
+{
+    int major, minor;
+    if (!strcmp(engine, "gpt-fast")) snprintf(out, n, "bare");
+    else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 && minor < 6)
+        snprintf(out, n, "vllm-v0");
+    else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)
+        snprintf(out, n, "sglang-v0.3");
+    else if (!strcmp(engine, "trtllm") && version_of(version, &major, &minor) && major == 0)
+        snprintf(out, n, "trtllm-v0");
+    else snprintf(out, n, "%s", engine);
+    return out;
+}
+
+/* The library's engine profile for a row (pub_engine_profile; buf holds 32 bytes). */
+static const char *engine_of(const pub_row *r, char *buf)
+{
+    return pub_engine_profile(r->engine, r->engine_version, buf, 32);
 }
 
 static void skip(pub_row *r, pub_status st, const char *why)
@@ -459,7 +491,8 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     k += (size_t)snprintf(buf + k, n - k, "name: published-%s\n", r->id);
     k += (size_t)snprintf(buf + k, n - k, "model: %s\n", r->model);
     k += (size_t)snprintf(buf + k, n - k, "hardware: %s\n", r->gpu);
-    if (in_library("engines", engine_of(r))) k += (size_t)snprintf(buf + k, n - k, "engine: %s\n", engine_of(r));
+    char eng[32];
+    if (in_library("engines", engine_of(r, eng))) k += (size_t)snprintf(buf + k, n - k, "engine: %s\n", eng);
     /* Attention data parallelism runs attention on whole sequences per GPU of the tp group
      * (attention TP 1, tp DP ranks), the experts over the group (docs/cost-model.md, "Expert
      * parallelism and attention data parallelism"). */
@@ -651,7 +684,8 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     r->predicted = v;
     r->error = (v - r->value) / r->value;
     size_t k = 0;
-    if (in_library("engines", engine_of(r))) k = (size_t)snprintf(r->why, sizeof r->why, "engine profile: %s", s->engine.name);
+    char eng[32];
+    if (in_library("engines", engine_of(r, eng))) k = (size_t)snprintf(r->why, sizeof r->why, "engine profile: %s", s->engine.name);
     else k = (size_t)snprintf(r->why, sizeof r->why, "engine '%s' is not in the library: the default profile (%s) was used",
                               r->engine, s->engine.name[0] ? s->engine.name : "none");
     if (r->scheduler_steps > 1 && k < sizeof r->why)

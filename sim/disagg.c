@@ -237,9 +237,10 @@ static int complete(coord *k, int replica, dreq *q)
     row.replica = replica;
     row.arrival = r->spec.arrival;
     row.queue = r->t_sched - r->spec.arrival;
-    row.ttft = r->t_first - r->spec.arrival;
+    double fe = kv_frontend_seconds(k->s, r->spec.prompt);   /* as engine.c's complete() */
+    row.ttft = r->t_first - r->spec.arrival + fe;
     row.tpot = q->output > 1 ? (r->t_last - r->t_first) / (q->output - 1) : 0;
-    row.e2e = r->t_last - r->spec.arrival;
+    row.e2e = r->t_last - r->spec.arrival + fe;
     row.prompt = r->spec.prompt;
     row.output = q->output;
     row.cached = r->cached;
@@ -255,7 +256,7 @@ static int complete(coord *k, int replica, dreq *q)
     if (k->o->on_progress && (k->done % 1024 == 0)) k->o->on_progress(k->o->ud, k->done, k->total);
     sim_req_spec prev = r->spec, next;
     prev.output = q->output;
-    if (sim_workload_next_turn(k->wl, &prev, k->now, &next) == 0) {
+    if (sim_workload_next_turn(k->wl, &prev, k->now + fe, &next) == 0) {   /* as engine.c */
         dreq *t = new_req(k, &next);
         if (!t) return -1;
         t->r.ev.kind = DV_TURN;

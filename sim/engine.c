@@ -27,15 +27,17 @@ static inline void account(sim_engine *e, sim_replica *rep)
     e->acc.frag_reserved += dt * rep->frag_reserved;
 }
 
-/* Reserved but unused tokens while a step runs: the space each scheduled sequence occupies
- * (live blocks, or its contiguous reservation) minus the KV it holds once the step is done. */
+/* Reserved but unused KV while a step runs: the space each scheduled sequence occupies (live
+ * blocks, or its contiguous reservation) minus the KV its layers keep once the step is done,
+ * per layer kind with a model window (sim_kv_frag_terms). */
 static void measure_fragmentation(sim_replica *rep)
 {
     double unused = 0, reserved = 0;
     for (int i = 0; i < rep->batch.n; i++) {
         const sim_req *r = rep->breq[i];
-        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
-        unused += (double)(space - sim_kv_held(rep->kv, &r->kv, r->computed + r->step_new));
+        long space, held;
+        sim_kv_frag_terms(rep->kv, &r->kv, r->computed + r->step_new, &space, &held);
+        unused += (double)(space - held);
         reserved += (double)space;
     }
     rep->frag_unused = unused;
@@ -179,15 +181,29 @@ static void free_req(sim_engine *e, sim_req *r);
  * counted, not served, and its conversation sends no further turns. */
 static int enqueue(sim_engine *e, sim_req *r)
 {
-    r->replica = route(e, &r->spec);
+    if (!r->deferred) r->replica = route(e, &r->spec);
     sim_replica *rep = &e->rep[r->replica];
+    /* An engine that schedules one step ahead (async_scheduling: SGLang's and TensorRT-LLM's
+     * overlap schedulers, vLLM's --async-scheduling) formed step i+1's batch when step i started,
+     * so a request arriving during step i first reaches the scheduler as step i ends, after step
+     * i+1 was formed: it joins step i+2 (docs/cost-model.md, "Engine profiles"). Pushed after the
+     * step's end, at its time, the deferred arrival fires after it. */
+    if (e->s->engine.async_scheduling && rep->busy && !r->deferred) {
+        r->deferred = true;
+        rep->outstanding++;   /* routed here: the router counts it while it waits */
+        r->ev.kind = EV_DEFER;
+        return sim_heap_push(&e->heap, &r->ev, rep->ev.t);
+    }
+    bool counted = r->deferred;
+    r->deferred = false;
     if (rep->waiting.n >= e->max_waiting) {
+        if (counted) rep->outstanding--;
         e->acc.rejected++;
         e->done++;
         free_req(e, r);
         return 0;
     }
-    rep->outstanding++;
+    if (!counted) rep->outstanding++;
     r->state = REQ_WAITING;
     sim_list_push_back(&rep->waiting, r);
     if (rep->busy || rep->kick_ev.idx >= 0) return 0;
@@ -216,9 +232,12 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
     row.replica = rep->id;
     row.arrival = r->spec.arrival;
     row.queue = r->t_sched - r->spec.arrival;
-    row.ttft = r->t_first - r->spec.arrival;
+    /* The front end (tokenisation, request handling, streaming) delays what the client sees of
+     * the first token, and so of every later one, by the same amount (kv_frontend_seconds). */
+    double fe = kv_frontend_seconds(e->s, r->spec.prompt);
+    row.ttft = r->t_first - r->spec.arrival + fe;
     row.tpot = r->spec.output > 1 ? (r->t_last - r->t_first) / (r->spec.output - 1) : 0;
-    row.e2e = r->t_last - r->spec.arrival;
+    row.e2e = r->t_last - r->spec.arrival + fe;
     row.prompt = r->spec.prompt;
     row.output = r->spec.output;
     row.cached = r->cached;
@@ -234,7 +253,8 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
     }
     if (e->o->on_progress && (e->done % 1024 == 0)) e->o->on_progress(e->o->ud, e->done, e->total);
     sim_req_spec next;
-    if (sim_workload_next_turn(e->wl, &r->spec, e->now, &next) == 0) {
+    /* The client has the last token fe after the engine finished it: its next send follows then. */
+    if (sim_workload_next_turn(e->wl, &r->spec, e->now + fe, &next) == 0) {
         sim_req *t = new_req(e, &next);
         if (!t) return -1;
         t->ev.kind = EV_TURN;
@@ -385,8 +405,8 @@ static void ff_join(sim_engine *e, sim_replica *rep, sim_ff *f, sim_req *r)
     f->fin_at[i] = K + (r->spec.output - r->generated - 1);
     f->dead[i] = 0;
     f->base += f->c0[i];
-    long space = sim_kv_seq_tokens(rep->kv, &r->kv);   /* room, less blocks a window freed */
-    f->unused += space - r->computed;   /* before its token of step K */
+    long space = sim_kv_frag_space(rep->kv, &r->kv);   /* room, less blocks a window freed */
+    f->unused += space - r->computed;   /* before its token of step K (windowed: ff_frag_windowed) */
     f->reserved += space;
     f->alive++;
     f->measured += r->spec.measured;
@@ -465,6 +485,20 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
  * Returns -1 on failure. */
 static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt);
 
+/* Slots whose keys reach the cap at step K count it from then on (once a step). */
+static inline void ff_cap_advance(sim_ff *f)
+{
+    const long K = f->K;
+    if (K <= f->cap_k) return;
+    for (int i = f->chead[K & (SIM_FF_RING - 1)]; i >= 0; i = f->cnext[i])
+        if (!f->dead[i] && !f->capped[i] && f->capat[i] == K) {
+            f->capped[i] = 1;
+            f->cu--;
+            f->cB -= f->c0[i];
+        }
+    f->cap_k = K;
+}
+
 static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
 {
     double dt = 0;
@@ -472,17 +506,8 @@ static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool forme
     if (f->capk < 0) {
         if (e->ex->decode_time) by_batch = e->ex->decode_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, &dt);
     } else {
-        /* Slots whose keys reach the cap at this step count it from now on. */
         const long K = f->K;
-        if (K > f->cap_k) {
-            for (int i = f->chead[K & (SIM_FF_RING - 1)]; i >= 0; i = f->cnext[i])
-                if (!f->dead[i] && !f->capped[i] && f->capat[i] == K) {
-                    f->capped[i] = 1;
-                    f->cu--;
-                    f->cB -= f->c0[i];
-                }
-            f->cap_k = K;
-        }
+        ff_cap_advance(f);
         long keys[2], all = f->base + (long)f->alive * (K + 1);   /* Σ (position + 1) */
         keys[f->capk] = f->cB + f->cu * (K + 1) + (f->alive - f->cu) * f->capC;
         keys[1 - f->capk] = all;
@@ -554,10 +579,10 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         for (int i = f->head[f->res + 1 == bs ? 0 : f->res + 1]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K + 1) continue;
             sim_kv_seq *q = &f->req[i]->kv;
-            long space = f->windowed ? sim_kv_seq_tokens(rep->kv, q) : 0;
+            long space = f->windowed ? sim_kv_frag_space(rep->kv, q) : 0;
             sim_kv_commit(rep->kv, q, (int)(f->c0[i] + K + 1));
             if (f->windowed) {
-                long freed = space - sim_kv_seq_tokens(rep->kv, q);
+                long freed = space - sim_kv_frag_space(rep->kv, q);
                 f->unused -= freed;
                 f->reserved -= freed;
             }
@@ -574,7 +599,7 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         r->total = r->computed + 1;
         r->generated = r->spec.output;
         r->t_last = tend;
-        long space = sim_kv_seq_tokens(rep->kv, &r->kv);
+        long space = sim_kv_frag_space(rep->kv, &r->kv);
         f->unused -= space - r->computed;   /* what it counted in step K */
         f->reserved -= space;
         sim_list_remove(&rep->running, r);
@@ -603,6 +628,31 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
     return rc;
 }
 
+/* A model window: each slot's kept KV, once step K is done, is full * (c0 + K + 1) + win *
+ * min(c0 + K + 1, W) (sim_kv_frag_linear); f->reserved already follows its space. When the
+ * executor's key cap is that window, the capped-keys count gives Σ min(c0 + K + 1, W) in O(1);
+ * otherwise the live slots are summed as measure_fragmentation does (integers: the same sums). */
+static void ff_frag_windowed(sim_replica *rep, sim_ff *f)
+{
+    long full, win, W;
+    const long K = f->K;
+    if (sim_kv_frag_linear(rep->kv, &full, &win, &W) && f->capk >= 0 && f->capC == W) {
+        ff_cap_advance(f);
+        long all = f->base + (long)f->alive * (K + 1);
+        long windowed = f->cB + f->cu * (K + 1) + (f->alive - f->cu) * W;
+        f->unused = f->reserved - (full * all + win * windowed);
+        return;
+    }
+    long unused = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (f->dead[i]) continue;
+        long space, held;
+        sim_kv_frag_terms(rep->kv, &f->req[i]->kv, (int)(f->c0[i] + K + 1), &space, &held);
+        unused += space - held;
+    }
+    f->unused = unused;
+}
+
 /* Forms step K over the live slots: one block for each slot at a boundary, in slot (running)
  * order, as the scheduler grows; then times it. Hands back when a block cannot be had, a
  * contiguous reservation must grow, or the batch is needed and too large. */
@@ -626,18 +676,21 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
         for (int i = f->head[f->res]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K) continue;
             sim_req *r = f->req[i];
-            long room0 = r->kv.room;
+            long room0 = r->kv.room, space0 = f->windowed ? sim_kv_frag_space(rep->kv, &r->kv) : 0;
             if (sim_kv_grow_block(rep->kv, &r->kv)) {   /* position c0 + K = its room */
                 snprintf(e->err, e->nerr, "out of memory");
                 e->internal = 1;
                 return FF_ERROR;
             }
-            f->unused += r->kv.room - room0;
-            f->reserved += r->kv.room - room0;
+            /* A block of every layer: its tokens, or its layer-tokens with a model window. */
+            long more = f->windowed ? sim_kv_frag_space(rep->kv, &r->kv) - space0 : r->kv.room - room0;
+            f->unused += more;
+            f->reserved += more;
             f->cross[i] += bs;
         }
     }
     f->unused -= f->alive;   /* every sequence fills one more slot */
+    if (f->windowed) ff_frag_windowed(rep, f);
     f->T = e->now;
     note_peak(e, rep);
     rep->frag_unused = (double)f->unused;
@@ -770,6 +823,7 @@ static int ff_begin(sim_engine *e, sim_replica *rep)
     f->t_last = e->now;
     for (int i = 0; i < n0; i++) ff_join(e, rep, f, rep->breq[i]);
     f->unused -= n0;   /* step 0 is formed: each holds its new token */
+    if (f->windowed) ff_frag_windowed(rep, f);
     f->T = e->now;
     rep->frag_unused = (double)f->unused;
     rep->frag_reserved = (double)f->reserved;
@@ -811,6 +865,7 @@ static int loop(sim_engine *e)
             break;
         }
         case EV_TURN:
+        case EV_DEFER:
             rc = enqueue(e, CONTAINER(ev, sim_req, ev));
             break;
         case EV_STEP: {
@@ -961,10 +1016,15 @@ out:
         if (e.ff) ff_free(&e.ff[i]);
     }
     free(e.ff);
-    /* Follow-up turns still queued (only after a failure) own their requests. */
+    /* Follow-up turns and deferred arrivals still queued (only after a failure) own their
+     * requests. */
     sim_event *ev;
     while ((ev = sim_heap_pop(&e.heap)))
-        if (ev->kind == EV_TURN) { sim_req *r = CONTAINER(ev, sim_req, ev); free(r->kv.blocks); free(r); }
+        if (ev->kind == EV_TURN || ev->kind == EV_DEFER) {
+            sim_req *r = CONTAINER(ev, sim_req, ev);
+            free(r->kv.blocks);
+            free(r);
+        }
     while (e.pool) { sim_req *r = e.pool; e.pool = r->next; free(r->kv.blocks); free(r); }
     free(e.rep);
     sim_heap_free(&e.heap);

@@ -639,6 +639,49 @@ int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed)
     return kv->sink + kv->window;
 }
 
+/* Positions of [0, computed) a windowed layer keeps: the last `mwin`, less any the cache's own
+ * sink + window drops (it keeps [0, sink) and the last `window`). */
+static long held_windowed(const sim_kv *kv, long computed)
+{
+    long lo = computed > kv->mwin ? computed - kv->mwin : 0;
+    if (kv->window <= 0 || computed <= (long)kv->sink + kv->window) return computed - lo;
+    long tail_lo = computed - kv->window > lo ? computed - kv->window : lo;
+    long sink_hi = kv->sink < tail_lo ? kv->sink : tail_lo;
+    return (computed - tail_lo) + (sink_hi > lo ? sink_hi - lo : 0);
+}
+
+long sim_kv_frag_space(const sim_kv *kv, const sim_kv_seq *q)
+{
+    if (!kv->units) return sim_kv_seq_tokens(kv, q);   /* one layer kind, or paged all windowed */
+    long full_space, win_space;
+    if (kv->paged) {
+        full_space = (long)(q->n_blocks - q->dropped) * kv->bs;
+        win_space = (long)q->wlive * kv->bs;
+    } else {                                           /* ring_units: the windowed layers' ring */
+        full_space = q->reserved;
+        win_space = q->reserved < kv->mwin ? q->reserved : kv->mwin;
+    }
+    return (long)kv->gfull * full_space + (long)kv->gwin * win_space;
+}
+
+void sim_kv_frag_terms(const sim_kv *kv, const sim_kv_seq *q, int computed, long *space, long *held)
+{
+    *space = sim_kv_frag_space(kv, q);
+    long all = sim_kv_held(kv, q, computed);   /* what a full-attention layer keeps */
+    if (kv->gwin <= 0) *held = all;                                    /* one layer kind: tokens */
+    else if (!kv->units) *held = held_windowed(kv, computed);          /* paged, all windowed */
+    else *held = (long)kv->gfull * all + (long)kv->gwin * held_windowed(kv, computed);
+}
+
+bool sim_kv_frag_linear(const sim_kv *kv, long *full, long *win, long *window)
+{
+    if (kv->window > 0) return false;
+    *full = kv->gwin <= 0 ? 1 : kv->units ? kv->gfull : 0;
+    *win = kv->gwin <= 0 ? 0 : kv->units ? kv->gwin : 1;
+    *window = kv->gwin <= 0 ? 0 : kv->mwin;
+    return true;
+}
+
 void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto)
 {
     if (!kv->paged) return;

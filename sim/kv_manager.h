@@ -90,6 +90,20 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed);
 long sim_kv_seq_tokens(const sim_kv *kv, const sim_kv_seq *q);
 /* Tokens whose KV the sequence holds, given `computed` positions (window applied). */
 int sim_kv_held(const sim_kv *kv, const sim_kv_seq *q, int computed);
+/* Fragmentation terms of a sequence once positions [0, computed) hold KV: *space, the KV space
+ * it occupies, and *held, the part of it its layers keep (docs/simulator.md, "Fragmentation").
+ * One layer kind: tokens (sim_kv_seq_tokens, sim_kv_held). Every layer windowed, paged: tokens,
+ * held capped by the model window. Otherwise with a model window: layer-tokens, each layer
+ * kind's space (live blocks, blocks its windowed layers hold, or the reservation and its ring)
+ * and kept positions times its layer count. held <= space whenever the sequence's positions
+ * [0, computed) have room. */
+void sim_kv_frag_terms(const sim_kv *kv, const sim_kv_seq *q, int computed, long *space, long *held);
+/* sim_kv_frag_terms' *space alone (it does not depend on the positions computed). */
+long sim_kv_frag_space(const sim_kv *kv, const sim_kv_seq *q);
+/* With no sink + window of the cache's own, kept KV is linear in the layer kinds:
+ * held(n) = *full * n + *win * min(n, *window) (the fast-forward sums it over its slots in O(1));
+ * false with a sink + window. */
+bool sim_kv_frag_linear(const sim_kv *kv, long *full, long *win, long *window);
 /* Speculative decoding's rollback: frees the blocks wholly past position `upto` (the KV of
  * rejected draft tokens). Contiguous reservations are for the sequence's lifetime: no change. */
 void sim_kv_truncate(sim_kv *kv, sim_kv_seq *q, int upto);

@@ -25,6 +25,7 @@ struct sim_req {
     int preemptions;
     long swapped;            /* blocks of its KV in the host swap area (preemption: swap), else 0 */
     bool admitted_once;
+    bool deferred;           /* routed, waiting for its replica's running step to end (enqueue) */
     double t_sched, t_first, t_last;   /* s */
     int step_new;            /* tokens scheduled in the running step */
     int step_draft;          /* of which speculative drafts to verify (sim/spec.c) */

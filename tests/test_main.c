@@ -33,6 +33,7 @@ int main(void)
     srunner_add_suite(sr, suite_bounded());
     srunner_add_suite(sr, suite_accounting());
     srunner_add_suite(sr, suite_hybrid_kv());
+    srunner_add_suite(sr, suite_frag());
     srunner_add_suite(sr, suite_verify());
     srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());
@@ -43,6 +44,7 @@ int main(void)
     srunner_add_suite(sr, suite_cuda_plugin());
     srunner_add_suite(sr, suite_harden());
     srunner_add_suite(sr, suite_offload());
+    srunner_add_suite(sr, suite_frontend());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -45,6 +45,7 @@ static void run_two_with(const char *engine, int extra, int steps, int seqs, row
     scn_error e;
     ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
     s.engine.extra_decode_step = extra;
+    s.engine.frontend_request = s.engine.frontend_token = 0;   /* times count steps only */
     sim_choice c = sim_choice_first(&s);
     sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
     memset(x, 0, sizeof *x);

@@ -374,7 +374,10 @@ START_TEST(vllm_rows_run_their_versions_batch_limits)
     for (int i = 0; i < 3; i++) ck_assert_msg(!strstr(find(&t, v1[i])->why, "V0"), "%s", find(&t, v1[i])->why);
     for (int i = 0; i < 5; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s: %s", t.rows[i].id, t.rows[i].why);
     ck_assert(find(&t, "v0")->predicted < find(&t, "v1")->predicted);
-    ck_assert(find(&t, "v0")->predicted == find(&t, "v0b")->predicted);
+    /* Before 0.6 the row also runs the vllm-v0 profile, whose V0 loop adds a serial 4 ms a step
+     * (docs/cost-model.md, "Engine versions"): slower still than 0.6.0's. */
+    ck_assert_msg(strstr(find(&t, "v0b")->why, "engine profile: vllm-v0"), "%s", find(&t, "v0b")->why);
+    ck_assert(find(&t, "v0b")->predicted < find(&t, "v0")->predicted);
     ck_assert(find(&t, "v1")->predicted == find(&t, "v1b")->predicted);
     pub_table_free(&t);
 }

@@ -27,6 +27,7 @@ Suite *suite_step_shape(void);
 Suite *suite_bounded(void);
 Suite *suite_accounting(void);
 Suite *suite_hybrid_kv(void);
+Suite *suite_frag(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_capsearch(void);
@@ -43,6 +44,7 @@ Suite *suite_moe_parallel(void);
 Suite *suite_disagg(void);
 Suite *suite_harden(void);
 Suite *suite_offload(void);
+Suite *suite_frontend(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */
