@@ -80,6 +80,24 @@ int cmd_capacity(int argc, char **argv)
     if (!doc) { cli_progress_end(&bar); free(rows); plan_result_free(&r); return CLI_EX_INTERNAL; }
     int nr = plan_capacity_rows(&s, &r, (int)top, target, (int)max_replicas, concurrency, rows, max, on_progress, &bar);
     cli_progress_end(&bar);
+    if (nr == 0) {
+        /* No candidate could run: an empty table with exit 0 would read as "capacity: none"
+         * when the scenario is infeasible. Say why each was dropped (the reason `simulate`
+         * gives for the same configuration) and exit as simulate does on infeasible data. */
+        fprintf(stderr, "kvplan: %s: no candidate can run:\n", c.scenario);
+        for (int i = 0; i < r.n; i++) {
+            char desc[300];
+            plan_describe(&r.c[i], desc, sizeof desc);
+            const char *why = r.c[i].status == PLAN_SKIPPED ? r.c[i].why
+                            : !r.c[i].allowed ? "a risk it takes is not accepted by the scenario's quality"
+                            : "not evaluated";
+            fprintf(stderr, "  %s: %s\n", desc, why);
+        }
+        out_doc_free(doc);
+        free(rows);
+        plan_result_free(&r);
+        return CLI_EX_DATA;
+    }
     /* The rate's unit in the headers: conversations/s when the arrival process counts
      * conversations (plan_rate_unit), as `plan` says it. */
     char h_rate[64];
