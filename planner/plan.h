@@ -256,7 +256,12 @@ typedef struct {
 } plan_capacity_result;
 
 /* The requests of a capacity trial of scenario `t` (as a candidate runs it, replicas set). */
-long plan_trial_requests(const scn_scenario *t);
+/* `ch`: the candidate's cache choice, which bounds the sequences run at once by what the KV
+ * cache holds (NULL: max_num_seqs alone). */
+long plan_trial_requests(const scn_scenario *t, const sim_choice *ch);
+/* The sequences trial `t` runs at once: min(max_num_seqs, the sequences of the workload's mean
+ * prompt + output the KV cache holds) x DP ranks x replicas (max_num_seqs alone without `ch`). */
+long plan_trial_concurrency(const scn_scenario *t, const sim_choice *ch);
 /* The arrival process's unit: "conversations/s" when requests come in multi-turn conversations
  * (the rate counts first turns), else "req/s". */
 const char *plan_rate_unit(const scn_scenario *s);
