@@ -127,8 +127,19 @@ int cmd_capacity(int argc, char **argv)
         out_cell_num(doc, (double)rows[i].max_context);
         /* A search that kept up at its top rate found no capacity: its rate is a lower bound. */
         bool misses = !rows[i].unbounded && !(rows[i].rate.mean > 0);
+        /* Seeds on the same search step leave no spread: the 95 % interval is then the search's
+         * resolution (lo = mean, hi = mean + PLAN_CAPACITY_TOL), which the note must say rather than
+         * let it read as seed-to-seed variation. */
+        char agreed[200];
+        if (rows[i].rate.n > 1)
+            snprintf(agreed, sizeof agreed, "the %d seeds agreed within the search resolution (interval: the %.0f %% "
+                     "resolution, not seed spread)", rows[i].rate.n, 100 * PLAN_CAPACITY_TOL);
+        else
+            snprintf(agreed, sizeof agreed, "one seed (interval: the %.0f %% search resolution, not seed spread)",
+                     100 * PLAN_CAPACITY_TOL);
         out_cell_str(doc, rows[i].unbounded ? "unbounded within the searched range (max rate: a lower bound)"
-                          : misses ? "misses the SLO at every rate tried" : "");
+                          : misses ? "misses the SLO at every rate tried"
+                          : plan_rate_at_resolution(rows[i].rate) ? agreed : "");
     }
     out_section(doc, "question", "Asked");
     out_kv_str(doc, "scenario", "scenario", s.name);

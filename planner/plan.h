@@ -41,6 +41,10 @@ plan_interval plan_interval_of(const double *x, int n);
  * and any monotone transform (such as $ per token = price / tokens/s) maps ends to ends. Every
  * x must be > 0; otherwise the arithmetic interval, its lower end clamped at 0. */
 plan_interval plan_interval_log_of(const double *x, int n);
+/* True when a capacity interval (plan_cand.rate) has no spread over seeds: every seed's search
+ * stopped on the same rate (one seed, or seeds that agree within the search's resolution), so
+ * lo = mean and [lo, hi] is only the resolution PLAN_CAPACITY_TOL, not seed-to-seed spread. */
+bool plan_rate_at_resolution(plan_interval r);
 /* True when the intervals do not overlap: the difference is measurable at this many seeds. */
 bool plan_intervals_separate(plan_interval a, plan_interval b);
 /* True for the objectives stored negated for ranking (p99 latency, cost): they are shown in

@@ -905,6 +905,30 @@ START_TEST(trials_are_sized_from_the_sequences_the_kv_cache_holds)
 }
 END_TEST
 
+START_TEST(seeds_on_one_search_step_are_said_to_agree)
+{
+    /* Review finding: seeds that stop on the same search step give lo = mean and hi = mean x
+     * (1 + tol), an interval that is the search's resolution, not seed spread; `capacity` says so
+     * when plan_rate_at_resolution holds. 0.1 x 3 is not exact in binary: the mean of three equal
+     * seeds may differ from them by an ulp, which must still count as agreement. */
+    double same[3] = {0.1, 0.1, 0.1}, apart[3] = {10.0, 10.3, 10.6}, one[1] = {7.5};
+    plan_interval a = plan_interval_of(same, 3);
+    a.hi *= 1 + PLAN_CAPACITY_TOL;
+    ck_assert(plan_rate_at_resolution(a));
+    plan_interval b = plan_interval_of(apart, 3);
+    b.hi *= 1 + PLAN_CAPACITY_TOL;
+    ck_assert(!plan_rate_at_resolution(b));   /* mean 10.3, sd 0.3: lo = 10.3 - 4.303 x 0.3/sqrt(3) */
+    ck_assert(plan_rate_at_resolution(plan_interval_of(one, 1)));
+    plan_interval none = plan_interval_of(one, 0);
+    ck_assert(!plan_rate_at_resolution(none));   /* not searched: no note */
+    /* End to end: one seed's row says its interval is the resolution. */
+    char args[1200];
+    snprintf(args, sizeof args, "capacity %s/chat.yaml --no-db --seeds 1 --top 1 --jobs 1", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "search resolution, not seed spread"), "%s", out);
+}
+END_TEST
+
 START_TEST(a_short_trial_cannot_pass_an_overloaded_rate)
 {
     /* Issue 16 re-review, finding 1: a trial of N requests at a rate r above the service rate m
@@ -1380,6 +1404,7 @@ Suite *suite_planner(void)
     tcase_add_test(rv, trials_are_long_enough_to_load_the_deployment);
     tcase_add_test(rv, a_search_that_never_fails_is_unbounded);
     tcase_add_test(rv, trials_are_sized_from_the_sequences_the_kv_cache_holds);
+    tcase_add_test(rv, seeds_on_one_search_step_are_said_to_agree);
     tcase_add_test(rv, a_short_trial_cannot_pass_an_overloaded_rate);
     tcase_add_test(rv, cost_and_latency_are_shown_in_their_unit_lower_is_better);
     tcase_add_test(rv, an_accuracy_risk_is_recommended_only_when_measurably_better);
