@@ -36,19 +36,24 @@ scn_status t_load(const char *text, const char *const *sets, int n_sets, scn_sce
     return scn_scenario_load(t_write("scenario.yaml", text), sets, n_sets, s, e);
 }
 
+void t_library_file(const char *file, const char *const *sets, int n_sets, scn_scenario *s)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", getenv("KVPLAN_LIBRARY"), file);
+    scn_error e;
+    scn_status st = scn_scenario_load(path, sets, n_sets, s, &e);
+    char msg[1500];
+    scn_error_format(&e, msg, sizeof msg);
+    ck_assert_msg(st == SCN_OK, "loading %s: %s", file, msg);
+}
+
 void t_library(const char *model, const char *hardware, scn_scenario *s)
 {
     char m[128], h[128];
     snprintf(m, sizeof m, "model=%s", model);
     snprintf(h, sizeof h, "hardware=%s", hardware);
     const char *sets[] = {m, h};
-    char path[600];
-    snprintf(path, sizeof path, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
-    scn_error e;
-    scn_status st = scn_scenario_load(path, sets, 2, s, &e);
-    char msg[1500];
-    scn_error_format(&e, msg, sizeof msg);
-    ck_assert_msg(st == SCN_OK, "loading %s on %s: %s", model, hardware, msg);
+    t_library_file("chat.yaml", sets, 2, s);
 }
 
 static void slurp(const char *path, char *buf, size_t n)

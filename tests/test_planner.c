@@ -26,13 +26,7 @@ static int seeds = PLAN_SEEDS_DEFAULT;
 
 static void plan(const char *file, const char *const *sets, int n)
 {
-    char path[700];
-    snprintf(path, sizeof path, "%s/%s", getenv("KVPLAN_LIBRARY"), file);
-    scn_error e;
-    scn_status st = scn_scenario_load(path, sets, n, &s, &e);
-    char msg[1500];
-    scn_error_format(&e, msg, sizeof msg);
-    ck_assert_msg(st == SCN_OK, "%s", msg);
+    t_library_file(file, sets, n, &s);
     ck_assert_int_eq(plan_enumerate(&s, &r), 0);
     plan_set_seeds(&r, seeds);
     char err[512];

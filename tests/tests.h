@@ -51,6 +51,8 @@ Suite *suite_frontend(void);
 const char *t_write(const char *name, const char *text);
 /* Loads a scenario from text (written to a temp file) with optional --set overrides. */
 scn_status t_load(const char *text, const char *const *sets, int n_sets, scn_scenario *s, scn_error *e);
+/* Loads a library scenario (path relative to KVPLAN_LIBRARY) with --set overrides; asserts it loads. */
+void t_library_file(const char *file, const char *const *sets, int n_sets, scn_scenario *s);
 /* Loads the bundled chat scenario with a library model and hardware swapped in. */
 void t_library(const char *model, const char *hardware, scn_scenario *s);
 /* Runs the kvplan binary with args through /bin/sh; captures stdout and stderr. Returns exit code. */
