@@ -3,6 +3,7 @@
 #include "kv_tier.h"
 #include "rng.h"
 #include "sim.h"
+#include "token.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -380,9 +381,11 @@ static void set_room(const sim_kv *kv, sim_kv_seq *q)
 
 static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
+    /* sim_seq_token's streams, split at the prefix's end instead of tested per token. */
     uint64_t h = parent;
-    sim_batch_seq t = {.prefix_seed = q->prefix_seed, .body_seed = q->body_seed, .prefix_len = q->prefix_len};
-    for (int p = j * kv->bs; p < (j + 1) * kv->bs; p++) h = sim_mix64(h ^ sim_seq_token(&t, p));
+    long p = (long)j * kv->bs, end = p + kv->bs;
+    for (; p < end && p < q->prefix_len; p++) h = sim_mix64(h ^ sim_token_id_inline(q->prefix_seed, p));
+    for (; p < end; p++) h = sim_mix64(h ^ sim_token_id_inline(q->body_seed, p));
     return h;
 }
 
