@@ -80,6 +80,24 @@ int cmd_capacity(int argc, char **argv)
     if (!doc) { cli_progress_end(&bar); free(rows); plan_result_free(&r); return CLI_EX_INTERNAL; }
     int nr = plan_capacity_rows(&s, &r, (int)top, target, (int)max_replicas, concurrency, rows, max, on_progress, &bar);
     cli_progress_end(&bar);
+    if (nr == 0) {
+        /* No candidate could run: an empty table with exit 0 would read as "capacity: none"
+         * when the scenario is infeasible. Say why each was dropped (the reason `simulate`
+         * gives for the same configuration) and exit as simulate does on infeasible data. */
+        fprintf(stderr, "kvplan: %s: no candidate can run:\n", c.scenario);
+        for (int i = 0; i < r.n; i++) {
+            char desc[300];
+            plan_describe(&r.c[i], desc, sizeof desc);
+            const char *why = r.c[i].status == PLAN_SKIPPED ? r.c[i].why
+                            : !r.c[i].allowed ? "a risk it takes is not accepted by the scenario's quality"
+                            : "not evaluated";
+            fprintf(stderr, "  %s: %s\n", desc, why);
+        }
+        out_doc_free(doc);
+        free(rows);
+        plan_result_free(&r);
+        return CLI_EX_DATA;
+    }
     /* The rate's unit in the headers: conversations/s when the arrival process counts
      * conversations (plan_rate_unit), as `plan` says it. */
     char h_rate[64];
@@ -109,8 +127,19 @@ int cmd_capacity(int argc, char **argv)
         out_cell_num(doc, (double)rows[i].max_context);
         /* A search that kept up at its top rate found no capacity: its rate is a lower bound. */
         bool misses = !rows[i].unbounded && !(rows[i].rate.mean > 0);
+        /* Seeds on the same search step leave no spread: the 95 % interval is then the search's
+         * resolution (lo = mean, hi = mean + PLAN_CAPACITY_TOL), which the note must say rather than
+         * let it read as seed-to-seed variation. */
+        char agreed[200];
+        if (rows[i].rate.n > 1)
+            snprintf(agreed, sizeof agreed, "the %d seeds agreed within the search resolution (interval: the %.0f %% "
+                     "resolution, not seed spread)", rows[i].rate.n, 100 * PLAN_CAPACITY_TOL);
+        else
+            snprintf(agreed, sizeof agreed, "one seed (interval: the %.0f %% search resolution, not seed spread)",
+                     100 * PLAN_CAPACITY_TOL);
         out_cell_str(doc, rows[i].unbounded ? "unbounded within the searched range (max rate: a lower bound)"
-                          : misses ? "misses the SLO at every rate tried" : "");
+                          : misses ? "misses the SLO at every rate tried"
+                          : plan_rate_at_resolution(rows[i].rate) ? agreed : "");
     }
     out_section(doc, "question", "Asked");
     out_kv_str(doc, "scenario", "scenario", s.name);
@@ -131,7 +160,8 @@ int cmd_capacity(int argc, char **argv)
     out_note(doc, "Max rate: the highest arrival rate at which the queue stays bounded (p99 wait for admission under "
                   "%.0f s) and the SLO holds, mean and 95 %% interval over seeds (a search galloping from the cost "
                   "model's estimate, then bisection to %.0f %%, trials stopped once their failure is settled, "
-                  "a trial: the scenario's requests up to %d, but at least %d times the sequences the deployment runs at once and "
+                  "a trial: the scenario's requests up to %d, but at least %d times the sequences the deployment runs at once "
+                  "(max_num_seqs, or fewer when the KV cache holds fewer of the workload's mean length) and "
                   "%.0f s of arrivals, so a rate more than %.1f %% above capacity grows the wait past the limit; a "
                   "candidate that keeps up at %.0fx its start is unbounded within the searched range). $/Mtok: the hardware's price per GPU-hour over the output tokens/s at that rate. "
                   "GPUs for target: tensor parallel x the fewest replicas that serve it (blank when none up to %ld). "

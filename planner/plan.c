@@ -300,7 +300,7 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
      * seeds try only that top rate (stopping early either way). */
     plan_capacity_result *x = &o->x;
     o->searched = true;
-    bool trial_sized = o->ran && t->workload.requests == plan_trial_requests(t);
+    bool trial_sized = o->ran && t->workload.requests == plan_trial_requests(t, &c->c);
     if (first->rate > 0 && first->unbounded) {
         sim_metrics top;
         bool whole;

@@ -41,6 +41,10 @@ plan_interval plan_interval_of(const double *x, int n);
  * and any monotone transform (such as $ per token = price / tokens/s) maps ends to ends. Every
  * x must be > 0; otherwise the arithmetic interval, its lower end clamped at 0. */
 plan_interval plan_interval_log_of(const double *x, int n);
+/* True when a capacity interval (plan_cand.rate) has no spread over seeds: every seed's search
+ * stopped on the same rate (one seed, or seeds that agree within the search's resolution), so
+ * lo = mean and [lo, hi] is only the resolution PLAN_CAPACITY_TOL, not seed-to-seed spread. */
+bool plan_rate_at_resolution(plan_interval r);
 /* True when the intervals do not overlap: the difference is measurable at this many seeds. */
 bool plan_intervals_separate(plan_interval a, plan_interval b);
 /* True for the objectives stored negated for ranking (p99 latency, cost): they are shown in
@@ -256,7 +260,12 @@ typedef struct {
 } plan_capacity_result;
 
 /* The requests of a capacity trial of scenario `t` (as a candidate runs it, replicas set). */
-long plan_trial_requests(const scn_scenario *t);
+/* `ch`: the candidate's cache choice, which bounds the sequences run at once by what the KV
+ * cache holds (NULL: max_num_seqs alone). */
+long plan_trial_requests(const scn_scenario *t, const sim_choice *ch);
+/* The sequences trial `t` runs at once: min(max_num_seqs, the sequences of the workload's mean
+ * prompt + output the KV cache holds) x DP ranks x replicas (max_num_seqs alone without `ch`). */
+long plan_trial_concurrency(const scn_scenario *t, const sim_choice *ch);
 /* The arrival process's unit: "conversations/s" when requests come in multi-turn conversations
  * (the rate counts first turns), else "req/s". */
 const char *plan_rate_unit(const scn_scenario *s);

@@ -14,15 +14,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-long plan_trial_requests(const scn_scenario *t)
+long plan_trial_concurrency(const scn_scenario *t, const sim_choice *ch)
 {
     const scn_deployment *d = &t->deployment;
+    long per_rank = d->max_num_seqs > 0 ? d->max_num_seqs : 1;
+    if (ch) {
+        /* Sequences of the workload's mean prompt + output that the KV cache of one rank holds
+         * (kv_capacity_compute): above that the engine never runs max_num_seqs at once. */
+        kv_cache_cfg kc = kv_cache_cfg_make(t, ch->kv_dtype, ch->sink, ch->window);
+        bool paged = ch->layout == SCN_LAYOUT_PAGED;
+        kv_capacity k = kv_capacity_compute(t, &kc, paged ? ch->block_size : 1, 0);
+        long fit = paged ? k.max_seqs_paged : k.max_seqs_contiguous;
+        if (fit < 1) fit = 1;   /* it does not fit at all: the trial fails whatever its size */
+        if (fit < per_rank) per_rank = fit;
+    }
+    return per_rank * (d->attention_dp > 1 ? d->attention_dp : 1) * (d->replicas > 0 ? d->replicas : 1);
+}
+
+long plan_trial_requests(const scn_scenario *t, const sim_choice *ch)
+{
     long n = t->workload.requests < PLAN_CAPACITY_REQUESTS ? t->workload.requests : PLAN_CAPACITY_REQUESTS;
-    /* The floor: the first max_num_seqs x ranks x replicas requests find free slots whatever the
-     * rate, and the last as many drain a shrinking batch; PLAN_TRIAL_CYCLES turnovers leave at
-     * least half the trial at a full batch with a queue that can grow (docs/planner.md). */
-    long slots = (long)(d->max_num_seqs > 0 ? d->max_num_seqs : 1) * (d->attention_dp > 1 ? d->attention_dp : 1) *
-                 (d->replicas > 0 ? d->replicas : 1);
+    /* The floor: the first B requests (B the sequences the deployment runs at once,
+     * plan_trial_concurrency) find free slots whatever the rate, and the last B drain a
+     * shrinking batch; PLAN_TRIAL_CYCLES turnovers leave at least half the trial at a full batch
+     * with a queue that can grow (docs/planner.md, "Trial size"). */
+    long slots = plan_trial_concurrency(t, ch);
     long floor_n = PLAN_TRIAL_CYCLES * slots;
     if (n < floor_n) n = floor_n;
     /* The span floor. Above the service rate m, at a rate r, the queue grows by r - m requests a
@@ -53,7 +69,7 @@ static void trial_of(const scn_scenario *s, const plan_cand *c, unsigned long lo
     t->deployment.replicas = replicas;
     t->workload.rate = rate;
     t->seed = seed;
-    t->workload.requests = plan_trial_requests(t);
+    t->workload.requests = plan_trial_requests(t, &c->c);
 }
 
 /* ---- Stopping a trial once its verdict is certain (docs/planner.md, "Stopping a failing

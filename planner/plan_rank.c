@@ -62,6 +62,12 @@ plan_interval plan_interval_of(const double *x, int n)
     return r;
 }
 
+bool plan_rate_at_resolution(plan_interval r)
+{
+    /* Equal seeds give a zero sum of squares up to rounding in the mean (a few ulps). */
+    return r.n >= 1 && r.mean > 0 && isfinite(r.mean) && r.mean - r.lo <= 1e-9 * r.mean;
+}
+
 plan_interval plan_interval_log_of(const double *x, int n)
 {
     double l[PLAN_SEEDS_MAX];

@@ -143,6 +143,12 @@ START_TEST(simulate_failures)
     ck_assert_int_eq(run("simulate %s --no-db --set 'workload={arrival: {process: trace, trace: /nonexistent.csv}}'", sc), 66);
     ck_assert_int_eq(run("simulate %s --no-db --set model=llama-3-70b --set hardware=rtx-4090", sc), 65);
     ck_assert_msg(strstr(err, "does not fit"), "%s", err);
+    /* capacity on the same infeasible deployment: not an empty table with exit 0, but the
+     * reason simulate gives and its data-error exit code. */
+    ck_assert_int_eq(run("capacity %s --no-db --set model=llama-3-70b --set hardware=rtx-4090 "
+                         "--set deployment.tensor_parallel=1", sc), 65);
+    ck_assert_msg(strstr(err, "no candidate can run") && strstr(err, "does not fit: weights"), "%s", err);
+    ck_assert_msg(strstr(err, "GiB"), "%s", err);
     ck_assert_int_eq(run("simulate %s --no-db --requests-out /nonexistent-dir/r.csv", sc), 73);
     ck_assert_int_eq(run("simulate %s --db x.db --no-db", sc), 64);
     ck_assert_int_eq(run("simulate %s --seed", sc), 64);

@@ -832,15 +832,15 @@ START_TEST(trials_are_long_enough_to_load_the_deployment)
     ck_assert_int_eq(r.n, 1);
     scn_scenario t;
     plan_apply(&s, &r.c[0], &t);
-    ck_assert_int_eq(plan_trial_requests(&t), 4 * 512);
+    ck_assert_int_eq(plan_trial_requests(&t, &r.c[0].c), 4 * 512);
     t.deployment.replicas = 3;
-    ck_assert_int_eq(plan_trial_requests(&t), 4 * 512 * 3);
+    ck_assert_int_eq(plan_trial_requests(&t, &r.c[0].c), 4 * 512 * 3);
     t.deployment.replicas = 1;
     t.deployment.attention_dp = 2;
-    ck_assert_int_eq(plan_trial_requests(&t), 4 * 512 * 2);
+    ck_assert_int_eq(plan_trial_requests(&t, &r.c[0].c), 4 * 512 * 2);
     t.deployment.attention_dp = 1;
     t.workload.requests = 5000;
-    ck_assert_int_eq(plan_trial_requests(&t), PLAN_CAPACITY_REQUESTS);   /* above the floor: the 3000 cap */
+    ck_assert_int_eq(plan_trial_requests(&t, &r.c[0].c), PLAN_CAPACITY_REQUESTS);   /* above the floor: the 3000 cap */
     /* The search now finds a capacity near the cost model's saturation rate, not 2^40 times its start. */
     plan_capacity_result x;
     double hint = plan_capacity_hint(&s, &r.c[0], 1);
@@ -869,6 +869,66 @@ static double bandwidth_bound(int batch, double decode_steps)
     return batch / (decode_steps * 16.06e9 / 3.35e12);
 }
 
+START_TEST(trials_are_sized_from_the_sequences_the_kv_cache_holds)
+{
+    /* Review finding: the trial floor was 4 x max_num_seqs, so 6k-token prompts on a 70B TP4
+     * replica (KV for ~77 of them) ran 4 x 512 = 2048-request trials per replica. The floor is now
+     * 4 x min(max_num_seqs, sequences of mean prompt + output the KV cache holds). By hand:
+     * Llama-3-70B keeps 2 (K, V) x 80 layers x 8 KV heads x 128 dims x 2 bytes (bf16) = 327,680
+     * bytes a token, 81,920 per rank at TP 4; a 6,000 + 200 token sequence takes
+     * ceil(6,200 / 16) = 388 blocks of 16 tokens; the cache holds floor(budget / (16 x 81,920))
+     * blocks of which floor(blocks / 388) sequences fit. The budget is the memory split's
+     * (kv_capacity_compute), the one figure not re-derived here. */
+    load_text("big-prompts.yaml",
+              "name: capfix-big-prompts\nmodel: llama-3-70b\nhardware: h100-sxm\n"
+              "deployment: {tensor_parallel: 4, max_num_seqs: 512}\n"
+              "workload:\n  requests: 100\n  arrival: {process: poisson, rate: 1/s}\n"
+              "  prompt_tokens: 6000\n  output_tokens: 200\n"
+              "options: {kv_dtype: [bf16], kv_layout: [paged], prefix_cache: [off]}\n");
+    ck_assert_int_eq(plan_enumerate(&s, &r), 0);
+    ck_assert_int_eq(r.n, 1);
+    scn_scenario t;
+    plan_apply(&s, &r.c[0], &t);
+    ck_assert_int_eq(r.c[0].c.block_size, 16);
+    kv_cache_cfg kc = kv_cache_cfg_make(&t, r.c[0].c.kv_dtype, r.c[0].c.sink, r.c[0].c.window);
+    kv_capacity k = kv_capacity_compute(&t, &kc, 16, 0);
+    ck_assert_double_eq_tol(k.kv_bytes_per_token, 2.0 * 80 * 8 * 128 * 2 / 4, 1e-6);
+    long blocks = (long)floor(k.kv_budget / (16 * 81920.0));
+    long fit = blocks / 388;
+    ck_assert_msg(fit > 1 && fit < 512, "fit %ld", fit);   /* the case this test is about */
+    ck_assert_int_eq(plan_trial_concurrency(&t, &r.c[0].c), fit);
+    ck_assert_int_eq(plan_trial_requests(&t, &r.c[0].c), 4 * fit);
+    t.deployment.replicas = 2;
+    ck_assert_int_eq(plan_trial_requests(&t, &r.c[0].c), 4 * fit * 2);
+    /* Without the cache choice, max_num_seqs alone (the old floor). */
+    ck_assert_int_eq(plan_trial_requests(&t, NULL), 4 * 512 * 2);
+}
+END_TEST
+
+START_TEST(seeds_on_one_search_step_are_said_to_agree)
+{
+    /* Review finding: seeds that stop on the same search step give lo = mean and hi = mean x
+     * (1 + tol), an interval that is the search's resolution, not seed spread; `capacity` says so
+     * when plan_rate_at_resolution holds. 0.1 x 3 is not exact in binary: the mean of three equal
+     * seeds may differ from them by an ulp, which must still count as agreement. */
+    double same[3] = {0.1, 0.1, 0.1}, apart[3] = {10.0, 10.3, 10.6}, one[1] = {7.5};
+    plan_interval a = plan_interval_of(same, 3);
+    a.hi *= 1 + PLAN_CAPACITY_TOL;
+    ck_assert(plan_rate_at_resolution(a));
+    plan_interval b = plan_interval_of(apart, 3);
+    b.hi *= 1 + PLAN_CAPACITY_TOL;
+    ck_assert(!plan_rate_at_resolution(b));   /* mean 10.3, sd 0.3: lo = 10.3 - 4.303 x 0.3/sqrt(3) */
+    ck_assert(plan_rate_at_resolution(plan_interval_of(one, 1)));
+    plan_interval none = plan_interval_of(one, 0);
+    ck_assert(!plan_rate_at_resolution(none));   /* not searched: no note */
+    /* End to end: one seed's row says its interval is the resolution. */
+    char args[1200];
+    snprintf(args, sizeof args, "capacity %s/chat.yaml --no-db --seeds 1 --top 1 --jobs 1", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "search resolution, not seed spread"), "%s", out);
+}
+END_TEST
+
 START_TEST(a_short_trial_cannot_pass_an_overloaded_rate)
 {
     /* Issue 16 re-review, finding 1: a trial of N requests at a rate r above the service rate m
@@ -890,7 +950,7 @@ START_TEST(a_short_trial_cannot_pass_an_overloaded_rate)
     scn_scenario t;
     plan_apply(&s, &r.c[0], &t);
     t.workload.rate = 40;
-    ck_assert_int_eq(plan_trial_requests(&t), 2400);
+    ck_assert_int_eq(plan_trial_requests(&t, &r.c[0].c), 2400);
     plan_capacity_result x;
     plan_capacity_search(&s, &r.c[0], s.seed, 1, 0, 2, PLAN_CAPACITY_TOL, NULL, &x);
     double bound = bandwidth_bound(32, 99);
@@ -1343,6 +1403,8 @@ Suite *suite_planner(void)
     tcase_set_timeout(rv, 240);
     tcase_add_test(rv, trials_are_long_enough_to_load_the_deployment);
     tcase_add_test(rv, a_search_that_never_fails_is_unbounded);
+    tcase_add_test(rv, trials_are_sized_from_the_sequences_the_kv_cache_holds);
+    tcase_add_test(rv, seeds_on_one_search_step_are_said_to_agree);
     tcase_add_test(rv, a_short_trial_cannot_pass_an_overloaded_rate);
     tcase_add_test(rv, cost_and_latency_are_shown_in_their_unit_lower_is_better);
     tcase_add_test(rv, an_accuracy_risk_is_recommended_only_when_measurably_better);
