@@ -78,6 +78,7 @@ int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, co
                 cli_sink *k, sim_metrics *m, char *started, char *finished)
 {
     char err[1500];
+    k->v.per_step = f->per_step;
     vf_status st = vf_execute(s, c, ex, &k->v, f->interval, blocks, m, started, finished, err, sizeof err);
     cli_progress_end(&k->bar);
     return st ? cli_fail_vf(st, err) : CLI_OK;

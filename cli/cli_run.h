@@ -17,6 +17,7 @@ typedef struct {
     const char *req_out, *ts_out, *db_flag, *backend;
     double interval;            /* s */
     int no_db;
+    int per_step;               /* --per-step: no fast-forward (simulate) */
     long blocks;                /* > 0: the KV pool to simulate with (--blocks) */
     char db_default[4096];      /* the default database path, once resolved */
 } cli_run_flags;

@@ -25,6 +25,8 @@ int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, 
     for (int i = 1; i < argc; i++) {
         int r = cli_common_flag(c, argc, argv, &i, help);
         if (r == 0) r = cli_run_flag(cmd, f, argc, argv, &i);
+        /* Only simulate: a check of the engine's fast-forward, which costs nothing to run there. */
+        if (r == 0 && !strcmp(cmd, "simulate") && !strcmp(argv[i], "--per-step")) f->per_step = 1, r = 1;
         if (r < 0) return CLI_EX_USAGE;
         if (r) continue;
         if (cli_is_flag(argv[i])) return cli_usage_error(cmd, "unknown option '%s'", argv[i]);

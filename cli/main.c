@@ -96,6 +96,7 @@ const cli_command CLI_COMMANDS[] = {
     {"simulate", cmd_simulate, "simulate serving the scenario's workload; store the predicted run",
      "usage: kvplan simulate SCENARIO [--seed N] [--requests-out FILE.csv] [--timeseries-out FILE.csv]\n"
      "                                [--sample-interval T] [--db PATH | --no-db]\n"
+     "                                [--blocks N] [--per-step]\n"
      "                                [--set PATH=VALUE]... [--format table|json|csv]\n"
      "\n"
      "Runs the workload through kvplan's serving engine (vLLM-style scheduling, paged or contiguous\n"
@@ -108,6 +109,8 @@ const cli_command CLI_COMMANDS[] = {
      "  --requests-out FILE   one CSV row per request (also stored in the database)\n"
      "  --timeseries-out FILE KV use, queue and batch sampled every --sample-interval (default 1 s)\n"
      "  --blocks N            simulate with N KV blocks per replica instead of the cost model's count\n"
+     "  --per-step            form every engine step through the scheduler instead of fast-forwarding\n"
+     "                        steady decode; slower, same results (a check of the fast-forward)\n"
      "  --db PATH             database (default $KVPLAN_DB, else ~/.local/share/kvplan/kvplan.db); --no-db skips it\n"
      "  --format F            table (default), json or csv (the latency table)\n"},
     {"run", cmd_run, "run the scenario for real on a backend; store the measured run",

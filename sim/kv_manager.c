@@ -3,12 +3,14 @@
 #include "kv_tier.h"
 #include "rng.h"
 #include "sim.h"
+#include "token.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CHAIN_ROOT 0x6b76706c616e0001ULL   /* the parent hash of a sequence's first block */
+#define PM_SLOTS 256                        /* prefix streams whose block hashes are memoised */
 
 struct sim_kv {
     long n;                 /* blocks */
@@ -48,6 +50,11 @@ struct sim_kv {
     int32_t *m_blk;         /* match scratch with tiers: GPU block of hit j, or -1 - tier */
     uint64_t *m_hash;       /* its chain hash */
     int m_cap;
+    /* Chain hashes of blocks that lie wholly inside a shared token stream's prefix: they depend
+     * only on (prefix seed, block index), yet every request of a prefix group or conversation
+     * hashed all of them on each match (several per request while it waits) and commit; this
+     * memo hashes each once. Direct-mapped on the seed; a collision just recomputes. */
+    struct kv_prefix_memo { uint64_t seed; uint64_t *h; int n, cap; bool used; } pm[PM_SLOTS];
 };
 
 static void *grow_array(void *p, size_t elem, long old_n, long new_n)
@@ -124,6 +131,7 @@ void sim_kv_free(sim_kv *kv)
     free(kv->lru_prev); free(kv->lru_next); free(kv->keys); free(kv->vals);
     sim_kv_tiers_free(kv->tiers);
     free(kv->m_blk); free(kv->m_hash);
+    for (int i = 0; i < PM_SLOTS; i++) free(kv->pm[i].h);
     free(kv);
 }
 
@@ -373,10 +381,34 @@ static void set_room(const sim_kv *kv, sim_kv_seq *q)
 
 static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
+    /* sim_seq_token's streams, split at the prefix's end instead of tested per token. */
     uint64_t h = parent;
-    sim_batch_seq t = {.prefix_seed = q->prefix_seed, .body_seed = q->body_seed, .prefix_len = q->prefix_len};
-    for (int p = j * kv->bs; p < (j + 1) * kv->bs; p++) h = sim_mix64(h ^ sim_seq_token(&t, p));
+    long p = (long)j * kv->bs, end = p + kv->bs;
+    for (; p < end && p < q->prefix_len; p++) h = sim_mix64(h ^ sim_token_id_inline(q->prefix_seed, p));
+    for (; p < end; p++) h = sim_mix64(h ^ sim_token_id_inline(q->body_seed, p));
     return h;
+}
+
+/* block_hash through the prefix memo (struct sim_kv): a block wholly inside the prefix stream
+ * whose parent is the memo's own chain is looked up, or appended when it is the next one. The
+ * parent check keeps it exact whatever chain a caller passes. */
+static uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
+{
+    if ((long)(j + 1) * kv->bs > q->prefix_len) return block_hash(kv, q, parent, j);
+    struct kv_prefix_memo *e = &kv->pm[(q->prefix_seed * 0x9e3779b97f4a7c15ULL) >> 56];
+    if (!e->used || e->seed != q->prefix_seed) { e->used = true; e->seed = q->prefix_seed; e->n = 0; }
+    if (j > e->n || parent != (j ? e->h[j - 1] : CHAIN_ROOT)) return block_hash(kv, q, parent, j);
+    if (j < e->n) return e->h[j];
+    uint64_t hj = block_hash(kv, q, parent, j);
+    if (e->n == e->cap) {
+        int cap = e->cap ? 2 * e->cap : 64;
+        uint64_t *nh = realloc(e->h, sizeof *nh * (size_t)cap);
+        if (!nh) return hj;   /* out of memory: the memo just stops growing */
+        e->h = nh;
+        e->cap = cap;
+    }
+    e->h[e->n++] = hj;
+    return hj;
 }
 
 /* Takes the block with hash h out of tier tk into a new GPU block, registered in the prefix
@@ -417,7 +449,7 @@ static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks)
     uint64_t h = CHAIN_ROOT;
     int n = 0;
     for (; n < max_blocks; n++) {
-        uint64_t hj = block_hash(kv, q, h, n);
+        uint64_t hj = chain_hash(kv, q, h, n);
         long slot = map_find(kv, hj);
         int32_t b = slot >= 0 ? kv->vals[slot] : -1;
         int tk = slot < 0 ? sim_kv_tiers_find(kv->tiers, hj) : -1;
@@ -458,7 +490,7 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
     uint64_t h = CHAIN_ROOT;
     int j = 0;
     for (; j < max_blocks; j++) {
-        uint64_t hj = block_hash(kv, q, h, j);
+        uint64_t hj = chain_hash(kv, q, h, j);
         long slot = map_find(kv, hj);
         if (slot < 0) {
             /* Not on the GPU: a lower tier's copy is reloaded into a new block (kv_tier.h). */
@@ -604,7 +636,7 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
         int full = computed / kv->bs;
         if (q->hashed == 0) q->chain = CHAIN_ROOT;
         for (int j = q->hashed; j < full && j < q->n_blocks; j++) {
-            uint64_t hj = block_hash(kv, q, q->chain, j);
+            uint64_t hj = chain_hash(kv, q, q->chain, j);
             int32_t b = q->blocks[j];
             /* A block already known under another id stays private to this sequence. */
             if (b >= 0 && !kv->reg[b] && map_find(kv, hj) < 0 && map_put(kv, hj, b) == 0) {

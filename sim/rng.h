@@ -13,6 +13,14 @@ double sim_rng_uniform(sim_rng *r);                 /* [0, 1) */
 double sim_rng_exp(sim_rng *r, double rate);        /* mean 1/rate */
 double sim_rng_normal(sim_rng *r);                  /* standard normal */
 double sim_rng_gamma(sim_rng *r, double shape);     /* scale 1 */
-uint64_t sim_mix64(uint64_t x);                     /* splitmix64's finaliser */
+
+/* splitmix64's finaliser; inline, as the prefix cache's block hash applies it per token. */
+static inline uint64_t sim_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
 
 #endif

@@ -3,11 +3,9 @@
  * every request sharing a stream (a prefix group, a conversation) sees the same ids, which is
  * what makes prefix-cache hits and the backends' KV contents reproducible. */
 #include "sim.h"
+#include "token.h"
 
 uint32_t sim_token_id(uint64_t stream_seed, long pos)
 {
-    uint64_t x = stream_seed ^ ((uint64_t)pos * 0x9e3779b97f4a7c15ULL);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return (uint32_t)(x ^ (x >> 31));
+    return sim_token_id_inline(stream_seed, pos);
 }

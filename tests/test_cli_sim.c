@@ -156,6 +156,37 @@ START_TEST(simulate_failures)
 }
 END_TEST
 
+/* --per-step turns the fast-forward off; the figures must not change (docs/simulator.md, Fast-forward).
+ * Long outputs at a steady rate make most steps fast-forwardable, and the prefix cache, replicas
+ * and a CSV of every request cover the paths the fast-forward carries. */
+START_TEST(per_step_prints_the_same_run)
+{
+    char sc[600], a[700], b[700];
+    snprintf(sc, sizeof sc, "%s",
+             t_write("ff.yaml", "name: ff\nmodel: llama-3-8b\nhardware: h100-sxm\n"
+                                "options: {kv_layout: paged, prefix_cache: on}\n"
+                                "workload:\n  requests: 300\n  arrival: {process: poisson, rate: 8/s}\n"
+                                "  prompt_tokens: {dist: uniform, min: 100, max: 900}\n"
+                                "  output_tokens: {dist: uniform, min: 50, max: 400}\n"
+                                "  shared_prefix: {tokens: 256, groups: 4, share: 0.8}\n"));
+    snprintf(a, sizeof a, "%s.ff.csv", sc);
+    snprintf(b, sizeof b, "%s.ps.csv", sc);
+    ck_assert_int_eq(run("simulate %s --no-db --format json --requests-out %s", sc, a), 0);
+    static char fast[sizeof out];
+    memcpy(fast, out, sizeof out);
+    ck_assert_msg(strstr(fast, "\"throughput\""), "%s", fast);
+    ck_assert_int_eq(run("simulate %s --no-db --format json --per-step --requests-out %s", sc, b), 0);
+    ck_assert_str_eq(out, fast);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(lines(a), 301);
+    /* Only simulate has it. */
+    ck_assert_int_eq(run("run %s --no-db --per-step", sc), 64);
+    ck_assert_msg(strstr(err, "unknown option '--per-step'"), "%s", err);
+}
+END_TEST
+
 Suite *suite_cli_sim(void)
 {
     Suite *su = suite_create("cli_sim");
@@ -165,6 +196,7 @@ Suite *suite_cli_sim(void)
     tcase_add_test(tc, concurrent_writers_share_one_database);
     tcase_add_test(tc, an_interrupted_run_leaves_the_database_as_it_was);
     tcase_add_test(tc, simulate_failures);
+    tcase_add_test(tc, per_step_prints_the_same_run);
     suite_add_tcase(su, tc);
     return su;
 }

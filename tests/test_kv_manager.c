@@ -64,6 +64,44 @@ START_TEST(prefix_cache_shares_full_blocks_only)
 }
 END_TEST
 
+/* Block hashes inside a prefix stream are memoised per stream (kv_manager.c, chain_hash): a hit
+ * must not depend on whether the hash came from the memo or was computed, on streams that share
+ * a memo slot (600 streams > its 256 slots), or on one seed used with other prefix lengths. */
+START_TEST(prefix_hashes_do_not_depend_on_the_memo)
+{
+    enum { STREAMS = 600 };
+    sim_kv *kv = sim_kv_init(4 * STREAMS + 64, 16, true, true, 0, 0);
+    static sim_kv_seq held[STREAMS];
+    for (int i = 0; i < STREAMS; i++) {      /* each registers 2 prefix blocks and 1 body block */
+        held[i] = seq(1000 + (uint64_t)i, 32, 5000 + (uint64_t)i);
+        ck_assert_int_eq(sim_kv_match_prefix(kv, &held[i], 48, true, NULL), 0);
+        ck_assert_int_eq(sim_kv_grow(kv, &held[i], 48), 0);
+        sim_kv_commit(kv, &held[i], 48);
+    }
+    ck_assert_int_eq(sim_kv_cached(kv), 3 * STREAMS);
+    for (int i = 0; i < STREAMS; i++) {      /* every stream's two prefix blocks, whatever the memo kept */
+        sim_kv_seq q = seq(1000 + (uint64_t)i, 32, 9000);
+        ck_assert_int_eq(sim_kv_match_prefix(kv, &q, 48, false, NULL), 32);
+    }
+    /* The same tokens as a body stream: ids depend on (seed, position) only, so stream 1000's
+     * prefix is also the first 32 tokens of a request whose body seed is 1000, and its body
+     * block (seed 5000 from position 32) is not. */
+    sim_kv_seq body = seq(0, 0, 1000);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &body, 48, false, NULL), 32);
+    /* Seed 1000 with a 16-token prefix: block 1 comes from the body stream, so only block 0 hits,
+     * and afterwards the 32-token prefix still hits in full. */
+    sim_kv_seq shorter = seq(1000, 16, 9001);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &shorter, 48, false, NULL), 16);
+    sim_kv_seq again = seq(1000, 32, 9002);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &again, 48, false, NULL), 32);
+    /* A prefix that is the first stream's and then the body stream 5000: all three blocks. */
+    sim_kv_seq whole = seq(1000, 32, 5000);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &whole, 49, false, NULL), 48);
+    for (int i = 0; i < STREAMS; i++) { sim_kv_release(kv, &held[i]); sim_kv_seq_free(&held[i]); }
+    sim_kv_free(kv);
+}
+END_TEST
+
 START_TEST(unreferenced_cached_blocks_are_evicted_lru)
 {
     sim_kv *kv = sim_kv_init(4, 16, true, true, 0, 0);
@@ -176,6 +214,7 @@ Suite *suite_kv_manager(void)
     TCase *tc = tcase_create("blocks");
     tcase_add_test(tc, paged_allocates_on_demand);
     tcase_add_test(tc, prefix_cache_shares_full_blocks_only);
+    tcase_add_test(tc, prefix_hashes_do_not_depend_on_the_memo);
     tcase_add_test(tc, unreferenced_cached_blocks_are_evicted_lru);
     tcase_add_test(tc, window_frees_blocks_behind_it);
     tcase_add_test(tc, contiguous_reserves_up_front);

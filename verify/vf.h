@@ -44,6 +44,7 @@ typedef struct {
     bool keep;
     void (*progress)(void *ud, long done, long total);
     void *progress_ud;
+    bool per_step;              /* set by the caller: form every step (sim_run_opts.per_step) */
 } vf_sink;
 
 /* Opens the CSV outputs that are named (either path may be NULL); VF_E_CANTCREAT on failure. */

@@ -126,7 +126,8 @@ vf_status vf_execute(const scn_scenario *s, const sim_choice *c, sim_executor *e
                      long blocks, sim_metrics *m, char *started, char *finished, char *err, size_t n)
 {
     sim_run_opts o = {.seed = s->seed, .sample_interval = k->ts_csv ? interval : 0, .on_request = on_request,
-                      .on_sample = on_sample, .on_progress = on_progress, .ud = k, .kv_blocks_override = blocks};
+                      .on_sample = on_sample, .on_progress = on_progress, .ud = k, .kv_blocks_override = blocks,
+                      .per_step = k->per_step};
     char why[1024];
     db_now_iso(started, 32);
     int sr = sim_run(s, c, ex, &o, m, why, sizeof why);
