@@ -559,17 +559,24 @@ static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
     return 0;
 }
 
+/* One block from the free stack onto a sequence's table (paged, one layer group, table room
+ * checked by the caller): grow_run's first choice without its bookkeeping. */
+static inline void take_free_block(sim_kv *kv, sim_kv_seq *q)
+{
+    int32_t b = kv->free_stack[kv->arr - kv->n_free--];
+    q->blocks[q->n_blocks++] = b;
+    if (kv->prefix) kv->refs[b] = 1;
+    kv->n_referenced++;
+    q->room += kv->bs;   /* set_room: n_blocks * bs */
+}
+
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
 {
     if (upto <= q->room) return 0;   /* the common case: room left */
     /* The next most common: a decoding sequence crossing into one more block while the free
      * stack has one (paged, one layer group): grow_run's first choice, without its bookkeeping. */
     if (kv->paged && !kv->units && kv->n_free && upto <= q->room + kv->bs && q->n_blocks < q->cap) {
-        int32_t b = kv->free_stack[kv->arr - kv->n_free--];
-        q->blocks[q->n_blocks++] = b;
-        if (kv->prefix) kv->refs[b] = 1;
-        kv->n_referenced++;
-        q->room += kv->bs;   /* set_room: n_blocks * bs */
+        take_free_block(kv, q);
         return 0;
     }
     long need = sim_kv_needed(kv, q, upto);
@@ -604,11 +611,7 @@ int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q)
     /* Kept apart from sim_kv_grow, whose general case needs many registers saved, so that this
      * one (a fast-forwarded decode step crossing into a block) costs a few instructions. */
     if (!kv->paged || kv->units || !kv->n_free || q->n_blocks >= q->cap) return sim_kv_grow(kv, q, (int)q->room + 1);
-    int32_t b = kv->free_stack[kv->arr - kv->n_free--];
-    q->blocks[q->n_blocks++] = b;
-    if (kv->prefix) kv->refs[b] = 1;
-    kv->n_referenced++;
-    q->room += kv->bs;   /* set_room: n_blocks * bs */
+    take_free_block(kv, q);
     return 0;
 }
 
