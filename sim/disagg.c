@@ -653,11 +653,13 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         if (o->on_progress) o->on_progress(o->ud, k->done, k->done);
     }
 out:
-    pool_free(&k->p[POOL_PREFILL]);
-    pool_free(&k->p[POOL_DECODE]);
+    /* Drain the heap before the pools go: a trial stopped early (or an error) leaves step events
+     * that live inside the pools' replicas, and popping one writes its heap index. */
     sim_event *ev;
     while ((ev = sim_heap_pop(&k->heap)))
         if (ev->kind == DV_TURN || ev->kind == DV_XFER) free_all(CONTAINER(ev, dreq, r.ev));
+    pool_free(&k->p[POOL_PREFILL]);
+    pool_free(&k->p[POOL_DECODE]);
     while (k->free_list) { dreq *q = k->free_list; k->free_list = (dreq *)q->r.next; free_all(q); }
     sim_heap_free(&k->heap);
     sim_workload_free(k->wl);
