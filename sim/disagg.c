@@ -655,8 +655,7 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
 out:
     /* Drain the heap before the pools go: a trial stopped early (or an error) leaves step events
      * that live inside the pools' replicas, and popping one writes its heap index. */
-    sim_event *ev;
-    while ((ev = sim_heap_pop(&k->heap)))
+    for (sim_event *ev; (ev = sim_heap_pop(&k->heap));)
         if (ev->kind == DV_TURN || ev->kind == DV_XFER) free_all(CONTAINER(ev, dreq, r.ev));
     pool_free(&k->p[POOL_PREFILL]);
     pool_free(&k->p[POOL_DECODE]);
