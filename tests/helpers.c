@@ -1,5 +1,6 @@
 /* helpers.c: temp files, scenario loading and running the CLI, for the suites. */
 #include "tests.h"
+#include "../sim/sim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,4 +75,23 @@ int t_run(const char *args, char *out, size_t nout, char *err, size_t nerr)
     slurp(o, out, nout);
     slurp(e, err, nerr);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* A hand-computable clock: every step takes one second, and KV room is never the limit. */
+static int one_second(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
+{
+    (void)ctx; (void)b; (void)err; (void)n;
+    *seconds = 1.0;
+    return 0;
+}
+
+static long many_blocks(void *ctx, int replica)
+{
+    (void)ctx; (void)replica;
+    return 1000;
+}
+
+sim_executor t_one_second_executor(void)
+{
+    return (sim_executor){.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
 }

@@ -11,19 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int one_second(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
-{
-    (void)ctx; (void)b; (void)err; (void)n;
-    *seconds = 1.0;
-    return 0;
-}
-
-static long many_blocks(void *ctx, int replica)
-{
-    (void)ctx; (void)replica;
-    return 1000;
-}
-
 typedef struct { double ttft, tpot, e2e; int n; } row1;
 
 static int on_row(void *ud, const sim_request_row *r)
@@ -62,7 +49,7 @@ static void load_lone(const char *process)
 static row1 run_lone(bool model_clock)
 {
     sim_choice c = sim_choice_first(&s);
-    sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
+    sim_executor ex = t_one_second_executor();
     if (model_clock) ck_assert_int_eq(sim_executor_model(&s, &c, &ex), 0);
     row1 x = {0};
     sim_run_opts o = {.seed = 1, .on_request = on_row, .ud = &x};
@@ -287,7 +274,7 @@ START_TEST(one_step_ahead_scheduling_defers_arrivals)
         s.engine.async_scheduling = async;
         s.engine.frontend_request = s.engine.frontend_token = 0;   /* step counts only */
         sim_choice c = sim_choice_first(&s);
-        sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
+        sim_executor ex = t_one_second_executor();
         row2 x = {{0}, 0};
         sim_run_opts o = {.seed = 1, .on_request = on_row2, .ud = &x};
         sim_metrics m;
@@ -328,7 +315,7 @@ START_TEST(deferred_arrivals_count_for_the_router)
     ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
     ck_assert(s.engine.async_scheduling);
     sim_choice c = sim_choice_first(&s);
-    sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
+    sim_executor ex = t_one_second_executor();
     rowrep x = {{0}, 0};
     sim_run_opts o = {.seed = 1, .on_request = on_rowrep, .ud = &x};
     sim_metrics m;

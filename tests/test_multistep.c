@@ -6,19 +6,6 @@
 
 #include <string.h>
 
-static int one_second(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
-{
-    (void)ctx; (void)b; (void)err; (void)n;
-    *seconds = 1.0;
-    return 0;
-}
-
-static long many_blocks(void *ctx, int replica)
-{
-    (void)ctx; (void)replica;
-    return 1000;
-}
-
 typedef struct { double ttft[2], e2e[2]; int n; long steps; } rows;
 
 static int on_row(void *ud, const sim_request_row *r)
@@ -47,7 +34,7 @@ static void run_two_with(const char *engine, int extra, int steps, int seqs, row
     s.engine.extra_decode_step = extra;
     s.engine.frontend_request = s.engine.frontend_token = 0;   /* times count steps only */
     sim_choice c = sim_choice_first(&s);
-    sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = many_blocks};
+    sim_executor ex = t_one_second_executor();
     memset(x, 0, sizeof *x);
     sim_run_opts o = {.seed = 1, .on_request = on_row, .ud = x};
     sim_metrics m;

@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include "../loader/scn.h"
+#include "../sim/sim.h"
 
 Suite *suite_units(void);
 Suite *suite_loader(void);
@@ -55,6 +56,8 @@ scn_status t_load(const char *text, const char *const *sets, int n_sets, scn_sce
 void t_library_file(const char *file, const char *const *sets, int n_sets, scn_scenario *s);
 /* Loads the bundled chat scenario with a library model and hardware swapped in. */
 void t_library(const char *model, const char *hardware, scn_scenario *s);
+/* An executor whose every step takes one second with 1000 KV blocks per replica (hand-derived timings). */
+sim_executor t_one_second_executor(void);
 /* Runs the kvplan binary with args through /bin/sh; captures stdout and stderr. Returns exit code. */
 int t_run(const char *args, char *out, size_t nout, char *err, size_t nerr);
 
