@@ -232,21 +232,7 @@ static int complete(coord *k, int replica, dreq *q)
 {
     sim_req *r = &q->r;
     sim_request_row row;
-    memset(&row, 0, sizeof row);
-    row.id = r->spec.id;
-    row.replica = replica;
-    row.arrival = r->spec.arrival;
-    row.queue = r->t_sched - r->spec.arrival;
-    double fe = kv_frontend_seconds(k->s, r->spec.prompt);   /* as engine.c's complete() */
-    row.ttft = r->t_first - r->spec.arrival + fe;
-    row.tpot = q->output > 1 ? (r->t_last - r->t_first) / (q->output - 1) : 0;
-    row.e2e = r->t_last - r->spec.arrival + fe;
-    row.prompt = r->spec.prompt;
-    row.output = q->output;
-    row.cached = r->cached;
-    row.preemptions = r->preemptions;
-    row.conversation = r->spec.conversation;
-    row.turn = r->spec.turn;
+    double fe = sim_req_row(k->s, r, replica, q->output, &row);   /* as engine.c's complete() */
     if (r->spec.measured) sim_acc_request(&k->acc, &k->s->slo, &row);
     k->done++;
     if (k->o->on_request && k->o->on_request(k->o->ud, &row)) {

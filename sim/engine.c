@@ -227,23 +227,7 @@ static int next_arrival(sim_engine *e)
 static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
 {
     sim_request_row row;
-    memset(&row, 0, sizeof row);   /* padding too: sinks may compare or hash whole rows */
-    row.id = r->spec.id;
-    row.replica = rep->id;
-    row.arrival = r->spec.arrival;
-    row.queue = r->t_sched - r->spec.arrival;
-    /* The front end (tokenisation, request handling, streaming) delays what the client sees of
-     * the first token, and so of every later one, by the same amount (kv_frontend_seconds). */
-    double fe = kv_frontend_seconds(e->s, r->spec.prompt);
-    row.ttft = r->t_first - r->spec.arrival + fe;
-    row.tpot = r->spec.output > 1 ? (r->t_last - r->t_first) / (r->spec.output - 1) : 0;
-    row.e2e = r->t_last - r->spec.arrival + fe;
-    row.prompt = r->spec.prompt;
-    row.output = r->spec.output;
-    row.cached = r->cached;
-    row.preemptions = r->preemptions;
-    row.conversation = r->spec.conversation;
-    row.turn = r->spec.turn;
+    double fe = sim_req_row(e->s, r, rep->id, r->spec.output, &row);
     if (r->spec.measured) sim_acc_request(&e->acc, &e->s->slo, &row);
     rep->outstanding--;
     e->done++;

@@ -1,5 +1,7 @@
 /* metrics.c: accumulates a run's measurements and summarises them (see metrics.h). */
 #include "metrics.h"
+#include "request.h"
+#include "../model/kv_model.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -174,4 +176,26 @@ int sim_metrics_set(sim_metrics *m, const char *name, double v)
         return 0;
     }
     return -1;
+}
+
+double sim_req_row(const scn_scenario *s, const struct sim_req *r, int replica, int output, sim_request_row *row)
+{
+    memset(row, 0, sizeof *row);
+    row->id = r->spec.id;
+    row->replica = replica;
+    row->arrival = r->spec.arrival;
+    row->queue = r->t_sched - r->spec.arrival;
+    /* The front end (tokenisation, request handling, streaming) delays what the client sees of
+     * the first token, and so of every later one, by the same amount (kv_frontend_seconds). */
+    double fe = kv_frontend_seconds(s, r->spec.prompt);
+    row->ttft = r->t_first - r->spec.arrival + fe;
+    row->tpot = output > 1 ? (r->t_last - r->t_first) / (output - 1) : 0;
+    row->e2e = r->t_last - r->spec.arrival + fe;
+    row->prompt = r->spec.prompt;
+    row->output = output;
+    row->cached = r->cached;
+    row->preemptions = r->preemptions;
+    row->conversation = r->spec.conversation;
+    row->turn = r->spec.turn;
+    return fe;
 }

@@ -27,6 +27,11 @@ void sim_acc_free(sim_acc *a);
 /* True when a finished request meets every SLO term's limit. */
 bool sim_slo_met(const scn_slo *slo, const sim_request_row *r);
 void sim_acc_request(sim_acc *a, const scn_slo *slo, const sim_request_row *r);
+/* Fills a finished request's row as the client sees it (zeroed first, padding too: sinks may
+ * compare or hash whole rows); `output` is the tokens the client asked for. Returns the front-end
+ * delay (kv_frontend_seconds) the row's TTFT and E2E include. */
+struct sim_req;
+double sim_req_row(const scn_scenario *s, const struct sim_req *r, int replica, int output, sim_request_row *row);
 void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m);
 
 #endif
