@@ -3,6 +3,7 @@
  * context per request that fits at a given concurrency. */
 #include "cli_run.h"
 #include "../planner/plan.h"
+#include "../loader/scn_locate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,7 +57,14 @@ int cmd_capacity(int argc, char **argv)
     int rc = cli_load(&c, &s);
     if (rc) return rc;
     if (!scn_arrival_has_rate(s.workload.arrival)) {
-        fprintf(stderr, "kvplan: %s: capacity scales the arrival rate; a trace, closed loop or offline run has none to scale\n", c.scenario);
+        /* Located like every loader error: file:line:col of workload.arrival.process (or of the
+         * nearest parent the file gives, when it inherits the arrival). */
+        char msg[300], where[1200];
+        snprintf(msg, sizeof msg, "workload.arrival.process: capacity scales the arrival rate; a %s workload has none "
+                 "to scale (use poisson, gamma or constant arrivals)",
+                 s.workload.arrival == SCN_ARRIVAL_TRACE ? "trace" : s.workload.arrival == SCN_ARRIVAL_CLOSED ? "closed-loop" : "offline");
+        scn_locate_message(s.source, msg, where, sizeof where);
+        fprintf(stderr, "kvplan: %s\n", where);
         return CLI_EX_DATA;
     }
     plan_result r;

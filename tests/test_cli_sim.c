@@ -156,6 +156,27 @@ START_TEST(simulate_failures)
 }
 END_TEST
 
+/* capacity on a workload with no rate to scale (closed loop, offline) is bad input: the error is
+ * located at the workload's arrival process (file:line:col, as loader errors are) and exits 65. */
+START_TEST(capacity_without_a_rate_is_located)
+{
+    const char *kinds[] = {"{process: closed, concurrency: 8}", "{process: offline}"};
+    for (int k = 0; k < 2; k++) {
+        char body[600], sc[600], want[700];
+        /* The arrival sits on line 6, its process value ("closed", "offline") at column 22 (1-based). */
+        snprintf(body, sizeof body, "name: nr\nmodel: llama-3-8b\nhardware: h100-sxm\nworkload:\n  requests: 64\n"
+                 "  arrival: %s\n  prompt_tokens: {dist: fixed, value: 100}\n  output_tokens: {dist: fixed, value: 10}\n",
+                 kinds[k]);
+        snprintf(sc, sizeof sc, "%s", t_write(k ? "nr-offline.yaml" : "nr-closed.yaml", body));
+        ck_assert_int_eq(run("capacity %s --no-db", sc), 65);
+        snprintf(want, sizeof want, "%s:6:22: workload.arrival.process: capacity scales the arrival rate", sc);
+        ck_assert_msg(strstr(err, want), "want '%s' in: %s", want, err);
+        ck_assert_msg(strstr(err, k ? "offline" : "closed-loop"), "%s", err);
+        ck_assert(out[0] == 0);
+    }
+}
+END_TEST
+
 /* --per-step turns the fast-forward off; the figures must not change (docs/simulator.md, Fast-forward).
  * Long outputs at a steady rate make most steps fast-forwardable, and the prefix cache, replicas
  * and a CSV of every request cover the paths the fast-forward carries. */
@@ -196,6 +217,7 @@ Suite *suite_cli_sim(void)
     tcase_add_test(tc, concurrent_writers_share_one_database);
     tcase_add_test(tc, an_interrupted_run_leaves_the_database_as_it_was);
     tcase_add_test(tc, simulate_failures);
+    tcase_add_test(tc, capacity_without_a_rate_is_located);
     tcase_add_test(tc, per_step_prints_the_same_run);
     suite_add_tcase(su, tc);
     return su;
