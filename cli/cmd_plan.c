@@ -126,7 +126,7 @@ int cmd_plan(int argc, char **argv)
     cli_common c = {.format = OUT_TABLE};
     cli_run_flags f = {.seed = -1, .interval = 1.0};
     long jobs = sysconf(_SC_NPROCESSORS_ONLN), top = 0, shard_i = 0, shard_n = 1, seeds = PLAN_SEEDS_DEFAULT;
-    int help = 0, no_rules = 0, fresh = 0;
+    int help = 0, no_rules = 0, fresh = 0, no_bound = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_common_flag(&c, argc, argv, &i, &help);
         if (r == 0) r = cli_run_flag("plan", &f, argc, argv, &i);
@@ -146,6 +146,8 @@ int cmd_plan(int argc, char **argv)
                 return cli_usage_error("plan", "--shard takes I/N with 0 <= I < N, e.g. 0/4, not '%s'", v);
         } else if (!strcmp(argv[i], "--no-rules")) {
             no_rules = 1;
+        } else if (!strcmp(argv[i], "--no-bound")) {
+            no_bound = 1;
         } else if (!strcmp(argv[i], "--fresh")) {
             fresh = 1;
         } else if (cli_is_flag(argv[i])) {
@@ -167,6 +169,8 @@ int cmd_plan(int argc, char **argv)
     plan_result r;
     if (plan_enumerate(&s, &r)) { fprintf(stderr, "kvplan: %s: the option space has more than 100000 candidates\n", c.scenario); return CLI_EX_DATA; }
     plan_set_seeds(&r, (int)seeds);
+    /* Candidates provably below the best --top (at least 3) need not be simulated. */
+    if (!no_bound) plan_set_bound(&r, top > 3 ? (int)top : 3);
     db *d;
     const char *db_path;
     if ((rc = cli_open_db(&f, &d, &db_path))) { plan_result_free(&r); return rc; }

@@ -11,8 +11,8 @@
 
 const cli_command CLI_COMMANDS[] = {
     {"plan", cmd_plan, "which KV-cache optimisations and deployment to choose, and why",
-     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--seeds N] [--shard I/N] [--fresh] [--no-rules] [--seed N]\n"
-     "                            [--db PATH | --no-db] [--set PATH=VALUE]... [--format table|json|csv]\n"
+     "usage: kvplan plan SCENARIO [--jobs N] [--top K] [--seeds N] [--shard I/N] [--fresh] [--no-rules] [--no-bound]\n"
+     "                            [--seed N] [--db PATH | --no-db] [--set PATH=VALUE]... [--format table|json|csv]\n"
      "\n"
      "Simulates every combination of the scenario's options (KV layout and block size, prefix cache,\n"
      "KV dtype, attention, window, scheduler, max_num_seqs, step budget, tensor parallelism,\n"
@@ -29,7 +29,9 @@ const cli_command CLI_COMMANDS[] = {
      "               candidates' 95 % intervals separate\n"
      "  --shard I/N  evaluate only candidates I, I+N, ... into --db (merge shards with kvplan merge)\n"
      "  --fresh      simulate every candidate even if the database holds its run\n"
-     "  --no-rules   skip the rules of thumb (they simulate extra variants)\n"},
+     "  --no-rules   skip the rules of thumb (they simulate extra variants)\n"
+     "  --no-bound   simulate every candidate (by default, with one seed, a candidate whose\n"
+     "               capacity provably stays below the best found so far is not simulated)\n"},
     {"capacity", cmd_capacity, "max rate within the SLO, GPUs for a target rate, longest context",
      "usage: kvplan capacity SCENARIO [--target-rate R] [--concurrency N] [--top K] [--max-replicas N]\n"
      "                                [--seeds N] [--curve] [--jobs N] [--set PATH=VALUE]...\n"

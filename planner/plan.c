@@ -425,6 +425,13 @@ typedef struct {
     char *err;
     size_t nerr;
     int failed;
+    /* Skipping by bound (plan_set_bound): the best objectives so far among allowed candidates
+     * within the SLO, descending, and the seed's request stream the bound reads. */
+    bool bounding;
+    double *best;              /* [r->bound_keep] */
+    int n_best;
+    plan_bound_stream *stream;
+    long skipped;
 } pool;
 
 /* Under the lock. */
@@ -433,13 +440,46 @@ static void push(pool *w, int cand, int seed)
     if (w->tail < w->cap_q) w->q[w->tail++] = (task){cand, seed};
 }
 
-/* Under the lock: the candidate's last item finished. */
+/* Under the lock: the candidate's last item finished. A candidate that plan_rank would put in
+ * its first group (allowed, within the SLO at the offered load, a capacity found) enters the
+ * best objectives the bound compares with. */
 static void cand_finished(pool *w, int i)
 {
     plan_cand *c = &w->r->c[i];
     if (c->status == PLAN_PENDING) c->status = PLAN_DONE;
     w->done++;
+    if (w->bounding && c->status == PLAN_DONE && c->allowed && (c->seed_slo & 1) && (c->cap_done & 1) &&
+        !(c->seed_unbounded & 1) && c->seed_rate[0] > 0) {
+        double v = c->seed_rate[0] / c->gpus;
+        int keep = w->r->bound_keep, j = -1;
+        if (w->n_best < keep) j = w->n_best++;
+        else if (v > w->best[keep - 1]) j = keep - 1;
+        if (j >= 0) {   /* insertion into the descending list */
+            for (; j > 0 && w->best[j - 1] < v; j--) w->best[j] = w->best[j - 1];
+            w->best[j] = v;
+        }
+    }
     if (w->progress) w->progress(w->ud, w->done, w->total);
+}
+
+/* Under the lock: skips candidate i when its capacity provably stays below the bound_keep-th
+ * best objective so far, by more than plan_rank's tie (0.1 %). True when skipped. */
+static bool bound_skip(pool *w, int i)
+{
+    plan_result *r = w->r;
+    plan_cand *c = &r->c[i];
+    if (!w->bounding || w->n_best < r->bound_keep) return false;
+    double thr = w->best[r->bound_keep - 1];
+    double x = thr * c->gpus * (1 - 2e-3);
+    char why[200];
+    if (plan_bound_below(w->s, c, &w->stream, x, why, sizeof why) != 1) return false;
+    c->status = PLAN_SKIPPED;
+    c->bound_skipped = true;
+    snprintf(c->why, sizeof c->why, "not simulated: %.150s, under the %d best found (%.4g per GPU)", why, r->bound_keep, thr);
+    w->skipped++;
+    cand_finished(w, i);
+    pthread_cond_broadcast(&w->more);
+    return true;
 }
 
 static void fail(pool *w, const char *err)
@@ -459,6 +499,10 @@ static void run_lead(pool *w, int i)
     bool cap = wants_capacity(s, c);
     char err[512] = "";
     int k = 0;
+    pthread_mutex_lock(&w->lock);
+    bool skipped = bound_skip(w, i);
+    pthread_mutex_unlock(&w->lock);
+    if (skipped) return;
     for (; k < c->n_seeds; k++) {
         seed_work o;
         pthread_mutex_lock(&w->lock);
@@ -520,11 +564,69 @@ static void *worker(void *p)
     return NULL;
 }
 
+void plan_set_bound(plan_result *r, int keep) { r->bound_keep = keep > 0 ? keep : 0; }
+
+/* Whether plan_evaluate may skip by bound: the cases plan_bound_below's proof covers (one seed,
+ * goodput per GPU at capacity) and a plan that sees every candidate (no shards). */
+static bool may_bound(const scn_scenario *s, const plan_result *r, int shard_n)
+{
+    if (r->bound_keep < 1 || shard_n > 1 || s->objective != SCN_OBJ_GOODPUT_PER_GPU || !plan_objective_at_capacity(s))
+        return false;
+    for (int i = 0; i < r->n; i++)
+        if (r->c[i].status == PLAN_PENDING && (r->c[i].n_seeds != 1 || !r->c[i].search_capacity)) return false;
+    return true;
+}
+
+/* Queue order when bounding: the cost model's saturation rate per GPU, highest first, so that
+ * strong candidates are evaluated early and the bound has a high bar soon. Ties keep the
+ * enumeration order. */
+typedef struct { double key; int i; } keyed;
+static int by_key(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    if (x->key != y->key) return x->key > y->key ? -1 : 1;
+    return x->i - y->i;
+}
+
+static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n, bool bounding,
+                    void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n);
+
 int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n,
                   void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n)
 {
+    bool bounding = may_bound(s, r, shard_n);
+    int rc = run_pool(s, r, threads, shard_i, shard_n, bounding, progress, ud, err, n);
+    /* The recommendation's gates and reasons compare it with the candidates one option away
+     * from it (and from the one a gate passed over): simulate any of those the bound skipped,
+     * rank again, until none is missing. The first bound_keep ranks need nothing: the bound
+     * skipped only candidates below them. */
+    for (int round = 0; bounding && rc == 0 && round < 64; round++) {
+        plan_rank(s, r);
+        int focus[3] = {r->best, r->risk_gated ? r->risk_gated_cand : -1, r->spec_gated ? r->spec_gated_cand : -1};
+        long woke = 0;
+        for (int i = 0; i < r->n; i++) {
+            plan_cand *c = &r->c[i];
+            if (!c->bound_skipped) continue;
+            for (int f = 0; f < 3; f++)
+                if (focus[f] >= 0 && plan_one_option_apart(&r->c[focus[f]], c)) {
+                    c->bound_skipped = false;
+                    c->status = PLAN_PENDING;
+                    c->why[0] = 0;
+                    woke++;
+                    break;
+                }
+        }
+        if (!woke) break;
+        rc = run_pool(s, r, threads, shard_i, shard_n, false, progress, ud, err, n);
+    }
+    return rc;
+}
+
+static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n, bool bounding,
+                    void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n)
+{
     pool w = {.s = s, .r = r, .shard_i = shard_i, .shard_n = shard_n > 0 ? shard_n : 1, .progress = progress,
-              .ud = ud, .err = err, .nerr = n};
+              .ud = ud, .err = err, .nerr = n, .bounding = bounding};
     long items = 0;
     for (int i = 0; i < r->n; i++)
         if (r->c[i].status == PLAN_PENDING && i % w.shard_n == shard_i) {
@@ -541,10 +643,21 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
         return -1;
     }
     w.cap_q = items;
+    for (int i = 0; i < r->n; i++) w.st[i].first = (first_seed){-1, s->workload.rate / 256, false, 0};
+    keyed *ord = w.bounding ? malloc(sizeof *ord * (size_t)(r->n > 0 ? r->n : 1)) : NULL;
+    w.best = w.bounding ? calloc((size_t)r->bound_keep, sizeof *w.best) : NULL;
+    if (w.bounding && (!ord || !w.best)) w.bounding = false;
+    int n_ord = 0;
     for (int i = 0; i < r->n; i++) {
-        w.st[i].first = (first_seed){-1, s->workload.rate / 256, false, 0};
-        if (r->c[i].status == PLAN_PENDING && i % w.shard_n == shard_i) push(&w, i, -1);
+        if (r->c[i].status != PLAN_PENDING || i % w.shard_n != shard_i) continue;
+        if (ord) ord[n_ord++] = (keyed){plan_capacity_hint(s, &r->c[i], r->c[i].replicas) / r->c[i].gpus, i};
+        else push(&w, i, -1);
     }
+    if (ord) {
+        qsort(ord, (size_t)n_ord, sizeof *ord, by_key);
+        for (int j = 0; j < n_ord; j++) push(&w, ord[j].i, -1);
+    }
+    free(ord);
     pthread_mutex_init(&w.lock, NULL);
     pthread_cond_init(&w.more, NULL);
     if (threads < 1) threads = 1;
@@ -558,5 +671,7 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
     pthread_mutex_destroy(&w.lock);
     free(w.q);
     free(w.st);
+    free(w.best);
+    plan_bound_stream_free(w.stream);
     return w.failed ? -1 : 0;
 }

@@ -100,6 +100,7 @@ typedef struct {
     bool pareto;
     long run_id;               /* the first seed's stored run, when stored */
     bool reused;               /* every seed's metrics came from stored runs */
+    bool bound_skipped;        /* skipped unsimulated: provably below the candidates kept (plan_set_bound) */
 } plan_cand;
 
 /* The candidate's objective interval in its natural unit ($/Mtok, seconds: lower is better for
@@ -116,6 +117,7 @@ typedef struct {
     int spec_gated_cand;       /* ... this one, whose decode batch lay outside the ranges where it pays */
     bool risk_gated;           /* a KV dtype that changes outputs (fp8, int8 ...) was passed over ... */
     int risk_gated_cand;       /* ... this one, not measurably better than its twin without the risk */
+    int bound_keep;            /* > 0: skip candidates provably below the bound_keep-th best (plan_set_bound) */
 } plan_result;
 
 typedef struct db db;
@@ -128,6 +130,28 @@ void plan_set_seeds(plan_result *r, int seeds);
 /* Whether plan_evaluate searches each candidate's capacity (default: when the objective is
  * judged at capacity; `capacity` and `sweep` always want it). */
 void plan_set_capacity(plan_result *r, bool on);
+/* Lets plan_evaluate skip, without simulating, a candidate whose capacity search provably
+ * returns less than the `keep`-th best objective among the allowed candidates already evaluated
+ * within the SLO (plan_bound_below); 0 turns it off (the default). The best `keep` candidates,
+ * and every candidate one option away from the recommendation (its gates and reasons compare
+ * with them), are always simulated, so the ranking's first `keep` rows and the recommendation
+ * are those of a plan that simulates everything (docs/planner.md, "Skipping candidates that
+ * cannot win"). It applies to one seed, goodput per GPU judged at capacity, unsharded. */
+void plan_set_bound(plan_result *r, int keep);
+/* True when candidates a and b differ in exactly one option dimension. */
+bool plan_one_option_apart(const plan_cand *a, const plan_cand *b);
+
+/* The bound (plan_bound.c). A seed's request stream at unit rate, shared by the candidates. */
+typedef struct plan_bound_stream plan_bound_stream;
+plan_bound_stream *plan_bound_stream_init(const scn_scenario *s, unsigned long long seed, long n);
+void plan_bound_stream_free(plan_bound_stream *b);
+long plan_bound_stream_length(const plan_bound_stream *b);
+/* 1 when candidate c's capacity search on the scenario's seed provably returns a rate below x
+ * (arrivals/s; why says how), 0 when that cannot be shown, -1 when out of memory. *bp is the
+ * stream (created or lengthened as needed; the caller frees it). */
+int plan_bound_below(const scn_scenario *s, const plan_cand *c, plan_bound_stream **bp, double x, char *why,
+                     size_t nwhy);
+
 /* Marks candidates whose accuracy risks the scenario does not accept as skipped (for commands
  * that never show them: `capacity`, `sweep`), so they are not simulated. */
 void plan_skip_disallowed(plan_result *r);
@@ -263,6 +287,16 @@ typedef struct {
 /* `ch`: the candidate's cache choice, which bounds the sequences run at once by what the KV
  * cache holds (NULL: max_num_seqs alone). */
 long plan_trial_requests(const scn_scenario *t, const sim_choice *ch);
+/* The same in two parts: the rate-independent floor (the scenario's requests capped at
+ * PLAN_CAPACITY_REQUESTS, at least PLAN_TRIAL_CYCLES x plan_trial_concurrency), and the trial
+ * size at `rate` arrivals/s of `turns`-turn conversations given that floor (the span floor). */
+long plan_trial_base(const scn_scenario *t, const sim_choice *ch);
+long plan_trial_requests_at(long base, double rate, int turns);
+/* The quantile a summary percentile of an SLO term reads (p50, p90, p95, p99; 1 for the maximum),
+ * and the relative margin above a limit beyond which a value lies in a histogram bucket wholly
+ * above the limit's (docs/planner.md, "Stopping a failing trial early"). */
+double plan_slo_quantile(double pct);
+double plan_slo_margin(void);
 /* The sequences trial `t` runs at once: min(max_num_seqs, the sequences of the workload's mean
  * prompt + output the KV cache holds) x DP ranks x replicas (max_num_seqs alone without `ch`). */
 long plan_trial_concurrency(const scn_scenario *t, const sim_choice *ch);

@@ -31,7 +31,7 @@ long plan_trial_concurrency(const scn_scenario *t, const sim_choice *ch)
     return per_rank * (d->attention_dp > 1 ? d->attention_dp : 1) * (d->replicas > 0 ? d->replicas : 1);
 }
 
-long plan_trial_requests(const scn_scenario *t, const sim_choice *ch)
+long plan_trial_base(const scn_scenario *t, const sim_choice *ch)
 {
     long n = t->workload.requests < PLAN_CAPACITY_REQUESTS ? t->workload.requests : PLAN_CAPACITY_REQUESTS;
     /* The floor: the first B requests (B the sequences the deployment runs at once,
@@ -40,7 +40,18 @@ long plan_trial_requests(const scn_scenario *t, const sim_choice *ch)
      * with a queue that can grow (docs/planner.md, "Trial size"). */
     long slots = plan_trial_concurrency(t, ch);
     long floor_n = PLAN_TRIAL_CYCLES * slots;
-    if (n < floor_n) n = floor_n;
+    return n < floor_n ? floor_n : n;
+}
+
+long plan_trial_requests(const scn_scenario *t, const sim_choice *ch)
+{
+    double rate = scn_arrival_has_rate(t->workload.arrival) && t->workload.rate > 0 ? t->workload.rate : 0;
+    return plan_trial_requests_at(plan_trial_base(t, ch), rate, t->workload.turns);
+}
+
+long plan_trial_requests_at(long base, double rate, int turns_in)
+{
+    long n = base;
     /* The span floor. Above the service rate m, at a rate r, the queue grows by r - m requests a
      * second, so the request arriving at time t waits about t (r - m)/m, and the last of N (at
      * N/r) about N (1/m - 1/r); the p99 wait about 0.99 of that. For r = (1 + e) m that is
@@ -49,8 +60,7 @@ long plan_trial_requests(const scn_scenario *t, const sim_choice *ch)
      * fails. A shorter trial passes overloaded rates (issue 16's review: 300 requests credited
      * 78 req/s to an engine serving 34, and "unbounded" to one serving 340). A conversation
      * arrival brings `turns` requests. */
-    double rate = scn_arrival_has_rate(t->workload.arrival) && t->workload.rate > 0 ? t->workload.rate : 0;
-    double turns = t->workload.turns > 1 ? t->workload.turns : 1;
+    double turns = turns_in > 1 ? turns_in : 1;
     double span_n = ceil(PLAN_TRIAL_SPAN_WAITS * PLAN_MAX_QUEUE_P99 * rate * turns);
     if (span_n > n) n = span_n < 1e9 ? (long)span_n : 1000000000L;
     return n;
@@ -108,8 +118,9 @@ static long trial_max_requests(const scn_scenario *t)
     return t->workload.requests + turns - 1;
 }
 
-/* The quantile plan_percentile reads for a percentile (1 stands for the maximum). */
-static double read_quantile(double pct)
+double plan_slo_margin(void) { return EARLY_MARGIN; }
+
+double plan_slo_quantile(double pct)
 {
     return pct <= 50 ? 0.50 : pct <= 90 ? 0.90 : pct <= 95 ? 0.95 : pct <= 99 ? 0.99 : 1;
 }
@@ -136,7 +147,7 @@ static void early_init(early_stop *e, const scn_scenario *t)
         const scn_slo_term *x = &t->slo.terms[i];
         sim_quantity q = x->metric == SCN_METRIC_TTFT ? SIM_Q_TTFT : x->metric == SCN_METRIC_TPOT ? SIM_Q_TPOT
                        : x->metric == SCN_METRIC_E2E ? SIM_Q_E2E : SIM_Q_COUNT;
-        if (q != SIM_Q_COUNT) early_add(e, q, read_quantile(x->percentile), x->limit, n_max);
+        if (q != SIM_Q_COUNT) early_add(e, q, plan_slo_quantile(x->percentile), x->limit, n_max);
     }
 }
 

@@ -457,6 +457,14 @@ static void same_dims(const plan_cand *a, const plan_cand *b, int same[PLAN_DIMS
 }
 
 /* True when b equals a except in dimension `dim`, where it differs. */
+bool plan_one_option_apart(const plan_cand *a, const plan_cand *b)
+{
+    int same[PLAN_DIMS], differ = 0;
+    same_dims(a, b, same);
+    for (int i = 0; i < PLAN_DIMS; i++) differ += !same[i];
+    return differ == 1;
+}
+
 static int differs_only_in(const plan_cand *a, const plan_cand *b, int dim)
 {
     int same[PLAN_DIMS];
