@@ -6,6 +6,7 @@
 
 #include "../loader/scn.h"
 #include "../sim/sim.h"
+#include "../model/kv_model.h"
 
 typedef enum { PLAN_PENDING, PLAN_DONE, PLAN_SKIPPED } plan_status;
 
@@ -149,6 +150,9 @@ long plan_bound_stream_length(const plan_bound_stream *b);
 /* 1 when candidate c's capacity search on the scenario's seed provably returns a rate below x
  * (arrivals/s; why says how), 0 when that cannot be shown, -1 when out of memory. *bp is the
  * stream (created or lengthened as needed; the caller frees it). */
+/* The lower bound on one step's time (rows: each row's new tokens and context) that the proof
+ * uses, at angle theta in [0, pi/2] (docs/planner.md, "A lower bound on a step"); for tests. */
+double plan_bound_step_floor(const scn_scenario *s, const plan_cand *c, const kv_seq_work *rows, int n, double theta);
 int plan_bound_below(const scn_scenario *s, const plan_cand *c, plan_bound_stream **bp, double x, char *why,
                      size_t nwhy);
 

@@ -186,6 +186,30 @@ static bool step_floor_of(const scn_scenario *t, const plan_cand *c, step_floor 
     return f->rows >= 1 && isfinite(f->b1) && isfinite(f->c_tok) && isfinite(f->kv_tok) && f->kv_tok >= 0;
 }
 
+double plan_bound_step_floor(const scn_scenario *s, const plan_cand *c, const kv_seq_work *rows, int n, double theta)
+{
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) return NAN;
+    plan_apply(s, c, t);
+    step_floor f;
+    double v = NAN;
+    if (step_floor_of(t, c, &f)) {
+        work_coef w = coef_at(&f, theta);
+        /* coef_at spreads the per-step term over `rows` rows; a step of n rows pays it whole. */
+        double per_step = cos(theta) * f.b1 / f.bw + f.fixed;
+        v = per_step;
+        for (int i = 0; i < n; i++) {
+            long nt = rows[i].new_tokens, ctx = rows[i].context;
+            v += f.cpu_row + sin(theta) * f.c_row + w.per_tok * (double)nt;
+            if (nt == 1)   /* a decode row attends min(context + 1, cap) keys in each layer */
+                for (int k = 0; k < 2; k++)
+                    v += w.per_key * f.layers[k] * (double)(f.cap[k] > 0 && ctx + 1 > f.cap[k] ? f.cap[k] : ctx + 1);
+        }
+    }
+    free(t);
+    return v;
+}
+
 /* The SLO terms a trial that keeps up must meet, as deadlines: a request served within them
  * completes by arrival + min(e2e, ttft + (output - 1) x tpot), each limit widened by the
  * histograms' margin; `excl` counts per request how many may miss (filled by slo_excluded). */

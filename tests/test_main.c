@@ -38,6 +38,7 @@ int main(void)
     srunner_add_suite(sr, suite_vf());
     srunner_add_suite(sr, suite_planner());
     srunner_add_suite(sr, suite_capsearch());
+    srunner_add_suite(sr, suite_bound());
     srunner_add_suite(sr, suite_report());
     srunner_add_suite(sr, suite_cli());
     srunner_add_suite(sr, suite_cli_sim());

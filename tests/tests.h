@@ -32,6 +32,7 @@ Suite *suite_frag(void);
 Suite *suite_verify(void);
 Suite *suite_planner(void);
 Suite *suite_capsearch(void);
+Suite *suite_bound(void);
 Suite *suite_report(void);
 Suite *suite_vf(void);
 Suite *suite_workload(void);
