@@ -10,7 +10,8 @@
 #include <string.h>
 
 #define CHAIN_ROOT 0x6b76706c616e0001ULL   /* the parent hash of a sequence's first block */
-#define PM_SLOTS 256                        /* prefix streams whose block hashes are memoised */
+#define PM_SLOTS 1024                       /* prefix streams whose block hashes are memoised (a power of 2) */
+#define PM_PROBE 8                          /* slots a seed may take, from its home slot on */
 
 struct sim_kv {
     long n;                 /* blocks */
@@ -47,9 +48,18 @@ struct sim_kv {
     long win_live;          /* paged: blocks whose windowed layers some sequence holds */
     long res_units;         /* contiguous: layer-tokens reserved */
     sim_kv_tiers *tiers;    /* offload tiers and swap area below the pool (kv_tier.h), or NULL */
-    int32_t *m_blk;         /* match scratch with tiers: GPU block of hit j, or -1 - tier */
+    int32_t *m_blk;         /* match scratch: GPU block of hit j, or -1 - tier */
     uint64_t *m_hash;       /* its chain hash */
     int m_cap;
+    /* A counting match (take false) leaves its walk in the scratch; the taking match that
+     * admission runs next for the same sequence reuses it when neither the map nor the tiers
+     * changed in between (ver counts their changes): the same walk, without repeating its
+     * lookups, which were half of rag-offload's time. */
+    unsigned long ver;
+    const sim_kv_seq *mq;   /* the sequence the scratch was walked for, NULL: none */
+    uint64_t mseed[2];      /* its prefix and body streams */
+    int mprompt, mn;        /* its prompt tokens, and the hits walked */
+    unsigned long mver;
     /* Chain hashes of blocks that lie wholly inside a shared token stream's prefix: they depend
      * only on (prefix seed, block index), yet every request of a prefix group or conversation
      * hashed all of them on each match (several per request while it waits) and commit; this
@@ -217,6 +227,7 @@ static long map_find(const sim_kv *kv, uint64_t h)
 
 static void map_insert(sim_kv *kv, uint64_t h, int32_t b)
 {
+    kv->ver++;
     long i = (long)(h & (uint64_t)kv->mask);
     while (kv->vals[i] >= 0) i = (i + 1) & kv->mask;
     kv->keys[i] = h;
@@ -248,6 +259,7 @@ static int map_put(sim_kv *kv, uint64_t h, int32_t b)
 /* Deletes slot i, shifting later entries of the probe run back (no tombstones). */
 static void map_del(sim_kv *kv, long i)
 {
+    kv->ver++;
     kv->vals[i] = -1;
     for (long j = (i + 1) & kv->mask; kv->vals[j] >= 0; j = (j + 1) & kv->mask) {
         long home = (long)(kv->keys[j] & (uint64_t)kv->mask);
@@ -284,6 +296,7 @@ static void lru_push(sim_kv *kv, int32_t b)
 static int32_t evict_lru(sim_kv *kv)
 {
     int32_t b = kv->lru_head;
+    kv->ver++;   /* the tiers change too */
     lru_unlink(kv, b);
     long slot = map_find(kv, kv->hash[b]);
     if (slot >= 0) map_del(kv, slot);
@@ -395,7 +408,16 @@ static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t paren
 static uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
     if ((long)(j + 1) * kv->bs > q->prefix_len) return block_hash(kv, q, parent, j);
-    struct kv_prefix_memo *e = &kv->pm[(q->prefix_seed * 0x9e3779b97f4a7c15ULL) >> 56];
+    /* Open addressing over PM_PROBE slots from the seed's home: hundreds of popular prefix
+     * groups (rag-offload's 400 documents) then each keep a slot; when all are taken by other
+     * seeds the home slot is reused. */
+    long home = (long)((q->prefix_seed * 0x9e3779b97f4a7c15ULL) >> 54), i = 0;
+    struct kv_prefix_memo *e = NULL;
+    for (; i < PM_PROBE; i++) {
+        struct kv_prefix_memo *x = &kv->pm[(home + i) & (PM_SLOTS - 1)];
+        if (!x->used || x->seed == q->prefix_seed) { e = x; break; }
+    }
+    if (!e) e = &kv->pm[home];
     if (!e->used || e->seed != q->prefix_seed) { e->used = true; e->seed = q->prefix_seed; e->n = 0; }
     if (j > e->n || parent != (j ? e->h[j - 1] : CHAIN_ROOT)) return block_hash(kv, q, parent, j);
     if (j < e->n) return e->h[j];
@@ -421,6 +443,7 @@ static int reload(sim_kv *kv, sim_kv_seq *q, int tk, uint64_t h)
     /* Making room may have evicted a GPU block into the tiers and pushed h further down. */
     tk = sim_kv_tiers_find(kv->tiers, h);
     if (tk < 0 || push_block(q, b)) { unref(kv, b); return -1; }
+    kv->ver++;
     sim_kv_tiers_take(kv->tiers, tk, h);
     if (map_put(kv, h, b) == 0) {
         kv->hash[b] = h;
@@ -435,20 +458,44 @@ static int reload(sim_kv *kv, sim_kv_seq *q, int tk, uint64_t h)
  * the GPU is pinned (so reloading the others cannot evict them), then the blocks are pushed in
  * order, the tiers' copies reloaded into new blocks. A reload that cannot be had ends the hit
  * there, and the pins past it are dropped. Admission's count (from_free) is then exact. */
-static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks)
+static int scratch_room(sim_kv *kv, int max_blocks)
 {
-    if (max_blocks > kv->m_cap) {
-        int cap = max_blocks + 64;
-        int32_t *b = realloc(kv->m_blk, sizeof *b * (size_t)cap);
-        if (b) kv->m_blk = b;
-        uint64_t *hh = realloc(kv->m_hash, sizeof *hh * (size_t)cap);
-        if (hh) kv->m_hash = hh;
-        if (!b || !hh) return 0;
-        kv->m_cap = cap;
-    }
+    if (max_blocks <= kv->m_cap) return 0;
+    int cap = max_blocks + 64;
+    int32_t *b = realloc(kv->m_blk, sizeof *b * (size_t)cap);
+    if (b) kv->m_blk = b;
+    uint64_t *hh = realloc(kv->m_hash, sizeof *hh * (size_t)cap);
+    if (hh) kv->m_hash = hh;
+    if (!b || !hh) return -1;
+    kv->m_cap = cap;
+    return 0;
+}
+
+/* The hits a counting match of q (this prompt) left in the scratch, when the map and the tiers
+ * are as it saw them (they decide the walk): the same walk again would find the same blocks.
+ * -1 when there is none to reuse. Consumed by the call. */
+static int reusable_walk(sim_kv *kv, const sim_kv_seq *q, int prompt)
+{
+    bool same = kv->mq == q && kv->mver == kv->ver && kv->mprompt == prompt && kv->mseed[0] == q->prefix_seed &&
+                kv->mseed[1] == q->body_seed;
+    kv->mq = NULL;
+    return same ? kv->mn : -1;
+}
+
+static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks, int walked)
+{
+    if (scratch_room(kv, max_blocks)) return 0;
     uint64_t h = CHAIN_ROOT;
     int n = 0;
-    for (; n < max_blocks; n++) {
+    /* The counting match's walk, when reusable: its pins only (they change neither map nor tiers). */
+    for (; n < walked; n++) {
+        int32_t b = kv->m_blk[n];
+        if (b >= 0) {
+            if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
+            kv->refs[b]++;
+        }
+    }
+    for (; walked < 0 && n < max_blocks; n++) {
         uint64_t hj = chain_hash(kv, q, h, n);
         long slot = map_find(kv, hj);
         int32_t b = slot >= 0 ? kv->vals[slot] : -1;
@@ -485,8 +532,31 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
 {
     if (from_free) *from_free = 0;
     if (!kv->prefix || q->n_blocks) return 0;
-    if (take && kv->tiers && sim_kv_tiers_offload(kv->tiers)) return take_with_tiers(kv, q, (prompt - 1) / kv->bs);
+    int walked = take ? reusable_walk(kv, q, prompt) : -1;
+    if (take && kv->tiers && sim_kv_tiers_offload(kv->tiers)) return take_with_tiers(kv, q, (prompt - 1) / kv->bs, walked);
     int max_blocks = (prompt - 1) / kv->bs;   /* the last prompt token is always computed */
+    /* Counting: the walk is kept for the taking match that follows (reusable_walk). */
+    bool keep = !take && scratch_room(kv, max_blocks) == 0;
+    if (take && walked >= 0) {
+        /* The counting walk's blocks, all on the GPU (a tier's hit would reload: walk again). */
+        bool gpu = true;
+        for (int j = 0; j < walked && gpu; j++) gpu = kv->m_blk[j] >= 0;
+        if (gpu) {
+            int j = 0;
+            for (; j < walked; j++) {
+                int32_t b = kv->m_blk[j];
+                if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
+                kv->refs[b]++;
+                if (push_block(q, b)) { unref(kv, b); break; }
+                if (kv->units) { q->wlive++; kv->win_live++; }
+            }
+            q->hashed = j;
+            q->chain = j ? kv->m_hash[j - 1] : CHAIN_ROOT;
+            slide_model_window(kv, q, j * kv->bs);
+            set_room(kv, q);
+            return j * kv->bs;
+        }
+    }
     uint64_t h = CHAIN_ROOT;
     int j = 0;
     for (; j < max_blocks; j++) {
@@ -498,10 +568,12 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
             if (tk < 0) break;
             if (from_free) (*from_free)++;
             if (take && reload(kv, q, tk, hj)) break;
+            if (keep) { kv->m_blk[j] = -1 - tk; kv->m_hash[j] = hj; }
             h = hj;
             continue;
         }
         int32_t b = kv->vals[slot];
+        if (keep) { kv->m_blk[j] = b; kv->m_hash[j] = hj; }
         if (kv->refs[b] == 0 && from_free) (*from_free)++;
         if (take) {
             if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
@@ -512,6 +584,14 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         h = hj;
     }
     if (take) { q->hashed = j; q->chain = h; slide_model_window(kv, q, j * kv->bs); set_room(kv, q); }
+    if (keep) {
+        kv->mq = q;
+        kv->mseed[0] = q->prefix_seed;
+        kv->mseed[1] = q->body_seed;
+        kv->mprompt = prompt;
+        kv->mn = j;
+        kv->mver = kv->ver;
+    }
     return j * kv->bs;
 }
 
