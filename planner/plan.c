@@ -416,8 +416,12 @@ typedef struct {
     long done, total;
     pthread_mutex_t lock;
     pthread_cond_t more;
-    task *q;                   /* FIFO of items */
+    task *q;                   /* FIFO of lead items */
     long head, tail, cap_q;
+    /* Later seeds' items, taken before any lead (last pushed first): a candidate's seeds finish
+     * soon after its first one, so its objective is known early (the bound compares with it). */
+    task *sq;
+    long sn;
     int running;               /* items being worked on */
     cand_state *st;
     void (*progress)(void *ud, long done, long total);
@@ -428,9 +432,10 @@ typedef struct {
     /* Skipping by bound (plan_set_bound): the best objectives so far among allowed candidates
      * within the SLO, descending, and the seed's request stream the bound reads. */
     bool bounding;
-    double *best;              /* [r->bound_keep] */
+    double *best;              /* [r->bound_keep] objectives, descending */
+    double *best_gpus;         /* their GPUs */
     int n_best;
-    plan_bound_stream *stream;
+    plan_bound_stream *stream[PLAN_SEEDS_MAX];   /* seed k's stream */
     long skipped;
 } pool;
 
@@ -448,15 +453,21 @@ static void cand_finished(pool *w, int i)
     plan_cand *c = &w->r->c[i];
     if (c->status == PLAN_PENDING) c->status = PLAN_DONE;
     w->done++;
-    if (w->bounding && c->status == PLAN_DONE && c->allowed && (c->seed_slo & 1) && (c->cap_done & 1) &&
-        !(c->seed_unbounded & 1) && c->seed_rate[0] > 0) {
-        double v = c->seed_rate[0] / c->gpus;
+    int n = c->n_seeds, met = 0;
+    unsigned all = n >= 32 ? ~0u : (1u << n) - 1;
+    for (int k = 0; k < n; k++) met += (c->seed_slo >> k) & 1;
+    if (w->bounding && c->status == PLAN_DONE && c->allowed && 2 * met > n && (c->cap_done & all) == all &&
+        !(c->seed_unbounded & all)) {
+        double v = 0;   /* plan_rank's objective: the mean over seeds of the rate per GPU */
+        for (int k = 0; k < n; k++) v += c->seed_rate[k];
+        v = v / n / c->gpus;
         int keep = w->r->bound_keep, j = -1;
         if (w->n_best < keep) j = w->n_best++;
         else if (v > w->best[keep - 1]) j = keep - 1;
         if (j >= 0) {   /* insertion into the descending list */
-            for (; j > 0 && w->best[j - 1] < v; j--) w->best[j] = w->best[j - 1];
+            for (; j > 0 && w->best[j - 1] < v; j--) { w->best[j] = w->best[j - 1]; w->best_gpus[j] = w->best_gpus[j - 1]; }
             w->best[j] = v;
+            w->best_gpus[j] = c->gpus;
         }
     }
     if (w->progress) w->progress(w->ud, w->done, w->total);
@@ -472,10 +483,29 @@ static bool bound_skip(pool *w, int i)
     double thr = w->best[r->bound_keep - 1];
     double x = thr * c->gpus * (1 - 2e-3);
     char why[200];
-    if (plan_bound_below(w->s, c, &w->stream, x, why, sizeof why) != 1) return false;
+    if (c->n_seeds == 1) {
+        if (plan_bound_below(w->s, c, &w->stream[0], x, why, sizeof why) != 1) return false;
+    } else {
+        /* Several seeds (the first one's search is in): with fewer GPUs than one of the best, the
+         * ranking may prefer it when the seeds cannot tell it from the best, so it runs. Else
+         * the mean over seeds stays below x when each later seed stays below
+         * x' = (n x - first) / (n - 1); each later seed's search starts at the first seed's
+         * answer in strides of PLAN_CAPACITY_SEED_STEP. */
+        for (int j = 0; j < r->bound_keep; j++) if (c->gpus < w->best_gpus[j]) return false;
+        if (!(c->cap_done & 1) || (c->seed_unbounded & 1) || !(c->seed_rate[0] > 0)) return false;
+        int n = c->n_seeds;
+        double a1 = c->seed_rate[0], xl = (n * x - a1) / (n - 1);
+        for (int k = 1; k < n; k++) {
+            unsigned long long seed = w->s->seed + (unsigned long long)k;
+            if (plan_bound_below_search(w->s, c, seed, a1, PLAN_CAPACITY_SEED_STEP, 0, &w->stream[k], xl, why, sizeof why) != 1)
+                return false;
+        }
+        snprintf(why + strlen(why), sizeof why - strlen(why), " on seeds 2-%d (%.4g on the first)", n, a1);
+    }
     c->status = PLAN_SKIPPED;
     c->bound_skipped = true;
-    snprintf(c->why, sizeof c->why, "not simulated: %.150s, under the %d best found (%.4g per GPU)", why, r->bound_keep, thr);
+    snprintf(c->why, sizeof c->why, "not simulated%s: %.150s, under the %d best found (%.4g per GPU)",
+             c->n_seeds > 1 ? " beyond its first seed" : "", why, r->bound_keep, thr);
     w->skipped++;
     cand_finished(w, i);
     pthread_cond_broadcast(&w->more);
@@ -500,7 +530,7 @@ static void run_lead(pool *w, int i)
     char err[512] = "";
     int k = 0;
     pthread_mutex_lock(&w->lock);
-    bool skipped = bound_skip(w, i);
+    bool skipped = c->n_seeds == 1 && bound_skip(w, i);
     pthread_mutex_unlock(&w->lock);
     if (skipped) return;
     for (; k < c->n_seeds; k++) {
@@ -518,8 +548,14 @@ static void run_lead(pool *w, int i)
         if (stop) { k++; break; }
     }
     pthread_mutex_lock(&w->lock);
+    /* Several seeds: the later seeds' searches start from the first seed's answer, so the
+     * bound can judge them now (bound_skip). */
+    if (!w->failed && c->status == PLAN_PENDING && k < c->n_seeds && k == 1 && bound_skip(w, i)) {
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
     if (!w->failed && c->status == PLAN_PENDING)
-        for (; k < c->n_seeds; k++) { push(w, i, k); st->left++; }
+        for (int j = c->n_seeds - 1; j >= k; j--) { w->sq[w->sn++] = (task){i, j}; st->left++; }
     if (st->left == 0) cand_finished(w, i);
     pthread_cond_broadcast(&w->more);
     pthread_mutex_unlock(&w->lock);
@@ -549,9 +585,9 @@ static void *worker(void *p)
     pool *w = p;
     pthread_mutex_lock(&w->lock);
     for (;;) {
-        while (w->head == w->tail && w->running > 0 && !w->failed) pthread_cond_wait(&w->more, &w->lock);
-        if (w->head == w->tail || w->failed) break;
-        task t = w->q[w->head++];
+        while (w->head == w->tail && w->sn == 0 && w->running > 0 && !w->failed) pthread_cond_wait(&w->more, &w->lock);
+        if ((w->head == w->tail && w->sn == 0) || w->failed) break;
+        task t = w->sn > 0 ? w->sq[--w->sn] : w->q[w->head++];
         w->running++;
         pthread_mutex_unlock(&w->lock);
         if (t.seed < 0) run_lead(w, t.cand); else run_seed(w, t.cand, t.seed);
@@ -573,7 +609,7 @@ static bool may_bound(const scn_scenario *s, const plan_result *r, int shard_n)
     if (r->bound_keep < 1 || shard_n > 1 || s->objective != SCN_OBJ_GOODPUT_PER_GPU || !plan_objective_at_capacity(s))
         return false;
     for (int i = 0; i < r->n; i++)
-        if (r->c[i].status == PLAN_PENDING && (r->c[i].n_seeds != 1 || !r->c[i].search_capacity)) return false;
+        if (r->c[i].status == PLAN_PENDING && (r->c[i].n_seeds != r->seeds || !r->c[i].search_capacity)) return false;
     return true;
 }
 
@@ -635,9 +671,11 @@ static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shar
             items += 1 + r->c[i].n_seeds;
         }
     w.q = malloc(sizeof *w.q * (size_t)(items > 0 ? items : 1));
+    w.sq = malloc(sizeof *w.sq * (size_t)(items > 0 ? items : 1));
     w.st = calloc((size_t)(r->n > 0 ? r->n : 1), sizeof *w.st);
-    if (!w.q || !w.st) {
+    if (!w.q || !w.sq || !w.st) {
         free(w.q);
+        free(w.sq);
         free(w.st);
         snprintf(err, n, "out of memory");
         return -1;
@@ -646,7 +684,8 @@ static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shar
     for (int i = 0; i < r->n; i++) w.st[i].first = (first_seed){-1, s->workload.rate / 256, false, 0};
     keyed *ord = w.bounding ? malloc(sizeof *ord * (size_t)(r->n > 0 ? r->n : 1)) : NULL;
     w.best = w.bounding ? calloc((size_t)r->bound_keep, sizeof *w.best) : NULL;
-    if (w.bounding && (!ord || !w.best)) w.bounding = false;
+    w.best_gpus = w.bounding ? calloc((size_t)r->bound_keep, sizeof *w.best_gpus) : NULL;
+    if (w.bounding && (!ord || !w.best || !w.best_gpus)) w.bounding = false;
     int n_ord = 0;
     for (int i = 0; i < r->n; i++) {
         if (r->c[i].status != PLAN_PENDING || i % w.shard_n != shard_i) continue;
@@ -670,8 +709,10 @@ static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shar
     pthread_cond_destroy(&w.more);
     pthread_mutex_destroy(&w.lock);
     free(w.q);
+    free(w.sq);
     free(w.st);
     free(w.best);
-    plan_bound_stream_free(w.stream);
+    free(w.best_gpus);
+    for (int k = 0; k < PLAN_SEEDS_MAX; k++) plan_bound_stream_free(w.stream[k]);
     return w.failed ? -1 : 0;
 }

@@ -155,6 +155,10 @@ long plan_bound_stream_length(const plan_bound_stream *b);
 double plan_bound_step_floor(const scn_scenario *s, const plan_cand *c, const kv_seq_work *rows, int n, double theta);
 int plan_bound_below(const scn_scenario *s, const plan_cand *c, plan_bound_stream **bp, double x, char *why,
                      size_t nwhy);
+/* The same for a search on `seed` that starts at `start` with first stride `step` (> 1), knowing
+ * a trial at `known` (0: none): a later seed's search from the first seed's answer. */
+int plan_bound_below_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double start,
+                            double step, double known, plan_bound_stream **bp, double x, char *why, size_t nwhy);
 
 /* Marks candidates whose accuracy risks the scenario does not accept as skipped (for commands
  * that never show them: `capacity`, `sweep`), so they are not simulated. */

@@ -328,6 +328,15 @@ static double first_reach(double base, double f0, double top, double x)
 int plan_bound_below(const scn_scenario *s, const plan_cand *c, plan_bound_stream **bp, double x, char *why,
                      size_t nwhy)
 {
+    /* The first seed's search: from the cost model's saturation rate in strides of
+     * PLAN_CAPACITY_FIRST_STEP, knowing the offered-load run when it is trial-sized. */
+    return plan_bound_below_search(s, c, s->seed, plan_capacity_hint(s, c, c->replicas), PLAN_CAPACITY_FIRST_STEP,
+                                   s->workload.rate, bp, x, why, nwhy);
+}
+
+int plan_bound_below_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double start,
+                            double step, double known, plan_bound_stream **bp, double x, char *why, size_t nwhy)
+{
     if (why && nwhy) why[0] = 0;
     const scn_workload *wl = &s->workload;
     /* The cases the proof covers (docs/planner.md): an open-loop rate the search scales, single
@@ -352,13 +361,13 @@ int plan_bound_below(const scn_scenario *s, const plan_cand *c, plan_bound_strea
     /* Every rate the search can try at or above x lies in [x, P] (docs/planner.md, "Which rates
      * the search can try"): its start h, the offered rate r_o (a trial it may know), and the
      * first point at or above x of the upward gallops from either. */
-    double h = plan_capacity_hint(s, c, c->replicas);
-    double ro = wl->rate, top = h * PLAN_CAPACITY_RANGE;
+    double h = start, ro = known > 0 ? known : 0, top = h * PLAN_CAPACITY_RANGE;
+    if (!(h > 0) || !(step > 1)) goto out;
     double P = 0;
     if (h >= x) P = fmax(P, h);
     if (ro >= x) P = fmax(P, ro);
-    P = fmax(P, first_reach(h, PLAN_CAPACITY_FIRST_STEP, top, x));
-    P = fmax(P, first_reach(ro, PLAN_CAPACITY_FIRST_STEP, top, x));
+    P = fmax(P, first_reach(h, step, top, x));
+    P = fmax(P, first_reach(ro, step, top, x));
     if (P < x) {   /* no trial reaches x: the answer is below it */
         if (why) snprintf(why, nwhy, "its rate search cannot reach %.4g %s", x, plan_rate_unit(s));
         rc = 1;
@@ -368,9 +377,9 @@ int plan_bound_below(const scn_scenario *s, const plan_cand *c, plan_bound_strea
     long n_top = plan_trial_requests_at(base, P, wl->turns);
     /* No request is ever turned away while the trial's requests fit the waiting queue. */
     if (n_top > SIM_MAX_WAITING / engines) goto out;
-    if (!*bp || (*bp)->n < n_top || (*bp)->seed != s->seed) {
+    if (!*bp || (*bp)->n < n_top || (*bp)->seed != seed) {
         long want = n_top * 2 > 4096 ? n_top * 2 : 4096;
-        plan_bound_stream *nb = plan_bound_stream_init(s, s->seed, want);
+        plan_bound_stream *nb = plan_bound_stream_init(s, seed, want);
         if (!nb) { rc = -1; goto out; }
         plan_bound_stream_free(*bp);
         *bp = nb;
