@@ -30,8 +30,9 @@ const cli_command CLI_COMMANDS[] = {
      "  --shard I/N  evaluate only candidates I, I+N, ... into --db (merge shards with kvplan merge)\n"
      "  --fresh      simulate every candidate even if the database holds its run\n"
      "  --no-rules   skip the rules of thumb (they simulate extra variants)\n"
-     "  --no-bound   simulate every candidate (by default, with one seed, a candidate whose\n"
-     "               capacity provably stays below the best found so far is not simulated)\n"},
+     "  --no-bound   simulate every candidate (by default a candidate whose capacity provably\n"
+     "               stays below the best found so far is not simulated, or, with several\n"
+     "               seeds, not beyond its first)\n"},
     {"capacity", cmd_capacity, "max rate within the SLO, GPUs for a target rate, longest context",
      "usage: kvplan capacity SCENARIO [--target-rate R] [--concurrency N] [--top K] [--max-replicas N]\n"
      "                                [--seeds N] [--curve] [--jobs N] [--set PATH=VALUE]...\n"

@@ -137,7 +137,8 @@ void plan_set_capacity(plan_result *r, bool on);
  * and every candidate one option away from the recommendation (its gates and reasons compare
  * with them), are always simulated, so the ranking's first `keep` rows and the recommendation
  * are those of a plan that simulates everything (docs/planner.md, "Skipping candidates that
- * cannot win"). It applies to one seed, goodput per GPU judged at capacity, unsharded. */
+ * cannot win"). It applies to goodput per GPU judged at capacity, unsharded; with several seeds a
+ * candidate is judged after its first seed. */
 void plan_set_bound(plan_result *r, int keep);
 /* True when candidates a and b differ in exactly one option dimension. */
 bool plan_one_option_apart(const plan_cand *a, const plan_cand *b);
