@@ -64,7 +64,7 @@ struct sim_kv {
      * only on (prefix seed, block index), yet every request of a prefix group or conversation
      * hashed all of them on each match (several per request while it waits) and commit; this
      * memo hashes each once. Direct-mapped on the seed; a collision just recomputes. */
-    struct kv_prefix_memo { uint64_t seed; uint64_t *h; int n, cap; bool used; } pm[PM_SLOTS];
+    struct kv_prefix_memo { uint64_t seed; uint64_t *h; int n, cap; bool used; } *pm;   /* [PM_SLOTS], on first use */
 };
 
 static void *grow_array(void *p, size_t elem, long old_n, long new_n)
@@ -141,7 +141,8 @@ void sim_kv_free(sim_kv *kv)
     free(kv->lru_prev); free(kv->lru_next); free(kv->keys); free(kv->vals);
     sim_kv_tiers_free(kv->tiers);
     free(kv->m_blk); free(kv->m_hash);
-    for (int i = 0; i < PM_SLOTS; i++) free(kv->pm[i].h);
+    for (int i = 0; kv->pm && i < PM_SLOTS; i++) free(kv->pm[i].h);
+    free(kv->pm);
     free(kv);
 }
 
@@ -408,6 +409,9 @@ static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t paren
 static uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
     if ((long)(j + 1) * kv->bs > q->prefix_len) return block_hash(kv, q, parent, j);
+    /* The table is allocated when a prefix block is first hashed: a pool that never sees one
+     * (most replicas of a 10,000-replica run) costs nothing. */
+    if (!kv->pm && !(kv->pm = calloc(PM_SLOTS, sizeof *kv->pm))) return block_hash(kv, q, parent, j);
     /* Open addressing over PM_PROBE slots from the seed's home: hundreds of popular prefix
      * groups (rag-offload's 400 documents) then each keep a slot; when all are taken by other
      * seeds the home slot is reused. */
