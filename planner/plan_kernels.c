@@ -200,6 +200,7 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
         const char *s = line;
         while (*s == ' ' || *s == '\t') s++;
         if (!*s || *s == '#') continue;
+        int data_end = (int)strcspn(line, "#");   /* where the data ends, before split() cuts the line up */
         char *f[64];
         int col[64];
         int k = split(line, f, col, 64);
@@ -224,7 +225,7 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
         }
         if (k != file_cols) {
             /* Point at the first field too many, or at the end of a line that stops short. */
-            bad(&rd, k > file_cols ? col[file_cols] : (int)strlen(line) + 1, "row", "expected %d comma-separated fields as in the header, found %d",
+            bad(&rd, k > file_cols ? col[file_cols] : data_end + 1, "row", "expected %d comma-separated fields as in the header, found %d",
                 file_cols, k);
             goto out;
         }
