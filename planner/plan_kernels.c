@@ -137,13 +137,16 @@ static int parse_attn(reader *rd, char **g, const int *gc, kval_row *r)
     if (!strcmp(g[1], "cudnn")) r->cudnn = true;
     else if (strcmp(g[1], "flash")) return bad(rd, gc[1], "backend", "expected flash or cudnn, found '%.40s'", g[1]);
     snprintf(r->label, sizeof r->label, "%s", g[1]);
-    if (whole(rd, g[2], gc[2], "batch", 1, DIM_MAX, &r->batch) || whole(rd, g[3], gc[3], "q_len", 1, DIM_MAX, &r->q_len) ||
+    if (whole(rd, g[2], gc[2], "batch", 1, 65536, &r->batch) || whole(rd, g[3], gc[3], "q_len", 1, DIM_MAX, &r->q_len) ||
         whole(rd, g[4], gc[4], "kv_len", 1, DIM_MAX, &r->kv_len) ||
         whole(rd, g[5], gc[5], "q_heads", 1, 4096, &r->q_heads) || whole(rd, g[6], gc[6], "kv_heads", 1, 4096, &r->kv_heads) ||
         whole(rd, g[7], gc[7], "head_dim", 1, 4096, &r->head_dim) || seconds(rd, g[8], gc[8], &r->measured))
         return -1;
     if (r->decode && r->q_len != 1) return bad(rd, gc[3], "q_len", "a decode row computes one query row per sequence: expected 1");
     if (r->kv_len < r->q_len) return bad(rd, gc[4], "kv_len", "fewer keys (%ld) than query rows (%ld)", r->kv_len, r->q_len);
+    /* The model walks a prefill's query tiles one by one: bound the work a row can ask for. */
+    if ((double)r->batch * (double)r->q_len > 16777216.0)
+        return bad(rd, gc[3], "q_len", "batch x q_len = %.0f query rows: more than 16777216", (double)r->batch * (double)r->q_len);
     if (r->q_heads % r->kv_heads) return bad(rd, gc[6], "kv_heads", "must divide q_heads (%ld)", r->q_heads);
     r->cls = r->decode ? (r->cudnn ? KVAL_ATTN_DECODE_CUDNN : KVAL_ATTN_DECODE)
                        : (r->cudnn ? KVAL_ATTN_PREFILL_CUDNN : KVAL_ATTN_PREFILL);

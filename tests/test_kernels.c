@@ -90,6 +90,8 @@ START_TEST(broken_files_give_located_errors)
            "attn.csv:2:9: backend: expected flash or cudnn, found 'xformers'");
     broken(G, G, ATTN_HEAD "prefill,flash,1,1024,512,32,8,128,1e-05,,\n", S, -1, "attn.csv:2:22: kv_len: fewer keys (512) than query rows (1024)");
     broken(G, G, ATTN_HEAD "prefill,flash,1,8,8,32,6,128,1e-05,,\n", S, -1, "attn.csv:2:24: kv_heads: must divide q_heads (32)");
+    broken(G, G, ATTN_HEAD "prefill,flash,65536,1000000,1000000,32,8,128,1e-05,,\n", S, -1,
+           "attn.csv:2:21: q_len: batch x q_len = 65536000000 query rows: more than 16777216");
     broken(G, G, A, STEP_HEAD "llama3-8b,1,1024,replay,0.005\n", -1, "step.csv:2:18: mode: expected graph or eager, found 'replay'");
     /* Blank lines, comment lines and CRLF endings are not errors; lines count from 1 all the
      * same, so the bad row below is reported on line 4. */
