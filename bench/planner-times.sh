@@ -18,11 +18,13 @@ time_one() {
     /usr/bin/time -f "%e %U %S" -o "$tmp/t" "$bin" "$@" >"$tmp/out" 2>/dev/null
     rc=$?
     sims=$(grep -o '"simulations": *[0-9]*' "$tmp/out" | grep -o '[0-9]*$')
-    awk -v l="$label" -v g="$goal" -v s="${sims:--}" -v rc=$rc -v n="$(nproc)" '{
+    # plan: candidates the skip bound left unsimulated (docs/planner.md, "Skipping candidates that cannot win")
+    skipped=$(grep -o '"skipped": *[0-9]*' "$tmp/out" | grep -o '[0-9]*$')
+    awk -v l="$label" -v g="$goal" -v s="${sims:--}" -v k="${skipped:+ ($skipped skipped)}" -v rc=$rc -v n="$(nproc)" '{
         cpu = $2 + $3
         v = $1 < g ? "met" : (cpu / 2 < g ? "not met on this load (CPU / 2 under it)" : "not met")
-        printf "    %-44s %7.2f s wall %7.2f s CPU %5s sims  goal < %g s wall on 2 cores: %s%s\n",
-               l, $1, cpu, s, g, v, rc ? " (exit " rc ")" : "" }' "$tmp/t"
+        printf "    %-44s %7.2f s wall %7.2f s CPU %5s sims%s  goal < %g s wall on 2 cores: %s%s\n",
+               l, $1, cpu, s, k, g, v, rc ? " (exit " rc ")" : "" }' "$tmp/t"
 }
 
 echo "  capacity on each bundled scenario, default seeds, $(nproc) cores:"
