@@ -521,6 +521,38 @@ static void fail(pool *w, const char *err)
 /* The lead item: seeds in order until the first search's answer is known (later seeds start
  * from it), then the rest queued as items of their own; without a search every seed is
  * independent, so all but the first are queued. */
+/* True when seed 0's offered-load run is trial-sized: the search then reuses it (eval_seed). */
+static bool offered_is_trial(const scn_scenario *s, const plan_cand *c)
+{
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) return true;
+    plan_apply(s, c, t);
+    bool v = t->workload.requests == plan_trial_requests(t, &c->c);
+    free(t);
+    return v;
+}
+
+/* Under the lock, one seed, its search in: skips the offered-load run of a candidate whose
+ * objective (its capacity per GPU; none when unbounded, which ranks last) is below the
+ * bound_keep-th best by more than the ranking's tie. True when skipped. */
+static bool searched_below(pool *w, int i)
+{
+    plan_result *r = w->r;
+    plan_cand *c = &r->c[i];
+    if (!w->bounding || w->n_best < r->bound_keep || !(c->cap_done & 1)) return false;
+    double thr = w->best[r->bound_keep - 1];
+    double v = (c->seed_unbounded & 1) ? -INFINITY : c->seed_rate[0] / c->gpus;
+    if (!(v < thr * (1 - 2e-3))) return false;
+    c->status = PLAN_SKIPPED;
+    c->bound_skipped = true;
+    snprintf(c->why, sizeof c->why, "not simulated at the offered load: its capacity (%.4g %s) is below the %d best found "
+             "(%.4g per GPU)", c->seed_rate[0], plan_rate_unit(w->s), r->bound_keep, thr);
+    w->skipped++;
+    cand_finished(w, i);
+    pthread_cond_broadcast(&w->more);
+    return true;
+}
+
 static void run_lead(pool *w, int i)
 {
     const scn_scenario *s = w->s;
@@ -531,8 +563,29 @@ static void run_lead(pool *w, int i)
     int k = 0;
     pthread_mutex_lock(&w->lock);
     bool skipped = c->n_seeds == 1 && bound_skip(w, i);
+    bool split = w->bounding && cap && needs_offered(c, 0) && needs_search(s, c, 0);
     pthread_mutex_unlock(&w->lock);
     if (skipped) return;
+    /* When the first seed's offered-load run is not a trial the search could reuse, the search
+     * needs nothing from it and runs first: a candidate whose capacity then ranks it below the
+     * best found (or whose later seeds the bound shows below them) needs no offered-load run. */
+    if (split && !offered_is_trial(s, c)) {
+        seed_work o;
+        int rc = eval_seed(s, c, 0, false, true, &st->first, &o, err, sizeof err);
+        pthread_mutex_lock(&w->lock);
+        if (rc) {
+            fail(w, err);
+            cand_finished(w, i);
+            pthread_cond_broadcast(&w->more);
+            pthread_mutex_unlock(&w->lock);
+            return;
+        }
+        commit_seed(s, c, 0, &o, err);
+        note_first(c, 0, &o, &st->first);
+        bool gone = c->n_seeds == 1 ? searched_below(w, i) : bound_skip(w, i);
+        pthread_mutex_unlock(&w->lock);
+        if (gone) return;
+    }
     for (; k < c->n_seeds; k++) {
         seed_work o;
         pthread_mutex_lock(&w->lock);
