@@ -401,11 +401,14 @@ int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
 typedef struct {
     int cand;
     int seed;                  /* -1: the candidate's lead item */
+    int part;                  /* TASK_BOTH, or only the seed's search or only its offered-load run */
 } task;
+enum { TASK_BOTH, TASK_SEARCH, TASK_OFFERED };
 
 typedef struct {
     first_seed first;
     int left;                  /* seeds still queued or running after the lead */
+    bool searching;            /* the later seeds' items are searches only; offered-load runs follow */
     bool failed;
 } cand_state;
 
@@ -442,7 +445,7 @@ typedef struct {
 /* Under the lock. */
 static void push(pool *w, int cand, int seed)
 {
-    if (w->tail < w->cap_q) w->q[w->tail++] = (task){cand, seed};
+    if (w->tail < w->cap_q) w->q[w->tail++] = (task){cand, seed, TASK_BOTH};
 }
 
 /* Under the lock: the candidate's last item finished. A candidate that plan_rank would put in
@@ -539,14 +542,20 @@ static bool searched_below(pool *w, int i)
 {
     plan_result *r = w->r;
     plan_cand *c = &r->c[i];
-    if (!w->bounding || w->n_best < r->bound_keep || !(c->cap_done & 1)) return false;
-    double thr = w->best[r->bound_keep - 1];
-    double v = (c->seed_unbounded & 1) ? -INFINITY : c->seed_rate[0] / c->gpus;
+    int n = c->n_seeds;
+    unsigned all = n >= 32 ? ~0u : (1u << n) - 1;
+    if (!w->bounding || w->n_best < r->bound_keep || (c->cap_done & all) != all) return false;
+    /* Several seeds: one with fewer GPUs than one of the best may be preferred when the seeds
+     * cannot tell it from the best (plan_rank), so it runs in full. */
+    for (int j = 0; n > 1 && j < r->bound_keep; j++) if (c->gpus < w->best_gpus[j]) return false;
+    double thr = w->best[r->bound_keep - 1], v = 0;
+    for (int k = 0; k < n; k++) v += c->seed_rate[k];
+    v = (c->seed_unbounded & all) ? -INFINITY : v / n / c->gpus;
     if (!(v < thr * (1 - 2e-3))) return false;
     c->status = PLAN_SKIPPED;
     c->bound_skipped = true;
-    snprintf(c->why, sizeof c->why, "not simulated at the offered load: its capacity (%.4g %s) is below the %d best found "
-             "(%.4g per GPU)", c->seed_rate[0], plan_rate_unit(w->s), r->bound_keep, thr);
+    snprintf(c->why, sizeof c->why, "not simulated at the offered load: its capacity (%.4g %s%s) is below the %d best "
+             "found (%.4g per GPU)", v * c->gpus, plan_rate_unit(w->s), n > 1 ? ", mean over seeds" : "", r->bound_keep, thr);
     w->skipped++;
     cand_finished(w, i);
     pthread_cond_broadcast(&w->more);
@@ -583,6 +592,15 @@ static void run_lead(pool *w, int i)
         commit_seed(s, c, 0, &o, err);
         note_first(c, 0, &o, &st->first);
         bool gone = c->n_seeds == 1 ? searched_below(w, i) : bound_skip(w, i);
+        if (!gone && c->n_seeds > 1 && c->status == PLAN_PENDING && !w->failed) {
+            /* The later seeds' searches next (they start from this answer); the offered-load
+             * runs once every search is in (run_seed). */
+            st->searching = true;
+            for (int j = c->n_seeds - 1; j >= 1; j--) { w->sq[w->sn++] = (task){i, j, TASK_SEARCH}; st->left++; }
+            pthread_cond_broadcast(&w->more);
+            pthread_mutex_unlock(&w->lock);
+            return;
+        }
         pthread_mutex_unlock(&w->lock);
         if (gone) return;
     }
@@ -608,13 +626,13 @@ static void run_lead(pool *w, int i)
         return;
     }
     if (!w->failed && c->status == PLAN_PENDING)
-        for (int j = c->n_seeds - 1; j >= k; j--) { w->sq[w->sn++] = (task){i, j}; st->left++; }
+        for (int j = c->n_seeds - 1; j >= k; j--) { w->sq[w->sn++] = (task){i, j, TASK_BOTH}; st->left++; }
     if (st->left == 0) cand_finished(w, i);
     pthread_cond_broadcast(&w->more);
     pthread_mutex_unlock(&w->lock);
 }
 
-static void run_seed(pool *w, int i, int k)
+static void run_seed(pool *w, int i, int k, int part)
 {
     const scn_scenario *s = w->s;
     plan_cand *c = &w->r->c[i];
@@ -623,13 +641,28 @@ static void run_seed(pool *w, int i, int k)
     seed_work o;
     pthread_mutex_lock(&w->lock);
     bool skip = c->status != PLAN_PENDING;   /* a seed found it cannot run: the rest need not */
-    bool offered = needs_offered(c, k), search = needs_search(s, c, k);
+    bool offered = part != TASK_SEARCH && needs_offered(c, k), search = part != TASK_OFFERED && needs_search(s, c, k);
     pthread_mutex_unlock(&w->lock);
     int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, &o, err, sizeof err);
     pthread_mutex_lock(&w->lock);
     if (rc) fail(w, err);
     else if (!skip && c->status == PLAN_PENDING) commit_seed(s, c, k, &o, err);
-    if (--st->left == 0) cand_finished(w, i);
+    if (--st->left == 0) {
+        /* Every seed's search is in: a candidate whose mean capacity then ranks it below the best
+         * found needs no offered-load runs (searched_below finishes it); otherwise they run now. */
+        bool finished = false;
+        if (st->searching) {
+            st->searching = false;
+            if (!w->failed && c->status == PLAN_PENDING) {
+                if (searched_below(w, i)) finished = true;
+                else {
+                    for (int j = c->n_seeds - 1; j >= 0; j--) { w->sq[w->sn++] = (task){i, j, TASK_OFFERED}; st->left++; }
+                    pthread_cond_broadcast(&w->more);
+                }
+            }
+        }
+        if (st->left == 0 && !finished) cand_finished(w, i);
+    }
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -643,7 +676,7 @@ static void *worker(void *p)
         task t = w->sn > 0 ? w->sq[--w->sn] : w->q[w->head++];
         w->running++;
         pthread_mutex_unlock(&w->lock);
-        if (t.seed < 0) run_lead(w, t.cand); else run_seed(w, t.cand, t.seed);
+        if (t.seed < 0) run_lead(w, t.cand); else run_seed(w, t.cand, t.seed, t.part);
         pthread_mutex_lock(&w->lock);
         w->running--;
         pthread_cond_broadcast(&w->more);
@@ -721,7 +754,7 @@ static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shar
         if (r->c[i].status == PLAN_PENDING && i % w.shard_n == shard_i) {
             w.total++;
             if (r->c[i].n_seeds < 1) r->c[i].n_seeds = 1;
-            items += 1 + r->c[i].n_seeds;
+            items += 1 + 2 * r->c[i].n_seeds;   /* the lead, each seed's search and its offered-load run */
         }
     w.q = malloc(sizeof *w.q * (size_t)(items > 0 ? items : 1));
     w.sq = malloc(sizeof *w.sq * (size_t)(items > 0 ? items : 1));
