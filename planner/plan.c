@@ -271,7 +271,7 @@ typedef struct {
  * known. Reads only the candidate's choice, never its results (other seeds' threads write
  * those). 0, or -1 on failure with the message in err. */
 static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offered, bool cap, const first_seed *first,
-                     seed_work *o, char *err, size_t n)
+                     double cutoff, seed_work *o, char *err, size_t n)
 {
     memset(o, 0, sizeof *o);
     scn_scenario *t = malloc(sizeof *t);
@@ -327,9 +327,11 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
             x->sims++;
         }
     } else {
-        plan_capacity_search_from(s, c, t->seed, c->replicas, plan_capacity_hint(s, c, c->replicas),
-                                  PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, s->workload.rate,
-                                  trial_sized ? &o->m : NULL, x);
+        /* With a cutoff (the bound's bar, one seed) the search may stop once its answer is known
+         * to lie below it (plan_capacity_search_below): the caller then skips the candidate. */
+        plan_capacity_search_below(s, c, t->seed, c->replicas, plan_capacity_hint(s, c, c->replicas),
+                                   PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, s->workload.rate,
+                                   trial_sized ? &o->m : NULL, cutoff, x);
     }
     o->sims += x->sims;
     free(t);
@@ -385,7 +387,7 @@ int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
     if (c->n_seeds < 1) c->n_seeds = 1;
     for (int k = 0; k < c->n_seeds; k++) {
         seed_work o;
-        if (eval_seed(s, c, k, needs_offered(c, k), needs_search(s, c, k), &first, &o, err, n)) return -1;
+        if (eval_seed(s, c, k, needs_offered(c, k), needs_search(s, c, k), &first, 0, &o, err, n)) return -1;
         commit_seed(s, c, k, &o, err);
         if (o.skipped) return 0;
         note_first(c, k, &o, &first);
@@ -580,8 +582,26 @@ static void run_lead(pool *w, int i)
      * best found (or whose later seeds the bound shows below them) needs no offered-load run. */
     if (split && !offered_is_trial(s, c)) {
         seed_work o;
-        int rc = eval_seed(s, c, 0, false, true, &st->first, &o, err, sizeof err);
         pthread_mutex_lock(&w->lock);
+        double cutoff = c->n_seeds == 1 && w->n_best >= w->r->bound_keep
+                        ? w->best[w->r->bound_keep - 1] * c->gpus * (1 - 2e-3) : 0;
+        pthread_mutex_unlock(&w->lock);
+        int rc = eval_seed(s, c, 0, false, true, &st->first, cutoff, &o, err, sizeof err);
+        pthread_mutex_lock(&w->lock);
+        if (!rc && o.searched && o.x.cut) {
+            /* Its capacity is below the bar: no need to know it closer (a neighbour of the
+             * recommendation is searched again in full). */
+            c->status = PLAN_SKIPPED;
+            c->bound_skipped = true;
+            c->sims += o.sims;
+            snprintf(c->why, sizeof c->why, "not simulated further: a trial at %.4g %s failed, below the %d best found "
+                     "(%.4g per GPU)", o.x.cut_at, plan_rate_unit(s), w->r->bound_keep, cutoff / c->gpus / (1 - 2e-3));
+            w->skipped++;
+            cand_finished(w, i);
+            pthread_cond_broadcast(&w->more);
+            pthread_mutex_unlock(&w->lock);
+            return;
+        }
         if (rc) {
             fail(w, err);
             cand_finished(w, i);
@@ -609,7 +629,7 @@ static void run_lead(pool *w, int i)
         pthread_mutex_lock(&w->lock);
         bool offered = needs_offered(c, k), search = needs_search(s, c, k);
         pthread_mutex_unlock(&w->lock);
-        int rc = eval_seed(s, c, k, offered, search, &st->first, &o, err, sizeof err);
+        int rc = eval_seed(s, c, k, offered, search, &st->first, 0, &o, err, sizeof err);
         pthread_mutex_lock(&w->lock);
         if (rc) { fail(w, err); pthread_mutex_unlock(&w->lock); break; }
         commit_seed(s, c, k, &o, err);
@@ -643,7 +663,7 @@ static void run_seed(pool *w, int i, int k, int part)
     bool skip = c->status != PLAN_PENDING;   /* a seed found it cannot run: the rest need not */
     bool offered = part != TASK_SEARCH && needs_offered(c, k), search = part != TASK_OFFERED && needs_search(s, c, k);
     pthread_mutex_unlock(&w->lock);
-    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, &o, err, sizeof err);
+    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, 0, &o, err, sizeof err);
     pthread_mutex_lock(&w->lock);
     if (rc) fail(w, err);
     else if (!skip && c->status == PLAN_PENDING) commit_seed(s, c, k, &o, err);

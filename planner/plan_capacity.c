@@ -302,7 +302,8 @@ double plan_capacity_hint(const scn_scenario *s, const plan_cand *c, int replica
  * answer brackets it in one or two trials and one far off still brackets it in a few; then it
  * bisects (the geometric mean) until hi / lo - 1 <= tol. */
 static int search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double start,
-                  double step, double tol, double known_rate, const sim_metrics *known, plan_capacity_result *out)
+                  double step, double tol, double known_rate, const sim_metrics *known, double cutoff,
+                  plan_capacity_result *out)
 {
     memset(out, 0, sizeof *out);
     if (!scn_arrival_has_rate(s->workload.arrival)) { out->rate = NAN; return -1; }
@@ -326,7 +327,9 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
     bool try_start = start > lo && start < hi;
     int dir = lo > 0 ? 1 : -1;
     double f = step;
-    for (;;) {
+    /* A failed trial at or below `cutoff` settles that the answer (below it) is below the cutoff. */
+    out->cut = cutoff > 0 && hi <= cutoff;
+    for (; !out->cut;) {
         double r;
         if (try_start) r = start;
         else if (dir > 0 && lo * f < hi && lo < top) r = fmin(lo * f, top);
@@ -343,7 +346,9 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
         if (try_start) { dir = ok ? 1 : -1; try_start = false; }
         else if (dir != 0 && (ok ? 1 : -1) == dir) f *= f;   /* the same way again: a longer stride */
         else dir = 0;                                          /* it turned: bisect from here */
+        if (cutoff > 0 && hi <= cutoff) out->cut = true;
     }
+    if (out->cut) { out->rate = lo; out->cut_at = hi; return 0; }
     if (lo == 0) { memset(&out->m, 0, sizeof out->m); return 0; }
     out->rate = lo;
     /* A candidate that keeps up at PLAN_CAPACITY_RANGE x the start has no capacity this search
@@ -358,14 +363,21 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
                          double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out)
 {
     if (!(hint > 0) && scn_arrival_has_rate(s->workload.arrival)) hint = plan_capacity_hint(s, c, replicas);
-    return search(s, c, seed, replicas, hint, step, tol, hint, at_hint, out);
+    return search(s, c, seed, replicas, hint, step, tol, hint, at_hint, 0, out);
 }
 
 int plan_capacity_search_from(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
                               double start, double step, double tol, double known_rate, const sim_metrics *known,
                               plan_capacity_result *out)
 {
-    return search(s, c, seed, replicas, start, step, tol, known_rate, known, out);
+    return search(s, c, seed, replicas, start, step, tol, known_rate, known, 0, out);
+}
+
+int plan_capacity_search_below(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
+                               double start, double step, double tol, double known_rate, const sim_metrics *known,
+                               double cutoff, plan_capacity_result *out)
+{
+    return search(s, c, seed, replicas, start, step, tol, known_rate, known, cutoff, out);
 }
 
 double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations)

@@ -207,6 +207,45 @@ START_TEST(skipping_keeps_the_ranking_and_recommendation)
 }
 END_TEST
 
+/* The search that stops below a cutoff: when it stops, the whole search's answer is below the
+ * cutoff; when it does not, it is the whole search, to the bit. */
+START_TEST(search_below_a_cutoff_agrees_with_the_whole_search)
+{
+    scn_scenario s;
+    plan_result r;
+    load(CHAT_E2E_REPLICAS, &s, &r, 0);
+    int cuts = 0, whole = 0;
+    for (int i = 0; i < r.n; i++) {
+        const plan_cand *c = &r.c[i];
+        if (c->status != PLAN_PENDING) continue;
+        double h = plan_capacity_hint(&s, c, c->replicas);
+        plan_capacity_result full, part;
+        plan_capacity_search_from(&s, c, s.seed, c->replicas, h, PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL,
+                                  s.workload.rate, NULL, &full);
+        const double f[] = {0.5, 0.97, 1.0, 1.5};
+        for (int k = 0; k < 4; k++) {
+            double cutoff = full.rate > 0 ? f[k] * full.rate : f[k] * h;
+            plan_capacity_search_below(&s, c, s.seed, c->replicas, h, PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL,
+                                       s.workload.rate, NULL, cutoff, &part);
+            if (part.cut) {
+                cuts++;
+                ck_assert_msg(full.rate < cutoff && part.cut_at <= cutoff, "cand %d: cut at %g under %g, the whole search found %g",
+                              i, part.cut_at, cutoff, full.rate);
+                ck_assert_int_le(part.sims, full.sims);
+            } else {
+                whole++;
+                ck_assert_double_eq(part.rate, full.rate);
+                ck_assert_int_eq(part.sims, full.sims);
+                ck_assert_int_eq(part.unbounded, full.unbounded);
+            }
+        }
+    }
+    ck_assert_int_gt(cuts, 0);
+    ck_assert_int_gt(whole, 0);
+    plan_result_free(&r);
+}
+END_TEST
+
 Suite *suite_bound(void)
 {
     Suite *su = suite_create("bound");
@@ -215,6 +254,7 @@ Suite *suite_bound(void)
     tcase_add_test(tc, step_floor_is_below_every_step);
     tcase_add_test(tc, bound_never_below_the_capacity_found);
     tcase_add_test(tc, skipping_keeps_the_ranking_and_recommendation);
+    tcase_add_test(tc, search_below_a_cutoff_agrees_with_the_whole_search);
     suite_add_tcase(su, tc);
     return su;
 }
