@@ -96,6 +96,33 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e);
 /* Achieved / peak bf16 tensor rate of MLA decode's latent attention (absorbed weights): the
  * FlashMLA-class kernel's figure on Hopper, else kv_attention_efficiency's. */
 double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e);
+/* Attention's achieved tensor rate, flops/s: the family's share of the peak of the dtype its
+ * kernel computes in (fp8 for FA3 and XQA over an fp8 cache on Hopper, bf16 otherwise). */
+double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c);
+/* Whether the attention family's structural terms (decode tile padding, prefill tiles) apply:
+ * a supported GPU generation and no calibrated or given efficiency.attention. */
+bool kv_attention_family_applies(const scn_hardware *hw);
+/* Query rows a decode kernel computes for one (sequence, KV head) work item that holds `rows`
+ * real query rows (`group` query heads per KV head times the new tokens): the engine kernel's
+ * tile M for tensor-core kernels that pad, rows itself otherwise. `split`: the batch runs the
+ * split-KV kernel (FA2's tile differs). */
+double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, double rows,
+                           double head_dim, double group, bool split);
+/* The tiles of one prefill attention launch, in key-block units of the family's tile. */
+typedef struct {
+    double useful;   /* attended (query, key) pairs / (tile M x tile N) */
+    double work;     /* Σ over tiles of key blocks visited + the per-tile prologue */
+    double wmax, wmin, tiles;
+} kv_prefill_tiles;
+/* Adds one sequence of n new tokens over ctx cached ones, `heads` query heads, `pairs` attended
+ * pairs per head, a layer holding at most `cap` tokens (0: no cap). */
+void kv_prefill_tiles_add(kv_prefill_tiles *t, const scn_hardware *hw, const scn_engine *e, double head_dim,
+                          double heads, long ctx, long n, long cap, double pairs);
+/* A tile's Q read and O write, in key blocks of the family's compute. */
+double kv_prefill_tile_prologue(const scn_hardware *hw, const scn_engine *e, double head_dim);
+/* Share of the family's rate the launch reaches: useful work over the SMs' time until its last
+ * tile ends (tail of the last wave, causal imbalance, prologues). */
+double kv_prefill_tiles_efficiency(const kv_prefill_tiles *t, const scn_hardware *hw, const scn_engine *e, double head_dim);
 /* Share of the streaming bandwidth decode attention reaches with `units` independent
  * (sequence, KV head, split) work items spread over the SMs. */
 double kv_wave_efficiency(const scn_hardware *hw, double units);
@@ -233,6 +260,7 @@ typedef struct {
     bool tokens, graph, async;
     int n;
     double layers[2], fpk, qo_kv, kv_tok, kvh;   /* attention()'s per-row terms */
+    double pad;                                  /* computed / real decode rows (kv_decode_tile_rows) */
     double apeak, bw, launch, graph_kernel, graph_launch, cpu;
     double wave_units, wave;   /* kv_wave_efficiency at the work items of n rows that split once */
     double pre_attention;      /* Σ op_seconds of the ops before attention, summed in op order */
