@@ -1,6 +1,6 @@
 /* test_attn_kernels.c: attention priced as its kernels run it (docs/cost-model.md, "Attention
  * kernels"): decode tiles padded to the kernel's M, checked against hand arithmetic and against
- * our own H200 measurements (validation/h200-2026-11-30/attn.csv and step.csv); prefill tile
+ * our own H200 measurements (validation/h200-2026-11-30/attn.csv, attn-tiles.csv, step.csv); prefill tile
  * efficiency against a plain list-scheduling reference, the same H200 rows and the FA3 paper's
  * published curves. */
 #include "tests.h"
@@ -100,20 +100,19 @@ START_TEST(decode_attention_computes_the_padded_rows)
 }
 END_TEST
 
-/* validation/h200-2026-11-30/attn.csv, decode rows of the flash backend (PyTorch SDPA's FA2,
- * 32 query heads folded over 8 KV heads, d 128, graph replay): kv_len, batch, seconds. The
- * batch-1 rows are left out: their 4-16 MiB of K/V are served by the L2 on replay (README). */
-static const struct { int batch, kv; double seconds; } FA2_DECODE[] = {
-    {16, 1024, 2.5067e-05},  /* attn.csv line 16 */
-    {16, 4096, 7.0220e-05},  /* line 18 */
-    {16, 16384, 2.5371e-04}, /* line 20 */
-    {64, 1024, 1.2565e-04},  /* line 22 */
-    {64, 4096, 4.4840e-04},  /* line 24 */
-    {64, 16384, 1.8063e-03}, /* line 26 */
-    {128, 1024, 2.3846e-04}, /* line 28 */
-    {128, 4096, 8.9380e-04}, /* line 30 */
-    {128, 16384, 3.6831e-03} /* line 32 */
-};
+/* FA2 decode rows (PyTorch SDPA, 32 query heads folded over 8 KV heads, d 128) measured on
+ * H200: validation/h200-2026-11-30/attn.csv (graph replay) and attn-tiles.csv (a second
+ * session, CUDA events). The batch-1 rows are left out: their 4-16 MiB of K/V are served by the
+ * L2 on replay (README). `items_per_sm`: 8 KV heads x batch (x splits) over 132 SMs. */
+static const struct { int batch, kv; double seconds; const char *where; } FA2_DECODE[] = {
+    {16, 1024, 2.5067e-05, "attn.csv line 16"},       {16, 4096, 7.0220e-05, "attn.csv line 18"},
+    {16, 16384, 2.5371e-04, "attn.csv line 20"},      {64, 1024, 1.2565e-04, "attn.csv line 22"},
+    {64, 4096, 4.4840e-04, "attn.csv line 24"},       {64, 16384, 1.8063e-03, "attn.csv line 26"},
+    {128, 1024, 2.3846e-04, "attn.csv line 28"},      {128, 4096, 8.9380e-04, "attn.csv line 30"},
+    {128, 16384, 3.6831e-03, "attn.csv line 32"},     {8, 4096, 4.4759e-05, "attn-tiles.csv line 16"},
+    {16, 4096, 7.5787e-05, "attn-tiles.csv line 17"}, {24, 4096, 1.1038e-04, "attn-tiles.csv line 18"},
+    {32, 4096, 2.0240e-04, "attn-tiles.csv line 19"}, {48, 4096, 3.2857e-04, "attn-tiles.csv line 20"},
+    {64, 4096, 4.1368e-04, "attn-tiles.csv line 21"}};
 
 /* The attention op's GPU time per layer (its launch terms left out: the CSV times the kernel). */
 static double decode_attention_seconds(int batch, int kv)
@@ -134,17 +133,18 @@ START_TEST(decode_matches_the_measured_h200_fa2_rows)
     for (size_t i = 0; i < sizeof FA2_DECODE / sizeof FA2_DECODE[0]; i++) {
         double t = decode_attention_seconds(FA2_DECODE[i].batch, FA2_DECODE[i].kv), m = FA2_DECODE[i].seconds;
         double err = t / m - 1;
-        /* Batch 64 and 128 (one-pass kernel over 3.9-7.8 waves of work items): the padded
-         * compute binds and the model is within 25 %, the smooth roofline's uncertainty where
-         * compute and memory are of one size (docs/cost-model.md, "The ridge"). Batch 16 runs
-         * one item per SM, faster than the 0.35 whole-GPU figure says (2 CTAs per SM): the
-         * model is high there, by at most 2x (documented, not hidden). */
-        if (FA2_DECODE[i].batch >= 64)
-            ck_assert_msg(fabs(err) < 0.25, "batch %d kv %d: %.4g s vs measured %.4g (%+.0f %%)", FA2_DECODE[i].batch,
-                          FA2_DECODE[i].kv, t, m, 100 * err);
+        /* At least two work items per SM (batch >= 32) and the split-KV batch 8: the padded
+         * compute binds (or nearly) and the model is within 25 %, the smooth roofline's
+         * uncertainty where compute and memory are of one size (docs/cost-model.md, "The
+         * ridge"), and about the two sessions' spread. Batch 16 and 24 (one item on most SMs)
+         * run faster than the whole-GPU 0.35 says, near the memory time: the model is high there
+         * by up to 2x (a known gap, docs/cost-model.md, "Attention kernels"), never low. */
+        if (FA2_DECODE[i].batch >= 32 || FA2_DECODE[i].batch <= 8)
+            ck_assert_msg(fabs(err) < 0.25, "%s, batch %d kv %d: %.4g s vs measured %.4g (%+.0f %%)", FA2_DECODE[i].where,
+                          FA2_DECODE[i].batch, FA2_DECODE[i].kv, t, m, 100 * err);
         else
-            ck_assert_msg(err > -0.25 && err < 1.0, "batch %d kv %d: %.4g s vs measured %.4g (%+.0f %%)", FA2_DECODE[i].batch,
-                          FA2_DECODE[i].kv, t, m, 100 * err);
+            ck_assert_msg(err > -0.25 && err < 1.0, "%s, batch %d kv %d: %.4g s vs measured %.4g (%+.0f %%)",
+                          FA2_DECODE[i].where, FA2_DECODE[i].batch, FA2_DECODE[i].kv, t, m, 100 * err);
     }
     /* Without the padding the same rows are priced as memory-bound at 0.8 of 4.8 TB/s: batch
      * 64 x 4096 moves 1.07 GB in 0.28 ms against 0.448 ms measured, 37 % short. */
@@ -226,18 +226,25 @@ END_TEST
 
 START_TEST(prefill_matches_the_measured_h200_fa2_rows)
 {
-    /* validation/h200-2026-11-30/attn.csv lines 2, 4, 6, 8: SDPA FA2 causal prefill, batch 1,
-     * 32 heads, d 128: 105.03, 229.78, 312.65, 340.61 TFLOP/s at 1k, 4k, 8k, 16k tokens. */
+    /* SDPA FA2 causal prefill on H200, 32 heads, d 128 (TFLOP/s counting the causal half):
+     * attn.csv lines 2, 4, 6, 8 (batch 1, 1k-16k) and attn-tiles.csv lines 2, 4, 6, 8, 10, 12,
+     * 14 (batch 1-16, 1k-4k). Within 15 %, except attn.csv's 1k row, which the second session
+     * measured 30 % faster (149 against 105 TFLOP/s; README): the model, at 154, is within 15 %
+     * of that session and high by < 60 % against the first. The flat family figure (346) is
+     * off by +6 % to +230 % on the same rows. */
     load("llama-3-8b", "h200", "bare");
-    const long S[] = {1024, 4096, 8192, 16384};
-    const double tf[] = {105.03, 229.78, 312.65, 340.61};
-    for (int i = 0; i < 4; i++) {
-        double got = 989.0 * 0.35 * prefill_eff(S[i], 1, 32), err = got / tf[i] - 1;
-        /* From 4k tokens within 15 %; the flat 0.35 misses 4k by +51 %. At 1k the 256 tiles fit
-         * in one wave and the model's 0.45 of the asymptote still leaves the measured 82 us
-         * 54 us of (unexplained) fixed time: high by < 60 %, against +230 % flat. */
-        ck_assert_msg(S[i] >= 4096 ? fabs(err) < 0.15 : err > 0 && err < 0.6, "S %ld: %.1f vs measured %.1f TFLOP/s (%+.0f %%)",
-                      S[i], got, tf[i], 100 * err);
+    static const struct { long S; int batch; double tflops; const char *where; } R[] = {
+        {1024, 1, 105.03, "attn.csv line 2"},        {4096, 1, 229.78, "attn.csv line 4"},
+        {8192, 1, 312.65, "attn.csv line 6"},        {16384, 1, 340.61, "attn.csv line 8"},
+        {1024, 1, 149.44, "attn-tiles.csv line 2"},  {1024, 4, 219.97, "attn-tiles.csv line 4"},
+        {1024, 16, 263.86, "attn-tiles.csv line 6"}, {2048, 1, 208.94, "attn-tiles.csv line 8"},
+        {2048, 4, 281.17, "attn-tiles.csv line 10"}, {4096, 1, 270.41, "attn-tiles.csv line 12"},
+        {4096, 4, 325.77, "attn-tiles.csv line 14"}};
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
+        double got = 989.0 * 0.35 * prefill_eff(R[i].S, R[i].batch, 32), err = got / R[i].tflops - 1;
+        bool first_1k = i == 0;
+        ck_assert_msg(first_1k ? err > 0 && err < 0.6 : fabs(err) < 0.15, "%s: S %ld batch %d: %.1f vs measured %.1f TFLOP/s (%+.0f %%)",
+                      R[i].where, R[i].S, R[i].batch, got, R[i].tflops, 100 * err);
     }
     ck_assert_msg(989.0 * 0.35 / 229.78 - 1 > 0.45, "the flat family figure misses 4k");
 }
