@@ -165,6 +165,20 @@ void kv_prefill_tiles_add(kv_prefill_tiles *t, const scn_hardware *hw, const scn
     t->useful += heads * pairs / (k.tm * k.tn);
 }
 
+double kv_prefill_kv_share(const scn_hardware *hw, const scn_engine *e, double head_dim, double heads, double kv_heads, long n)
+{
+    if (!kv_attention_family_applies(hw) || n <= 0 || heads <= 0 || kv_heads <= 0) return 1;
+    prefill_kernel k = prefill_kernel_of(hw, e, head_dim);
+    /* FA3's scheduler hands out the longest tiles of every head first: all heads are in flight. */
+    if (k.lpt) return 1;
+    /* FA2's grid is (m-blocks, batch, heads): the slots hold slots / m-blocks consecutive query
+     * heads, which share ceil(that / group) KV heads. */
+    double per_head = ceil((double)n / k.tm), q = ceil(k.slots / per_head);
+    if (q >= heads) return 1;
+    double kv = ceil(q / (heads / kv_heads));
+    return kv < kv_heads ? kv / kv_heads : 1;
+}
+
 double kv_prefill_tile_prologue(const scn_hardware *hw, const scn_engine *e, double head_dim)
 {
     /* A tile reads its Q (tm x d x 2 B) before its main loop and writes O after it, at the SM's

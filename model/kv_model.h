@@ -118,6 +118,9 @@ typedef struct {
  * pairs per head, a layer holding at most `cap` tokens (0: no cap). */
 void kv_prefill_tiles_add(kv_prefill_tiles *t, const scn_hardware *hw, const scn_engine *e, double head_dim,
                           double heads, long ctx, long n, long cap, double pairs);
+/* Share of a layer's KV heads whose prefill tiles run at once (their K/V share the L2): FA2
+ * launches a head's tiles together, head after head; FA3-class kernels run every head at once. */
+double kv_prefill_kv_share(const scn_hardware *hw, const scn_engine *e, double head_dim, double heads, double kv_heads, long n);
 /* A tile's Q read and O write, in key blocks of the family's compute. */
 double kv_prefill_tile_prologue(const scn_hardware *hw, const scn_engine *e, double head_dim);
 /* Share of the family's rate the launch reaches: useful work over the SMs' time until its last

@@ -52,8 +52,8 @@ static double flash_kv_tokens(long ctx, long n, long cap)
 
 /* K/V tokens FlashAttention reads from device memory: the first read of every key any tile
  * sees, plus the re-reads of later query tiles that the on-chip cache cannot hold. A tile's
- * working set is the keys it sees times `tok_bytes` (all of the rank's heads of one layer run
- * at once); when that fits the L2, re-reads hit it. */
+ * working set is the keys it sees times `tok_bytes` (the bytes per token of the KV heads whose
+ * tiles run at once: kv_prefill_kv_share); when that fits the L2, re-reads hit it. */
 static double flash_dram_tokens(const scn_hardware *hw, long ctx, long n, long cap, double tok_bytes)
 {
     double all = flash_kv_tokens(ctx, n, cap);
@@ -255,7 +255,10 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
                 pflops += flop_per_key * pairs;
                 kv_prefill_tiles_add(&tiles, hw, &s->engine, qk_dim, heads, ctx, nt, cap, pairs);
             }
-            bytes += qo + kv_new + flash_dram_tokens(hw, ctx, nt, cap, kv_tok) * kv_tok;
+            /* Only the KV heads whose tiles run at once share the L2 (FA2 launches a head's
+             * tiles together, head after head). */
+            double share = kv_prefill_kv_share(hw, &s->engine, qk_dim, heads, kvh, nt);
+            bytes += qo + kv_new + flash_dram_tokens(hw, ctx, nt, cap, kv_tok * share) * kv_tok;
         } else {
             /* Naive attention computes the full n x held score matrix, then masks it, and
              * writes scores and probabilities to memory and reads them back. */

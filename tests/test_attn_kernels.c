@@ -273,6 +273,32 @@ START_TEST(prefill_shape_follows_the_fa3_paper)
 }
 END_TEST
 
+/* FA2's grid runs a head's m-blocks together, head after head: with 264 slots and 128 tiles a
+ * head (16k tokens), 3 query heads are in flight, one KV head of Llama-3-8B's 8, so its 16k keys
+ * (8 MiB) stay in the L2 and device memory sees each key once; FA3-class kernels run every
+ * head at once (longest tiles first). */
+START_TEST(prefill_l2_working_set_follows_the_launch_order)
+{
+    load("llama-3-8b", "h200", "bare");
+    ck_assert_double_eq(kv_prefill_kv_share(&s.hardware, &s.engine, 128, 32, 8, 16384), 1.0 / 8);
+    ck_assert_double_eq(kv_prefill_kv_share(&s.hardware, &s.engine, 128, 32, 32, 8192), 5.0 / 32);   /* ceil(264/64) */
+    ck_assert_double_eq(kv_prefill_kv_share(&s.hardware, &s.engine, 128, 32, 8, 1024), 1);           /* 33 heads fit */
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {16384, 0};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    /* Per layer: Q read and O written (16384 x 32 x 128 x 2 x 2 B), the new K/V written and
+     * each key read once (16384 x 4096 B each). */
+    double per_layer = 16384.0 * 32 * 128 * 2 * 2 + 2 * 16384.0 * 4096;
+    ck_assert_msg(fabs(r.op[KV_OP_ATTENTION].bytes / (32 * per_layer) - 1) < 1e-12, "bytes %.6g vs %.6g",
+                  r.op[KV_OP_ATTENTION].bytes, 32 * per_layer);
+    load("llama-3-8b", "h200", "vllm");
+    ck_assert_double_eq(kv_prefill_kv_share(&s.hardware, &s.engine, 128, 32, 8, 16384), 1);
+    /* All 8 KV heads' 16k keys (64 MiB) overflow the 50 MiB L2: later tiles re-read from memory. */
+    r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(r.op[KV_OP_ATTENTION].bytes > 1.5 * 32 * per_layer);
+}
+END_TEST
+
 START_TEST(decode_step_matches_the_measured_h200_step)
 {
     /* validation/h200-2026-11-30/step.csv, graph rows (lines 3, 5, 7, 9, 11, 13): a
@@ -302,6 +328,7 @@ Suite *suite_attn_kernels(void)
     tcase_add_test(tc, prefill_tail_formula_matches_list_scheduling);
     tcase_add_test(tc, prefill_matches_the_measured_h200_fa2_rows);
     tcase_add_test(tc, prefill_shape_follows_the_fa3_paper);
+    tcase_add_test(tc, prefill_l2_working_set_follows_the_launch_order);
     tcase_add_test(tc, decode_step_matches_the_measured_h200_step);
     suite_add_tcase(su, tc);
     return su;
