@@ -114,6 +114,17 @@ double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv
     return round_up(rows, tile);
 }
 
+double kv_mla_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, double rows)
+{
+    /* vLLM decodes MLA on Hopper with FlashMLA, whose tile is 64 query rows (the rank's heads
+     * times the new tokens: Flash_fwd_kernel_traits_mla<576, 64, 64, 8>; get_mla_metadata's
+     * num_heads_per_head_k = seq_len_q x heads); FA3's MLA path (head dim 64, value dim 512)
+     * also runs 64-row tiles. The other engines' MLA kernels have no tile figure here. */
+    if (rows <= 0 || !kv_attention_family_applies(hw) || hw->arch != SCN_ARCH_HOPPER || e->attn_kernel != SCN_AK_FLASH3)
+        return rows;
+    return round_up(rows, 64);
+}
+
 /* How a family's prefill kernel tiles the work (docs/cost-model.md, "Attention kernels"). */
 typedef struct {
     double tm, tn;     /* query rows and keys per tile step */

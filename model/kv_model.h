@@ -108,6 +108,9 @@ bool kv_attention_family_applies(const scn_hardware *hw);
  * split-KV kernel (FA2's tile differs). */
 double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, double rows,
                            double head_dim, double group, bool split);
+/* Query rows MLA's absorbed decode kernel computes for `rows` real ones (heads per rank times
+ * new tokens): FlashMLA's 64-row tile for vLLM on Hopper, rows itself elsewhere. */
+double kv_mla_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, double rows);
 /* The tiles of one prefill attention launch, in key-block units of the family's tile. */
 typedef struct {
     double useful;   /* attended (query, key) pairs / (tile M x tile N) */

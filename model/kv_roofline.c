@@ -225,7 +225,9 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             double f = per_key * (nt == 1 ? (double)held : keys_attended(ctx, nt, cap));
             flops += f + nt * 2.0 * heads * r * (dn + dv);
             oflops += nt * 2.0 * heads * r * (dn + dv);
-            *absorbed_flops += f * layers;   /* the latent-attention kernel's own flops */
+            /* The latent-attention kernel's own flops, computed over its padded tile rows. */
+            double rows = heads * (double)nt;
+            *absorbed_flops += f * (kv_mla_decode_tile_rows(hw, &s->engine, rows) / rows) * layers;
             bytes += nt * heads * (r + dr + r) * AB + kv_new + held * kv_tok;
             kv_b_read = *absorbed = true;
             continue;

@@ -100,6 +100,30 @@ START_TEST(decode_attention_computes_the_padded_rows)
 }
 END_TEST
 
+/* MLA decode under vLLM on Hopper runs FlashMLA's 64-row tiles over the rank's heads: at TP 8
+ * DeepSeek-V3's 16 heads a rank compute as 64, four times their flops; with attention data
+ * parallelism (128 heads a rank) nothing is padded. By hand, one sequence at 2000 cached tokens
+ * on H200: per layer 2001 latent keys x 2 x 16 x (2 x 512 + 64) flops, x 4, at FlashMLA's
+ * 660/989 of the peak, plus the absorption GEMVs (2 x 16 x 512 x (128 + 128)) at FA3's 0.75. */
+START_TEST(mla_decode_pads_heads_to_flashmla_tiles)
+{
+    load("deepseek-v3", "h200", "vllm");
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 64);
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 128), 128);
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 32 * 2), 64);   /* a verify of 2 tokens */
+    s.engine.attn_kernel = SCN_AK_FLASHINFER;
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 16);     /* no tile figure: unpadded */
+    s.engine.attn_kernel = SCN_AK_FLASH3;
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 2000};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double latent = 61.0 * 2001 * 2 * 16 * (2 * 512 + 64) * 4, absorb = 61.0 * 2 * 16 * 512 * (128 + 128);
+    double want = absorb / (989e12 * 0.75) + latent / (989e12 * 660.0 / 989.0);
+    ck_assert_msg(fabs(r.op[KV_OP_ATTENTION].t_compute / want - 1) < 1e-9, "compute %.6g s vs %.6g", r.op[KV_OP_ATTENTION].t_compute, want);
+}
+END_TEST
+
 /* FA2 decode rows (PyTorch SDPA, 32 query heads folded over 8 KV heads, d 128) measured on
  * H200: validation/h200-2026-11-30/attn.csv (graph replay) and attn-tiles.csv (a second
  * session, CUDA events). The batch-1 rows are left out: their 4-16 MiB of K/V are served by the
@@ -325,6 +349,7 @@ Suite *suite_attn_kernels(void)
     tcase_add_test(tc, decode_tile_rows_follow_each_kernel);
     tcase_add_test(tc, decode_attention_computes_the_padded_rows);
     tcase_add_test(tc, decode_matches_the_measured_h200_fa2_rows);
+    tcase_add_test(tc, mla_decode_pads_heads_to_flashmla_tiles);
     tcase_add_test(tc, prefill_tail_formula_matches_list_scheduling);
     tcase_add_test(tc, prefill_matches_the_measured_h200_fa2_rows);
     tcase_add_test(tc, prefill_shape_follows_the_fa3_paper);
