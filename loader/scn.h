@@ -169,7 +169,8 @@ typedef struct {
 /* A serving engine's profile (scenarios/engines/NAME.yaml; docs/cost-model.md, "Engine
  * profiles"). */
 typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
-typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_COUNT } scn_attn_kernel;
+/* KVPLAN: kvplan's own CUDA kernels (backend/cuda: CUDA-core decode, its own prefill tiles). */
+typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_KVPLAN, SCN_AK_COUNT } scn_attn_kernel;
 #define SCN_GRAPH_SIZES_MAX 96
 #define SCN_MEM_FRACTIONS_MAX 8
 #define SCN_BATCH_RULES_MAX 4

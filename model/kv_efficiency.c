@@ -59,11 +59,12 @@ double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_c
     return bf16;
 }
 
-bool kv_attention_family_applies(const scn_hardware *hw)
+bool kv_attention_family_applies(const scn_hardware *hw, const scn_engine *e)
 {
     /* A calibrated or given figure was measured on the kernel as it runs, padding and tails
-     * included: it replaces the family table and the mechanisms below. */
-    if (hw->calibrated || hw->attention_given || hw->sm_count <= 0) return false;
+     * included: it replaces the family table and the mechanisms below. kvplan's own kernels
+     * decode on CUDA cores and tile prefill their own way: none of the families' terms. */
+    if (hw->calibrated || hw->attention_given || hw->sm_count <= 0 || e->attn_kernel == SCN_AK_KVPLAN) return false;
     return hw->arch == SCN_ARCH_HOPPER || hw->arch == SCN_ARCH_AMPERE || hw->arch == SCN_ARCH_ADA;
 }
 
@@ -80,7 +81,7 @@ static double round_up(double v, double to) { return ceil(v / to) * to; }
 double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, double rows,
                            double head_dim, double group, bool split)
 {
-    if (rows <= 0 || !kv_attention_family_applies(hw)) return rows;
+    if (rows <= 0 || !kv_attention_family_applies(hw, e)) return rows;
     double tile;
     switch (e->attn_kernel) {
     case SCN_AK_FLASHINFER:
@@ -107,7 +108,10 @@ double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv
         }
         /* FA2 (flash2, sdpa, and vLLM's FA off Hopper) folds the group into the query rows
          * (seqlenq_ngroups_swapped); its split-KV kernel's M is 64 for every head dim, the
-         * one-pass kernel's 128 (64 for head dims above 128 on Hopper). */
+         * one-pass kernel's 128 (64 for head dims above 128 on Hopper). A paged cache (the
+         * serving engines': flash2, flash3) always runs the split-KV kernel
+         * (force_split_kernel = paged_KV); SDPA's contiguous cache splits by the heuristic. */
+        if (e->attn_kernel != SCN_AK_SDPA) split = true;
         tile = split ? 64 : head_dim > 128 && hw->arch == SCN_ARCH_HOPPER ? 64 : 128;
         break;
     }
@@ -120,7 +124,7 @@ double kv_mla_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, doub
      * times the new tokens: Flash_fwd_kernel_traits_mla<576, 64, 64, 8>; get_mla_metadata's
      * num_heads_per_head_k = seq_len_q x heads); FA3's MLA path (head dim 64, value dim 512)
      * also runs 64-row tiles. The other engines' MLA kernels have no tile figure here. */
-    if (rows <= 0 || !kv_attention_family_applies(hw) || hw->arch != SCN_ARCH_HOPPER || e->attn_kernel != SCN_AK_FLASH3)
+    if (rows <= 0 || !kv_attention_family_applies(hw, e) || hw->arch != SCN_ARCH_HOPPER || e->attn_kernel != SCN_AK_FLASH3)
         return rows;
     return round_up(rows, 64);
 }
@@ -178,7 +182,7 @@ void kv_prefill_tiles_add(kv_prefill_tiles *t, const scn_hardware *hw, const scn
 
 double kv_prefill_kv_share(const scn_hardware *hw, const scn_engine *e, double head_dim, double heads, double kv_heads, long n)
 {
-    if (!kv_attention_family_applies(hw) || n <= 0 || heads <= 0 || kv_heads <= 0) return 1;
+    if (!kv_attention_family_applies(hw, e) || n <= 0 || heads <= 0 || kv_heads <= 0) return 1;
     prefill_kernel k = prefill_kernel_of(hw, e, head_dim);
     /* FA3's scheduler hands out the longest tiles of every head first: all heads are in flight. */
     if (k.lpt) return 1;

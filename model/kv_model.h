@@ -100,8 +100,9 @@ double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e);
  * kernel computes in (fp8 for FA3 and XQA over an fp8 cache on Hopper, bf16 otherwise). */
 double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c);
 /* Whether the attention family's structural terms (decode tile padding, prefill tiles) apply:
- * a supported GPU generation and no calibrated or given efficiency.attention. */
-bool kv_attention_family_applies(const scn_hardware *hw);
+ * a supported GPU generation, an engine running one of the families' kernels (not kvplan's
+ * own), and no calibrated or given efficiency.attention. */
+bool kv_attention_family_applies(const scn_hardware *hw, const scn_engine *e);
 /* Query rows a decode kernel computes for one (sequence, KV head) work item that holds `rows`
  * real query rows (`group` query heads per KV head times the new tokens): the engine kernel's
  * tile M for tensor-core kernels that pad, rows itself otherwise. `split`: the batch runs the

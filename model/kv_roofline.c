@@ -282,7 +282,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
      * included, at the family's rate. */
     double dpad = dflops * ratio1 + vpad;
     if (pflops > 0) {
-        double eff = kv_attention_family_applies(hw) ? kv_prefill_tiles_efficiency(&tiles, hw, &s->engine, m->head_dim) : 1;
+        double eff = kv_attention_family_applies(hw, &s->engine) ? kv_prefill_tiles_efficiency(&tiles, hw, &s->engine, m->head_dim) : 1;
         work->compute += fmax(pflops / eff, pflops + dpad) * layers;
     } else {
         work->compute += dpad * layers;

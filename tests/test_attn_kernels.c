@@ -33,12 +33,15 @@ START_TEST(decode_tile_rows_follow_each_kernel)
     scn_hardware *hw = &s.hardware;
     scn_engine *e = &s.engine;
     /* FA2 (sdpa, flash2): group folded into the rows; the one-pass kernel's M = 128, the
-     * split-KV kernel's 64; rows beyond a tile take whole tiles. */
+     * split-KV kernel's 64; rows beyond a tile take whole tiles. A paged cache (flash2, the
+     * serving engines') always runs the split-KV kernel. */
     e->attn_kernel = SCN_AK_SDPA;
     ck_assert_double_eq(kv_decode_tile_rows(hw, e, &bf, 4, 128, 4, false), 128);
     ck_assert_double_eq(kv_decode_tile_rows(hw, e, &bf, 4, 128, 4, true), 64);
     ck_assert_double_eq(kv_decode_tile_rows(hw, e, &bf, 130, 128, 4, false), 256);
     e->attn_kernel = SCN_AK_FLASH2;
+    ck_assert_double_eq(kv_decode_tile_rows(hw, e, &bf, 4, 128, 4, false), 64);
+    e->attn_kernel = SCN_AK_SDPA;
     ck_assert_double_eq(kv_decode_tile_rows(hw, e, &bf, 8, 256, 8, false), 64);   /* H100-class, d 256: 64 x 64 */
     /* FA3 PackGQA on Hopper: tile_size_fwd_sm90's M, 128 for d 128, 192 for d 64. */
     e->attn_kernel = SCN_AK_FLASH3;
@@ -60,11 +63,17 @@ START_TEST(decode_tile_rows_follow_each_kernel)
     hw->attention_given = true;
     ck_assert_double_eq(kv_decode_tile_rows(hw, e, &bf, 4, 128, 4, false), 4);
     hw->attention_given = false;
-    /* Ampere: XQA's HMMA kernel pads to 16; vLLM's flash3 profile runs FA2 there. */
+    /* kvplan's own backend decodes on CUDA cores (backend/cuda/attn_decode.cu): no padding,
+     * and its prefill keeps the flat family figure. */
+    load("llama-3-8b", "h200", "kvplan");
+    ck_assert_int_eq(s.engine.attn_kernel, SCN_AK_KVPLAN);
+    ck_assert_double_eq(kv_decode_tile_rows(&s.hardware, &s.engine, &bf, 4, 128, 4, false), 4);
+    ck_assert(!kv_attention_family_applies(&s.hardware, &s.engine));
+    /* Ampere: XQA's HMMA kernel pads to 16; vLLM's flash3 profile runs FA2 there (paged). */
     load("llama-3-8b", "a100-80g", "trtllm");
     ck_assert_double_eq(kv_decode_tile_rows(&s.hardware, &s.engine, &bf, 4, 128, 4, false), 16);
     s.engine.attn_kernel = SCN_AK_FLASH3;
-    ck_assert_double_eq(kv_decode_tile_rows(&s.hardware, &s.engine, &bf, 4, 128, 4, false), 128);
+    ck_assert_double_eq(kv_decode_tile_rows(&s.hardware, &s.engine, &bf, 4, 128, 4, false), 64);   /* paged: split-KV */
 }
 END_TEST
 
