@@ -708,7 +708,7 @@ static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event
     }
     bool seats = rep->running.n < e->s->deployment.max_num_seqs;
     if (rep->waiting.n && (event || f->fins || f->freed || (e->c.prefix_cache && seats))) {
-        if (e->c.scheduler != SCN_SCHED_CONTINUOUS) return ff_hand_back(e, rep, f);
+        if (e->c.scheduler != SCN_SCHED_CONTINUOUS || sim_sched_mixes(&e->sched)) return ff_hand_back(e, rep, f);
         e->sched.now = e->now;
         int rc = ff_prefill(e, rep, f);
         if (rc != FF_RUN) return rc;
