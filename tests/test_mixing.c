@@ -228,6 +228,28 @@ START_TEST(profiles_say_how_they_batch)
 }
 END_TEST
 
+START_TEST(sglang_chunk_follows_gpu_memory)
+{
+    /* ServerArgs: chunked_prefill_size 2048 below 35 GiB, 8192 below 160 GiB, 16384 above. The
+     * library's GPUs: RTX 4090 24 GB; L40S 46068 MiB, A100 80 GB, H200 143771 MiB; B200 180 GB
+     * (167.6 GiB), MI300X 191.7 GiB. SGLang 0.3 had 8192 whatever the GPU. */
+    static const char *const hw[] = {"rtx-4090", "l40s", "a100-80g", "h200", "b200", "mi300x"};
+    static const int want[] = {2048, 8192, 8192, 8192, 16384, 16384};
+    for (int i = 0; i < 6; i++)
+        for (int v = 0; v < 2; v++) {
+            char text[256];
+            snprintf(text, sizeof text, "model: llama-3-8b\nhardware: %s\nengine: %s\nworkload:\n  arrival: {process: "
+                                        "poisson, rate: 1/s}\n  prompt_tokens: 10\n  output_tokens: 10\n",
+                     hw[i], v ? "sglang-v0.3" : "sglang");
+            scn_error e;
+            ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s: %s", hw[i], e.msg);
+            ck_assert_msg(s.deployment.max_num_batched_tokens == (v ? 8192 : want[i]), "%s v%d: %d", hw[i], v,
+                          s.deployment.max_num_batched_tokens);
+            ck_assert_int_eq(s.deployment.max_num_seqs, 2048);
+        }
+}
+END_TEST
+
 START_TEST(mixed_field_errors_are_located)
 {
     const char *bad[] = {"engine={name: x, chunked_prefill: {enabled: true, mixed: sometimes}}"};
@@ -309,6 +331,7 @@ Suite *suite_mixing(void)
     tcase_add_test(tc, separate_chunks_continue_before_decodes);
     tcase_add_test(tc, whole_prompt_over_the_budget_runs_as_the_only_prompt);
     tcase_add_test(tc, profiles_say_how_they_batch);
+    tcase_add_test(tc, sglang_chunk_follows_gpu_memory);
     tcase_add_test(tc, mixed_field_errors_are_located);
     tcase_add_test(tc, fast_forward_agrees_under_both_rules);
     suite_add_tcase(su, tc);
