@@ -11,6 +11,7 @@
 #   make demo             run the main job on the bundled chat scenario
 #   make install          install into PREFIX (default /usr/local; DESTDIR for staging)
 #   make validate-published  predict validation/published.tsv uncalibrated; print the errors
+#   make validate-kernels    compare the cost model with the H200 kernel measurements (validation/h200-2026-11-30)
 #   make clean            remove every build output
 #
 # CUDA=0 forces a CPU-only build; NVCC=/path picks the compiler. The CUDA backend is a plugin,
@@ -87,7 +88,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BIN := $(BUILD)/kvplan
 
-.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check install-cuda validate-published \
+.PHONY: all check check-mpi bench setup demo clean deps-check layering install install-check install-cuda validate-published validate-kernels \
         fuzz fuzz-ci
 all: deps-check $(BIN) kvplan $(PLUGIN) $(if $(filter 1,$(MPI)),$(BUILD)/kvplan-mpi)
 
@@ -265,6 +266,13 @@ PUBLISHED ?= validation/published.tsv
 validate-published: deps-check $(BIN)
 	@test -f $(PUBLISHED) || { echo "$(PUBLISHED) is missing (PUBLISHED=FILE picks another table)" >&2; exit 66; }
 	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate-published $(PUBLISHED)
+
+# Our own H200 kernel measurements against the cost model (docs/validation.md, "H200
+# measurements (2026-11-30)"); KERNELS=DIR picks another measurement folder.
+KERNELS ?= validation/h200-2026-11-30
+validate-kernels: deps-check $(BIN)
+	@test -d $(KERNELS) || { echo "$(KERNELS) is missing (KERNELS=DIR picks another folder)" >&2; exit 66; }
+	KVPLAN_LIBRARY=$(CURDIR)/scenarios $(BIN) validate-kernels $(KERNELS)
 
 clean:
 	rm -rf build build-san build-ubsan build-fuzz kvplan tests/out

@@ -71,6 +71,7 @@ int cmd_validate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_validate_published(int argc, char **argv);
+int cmd_validate_kernels(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_capacity(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);

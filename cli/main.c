@@ -171,6 +171,18 @@ const cli_command CLI_COMMANDS[] = {
      "share within 10 % and 20 % and the median |error|. Rows whose model, hardware, dataset or\n"
      "dtype the library lacks are listed as skipped with the reason. A malformed row is an error\n"
      "(file:line:col, exit 65). Nothing is fitted to the table and nothing is stored.\n"},
+    {"validate-kernels", cmd_validate_kernels, "compare the cost model with measured GPU kernels; print the errors",
+     "usage: kvplan validate-kernels DIR [--format table|json|csv]\n"
+     "\n"
+     "Reads DIR/gemm.csv, gemm_map.csv, attn.csv and step.csv (the H200 measurements in\n"
+     "validation/h200-2026-11-30/; columns in docs/validation.md) and predicts each row with the\n"
+     "bundled, uncalibrated h200 profile and the bare engine: a GEMM as the model prices each GEMM\n"
+     "of a step, an attention kernel as the attention op of a one-layer model of its heads (SDPA's\n"
+     "FlashAttention-2 as the sdpa family, cuDNN against the FA3 class), a CUDA-graph decode step\n"
+     "as kv_step_time's device time on a scenario built to match. Prints each row's measured and\n"
+     "predicted time, error (predicted / measured - 1) and bound, then per class the share within\n"
+     "10 % and 20 % and the median |error|. A missing file exits 66, a malformed line 65\n"
+     "(file:line:col). Nothing is fitted and nothing is stored.\n"},
     {"selftest", cmd_selftest, "check every CUDA kernel against the CPU reference",
      "usage: kvplan selftest [--backend cuda] [--format table|json|csv]\n"
      "\n"

@@ -204,6 +204,14 @@ kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_atte
  * (model/kv_spec.h). verify may be NULL (none). */
 kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                                  const kv_seq_work *seqs, const int *verify, int n);
+/* One GEMM [M x K] x [K x N] by itself, priced exactly as kv_step_time prices each GEMM of a
+ * step: the N x K weight at `weight_bytes` per parameter read once plus M x (N + K) 16-bit
+ * activations at bandwidth x eff_bandwidth, 2·M·N·K flops at flops[dt] x eff_compute x
+ * kv_gemm_shape_efficiency, the two combined by kv_roofline_combine, plus one kernel's launch or
+ * boundary cost under engine e (`graph`: replayed from a CUDA graph). For checking the GEMM
+ * pricing against measured kernels (planner/plan_kernels.h). */
+kv_op_cost kv_gemm_time(const scn_hardware *hw, const scn_engine *e, double M, double N, double K, scn_dtype dt,
+                        double weight_bytes, bool graph);
 /* kv_step_time_verify in two parts, for callers that reuse the first: kv_step_shape prices every
  * op but attention (they depend on the batch only through its new-token counts, verify rows and
  * n, not the contexts); kv_step_complete adds attention over the contexts and the totals. Their

@@ -599,3 +599,14 @@ static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double at
     for (int b = 0; b < 4; b++) if (by[b] > by[r.bound]) r.bound = (kv_bound)b;
     return r;
 }
+
+kv_op_cost kv_gemm_time(const scn_hardware *hw, const scn_engine *e, double M, double N, double K, scn_dtype dt,
+                        double weight_bytes, bool graph)
+{
+    kv_op_cost o;
+    memset(&o, 0, sizeof o);
+    gemm_ctx g = {hw, M, M, hw->flops[dt] * hw->eff_compute, dt, weight_bytes};
+    gemm(&o, &g, N, K, 1, 1);
+    finish(&o, hw->memory_bandwidth * hw->eff_bandwidth, 1, hw->kernel_overhead, graph, e->graph_kernel);
+    return o;
+}

@@ -23,6 +23,7 @@ int main(void)
     srunner_add_suite(sr, suite_disagg());
     srunner_add_suite(sr, suite_workload());
     srunner_add_suite(sr, suite_published());
+    srunner_add_suite(sr, suite_kernels());
     srunner_add_suite(sr, suite_import());
     srunner_add_suite(sr, suite_db());
     srunner_add_suite(sr, suite_cpu_backend());

@@ -36,6 +36,7 @@ Suite *suite_report(void);
 Suite *suite_vf(void);
 Suite *suite_workload(void);
 Suite *suite_published(void);
+Suite *suite_kernels(void);
 Suite *suite_import(void);
 Suite *suite_collective(void);
 Suite *suite_model_terms(void);
