@@ -6,6 +6,7 @@
  * from a small trace, and each step's rows are recorded and checked one by one. */
 #include "tests.h"
 #include "../sim/sim.h"
+#include "../model/kv_model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -207,6 +208,62 @@ START_TEST(whole_prompt_over_the_budget_runs_as_the_only_prompt)
 }
 END_TEST
 
+/* With the cost model as the clock: A (100 prompt tokens, 50 out) at 0, B (300, 2) at half of
+ * A's prefill step p. B waits for that step; then, mixed, it runs with A's first decode
+ * (one row of 1 new token on 100 cached, B's 300 on none); separate, its prefill runs alone.
+ * B's TTFT is p + that step - p/2 + the front end's 0.26 ms + 300 x 1.9 us, each step as
+ * kv_step_time prices it. The mixed step is the longer, by A's decode row. */
+static double ttft_b(const char *engine, bool mixed, double *expect)
+{
+    kv_seq_work a = {100, 0}, mix[2] = {{1, 100}, {300, 0}}, alone = {300, 0};
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: %s\n"
+             "workload:\n  requests: 1\n  arrival: {process: poisson, rate: 1/s}\n  prompt_tokens: 10\n  output_tokens: 10\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", engine);
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    sim_choice c = sim_choice_first(&s);
+    kv_cache_cfg cc = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+    double p = kv_step_time(&s, &cc, c.attention, &a, 1).seconds;
+    double step = mixed ? kv_step_time(&s, &cc, c.attention, mix, 2).seconds
+                                             : kv_step_time(&s, &cc, c.attention, &alone, 1).seconds;
+    *expect = p + step - p / 2 + 0.26e-3 + 300 * 1.9e-6;
+    char trace[256];
+    snprintf(trace, sizeof trace, "arrival_s,prompt_tokens,output_tokens\n0.0,100,50\n%.17g,300,2\n", p / 2);
+    const char *path = t_write("mix-model.csv", trace);
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: %s\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", engine, path);
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    c = sim_choice_first(&s);
+    sim_executor ex;
+    ck_assert_int_eq(sim_executor_model(&s, &c, &ex), 0);
+    rows x;
+    memset(&x, 0, sizeof x);
+    sim_run_opts o = {.seed = 1, .on_request = on_row, .ud = &x};
+    sim_metrics m;
+    char err[512];
+    int rc = sim_run(&s, &c, &ex, &o, &m, err, sizeof err);
+    ex.free(ex.ctx);
+    ck_assert_msg(rc == SIM_OK, "%s", err);
+    ck_assert_int_eq(x.n, 2);
+    return x.ttft[1];
+}
+
+START_TEST(mixed_step_ttft_with_the_model_clock)
+{
+    /* trtllm-v0 mixes (no overlap scheduler, so no deferral); vllm-v0 prefills alone. Both
+     * carry the same front end. */
+    double want_mixed, want_alone;
+    double mixed = ttft_b("trtllm-v0", true, &want_mixed);
+    double alone = ttft_b("vllm-v0", false, &want_alone);
+    ck_assert_double_eq_tol(mixed, want_mixed, 1e-9 * want_mixed);
+    ck_assert_double_eq_tol(alone, want_alone, 1e-9 * want_alone);
+}
+END_TEST
+
 START_TEST(profiles_say_how_they_batch)
 {
     /* TensorRT-LLM mixes context and generation requests in one step (its in-flight batching
@@ -330,6 +387,7 @@ Suite *suite_mixing(void)
     tcase_add_test(tc, mixed_chunked_prefill_steps);
     tcase_add_test(tc, separate_chunks_continue_before_decodes);
     tcase_add_test(tc, whole_prompt_over_the_budget_runs_as_the_only_prompt);
+    tcase_add_test(tc, mixed_step_ttft_with_the_model_clock);
     tcase_add_test(tc, profiles_say_how_they_batch);
     tcase_add_test(tc, sglang_chunk_follows_gpu_memory);
     tcase_add_test(tc, mixed_field_errors_are_located);
