@@ -388,27 +388,39 @@ static bool prefilling(const sim_req *r)
 
 /* The separate chunked scheduler's prefill step (SGLang's extend batch): the next chunk of every
  * running request still prefilling, oldest first, then waiting requests split at what is left
- * of the token budget; no decode row. Returns the rows scheduled (0: a decode step instead). */
+ * of the token budget; no decode row. Returns the rows scheduled (0: a decode step instead).
+ * A chunk takes only free blocks: a prefill that cannot grow waits, and nothing new is admitted
+ * past it, so the decode steps that follow finish requests and free their blocks (taking them by
+ * preemption would restart the newest prefill each step while no decode ever ran). Only when
+ * nothing decodes does the oldest waiting prefill preempt the newest sequences to go on. */
 static int prefill_chunks(sim_sched *e, sim_replica *rep, long budget)
 {
-    for (sim_req *r = rep->running.head; r && budget > 0;) {
-        if (!prefilling(r)) { r = r->next; continue; }
+    sim_req *stuck = NULL;
+    bool decoding = false;
+    for (sim_req *r = rep->running.head; r && budget > 0; r = r->next) {
+        if (!prefilling(r)) { decoding = true; continue; }
         long want = r->total - r->computed;
         if (want > budget) want = budget;
-        /* Victims are newer than r (taken from the tail), so no row already added is one. */
-        int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
-        if (rc < 0) return -1;
-        if (rc == 1) break;
+        if (sim_kv_grow(rep->kv, &r->kv, r->computed + (int)want)) {
+            if (!stuck) stuck = r;
+            continue;
+        }
         if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
         budget -= want;
-        r = r->next;
     }
-    while (rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
+    while (!stuck && rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
         long got = admit(e, rep, rep->waiting.head, budget, true, false);
         if (got < 0) return -1;
         if (got == 0) break;
         budget -= got;
     }
+    if (rep->batch.n || !stuck || decoding) return rep->batch.n;
+    long want = stuck->total - stuck->computed;
+    if (want > budget) want = budget;
+    int rc = grow_or_preempt(e, rep, stuck, stuck->computed + (int)want);
+    if (rc < 0) return -1;
+    if (rc == 0 && add_seq(e, rep, stuck, (int)want, stuck->computed, sim_kv_held(rep->kv, &stuck->kv, stuck->computed)))
+        return -1;
     return rep->batch.n;
 }
 

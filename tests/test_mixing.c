@@ -12,7 +12,7 @@
 #include <string.h>
 
 #define MAXR 8
-#define MAXS 16
+#define MAXS 32
 
 typedef struct { double ttft[MAXR], e2e[MAXR]; int n; } rows;
 
@@ -40,10 +40,12 @@ static int record(void *ctx, const sim_batch *b, double *seconds, char *err, siz
     return 0;
 }
 
+static long pool = 1000;   /* blocks per replica the recording executor reports */
+
 static long many_blocks(void *ctx, int replica)
 {
     (void)ctx; (void)replica;
-    return 1000;
+    return pool;
 }
 
 static scn_scenario s;
@@ -187,6 +189,36 @@ START_TEST(separate_chunks_continue_before_decodes)
     step_is(&st, 3, 1, (long[]){0}, (int[]){1});
     ck_assert_double_eq_tol(x.ttft[1], 2.5, 1e-12);
     ck_assert_double_eq_tol(x.e2e[0], 6.0, 1e-12);
+}
+END_TEST
+
+START_TEST(a_chunked_prefill_short_of_blocks_waits_for_the_decodes)
+{
+    /* Separate and chunked at 32 tokens, a pool of 8 blocks of 16 (no watermark below 100
+     * blocks). A (32, 10) at 0, B (100, 1) at 0.5. [0,1) A's prefill (2 blocks); [1,2), [2,3),
+     * [3,4) B's chunks to 96 tokens (6 blocks: the pool is full). [4,5): B's last chunk needs a
+     * 7th block, so B waits and A decodes, and A's 33rd position needs a 3rd block: the newest
+     * sequence, B, is preempted (recompute). [5,6) B again from 0 (32), [6,7) to 64; [7,8) B
+     * would need 2 more blocks with 1 free: it waits, and A decodes alone from then on, its
+     * tokens at 1, 5, 8, 9, ..., 15 (done, 3 blocks back). [15,16) B to 96, [16,17) B's last 4
+     * tokens and its one token: TTFT 16.5, 17 steps. Taking the blocks from A instead would
+     * restart B forever while A never decoded. */
+    rows x;
+    steps st;
+    pool = 8;
+    run("arrival_s,prompt_tokens,output_tokens\n0.0,32,10\n0.5,100,1\n", "{enabled: true, mixed: false}", 32, "chunked",
+        &x, &st);
+    pool = 1000;
+    ck_assert_int_eq(x.n, 2);
+    ck_assert_int_eq(st.n, 17);
+    step_is(&st, 3, 1, (long[]){1}, (int[]){32});
+    step_is(&st, 4, 1, (long[]){0}, (int[]){1});
+    step_is(&st, 5, 1, (long[]){1}, (int[]){32});
+    step_is(&st, 7, 1, (long[]){0}, (int[]){1});
+    step_is(&st, 15, 1, (long[]){1}, (int[]){32});
+    step_is(&st, 16, 1, (long[]){1}, (int[]){4});
+    ck_assert_double_eq_tol(x.e2e[0], 15.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 16.5, 1e-12);
 }
 END_TEST
 
@@ -336,9 +368,10 @@ START_TEST(fast_forward_agrees_under_both_rules)
 {
     static const char *const engines[] = {"trtllm-v0", "sglang", "sglang-v0.3"};
     static const char *const sched[] = {"continuous", "chunked"};
+    long preempted = 0;
     for (int i = 0; i < 3; i++)
         for (int k = 0; k < 2; k++)
-            for (int prefix = 0; prefix < 2; prefix++) {
+            for (int prefix = 0; prefix < 4; prefix++) {
                 char text[1024];
                 snprintf(text, sizeof text,
                          "model: llama-3-8b\nhardware: a100-80g\nengine: %s\n"
@@ -348,7 +381,7 @@ START_TEST(fast_forward_agrees_under_both_rules)
                          "  output_tokens: {dist: lognormal, mean: 120, sigma: 0.8, max: 900}\n"
                          "  shared_prefix: {groups: 3, tokens: 256, share: 0.6}\n"
                          "options: {kv_layout: paged, block_size: 16, prefix_cache: %s, scheduler: %s}\n",
-                         engines[i], prefix ? "on" : "off", sched[k]);
+                         engines[i], prefix == 1 ? "on" : "off", sched[k]);
                 scn_error e;
                 ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
                 sim_choice c = sim_choice_first(&s);
@@ -358,7 +391,10 @@ START_TEST(fast_forward_agrees_under_both_rules)
                     sim_executor ex;
                     ck_assert_int_eq(sim_executor_model(&s, &c, &ex), 0);
                     memset(&x[per], 0, sizeof x[per]);
-                    sim_run_opts o = {.seed = 3, .on_request = on_tally, .ud = &x[per], .per_step = per == 1};
+                    /* prefix 2 and 3: pools of 400 and 600 blocks (6400 and 9600 tokens), so
+                     * sequences are preempted, and a chunked prefill waits for blocks. */
+                    sim_run_opts o = {.seed = 3, .on_request = on_tally, .ud = &x[per], .per_step = per == 1,
+                                      .kv_blocks_override = prefix == 2 ? 400 : prefix == 3 ? 600 : 0};
                     char err[512];
                     int rc = sim_run(&s, &c, &ex, &o, &m[per], err, sizeof err);
                     ex.free(ex.ctx);
@@ -372,7 +408,9 @@ START_TEST(fast_forward_agrees_under_both_rules)
                                   engines[i], sched[k], prefix, a[q].name, a[q].value, b[q].value);
                 ck_assert(x[0].n == x[1].n && !memcmp(&x[0].sum, &x[1].sum, sizeof(double)));
                 ck_assert(m[0].requests > 0);
+                preempted += m[0].preemptions;
             }
+    ck_assert(preempted > 0);
 }
 END_TEST
 
@@ -387,6 +425,7 @@ Suite *suite_mixing(void)
     tcase_add_test(tc, mixed_chunked_prefill_steps);
     tcase_add_test(tc, separate_chunks_continue_before_decodes);
     tcase_add_test(tc, whole_prompt_over_the_budget_runs_as_the_only_prompt);
+    tcase_add_test(tc, a_chunked_prefill_short_of_blocks_waits_for_the_decodes);
     tcase_add_test(tc, mixed_step_ttft_with_the_model_clock);
     tcase_add_test(tc, profiles_say_how_they_batch);
     tcase_add_test(tc, sglang_chunk_follows_gpu_memory);
