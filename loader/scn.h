@@ -191,6 +191,11 @@ typedef struct {
  * kv_cache_free_gpu_memory_fraction): the memory still free after the runtime, weights and
  * activation buffers. */
 typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE } scn_mem_budget;
+/* Prefill rows and decode rows in one step: as the scheduler goes (chunked steps mix, continuous
+ * ones prefill alone: vLLM V1 and V0), always (TensorRT-LLM's in-flight batching), or never
+ * (SGLang, enable_mixed_chunk off). Zero is the first, so a zeroed profile keeps vLLM's rule. */
+typedef enum { SCN_PREFILL_MIX_BY_SCHEDULER = 0, SCN_PREFILL_MIX_ALWAYS, SCN_PREFILL_MIX_NEVER } scn_prefill_mix;
+
 typedef struct {
     char name[SCN_NAME_MAX];
     char source[SCN_PATH_MAX];
@@ -207,6 +212,9 @@ typedef struct {
     double graph_kernel;        /* s between kernels inside a graph */
     bool chunked_prefill;       /* the engine's default scheduler chunks prefills */
     int max_num_batched_tokens; /* its default token budget per step; 0 = the deployment's */
+    /* Whether prefill rows share a step with the running sequences' decode tokens
+     * (`chunked_prefill: {mixed: ...}`; docs/simulator.md, "Mixed and separate prefill steps"). */
+    scn_prefill_mix prefill_mix;
     /* The default batch limits by GPU: the first rule the hardware meets; none = kvplan's own
      * (256 sequences, the budget above). */
     int n_batch_rules;
