@@ -361,6 +361,14 @@ START_TEST(compute_rate_per_dtype)
     h.eff_compute_scale[SCN_DTYPE_FP8] = 0.6;
     ck_assert(near(kv_compute_rate(&h, SCN_DTYPE_FP8), 30));
     ck_assert(kv_compute_rate(&h, (scn_dtype)SCN_DTYPE_COUNT) == 0);
+    /* `kvplan cost` prints the rate's terms: fp8 weights on h200, 1979 TFLOPS x 0.6675. */
+    char out[65536], err[4096], args[512];
+    snprintf(args, sizeof args, "cost '%s/chat.yaml' --set model=llama-3-8b --set hardware=h200 "
+             "--set model.weight_dtype=fp8 --format json", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "\"gemm_peak_per_s\": 1979000000000000.0") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "\"gemm_compute_share\": 0.6674999") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "\"gemm_rate_per_s\": 1320982500000000.0") != NULL, "%s", out);
 }
 END_TEST
 
