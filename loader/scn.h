@@ -151,6 +151,10 @@ typedef struct {
     /* Efficiency factors and overheads: defaults in the library, replaced by calibration. */
     double eff_bandwidth;       /* achieved / peak memory bandwidth */
     double eff_compute;         /* achieved / peak tensor throughput on GEMMs */
+    /* efficiency.compute_scale: GEMMs whose math runs in dtype d reach eff_compute x this of
+     * flops[d] (a ratio to compute, so a calibration of compute carries to every dtype);
+     * 0 = not given, i.e. 1. Read it through kv_compute_share (model/kv_model.h). */
+    double eff_compute_scale[SCN_DTYPE_COUNT];
     double eff_attention;       /* achieved / peak tensor throughput in attention (used when calibrated;
                                  * otherwise the engine's kernel family sets it) */
     double eff_link;            /* achieved / peak interconnect bandwidth */
@@ -169,7 +173,8 @@ typedef struct {
 /* A serving engine's profile (scenarios/engines/NAME.yaml; docs/cost-model.md, "Engine
  * profiles"). */
 typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
-typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_COUNT } scn_attn_kernel;
+/* KVPLAN: kvplan's own CUDA kernels (backend/cuda: CUDA-core decode, its own prefill tiles). */
+typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_KVPLAN, SCN_AK_COUNT } scn_attn_kernel;
 #define SCN_GRAPH_SIZES_MAX 96
 #define SCN_MEM_FRACTIONS_MAX 8
 #define SCN_BATCH_RULES_MAX 4
@@ -190,6 +195,11 @@ typedef struct {
  * kv_cache_free_gpu_memory_fraction): the memory still free after the runtime, weights and
  * activation buffers. */
 typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE } scn_mem_budget;
+/* Prefill rows and decode rows in one step: as the scheduler goes (chunked steps mix, continuous
+ * ones prefill alone: vLLM V1 and V0), always (TensorRT-LLM's in-flight batching), or never
+ * (SGLang, enable_mixed_chunk off). Zero is the first, so a zeroed profile keeps vLLM's rule. */
+typedef enum { SCN_PREFILL_MIX_BY_SCHEDULER = 0, SCN_PREFILL_MIX_ALWAYS, SCN_PREFILL_MIX_NEVER } scn_prefill_mix;
+
 typedef struct {
     char name[SCN_NAME_MAX];
     char source[SCN_PATH_MAX];
@@ -206,6 +216,9 @@ typedef struct {
     double graph_kernel;        /* s between kernels inside a graph */
     bool chunked_prefill;       /* the engine's default scheduler chunks prefills */
     int max_num_batched_tokens; /* its default token budget per step; 0 = the deployment's */
+    /* Whether prefill rows share a step with the running sequences' decode tokens
+     * (`chunked_prefill: {mixed: ...}`; docs/simulator.md, "Mixed and separate prefill steps"). */
+    scn_prefill_mix prefill_mix;
     /* The default batch limits by GPU: the first rule the hardware meets; none = kvplan's own
      * (256 sequences, the budget above). */
     int n_batch_rules;

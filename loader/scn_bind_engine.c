@@ -9,7 +9,7 @@
 static const char *const WQ_NAMES[SCN_WQ_COUNT] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4"};
 const char *scn_wquant_name(scn_wquant q) { return q < SCN_WQ_COUNT ? WQ_NAMES[q] : "?"; }
 
-static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", NULL};
+static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", "kvplan", NULL};
 const char *scn_attn_kernel_name(scn_attn_kernel k) { return k < SCN_AK_COUNT ? AK_NAMES[k] : "?"; }
 
 /* The formats a plan option may name, with the layout each checkpoint family uses: AWQ and GPTQ
@@ -51,7 +51,7 @@ static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
 static const char *const FRONTEND_KEYS[] = {"request", "per_prompt_token", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
-static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", NULL};
+static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", NULL};
 static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", NULL};
 static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
 static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", NULL};
@@ -230,6 +230,11 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
         if (scn_get_bool(c, s, p, "enabled", &e->chunked_prefill) ||
             scn_get_int(c, s, p, "max_num_batched_tokens", 1, 1000000000, &e->max_num_batched_tokens))
             return -1;
+        if (scn_map_get(s, "mixed")) {
+            bool mixed = false;
+            if (scn_get_bool(c, s, p, "mixed", &mixed)) return -1;
+            e->prefill_mix = mixed ? SCN_PREFILL_MIX_ALWAYS : SCN_PREFILL_MIX_NEVER;
+        }
     }
     const scn_node *br = scn_map_get(m, "batch_defaults");
     if (br && bind_batch_rules(c, br, scn_path_join(p, sizeof p, path, "batch_defaults"), e)) return -1;

@@ -10,6 +10,18 @@
 #define TILE_K_BYTES 128    /* bytes of K per main-loop stage: 64 bf16, 128 fp8, 256 fp4/int4 */
 #define DECODE_SPLIT 128    /* keys per split in split-KV decode (the FlashAttention key block) */
 
+double kv_compute_share(const scn_hardware *hw, scn_dtype dt)
+{
+    double scale = (unsigned)dt < SCN_DTYPE_COUNT ? hw->eff_compute_scale[dt] : 0;
+    return hw->eff_compute * (scale > 0 ? scale : 1);
+}
+
+double kv_compute_rate(const scn_hardware *hw, scn_dtype dt)
+{
+    if ((unsigned)dt >= SCN_DTYPE_COUNT) return 0;
+    return hw->flops[dt] * kv_compute_share(hw, dt);
+}
+
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt)
 {
     double sm = hw->sm_count;
@@ -42,6 +54,187 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
     case SCN_ARCH_ADA: return 0.62;
     default: return hw->eff_attention;
     }
+}
+
+double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c)
+{
+    double bf16 = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
+    if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER || c->dtype != SCN_DTYPE_FP8 ||
+        hw->flops[SCN_DTYPE_FP8] <= 0)
+        return bf16;
+    /* Over an fp8 cache, FA3 quantises the queries and runs both GEMMs in fp8 (vLLM, "Quantized
+     * KV Cache"), at "close to 1.2 PFLOPs/s" of H100's 1979 (the FA3 paper); TensorRT-LLM's XQA
+     * on Hopper computes in the cache's element type (mha_sm90.cu: MathElem is CacheElem for
+     * fp8). FlashInfer converts fp8 K/V to 16 bits for its MMAs, FA2 and SDPA take no fp8 cache. */
+    if (e->attn_kernel == SCN_AK_FLASH3) return hw->flops[SCN_DTYPE_FP8] * (1200.0 / 1979.0);
+    if (e->attn_kernel == SCN_AK_TRTLLM) return hw->flops[SCN_DTYPE_FP8] * kv_attention_efficiency(hw, e);
+    return bf16;
+}
+
+bool kv_attention_family_applies(const scn_hardware *hw, const scn_engine *e)
+{
+    /* A calibrated or given figure was measured on the kernel as it runs, padding and tails
+     * included: it replaces the family table and the mechanisms below. kvplan's own kernels
+     * decode on CUDA cores and tile prefill their own way: none of the families' terms. */
+    if (hw->calibrated || hw->attention_given || hw->sm_count <= 0 || e->attn_kernel == SCN_AK_KVPLAN) return false;
+    return hw->arch == SCN_ARCH_HOPPER || hw->arch == SCN_ARCH_AMPERE || hw->arch == SCN_ARCH_ADA;
+}
+
+/* The engine's kernel is an FA3-class Hopper kernel (warp-specialised, persistent); otherwise
+ * an FA2-class one (kv_attention_efficiency's classes). */
+static bool fa3_kernel(const scn_hardware *hw, const scn_engine *e)
+{
+    return hw->arch == SCN_ARCH_HOPPER && (e->attn_kernel == SCN_AK_FLASH3 || e->attn_kernel == SCN_AK_FLASHINFER ||
+                                           e->attn_kernel == SCN_AK_TRTLLM);
+}
+
+static double round_up(double v, double to) { return ceil(v / to) * to; }
+
+double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, double rows,
+                           double head_dim, double group, bool split)
+{
+    if (rows <= 0 || !kv_attention_family_applies(hw, e)) return rows;
+    double tile;
+    switch (e->attn_kernel) {
+    case SCN_AK_FLASHINFER:
+        /* SGLang decodes on tensor cores when the group exceeds 4 or the cache is fp8
+         * (should_use_tensor_core), through FlashInfer's prefill kernel whose query tile is
+         * FA2DetermineCtaTileQ of the packed rows: 128 above 64 rows (head dim < 256), 64 above
+         * 16, else 16. Otherwise its CUDA-core decode kernel computes the real rows only. */
+        if (!(group > 4 || c->dtype == SCN_DTYPE_FP8)) return rows;
+        tile = rows > 64 && head_dim < 256 ? 128 : rows > 16 ? 64 : 16;
+        break;
+    case SCN_AK_TRTLLM:
+        /* XQA (GQA/MQA generation) puts the group's heads in the MMA's narrow operand: padded
+         * to 8 on Hopper (mha_sm90.cu, swapped A and B), to 16 elsewhere (mha.cu). MHA decodes
+         * with the masked-MHA CUDA-core kernel. */
+        if (group <= 1) return rows;
+        tile = hw->arch == SCN_ARCH_HOPPER ? 8 : 16;
+        break;
+    default:
+        if (e->attn_kernel == SCN_AK_FLASH3 && hw->arch == SCN_ARCH_HOPPER) {
+            /* FA3 packs the group into the query tile (PackGQA); its M is tile_size_fwd_sm90's:
+             * 192 up to head dim 96, 128 above. */
+            tile = head_dim <= 96 ? 192 : 128;
+            break;
+        }
+        /* FA2 (flash2, sdpa, and vLLM's FA off Hopper) folds the group into the query rows
+         * (seqlenq_ngroups_swapped); its split-KV kernel's M is 64 for every head dim, the
+         * one-pass kernel's 128 (64 for head dims above 128 on Hopper). A paged cache (the
+         * serving engines': flash2, flash3) always runs the split-KV kernel
+         * (force_split_kernel = paged_KV); SDPA's contiguous cache splits by the heuristic. */
+        if (e->attn_kernel != SCN_AK_SDPA) split = true;
+        tile = split ? 64 : head_dim > 128 && hw->arch == SCN_ARCH_HOPPER ? 64 : 128;
+        break;
+    }
+    return round_up(rows, tile);
+}
+
+double kv_mla_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, double rows)
+{
+    /* vLLM decodes MLA on Hopper with FlashMLA, whose tile is 64 query rows (the rank's heads
+     * times the new tokens: Flash_fwd_kernel_traits_mla<576, 64, 64, 8>; get_mla_metadata's
+     * num_heads_per_head_k = seq_len_q x heads); FA3's MLA path (head dim 64, value dim 512)
+     * also runs 64-row tiles. The other engines' MLA kernels have no tile figure here. */
+    if (rows <= 0 || !kv_attention_family_applies(hw, e) || hw->arch != SCN_ARCH_HOPPER || e->attn_kernel != SCN_AK_FLASH3)
+        return rows;
+    return round_up(rows, 64);
+}
+
+/* How a family's prefill kernel tiles the work (docs/cost-model.md, "Attention kernels"). */
+typedef struct {
+    double tm, tn;     /* query rows and keys per tile step */
+    double slots;      /* tiles the GPU runs at once */
+    bool lpt;          /* persistent, longest tile first; else in launch order, m-blocks ascending */
+} prefill_kernel;
+
+static prefill_kernel prefill_kernel_of(const scn_hardware *hw, const scn_engine *e, double head_dim)
+{
+    prefill_kernel k;
+    if (fa3_kernel(hw, e)) {
+        /* FA3 (tile_size_fwd_sm90, causal): 192 x 128 up to head dim 96, 128 x 128 above; one
+         * persistent CTA per SM, longest-processing-time-first (hopper/tile_scheduler.hpp). */
+        k.tm = head_dim <= 96 ? 192 : 128;
+        k.tn = 128;
+        k.slots = hw->sm_count;
+        k.lpt = true;
+        return k;
+    }
+    /* FA2: 128 x 64 tiles of 4 warps on sm80/sm90 (64 x 64 causal on sm86/89, and above head
+     * dim 128); grid (m-blocks, batch, heads), so a head's tiles launch shortest first. Its
+     * O accumulator (tm x d / 128 threads) and score tile (tm x tn / 128) take at least 192
+     * registers a thread at 128 x 64, so 65536 / (128 x 192) = 2 CTAs share an SM. */
+    bool small = hw->arch == SCN_ARCH_ADA || head_dim > 128;
+    k.tm = small ? 64 : 128;
+    k.tn = 64;
+    k.slots = 2.0 * hw->sm_count;
+    k.lpt = false;
+    return k;
+}
+
+void kv_prefill_tiles_add(kv_prefill_tiles *t, const scn_hardware *hw, const scn_engine *e, double head_dim,
+                          double heads, long ctx, long n, long cap, double pairs)
+{
+    if (n <= 0 || heads <= 0 || hw->sm_count <= 0) return;
+    prefill_kernel k = prefill_kernel_of(hw, e, head_dim);
+    double p = kv_prefill_tile_prologue(hw, e, head_dim);
+    /* Tile m visits the key blocks its last row sees (a window: the tile's rows plus the window). */
+    for (long first = 0; first < n; first += (long)k.tm) {
+        long last = first + (long)k.tm < n ? first + (long)k.tm : n;
+        double keys = (double)ctx + (double)last;
+        if (cap > 0 && keys > (double)cap + (double)(last - first)) keys = (double)cap + (double)(last - first);
+        double w = ceil(keys / k.tn) + p;
+        t->work += heads * w;
+        t->tiles += heads;
+        if (w > t->wmax) t->wmax = w;
+        if (t->wmin <= 0 || w < t->wmin) t->wmin = w;
+    }
+    t->useful += heads * pairs / (k.tm * k.tn);
+}
+
+double kv_prefill_kv_share(const scn_hardware *hw, const scn_engine *e, double head_dim, double heads, double kv_heads, long n)
+{
+    if (!kv_attention_family_applies(hw, e) || n <= 0 || heads <= 0 || kv_heads <= 0) return 1;
+    prefill_kernel k = prefill_kernel_of(hw, e, head_dim);
+    /* FA3's scheduler hands out the longest tiles of every head first: all heads are in flight. */
+    if (k.lpt) return 1;
+    /* FA2's grid is (m-blocks, batch, heads): the slots hold slots / m-blocks consecutive query
+     * heads, which share ceil(that / group) KV heads. */
+    double per_head = ceil((double)n / k.tm), q = ceil(k.slots / per_head);
+    if (q >= heads) return 1;
+    double kv = ceil(q / (heads / kv_heads));
+    return kv < kv_heads ? kv / kv_heads : 1;
+}
+
+double kv_prefill_tile_prologue(const scn_hardware *hw, const scn_engine *e, double head_dim)
+{
+    /* A tile reads its Q (tm x d x 2 B) before its main loop and writes O after it, at the SM's
+     * share of the achieved bandwidth, bw / SMs; one key block costs 4 tm tn d flops at the
+     * SM's share of the family's rate. Their ratio, tm and d cancelling: */
+    prefill_kernel k = prefill_kernel_of(hw, e, head_dim);
+    double bw = hw->memory_bandwidth * hw->eff_bandwidth;
+    double rate = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
+    return bw > 0 && rate > 0 ? rate / (bw * k.tn) : 0;
+}
+
+double kv_prefill_tiles_efficiency(const kv_prefill_tiles *t, const scn_hardware *hw, const scn_engine *e, double head_dim)
+{
+    if (t->tiles <= 0 || t->useful <= 0 || hw->sm_count <= 0) return 1;
+    prefill_kernel k = prefill_kernel_of(hw, e, head_dim);
+    double W = t->work, mk;
+    if (t->tiles <= k.slots) {
+        mk = t->wmax;   /* one wave: the longest tile */
+    } else if (k.lpt) {
+        /* Longest first: the load evens out, the last (shortest) tile finishing on average half
+         * its length after the mean, unless the longest tile alone is longer. */
+        mk = fmax(t->wmax, W / k.slots + t->wmin / 2);
+    } else {
+        /* Launch order: the last tile launched is a head's longest; it starts when the first
+         * slot frees, on average half a mean tile before the others' mean finish. */
+        mk = fmax(W / k.slots, (W - t->wmax) / k.slots - W / t->tiles / 2 + t->wmax);
+    }
+    double eff = t->useful / (k.slots * mk);
+    return eff > 1 ? 1 : eff;
 }
 
 double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e)

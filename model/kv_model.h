@@ -88,7 +88,13 @@ kv_coll_cost kv_p2p_time(const scn_hardware *hw, double bytes, bool same_node);
 double kv_moe_quant_kernels(scn_dtype gemm_dtype);
 
 /* ---- Efficiency from shapes (kv_efficiency.c) ---- */
-/* Share of eff_compute * peak a GEMM of M x N x K reaches: tile padding in M, N and K and the
+/* The share of flops[dt] a large GEMM in dtype dt reaches: eff_compute x efficiency.compute_scale
+ * for dt (1 when the profile gives none). docs/cost-model.md, "Efficiency defaults". */
+double kv_compute_share(const scn_hardware *hw, scn_dtype dt);
+/* The tensor rate every GEMM in dtype dt is priced at before its shape: flops[dt] x
+ * kv_compute_share, flops/s. The one place that multiplies the two, so no op can drift. */
+double kv_compute_rate(const scn_hardware *hw, scn_dtype dt);
+/* Share of kv_compute_rate a GEMM of M x N x K reaches: tile padding in M, N and K and the
  * last partial wave of tiles over the SMs (split-K when tiles are fewer than SMs). */
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt);
 /* Achieved / peak bf16 tensor rate of prefill attention for the engine's kernel family. */
@@ -96,6 +102,40 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e);
 /* Achieved / peak bf16 tensor rate of MLA decode's latent attention (absorbed weights): the
  * FlashMLA-class kernel's figure on Hopper, else kv_attention_efficiency's. */
 double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e);
+/* Attention's achieved tensor rate, flops/s: the family's share of the peak of the dtype its
+ * kernel computes in (fp8 for FA3 and XQA over an fp8 cache on Hopper, bf16 otherwise). */
+double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c);
+/* Whether the attention family's structural terms (decode tile padding, prefill tiles) apply:
+ * a supported GPU generation, an engine running one of the families' kernels (not kvplan's
+ * own), and no calibrated or given efficiency.attention. */
+bool kv_attention_family_applies(const scn_hardware *hw, const scn_engine *e);
+/* Query rows a decode kernel computes for one (sequence, KV head) work item that holds `rows`
+ * real query rows (`group` query heads per KV head times the new tokens): the engine kernel's
+ * tile M for tensor-core kernels that pad, rows itself otherwise. `split`: the batch runs the
+ * split-KV kernel (FA2's tile differs). */
+double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, double rows,
+                           double head_dim, double group, bool split);
+/* Query rows MLA's absorbed decode kernel computes for `rows` real ones (heads per rank times
+ * new tokens): FlashMLA's 64-row tile for vLLM on Hopper, rows itself elsewhere. */
+double kv_mla_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, double rows);
+/* The tiles of one prefill attention launch, in key-block units of the family's tile. */
+typedef struct {
+    double useful;   /* attended (query, key) pairs / (tile M x tile N) */
+    double work;     /* Σ over tiles of key blocks visited + the per-tile prologue */
+    double wmax, wmin, tiles;
+} kv_prefill_tiles;
+/* Adds one sequence of n new tokens over ctx cached ones, `heads` query heads, `pairs` attended
+ * pairs per head, a layer holding at most `cap` tokens (0: no cap). */
+void kv_prefill_tiles_add(kv_prefill_tiles *t, const scn_hardware *hw, const scn_engine *e, double head_dim,
+                          double heads, long ctx, long n, long cap, double pairs);
+/* Share of a layer's KV heads whose prefill tiles run at once (their K/V share the L2): FA2
+ * launches a head's tiles together, head after head; FA3-class kernels run every head at once. */
+double kv_prefill_kv_share(const scn_hardware *hw, const scn_engine *e, double head_dim, double heads, double kv_heads, long n);
+/* A tile's Q read and O write, in key blocks of the family's compute. */
+double kv_prefill_tile_prologue(const scn_hardware *hw, const scn_engine *e, double head_dim);
+/* Share of the family's rate the launch reaches: useful work over the SMs' time until its last
+ * tile ends (tail of the last wave, causal imbalance, prologues). */
+double kv_prefill_tiles_efficiency(const kv_prefill_tiles *t, const scn_hardware *hw, const scn_engine *e, double head_dim);
 /* Share of the streaming bandwidth decode attention reaches with `units` independent
  * (sequence, KV head, split) work items spread over the SMs. */
 double kv_wave_efficiency(const scn_hardware *hw, double units);
@@ -206,7 +246,7 @@ kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, s
                                  const kv_seq_work *seqs, const int *verify, int n);
 /* One GEMM [M x K] x [K x N] by itself, priced exactly as kv_step_time prices each GEMM of a
  * step: the N x K weight at `weight_bytes` per parameter read once plus M x (N + K) 16-bit
- * activations at bandwidth x eff_bandwidth, 2·M·N·K flops at flops[dt] x eff_compute x
+ * activations at bandwidth x eff_bandwidth, 2·M·N·K flops at kv_compute_rate(hw, dt) x
  * kv_gemm_shape_efficiency, the two combined by kv_roofline_combine, plus one kernel's launch or
  * boundary cost under engine e (`graph`: replayed from a CUDA graph). For checking the GEMM
  * pricing against measured kernels (planner/plan_kernels.h). */
@@ -241,6 +281,7 @@ typedef struct {
     bool tokens, graph, async;
     int n;
     double layers[2], fpk, qo_kv, kv_tok, kvh;   /* attention()'s per-row terms */
+    double pad;                                  /* computed / real decode rows (kv_decode_tile_rows) */
     double apeak, bw, launch, graph_kernel, graph_launch, cpu;
     double wave_units, wave;   /* kv_wave_efficiency at the work items of n rows that split once */
     double pre_attention;      /* Σ op_seconds of the ops before attention, summed in op order */

@@ -52,8 +52,8 @@ static double flash_kv_tokens(long ctx, long n, long cap)
 
 /* K/V tokens FlashAttention reads from device memory: the first read of every key any tile
  * sees, plus the re-reads of later query tiles that the on-chip cache cannot hold. A tile's
- * working set is the keys it sees times `tok_bytes` (all of the rank's heads of one layer run
- * at once); when that fits the L2, re-reads hit it. */
+ * working set is the keys it sees times `tok_bytes` (the bytes per token of the KV heads whose
+ * tiles run at once: kv_prefill_kv_share); when that fits the L2, re-reads hit it. */
 static double flash_dram_tokens(const scn_hardware *hw, long ctx, long n, long cap, double tok_bytes)
 {
     double all = flash_kv_tokens(ctx, n, cap);
@@ -90,7 +90,7 @@ typedef struct {
     const scn_hardware *hw;
     double T;          /* tokens (rows) really processed */
     double M;          /* rows the kernel computes: T, or the CUDA-graph size it was padded to */
-    double peak;       /* GEMM dtype's tensor rate * eff_compute */
+    double peak;       /* kv_compute_rate of the GEMM dtype */
     scn_dtype dt;
     double wb;         /* stored bytes per weight parameter */
 } gemm_ctx;
@@ -133,11 +133,35 @@ static void finish(kv_op_cost *o, double bw, double wave, double launch, bool gr
     o->seconds = gpu + o->t_overhead;
 }
 
+/* Attention's flops by the rate they run at (docs/cost-model.md, "Attention kernels"), per
+ * rank, all layers: what the family's tensor rate computes (decode tiles with their padded
+ * rows; prefill tiles stretched by their launch's tile efficiency, or the whole launch's work,
+ * whichever takes longer), and the rest at that rate unstretched. MLA's latent decode runs in
+ * its own family (absorbed_flops). */
+typedef struct {
+    double compute;   /* flops-equivalent of the FlashAttention decode and prefill tiles */
+    double other;     /* naive attention, MLA prefill and MLA's absorption GEMVs */
+} attn_work;
+
+/* Rows a decode (or speculative verify) row set's work item computes over its real rows, for
+ * a batch of `decoding` such row sets of `nt` new tokens each (kv_decode_tile_rows). */
+static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, double decoding, long nt)
+{
+    const scn_model *m = &s->model;
+    const scn_hardware *hw = &s->hardware;
+    if (m->kv_lora_rank > 0 || nt <= 0) return 1;
+    int tp = s->deployment.tensor_parallel;
+    double heads = (double)m->heads / tp, kvh = kv_heads_per_rank(m, tp);
+    double split_cap = hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1;
+    double group = heads / kvh, rows = group * (double)nt;
+    return kv_decode_tile_rows(hw, &s->engine, c, rows, m->head_dim, group, split_cap >= 2) / rows;
+}
+
 /* Attention over all sequences, one layer kind (global or sliding), `layers` of them. Adds
  * flops, bytes and compute time, and the SM work items decode spreads over (*units). */
 static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                       const kv_seq_work *seqs, const int *verify, int n, int sliding, double layers, double *units, bool *absorbed,
-                      double *absorbed_flops)
+                      double *absorbed_flops, attn_work *work)
 {
     if (layers <= 0) return;
     const scn_model *m = &s->model;
@@ -159,6 +183,11 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     /* A decode row's per-key flops and its Q read + O write, as the general path computes them. */
     double flop_per_key_mha = 2.0 * heads * ((double)m->head_dim + (double)m->head_dim);
     double qo_one = 1 * heads * ((double)m->head_dim + (double)m->head_dim) * AB;
+    /* Flops by kind: decode rows (their padding applied once below), verify rows with their
+     * padding, FlashAttention prefill rows and their tiles, everything else. */
+    double dflops = 0, vpad = 0, pflops = 0, oflops = 0;
+    double ratio1 = decoding > 0 ? decode_pad_ratio(s, c, decoding, 1) : 1;
+    kv_prefill_tiles tiles = {0, 0, 0, 0, 0};
     for (int i = 0; i < n; i++) {
         long nt = seqs[i].new_tokens, ctx = seqs[i].context;
         if (nt <= 0) continue;
@@ -181,6 +210,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
                  * nothing is re-read, so no spill term), in the general path's order of sums. */
                 double keys = cap > 0 && ctx + 1 > cap ? (double)cap : (double)ctx + 1.0;
                 flops += flop_per_key_mha * keys;
+                dflops += flop_per_key_mha * keys;
                 bytes += qo_one + kv_new + keys * kv_tok;
                 continue;
             }
@@ -194,7 +224,10 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             double per_key = 2.0 * heads * (r + dr + r);
             double f = per_key * (nt == 1 ? (double)held : keys_attended(ctx, nt, cap));
             flops += f + nt * 2.0 * heads * r * (dn + dv);
-            *absorbed_flops += f * layers;   /* the latent-attention kernel's own flops */
+            oflops += nt * 2.0 * heads * r * (dn + dv);
+            /* The latent-attention kernel's own flops, computed over its padded tile rows. */
+            double rows = heads * (double)nt;
+            *absorbed_flops += f * (kv_mla_decode_tile_rows(hw, &s->engine, rows) / rows) * layers;
             bytes += nt * heads * (r + dr + r) * AB + kv_new + held * kv_tok;
             kv_b_read = *absorbed = true;
             continue;
@@ -205,6 +238,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
              * query/key dims and d_v value dims. */
             double exp_per_tok = heads * (dn + dr + dv) * AB;
             flops += 2.0 * held * r * heads * (dn + dv) + 2.0 * heads * (dn + dr + dv) * keys_attended(ctx, nt, cap);
+            oflops += 2.0 * held * r * heads * (dn + dv) + 2.0 * heads * (dn + dr + dv) * keys_attended(ctx, nt, cap);
             bytes += nt * heads * (dn + dr + dv) * AB + kv_new + held * kv_tok + held * exp_per_tok +
                      flash_dram_tokens(hw, ctx, nt, cap, exp_per_tok) * exp_per_tok;
             kv_b_read = true;
@@ -214,13 +248,25 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
         double flop_per_key = 2.0 * heads * (qk_dim + v_dim);
         double qo = nt * heads * (qk_dim + v_dim) * AB;              /* read Q, write O */
         if (attn == SCN_ATTN_FLASH) {
-            flops += flop_per_key * keys_attended(ctx, nt, cap);
-            bytes += qo + kv_new + flash_dram_tokens(hw, ctx, nt, cap, kv_tok) * kv_tok;
+            double pairs = keys_attended(ctx, nt, cap);
+            flops += flop_per_key * pairs;
+            if (verify && verify[i] > 0) {
+                /* A verify row set: the decode kernel, its nt x group rows padded to its tile. */
+                vpad += flop_per_key * pairs * decode_pad_ratio(s, c, decoding, nt);
+            } else {
+                pflops += flop_per_key * pairs;
+                kv_prefill_tiles_add(&tiles, hw, &s->engine, qk_dim, heads, ctx, nt, cap, pairs);
+            }
+            /* Only the KV heads whose tiles run at once share the L2 (FA2 launches a head's
+             * tiles together, head after head). */
+            double share = kv_prefill_kv_share(hw, &s->engine, qk_dim, heads, kvh, nt);
+            bytes += qo + kv_new + flash_dram_tokens(hw, ctx, nt, cap, kv_tok * share) * kv_tok;
         } else {
             /* Naive attention computes the full n x held score matrix, then masks it, and
              * writes scores and probabilities to memory and reads them back. */
             double scores = heads * nt * (double)held;
             flops += flop_per_key * nt * (double)held;
+            oflops += flop_per_key * nt * (double)held;
             bytes += qo + kv_new + held * kv_tok + 4.0 * scores * AB;
         }
     }
@@ -231,6 +277,17 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
         bytes += wb;
         o->weight_bytes += wb * layers;
     }
+    /* Decode tiles compute their padded rows; a prefill launch's tiles take the longer of their
+     * critical path (kv_prefill_tiles_efficiency) and the launch's whole work, decode tiles
+     * included, at the family's rate. */
+    double dpad = dflops * ratio1 + vpad;
+    if (pflops > 0) {
+        double eff = kv_attention_family_applies(hw, &s->engine) ? kv_prefill_tiles_efficiency(&tiles, hw, &s->engine, m->head_dim) : 1;
+        work->compute += fmax(pflops / eff, pflops + dpad) * layers;
+    } else {
+        work->compute += dpad * layers;
+    }
+    work->other += oflops * layers;
     kernels = attn == SCN_ATTN_FLASH ? 2 : 5;   /* cache write + kernel; or + QK, softmax, PV, copy */
     if (mla) kernels += 1;                      /* the kv_b expansion or absorption GEMM */
     add(o, flops * layers, bytes * layers, kernels * layers);
@@ -288,7 +345,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         if ((verify && verify[i] > 0) && seqs[i].new_tokens > 1) S += (double)(seqs[i].new_tokens - 1);
     kv_weights kw = kv_weights_compute(m, tp);
     r.gemm_dtype = kv_gemm_dtype(m, hw);
-    gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, hw->flops[r.gemm_dtype] * hw->eff_compute, r.gemm_dtype,
+    gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, kv_compute_rate(hw, r.gemm_dtype), r.gemm_dtype,
                   kw.bytes_per_linear};
 
     if (T > 0) {
@@ -370,7 +427,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         }
         /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. */
         double V = (double)m->vocab / tp;
-        gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, hw->flops[SCN_DTYPE_BF16] * hw->eff_compute,
+        gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, kv_compute_rate(hw, SCN_DTYPE_BF16),
                        SCN_DTYPE_BF16, kw.bytes_per_other};
         gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);
         add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
@@ -402,14 +459,15 @@ kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, 
     if (r.tokens > 0) {
         double L = m->layers;
         double mla_flops = 0;
-        attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops);
-        attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops);
+        attn_work work = {0, 0};
+        attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
+        attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
         at->efficiency = kv_attention_efficiency(hw, e);
-        double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
+        double apeak = kv_attention_rate(hw, e, c);
         /* MLA decode's latent attention runs in its own kernel family (FlashMLA-class decode),
          * whose share of the peak differs from prefill attention's (kv_mla_decode_efficiency). */
         double mpeak = hw->flops[SCN_DTYPE_BF16] * kv_mla_decode_efficiency(hw, e);
-        at->t_compute = apeak > 0 ? (at->flops - mla_flops) / apeak + (mpeak > 0 ? mla_flops / mpeak : 0) : 0;
+        at->t_compute = apeak > 0 ? (work.compute + work.other) / apeak + (mpeak > 0 ? mla_flops / mpeak : 0) : 0;
     }
     return step_totals(r, s, attn_units, n);
 }
@@ -482,15 +540,17 @@ kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenar
     if (r.tokens > 0) {
         decode_row w = decode_row_of(s, c);
         double layers[2] = {(double)m->layers - m->sliding_layers, m->sliding_layers};
+        double ratio = decode_pad_ratio(s, c, n, 1), cflops = 0;
         for (int k = 0; k < 2; k++) {
             if (layers[k] <= 0) continue;
             attn_units += w.kvh * d->splits[k];
             add(at, w.fpk * d->keys[k] * layers[k], ((double)n * (w.qo + w.kv_tok) + w.kv_tok * d->keys[k]) * layers[k],
                 2 * layers[k]);
+            cflops += w.fpk * d->keys[k] * ratio * layers[k];   /* attention()'s dflops * ratio1 * layers */
         }
         at->efficiency = kv_attention_efficiency(hw, &s->engine);
-        double apeak = hw->flops[SCN_DTYPE_BF16] * at->efficiency;
-        at->t_compute = apeak > 0 ? at->flops / apeak : 0;
+        double apeak = kv_attention_rate(hw, &s->engine, c);
+        at->t_compute = apeak > 0 ? cflops / apeak : 0;
     }
     return step_totals(r, s, attn_units, n);
 }
@@ -515,7 +575,8 @@ void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const
     p->qo_kv = w.qo + w.kv_tok;
     p->kv_tok = w.kv_tok;
     p->kvh = w.kvh;
-    p->apeak = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
+    p->pad = decode_pad_ratio(s, c, n, 1);
+    p->apeak = kv_attention_rate(hw, e, c);
     p->bw = hw->memory_bandwidth * hw->eff_bandwidth;
     p->launch = hw->kernel_overhead;
     p->graph = shape->graph;
@@ -534,18 +595,19 @@ void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const
 
 double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
 {
-    double flops = 0, bytes = 0, kernels = 0, units = 0;
+    double flops = 0, cflops = 0, bytes = 0, kernels = 0, units = 0;
     if (p->tokens)
         for (int k = 0; k < 2; k++) {
             if (p->layers[k] <= 0) continue;
             units += p->kvh * d->splits[k];
             flops += p->fpk * d->keys[k] * p->layers[k];
+            cflops += p->fpk * d->keys[k] * p->pad * p->layers[k];
             bytes += ((double)p->n * p->qo_kv + p->kv_tok * d->keys[k]) * p->layers[k];
             kernels += 2 * p->layers[k];
         }
     double att = 0;
     if (flops != 0 || bytes != 0) {   /* finish() on the attention op */
-        double tc = p->apeak > 0 ? flops / p->apeak : 0;
+        double tc = p->apeak > 0 ? cflops / p->apeak : 0;
         double bw = p->bw * (units == p->wave_units ? p->wave : kv_wave_efficiency(p->hw, units));
         double tm = bw > 0 ? bytes / bw : 0;
         double gpu = fmax(kv_roofline_combine(tc, tm), 0);
@@ -605,7 +667,7 @@ kv_op_cost kv_gemm_time(const scn_hardware *hw, const scn_engine *e, double M, d
 {
     kv_op_cost o;
     memset(&o, 0, sizeof o);
-    gemm_ctx g = {hw, M, M, hw->flops[dt] * hw->eff_compute, dt, weight_bytes};
+    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes};
     gemm(&o, &g, N, K, 1, 1);
     finish(&o, hw->memory_bandwidth * hw->eff_bandwidth, 1, hw->kernel_overhead, graph, e->graph_kernel);
     return o;

@@ -458,6 +458,10 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
      * that is where the window moves (sim/kv_manager.h). */
     if (sim_kv_windowed(rep->kv) && !sim_kv_slides_at_fills(rep->kv)) return false;
     if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
+    /* Separate chunked prefill steps (SGLang): a waiting request may be admitted by its first
+     * chunk at the next step, with no completion first (one preempted by this very step, whose
+     * release left room for a chunk); the scheduler forms those steps. */
+    if (rep->waiting.n && e->c.scheduler == SCN_SCHED_CHUNKED && !sim_sched_mixes(&e->sched)) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
      * unless new prefix-cache entries could shorten its prompt. */
     if (rep->waiting.n && e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs) return false;
@@ -708,7 +712,7 @@ static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event
     }
     bool seats = rep->running.n < e->s->deployment.max_num_seqs;
     if (rep->waiting.n && (event || f->fins || f->freed || (e->c.prefix_cache && seats))) {
-        if (e->c.scheduler != SCN_SCHED_CONTINUOUS) return ff_hand_back(e, rep, f);
+        if (e->c.scheduler != SCN_SCHED_CONTINUOUS || sim_sched_mixes(&e->sched)) return ff_hand_back(e, rep, f);
         e->sched.now = e->now;
         int rc = ff_prefill(e, rep, f);
         if (rc != FF_RUN) return rc;

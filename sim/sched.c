@@ -6,6 +6,10 @@
  * prefill chunk, then admits waiting requests into what is left of the token budget.
  * static (FasterTransformer-style baseline): a fixed batch padded to its longest prompt and
  * longest output runs to completion before the next batch starts.
+ * The engine may change whether prefill rows share a step with decode rows (engine.prefill_mix,
+ * sim_sched_mixes): continuous and mixed (TensorRT-LLM's in-flight batching) decodes every running
+ * sequence and adds whole prompts that fit what is left of the budget; chunked and separate
+ * (SGLang) runs a step of prefill chunks whenever there are any, else a decode step.
  * Admission needs free blocks beyond a watermark; a running sequence that cannot grow preempts
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
  * the queue), or itself when it is the newest.
@@ -211,13 +215,13 @@ static int grow_or_preempt(sim_sched *e, sim_replica *rep, sim_req *r, int upto)
 /* Resumes a swapped-out sequence: new blocks for everything it had computed and its next
  * tokens, and the swap-in charged to the step. Returns the tokens scheduled, 0 if it does not
  * fit now. */
-static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool chunked)
+static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool chunked, bool first)
 {
     sim_kv *kv = rep->kv;
     long want = r->total - r->computed;
     if (want > budget) {
         if (chunked) want = budget;
-        else if (rep->batch.n > 0) return 0;
+        else if (!first) return 0;
     }
     if (want <= 0) return 0;
     long upto = r->computed + want;
@@ -236,9 +240,11 @@ static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budg
     return want;
 }
 
-static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool chunked)
+/* `first`: no prompt is in the step yet, so a whole prompt longer than the budget may run (an
+ * engine that does not chunk cannot be given a token limit below its longest prompt). */
+static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool chunked, bool first)
 {
-    if (r->swapped) return resume_swapped(e, rep, r, budget, chunked);
+    if (r->swapped) return resume_swapped(e, rep, r, budget, chunked, first);
     sim_kv *kv = rep->kv;
     bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     long from_free = 0;
@@ -246,7 +252,7 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
     long want = r->total - hit;
     if (want > budget) {
         if (chunked) want = budget;
-        else if (rep->batch.n > 0) return 0;   /* a whole prompt longer than the budget runs alone */
+        else if (!first) return 0;   /* a whole prompt longer than the budget runs as the step's only prompt */
     }
     if (want <= 0) return 0;
     long upto = hit + want;
@@ -347,7 +353,7 @@ int sim_sched_prefill(sim_sched *e, sim_replica *rep)
     memset(e->reload_s, 0, sizeof e->reload_s);
     long budget = e->s->deployment.max_num_batched_tokens;
     while (rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
-        long got = admit(e, rep, rep->waiting.head, budget, false);
+        long got = admit(e, rep, rep->waiting.head, budget, false, rep->batch.n == 0);
         if (got < 0) return -1;
         if (got == 0) break;
         budget -= got;
@@ -364,6 +370,60 @@ static int tails_room(sim_sched *e, sim_replica *rep)
     return -1;
 }
 
+bool sim_sched_mixes(const sim_sched *e)
+{
+    switch (e->s->engine.prefill_mix) {
+    case SCN_PREFILL_MIX_ALWAYS: return true;
+    case SCN_PREFILL_MIX_NEVER: return false;
+    default: return e->c.scheduler == SCN_SCHED_CHUNKED;
+    }
+}
+
+/* A running request that still has prompt (or, after a recompute preemption, earlier output)
+ * to compute before its next token: not yet any token out, or more than one position left. */
+static bool prefilling(const sim_req *r)
+{
+    return r->generated == 0 || r->total - r->computed > 1;
+}
+
+/* The separate chunked scheduler's prefill step (SGLang's extend batch): the next chunk of every
+ * running request still prefilling, oldest first, then waiting requests split at what is left
+ * of the token budget; no decode row. Returns the rows scheduled (0: a decode step instead).
+ * A chunk takes only free blocks: a prefill that cannot grow waits, and nothing new is admitted
+ * past it, so the decode steps that follow finish requests and free their blocks (taking them by
+ * preemption would restart the newest prefill each step while no decode ever ran). Only when
+ * nothing decodes does the oldest waiting prefill preempt the newest sequences to go on. */
+static int prefill_chunks(sim_sched *e, sim_replica *rep, long budget)
+{
+    sim_req *stuck = NULL;
+    bool decoding = false;
+    for (sim_req *r = rep->running.head; r && budget > 0; r = r->next) {
+        if (!prefilling(r)) { decoding = true; continue; }
+        long want = r->total - r->computed;
+        if (want > budget) want = budget;
+        if (sim_kv_grow(rep->kv, &r->kv, r->computed + (int)want)) {
+            if (!stuck) stuck = r;
+            continue;
+        }
+        if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
+        budget -= want;
+    }
+    while (!stuck && rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
+        long got = admit(e, rep, rep->waiting.head, budget, true, false);
+        if (got < 0) return -1;
+        if (got == 0) break;
+        budget -= got;
+    }
+    if (rep->batch.n || !stuck || decoding) return rep->batch.n;
+    long want = stuck->total - stuck->computed;
+    if (want > budget) want = budget;
+    int rc = grow_or_preempt(e, rep, stuck, stuck->computed + (int)want);
+    if (rc < 0) return -1;
+    if (rc == 0 && add_seq(e, rep, stuck, (int)want, stuck->computed, sim_kv_held(rep->kv, &stuck->kv, stuck->computed)))
+        return -1;
+    return rep->batch.n;
+}
+
 int sim_sched_step(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
@@ -374,19 +434,28 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
     if (e->c.scheduler == SCN_SCHED_STATIC) return step_static(e, rep);
     const scn_deployment *d = &e->s->deployment;
     bool chunked = e->c.scheduler == SCN_SCHED_CHUNKED;
+    /* Mixed: prefill rows join the decode rows' step (vLLM V1, TensorRT-LLM's in-flight
+     * batching); separate: a step prefills or decodes (vLLM V0, SGLang). docs/simulator.md,
+     * "Mixed and separate prefill steps". */
+    bool mixed = sim_sched_mixes(e);
     long budget = d->max_num_batched_tokens;
     /* Multi-step: inside a decode run the step is formed without a decision (no admission); a
      * run ends early only when its sequences are all gone. */
     if (!rep->running.n) rep->ms_left = 0;
     bool in_run = d->scheduler_steps > 1 && rep->ms_left > 0;
-    if (!chunked && rep->waiting.n && !in_run) {
+    if (!chunked && !mixed && rep->waiting.n && !in_run) {
         /* A prefill step when any waiting request is admitted; the budget is untouched if none. */
         int n = sim_sched_prefill(e, rep);
         if (n) return n;
     }
-    /* Running sequences, oldest first: the next token, or (chunked) the next prefill chunk. */
+    if (chunked && !mixed) {
+        int n = prefill_chunks(e, rep, budget);
+        if (n) return n;
+    }
+    /* Running sequences, oldest first: the next token, or (chunked, mixed) the next prefill chunk. */
     const scn_spec *sp = sim_spec_of(e->s, &e->c);
     for (sim_req *r = rep->running.head; r && budget > 0;) {
+        if (chunked && !mixed && prefilling(r)) { r = r->next; continue; }   /* its chunks go in prefill steps */
         long want = r->total - r->computed;
         if (!chunked) want = 1;
         if (want > budget) want = budget;
@@ -402,9 +471,11 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
         r = r->next;
     }
     if (d->scheduler_steps > 1 && rep->batch.n) rep->ms_left = in_run ? rep->ms_left - 1 : d->scheduler_steps - 1;
-    if (chunked) {
-        while (rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0) {
-            long got = admit(e, rep, rep->waiting.head, budget, true);
+    /* Mixed: waiting requests fill what the running rows left of the budget, split at it when
+     * chunked, whole otherwise (a prompt that does not fit waits, unless the step is empty). */
+    if (mixed && !in_run) {
+        for (bool first = true; rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0; first = false) {
+            long got = admit(e, rep, rep->waiting.head, budget, chunked, first);
             if (got < 0) return -1;
             if (got == 0) break;
             budget -= got;

@@ -71,6 +71,10 @@ double sim_sched_wait_s(sim_sched *e, double step_s);
  * tokens, its block table and its token-id seeds. Every place that forms a batch uses it. */
 void sim_batch_seq_fill(sim_batch_seq *q, const sim_req *r, int new_tokens, int start, int context);
 
+/* Whether prefill rows share a step with decode rows under this choice and engine: the engine's
+ * prefill_mix, or the scheduler's own rule (chunked mixes, continuous prefills alone). */
+bool sim_sched_mixes(const sim_sched *q);
+
 /* Builds the next step for a replica (scheduling, allocation, preemption) into rep->batch;
  * returns the number of sequences scheduled (0: nothing to do), or -1 on a fatal problem. */
 int sim_sched_step(sim_sched *q, sim_replica *rep);
