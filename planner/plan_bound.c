@@ -170,9 +170,11 @@ static bool step_floor_of(const scn_scenario *t, const plan_cand *c, step_floor 
         f->fixed += fmax(0, hw->step_overhead);
         f->cpu_row = fmax(0, e->seq_cpu);
     }
-    double gpeak = hw->flops[sh.gemm_dtype] * hw->eff_compute;
+    /* The rates kv_step_shape divides by: its GEMMs' dtype and the LM head's bf16 at
+     * kv_compute_rate, the norms at the fp32 rate. */
+    double gpeak = kv_compute_rate(hw, sh.gemm_dtype);
     double fp32 = hw->flops[SCN_DTYPE_FP32] > 0 ? hw->flops[SCN_DTYPE_FP32] : gpeak / 8;
-    double lpeak = hw->flops[SCN_DTYPE_BF16] * hw->eff_compute;
+    double lpeak = kv_compute_rate(hw, SCN_DTYPE_BF16);
     if (gpeak > 0) f->c_tok += (sh.op[KV_OP_QKV].flops + sh.op[KV_OP_OUT_PROJ].flops + sh.op[KV_OP_MLP].flops) / gpeak;
     if (fp32 > 0) f->c_tok += sh.op[KV_OP_NORM].flops / fp32;
     if (lpeak > 0) f->c_row = sh.op[KV_OP_LM_HEAD].flops / lpeak;
