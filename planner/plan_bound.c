@@ -80,17 +80,18 @@ plan_bound_stream *plan_bound_stream_init(const scn_scenario *s, unsigned long l
     sim_workload *w = b->u && b->prompt && b->output && b->shared && b->top_o && b->top_keys && b->top_tok &&
                       b->top_tok_pc && b->o_sorted
                       ? sim_workload_init(g, seed, &noinput, err, sizeof err) : NULL;
-    free(g);
-    if (!w) { plan_bound_stream_free(b); return NULL; }
+    if (!w) { free(g); plan_bound_stream_free(b); return NULL; }
+    /* The generator reads the scenario as it goes: g lives until it is freed. */
     for (long i = 0; i < n; i++) {
         sim_req_spec r;
-        if (sim_workload_next(w, &r, err, sizeof err)) { sim_workload_free(w); plan_bound_stream_free(b); return NULL; }
+        if (sim_workload_next(w, &r, err, sizeof err)) { sim_workload_free(w); free(g); plan_bound_stream_free(b); return NULL; }
         b->u[i] = r.arrival;
         b->prompt[i] = r.prompt;
         b->output[i] = r.output;
         b->shared[i] = r.prefix_group >= 0 ? r.prefix_len : 0;
     }
     sim_workload_free(w);
+    free(g);
     /* The sorted copies (top_* as scratch first, then their prefix sums in place). */
     double *cols[4] = {b->top_o, b->top_keys, b->top_tok, b->top_tok_pc};
     for (long i = 0; i < n; i++) {
