@@ -708,11 +708,14 @@ static void *worker(void *p)
 
 void plan_set_bound(plan_result *r, int keep) { r->bound_keep = keep > 0 ? keep : 0; }
 
-/* Whether plan_evaluate may skip by bound: the cases plan_bound_below's proof covers (one seed,
- * goodput per GPU at capacity) and a plan that sees every candidate (no shards). */
+/* Whether plan_evaluate may skip by bound: the cases plan_bound_below's proof covers (goodput
+ * per GPU at capacity), a plan that sees every candidate (no shards), and no speculative
+ * settings (their explanation reads the best-ranked candidate of each setting, wherever it
+ * ranks). */
 static bool may_bound(const scn_scenario *s, const plan_result *r, int shard_n)
 {
-    if (r->bound_keep < 1 || shard_n > 1 || s->objective != SCN_OBJ_GOODPUT_PER_GPU || !plan_objective_at_capacity(s))
+    if (r->bound_keep < 1 || shard_n > 1 || s->objective != SCN_OBJ_GOODPUT_PER_GPU || !plan_objective_at_capacity(s) ||
+        s->options.n_spec > 0)
         return false;
     for (int i = 0; i < r->n; i++)
         if (r->c[i].status == PLAN_PENDING && (r->c[i].n_seeds != r->seeds || !r->c[i].search_capacity)) return false;
@@ -745,18 +748,33 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
     for (int round = 0; bounding && rc == 0 && round < 64; round++) {
         plan_rank(s, r);
         int focus[3] = {r->best, r->risk_gated ? r->risk_gated_cand : -1, r->spec_gated ? r->spec_gated_cand : -1};
+        /* A dimension in which the recommendation has no runnable one-option alternative (such
+         * as contiguous against a prefix cache) is explained against the best-ranked candidate
+         * differing there (plan_explain): every skipped one that differs there is needed. */
+        bool nearest[PLAN_DIMS] = {false};
+        if (r->best >= 0)
+            for (int d = 0; d < PLAN_DIMS; d++) {
+                bool alt = false, differ = false;
+                for (int i = 0; i < r->n && !alt; i++) {
+                    const plan_cand *c = &r->c[i];
+                    if (!plan_option_differs(&r->c[r->best], c, d)) continue;
+                    differ = true;
+                    alt = plan_one_option_apart(&r->c[r->best], c) && (c->status == PLAN_DONE || c->bound_skipped);
+                }
+                nearest[d] = differ && !alt;
+            }
         long woke = 0;
         for (int i = 0; i < r->n; i++) {
             plan_cand *c = &r->c[i];
             if (!c->bound_skipped) continue;
-            for (int f = 0; f < 3; f++)
-                if (focus[f] >= 0 && plan_one_option_apart(&r->c[focus[f]], c)) {
-                    c->bound_skipped = false;
-                    c->status = PLAN_PENDING;
-                    c->why[0] = 0;
-                    woke++;
-                    break;
-                }
+            bool need = false;
+            for (int f = 0; f < 3 && !need; f++) need = focus[f] >= 0 && plan_one_option_apart(&r->c[focus[f]], c);
+            for (int d = 0; d < PLAN_DIMS && !need; d++) need = nearest[d] && plan_option_differs(&r->c[r->best], c, d);
+            if (!need) continue;
+            c->bound_skipped = false;
+            c->status = PLAN_PENDING;
+            c->why[0] = 0;
+            woke++;
         }
         if (!woke) break;
         rc = run_pool(s, r, threads, shard_i, shard_n, false, progress, ud, err, n);

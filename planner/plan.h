@@ -142,6 +142,8 @@ void plan_set_capacity(plan_result *r, bool on);
 void plan_set_bound(plan_result *r, int keep);
 /* True when candidates a and b differ in exactly one option dimension. */
 bool plan_one_option_apart(const plan_cand *a, const plan_cand *b);
+/* True when candidates a and b differ in option dimension `dim` (plan_enumerate's order). */
+bool plan_option_differs(const plan_cand *a, const plan_cand *b, int dim);
 
 /* The bound (plan_bound.c). A seed's request stream at unit rate, shared by the candidates. */
 typedef struct plan_bound_stream plan_bound_stream;

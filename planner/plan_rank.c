@@ -457,6 +457,13 @@ static void same_dims(const plan_cand *a, const plan_cand *b, int same[PLAN_DIMS
 }
 
 /* True when b equals a except in dimension `dim`, where it differs. */
+bool plan_option_differs(const plan_cand *a, const plan_cand *b, int dim)
+{
+    int same[PLAN_DIMS];
+    same_dims(a, b, same);
+    return dim >= 0 && dim < PLAN_DIMS && !same[dim];
+}
+
 bool plan_one_option_apart(const plan_cand *a, const plan_cand *b)
 {
     int same[PLAN_DIMS], differ = 0;

@@ -191,6 +191,11 @@ static void check_skipping(const char *text, int seeds)
         ck_assert(strstr(some.c[i].why, "not simulated"));
     }
     ck_assert_int_gt(skipped, 0);
+    /* The recommendation's reasons, word for word. */
+    static char la[24][PLAN_LINE], lb[24][PLAN_LINE];
+    int na = plan_explain(&s, &all, la, 24), nb = plan_explain(&s, &some, lb, 24);
+    ck_assert_int_eq(na, nb);
+    for (int k = 0; k < na; k++) ck_assert_str_eq(la[k], lb[k]);
     long sims_all = 0, sims_some = 0;
     for (int i = 0; i < all.n; i++) { sims_all += all.c[i].sims; sims_some += some.c[i].sims; }
     ck_assert_int_lt(sims_some, sims_all);
