@@ -26,7 +26,7 @@ struct plan_bound_stream {
      * computes at least without and with a prefix cache (prompt + output - 1, less the shared
      * prefix with the cache). */
     double *top_o, *top_keys, *top_tok, *top_tok_pc;
-    double *o_sorted;          /* output lengths, ascending (quantiles for the deadline slack) */
+    double *o_sorted;          /* output lengths, descending (quantiles for the deadline slack) */
 };
 
 static int cmp_desc(const void *a, const void *b)
