@@ -91,6 +91,12 @@ int cmd_cost(int argc, char **argv)
     out_kv_num(d, "weight_bytes_per_rank", ep ? "weights per GPU (routed experts sharded)" : "weights per GPU",
                ep ? kv_moe_weight_bytes(&s, &s.model) : kw.bytes_per_rank, OUT_BYTES);
     out_kv_str(d, "gemm_dtype", "GEMMs run in", scn_dtype_name(st.gemm_dtype));
+    /* The GEMM rate's terms (kv_compute_rate): the dtype's peak x compute x its compute_scale. */
+    out_kv_num(d, "gemm_peak_per_s", "GEMM peak (per second)", s.hardware.flops[st.gemm_dtype], OUT_FLOPS);
+    out_kv_num(d, "gemm_compute_share", "GEMM share of peak",
+               kv_compute_share(&s.hardware, st.gemm_dtype), OUT_FRAC);
+    out_kv_num(d, "gemm_rate_per_s", "GEMM rate (per second)",
+               kv_compute_rate(&s.hardware, st.gemm_dtype), OUT_FLOPS);
     out_kv_str(d, "kv_dtype", "kv dtype", scn_dtype_name(cc.dtype));
     out_kv_str(d, "attention", "attention", o->attention[0] == SCN_ATTN_FLASH ? "flash" : "naive");
     out_kv_str(d, "attention_kernel", "attention kernel family", scn_attn_kernel_name(s.engine.attn_kernel));
@@ -173,7 +179,8 @@ int cmd_cost(int argc, char **argv)
     if (s.hardware.calibrated == false)
         out_note(d, "Efficiency factors for %s and the CPU and launch costs of engine %s are kvplan defaults, not "
                     "measurements; docs/cost-model.md says what they mean.", s.hardware.name, s.engine.name);
-    out_note(d, "efficiency: a GEMM's share of eff_compute x peak from its shape (tiles and waves over the SMs); "
+    out_note(d, "GEMM rate = peak x share of peak (efficiency.compute x compute_scale of the dtype); efficiency: a "
+                "GEMM's share of that rate (the LM head's: bf16's) from its shape (tiles and waves over the SMs); "
                 "attention's share of the bf16 peak for the engine's kernel family.");
     rc = cli_emit(d, c.format);
     out_doc_free(d);

@@ -151,6 +151,10 @@ typedef struct {
     /* Efficiency factors and overheads: defaults in the library, replaced by calibration. */
     double eff_bandwidth;       /* achieved / peak memory bandwidth */
     double eff_compute;         /* achieved / peak tensor throughput on GEMMs */
+    /* efficiency.compute_scale: GEMMs whose math runs in dtype d reach eff_compute x this of
+     * flops[d] (a ratio to compute, so a calibration of compute carries to every dtype);
+     * 0 = not given, i.e. 1. Read it through kv_compute_share (model/kv_model.h). */
+    double eff_compute_scale[SCN_DTYPE_COUNT];
     double eff_attention;       /* achieved / peak tensor throughput in attention (used when calibrated;
                                  * otherwise the engine's kernel family sets it) */
     double eff_link;            /* achieved / peak interconnect bandwidth */

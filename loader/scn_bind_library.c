@@ -118,7 +118,7 @@ static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_pe
                                         "oneshot_latency_per_peer", NULL};
 static const char *const NET_KEYS[] = {"kind", "bandwidth", "latency", NULL};
 static const char *const HW_PRICE_KEYS[] = {"usd_per_gpu_hour", "source", NULL};
-static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "attention", "interconnect", NULL};
+static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "compute_scale", "attention", "interconnect", NULL};
 static const char *const OVH_KEYS[] = {"kernel_launch", "step", "runtime_memory", NULL};
 
 static int sub_map(scn_ctx *c, const scn_node *m, const char *path, const char *key,
@@ -136,6 +136,32 @@ static int get_fraction(scn_ctx *c, const scn_node *m, const char *path, const c
     if (scn_get_qty(c, m, path, key, SCN_UNIT_FRACTION, false, &x)) return -1;
     if (x > 1) return invalid(c, m, path, key, "must be a fraction in (0, 1]");
     *out = x;
+    return 0;
+}
+
+/* efficiency.compute_scale: per GEMM dtype, the ratio of that dtype's share of its own peak to
+ * `compute` (docs/scenarios.md, "hardware"; docs/cost-model.md, "Efficiency defaults"). The dtype
+ * needs a tensor rate, and its share, compute x scale, must stay a fraction. */
+static int bind_compute_scale(scn_ctx *c, const scn_node *eff, const char *path, scn_hardware *o)
+{
+    char full[256], msg[200];
+    const scn_node *s;
+    if (sub_map(c, eff, path, "compute_scale", SCN_DTYPE_NAMES, &s, full, sizeof full)) return -1;
+    for (int d = 0; s && SCN_DTYPE_NAMES[d]; d++) {
+        const char *k = SCN_DTYPE_NAMES[d];
+        if (!scn_has(s, k)) continue;
+        if (scn_get_qty(c, s, full, k, SCN_UNIT_FRACTION, false, &o->eff_compute_scale[d])) return -1;
+        if (!(o->flops[d] > 0)) {
+            snprintf(msg, sizeof msg, "the profile has no %s tensor rate (compute.%s) to scale", k, k);
+            return invalid(c, s, full, k, msg);
+        }
+        /* A rounding margin: 0.75 x 4/3 written to six digits is still the whole peak. */
+        if (o->eff_compute * o->eff_compute_scale[d] > 1 + 1e-9) {
+            snprintf(msg, sizeof msg, "compute x compute_scale.%s = %.4g: a share of the peak must be at most 1", k,
+                     o->eff_compute * o->eff_compute_scale[d]);
+            return invalid(c, s, full, k, msg);
+        }
+    }
     return 0;
 }
 
@@ -221,7 +247,7 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
     if (s && (get_fraction(c, s, full, "memory_bandwidth", &o->eff_bandwidth) ||
               get_fraction(c, s, full, "compute", &o->eff_compute) ||
               get_fraction(c, s, full, "attention", &o->eff_attention) ||
-              get_fraction(c, s, full, "interconnect", &o->eff_link)))
+              get_fraction(c, s, full, "interconnect", &o->eff_link) || bind_compute_scale(c, s, full, o)))
         return -1;
     o->attention_given = s && scn_has(s, "attention");
     if (sub_map(c, m, path, "overhead", OVH_KEYS, &s, full, sizeof full)) return -1;

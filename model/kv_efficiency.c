@@ -10,6 +10,18 @@
 #define TILE_K_BYTES 128    /* bytes of K per main-loop stage: 64 bf16, 128 fp8, 256 fp4/int4 */
 #define DECODE_SPLIT 128    /* keys per split in split-KV decode (the FlashAttention key block) */
 
+double kv_compute_share(const scn_hardware *hw, scn_dtype dt)
+{
+    double scale = (unsigned)dt < SCN_DTYPE_COUNT ? hw->eff_compute_scale[dt] : 0;
+    return hw->eff_compute * (scale > 0 ? scale : 1);
+}
+
+double kv_compute_rate(const scn_hardware *hw, scn_dtype dt)
+{
+    if ((unsigned)dt >= SCN_DTYPE_COUNT) return 0;
+    return hw->flops[dt] * kv_compute_share(hw, dt);
+}
+
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt)
 {
     double sm = hw->sm_count;

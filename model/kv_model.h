@@ -88,7 +88,13 @@ kv_coll_cost kv_p2p_time(const scn_hardware *hw, double bytes, bool same_node);
 double kv_moe_quant_kernels(scn_dtype gemm_dtype);
 
 /* ---- Efficiency from shapes (kv_efficiency.c) ---- */
-/* Share of eff_compute * peak a GEMM of M x N x K reaches: tile padding in M, N and K and the
+/* The share of flops[dt] a large GEMM in dtype dt reaches: eff_compute x efficiency.compute_scale
+ * for dt (1 when the profile gives none). docs/cost-model.md, "Efficiency defaults". */
+double kv_compute_share(const scn_hardware *hw, scn_dtype dt);
+/* The tensor rate every GEMM in dtype dt is priced at before its shape: flops[dt] x
+ * kv_compute_share, flops/s. The one place that multiplies the two, so no op can drift. */
+double kv_compute_rate(const scn_hardware *hw, scn_dtype dt);
+/* Share of kv_compute_rate a GEMM of M x N x K reaches: tile padding in M, N and K and the
  * last partial wave of tiles over the SMs (split-K when tiles are fewer than SMs). */
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt);
 /* Achieved / peak bf16 tensor rate of prefill attention for the engine's kernel family. */
@@ -240,7 +246,7 @@ kv_step_cost kv_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, s
                                  const kv_seq_work *seqs, const int *verify, int n);
 /* One GEMM [M x K] x [K x N] by itself, priced exactly as kv_step_time prices each GEMM of a
  * step: the N x K weight at `weight_bytes` per parameter read once plus M x (N + K) 16-bit
- * activations at bandwidth x eff_bandwidth, 2·M·N·K flops at flops[dt] x eff_compute x
+ * activations at bandwidth x eff_bandwidth, 2·M·N·K flops at kv_compute_rate(hw, dt) x
  * kv_gemm_shape_efficiency, the two combined by kv_roofline_combine, plus one kernel's launch or
  * boundary cost under engine e (`graph`: replayed from a CUDA graph). For checking the GEMM
  * pricing against measured kernels (planner/plan_kernels.h). */

@@ -215,7 +215,7 @@ kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c
     r.rows_busiest = tokens * k * r.busiest_share;
     double h = m->hidden, I = m->moe_intermediate / split, wb = kv_weight_bytes_per_param(m);
     scn_dtype dt = kv_gemm_dtype(m, hw);
-    double peak0 = hw->flops[dt] * hw->eff_compute, bw = hw->memory_bandwidth * hw->eff_bandwidth;
+    double peak0 = kv_compute_rate(hw, dt), bw = hw->memory_bandwidth * hw->eff_bandwidth;
     /* Each EP rank r holds experts r, r + E, r + 2E, ...: it computes tokens x sum pi_i rows and
      * reads the weights of each local expert at least one token picked. The slowest rank sets
      * the phase (the all-to-all after it is a barrier): at small batches that is the rank

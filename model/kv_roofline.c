@@ -90,7 +90,7 @@ typedef struct {
     const scn_hardware *hw;
     double T;          /* tokens (rows) really processed */
     double M;          /* rows the kernel computes: T, or the CUDA-graph size it was padded to */
-    double peak;       /* GEMM dtype's tensor rate * eff_compute */
+    double peak;       /* kv_compute_rate of the GEMM dtype */
     scn_dtype dt;
     double wb;         /* stored bytes per weight parameter */
 } gemm_ctx;
@@ -345,7 +345,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         if ((verify && verify[i] > 0) && seqs[i].new_tokens > 1) S += (double)(seqs[i].new_tokens - 1);
     kv_weights kw = kv_weights_compute(m, tp);
     r.gemm_dtype = kv_gemm_dtype(m, hw);
-    gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, hw->flops[r.gemm_dtype] * hw->eff_compute, r.gemm_dtype,
+    gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, kv_compute_rate(hw, r.gemm_dtype), r.gemm_dtype,
                   kw.bytes_per_linear};
 
     if (T > 0) {
@@ -427,7 +427,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         }
         /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. */
         double V = (double)m->vocab / tp;
-        gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, hw->flops[SCN_DTYPE_BF16] * hw->eff_compute,
+        gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, kv_compute_rate(hw, SCN_DTYPE_BF16),
                        SCN_DTYPE_BF16, kw.bytes_per_other};
         gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);
         add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
@@ -667,7 +667,7 @@ kv_op_cost kv_gemm_time(const scn_hardware *hw, const scn_engine *e, double M, d
 {
     kv_op_cost o;
     memset(&o, 0, sizeof o);
-    gemm_ctx g = {hw, M, M, hw->flops[dt] * hw->eff_compute, dt, weight_bytes};
+    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes};
     gemm(&o, &g, N, K, 1, 1);
     finish(&o, hw->memory_bandwidth * hw->eff_bandwidth, 1, hw->kernel_overhead, graph, e->graph_kernel);
     return o;

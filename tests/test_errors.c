@@ -92,6 +92,35 @@ START_TEST(zero_and_negative_sizes)
 }
 END_TEST
 
+/* efficiency.compute_scale (a ratio to compute per GEMM dtype): inline hardware whose line 9 is
+ * "    compute_scale: X", X at col 20, a flow mapping's first key at col 21 and its value at 26. */
+#define SCALE_HW(x) "model: llama-3-8b\nhardware:\n  name: x\n  memory: 80 GiB\n  memory_bandwidth: 1 TB/s\n" \
+                    "  compute: {bf16: 1 TFLOPS, fp8: 2 TFLOPS}\n  efficiency:\n    compute: 0.8\n" \
+                    "    compute_scale: " x "\n" OK_WORK
+START_TEST(compute_scale_errors)
+{
+    const char *p8 = "hardware.efficiency.compute_scale.fp8";
+    /* 0.8 x 1.5 = 1.2 of the peak. */
+    expect_fail(SCALE_HW("{fp8: 1.5}"), NULL, 0, SCN_E_DATA, 9, 26, p8, "a share of the peak must be at most 1");
+    expect_fail(SCALE_HW("{fp8: 126 %}"), NULL, 0, SCN_E_DATA, 9, 26, p8, "= 1.008: a share of the peak");
+    expect_fail(SCALE_HW("{fp8: -0.5}"), NULL, 0, SCN_E_DATA, 9, 26, p8, "must be greater than zero");
+    expect_fail(SCALE_HW("{fp8: 0}"), NULL, 0, SCN_E_DATA, 9, 26, p8, "must be greater than zero");
+    expect_fail(SCALE_HW("{fp8: 5 GB}"), NULL, 0, SCN_E_DATA, 9, 26, p8, "is a byte size, but this field is a fraction");
+    expect_fail(SCALE_HW("{fp8: fast}"), NULL, 0, SCN_E_DATA, 9, 26, p8, "fast");
+    /* A dtype the profile has no tensor rate for, and one that is not a dtype. */
+    expect_fail(SCALE_HW("{fp4: 0.5}"), NULL, 0, SCN_E_DATA, 9, 26, "hardware.efficiency.compute_scale.fp4",
+                "the profile has no fp4 tensor rate (compute.fp4) to scale");
+    expect_fail(SCALE_HW("{fp9: 0.5}"), NULL, 0, SCN_E_DATA, 9, 21, "hardware.efficiency.compute_scale.fp9",
+                "did you mean 'fp8'?");
+    /* A number where the per-dtype mapping belongs. */
+    expect_fail(SCALE_HW("0.9"), NULL, 0, SCN_E_DATA, 9, 20, "hardware.efficiency.compute_scale", "expected a mapping");
+    /* Through --set on a library profile (h100-sxm: compute 0.75): the value's column in the
+     * override text "hardware.efficiency.compute_scale.fp8=2" is 39. */
+    const char *sets[] = {"hardware.efficiency.compute_scale.fp8=2"};
+    expect_fail(HEAD OK_WORK, sets, 1, SCN_E_DATA, 1, 39, p8, "compute x compute_scale.fp8 = 1.5");
+}
+END_TEST
+
 START_TEST(non_integer_counts)
 {
     expect_fail(HEAD "workload:\n  requests: 2.5\n", NULL, 0, SCN_E_DATA, 5, 13, "workload.requests",
@@ -285,6 +314,7 @@ Suite *suite_errors(void)
     tcase_add_test(tc, missing_unit);
     tcase_add_test(tc, wrong_unit);
     tcase_add_test(tc, zero_and_negative_sizes);
+    tcase_add_test(tc, compute_scale_errors);
     tcase_add_test(tc, non_integer_counts);
     tcase_add_test(tc, unknown_library_names);
     tcase_add_test(tc, reference_cycles);

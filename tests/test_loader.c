@@ -155,6 +155,35 @@ START_TEST(extends_merges_and_overrides)
 }
 END_TEST
 
+/* efficiency.compute_scale: the library's values, a fraction or a percentage inline, the whole
+ * peak accepted, and a profile extending h200 that sets its own compute keeps the ratio. */
+START_TEST(compute_scale_loads)
+{
+    load_ok("model: llama-3-8b\nhardware: h200\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+            "  prompt_tokens: 10\n  output_tokens: 10\n", NULL, 0);
+    ck_assert(s.hardware.eff_compute == 0.75 && s.hardware.eff_compute_scale[SCN_DTYPE_FP8] == 0.89);
+    ck_assert(s.hardware.eff_compute_scale[SCN_DTYPE_BF16] == 0 && s.hardware.eff_compute_scale[SCN_DTYPE_INT8] == 0);
+    const char *hw = "model: llama-3-8b\nhardware:\n  memory: 80 GiB\n  memory_bandwidth: 1 TB/s\n"
+                     "  compute: {bf16: 1 TFLOPS, fp8: 2 TFLOPS, int8: 2 TOPS}\n"
+                     "  efficiency: {compute: 0.8, compute_scale: {fp8: 90 %, int8: 1.25}}\n"
+                     "workload:\n  arrival: {process: poisson, rate: 1/s}\n  prompt_tokens: 10\n  output_tokens: 10\n";
+    load_ok(hw, NULL, 0);
+    ck_assert(fabs(s.hardware.eff_compute_scale[SCN_DTYPE_FP8] - 0.9) < 1e-15);
+    ck_assert(s.hardware.eff_compute_scale[SCN_DTYPE_INT8] == 1.25);   /* 0.8 x 1.25: the whole peak */
+    ck_assert(s.hardware.eff_compute_scale[SCN_DTYPE_FP16] == 0);
+    /* An override of compute alone keeps the base's ratio (the extends merge is per key). */
+    t_write("my-h200.yaml", "extends: h200\nname: my-h200\nefficiency: {compute: 0.5}\n");
+    load_ok("model: llama-3-8b\nhardware: ./my-h200.yaml\nworkload:\n  arrival: {process: constant, rate: 1/s}\n"
+            "  prompt_tokens: 10\n  output_tokens: 10\n", NULL, 0);
+    ck_assert(s.hardware.eff_compute == 0.5 && s.hardware.eff_compute_scale[SCN_DTYPE_FP8] == 0.89);
+    /* The shipped calibrated profile extends h200: its fitted compute with h200's ratio. */
+    load_ok("model: llama-3-8b\nhardware: h200.calibrated\nworkload:\n  arrival: {process: constant, rate: 1/s}\n"
+            "  prompt_tokens: 10\n  output_tokens: 10\n", NULL, 0);
+    ck_assert(s.hardware.calibrated && s.hardware.eff_compute == 0.0639944);
+    ck_assert(s.hardware.eff_compute_scale[SCN_DTYPE_FP8] == 0.89);
+}
+END_TEST
+
 START_TEST(json_scenarios_and_anchors)
 {
     load_ok("{\"model\": \"llama-3-8b\", \"hardware\": \"h200\", \"workload\": {\"arrival\": "
@@ -272,6 +301,7 @@ Suite *suite_loader(void)
     tcase_add_test(tc, library_hardware_matches_datasheets);
     tcase_add_test(tc, overrides_apply_in_order);
     tcase_add_test(tc, extends_merges_and_overrides);
+    tcase_add_test(tc, compute_scale_loads);
     tcase_add_test(tc, json_scenarios_and_anchors);
     tcase_add_test(tc, hf_config_matches_library_entry);
     tcase_add_test(tc, hf_config_family_rules);

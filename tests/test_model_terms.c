@@ -7,6 +7,7 @@
 #include "../planner/plan.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -320,6 +321,112 @@ START_TEST(hf_quantization_config)
 }
 END_TEST
 
+/* The GEMM rate per dtype (kv_compute_rate): the dtype's peak x compute x its compute_scale,
+ * scale 1 where the profile gives none; and one fp8 GEMM priced with it, by hand. */
+START_TEST(compute_rate_per_dtype)
+{
+    scn_error e;
+    const char *sets[] = {"engine=bare"};
+    ck_assert_int_eq(t_load("model: llama-3-8b\nhardware: h200\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                            "  prompt_tokens: 10\n  output_tokens: 10\n", sets, 1, &s, &e), SCN_OK);
+    const scn_hardware *hw = &s.hardware;
+    /* h200.yaml: 989 TFLOPS bf16 and 1979 fp8/int8 at compute 0.75; fp8 scaled by 0.89. */
+    ck_assert(near(kv_compute_rate(hw, SCN_DTYPE_BF16), 989e12 * 0.75));
+    ck_assert(near(kv_compute_rate(hw, SCN_DTYPE_FP16), 989e12 * 0.75));
+    ck_assert(near(kv_compute_share(hw, SCN_DTYPE_FP8), 0.75 * 0.89));
+    ck_assert(near(kv_compute_rate(hw, SCN_DTYPE_FP8), 1979e12 * 0.75 * 0.89));
+    ck_assert(near(kv_compute_rate(hw, SCN_DTYPE_INT8), 1979e12 * 0.75));   /* no scale: compute's */
+    ck_assert(kv_compute_rate(hw, SCN_DTYPE_FP4) == 0);                   /* no fp4 tensor rate */
+    /* Llama-3-8B's QKV GEMM at M = 4096 in fp8, one kernel replayed from a graph of the bare
+     * engine (3 us a boundary). Shape: 128-row tiles, 32 x 48 = 1536 of them, ceil(1536 / 132)
+     * = 12 waves, 4096 / 128 = 32 K stages each: e = 1536 / (12 x 132) = 32/33. Compute at
+     * 1979 TFLOPS x 0.75 x 0.89 x e; memory: the 1-byte weight and 16-bit activations in and out
+     * at 4.8 TB/s x 0.80; combined as sqrt(tc^2 + tm^2). */
+    double M = 4096, N = 6144, K = 4096, ef = 32.0 / 33.0;
+    double tc = 2 * M * N * K / (1979e12 * 0.75 * 0.89 * ef);
+    double tm = (N * K * 1 + M * (N + K) * 2) / (4.8e12 * 0.80);
+    double want = sqrt(tc * tc + tm * tm) + 3e-6;   /* about 186.6 us */
+    kv_op_cost g = kv_gemm_time(hw, &s.engine, M, N, K, SCN_DTYPE_FP8, 1, true);
+    ck_assert_msg(fabs(g.seconds - want) <= 1e-12 * want, "%.10g vs %.10g", g.seconds, want);
+    ck_assert(near(g.t_compute, tc) && near(g.efficiency, ef));
+    /* The same in bf16 has no scale: 989 TFLOPS x 0.75, 64-element K stages (64 of them). */
+    g = kv_gemm_time(hw, &s.engine, M, N, K, SCN_DTYPE_BF16, 2, true);
+    ck_assert(near(g.t_compute, 2 * M * N * K / (989e12 * 0.75 * ef)));
+    /* A profile built by hand, with no scale set (0), prices at compute's share. */
+    scn_hardware h;
+    memset(&h, 0, sizeof h);
+    h.flops[SCN_DTYPE_FP8] = 100;
+    h.eff_compute = 0.5;
+    ck_assert(near(kv_compute_rate(&h, SCN_DTYPE_FP8), 50));
+    h.eff_compute_scale[SCN_DTYPE_FP8] = 0.6;
+    ck_assert(near(kv_compute_rate(&h, SCN_DTYPE_FP8), 30));
+    ck_assert(kv_compute_rate(&h, (scn_dtype)SCN_DTYPE_COUNT) == 0);
+    /* `kvplan cost` prints the rate's terms: fp8 weights on h200, 1979 TFLOPS x 0.6675. */
+    char out[65536], err[4096], args[512];
+    snprintf(args, sizeof args, "cost '%s/chat.yaml' --set model=llama-3-8b --set hardware=h200 "
+             "--set model.weight_dtype=fp8 --format json", getenv("KVPLAN_LIBRARY"));
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "\"gemm_peak_per_s\": 1979000000000000.0") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "\"gemm_compute_share\": 0.6674999") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "\"gemm_rate_per_s\": 1320982500000000.0") != NULL, "%s", out);
+}
+END_TEST
+
+/* h200.yaml's compute_scale.fp8 is the statistic its comment names, computed here from the
+ * measurement file: over the fp8 rows of validation/h200-2026-11-30/gemm.csv with M >= 4096,
+ * the median of fp8 TFLOP/s over the bf16 TFLOP/s of the row with the same label and M, times
+ * bf16 peak / fp8 peak; rounded to two places. h100-sxm.yaml carries the same figure. */
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+START_TEST(fp8_scale_is_the_gemm_csv_statistic)
+{
+    char path[700], line[256];
+    snprintf(path, sizeof path, "%s/../validation/h200-2026-11-30/gemm.csv", getenv("KVPLAN_TESTS"));
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    enum { MAXROWS = 400 };
+    static char label[MAXROWS][64], dtype[MAXROWS][8];
+    static long rows_m[MAXROWS];
+    static double tflops[MAXROWS];
+    int n = 0;
+    ck_assert(fgets(line, sizeof line, f) != NULL);   /* header */
+    while (n < MAXROWS && fgets(line, sizeof line, f)) {
+        long N, K;
+        double sec;
+        if (sscanf(line, "%63[^,],%7[^,],%ld,%ld,%ld,%lf,%lf", label[n], dtype[n], &rows_m[n], &N, &K, &sec, &tflops[n]) == 7)
+            n++;
+    }
+    fclose(f);
+    double ratio[MAXROWS];
+    int r = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(dtype[i], "fp8") || rows_m[i] < 4096) continue;
+        for (int j = 0; j < n; j++)
+            if (!strcmp(dtype[j], "bf16") && rows_m[j] == rows_m[i] && !strcmp(label[j], label[i]))
+                ratio[r++] = tflops[i] / tflops[j];
+    }
+    ck_assert_int_eq(r, 8);   /* 4 Llama-3-8B shapes x M = 4096, 8192 */
+    qsort(ratio, (size_t)r, sizeof *ratio, cmp_dbl);
+    double med = (ratio[r / 2 - 1] + ratio[r / 2]) / 2;
+    t_library("llama-3-8b", "h200", &s);
+    double scale = med * s.hardware.flops[SCN_DTYPE_BF16] / s.hardware.flops[SCN_DTYPE_FP8];
+    ck_assert_msg(fabs(scale - 0.8903) < 5e-4, "statistic %.4f", scale);
+    ck_assert(near(s.hardware.eff_compute_scale[SCN_DTYPE_FP8], round(scale * 100) / 100));
+    t_library("llama-3-8b", "h100-sxm", &s);
+    ck_assert(near(s.hardware.eff_compute_scale[SCN_DTYPE_FP8], round(scale * 100) / 100));
+    /* GPUs without a measurement or source have none. */
+    static const char *const none[] = {"a100-80g", "h100-pcie", "b200", "mi300x", "l40s"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        t_library("llama-3-8b", none[i], &s);
+        for (int d = 0; d < SCN_DTYPE_COUNT; d++) ck_assert_msg(s.hardware.eff_compute_scale[d] == 0, "%s", none[i]);
+    }
+}
+END_TEST
+
 Suite *suite_model_terms(void)
 {
     Suite *su = suite_create("model_terms");
@@ -334,6 +441,8 @@ Suite *suite_model_terms(void)
     tcase_add_test(tc, engine_profiles_load);
     tcase_add_test(tc, engine_errors_are_located);
     tcase_add_test(tc, hf_quantization_config);
+    tcase_add_test(tc, compute_rate_per_dtype);
+    tcase_add_test(tc, fp8_scale_is_the_gemm_csv_statistic);
     suite_add_tcase(su, tc);
     return su;
 }
