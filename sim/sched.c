@@ -210,6 +210,17 @@ static int grow_or_preempt(sim_sched *e, sim_replica *rep, sim_req *r, int upto)
     return 0;
 }
 
+/* A whole (unchunked) prompt of `want` tokens that exceeds what is left of the step's budget
+ * waits for a later step (TensorRT-LLM's MicroBatchScheduler stops adding context requests at
+ * the first that does not fit max_num_tokens less the tokens already in the batch), unless it is
+ * longer than the whole budget: it can then only ever run as its step's only prompt, so it runs
+ * when `first` (no prompt in the step yet; an engine that does not chunk cannot be given a
+ * token limit below its longest prompt). docs/simulator.md, "Mixed and separate prefill steps". */
+static bool over_whole_budget(const sim_sched *e, long want, bool first)
+{
+    return first && want > e->s->deployment.max_num_batched_tokens;
+}
+
 /* Tries to admit the head of the waiting list with at most `budget` new tokens. Returns the
  * tokens scheduled, 0 if it does not fit now, -1 if it can never fit. */
 /* Resumes a swapped-out sequence: new blocks for everything it had computed and its next
@@ -221,7 +232,7 @@ static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budg
     long want = r->total - r->computed;
     if (want > budget) {
         if (chunked) want = budget;
-        else if (!first) return 0;
+        else if (!over_whole_budget(e, want, first)) return 0;
     }
     if (want <= 0) return 0;
     long upto = r->computed + want;
@@ -252,7 +263,7 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
     long want = r->total - hit;
     if (want > budget) {
         if (chunked) want = budget;
-        else if (!first) return 0;   /* a whole prompt longer than the budget runs as the step's only prompt */
+        else if (!over_whole_budget(e, want, first)) return 0;
     }
     if (want <= 0) return 0;
     long upto = hit + want;

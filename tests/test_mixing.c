@@ -240,6 +240,28 @@ START_TEST(whole_prompt_over_the_budget_runs_as_the_only_prompt)
 }
 END_TEST
 
+START_TEST(whole_prompt_that_fits_the_budget_waits_for_room)
+{
+    /* Mixed, not chunked, budget 64: A (10, 5) at 0; B (64, 1) at 0.5. B fits the budget but
+     * not what A's decode row leaves of it (63): TensorRT-LLM's scheduler stops adding context
+     * requests at the first that does not fit (MicroBatchScheduler: batchNumTokens +
+     * reqNumTokens > maxNumTokens breaks), so B waits while A decodes. [0,1) prefills A; [1,2)
+     * .. [4,5) decode A (tokens at 2, 3, 4, 5: done at 5); [5,6) prefills B alone: its token at
+     * 6, TTFT 5.5. No step holds more than the budget. */
+    rows x;
+    steps st;
+    run("arrival_s,prompt_tokens,output_tokens\n0.0,10,5\n0.5,64,1\n", "{enabled: false, mixed: true}", 64,
+        "continuous", &x, &st);
+    ck_assert_int_eq(st.n, 6);
+    step_is(&st, 0, 1, (long[]){0}, (int[]){10});
+    for (int k = 1; k <= 4; k++) step_is(&st, k, 1, (long[]){0}, (int[]){1});
+    step_is(&st, 5, 1, (long[]){1}, (int[]){64});
+    ck_assert_double_eq_tol(x.ttft[1], 5.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 5.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 5.0, 1e-12);
+}
+END_TEST
+
 /* With the cost model as the clock: A (100 prompt tokens, 50 out) at 0, B (300, 2) at half of
  * A's prefill step p. B waits for that step; then, mixed, it runs with A's first decode
  * (one row of 1 new token on 100 cached, B's 300 on none); separate, its prefill runs alone.
@@ -425,6 +447,7 @@ Suite *suite_mixing(void)
     tcase_add_test(tc, mixed_chunked_prefill_steps);
     tcase_add_test(tc, separate_chunks_continue_before_decodes);
     tcase_add_test(tc, whole_prompt_over_the_budget_runs_as_the_only_prompt);
+    tcase_add_test(tc, whole_prompt_that_fits_the_budget_waits_for_room);
     tcase_add_test(tc, a_chunked_prefill_short_of_blocks_waits_for_the_decodes);
     tcase_add_test(tc, mixed_step_ttft_with_the_model_clock);
     tcase_add_test(tc, profiles_say_how_they_batch);
