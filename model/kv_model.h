@@ -139,8 +139,11 @@ double kv_prefill_tiles_efficiency(const kv_prefill_tiles *t, const scn_hardware
 /* Share of the streaming bandwidth decode attention reaches with `units` independent
  * (sequence, KV head, split) work items spread over the SMs. */
 double kv_wave_efficiency(const scn_hardware *hw, double units);
-/* Work items of split-KV decode for `seqs` sequences of `held` keys with `heads` KV heads each. */
-double kv_decode_units(const scn_hardware *hw, double seqs, double heads, double held);
+/* The most splits one decode sequence's keys get in split-KV decode when the step has `items`
+ * (sequence, KV head) work items: FlashAttention's num_splits_heuristic for the FA families
+ * (not MLA's latent decode), else the SMs left per item, floor(SMs / items) (callers clamp to >= 1 and to the row's
+ * 128-key blocks: kv_decode_split). */
+double kv_decode_splits(const scn_hardware *hw, const scn_engine *e, double items, bool mla);
 /* Time of an op that needs t_compute and t_memory: a smooth roofline, (tc^2 + tm^2)^(1/2). */
 double kv_roofline_combine(double t_compute, double t_memory);
 

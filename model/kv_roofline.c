@@ -152,7 +152,7 @@ static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, dou
     if (m->kv_lora_rank > 0 || nt <= 0) return 1;
     int tp = s->deployment.tensor_parallel;
     double heads = (double)m->heads / tp, kvh = kv_heads_per_rank(m, tp);
-    double split_cap = hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1;
+    double split_cap = kv_decode_splits(hw, &s->engine, decoding * kvh, false);
     double group = heads / kvh, rows = group * (double)nt;
     return kv_decode_tile_rows(hw, &s->engine, c, rows, m->head_dim, group, split_cap >= 2) / rows;
 }
@@ -178,8 +178,8 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     int decoding = 0;
     for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1 || (verify && verify[i] > 0 && seqs[i].new_tokens > 0);
     bool kv_b_read = false;
-    /* The most SMs one decode sequence's keys may be split over: the same for every sequence. */
-    double split_cap = hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1;
+    /* The most splits one decode sequence's keys get: the same for every sequence. */
+    double split_cap = kv_decode_splits(hw, &s->engine, decoding * kvh, mla);
     /* A decode row's per-key flops and its Q read + O write, as the general path computes them. */
     double flop_per_key_mha = 2.0 * heads * ((double)m->head_dim + (double)m->head_dim);
     double qo_one = 1 * heads * ((double)m->head_dim + (double)m->head_dim) * AB;
@@ -516,9 +516,8 @@ long kv_decode_cap(const scn_scenario *s, const kv_cache_cfg *c, int sliding)
 
 double kv_decode_split_cap(const scn_scenario *s, int n)
 {
-    const scn_hardware *hw = &s->hardware;
     double kvh = s->model.kv_lora_rank > 0 ? 1 : kv_heads_per_rank(&s->model, s->deployment.tensor_parallel);
-    return hw->sm_count > 0 ? floor(hw->sm_count / (n * kvh)) : 1;
+    return kv_decode_splits(&s->hardware, &s->engine, n * kvh, s->model.kv_lora_rank > 0);
 }
 
 double kv_decode_split(double held, double split_cap)
