@@ -75,18 +75,20 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
     }
 }
 
-double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c)
+double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, bool prefill)
 {
     double bf16 = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
     if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER || c->dtype != SCN_DTYPE_FP8 ||
         hw->flops[SCN_DTYPE_FP8] <= 0)
         return bf16;
-    /* Over an fp8 cache, FA3 quantises the queries and runs both GEMMs in fp8 (vLLM, "Quantized
-     * KV Cache"), at "close to 1.2 PFLOPs/s" of H100's 1979 (the FA3 paper); TensorRT-LLM's XQA
-     * on Hopper computes in the cache's element type (mha_sm90.cu: MathElem is CacheElem for
-     * fp8). FlashInfer converts fp8 K/V to 16 bits for its MMAs, FA2 and SDPA take no fp8 cache. */
+    /* Over an fp8 cache, FA3 quantises the queries and runs both GEMMs in fp8 for all its
+     * attention (vLLM, "Quantized KV Cache"), at "close to 1.2 PFLOPs/s" of H100's 1979 (the
+     * FA3 paper). TensorRT-LLM's XQA, its generation kernel, computes in the cache's element
+     * type on Hopper (mha_sm90.cu: MathElem is CacheElem for fp8); no source here says its
+     * context FMHA runs in fp8 by default over an fp8 cache, so prefill keeps the 16-bit rate.
+     * FlashInfer converts fp8 K/V to 16 bits for its MMAs, FA2 and SDPA take no fp8 cache. */
     if (e->attn_kernel == SCN_AK_FLASH3) return hw->flops[SCN_DTYPE_FP8] * (1200.0 / 1979.0);
-    if (e->attn_kernel == SCN_AK_TRTLLM) return hw->flops[SCN_DTYPE_FP8] * kv_attention_efficiency(hw, e);
+    if (e->attn_kernel == SCN_AK_TRTLLM && !prefill) return hw->flops[SCN_DTYPE_FP8] * kv_attention_efficiency(hw, e);
     return bf16;
 }
 
@@ -280,15 +282,17 @@ double kv_roofline_combine(double tc, double tm)
     return sqrt(tc * tc + tm * tm);
 }
 
-/* FlashAttention's split-KV rule (FA2 flash_api.cpp and PyTorch's copy of it, FA3
- * hopper/heuristics.h: num_splits_heuristic) decides the engine's split count for the families
- * that run its kernels: flash2 and sdpa everywhere, flash3 (vLLM's FlashAttention backend,
- * FA2-built off Hopper), for every attention but MLA's latent decode (FlashMLA and the other
- * MLA kernels schedule their own splits). FlashInfer and TensorRT-LLM's XQA choose their own
- * splits (docs/cost-model.md, "Decode split"). */
-static bool fa_split_rule(const scn_engine *e)
+/* FlashAttention-2's split-KV rule (flash_api.cpp and PyTorch's copy of it:
+ * num_splits_heuristic) decides the split count where its kernels decode: flash2 and sdpa
+ * everywhere, flash3 (vLLM's FlashAttention backend) off Hopper, where it runs FA2; not MLA's
+ * latent decode (FlashMLA and the other MLA kernels schedule their own). FA3 on Hopper splits
+ * varlen batches dynamically on the device (the host heuristic only bounds it, "pretending that
+ * batch = 1"); FlashInfer and TensorRT-LLM's XQA choose their own splits; those keep the
+ * one-wave rule (docs/cost-model.md, "Decode split"). */
+static bool fa2_split_rule(const scn_hardware *hw, const scn_engine *e)
 {
-    return e->attn_kernel == SCN_AK_FLASH2 || e->attn_kernel == SCN_AK_FLASH3 || e->attn_kernel == SCN_AK_SDPA;
+    return e->attn_kernel == SCN_AK_FLASH2 || e->attn_kernel == SCN_AK_SDPA ||
+           (e->attn_kernel == SCN_AK_FLASH3 && hw->arch != SCN_ARCH_HOPPER);
 }
 
 double kv_decode_splits(const scn_hardware *hw, const scn_engine *e, double items, bool mla)
@@ -298,9 +302,9 @@ double kv_decode_splits(const scn_hardware *hw, const scn_engine *e, double item
     if (items <= 0) return sm;
     /* Other families: a sequence's keys spread over the SMs left per work item, at most one
      * wave's worth. */
-    if (mla || !fa_split_rule(e)) return floor(sm / items);
-    /* FA2 counts two CTAs of 128 threads per SM; FA3's persistent Hopper kernel one. */
-    double slots = e->attn_kernel == SCN_AK_FLASH3 && hw->arch == SCN_ARCH_HOPPER ? sm : 2 * sm;
+    if (mla || !fa2_split_rule(hw, e)) return floor(sm / items);
+    /* FA2 counts two CTAs of 128 threads per SM. */
+    double slots = 2 * sm;
     /* Enough work items to fill 80 % of the slots: one split. */
     if (items >= 0.8 * slots) return 1;
     /* Otherwise every count from 1 to 128 (and at most the slots) is scored by the filled share

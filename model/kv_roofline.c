@@ -139,7 +139,8 @@ static void finish(kv_op_cost *o, double bw, double wave, double launch, bool gr
  * whichever takes longer), and the rest at that rate unstretched. MLA's latent decode runs in
  * its own family (absorbed_flops). */
 typedef struct {
-    double compute;   /* flops-equivalent of the FlashAttention decode and prefill tiles */
+    double compute;   /* flops-equivalent of the FlashAttention decode tiles of decode-only launches */
+    double prefill;   /* the same of launches with prefill tiles (decode tiles they carry included) */
     double other;     /* naive attention, MLA prefill and MLA's absorption GEMVs */
 } attn_work;
 
@@ -283,7 +284,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     double dpad = dflops * ratio1 + vpad;
     if (pflops > 0) {
         double eff = kv_attention_family_applies(hw, &s->engine) ? kv_prefill_tiles_efficiency(&tiles, hw, &s->engine, m->head_dim) : 1;
-        work->compute += fmax(pflops / eff, pflops + dpad) * layers;
+        work->prefill += fmax(pflops / eff, pflops + dpad) * layers;
     } else {
         work->compute += dpad * layers;
     }
@@ -459,15 +460,19 @@ kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, 
     if (r.tokens > 0) {
         double L = m->layers;
         double mla_flops = 0;
-        attn_work work = {0, 0};
+        attn_work work = {0, 0, 0};
         attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
         attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
         at->efficiency = kv_attention_efficiency(hw, e);
-        double apeak = kv_attention_rate(hw, e, c);
+        double apeak = kv_attention_rate(hw, e, c, false), ppeak = kv_attention_rate(hw, e, c, true);
         /* MLA decode's latent attention runs in its own kernel family (FlashMLA-class decode),
          * whose share of the peak differs from prefill attention's (kv_mla_decode_efficiency). */
         double mpeak = hw->flops[SCN_DTYPE_BF16] * kv_mla_decode_efficiency(hw, e);
-        at->t_compute = apeak > 0 ? (work.compute + work.other) / apeak + (mpeak > 0 ? mla_flops / mpeak : 0) : 0;
+        /* Prefill launches run at the prefill rate (TensorRT-LLM's context FMHA keeps 16-bit math);
+         * a decode-only step adds 0 for them, leaving kv_step_complete_decode's doubles. */
+        at->t_compute = apeak > 0 ? (work.compute + work.other) / apeak + (work.prefill > 0 && ppeak > 0 ? work.prefill / ppeak : 0) +
+                                        (mpeak > 0 ? mla_flops / mpeak : 0)
+                                  : 0;
     }
     return step_totals(r, s, attn_units, n);
 }
@@ -548,7 +553,7 @@ kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenar
             cflops += w.fpk * d->keys[k] * ratio * layers[k];   /* attention()'s dflops * ratio1 * layers */
         }
         at->efficiency = kv_attention_efficiency(hw, &s->engine);
-        double apeak = kv_attention_rate(hw, &s->engine, c);
+        double apeak = kv_attention_rate(hw, &s->engine, c, false);
         at->t_compute = apeak > 0 ? cflops / apeak : 0;
     }
     return step_totals(r, s, attn_units, n);
@@ -575,7 +580,7 @@ void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const
     p->kv_tok = w.kv_tok;
     p->kvh = w.kvh;
     p->pad = decode_pad_ratio(s, c, n, 1);
-    p->apeak = kv_attention_rate(hw, e, c);
+    p->apeak = kv_attention_rate(hw, e, c, false);
     p->bw = hw->memory_bandwidth * hw->eff_bandwidth;
     p->launch = hw->kernel_overhead;
     p->graph = shape->graph;
