@@ -763,11 +763,19 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
                 }
                 nearest[d] = differ && !alt;
             }
+        /* With several seeds plan_rank recommends a candidate with fewer GPUs than the first-ranked
+         * one whenever the seeds cannot tell the two apart, however far down it ranks. bound_skip
+         * and searched_below spare such candidates only against the best found when they are
+         * judged: a candidate with more GPUs that finishes later and ranks first makes every
+         * candidate skipped before it with fewer GPUs one the rule may pick, so all are needed. */
+        const plan_cand *top = NULL;
+        for (int i = 0; i < r->n && !top; i++)
+            if (r->c[r->order[i]].status == PLAN_DONE && r->c[r->order[i]].allowed) top = &r->c[r->order[i]];
         long woke = 0;
         for (int i = 0; i < r->n; i++) {
             plan_cand *c = &r->c[i];
             if (!c->bound_skipped) continue;
-            bool need = false;
+            bool need = top && top->obj.n > 1 && c->gpus < top->gpus;
             for (int f = 0; f < 3 && !need; f++) need = focus[f] >= 0 && plan_one_option_apart(&r->c[focus[f]], c);
             for (int d = 0; d < PLAN_DIMS && !need; d++) need = nearest[d] && plan_option_differs(&r->c[r->best], c, d);
             if (!need) continue;

@@ -212,6 +212,53 @@ START_TEST(skipping_keeps_the_ranking_and_recommendation)
 }
 END_TEST
 
+/* Several seeds and two GPU counts: plan_rank recommends a candidate with fewer GPUs than the
+ * first-ranked one whenever the seeds cannot tell them apart, however far down it ranks, so a
+ * bounded plan must leave no such candidate unsimulated. Here tensor parallelism 1 has the higher
+ * saturation rate per GPU (queued first) and tensor parallelism 2 the higher capacity per GPU
+ * under the 9 ms TPOT limit (one GPU's decode step of Llama-3-8B is about 6 ms, two GPUs' about
+ * 4 ms: `kvplan plan` on this scenario), so the best found fills with one-GPU candidates, weaker
+ * one-GPU ones are skipped against them, and two-GPU ones rank first afterwards. Before the fix,
+ * two one-GPU candidates stayed skipped (naive attention at max_num_seqs 128 and 256). One thread,
+ * so the order candidates finish in is fixed. */
+static const char *TP_SEEDS =
+    "name: bound-tp\nmodel: llama-3.1-8b\nhardware: h100-sxm\n"
+    "workload:\n  requests: 100\n  arrival: {process: poisson, rate: 2/s}\n"
+    "  prompt_tokens: {dist: uniform, min: 200, max: 1200}\n"
+    "  output_tokens: {dist: uniform, min: 20, max: 300}\n"
+    "slo: {ttft_p99: 1 s, tpot_p99: 9 ms}\nobjective: goodput_per_gpu\n"
+    "options:\n  tensor_parallel: [1, 2]\n  max_num_seqs: [64, 128, 256]\n"
+    "  max_num_batched_tokens: [512, 8192]\n  attention: [flash, naive]\n";
+
+START_TEST(fewer_gpus_than_the_first_are_simulated)
+{
+    scn_scenario s;
+    plan_result r;
+    load(TP_SEEDS, &s, &r, 3);
+    plan_set_seeds(&r, 3);
+    char err[512];
+    ck_assert_msg(plan_evaluate(&s, &r, 1, 0, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    plan_rank(&s, &r);
+    const plan_cand *top = &r.c[r.order[0]];
+    ck_assert_int_eq(top->status, PLAN_DONE);
+    ck_assert_double_eq(top->gpus, 2);   /* the case the test is about: the first rank has more GPUs */
+    int skipped = 0, fewer = 0;
+    for (int i = 0; i < r.n; i++) {
+        const plan_cand *c = &r.c[i];
+        fewer += c->gpus < top->gpus;
+        if (!c->bound_skipped) continue;
+        skipped++;
+        char d[300];
+        plan_describe(c, d, sizeof d);
+        ck_assert_msg(c->gpus >= top->gpus, "%s: skipped with %g GPUs, fewer than the first-ranked candidate's %g (%s)", d,
+                      c->gpus, top->gpus, c->why);
+    }
+    ck_assert_int_gt(skipped, 0);
+    ck_assert_int_gt(fewer, 0);
+    plan_result_free(&r);
+}
+END_TEST
+
 /* The search that stops below a cutoff: when it stops, the whole search's answer is below the
  * cutoff; when it does not, it is the whole search, to the bit. */
 START_TEST(search_below_a_cutoff_agrees_with_the_whole_search)
@@ -260,6 +307,7 @@ Suite *suite_bound(void)
     tcase_add_test(tc, bound_never_below_the_capacity_found);
     tcase_add_test(tc, skipping_keeps_the_ranking_and_recommendation);
     tcase_add_test(tc, search_below_a_cutoff_agrees_with_the_whole_search);
+    tcase_add_test(tc, fewer_gpus_than_the_first_are_simulated);
     suite_add_tcase(su, tc);
     return su;
 }
