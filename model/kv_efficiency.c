@@ -8,7 +8,7 @@
 
 #define TILE_N 128          /* output columns per CTA tile (CUTLASS/cuBLAS Hopper and Ampere tiles) */
 #define TILE_K_BYTES 128    /* bytes of K per main-loop stage: 64 bf16, 128 fp8, 256 fp4/int4 */
-#define DECODE_SPLIT 128    /* keys per split in split-KV decode (the FlashAttention key block) */
+#define FA_MAX_SPLITS 128   /* FlashAttention's largest split count (num_splits_heuristic's max_splits) */
 
 double kv_compute_share(const scn_hardware *hw, scn_dtype dt)
 {
@@ -22,21 +22,40 @@ double kv_compute_rate(const scn_hardware *hw, scn_dtype dt)
     return hw->flops[dt] * kv_compute_share(hw, dt);
 }
 
+/* One CTA tile shape's efficiency: the real work over the padded work its waves of tiles do,
+ * K split across CTAs (split-K / stream-K) when the tiles alone do not fill the SMs. */
+static double tile_efficiency(double sm, double M, double N, double K, double tm, double tn, double tk)
+{
+    double mt = ceil(M / tm), nt = ceil(N / tn), kt = ceil(K / tk), tiles = mt * nt;
+    double split = tiles < sm ? fmax(1, fmin(kt, floor(sm / tiles))) : 1;
+    double units = tiles * split, waves = ceil(units / sm), k_per = ceil(kt / split);
+    return M * N * K / (waves * sm * tm * tn * tk * k_per);
+}
+
+/* The CTA tiles (rows x columns) the library chooses among for a wide GEMM: CUTLASS's tensor-op
+ * GEMM kernels for sm80 (generator.py, GenerateSM80_TensorOp_16816) instantiate 256x128,
+ * 128x256, 256x64, 64x256, 128x128, 128x64, 64x128 and 64x64; Hopper's wgmma tiles are
+ * multiples of 64 rows per warpgroup over the same sizes. docs/sources.md. */
+static const double GEMM_TILES[][2] = {{256, 128}, {128, 256}, {256, 64}, {64, 256},
+                                       {128, 128}, {128, 64}, {64, 128}, {64, 64}};
+
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt)
 {
     double sm = hw->sm_count;
     if (sm <= 0 || M <= 0 || N <= 0 || K <= 0) return 1;
-    /* Skinny GEMMs swap operands so the token rows become the MMA's narrow dimension (n = 8 on
-     * Ampere mma.sync and Hopper wgmma), padding rows to the next of 8, 16, 32, 64; wide ones
-     * run 128-row tiles. */
-    double tm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : 128, tn = TILE_N;
     double b = scn_dtype_bytes(dt);
     double tk = TILE_K_BYTES / (b > 0 ? b : 2);
-    double mt = ceil(M / tm), nt = ceil(N / tn), kt = ceil(K / tk), tiles = mt * nt;
-    /* Too few tiles to fill the SMs: split K across CTAs (split-K / stream-K). */
-    double split = tiles < sm ? fmax(1, fmin(kt, floor(sm / tiles))) : 1;
-    double units = tiles * split, waves = ceil(units / sm), k_per = ceil(kt / split);
-    return M * N * K / (waves * sm * tm * tn * tk * k_per);
+    /* Skinny GEMMs swap operands so the token rows become the MMA's narrow dimension (n = 8 on
+     * Ampere mma.sync and Hopper wgmma), padding rows to the next of 8, 16, 32, 64 under
+     * TILE_N-column tiles. */
+    double best = M <= 64 ? tile_efficiency(sm, M, N, K, M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64, TILE_N, tk) : 0;
+    /* The library runs, per shape, the tile that is fastest: the efficiency is the best of the
+     * candidates' (docs/cost-model.md, "GEMM tiles"). */
+    for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++) {
+        double eff = tile_efficiency(sm, M, N, K, GEMM_TILES[i][0], GEMM_TILES[i][1], tk);
+        if (eff > best) best = eff;
+    }
+    return best;
 }
 
 double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
@@ -56,18 +75,20 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
     }
 }
 
-double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c)
+double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, bool prefill)
 {
     double bf16 = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
     if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER || c->dtype != SCN_DTYPE_FP8 ||
         hw->flops[SCN_DTYPE_FP8] <= 0)
         return bf16;
-    /* Over an fp8 cache, FA3 quantises the queries and runs both GEMMs in fp8 (vLLM, "Quantized
-     * KV Cache"), at "close to 1.2 PFLOPs/s" of H100's 1979 (the FA3 paper); TensorRT-LLM's XQA
-     * on Hopper computes in the cache's element type (mha_sm90.cu: MathElem is CacheElem for
-     * fp8). FlashInfer converts fp8 K/V to 16 bits for its MMAs, FA2 and SDPA take no fp8 cache. */
+    /* Over an fp8 cache, FA3 quantises the queries and runs both GEMMs in fp8 for all its
+     * attention (vLLM, "Quantized KV Cache"), at "close to 1.2 PFLOPs/s" of H100's 1979 (the
+     * FA3 paper). TensorRT-LLM's XQA, its generation kernel, computes in the cache's element
+     * type on Hopper (mha_sm90.cu: MathElem is CacheElem for fp8); no source here says its
+     * context FMHA runs in fp8 by default over an fp8 cache, so prefill keeps the 16-bit rate.
+     * FlashInfer converts fp8 K/V to 16 bits for its MMAs, FA2 and SDPA take no fp8 cache. */
     if (e->attn_kernel == SCN_AK_FLASH3) return hw->flops[SCN_DTYPE_FP8] * (1200.0 / 1979.0);
-    if (e->attn_kernel == SCN_AK_TRTLLM) return hw->flops[SCN_DTYPE_FP8] * kv_attention_efficiency(hw, e);
+    if (e->attn_kernel == SCN_AK_TRTLLM && !prefill) return hw->flops[SCN_DTYPE_FP8] * kv_attention_efficiency(hw, e);
     return bf16;
 }
 
@@ -261,14 +282,45 @@ double kv_roofline_combine(double tc, double tm)
     return sqrt(tc * tc + tm * tm);
 }
 
-/* Split-KV decode: a sequence's keys are split in DECODE_SPLIT-key pieces, at most as many as
- * fit in one wave over the SMs (FlashAttention's split heuristic aims at one full wave). Used by kv_roofline.c through kv_decode_units(). */
-double kv_decode_units(const scn_hardware *hw, double seqs, double heads, double held)
+/* FlashAttention-2's split-KV rule (flash_api.cpp and PyTorch's copy of it:
+ * num_splits_heuristic) decides the split count where its kernels decode: flash2 and sdpa
+ * everywhere, flash3 (vLLM's FlashAttention backend) off Hopper, where it runs FA2; not MLA's
+ * latent decode (FlashMLA and the other MLA kernels schedule their own). FA3 on Hopper splits
+ * varlen batches dynamically on the device (the host heuristic only bounds it, "pretending that
+ * batch = 1"); FlashInfer and TensorRT-LLM's XQA choose their own splits; those keep the
+ * one-wave rule (docs/cost-model.md, "Decode split"). */
+static bool fa2_split_rule(const scn_hardware *hw, const scn_engine *e)
 {
-    if (seqs <= 0 || heads <= 0) return 0;
-    double want = hw->sm_count > 0 ? floor(hw->sm_count / (seqs * heads)) : 1;
-    double split = fmax(1, fmin(ceil(held / DECODE_SPLIT), want));
-    return seqs * heads * split;
+    return e->attn_kernel == SCN_AK_FLASH2 || e->attn_kernel == SCN_AK_SDPA ||
+           (e->attn_kernel == SCN_AK_FLASH3 && hw->arch != SCN_ARCH_HOPPER);
+}
+
+double kv_decode_splits(const scn_hardware *hw, const scn_engine *e, double items, bool mla)
+{
+    double sm = hw->sm_count;
+    if (sm <= 0) return 1;
+    if (items <= 0) return sm;
+    /* Other families: a sequence's keys spread over the SMs left per work item, at most one
+     * wave's worth. */
+    if (mla || !fa2_split_rule(hw, e)) return floor(sm / items);
+    /* FA2 counts two CTAs of 128 threads per SM. */
+    double slots = 2 * sm;
+    /* Enough work items to fill 80 % of the slots: one split. */
+    if (items >= 0.8 * slots) return 1;
+    /* Otherwise every count from 1 to 128 (and at most the slots) is scored by the filled share
+     * of its last wave, and the smallest count within 85 % of the best score wins: few splits
+     * (each adds a partial output to write and combine) unless more fill the GPU clearly
+     * better. The per-row key-block limit is applied per sequence (kv_decode_split). */
+    double most = fmin(FA_MAX_SPLITS, slots), best = 0;
+    for (double k = 1; k <= most; k++) {
+        double w = items * k / slots, eff = w / ceil(w);
+        if (eff > best) best = eff;
+    }
+    for (double k = 1; k <= most; k++) {
+        double w = items * k / slots;
+        if (w / ceil(w) >= 0.85 * best) return k;
+    }
+    return 1;
 }
 
 double kv_moe_quant_kernels(scn_dtype gemm_dtype)

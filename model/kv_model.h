@@ -103,8 +103,9 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e);
  * FlashMLA-class kernel's figure on Hopper, else kv_attention_efficiency's. */
 double kv_mla_decode_efficiency(const scn_hardware *hw, const scn_engine *e);
 /* Attention's achieved tensor rate, flops/s: the family's share of the peak of the dtype its
- * kernel computes in (fp8 for FA3 and XQA over an fp8 cache on Hopper, bf16 otherwise). */
-double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c);
+ * kernel computes in (over an fp8 cache on Hopper: fp8 for FA3, and for TensorRT-LLM's XQA
+ * decode but not its prefill (`prefill`); bf16 otherwise). */
+double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, bool prefill);
 /* Whether the attention family's structural terms (decode tile padding, prefill tiles) apply:
  * a supported GPU generation, an engine running one of the families' kernels (not kvplan's
  * own), and no calibrated or given efficiency.attention. */
@@ -139,8 +140,11 @@ double kv_prefill_tiles_efficiency(const kv_prefill_tiles *t, const scn_hardware
 /* Share of the streaming bandwidth decode attention reaches with `units` independent
  * (sequence, KV head, split) work items spread over the SMs. */
 double kv_wave_efficiency(const scn_hardware *hw, double units);
-/* Work items of split-KV decode for `seqs` sequences of `held` keys with `heads` KV heads each. */
-double kv_decode_units(const scn_hardware *hw, double seqs, double heads, double held);
+/* The most splits one decode sequence's keys get in split-KV decode when the step has `items`
+ * (sequence, KV head) work items: FlashAttention-2's num_splits_heuristic where FA2 kernels
+ * decode (flash2, sdpa, flash3 off Hopper; not MLA's latent decode), else the SMs left per item, floor(SMs / items) (callers clamp to >= 1 and to the row's
+ * 128-key blocks: kv_decode_split). */
+double kv_decode_splits(const scn_hardware *hw, const scn_engine *e, double items, bool mla);
 /* Time of an op that needs t_compute and t_memory: a smooth roofline, (tc^2 + tm^2)^(1/2). */
 double kv_roofline_combine(double t_compute, double t_memory);
 

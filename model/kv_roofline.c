@@ -139,7 +139,8 @@ static void finish(kv_op_cost *o, double bw, double wave, double launch, bool gr
  * whichever takes longer), and the rest at that rate unstretched. MLA's latent decode runs in
  * its own family (absorbed_flops). */
 typedef struct {
-    double compute;   /* flops-equivalent of the FlashAttention decode and prefill tiles */
+    double compute;   /* flops-equivalent of the FlashAttention decode tiles of decode-only launches */
+    double prefill;   /* the same of launches with prefill tiles (decode tiles they carry included) */
     double other;     /* naive attention, MLA prefill and MLA's absorption GEMVs */
 } attn_work;
 
@@ -152,7 +153,7 @@ static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, dou
     if (m->kv_lora_rank > 0 || nt <= 0) return 1;
     int tp = s->deployment.tensor_parallel;
     double heads = (double)m->heads / tp, kvh = kv_heads_per_rank(m, tp);
-    double split_cap = hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1;
+    double split_cap = kv_decode_splits(hw, &s->engine, decoding * kvh, false);
     double group = heads / kvh, rows = group * (double)nt;
     return kv_decode_tile_rows(hw, &s->engine, c, rows, m->head_dim, group, split_cap >= 2) / rows;
 }
@@ -178,8 +179,8 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     int decoding = 0;
     for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1 || (verify && verify[i] > 0 && seqs[i].new_tokens > 0);
     bool kv_b_read = false;
-    /* The most SMs one decode sequence's keys may be split over: the same for every sequence. */
-    double split_cap = hw->sm_count > 0 ? floor(hw->sm_count / (decoding * kvh)) : 1;
+    /* The most splits one decode sequence's keys get: the same for every sequence. */
+    double split_cap = kv_decode_splits(hw, &s->engine, decoding * kvh, mla);
     /* A decode row's per-key flops and its Q read + O write, as the general path computes them. */
     double flop_per_key_mha = 2.0 * heads * ((double)m->head_dim + (double)m->head_dim);
     double qo_one = 1 * heads * ((double)m->head_dim + (double)m->head_dim) * AB;
@@ -283,7 +284,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     double dpad = dflops * ratio1 + vpad;
     if (pflops > 0) {
         double eff = kv_attention_family_applies(hw, &s->engine) ? kv_prefill_tiles_efficiency(&tiles, hw, &s->engine, m->head_dim) : 1;
-        work->compute += fmax(pflops / eff, pflops + dpad) * layers;
+        work->prefill += fmax(pflops / eff, pflops + dpad) * layers;
     } else {
         work->compute += dpad * layers;
     }
@@ -459,15 +460,19 @@ kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, 
     if (r.tokens > 0) {
         double L = m->layers;
         double mla_flops = 0;
-        attn_work work = {0, 0};
+        attn_work work = {0, 0, 0};
         attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
         attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
         at->efficiency = kv_attention_efficiency(hw, e);
-        double apeak = kv_attention_rate(hw, e, c);
+        double apeak = kv_attention_rate(hw, e, c, false), ppeak = kv_attention_rate(hw, e, c, true);
         /* MLA decode's latent attention runs in its own kernel family (FlashMLA-class decode),
          * whose share of the peak differs from prefill attention's (kv_mla_decode_efficiency). */
         double mpeak = hw->flops[SCN_DTYPE_BF16] * kv_mla_decode_efficiency(hw, e);
-        at->t_compute = apeak > 0 ? (work.compute + work.other) / apeak + (mpeak > 0 ? mla_flops / mpeak : 0) : 0;
+        /* Prefill launches run at the prefill rate (TensorRT-LLM's context FMHA keeps 16-bit math);
+         * a decode-only step adds 0 for them, leaving kv_step_complete_decode's doubles. */
+        at->t_compute = apeak > 0 ? (work.compute + work.other) / apeak + (work.prefill > 0 && ppeak > 0 ? work.prefill / ppeak : 0) +
+                                        (mpeak > 0 ? mla_flops / mpeak : 0)
+                                  : 0;
     }
     return step_totals(r, s, attn_units, n);
 }
@@ -516,9 +521,8 @@ long kv_decode_cap(const scn_scenario *s, const kv_cache_cfg *c, int sliding)
 
 double kv_decode_split_cap(const scn_scenario *s, int n)
 {
-    const scn_hardware *hw = &s->hardware;
     double kvh = s->model.kv_lora_rank > 0 ? 1 : kv_heads_per_rank(&s->model, s->deployment.tensor_parallel);
-    return hw->sm_count > 0 ? floor(hw->sm_count / (n * kvh)) : 1;
+    return kv_decode_splits(&s->hardware, &s->engine, n * kvh, s->model.kv_lora_rank > 0);
 }
 
 double kv_decode_split(double held, double split_cap)
@@ -549,7 +553,7 @@ kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenar
             cflops += w.fpk * d->keys[k] * ratio * layers[k];   /* attention()'s dflops * ratio1 * layers */
         }
         at->efficiency = kv_attention_efficiency(hw, &s->engine);
-        double apeak = kv_attention_rate(hw, &s->engine, c);
+        double apeak = kv_attention_rate(hw, &s->engine, c, false);
         at->t_compute = apeak > 0 ? cflops / apeak : 0;
     }
     return step_totals(r, s, attn_units, n);
@@ -576,7 +580,7 @@ void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const
     p->kv_tok = w.kv_tok;
     p->kvh = w.kvh;
     p->pad = decode_pad_ratio(s, c, n, 1);
-    p->apeak = kv_attention_rate(hw, e, c);
+    p->apeak = kv_attention_rate(hw, e, c, false);
     p->bw = hw->memory_bandwidth * hw->eff_bandwidth;
     p->launch = hw->kernel_overhead;
     p->graph = shape->graph;

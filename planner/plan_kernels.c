@@ -1,5 +1,6 @@
 /* plan_kernels.c: the kernel-level check against measured GPU kernels (see plan_kernels.h). */
 #include "plan_kernels.h"
+#include "plan_reader.h"
 #include "../model/kv_model.h"
 
 #include <ctype.h>
@@ -34,28 +35,6 @@ static const char *const COLUMNS[KVAL_FILE_COUNT][MAX_COLS + 1] = {
     [KVAL_FILE_STEP] = {"model", "batch", "context", "mode", "seconds", NULL},
 };
 
-typedef struct {
-    const char *path;
-    long line;
-    char *err;
-    size_t n;
-} reader;
-
-static int bad(reader *rd, int col, const char *field, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-static int bad(reader *rd, int col, const char *field, const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(rd->err, rd->n, "%s:%ld:%d: %s: %s", rd->path, rd->line, col, field, msg);
-    return -1;
-}
 
 /* Splits a line at commas in place, trimming spaces around each field; col[i] is the 1-based
  * column where field i's text starts. A '#' ends the line's data (the probe writes a comment
@@ -83,45 +62,45 @@ static int split(char *line, char **f, int *col, int max)
     return k;
 }
 
-static int whole(reader *rd, const char *v, int col, const char *field, long lo, long hi, long *out)
+static int whole(plan_reader *rd, const char *v, int col, const char *field, long lo, long hi, long *out)
 {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
     if (!*v || end == v || *end || errno || x < lo || x > hi)
-        return bad(rd, col, field, "expected a whole number in %ld..%ld, found '%.40s'", lo, hi, v);
+        return plan_reader_bad(rd, col, field, "expected a whole number in %ld..%ld, found '%.40s'", lo, hi, v);
     *out = x;
     return 0;
 }
 
 /* A time in seconds > 0, or "nan": the probe's mark for a kernel that did not run. */
-static int seconds(reader *rd, const char *v, int col, double *out)
+static int seconds(plan_reader *rd, const char *v, int col, double *out)
 {
     if (!strcmp(v, "nan")) { *out = NAN; return 0; }
     char *end;
     errno = 0;
     double x = strtod(v, &end);
     if (!*v || end == v || *end || errno || !(x > 0) || !isfinite(x))
-        return bad(rd, col, "seconds", "expected a time in seconds > 0 (or nan: not measured), found '%.40s'", v);
+        return plan_reader_bad(rd, col, "seconds", "expected a time in seconds > 0 (or nan: not measured), found '%.40s'", v);
     *out = x;
     return 0;
 }
 
-static int label(reader *rd, const char *v, int col, const char *field, char *dst, size_t cap)
+static int label(plan_reader *rd, const char *v, int col, const char *field, char *dst, size_t cap)
 {
-    if (!*v) return bad(rd, col, field, "is empty");
-    if (strlen(v) >= cap) return bad(rd, col, field, "longer than %zu characters", cap - 1);
+    if (!*v) return plan_reader_bad(rd, col, field, "is empty");
+    if (strlen(v) >= cap) return plan_reader_bad(rd, col, field, "longer than %zu characters", cap - 1);
     snprintf(dst, cap, "%s", v);
     return 0;
 }
 
 #define DIM_MAX 10000000L   /* no dimension of a measured kernel comes near ten million */
 
-static int parse_gemm(reader *rd, char **g, const int *gc, kval_row *r)
+static int parse_gemm(plan_reader *rd, char **g, const int *gc, kval_row *r)
 {
     if (label(rd, g[0], gc[0], "label", r->label, sizeof r->label)) return -1;
     if (scn_dtype_parse(g[1], &r->dtype) || (r->dtype != SCN_DTYPE_BF16 && r->dtype != SCN_DTYPE_FP8))
-        return bad(rd, gc[1], "dtype", "expected bf16 or fp8, found '%.40s'", g[1]);
+        return plan_reader_bad(rd, gc[1], "dtype", "expected bf16 or fp8, found '%.40s'", g[1]);
     if (whole(rd, g[2], gc[2], "M", 1, DIM_MAX, &r->M) || whole(rd, g[3], gc[3], "N", 1, DIM_MAX, &r->N) ||
         whole(rd, g[4], gc[4], "K", 1, DIM_MAX, &r->K) || seconds(rd, g[5], gc[5], &r->measured))
         return -1;
@@ -130,24 +109,24 @@ static int parse_gemm(reader *rd, char **g, const int *gc, kval_row *r)
     return 0;
 }
 
-static int parse_attn(reader *rd, char **g, const int *gc, kval_row *r)
+static int parse_attn(plan_reader *rd, char **g, const int *gc, kval_row *r)
 {
     if (!strcmp(g[0], "decode")) r->decode = true;
-    else if (strcmp(g[0], "prefill")) return bad(rd, gc[0], "kind", "expected decode or prefill, found '%.40s'", g[0]);
+    else if (strcmp(g[0], "prefill")) return plan_reader_bad(rd, gc[0], "kind", "expected decode or prefill, found '%.40s'", g[0]);
     if (!strcmp(g[1], "cudnn")) r->cudnn = true;
-    else if (strcmp(g[1], "flash")) return bad(rd, gc[1], "backend", "expected flash or cudnn, found '%.40s'", g[1]);
+    else if (strcmp(g[1], "flash")) return plan_reader_bad(rd, gc[1], "backend", "expected flash or cudnn, found '%.40s'", g[1]);
     snprintf(r->label, sizeof r->label, "%s", g[1]);
     if (whole(rd, g[2], gc[2], "batch", 1, 65536, &r->batch) || whole(rd, g[3], gc[3], "q_len", 1, DIM_MAX, &r->q_len) ||
         whole(rd, g[4], gc[4], "kv_len", 1, DIM_MAX, &r->kv_len) ||
         whole(rd, g[5], gc[5], "q_heads", 1, 4096, &r->q_heads) || whole(rd, g[6], gc[6], "kv_heads", 1, 4096, &r->kv_heads) ||
         whole(rd, g[7], gc[7], "head_dim", 1, 4096, &r->head_dim) || seconds(rd, g[8], gc[8], &r->measured))
         return -1;
-    if (r->decode && r->q_len != 1) return bad(rd, gc[3], "q_len", "a decode row computes one query row per sequence: expected 1");
-    if (r->kv_len < r->q_len) return bad(rd, gc[4], "kv_len", "fewer keys (%ld) than query rows (%ld)", r->kv_len, r->q_len);
+    if (r->decode && r->q_len != 1) return plan_reader_bad(rd, gc[3], "q_len", "a decode row computes one query row per sequence: expected 1");
+    if (r->kv_len < r->q_len) return plan_reader_bad(rd, gc[4], "kv_len", "fewer keys (%ld) than query rows (%ld)", r->kv_len, r->q_len);
     /* The model walks a prefill's query tiles one by one: bound the work a row can ask for. */
     if ((double)r->batch * (double)r->q_len > 16777216.0)
-        return bad(rd, gc[3], "q_len", "batch x q_len = %.0f query rows: more than 16777216", (double)r->batch * (double)r->q_len);
-    if (r->q_heads % r->kv_heads) return bad(rd, gc[6], "kv_heads", "must divide q_heads (%ld)", r->q_heads);
+        return plan_reader_bad(rd, gc[3], "q_len", "batch x q_len = %.0f query rows: more than 16777216", (double)r->batch * (double)r->q_len);
+    if (r->q_heads % r->kv_heads) return plan_reader_bad(rd, gc[6], "kv_heads", "must divide q_heads (%ld)", r->q_heads);
     r->cls = r->decode ? (r->cudnn ? KVAL_ATTN_DECODE_CUDNN : KVAL_ATTN_DECODE)
                        : (r->cudnn ? KVAL_ATTN_PREFILL_CUDNN : KVAL_ATTN_PREFILL);
     snprintf(r->shape, sizeof r->shape, "%s %s batch %ld x %ld over %ld keys, %ld/%ld heads of %ld",
@@ -155,13 +134,13 @@ static int parse_attn(reader *rd, char **g, const int *gc, kval_row *r)
     return 0;
 }
 
-static int parse_step(reader *rd, char **g, const int *gc, kval_row *r)
+static int parse_step(plan_reader *rd, char **g, const int *gc, kval_row *r)
 {
     if (label(rd, g[0], gc[0], "model", r->label, sizeof r->label)) return -1;
     if (whole(rd, g[1], gc[1], "batch", 1, 65536, &r->batch) || whole(rd, g[2], gc[2], "context", 1, DIM_MAX, &r->context))
         return -1;
     if (!strcmp(g[3], "graph")) r->graph = true;
-    else if (strcmp(g[3], "eager")) return bad(rd, gc[3], "mode", "expected graph or eager, found '%.40s'", g[3]);
+    else if (strcmp(g[3], "eager")) return plan_reader_bad(rd, gc[3], "mode", "expected graph or eager, found '%.40s'", g[3]);
     if (seconds(rd, g[4], gc[4], &r->measured)) return -1;
     r->cls = KVAL_STEP;
     snprintf(r->shape, sizeof r->shape, "%.50s decode batch %ld at %ld, %s", r->label, r->batch, r->context, g[3]);
@@ -187,7 +166,7 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
     snprintf(path, sizeof path, "%s/%s", dir, KVAL_FILE_NAMES[which]);
     FILE *fp = fopen(path, "r");
     if (!fp) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -2; }
-    reader rd = {path, 0, err, n};
+    plan_reader rd = {path, 0, err, n};
     const char *const *want = COLUMNS[which];
     int need = 0;
     while (want[need]) need++;
@@ -198,7 +177,7 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
     while (fgets(line, sizeof line, fp)) {
         rd.line++;
         size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') { bad(&rd, 1, "line", "longer than %zu characters", sizeof line - 2); goto out; }
+        if (len == sizeof line - 1 && line[len - 1] != '\n') { plan_reader_bad(&rd, 1, "line", "longer than %zu characters", sizeof line - 2); goto out; }
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         const char *s = line;
         while (*s == ' ' || *s == '\t') s++;
@@ -207,19 +186,19 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
         char *f[64];
         int col[64];
         int k = split(line, f, col, 64);
-        if (k > 64) { bad(&rd, 1, header ? "row" : "header", "more than 64 fields"); goto out; }
+        if (k > 64) { plan_reader_bad(&rd, 1, header ? "row" : "header", "more than 64 fields"); goto out; }
         if (!header) {
             for (int c = 0; c < need; c++) map[c] = -1;
             for (int i = 0; i < k; i++) {
                 int c = 0;
                 while (c < need && strcmp(f[i], want[c])) c++;
                 if (c == need) continue;   /* a derived column */
-                if (map[c] >= 0) { bad(&rd, col[i], "header", "column '%.40s' appears twice", f[i]); goto out; }
+                if (map[c] >= 0) { plan_reader_bad(&rd, col[i], "header", "column '%.40s' appears twice", f[i]); goto out; }
                 map[c] = i;
             }
             for (int c = 0; c < need; c++)
                 if (map[c] < 0) {
-                    bad(&rd, 1, "header", "missing column '%s'", want[c]);
+                    plan_reader_bad(&rd, 1, "header", "missing column '%s'", want[c]);
                     goto out;
                 }
             file_cols = k;
@@ -228,7 +207,7 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
         }
         if (k != file_cols) {
             /* Point at the first field too many, or at the end of a line that stops short. */
-            bad(&rd, k > file_cols ? col[file_cols] : data_end + 1, "row", "expected %d comma-separated fields as in the header, found %d",
+            plan_reader_bad(&rd, k > file_cols ? col[file_cols] : data_end + 1, "row", "expected %d comma-separated fields as in the header, found %d",
                 file_cols, k);
             goto out;
         }
@@ -246,7 +225,7 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
         if (push(t, &r)) { snprintf(err, n, "out of memory"); rc = -3; goto out; }
     }
     if (ferror(fp)) { snprintf(err, n, "%s: cannot read: %s", path, strerror(errno)); rc = -2; goto out; }
-    if (!header) { rd.line = 1; bad(&rd, 1, "header", "the file is empty: expected a header line naming the columns"); goto out; }
+    if (!header) { rd.line = 1; plan_reader_bad(&rd, 1, "header", "the file is empty: expected a header line naming the columns"); goto out; }
     rc = 0;
 out:
     fclose(fp);

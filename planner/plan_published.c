@@ -1,5 +1,6 @@
 /* plan_published.c: the published-measurements harness (see plan_published.h). */
 #include "plan_published.h"
+#include "plan_reader.h"
 #include "../model/kv_model.h"
 #include "../sim/sim.h"
 
@@ -59,61 +60,39 @@ static const metric_def *metric_of(const char *name)
 
 /* ---- Reading ---- */
 
-typedef struct {
-    const char *path;
-    long line;
-    char *err;
-    size_t n;
-} reader;
 
-static int bad(reader *rd, int col, const char *field, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-static int bad(reader *rd, int col, const char *field, const char *fmt, ...)
+static int copy_field(plan_reader *rd, const char *v, int col, const char *field, char *dst, size_t cap, bool required)
 {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(rd->err, rd->n, "%s:%ld:%d: %s: %s", rd->path, rd->line, col, field, msg);
-    return -1;
-}
-
-static int copy_field(reader *rd, const char *v, int col, const char *field, char *dst, size_t cap, bool required)
-{
-    if (required && !*v) return bad(rd, col, field, "is empty");
-    if (strlen(v) >= cap) return bad(rd, col, field, "longer than %zu characters", cap - 1);
+    if (required && !*v) return plan_reader_bad(rd, col, field, "is empty");
+    if (strlen(v) >= cap) return plan_reader_bad(rd, col, field, "longer than %zu characters", cap - 1);
     snprintf(dst, cap, "%s", v);
     return 0;
 }
 
-static int whole(reader *rd, const char *v, int col, const char *field, long lo, long hi, long *out)
+static int whole(plan_reader *rd, const char *v, int col, const char *field, long lo, long hi, long *out)
 {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
     if (end == v || *end || errno || x < lo || x > hi) {
-        return bad(rd, col, field, "expected a whole number in %ld..%ld, found '%.40s'", lo, hi, v);
+        return plan_reader_bad(rd, col, field, "expected a whole number in %ld..%ld, found '%.40s'", lo, hi, v);
     }
     *out = x;
     return 0;
 }
 
-static int positive(reader *rd, const char *v, int col, const char *field, double *out)
+static int positive(plan_reader *rd, const char *v, int col, const char *field, double *out)
 {
     char *end;
     double x = strtod(v, &end);
-    if (end == v || *end || !(x > 0) || !isfinite(x)) return bad(rd, col, field, "expected a number > 0, found '%.40s'", v);
+    if (end == v || *end || !(x > 0) || !isfinite(x)) return plan_reader_bad(rd, col, field, "expected a number > 0, found '%.40s'", v);
     *out = x;
     return 0;
 }
 
 /* A token count (whole, >= lo; an output of 0 marks a prefill-only measurement) or a dataset
  * name (lower-case letters, digits, '-', '_'); capacity rows may leave it empty or '-'. */
-static int tokens_field(reader *rd, const char *v, int col, const char *field, char *dst, bool dash_ok, long lo)
+static int tokens_field(plan_reader *rd, const char *v, int col, const char *field, char *dst, bool dash_ok, long lo)
 {
     if (dash_ok && (!strcmp(v, "-") || !*v)) { snprintf(dst, 32, "-"); return 0; }
     if (isdigit((unsigned char)v[0])) {
@@ -122,7 +101,7 @@ static int tokens_field(reader *rd, const char *v, int col, const char *field, c
     } else {
         bool ok = islower((unsigned char)v[0]);
         for (const char *p = v; ok && *p; p++) ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' || *p == '_';
-        if (!ok) return bad(rd, col, field, "expected a whole token count or a dataset name such as sharegpt, found '%.40s'", v);
+        if (!ok) return plan_reader_bad(rd, col, field, "expected a whole token count or a dataset name such as sharegpt, found '%.40s'", v);
     }
     return copy_field(rd, v, col, field, dst, 32, true);
 }
@@ -134,26 +113,26 @@ static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
     {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
     {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0}};
 
-static int engine_args(reader *rd, const char *v, int col, pub_row *r)
+static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
 {
     r->scheduler_steps = 1;
     char buf[256];
-    if (strlen(v) >= sizeof buf) return bad(rd, col, "engine_args", "longer than %zu characters", sizeof buf - 1);
+    if (strlen(v) >= sizeof buf) return plan_reader_bad(rd, col, "engine_args", "longer than %zu characters", sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", v);
     char *save = NULL;
     for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
         size_t f = 0, nf = sizeof ARG_FLAGS / sizeof ARG_FLAGS[0];
         while (f < nf && strcmp(t, ARG_FLAGS[f].flag)) f++;
         if (f == nf)
-            return bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
+            return plan_reader_bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
                        "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F)", t);
         if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
-        if (!n) return bad(rd, col, "engine_args", "%s needs a %s", t, strcmp(t, "--kv-fraction") ? "number" : "fraction");
+        if (!n) return plan_reader_bad(rd, col, "engine_args", "%s needs a %s", t, strcmp(t, "--kv-fraction") ? "number" : "fraction");
         if (!strcmp(t, "--kv-fraction")) {
             char *end;
             double x = strtod(n, &end);
-            if (*end || !(x > 0 && x <= 1)) return bad(rd, col, "engine_args", "--kv-fraction: expected a fraction in (0, 1], found '%.40s'", n);
+            if (*end || !(x > 0 && x <= 1)) return plan_reader_bad(rd, col, "engine_args", "--kv-fraction: expected a fraction in (0, 1], found '%.40s'", n);
             r->kv_fraction = x;
             continue;
         }
@@ -165,7 +144,7 @@ static int engine_args(reader *rd, const char *v, int col, pub_row *r)
     return 0;
 }
 
-static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
+static int parse_row(plan_reader *rd, char **f, const int *col, pub_row *r)
 {
     memset(r, 0, sizeof *r);
     r->line = rd->line;
@@ -187,16 +166,16 @@ static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
     if (*f[C_TP]) {
         if (whole(rd, f[C_TP], col[C_TP], "tp", 1, 1024, &x)) return -1;
         r->tp = (int)x;
-        if (r->gpus % r->tp) return bad(rd, col[C_TP], "tp", "must divide gpus (the rest are data-parallel replicas)");
+        if (r->gpus % r->tp) return plan_reader_bad(rd, col[C_TP], "tp", "must divide gpus (the rest are data-parallel replicas)");
     }
     int mode = -1;
     for (int i = 0; PUB_MODE_NAMES[i]; i++) if (!strcmp(f[C_MODE], PUB_MODE_NAMES[i])) mode = i;
-    if (mode < 0) return bad(rd, col[C_MODE], "mode", "expected closed, poisson, offline, batch or capacity, found '%.40s'", f[C_MODE]);
+    if (mode < 0) return plan_reader_bad(rd, col[C_MODE], "mode", "expected closed, poisson, offline, batch or capacity, found '%.40s'", f[C_MODE]);
     r->mode = (pub_mode)mode;
     if (r->mode == PUB_MODE_CAPACITY && (!strcmp(f[C_LOAD], "-") || !*f[C_LOAD])) r->load = 0;
     else if (r->mode == PUB_MODE_CAPACITY) {
         if (positive(rd, f[C_LOAD], col[C_LOAD], "load", &r->load)) return -1;
-        if (r->load > 1) return bad(rd, col[C_LOAD], "load", "a capacity row's load is the memory fraction the engine was given (0 to 1)");
+        if (r->load > 1) return plan_reader_bad(rd, col[C_LOAD], "load", "a capacity row's load is the memory fraction the engine was given (0 to 1)");
     } else if (r->mode == PUB_MODE_POISSON) {
         if (positive(rd, f[C_LOAD], col[C_LOAD], "load", &r->load)) return -1;
     } else {
@@ -208,13 +187,13 @@ static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
         tokens_field(rd, f[C_OUTPUT], col[C_OUTPUT], "output_tokens", r->output, cap, 0))
         return -1;
     const metric_def *m = metric_of(f[C_METRIC]);
-    if (!m) return bad(rd, col[C_METRIC], "metric", "unknown metric '%.40s' (docs/validation.md lists them)", f[C_METRIC]);
+    if (!m) return plan_reader_bad(rd, col[C_METRIC], "metric", "unknown metric '%.40s' (docs/validation.md lists them)", f[C_METRIC]);
     snprintf(r->metric, sizeof r->metric, "%s", m->name);
     r->cls = m->cls;
     if (cap != (m->cls == PUB_CLASS_CAPACITY))
-        return bad(rd, col[C_METRIC], "metric", "%s", cap ? "a capacity row measures kv_tokens" : "kv_tokens belongs to mode capacity");
+        return plan_reader_bad(rd, col[C_METRIC], "metric", "%s", cap ? "a capacity row measures kv_tokens" : "kv_tokens belongs to mode capacity");
     if (!strcmp(m->name, "step_ms") && r->mode != PUB_MODE_BATCH)
-        return bad(rd, col[C_METRIC], "metric", "step_ms belongs to mode batch");
+        return plan_reader_bad(rd, col[C_METRIC], "metric", "step_ms belongs to mode batch");
     if (positive(rd, f[C_VALUE], col[C_VALUE], "value", &r->value)) return -1;
     bool unit_ok = false;
     for (int i = 0; i < 4 && UNITS[m->unit][i]; i++) unit_ok |= !strcmp(f[C_UNIT], UNITS[m->unit][i]);
@@ -223,7 +202,7 @@ static int parse_row(reader *rd, char **f, const int *col, pub_row *r)
         for (int i = 0; i < 4 && UNITS[m->unit][i]; i++)
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s'%s'", i ? (i + 1 < 4 && UNITS[m->unit][i + 1] ? ", " : " or ") : "",
                      UNITS[m->unit][i]);
-        return bad(rd, col[C_UNIT], "unit", "'%.40s' does not suit %s; expected %s", f[C_UNIT], m->name, want);
+        return plan_reader_bad(rd, col[C_UNIT], "unit", "'%.40s' does not suit %s; expected %s", f[C_UNIT], m->name, want);
     }
     snprintf(r->unit, sizeof r->unit, "%s", f[C_UNIT]);
     return 0;
@@ -250,7 +229,7 @@ int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
     memset(t, 0, sizeof *t);
     FILE *fp = fopen(path, "r");
     if (!fp) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -2; }
-    reader rd = {path, 0, err, n};
+    plan_reader rd = {path, 0, err, n};
     int map[N_COLUMNS];   /* file column of each known column */
     bool header = false;
     int cap = 0, rc = -1, file_cols = 0;
@@ -258,7 +237,7 @@ int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
     while (fgets(line, sizeof line, fp)) {
         rd.line++;
         size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') { bad(&rd, 1, "line", "longer than %zu characters", sizeof line - 2); goto out; }
+        if (len == sizeof line - 1 && line[len - 1] != '\n') { plan_reader_bad(&rd, 1, "line", "longer than %zu characters", sizeof line - 2); goto out; }
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         const char *s = line;
         while (*s == ' ') s++;
@@ -267,23 +246,23 @@ int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
         int col[64];
         int k = split(line, f, col, 64);
         if (!header) {
-            if (k > 64) { bad(&rd, 1, "header", "more than 64 columns"); goto out; }
+            if (k > 64) { plan_reader_bad(&rd, 1, "header", "more than 64 columns"); goto out; }
             for (int c = 0; c < N_COLUMNS; c++) map[c] = -1;
             for (int i = 0; i < k; i++) {
                 int c = 0;
                 while (c < N_COLUMNS && strcmp(f[i], COLUMNS[c])) c++;
-                if (c == N_COLUMNS) { bad(&rd, col[i], "header", "unknown column '%.40s'", f[i]); goto out; }
-                if (map[c] >= 0) { bad(&rd, col[i], "header", "column '%.40s' appears twice", f[i]); goto out; }
+                if (c == N_COLUMNS) { plan_reader_bad(&rd, col[i], "header", "unknown column '%.40s'", f[i]); goto out; }
+                if (map[c] >= 0) { plan_reader_bad(&rd, col[i], "header", "column '%.40s' appears twice", f[i]); goto out; }
                 map[c] = i;
             }
             for (int c = 0; c < N_COLUMNS; c++)
-                if (map[c] < 0 && c != C_ENGINE_ARGS) { bad(&rd, 1, "header", "missing column '%s'", COLUMNS[c]); goto out; }
+                if (map[c] < 0 && c != C_ENGINE_ARGS) { plan_reader_bad(&rd, 1, "header", "missing column '%s'", COLUMNS[c]); goto out; }
             file_cols = k;
             header = true;
             continue;
         }
         if (k != file_cols) {
-            bad(&rd, 1, "row", "expected %d tab-separated fields, found %d", file_cols, k);
+            plan_reader_bad(&rd, 1, "row", "expected %d tab-separated fields, found %d", file_cols, k);
             goto out;
         }
         char *g[N_COLUMNS];
@@ -302,7 +281,7 @@ int pub_table_read(const char *path, pub_table *t, char *err, size_t n)
         if (parse_row(&rd, g, gc, &t->rows[t->n])) goto out;
         for (int i = 0; i < t->n; i++)
             if (!strcmp(t->rows[i].id, t->rows[t->n].id)) {
-                bad(&rd, gc[C_ID], "id", "'%.60s' is already used on line %ld", t->rows[i].id, t->rows[i].line);
+                plan_reader_bad(&rd, gc[C_ID], "id", "'%.60s' is already used on line %ld", t->rows[i].id, t->rows[i].line);
                 goto out;
             }
         t->n++;

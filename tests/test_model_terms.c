@@ -338,11 +338,14 @@ START_TEST(compute_rate_per_dtype)
     ck_assert(near(kv_compute_rate(hw, SCN_DTYPE_INT8), 1979e12 * 0.75));   /* no scale: compute's */
     ck_assert(kv_compute_rate(hw, SCN_DTYPE_FP4) == 0);                   /* no fp4 tensor rate */
     /* Llama-3-8B's QKV GEMM at M = 4096 in fp8, one kernel replayed from a graph of the bare
-     * engine (3 us a boundary). Shape: 128-row tiles, 32 x 48 = 1536 of them, ceil(1536 / 132)
-     * = 12 waves, 4096 / 128 = 32 K stages each: e = 1536 / (12 x 132) = 32/33. Compute at
+     * engine (3 us a boundary). Shape: of the candidate tiles, those of 256 x 128, 128 x 256,
+     * 256 x 64, 64 x 256, 128 x 128, 128 x 64 and 64 x 128 make 768, 1536 or 3072 tiles in 6,
+     * 12 or 24 waves over 132 SMs: 32/33 each (768 / (6 x 132)); 64 x 64 tiles make 64 x 96 =
+     * 6144 in ceil(6144 / 132) = 47 waves: e = 6144 / (47 x 132) = 6144 / 6204, the best;
+     * 4096 / 128 = 32 K stages each either way. Compute at
      * 1979 TFLOPS x 0.75 x 0.89 x e; memory: the 1-byte weight and 16-bit activations in and out
      * at 4.8 TB/s x 0.80; combined as sqrt(tc^2 + tm^2). */
-    double M = 4096, N = 6144, K = 4096, ef = 32.0 / 33.0;
+    double M = 4096, N = 6144, K = 4096, ef = 6144.0 / 6204.0;
     double tc = 2 * M * N * K / (1979e12 * 0.75 * 0.89 * ef);
     double tm = (N * K * 1 + M * (N + K) * 2) / (4.8e12 * 0.80);
     double want = sqrt(tc * tc + tm * tm) + 3e-6;   /* about 186.6 us */
