@@ -488,8 +488,22 @@ static bool bound_skip(pool *w, int i)
     double thr = w->best[r->bound_keep - 1];
     double x = thr * c->gpus * (1 - 2e-3);
     char why[200];
+    bool before_first = c->n_seeds > 1 && !(c->cap_done & 1);
     if (c->n_seeds == 1) {
         if (plan_bound_below(w->s, c, &w->stream[0], x, why, sizeof why) != 1) return false;
+    } else if (before_first) {
+        /* Several seeds, none simulated: every seed below x puts the mean below it. The first
+         * seed as with one; a later seed's search starts below x (at the first one's answer, or,
+         * when that found none, at most 1/256 of the first one's start: the guard), wherever
+         * below x that is (plan_bound_below_later). */
+        for (int j = 0; j < r->bound_keep; j++) if (c->gpus < w->best_gpus[j]) return false;
+        double h = plan_capacity_hint(w->s, c, c->replicas), ro = w->s->workload.rate;
+        if (!(fmin(h, ro > 0 ? ro : h) / 256 < x)) return false;
+        if (plan_bound_below(w->s, c, &w->stream[0], x, why, sizeof why) != 1) return false;
+        for (int k = 1; k < c->n_seeds; k++)
+            if (plan_bound_below_later(w->s, c, w->s->seed + (unsigned long long)k, &w->stream[k], x, why, sizeof why) != 1)
+                return false;
+        snprintf(why + strlen(why), sizeof why - strlen(why), " on every seed");
     } else {
         /* Several seeds (the first one's search is in): with fewer GPUs than one of the best, the
          * ranking may prefer it when the seeds cannot tell it from the best, so it runs. Else
@@ -510,7 +524,7 @@ static bool bound_skip(pool *w, int i)
     c->status = PLAN_SKIPPED;
     c->bound_skipped = true;
     snprintf(c->why, sizeof c->why, "not simulated%s: %.150s, under the %d best found (%.4g per GPU)",
-             c->n_seeds > 1 ? " beyond its first seed" : "", why, r->bound_keep, thr);
+             c->n_seeds > 1 && !before_first ? " beyond its first seed" : "", why, r->bound_keep, thr);
     w->skipped++;
     cand_finished(w, i);
     pthread_cond_broadcast(&w->more);
@@ -573,7 +587,7 @@ static void run_lead(pool *w, int i)
     char err[512] = "";
     int k = 0;
     pthread_mutex_lock(&w->lock);
-    bool skipped = c->n_seeds == 1 && bound_skip(w, i);
+    bool skipped = bound_skip(w, i);   /* several seeds: judged again after the first (below) */
     bool split = w->bounding && cap && needs_offered(c, 0) && needs_search(s, c, 0);
     pthread_mutex_unlock(&w->lock);
     if (skipped) return;

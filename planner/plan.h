@@ -162,6 +162,11 @@ int plan_bound_below(const scn_scenario *s, const plan_cand *c, plan_bound_strea
  * a trial at `known` (0: none): a later seed's search from the first seed's answer. */
 int plan_bound_below_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double start,
                             double step, double known, plan_bound_stream **bp, double x, char *why, size_t nwhy);
+/* 1 when a later seed's search (on `seed`, from the first seed's answer, which must itself lie
+ * below x, or from a lower rate) provably returns less than x, whatever the first seed's answer
+ * was (docs/planner.md, "Several seeds"). */
+int plan_bound_below_later(const scn_scenario *s, const plan_cand *c, unsigned long long seed, plan_bound_stream **bp,
+                           double x, char *why, size_t nwhy);
 
 /* Marks candidates whose accuracy risks the scenario does not accept as skipped (for commands
  * that never show them: `capacity`, `sweep`), so they are not simulated. */

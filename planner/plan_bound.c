@@ -337,17 +337,18 @@ int plan_bound_below(const scn_scenario *s, const plan_cand *c, plan_bound_strea
                                    s->workload.rate, bp, x, why, nwhy);
 }
 
-int plan_bound_below_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double start,
-                            double step, double known, plan_bound_stream **bp, double x, char *why, size_t nwhy)
+/* 1 when no trial of candidate c on `seed` at a rate in [x, P] keeps up (0: not shown; -1: out of
+ * memory); why says so. */
+static int range_fails(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double x, double P,
+                       plan_bound_stream **bp, char *why, size_t nwhy)
 {
-    if (why && nwhy) why[0] = 0;
     const scn_workload *wl = &s->workload;
     /* The cases the proof covers (docs/planner.md): an open-loop rate the search scales, single
      * requests (no conversations, whose later turns arrive after earlier replies), no measured
-     * window, one seed's search from the cost model's saturation rate, and an engine whose
-     * every step gives each row at most one token and is priced by kv_step_complete. */
+     * window, and an engine whose every step gives each row at most one token and is priced by
+     * kv_step_complete. */
     if (!scn_arrival_has_rate(wl->arrival) || wl->turns > 1 || wl->skip_first || wl->skip_last ||
-        wl->skip_first_frac > 0 || wl->skip_last_frac > 0 || !(x > 0))
+        wl->skip_first_frac > 0 || wl->skip_last_frac > 0 || !(x > 0) || !(P >= x) || !isfinite(P))
         return 0;
     if (kv_spec_get(s, c->c.spec) || s->deployment.disagg.on) return 0;
     scn_scenario *t = malloc(sizeof *t);
@@ -361,21 +362,6 @@ int plan_bound_below_search(const scn_scenario *s, const plan_cand *c, unsigned 
         t->model.max_position != s->model.max_position || !step_floor_of(t, c, &f) || !deadlines_of(s, &d))
         goto out;
     int engines = t->deployment.replicas > 0 ? t->deployment.replicas : 1;
-    /* Every rate the search can try at or above x lies in [x, P] (docs/planner.md, "Which rates
-     * the search can try"): its start h, the offered rate r_o (a trial it may know), and the
-     * first point at or above x of the upward gallops from either. */
-    double h = start, ro = known > 0 ? known : 0, top = h * PLAN_CAPACITY_RANGE;
-    if (!(h > 0) || !(step > 1)) goto out;
-    double P = 0;
-    if (h >= x) P = fmax(P, h);
-    if (ro >= x) P = fmax(P, ro);
-    P = fmax(P, first_reach(h, step, top, x));
-    P = fmax(P, first_reach(ro, step, top, x));
-    if (P < x) {   /* no trial reaches x: the answer is below it */
-        if (why) snprintf(why, nwhy, "its rate search cannot reach %.4g %s", x, plan_rate_unit(s));
-        rc = 1;
-        goto out;
-    }
     long base = plan_trial_base(t, &c->c);
     long n_top = plan_trial_requests_at(base, P, wl->turns);
     /* No request is ever turned away while the trial's requests fit the waiting queue. */
@@ -387,13 +373,18 @@ int plan_bound_below_search(const scn_scenario *s, const plan_cand *c, unsigned 
         plan_bound_stream_free(*bp);
         *bp = nb;
     }
-    /* [x, P] in pieces over which the trial size changes little (one piece when it does not). */
+    /* [x, P] in pieces: one where the trial size does not change; else a doubling first (far
+     * above capacity a piece fails by a wide margin), and where that cannot be shown, 5 % (the
+     * SLO's allowance grows with the trial's size across a piece). */
     double ra = x;
     for (int guard = 0; guard < 4096; guard++) {
         long m = plan_trial_requests_at(base, ra, wl->turns);
-        double rb = plan_trial_requests_at(base, P, wl->turns) == m ? P : fmin(P, ra * 1.05);
-        long n_hi = plan_trial_requests_at(base, rb, wl->turns);
-        if (!interval_fails(*bp, &f, &d, engines, ra, m, n_hi)) goto out;
+        double rb = plan_trial_requests_at(base, P, wl->turns) == m ? P : fmin(P, ra * 2);
+        if (!interval_fails(*bp, &f, &d, engines, ra, m, plan_trial_requests_at(base, rb, wl->turns))) {
+            if (rb <= ra * 1.05) goto out;
+            rb = fmin(P, ra * 1.05);
+            if (!interval_fails(*bp, &f, &d, engines, ra, m, plan_trial_requests_at(base, rb, wl->turns))) goto out;
+        }
         if (rb >= P) {
             if (why) snprintf(why, nwhy, "the cost model's step floor and its SLO bound its capacity below %.4g %s", x,
                               plan_rate_unit(s));
@@ -405,4 +396,37 @@ int plan_bound_below_search(const scn_scenario *s, const plan_cand *c, unsigned 
 out:
     free(t);
     return rc;
+}
+
+int plan_bound_below_search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double start,
+                            double step, double known, plan_bound_stream **bp, double x, char *why, size_t nwhy)
+{
+    if (why && nwhy) why[0] = 0;
+    if (!(x > 0) || !(start > 0) || !(step > 1)) return 0;
+    /* Every rate the search can try at or above x lies in [x, P] (docs/planner.md, "What the
+     * search can return"): its start h, the offered rate r_o (a trial it may know), and the
+     * first point at or above x of the upward gallops from either. */
+    double h = start, ro = known > 0 ? known : 0, top = h * PLAN_CAPACITY_RANGE;
+    double P = 0;
+    if (h >= x) P = fmax(P, h);
+    if (ro >= x) P = fmax(P, ro);
+    P = fmax(P, first_reach(h, step, top, x));
+    P = fmax(P, first_reach(ro, step, top, x));
+    if (P < x) {   /* no trial reaches x: the answer is below it */
+        if (why) snprintf(why, nwhy, "its rate search cannot reach %.4g %s", x, plan_rate_unit(s));
+        return 1;
+    }
+    return range_fails(s, c, seed, x, P, bp, why, nwhy);
+}
+
+int plan_bound_below_later(const scn_scenario *s, const plan_cand *c, unsigned long long seed, plan_bound_stream **bp,
+                           double x, char *why, size_t nwhy)
+{
+    if (why && nwhy) why[0] = 0;
+    /* A later seed's search starts at the first seed's answer a (below x here), or at a rate
+     * below it when that seed found none or was unbounded, with a first stride f of 1.0299 or 2,
+     * and gallops up to at most 1,024 a. Its first point at or above x, from a point below x, is
+     * below f x^2 / a and at most 1,024 a: below sqrt(1024 f) x, whatever a is. */
+    double reach = sqrt(PLAN_CAPACITY_RANGE * 2.0) * x;
+    return range_fails(s, c, seed, x, reach, bp, why, nwhy);
 }

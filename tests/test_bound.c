@@ -137,6 +137,9 @@ static void check_never_below(const char *text)
             v = plan_bound_below_search(&s, c, s.seed + 1, c->seed_rate[0], PLAN_CAPACITY_SEED_STEP, 0, &st2,
                                         c->seed_rate[1], why, sizeof why);
             ck_assert_msg(v == 0, "%s: seed 2 found %.6g, yet the bound says below it (%s)", d, c->seed_rate[1], why);
+            /* And whatever the first seed found (the bound used before any simulation). */
+            v = plan_bound_below_later(&s, c, s.seed + 1, &st2, c->seed_rate[1], why, sizeof why);
+            ck_assert_msg(v == 0, "%s: seed 2 found %.6g, yet the later-seed bound says below it (%s)", d, c->seed_rate[1], why);
         }
         proved += plan_bound_below(&s, c, &st, best, why, sizeof why) == 1;
     }
