@@ -60,9 +60,9 @@ int cmd_capacity(int argc, char **argv)
         /* Located like every loader error: file:line:col of workload.arrival.process (or of the
          * nearest parent the file gives, when it inherits the arrival). */
         char msg[300], where[1200];
-        snprintf(msg, sizeof msg, "workload.arrival.process: capacity scales the arrival rate; a %s workload has none "
+        snprintf(msg, sizeof msg, "workload.arrival.process: capacity scales the arrival rate; %s workload has none "
                  "to scale (use poisson, gamma or constant arrivals)",
-                 s.workload.arrival == SCN_ARRIVAL_TRACE ? "trace" : s.workload.arrival == SCN_ARRIVAL_CLOSED ? "closed-loop" : "offline");
+                 s.workload.arrival == SCN_ARRIVAL_TRACE ? "a trace" : s.workload.arrival == SCN_ARRIVAL_CLOSED ? "a closed-loop" : "an offline");
         scn_locate_message(s.source, msg, where, sizeof where);
         fprintf(stderr, "kvplan: %s\n", where);
         return CLI_EX_DATA;

@@ -171,7 +171,7 @@ START_TEST(capacity_without_a_rate_is_located)
         ck_assert_int_eq(run("capacity %s --no-db", sc), 65);
         snprintf(want, sizeof want, "%s:6:22: workload.arrival.process: capacity scales the arrival rate", sc);
         ck_assert_msg(strstr(err, want), "want '%s' in: %s", want, err);
-        ck_assert_msg(strstr(err, k ? "offline" : "closed-loop"), "%s", err);
+        ck_assert_msg(strstr(err, k ? "an offline workload" : "a closed-loop workload"), "%s", err);
         ck_assert(out[0] == 0);
     }
 }
