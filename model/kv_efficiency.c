@@ -5,6 +5,8 @@
 #include "kv_model.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define TILE_N 128          /* output columns per CTA tile (CUTLASS/cuBLAS Hopper and Ampere tiles) */
 #define TILE_K_BYTES 128    /* bytes of K per main-loop stage: 64 bf16, 128 fp8, 256 fp4/int4 */
@@ -39,12 +41,26 @@ static double tile_efficiency(double sm, double M, double N, double K, double tm
 static const double GEMM_TILES[][2] = {{256, 128}, {128, 256}, {256, 64}, {64, 256},
                                        {128, 128}, {128, 64}, {64, 128}, {64, 64}};
 
-double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt)
+/* The simulator prices the same few GEMM shapes millions of times (a model has a handful of N x K
+ * and the step's rows repeat), and the tile search costs nine candidates each: a small memo per
+ * thread (the planner runs simulations on several threads) answers repeats bit for bit. */
+#define GEMM_MEMO 1024
+typedef struct { double sm, M, N, K, tk, eff; } gemm_memo_entry;
+static _Thread_local gemm_memo_entry gemm_memo[GEMM_MEMO];
+
+static unsigned gemm_memo_slot(double M, double N, double K, double tk)
 {
-    double sm = hw->sm_count;
-    if (sm <= 0 || M <= 0 || N <= 0 || K <= 0) return 1;
-    double b = scn_dtype_bytes(dt);
-    double tk = TILE_K_BYTES / (b > 0 ? b : 2);
+    uint64_t h = 0, v;
+    const double key[4] = {M, N, K, tk};
+    for (int i = 0; i < 4; i++) {
+        memcpy(&v, &key[i], sizeof v);
+        h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+    }
+    return (unsigned)(h >> 54) % GEMM_MEMO;
+}
+
+static double gemm_shape_search(double sm, double M, double N, double K, double tk)
+{
     /* Skinny GEMMs swap operands so the token rows become the MMA's narrow dimension (n = 8 on
      * Ampere mma.sync and Hopper wgmma), padding rows to the next of 8, 16, 32, 64 under
      * TILE_N-column tiles. */
@@ -56,6 +72,19 @@ double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, doub
         if (eff > best) best = eff;
     }
     return best;
+}
+
+double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt)
+{
+    double sm = hw->sm_count;
+    if (sm <= 0 || M <= 0 || N <= 0 || K <= 0) return 1;
+    double b = scn_dtype_bytes(dt);
+    double tk = TILE_K_BYTES / (b > 0 ? b : 2);
+    gemm_memo_entry *e = &gemm_memo[gemm_memo_slot(M, N, K, tk)];
+    if (e->sm == sm && e->M == M && e->N == N && e->K == K && e->tk == tk) return e->eff;
+    double eff = gemm_shape_search(sm, M, N, K, tk);
+    *e = (gemm_memo_entry){sm, M, N, K, tk, eff};
+    return eff;
 }
 
 double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)

@@ -7,6 +7,7 @@
 #include "../model/kv_model.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -66,6 +67,51 @@ END_TEST
 
 /* FA2's split rule by hand (num_splits_heuristic): 2 x SMs slots; one split from 80 % of them;
  * else the smallest count whose last wave is filled to 85 % of the best count's. */
+/* The shape efficiency is memoised per thread (kv_efficiency.c): a value answered from the memo
+ * after many other shapes (colliding slots included) must equal the value a thread with an
+ * empty memo computes, for every shape, SM count and dtype of a grid. The reference runs in a
+ * fresh thread, whose memo is empty, so it is the plain tile search. */
+typedef struct { const scn_hardware *hw; double M, N, K; scn_dtype dt; double eff; } memo_probe;
+
+static void *fresh_thread_efficiency(void *arg)
+{
+    memo_probe *p = arg;
+    p->eff = kv_gemm_shape_efficiency(p->hw, p->M, p->N, p->K, p->dt);
+    return NULL;
+}
+
+START_TEST(gemm_memo_answers_as_the_search)
+{
+    static const double Ms[] = {1, 7, 64, 65, 129, 300, 2048, 8191};
+    static const double NKs[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {1280, 8192}};
+    static const scn_dtype dts[] = {SCN_DTYPE_BF16, SCN_DTYPE_FP8};
+    scn_hardware hws[2];
+    use("llama-3-8b", "h100-sxm", "vllm");
+    hws[0] = s.hardware;
+    use("llama-3-8b", "a100-80g", "vllm");
+    hws[1] = s.hardware;
+    ck_assert(hws[0].sm_count != hws[1].sm_count);
+    /* Fill this thread's memo with every shape, in one order ... */
+    for (int h = 0; h < 2; h++)
+        for (size_t m = 0; m < sizeof Ms / sizeof *Ms; m++)
+            for (size_t n = 0; n < sizeof NKs / sizeof *NKs; n++)
+                for (size_t d = 0; d < 2; d++) (void)kv_gemm_shape_efficiency(&hws[h], Ms[m], NKs[n][0], NKs[n][1], dts[d]);
+    /* ... then ask again in the reverse order, against a fresh thread's answer. */
+    for (int h = 1; h >= 0; h--)
+        for (size_t m = sizeof Ms / sizeof *Ms; m-- > 0;)
+            for (size_t n = sizeof NKs / sizeof *NKs; n-- > 0;)
+                for (size_t d = 2; d-- > 0;) {
+                    memo_probe p = {&hws[h], Ms[m], NKs[n][0], NKs[n][1], dts[d], 0};
+                    pthread_t t;
+                    ck_assert_int_eq(pthread_create(&t, NULL, fresh_thread_efficiency, &p), 0);
+                    ck_assert_int_eq(pthread_join(t, NULL), 0);
+                    double here = kv_gemm_shape_efficiency(&hws[h], Ms[m], NKs[n][0], NKs[n][1], dts[d]);
+                    ck_assert_msg(here == p.eff, "M %g N %g K %g dt %d sm %d: %.17g here, %.17g fresh", Ms[m], NKs[n][0],
+                                  NKs[n][1], (int)dts[d], hws[h].sm_count, here, p.eff);
+                }
+}
+END_TEST
+
 START_TEST(fa2_split_rule_by_hand)
 {
     use("llama-3-8b", "h100-sxm", "vllm-v0");   /* flash2 */
@@ -236,6 +282,7 @@ Suite *suite_tiles(void)
     TCase *tc = tcase_create("tiles");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, gemm_tile_choice_by_hand);
+    tcase_add_test(tc, gemm_memo_answers_as_the_search);
     tcase_add_test(tc, fa2_split_rule_by_hand);
     tcase_add_test(tc, step_time_is_smooth_across_row_tiles);
     tcase_add_test(tc, decode_step_bound_at_batch_16_17);
