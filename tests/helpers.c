@@ -48,13 +48,19 @@ void t_library_file(const char *file, const char *const *sets, int n_sets, scn_s
     ck_assert_msg(st == SCN_OK, "loading %s: %s", file, msg);
 }
 
-void t_library(const char *model, const char *hardware, scn_scenario *s)
+void t_library_engine(const char *model, const char *hardware, const char *engine, scn_scenario *s)
 {
-    char m[128], h[128];
+    char m[128], h[128], e[128];
     snprintf(m, sizeof m, "model=%s", model);
     snprintf(h, sizeof h, "hardware=%s", hardware);
-    const char *sets[] = {m, h};
-    t_library_file("chat.yaml", sets, 2, s);
+    snprintf(e, sizeof e, "engine=%s", engine ? engine : "");
+    const char *sets[] = {m, h, e};
+    t_library_file("chat.yaml", sets, engine ? 3 : 2, s);
+}
+
+void t_library(const char *model, const char *hardware, scn_scenario *s)
+{
+    t_library_engine(model, hardware, NULL, s);
 }
 
 static void slurp(const char *path, char *buf, size_t n)

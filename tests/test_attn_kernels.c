@@ -14,15 +14,7 @@ static scn_scenario s;
 
 static void load(const char *model, const char *hardware, const char *engine)
 {
-    char m[96], h[96], e[96];
-    snprintf(m, sizeof m, "model=%s", model);
-    snprintf(h, sizeof h, "hardware=%s", hardware);
-    snprintf(e, sizeof e, "engine=%s", engine);
-    const char *sets[] = {m, h, e};
-    scn_error err;
-    char path[600];
-    snprintf(path, sizeof path, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
-    ck_assert_int_eq(scn_scenario_load(path, sets, 3, &s, &err), SCN_OK);
+    t_library_engine(model, hardware, engine, &s);
 }
 
 /* The rows each family's decode kernel computes, from the sources docs/sources.md names. */

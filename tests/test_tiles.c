@@ -17,12 +17,7 @@ static bool near(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b) + 1
 
 static void use(const char *model, const char *hardware, const char *engine)
 {
-    char m[96], h[96], e[96];
-    snprintf(m, sizeof m, "model=%s", model);
-    snprintf(h, sizeof h, "hardware=%s", hardware);
-    snprintf(e, sizeof e, "engine=%s", engine);
-    const char *sets[] = {m, h, e};
-    t_library_file("chat.yaml", sets, 3, &s);
+    t_library_engine(model, hardware, engine, &s);
 }
 
 /* Llama-3-70B's gate|up projection at TP 4 (N = 2 x 28672 / 4 = 14336, K = 8192) in bf16 on

@@ -61,6 +61,8 @@ scn_status t_load(const char *text, const char *const *sets, int n_sets, scn_sce
 void t_library_file(const char *file, const char *const *sets, int n_sets, scn_scenario *s);
 /* Loads the bundled chat scenario with a library model and hardware swapped in. */
 void t_library(const char *model, const char *hardware, scn_scenario *s);
+/* The same with the engine profile chosen too (NULL keeps chat.yaml's). */
+void t_library_engine(const char *model, const char *hardware, const char *engine, scn_scenario *s);
 /* An executor whose every step takes one second with 1000 KV blocks per replica (hand-derived timings). */
 sim_executor t_one_second_executor(void);
 /* Runs the kvplan binary with args through /bin/sh; captures stdout and stderr. Returns exit code. */
