@@ -98,62 +98,57 @@ GEMM_SHAPES = [
 GEMM_M = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 
 
-def gemm_section(f):
-    f.write("label,dtype,M,N,K,seconds,tflops,weight_gbps\n")
-    for label, N, K in GEMM_SHAPES:
-        ws = rotating((N, K), torch.bfloat16)
-        for M in GEMM_M:
-            if left() < 0:
-                return
-            x = torch.randn((M, K), device=DEV, dtype=torch.bfloat16)
-            i = [0]
+GEMM_HEADER = "label,dtype,M,N,K,seconds,tflops,weight_gbps\n"
 
-            def fn():
-                i[0] = (i[0] + 1) % len(ws)
-                return torch.nn.functional.linear(x, ws[i[0]])
-            t = graphed(fn, M * N * 2)
-            f.write(f"{label},bf16,{M},{N},{K},{t:.4e},{2*M*N*K/t/1e12:.2f},{N*K*2/t/1e9:.1f}\n")
-        del ws
+
+def gemm_rows(f, label, N, K, Ms, fp8=False):
+    """Times one weight shape at each M (graph replay over rotating weight copies) and writes a
+    row each; False once the budget is spent. bf16 through F.linear; fp8 (e4m3) through
+    torch._scaled_mm with unit per-tensor scales, the path FP8 checkpoints take in the engines."""
+    ws = rotating((N, K), torch.bfloat16)
+    if fp8:
+        ws = [w.to(torch.float8_e4m3fn) for w in ws]
+        one = torch.ones((), device=DEV, dtype=torch.float32)
+    for M in Ms:
+        if left() < 0:
+            return False
+        x = torch.randn((M, K), device=DEV, dtype=torch.bfloat16)
+        if fp8:
+            x = x.to(torch.float8_e4m3fn)
+        i = [0]
+
+        def fn():
+            i[0] = (i[0] + 1) % len(ws)
+            if fp8:
+                return torch._scaled_mm(x, ws[i[0]].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            return torch.nn.functional.linear(x, ws[i[0]])
+        t = graphed(fn, M * N * 2)
+        wbytes = N * K * (1 if fp8 else 2)
+        f.write(f"{label},{'fp8' if fp8 else 'bf16'},{M},{N},{K},{t:.4e},{2*M*N*K/t/1e12:.2f},{wbytes/t/1e9:.1f}\n")
+    return True
+
+
+def gemm_section(f):
+    f.write(GEMM_HEADER)
+    for label, N, K in GEMM_SHAPES:
+        if not gemm_rows(f, label, N, K, GEMM_M):
+            return
     f.flush()
-    # FP8 (e4m3) through torch._scaled_mm, the path FP8 checkpoints take in the engines.
     if not hasattr(torch, "_scaled_mm"):
         return
     for label, N, K in GEMM_SHAPES[:4]:
-        ws = [w.to(torch.float8_e4m3fn) for w in rotating((N, K), torch.bfloat16)]
-        one = torch.ones((), device=DEV, dtype=torch.float32)
-        for M in [1, 16, 64, 256, 1024, 4096, 8192]:
-            if left() < 0:
-                return
-            x = torch.randn((M, K), device=DEV, dtype=torch.bfloat16).to(torch.float8_e4m3fn)
-            i = [0]
-
-            def fn():
-                i[0] = (i[0] + 1) % len(ws)
-                return torch._scaled_mm(x, ws[i[0]].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-            t = graphed(fn, M * N * 2)
-            f.write(f"{label},fp8,{M},{N},{K},{t:.4e},{2*M*N*K/t/1e12:.2f},{N*K/t/1e9:.1f}\n")
-        del ws
+        if not gemm_rows(f, label, N, K, [1, 16, 64, 256, 1024, 4096, 8192], fp8=True):
+            return
 
 
 def gemm_map_section(f):
     """Memory-bound GEMMs over a grid of weight shapes: how the rate of a small-M GEMM depends on
     N and K (the tiles that stream the weight, and split-K) rather than on the bytes alone."""
-    f.write("label,dtype,M,N,K,seconds,tflops,weight_gbps\n")
+    f.write(GEMM_HEADER)
     for N in [1024, 2048, 4096, 8192, 16384, 32768]:
         for K in [1024, 2048, 4096, 8192, 16384]:
-            ws = rotating((N, K), torch.bfloat16)
-            for M in [1, 16, 64, 256]:
-                if left() < 0:
-                    return
-                x = torch.randn((M, K), device=DEV, dtype=torch.bfloat16)
-                i = [0]
-
-                def fn():
-                    i[0] = (i[0] + 1) % len(ws)
-                    return torch.nn.functional.linear(x, ws[i[0]])
-                t = graphed(fn, M * N * 2)
-                f.write(f"map,bf16,{M},{N},{K},{t:.4e},{2*M*N*K/t/1e12:.2f},{N*K*2/t/1e9:.1f}\n")
-            del ws
+            if not gemm_rows(f, "map", N, K, [1, 16, 64, 256]):
+                return
         f.flush()
 
 
