@@ -56,22 +56,29 @@ def reps_for(fn):
     return max(1, min(200, int(2e-3 / max(t, 1e-7))))
 
 
+def capture(fn, calls=1, warm=1):
+    """A CUDA graph of `calls` back-to-back calls of fn, after `warm` calls on a side stream
+    (PyTorch's recipe: allocations and lazy initialisation happen before the capture)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warm):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return g
+
+
 def graphed(fn, out_bytes):
     """Seconds per call of fn, replayed from a CUDA graph of back-to-back calls: eager timing of a
     kernel shorter than PyTorch's dispatch (about 10-15 us a call from Python) measures the
     dispatch, not the GPU. The graph holds each call's output, so calls are capped by bytes."""
     reps = max(1, min(reps_for(fn), 100, int((2 << 30) // max(out_bytes, 1))))
     reps = max(reps, min(20, int((2 << 30) // max(out_bytes, 1))))
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
+    g = capture(fn, calls=reps, warm=3)
     t = timed(g.replay, 3) / reps
     del g
     return t
@@ -215,14 +222,7 @@ def launch_section(f):
             x.add_(1.0)
     t = timed(chain, 3)
     f.write(f"eager,{n},{t:.4e},{t/n*1e6:.3f}\n")
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        chain()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        chain()
+    g = capture(chain)
     t = timed(g.replay, 10)
     f.write(f"graph,{n},{t:.4e},{t/n*1e6:.3f}\n")
 
@@ -281,14 +281,7 @@ def step_model(f, label, h, I, H, Hkv, Lyr, V, batches):
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
             t = timed(step, 3, samples=3)
             f.write(f"{label},{B},{ctx},eager,{t:.4e}\n")
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                step()
-            torch.cuda.current_stream().wait_stream(s)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                step()
+            g = capture(step)
             t = timed(g.replay, 3, samples=3)
             f.write(f"{label},{B},{ctx},graph,{t:.4e}\n")
         f.flush()
