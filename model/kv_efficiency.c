@@ -324,6 +324,31 @@ static bool fa2_split_rule(const scn_hardware *hw, const scn_engine *e)
            (e->attn_kernel == SCN_AK_FLASH3 && hw->arch != SCN_ARCH_HOPPER);
 }
 
+/* FlashAttention-2's split count for `items` work items over `slots` CTA slots (kv_decode_splits
+ * says the rule). The simulator asks it every decode step with the few batch sizes a run has,
+ * and each answer scores up to 128 counts twice: a small memo per thread answers repeats. */
+#define SPLIT_MEMO 64
+static _Thread_local struct { double items, slots, splits; } split_memo[SPLIT_MEMO];
+
+static double fa2_split_search(double items, double slots)
+{
+    unsigned slot = isfinite(items) ? (unsigned)fmod(items, SPLIT_MEMO) : 0;
+    if (split_memo[slot].slots == slots && split_memo[slot].items == items) return split_memo[slot].splits;
+    double most = fmin(FA_MAX_SPLITS, slots), best = 0, splits = 1;
+    for (double k = 1; k <= most; k++) {
+        double w = items * k / slots, eff = w / ceil(w);
+        if (eff > best) best = eff;
+    }
+    for (double k = 1; k <= most; k++) {
+        double w = items * k / slots;
+        if (w / ceil(w) >= 0.85 * best) { splits = k; break; }
+    }
+    split_memo[slot].items = items;
+    split_memo[slot].slots = slots;
+    split_memo[slot].splits = splits;
+    return splits;
+}
+
 double kv_decode_splits(const scn_hardware *hw, const scn_engine *e, double items, bool mla)
 {
     double sm = hw->sm_count;
@@ -340,16 +365,7 @@ double kv_decode_splits(const scn_hardware *hw, const scn_engine *e, double item
      * of its last wave, and the smallest count within 85 % of the best score wins: few splits
      * (each adds a partial output to write and combine) unless more fill the GPU clearly
      * better. The per-row key-block limit is applied per sequence (kv_decode_split). */
-    double most = fmin(FA_MAX_SPLITS, slots), best = 0;
-    for (double k = 1; k <= most; k++) {
-        double w = items * k / slots, eff = w / ceil(w);
-        if (eff > best) best = eff;
-    }
-    for (double k = 1; k <= most; k++) {
-        double w = items * k / slots;
-        if (w / ceil(w) >= 0.85 * best) return k;
-    }
-    return 1;
+    return fa2_split_search(items, slots);
 }
 
 double kv_moe_quant_kernels(scn_dtype gemm_dtype)

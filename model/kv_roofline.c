@@ -145,17 +145,16 @@ typedef struct {
 } attn_work;
 
 /* Rows a decode (or speculative verify) row set's work item computes over its real rows, for
- * a batch of `decoding` such row sets of `nt` new tokens each (kv_decode_tile_rows). */
-static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, double decoding, long nt)
+ * row sets of `nt` new tokens each whose keys are split `split_cap` ways at most
+ * (kv_decode_tile_rows; the split count is kv_decode_splits' for the step's decode batch). */
+static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, double split_cap, long nt)
 {
     const scn_model *m = &s->model;
-    const scn_hardware *hw = &s->hardware;
     if (m->kv_lora_rank > 0 || nt <= 0) return 1;
     int tp = s->deployment.tensor_parallel;
     double heads = (double)m->heads / tp, kvh = kv_heads_per_rank(m, tp);
-    double split_cap = kv_decode_splits(hw, &s->engine, decoding * kvh, false);
     double group = heads / kvh, rows = group * (double)nt;
-    return kv_decode_tile_rows(hw, &s->engine, c, rows, m->head_dim, group, split_cap >= 2) / rows;
+    return kv_decode_tile_rows(&s->hardware, &s->engine, c, rows, m->head_dim, group, split_cap >= 2) / rows;
 }
 
 /* Attention over all sequences, one layer kind (global or sliding), `layers` of them. Adds
@@ -187,7 +186,9 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     /* Flops by kind: decode rows (their padding applied once below), verify rows with their
      * padding, FlashAttention prefill rows and their tiles, everything else. */
     double dflops = 0, vpad = 0, pflops = 0, oflops = 0;
-    double ratio1 = decoding > 0 ? decode_pad_ratio(s, c, decoding, 1) : 1;
+    double ratio1 = decoding > 0 ? decode_pad_ratio(s, c, split_cap, 1) : 1;
+    long vpad_nt = 0;          /* verify row sets share one nt (k + 1): their ratio, computed once */
+    double vpad_ratio = 1;
     kv_prefill_tiles tiles = {0, 0, 0, 0, 0};
     for (int i = 0; i < n; i++) {
         long nt = seqs[i].new_tokens, ctx = seqs[i].context;
@@ -238,8 +239,9 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
              * tokens to per-head K (nope) and V, then ordinary attention over d_nope + d_rope
              * query/key dims and d_v value dims. */
             double exp_per_tok = heads * (dn + dr + dv) * AB;
-            flops += 2.0 * held * r * heads * (dn + dv) + 2.0 * heads * (dn + dr + dv) * keys_attended(ctx, nt, cap);
-            oflops += 2.0 * held * r * heads * (dn + dv) + 2.0 * heads * (dn + dr + dv) * keys_attended(ctx, nt, cap);
+            double f = 2.0 * held * r * heads * (dn + dv) + 2.0 * heads * (dn + dr + dv) * keys_attended(ctx, nt, cap);
+            flops += f;
+            oflops += f;
             bytes += nt * heads * (dn + dr + dv) * AB + kv_new + held * kv_tok + held * exp_per_tok +
                      flash_dram_tokens(hw, ctx, nt, cap, exp_per_tok) * exp_per_tok;
             kv_b_read = true;
@@ -253,7 +255,11 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             flops += flop_per_key * pairs;
             if (verify && verify[i] > 0) {
                 /* A verify row set: the decode kernel, its nt x group rows padded to its tile. */
-                vpad += flop_per_key * pairs * decode_pad_ratio(s, c, decoding, nt);
+                if (nt != vpad_nt) {
+                    vpad_nt = nt;
+                    vpad_ratio = decode_pad_ratio(s, c, split_cap, nt);
+                }
+                vpad += flop_per_key * pairs * vpad_ratio;
             } else {
                 pflops += flop_per_key * pairs;
                 kv_prefill_tiles_add(&tiles, hw, &s->engine, qk_dim, heads, ctx, nt, cap, pairs);
@@ -266,8 +272,9 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             /* Naive attention computes the full n x held score matrix, then masks it, and
              * writes scores and probabilities to memory and reads them back. */
             double scores = heads * nt * (double)held;
-            flops += flop_per_key * nt * (double)held;
-            oflops += flop_per_key * nt * (double)held;
+            double f = flop_per_key * nt * (double)held;
+            flops += f;
+            oflops += f;
             bytes += qo + kv_new + held * kv_tok + 4.0 * scores * AB;
         }
     }
@@ -544,7 +551,7 @@ kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenar
     if (r.tokens > 0) {
         decode_row w = decode_row_of(s, c);
         double layers[2] = {(double)m->layers - m->sliding_layers, m->sliding_layers};
-        double ratio = decode_pad_ratio(s, c, n, 1), cflops = 0;
+        double ratio = decode_pad_ratio(s, c, kv_decode_split_cap(s, n), 1), cflops = 0;
         for (int k = 0; k < 2; k++) {
             if (layers[k] <= 0) continue;
             attn_units += w.kvh * d->splits[k];
@@ -579,7 +586,7 @@ void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const
     p->qo_kv = w.qo + w.kv_tok;
     p->kv_tok = w.kv_tok;
     p->kvh = w.kvh;
-    p->pad = decode_pad_ratio(s, c, n, 1);
+    p->pad = decode_pad_ratio(s, c, kv_decode_split_cap(s, n), 1);
     p->apeak = kv_attention_rate(hw, e, c, false);
     p->bw = hw->memory_bandwidth * hw->eff_bandwidth;
     p->launch = hw->kernel_overhead;
