@@ -221,8 +221,6 @@ static bool over_whole_budget(const sim_sched *e, long want, bool first)
     return first && want > e->s->deployment.max_num_batched_tokens;
 }
 
-/* Tries to admit the head of the waiting list with at most `budget` new tokens. Returns the
- * tokens scheduled, 0 if it does not fit now, -1 if it can never fit. */
 /* Resumes a swapped-out sequence: new blocks for everything it had computed and its next
  * tokens, and the swap-in charged to the step. Returns the tokens scheduled, 0 if it does not
  * fit now. */
@@ -251,8 +249,10 @@ static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budg
     return want;
 }
 
-/* `first`: no prompt is in the step yet, so a whole prompt longer than the budget may run (an
- * engine that does not chunk cannot be given a token limit below its longest prompt). */
+/* Tries to admit the head of the waiting list with at most `budget` new tokens. Returns the
+ * tokens scheduled, 0 if it does not fit now, -1 if it can never fit. `first`: no prompt is in
+ * the step yet, so a whole prompt longer than the budget may run (an engine that does not chunk
+ * cannot be given a token limit below its longest prompt). */
 static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool chunked, bool first)
 {
     if (r->swapped) return resume_swapped(e, rep, r, budget, chunked, first);
