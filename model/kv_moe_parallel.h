@@ -68,4 +68,15 @@ kv_moe_step kv_moe_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_a
 kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                                     const kv_seq_work *seqs, const int *verify, int n);
 
+/* Pricing many steps of one scenario (the simulator's model executor): what a step adds to the
+ * step model besides attention depends on the batch only through its token count and CUDA-graph
+ * size, so the context keeps it by those, and builds the dense stand-in models once. s must
+ * outlive the context and not change while it lives. NULL: out of memory. */
+typedef struct kv_moe_ctx kv_moe_ctx;
+kv_moe_ctx *kv_moe_ctx_make(const scn_scenario *s);
+void kv_moe_ctx_free(kv_moe_ctx *x);
+/* kv_moe_step_time_verify's result, bit for bit, given base = kv_step_time_verify of the same
+ * rows under the context's scenario (the caller may have it from a cached shape). */
+kv_moe_step kv_moe_step_of(kv_moe_ctx *x, const kv_step_cost *base, const kv_seq_work *seqs, const int *verify, int n);
+
 #endif
