@@ -59,6 +59,7 @@ struct sim_kv {
     const sim_kv_seq *mq;   /* the sequence the scratch was walked for, NULL: none */
     uint64_t mseed[2];      /* its prefix and body streams */
     int mprompt, mn;        /* its prompt tokens, and the hits walked */
+    long mplen;             /* its prefix length (with the seeds, its token stream) */
     unsigned long mver;
     /* Chain hashes of blocks that lie wholly inside a shared token stream's prefix: they depend
      * only on (prefix seed, block index), yet every request of a prefix group or conversation
@@ -489,9 +490,31 @@ static int scratch_room(sim_kv *kv, int max_blocks)
 static int reusable_walk(sim_kv *kv, const sim_kv_seq *q, int prompt)
 {
     bool same = kv->mq == q && kv->mver == kv->ver && kv->mprompt == prompt && kv->mseed[0] == q->prefix_seed &&
-                kv->mseed[1] == q->body_seed;
+                kv->mseed[1] == q->body_seed && kv->mplen == q->prefix_len;
     kv->mq = NULL;
     return same ? kv->mn : -1;
+}
+
+/* A request waiting for room is counted at every step it is tried, and the map changes between
+ * (every filled block is registered), so the last count's walk cannot simply be reused; but the
+ * blocks it found are still this prompt's hits while each is still registered under the hash it
+ * was found by (a registered block is the map's entry for its hash, and a hash is only ever
+ * unregistered by evicting its block). Returns how many of the last count of q's hits lead the
+ * walk still, counting the free ones among them into *from_free (as the walk would); the walk
+ * goes on from there. 0 when the scratch holds another walk, or with tiers (whose contents swaps
+ * and reloads change under the map). */
+static int still_cached(const sim_kv *kv, const sim_kv_seq *q, int prompt, long *from_free)
+{
+    if (kv->tiers || kv->mq != q || kv->mprompt != prompt || kv->mseed[0] != q->prefix_seed ||
+        kv->mseed[1] != q->body_seed || kv->mplen != q->prefix_len)
+        return 0;
+    int j = 0;
+    for (; j < kv->mn; j++) {
+        int32_t b = kv->m_blk[j];
+        if (!kv->reg[b] || kv->hash[b] != kv->m_hash[j]) break;
+        if (kv->refs[b] == 0 && from_free) (*from_free)++;
+    }
+    return j;
 }
 
 static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks, int walked)
@@ -570,7 +593,8 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         }
     }
     uint64_t h = CHAIN_ROOT;
-    int j = 0;
+    int j = keep ? still_cached(kv, q, prompt, from_free) : 0;
+    if (j) h = kv->m_hash[j - 1];
     for (; j < max_blocks; j++) {
         uint64_t hj = chain_hash(kv, q, h, j);
         long slot = map_find(kv, hj);
@@ -601,6 +625,7 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         kv->mseed[0] = q->prefix_seed;
         kv->mseed[1] = q->body_seed;
         kv->mprompt = prompt;
+        kv->mplen = q->prefix_len;
         kv->mn = j;
         kv->mver = kv->ver;
     }
