@@ -66,6 +66,7 @@ struct sim_kv {
      * hashed all of them on each match (several per request while it waits) and commit; this
      * memo hashes each once. Direct-mapped on the seed; a collision just recomputes. */
     struct kv_prefix_memo { uint64_t seed; uint64_t *h; int n, cap; bool used; } *pm;   /* [PM_SLOTS], on first use */
+    struct kv_prefix_memo *pm_last;   /* the slot last used: a walk hashes one stream's blocks in a row */
 };
 
 static void *grow_array(void *p, size_t elem, long old_n, long new_n)
@@ -412,6 +413,23 @@ static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t paren
     return sim_mix64(parent ^ d);
 }
 
+/* The memo slot of a prefix stream, claimed when it has none. Open addressing over PM_PROBE
+ * slots from the seed's home: hundreds of popular prefix groups (rag-offload's 400 documents)
+ * then each keep a slot; when all are taken by other seeds the home slot is reused. A slot once
+ * used stays used, so a seed is in at most one slot and the probe finds it there. */
+static struct kv_prefix_memo *prefix_memo(sim_kv *kv, uint64_t seed)
+{
+    long home = (long)((seed * 0x9e3779b97f4a7c15ULL) >> 54);
+    struct kv_prefix_memo *e = NULL;
+    for (long i = 0; i < PM_PROBE && !e; i++) {
+        struct kv_prefix_memo *x = &kv->pm[(home + i) & (PM_SLOTS - 1)];
+        if (!x->used || x->seed == seed) e = x;
+    }
+    if (!e) e = &kv->pm[home];
+    if (!e->used || e->seed != seed) { e->used = true; e->seed = seed; e->n = 0; }
+    return e;
+}
+
 /* block_hash through the prefix memo (struct sim_kv): a block wholly inside the prefix stream
  * whose parent is the memo's own chain is looked up, or appended when it is the next one. The
  * parent check keeps it exact whatever chain a caller passes. */
@@ -421,17 +439,12 @@ static uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int
     /* The table is allocated when a prefix block is first hashed: a pool that never sees one
      * (most replicas of a 10,000-replica run) costs nothing. */
     if (!kv->pm && !(kv->pm = calloc(PM_SLOTS, sizeof *kv->pm))) return block_hash(kv, q, parent, j);
-    /* Open addressing over PM_PROBE slots from the seed's home: hundreds of popular prefix
-     * groups (rag-offload's 400 documents) then each keep a slot; when all are taken by other
-     * seeds the home slot is reused. */
-    long home = (long)((q->prefix_seed * 0x9e3779b97f4a7c15ULL) >> 54), i = 0;
-    struct kv_prefix_memo *e = NULL;
-    for (; i < PM_PROBE; i++) {
-        struct kv_prefix_memo *x = &kv->pm[(home + i) & (PM_SLOTS - 1)];
-        if (!x->used || x->seed == q->prefix_seed) { e = x; break; }
+    /* The last slot, when it is still this stream's, is the one the probe would find. */
+    struct kv_prefix_memo *e = kv->pm_last;
+    if (!e || !e->used || e->seed != q->prefix_seed) {
+        e = prefix_memo(kv, q->prefix_seed);
+        kv->pm_last = e;
     }
-    if (!e) e = &kv->pm[home];
-    if (!e->used || e->seed != q->prefix_seed) { e->used = true; e->seed = q->prefix_seed; e->n = 0; }
     if (j > e->n || parent != (j ? e->h[j - 1] : CHAIN_ROOT)) return block_hash(kv, q, parent, j);
     if (j < e->n) return e->h[j];
     uint64_t hj = block_hash(kv, q, parent, j);
@@ -575,7 +588,7 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
     if (take && walked >= 0) {
         /* The counting walk's blocks, all on the GPU (a tier's hit would reload: walk again). */
         bool gpu = true;
-        for (int j = 0; j < walked && gpu; j++) gpu = kv->m_blk[j] >= 0;
+        for (int j = 0; kv->tiers && j < walked && gpu; j++) gpu = kv->m_blk[j] >= 0;   /* without tiers, every hit is */
         if (gpu) {
             int j = 0;
             for (; j < walked; j++) {
