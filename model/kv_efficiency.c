@@ -377,3 +377,65 @@ double kv_moe_quant_kernels(scn_dtype gemm_dtype)
     double b = scn_dtype_bytes(gemm_dtype);
     return b > 0 && b < 2 ? 2.0 : 0.0;
 }
+
+/* ---- Weight-only kernels of a PyTorch-native decoder (docs/cost-model.md, "Weight-only
+ * kernels") ---- */
+
+double kv_sm_clock(const scn_hardware *hw)
+{
+    /* fp32 FMA lanes per SM: 64 on GA100 (A100), 128 on Ada, Hopper and Blackwell SMs (the
+     * architecture whitepapers). The library's Ampere entries are A100s; a GA10x profile would
+     * need 128. */
+    double lanes;
+    switch (hw->arch) {
+    case SCN_ARCH_AMPERE: lanes = 64; break;
+    case SCN_ARCH_ADA:
+    case SCN_ARCH_HOPPER:
+    case SCN_ARCH_BLACKWELL: lanes = 128; break;
+    default: return 0;
+    }
+    double fp32 = hw->flops[SCN_DTYPE_FP32];
+    return fp32 > 0 && hw->sm_count > 0 ? fp32 / (2.0 * hw->sm_count * lanes) : 0;
+}
+
+double kv_convert_rate(const scn_hardware *hw)
+{
+    return 16.0 * hw->sm_count * kv_sm_clock(hw);
+}
+
+/* tinygemm's on-chip rate, weights per SM per clock, from validation/h200-2026-11-30/int4.csv:
+ * for each M and group, the time per weight byte of the two large shapes' difference (Llama-2-7B
+ * gate_up minus qkv, so the fixed per-call part drops out), less the model's memory time per byte
+ * at that GPU's achievable bandwidth (4.8 TB/s x 0.80), combined as kv_roofline_combine does
+ * (on-chip = sqrt(t^2 - t_mem^2)); per weight over 132 SMs x 1.98 GHz. docs/cost-model.md,
+ * "Weight-only kernels", shows the arithmetic. */
+static const double TG_M[] = {1, 2, 4, 8, 16};
+static const double TG_G32[] = {13.81, 12.59, 10.51, 6.12, 3.62};
+static const double TG_G128[] = {18.75, 17.68, 11.58, 6.41, 3.68};
+enum { TG_N = (int)(sizeof TG_M / sizeof TG_M[0]) };
+
+static double tg_at(const double *v, double M)
+{
+    if (M <= TG_M[0]) return v[0];
+    /* Above the last measured M the per-row work keeps growing: the rate falls as 1/M. */
+    if (M >= TG_M[TG_N - 1]) return v[TG_N - 1] * TG_M[TG_N - 1] / M;
+    int i = 1;
+    while (TG_M[i] < M) i++;
+    double f = (M - TG_M[i - 1]) / (TG_M[i] - TG_M[i - 1]);
+    return v[i - 1] + f * (v[i] - v[i - 1]);
+}
+
+double kv_tinygemm_rate(const scn_hardware *hw, double group, double M)
+{
+    double clock = kv_sm_clock(hw);
+    if (clock <= 0 || hw->sm_count <= 0) return 0;
+    /* Groups between the measured 32 and 128: linear in log2(group); outside, the nearer one. */
+    double f = group <= 32 ? 0 : group >= 128 ? 1 : (log2(group) - 5.0) / 2.0;
+    double per_clock = (1 - f) * tg_at(TG_G32, M) + f * tg_at(TG_G128, M);
+    return per_clock * hw->sm_count * clock;
+}
+
+double kv_tinygemm_bytes_per_param(double group)
+{
+    return 0.5 + 4.0 / (group > 0 ? group : 128);
+}

@@ -1,0 +1,134 @@
+/* test_weight_only.c: a PyTorch-native decoder's weight-only kernels (docs/cost-model.md,
+ * "Weight-only kernels"): the SM clock from the datasheet, the conversion rate, tinygemm's rate
+ * and layout, and what each adds to a batch-1 decode step, against hand arithmetic. */
+#include "tests.h"
+#include "../model/kv_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static scn_scenario s;
+
+static bool near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b); }
+
+START_TEST(clock_and_conversion_rate)
+{
+    t_library_engine("llama-2-7b", "a100-80g", "bare", &s);
+    /* A100: 19.5 TFLOPS fp32 = 108 SMs x 64 lanes x 2 flops x clock: 1.41 GHz, the datasheet's
+     * boost clock. 16 conversions per clock per SM: 16 x 108 x 1.41e9. */
+    double clock = 19.5e12 / (2.0 * 108 * 64);
+    ck_assert_msg(near(kv_sm_clock(&s.hardware), clock, 1e-12), "%g", kv_sm_clock(&s.hardware));
+    ck_assert(fabs(clock - 1.41e9) < 1e6);
+    ck_assert(near(kv_convert_rate(&s.hardware), 16.0 * 108 * clock, 1e-12));
+    /* H100 SXM: 67 TFLOPS over 132 SMs of 128 lanes: 1.98 GHz (its boost clock). */
+    t_library_engine("llama-2-7b", "h100-sxm", "bare", &s);
+    ck_assert(fabs(kv_sm_clock(&s.hardware) - 1.98e9) < 5e6);
+    /* No lane count for other architectures: no rate, so no term. */
+    s.hardware.arch = SCN_ARCH_CDNA3;
+    ck_assert(kv_sm_clock(&s.hardware) == 0 && kv_convert_rate(&s.hardware) == 0);
+}
+END_TEST
+
+START_TEST(tinygemm_rate_from_the_h200_table)
+{
+    t_library_engine("llama-2-7b", "h200", "bare", &s);
+    double sm_clk = 132 * kv_sm_clock(&s.hardware);
+    /* validation/h200-2026-11-30/int4.csv, group 32, M = 1: gate_up (56360960 B, 31.736 us) and
+     * qkv (31457280 B, 18.931 us) give 12.805 us per 24903680 B; less the memory time per byte at
+     * 4.8 TB/s x 0.8, combined in quadrature; 0.625 B per weight: weights per second on chip. */
+    double per_byte = (31.736e-6 - 18.931e-6) / (56360960.0 - 31457280.0), mem = 1 / (4.8e12 * 0.8);
+    double onchip = 1 / (sqrt(per_byte * per_byte - mem * mem) * 0.625);
+    ck_assert_msg(near(kv_tinygemm_rate(&s.hardware, 32, 1), onchip, 0.002), "%g vs %g",
+                  kv_tinygemm_rate(&s.hardware, 32, 1), onchip);
+    /* Group 64 sits halfway (in log2) between the measured 32 and 128. */
+    double g32 = kv_tinygemm_rate(&s.hardware, 32, 1), g128 = kv_tinygemm_rate(&s.hardware, 128, 1);
+    ck_assert(near(kv_tinygemm_rate(&s.hardware, 64, 1), (g32 + g128) / 2, 1e-12));
+    ck_assert(g128 > g32);
+    /* Beyond the measured 16 rows the rate falls as 1/M; between measured rows, linearly. */
+    ck_assert(near(kv_tinygemm_rate(&s.hardware, 32, 32), kv_tinygemm_rate(&s.hardware, 32, 16) / 2, 1e-12));
+    ck_assert(near(kv_tinygemm_rate(&s.hardware, 32, 3), sm_clk * (12.59 + 10.51) / 2, 1e-12));
+    /* Layout: half a byte and a bf16 scale + zero per group of 32: 0.625 B per weight. */
+    ck_assert(kv_tinygemm_bytes_per_param(32) == 0.625);
+}
+END_TEST
+
+/* A batch-1 decode step of Llama-2-7B on A100 under the bare engine, with the engine's
+ * weight-only kernels or fused ones. */
+static kv_step_cost step(scn_weight_only wo, const char *format, int group)
+{
+    t_library_engine("llama-2-7b", "a100-80g", "bare", &s);
+    s.engine.weight_only = wo;
+    scn_wformat f;
+    ck_assert(scn_wformat_parse(format, &f) == 0);
+    if (group) f.group_size = group;
+    kv_model_set_wformat(&s.model, &f);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 100};
+    return kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+}
+
+START_TEST(int8_adds_one_conversion_per_weight)
+{
+    ck_assert_int_eq(strcmp(scn_weight_only_name(SCN_WO_TORCH), "torch"), 0);
+    kv_step_cost torch = step(SCN_WO_TORCH, "int8", 0), fused = step(SCN_WO_FUSED, "int8", 0);
+    /* qkv: 32 layers of a 12288 x 4096 weight, each converted once at 16 x 108 x 1.41 GHz. */
+    double rate = 16.0 * 108 * (19.5e12 / (2.0 * 108 * 64));
+    double add = 32.0 * 12288 * 4096 / rate;
+    ck_assert_msg(near(torch.op[KV_OP_QKV].t_compute - fused.op[KV_OP_QKV].t_compute, add, 1e-9), "%g vs %g",
+                  torch.op[KV_OP_QKV].t_compute - fused.op[KV_OP_QKV].t_compute, add);
+    /* The bytes are the checkpoint's either way; the step is slower by less than the sum (the
+     * conversion overlaps the read: quadrature), and the LM head (16-bit) is untouched. */
+    ck_assert(torch.op[KV_OP_QKV].bytes == fused.op[KV_OP_QKV].bytes);
+    ck_assert(torch.op[KV_OP_LM_HEAD].seconds == fused.op[KV_OP_LM_HEAD].seconds);
+    double tm = torch.op[KV_OP_QKV].t_memory, tc = torch.op[KV_OP_QKV].t_compute;
+    ck_assert(torch.op[KV_OP_QKV].seconds - torch.op[KV_OP_QKV].t_overhead == sqrt(tc * tc + tm * tm));
+    ck_assert(torch.seconds > fused.seconds && torch.seconds < fused.seconds + add * 10);
+}
+END_TEST
+
+START_TEST(int4_runs_tinygemm_in_its_layout)
+{
+    kv_step_cost torch = step(SCN_WO_TORCH, "int4", 32), fused = step(SCN_WO_FUSED, "int4", 32);
+    /* tinygemm's layout: 0.625 B per weight where the AWQ layout stores 0.5 + 2.5 / 32. */
+    double w = 32.0 * 12288 * 4096;
+    ck_assert(near(torch.op[KV_OP_QKV].bytes - fused.op[KV_OP_QKV].bytes, w * (0.625 - (0.5 + 2.5 / 32)), 1e-9));
+    t_library_engine("llama-2-7b", "a100-80g", "bare", &s);
+    double add = w / kv_tinygemm_rate(&s.hardware, 32, 1);
+    ck_assert(near(torch.op[KV_OP_QKV].t_compute - fused.op[KV_OP_QKV].t_compute, add, 1e-9));
+    /* A 16-bit model has no weight-only kernel whatever the engine says. */
+    kv_step_cost b16t = step(SCN_WO_TORCH, "bf16", 0), b16f = step(SCN_WO_FUSED, "bf16", 0);
+    ck_assert(b16t.seconds == b16f.seconds);
+}
+END_TEST
+
+START_TEST(weight_only_is_checked)
+{
+    scn_scenario *o = malloc(sizeof *o);
+    scn_error e;
+    const char *y = "name: t\nmodel: llama-2-7b\nhardware: a100-80g\nengine: {name: x, weight_only: marlin}\n"
+                    "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n";
+    ck_assert_int_eq(t_load(y, NULL, 0, o, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.weight_only");
+    ck_assert_int_eq(e.line, 4);
+    ck_assert(strstr(e.msg, "fused") && strstr(e.msg, "torch"));
+    const char *ok = "name: t\nmodel: llama-2-7b\nhardware: a100-80g\nengine: {name: x}\n"
+                     "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n";
+    ck_assert_int_eq(t_load(ok, NULL, 0, o, &e), SCN_OK);
+    ck_assert(o->engine.weight_only == SCN_WO_FUSED);
+    free(o);
+}
+END_TEST
+
+Suite *suite_weight_only(void)
+{
+    Suite *su = suite_create("weight_only");
+    TCase *tc = tcase_create("kernels");
+    tcase_add_test(tc, clock_and_conversion_rate);
+    tcase_add_test(tc, tinygemm_rate_from_the_h200_table);
+    tcase_add_test(tc, int8_adds_one_conversion_per_weight);
+    tcase_add_test(tc, int4_runs_tinygemm_in_its_layout);
+    tcase_add_test(tc, weight_only_is_checked);
+    suite_add_tcase(su, tc);
+    return su;
+}
