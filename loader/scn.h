@@ -174,11 +174,13 @@ typedef struct {
  * profiles"). */
 typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
 /* How the engine runs weight-only quantised GEMMs (`weight_only:`; docs/cost-model.md,
- * "Weight-only kernels"): FUSED kernels (Marlin, TensorRT-LLM's weight-only GEMV) stream the
- * weights at the memory roof; TORCH is a PyTorch-native decoder's: int8 dequantised by a
- * torch.compile'd GEMV that converts every weight to float, int4 by tinygemm
- * (torch._weight_int4pack_mm). */
-typedef enum { SCN_WO_FUSED, SCN_WO_TORCH, SCN_WO_COUNT } scn_weight_only;
+ * "Weight-only kernels"): FUSED kernels stream the weights at the memory roof and compute like
+ * a 16-bit GEMM (no figure says otherwise: TensorRT-LLM's); TORCH is a PyTorch-native decoder's:
+ * int8 dequantised by a torch.compile'd GEMV that converts every weight to float, int4 by
+ * tinygemm (torch._weight_int4pack_mm); MARLIN is vLLM's and SGLang's Marlin kernels on Ampere
+ * and Ada (W4A16, and fp8 weights where the GPU has no fp8 math), whose large-batch rate is
+ * capped by their 64-row tile. */
+typedef enum { SCN_WO_FUSED, SCN_WO_TORCH, SCN_WO_MARLIN, SCN_WO_COUNT } scn_weight_only;
 /* KVPLAN: kvplan's own CUDA kernels (backend/cuda: CUDA-core decode, its own prefill tiles). */
 typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_KVPLAN, SCN_AK_COUNT } scn_attn_kernel;
 #define SCN_GRAPH_SIZES_MAX 96

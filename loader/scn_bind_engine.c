@@ -12,7 +12,7 @@ const char *scn_wquant_name(scn_wquant q) { return q < SCN_WQ_COUNT ? WQ_NAMES[q
 static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", "kvplan", NULL};
 const char *scn_attn_kernel_name(scn_attn_kernel k) { return k < SCN_AK_COUNT ? AK_NAMES[k] : "?"; }
 
-static const char *const WO_NAMES[] = {"fused", "torch", NULL};
+static const char *const WO_NAMES[] = {"fused", "torch", "marlin", NULL};
 const char *scn_weight_only_name(scn_weight_only w) { return w < SCN_WO_COUNT ? WO_NAMES[w] : "?"; }
 
 /* The formats a plan option may name, with the layout each checkpoint family uses: AWQ and GPTQ

@@ -439,3 +439,11 @@ double kv_tinygemm_bytes_per_param(double group)
 {
     return 0.5 + 4.0 / (group > 0 ? group : 128);
 }
+
+double kv_marlin_rate(const scn_hardware *hw)
+{
+    /* Marlin's bench.py on A100 (vLLM PR #2497, 2024-01-24): 139.7-141.4 TFLOP/s from batch 64 to
+     * 4000 ("for batchsizes > 64, it will just run the batch 64 kernel repeatedly", IST-DASLab/
+     * marlin issue #2), against A100's 312 TFLOP/s dense fp16: 141.4 / 312. */
+    return hw->flops[SCN_DTYPE_BF16] * (141.4 / 312.0);
+}

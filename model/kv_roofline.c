@@ -95,8 +95,8 @@ typedef struct {
     double wb;         /* stored bytes per weight parameter */
     /* A PyTorch-native decoder's weight-only kernels (kv_weight_only_of): per weight, an
      * integer-to-float conversion (int8) or tinygemm's on-chip work (int4) besides the read. */
-    enum { WO_NONE, WO_CONVERT, WO_TINYGEMM } wo;
-    double wo_rate;    /* weights per second that on-chip work allows */
+    enum { WO_NONE, WO_CONVERT, WO_TINYGEMM, WO_MARLIN } wo;
+    double wo_rate;    /* weights per second that on-chip work allows; Marlin: flop/s */
 } gemm_ctx;
 
 /* The weight-only kernel an engine runs over these weights (docs/cost-model.md, "Weight-only
@@ -108,11 +108,23 @@ static void weight_only_of(gemm_ctx *g, const scn_model *m, const scn_engine *e)
 {
     g->wo = WO_NONE;
     g->wo_rate = 0;
+    bool w4a16 = m->weight_dtype == SCN_DTYPE_INT4 && (m->weight_quant == SCN_WQ_AWQ || m->weight_quant == SCN_WQ_GPTQ);
+    if (e->weight_only == SCN_WO_MARLIN) {
+        /* Marlin runs W4A16, and 8-bit weights the GPU has no math for (fp8 on Ampere: W8A16);
+         * on Ampere and Ada, where the engines pick it for every such layer. */
+        bool w8a16 = scn_dtype_bytes(m->weight_dtype) == 1 && g->hw->flops[m->weight_dtype] <= 0;
+        bool arch = g->hw->arch == SCN_ARCH_AMPERE || g->hw->arch == SCN_ARCH_ADA;
+        if (arch && (w4a16 || w8a16) && kv_marlin_rate(g->hw) > 0) {
+            g->wo = WO_MARLIN;
+            g->wo_rate = kv_marlin_rate(g->hw);
+        }
+        return;
+    }
     if (e->weight_only != SCN_WO_TORCH) return;
     if (m->weight_dtype == SCN_DTYPE_INT8 && m->weight_quant == SCN_WQ_PER_CHANNEL) {
         g->wo_rate = kv_convert_rate(g->hw);
         g->wo = g->wo_rate > 0 ? WO_CONVERT : WO_NONE;
-    } else if (m->weight_dtype == SCN_DTYPE_INT4 && (m->weight_quant == SCN_WQ_AWQ || m->weight_quant == SCN_WQ_GPTQ)) {
+    } else if (w4a16) {
         double group = m->weight_group > 0 ? m->weight_group : 128;
         g->wo_rate = kv_tinygemm_rate(g->hw, group, g->M);
         if (g->wo_rate > 0) {
@@ -128,9 +140,16 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
 {
     double eff = kv_gemm_shape_efficiency(g->hw, g->M, N, K, g->dt);
     add(o, 2.0 * g->T * N * K * layers, (N * K * g->wb + g->T * (N + K) * AB) * layers, kernels * layers);
-    o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
+    if (g->wo == WO_MARLIN) {
+        /* Marlin computes at its own measured rate (its 64-row tile repeated) in place of the
+         * library GEMM's. */
+        eff = 1;
+        o->t_compute += 2.0 * g->M * N * K * layers / g->wo_rate;
+    } else {
+        o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
+    }
     /* A weight-only kernel's work per weight runs on the SMs beside the MMAs: on-chip time. */
-    if (g->wo != WO_NONE) o->t_compute += N * K * layers / g->wo_rate;
+    if (g->wo == WO_CONVERT || g->wo == WO_TINYGEMM) o->t_compute += N * K * layers / g->wo_rate;
     o->efficiency = eff;
 }
 

@@ -102,16 +102,54 @@ START_TEST(int4_runs_tinygemm_in_its_layout)
 }
 END_TEST
 
+/* A decode step of `batch` Llama-3-8B sequences on `hw` under vLLM, Marlin kernels or fused ones. */
+static kv_step_cost batch_step(const char *hw, scn_weight_only wo, const char *format, int batch)
+{
+    t_library_engine("llama-3-8b", hw, "vllm", &s);
+    ck_assert(s.engine.weight_only == SCN_WO_MARLIN);
+    s.engine.weight_only = wo;
+    scn_wformat f;
+    ck_assert(scn_wformat_parse(format, &f) == 0);
+    kv_model_set_wformat(&s.model, &f);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[512];
+    for (int i = 0; i < batch; i++) w[i] = (kv_seq_work){1, 500};
+    return kv_step_time(&s, &c, SCN_ATTN_FLASH, w, batch);
+}
+
+START_TEST(marlin_caps_large_batch_gemms)
+{
+    /* A100, AWQ, 256 rows (a captured size): the qkv GEMM (6144 x 4096, 32 layers) computes at
+     * 141.4 TFLOP/s, Marlin's measured large-batch rate. */
+    kv_step_cost m = batch_step("a100-80g", SCN_WO_MARLIN, "awq", 256), f = batch_step("a100-80g", SCN_WO_FUSED, "awq", 256);
+    double want = 2.0 * 256 * 6144 * 4096 * 32 / 141.4e12;
+    ck_assert_msg(near(m.op[KV_OP_QKV].t_compute, want, 1e-9), "%g vs %g", m.op[KV_OP_QKV].t_compute, want);
+    ck_assert(m.op[KV_OP_QKV].t_compute > f.op[KV_OP_QKV].t_compute);
+    ck_assert(m.op[KV_OP_QKV].bytes == f.op[KV_OP_QKV].bytes);
+    /* fp8 weights on A100 (no fp8 math: W8A16) run Marlin too; on H100 they run fp8 GEMMs, and
+     * Hopper's AWQ layers are left to the fused pricing. */
+    m = batch_step("a100-80g", SCN_WO_MARLIN, "fp8", 256);
+    ck_assert(near(m.op[KV_OP_QKV].t_compute, want, 1e-9));
+    m = batch_step("h100-sxm", SCN_WO_MARLIN, "fp8", 256), f = batch_step("h100-sxm", SCN_WO_FUSED, "fp8", 256);
+    ck_assert(m.seconds == f.seconds);
+    m = batch_step("h100-sxm", SCN_WO_MARLIN, "awq", 256), f = batch_step("h100-sxm", SCN_WO_FUSED, "awq", 256);
+    ck_assert(m.seconds == f.seconds);
+    /* 16-bit weights never take it. */
+    m = batch_step("a100-80g", SCN_WO_MARLIN, "bf16", 64), f = batch_step("a100-80g", SCN_WO_FUSED, "bf16", 64);
+    ck_assert(m.seconds == f.seconds);
+}
+END_TEST
+
 START_TEST(weight_only_is_checked)
 {
     scn_scenario *o = malloc(sizeof *o);
     scn_error e;
-    const char *y = "name: t\nmodel: llama-2-7b\nhardware: a100-80g\nengine: {name: x, weight_only: marlin}\n"
+    const char *y = "name: t\nmodel: llama-2-7b\nhardware: a100-80g\nengine: {name: x, weight_only: tinygemm}\n"
                     "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n";
     ck_assert_int_eq(t_load(y, NULL, 0, o, &e), SCN_E_DATA);
     ck_assert_str_eq(e.path, "engine.weight_only");
     ck_assert_int_eq(e.line, 4);
-    ck_assert(strstr(e.msg, "fused") && strstr(e.msg, "torch"));
+    ck_assert(strstr(e.msg, "fused") && strstr(e.msg, "torch") && strstr(e.msg, "marlin"));
     const char *ok = "name: t\nmodel: llama-2-7b\nhardware: a100-80g\nengine: {name: x}\n"
                      "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n";
     ck_assert_int_eq(t_load(ok, NULL, 0, o, &e), SCN_OK);
@@ -128,6 +166,7 @@ Suite *suite_weight_only(void)
     tcase_add_test(tc, tinygemm_rate_from_the_h200_table);
     tcase_add_test(tc, int8_adds_one_conversion_per_weight);
     tcase_add_test(tc, int4_runs_tinygemm_in_its_layout);
+    tcase_add_test(tc, marlin_caps_large_batch_gemms);
     tcase_add_test(tc, weight_only_is_checked);
     suite_add_tcase(su, tc);
     return su;
