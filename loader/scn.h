@@ -181,8 +181,11 @@ typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
  * and Ada (W4A16, and fp8 weights where the GPU has no fp8 math), whose large-batch rate is
  * capped by their 64-row tile. */
 typedef enum { SCN_WO_FUSED, SCN_WO_TORCH, SCN_WO_MARLIN, SCN_WO_COUNT } scn_weight_only;
-/* KVPLAN: kvplan's own CUDA kernels (backend/cuda: CUDA-core decode, its own prefill tiles). */
-typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_KVPLAN, SCN_AK_COUNT } scn_attn_kernel;
+/* KVPLAN: kvplan's own CUDA kernels (backend/cuda: CUDA-core decode, its own prefill tiles).
+ * MMHA: TensorRT-LLM before XQA (0.5, 0.6): context FMHA for prefill, the masked multi-head
+ * attention kernel for decode, one CUDA-core thread block per sequence and query head. */
+typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_KVPLAN, SCN_AK_MMHA,
+               SCN_AK_COUNT } scn_attn_kernel;
 #define SCN_GRAPH_SIZES_MAX 96
 #define SCN_MEM_FRACTIONS_MAX 8
 #define SCN_BATCH_RULES_MAX 4

@@ -9,7 +9,7 @@
 static const char *const WQ_NAMES[SCN_WQ_COUNT] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4"};
 const char *scn_wquant_name(scn_wquant q) { return q < SCN_WQ_COUNT ? WQ_NAMES[q] : "?"; }
 
-static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", "kvplan", NULL};
+static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", "kvplan", "mmha", NULL};
 const char *scn_attn_kernel_name(scn_attn_kernel k) { return k < SCN_AK_COUNT ? AK_NAMES[k] : "?"; }
 
 static const char *const WO_NAMES[] = {"fused", "torch", "marlin", NULL};

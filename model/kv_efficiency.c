@@ -95,7 +95,7 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
      * and TensorRT-LLM prefill on Hopper are FA3-class kernels, elsewhere FA2-class; PyTorch
      * SDPA runs the FA2 kernel. Other generations get a default calibrate replaces. */
     bool fa3_class = e->attn_kernel == SCN_AK_FLASH3 || e->attn_kernel == SCN_AK_FLASHINFER ||
-                     e->attn_kernel == SCN_AK_TRTLLM;
+                     e->attn_kernel == SCN_AK_TRTLLM || e->attn_kernel == SCN_AK_MMHA;
     switch (hw->arch) {
     case SCN_ARCH_HOPPER: return fa3_class ? 0.75 : 0.35;
     case SCN_ARCH_AMPERE:
@@ -104,8 +104,22 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
     }
 }
 
+/* TensorRT-LLM's masked MHA decode kernel (0.5 and 0.6): CUDA-core fp32 FMAs, and over an 8-bit
+ * cache each query head's block converts every K and V element it reads to fp32 (4 flops per
+ * key and query head against 2 conversions: 2 flops per conversion). docs/cost-model.md,
+ * "Masked MHA". 0 when the GPU's rates are not known. */
+static double mmha_rate(const scn_hardware *hw, const kv_cache_cfg *c)
+{
+    double fma = hw->flops[SCN_DTYPE_FP32];
+    if (scn_dtype_bytes(c->dtype) != 1) return fma;
+    double cvt = 2.0 * kv_convert_rate(hw);
+    return cvt > 0 && cvt < fma ? cvt : fma;
+}
+
 double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, bool prefill)
 {
+    if (e->attn_kernel == SCN_AK_MMHA && !prefill && !hw->calibrated && !hw->attention_given && mmha_rate(hw, c) > 0)
+        return mmha_rate(hw, c);
     double bf16 = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
     if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER || c->dtype != SCN_DTYPE_FP8 ||
         hw->flops[SCN_DTYPE_FP8] <= 0)
@@ -135,7 +149,7 @@ bool kv_attention_family_applies(const scn_hardware *hw, const scn_engine *e)
 static bool fa3_kernel(const scn_hardware *hw, const scn_engine *e)
 {
     return hw->arch == SCN_ARCH_HOPPER && (e->attn_kernel == SCN_AK_FLASH3 || e->attn_kernel == SCN_AK_FLASHINFER ||
-                                           e->attn_kernel == SCN_AK_TRTLLM);
+                                           e->attn_kernel == SCN_AK_TRTLLM || e->attn_kernel == SCN_AK_MMHA);
 }
 
 static double round_up(double v, double to) { return ceil(v / to) * to; }
@@ -146,6 +160,9 @@ double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv
     if (rows <= 0 || !kv_attention_family_applies(hw, e)) return rows;
     double tile;
     switch (e->attn_kernel) {
+    case SCN_AK_MMHA:
+        /* One thread block per sequence and query head on CUDA cores: no MMA tile to pad. */
+        return rows;
     case SCN_AK_FLASHINFER:
         /* SGLang decodes on tensor cores when the group exceeds 4 or the cache is fp8
          * (should_use_tensor_core), through FlashInfer's prefill kernel whose query tile is

@@ -140,6 +140,35 @@ START_TEST(marlin_caps_large_batch_gemms)
 }
 END_TEST
 
+START_TEST(mmha_decodes_on_cuda_cores)
+{
+    /* TensorRT-LLM 0.6's masked MHA on H100: over an fp8 cache every K and V element is converted
+     * per query head, 2 flops per conversion at 16 x 132 x 1.98 GHz; over a 16-bit cache the fp32
+     * FMA rate, 67 TFLOPS. Prefill keeps the context FMHA's rate (trtllm-v0's). */
+    t_library_engine("llama-2-70b", "h100-sxm", "trtllm-v0.6", &s);
+    kv_cache_cfg f8 = kv_cache_cfg_make(&s, SCN_DTYPE_FP8, 0, 0), b16 = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    double cvt = 2.0 * 16 * 132 * (67e12 / (2.0 * 132 * 128));
+    ck_assert(near(kv_attention_rate(&s.hardware, &s.engine, &f8, false), cvt, 1e-12));
+    ck_assert(kv_attention_rate(&s.hardware, &s.engine, &b16, false) == 67e12);
+    double pre = kv_attention_rate(&s.hardware, &s.engine, &f8, true);
+    ck_assert(kv_decode_tile_rows(&s.hardware, &s.engine, &f8, 8, 128, 8, false) == 8);
+    t_library_engine("llama-2-70b", "h100-sxm", "trtllm-v0", &s);
+    ck_assert(kv_attention_rate(&s.hardware, &s.engine, &f8, true) == pre);
+    ck_assert(kv_attention_rate(&s.hardware, &s.engine, &f8, false) > 10 * cvt);
+    /* The step: a GQA model's decode attention at 64 x 3072 keys costs its flops at that rate. */
+    t_library_engine("llama-2-70b", "h100-sxm", "trtllm-v0.6", &s);
+    s.deployment.tensor_parallel = 2;
+    f8 = kv_cache_cfg_make(&s, SCN_DTYPE_FP8, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 3071};
+    kv_step_cost st = kv_step_time(&s, &f8, SCN_ATTN_FLASH, w, 64);
+    /* flops: 80 layers x 64 sequences x 3072 keys x 2 x 32 query heads x (128 + 128). */
+    double flops = 80.0 * 64 * 3072 * 2 * 32 * 256;
+    ck_assert(near(st.op[KV_OP_ATTENTION].flops, flops, 1e-12));
+    ck_assert(near(st.op[KV_OP_ATTENTION].t_compute, flops / cvt, 1e-9));
+}
+END_TEST
+
 START_TEST(weight_only_is_checked)
 {
     scn_scenario *o = malloc(sizeof *o);
@@ -167,6 +196,7 @@ Suite *suite_weight_only(void)
     tcase_add_test(tc, int8_adds_one_conversion_per_weight);
     tcase_add_test(tc, int4_runs_tinygemm_in_its_layout);
     tcase_add_test(tc, marlin_caps_large_batch_gemms);
+    tcase_add_test(tc, mmha_decodes_on_cuda_cores);
     tcase_add_test(tc, weight_only_is_checked);
     suite_add_tcase(su, tc);
     return su;
