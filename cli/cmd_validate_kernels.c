@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 int cmd_validate_kernels(int argc, char **argv)
 {
@@ -86,6 +87,11 @@ int cmd_validate_kernels(int argc, char **argv)
     out_note(d, "error = predicted / compared-with - 1; compared-with is the measurement, except for a prefill forward, "
                 "whose unfused elementwise ops are replaced by the model's fused terms for them (the note gives both). Excluded rows are predicted and shown but not counted (each note says "
                 "why); docs/validation.md, \"H200 measurements (2026-11-30)\", says how each row is predicted.");
+    char absent[256] = "";
+    for (int f = KVAL_FILE_FIRST_OPTIONAL; f < KVAL_FILE_COUNT; f++)
+        if (t.absent[f])
+            snprintf(absent + strlen(absent), sizeof absent - strlen(absent), "%s%s", absent[0] ? ", " : "", KVAL_FILE_NAMES[f]);
+    if (absent[0]) out_note(d, "Not in %s, so no rows from them: %s.", dir, absent);
     rc = cli_emit(d, c.format);
     out_doc_free(d);
     kval_table_free(&t);

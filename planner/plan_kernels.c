@@ -239,7 +239,11 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, KVAL_FILE_NAMES[which]);
     FILE *fp = fopen(path, "r");
-    if (!fp) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -2; }
+    if (!fp) {
+        if (errno == ENOENT && which >= KVAL_FILE_FIRST_OPTIONAL) { t->absent[which] = true; return 0; }
+        snprintf(err, n, "%s: cannot open: %s", path, strerror(errno));
+        return -2;
+    }
     plan_reader rd = {path, 0, err, n};
     const char *const *want = COLUMNS[which];
     int need = 0;

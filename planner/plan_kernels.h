@@ -22,6 +22,9 @@
 typedef enum { KVAL_FILE_GEMM, KVAL_FILE_GEMM_MAP, KVAL_FILE_ATTN, KVAL_FILE_STEP, KVAL_FILE_PREFILL, KVAL_FILE_INT4,
                KVAL_FILE_MOE, KVAL_FILE_STEP_CTX, KVAL_FILE_COUNT } kval_file;
 extern const char *const KVAL_FILE_NAMES[];   /* "gemm.csv", ... in enum order */
+/* Files from KVAL_FILE_PREFILL on came from a later probe session: a folder without one (such as
+ * validation/h200-2026-11-30/edges/) reads with no rows from it, and kval_table.absent says so. */
+#define KVAL_FILE_FIRST_OPTIONAL KVAL_FILE_PREFILL
 
 /* Classes the summary reports separately. cuDNN attention has no kernel family in the model:
  * its rows are priced as the FA3 class (the fastest family the model has on Hopper) and kept
@@ -83,10 +86,11 @@ typedef struct {
 typedef struct {
     int n, cap;
     kval_row *rows;
+    bool absent[KVAL_FILE_COUNT];   /* an optional file the folder does not have */
 } kval_table;
 
 /* Reads DIR's gemm.csv, gemm_map.csv, attn.csv, step.csv, prefill.csv, int4.csv, moe.csv and
- * step_ctx.csv (columns in docs/validation.md).
+ * step_ctx.csv (columns in docs/validation.md); the last four may be absent.
  * 0 on success; -1 for malformed data ("file:line:col: field: message" in err), -2 when a file
  * cannot be opened or read ("file: message"), -3 when out of memory. */
 int kval_table_read(const char *dir, kval_table *t, char *err, size_t n);
