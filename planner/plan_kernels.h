@@ -80,7 +80,7 @@ typedef struct {
     double error;              /* predicted / reference - 1 */
     const char *bound;         /* what binds the prediction (kv_bound_name); "" when none */
     char shape[160];           /* the row's shape in words, for the report */
-    char note[240];
+    char note[400];
 } kval_row;
 
 typedef struct {
