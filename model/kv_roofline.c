@@ -124,6 +124,9 @@ static void weight_only_of(gemm_ctx *g, const scn_model *m, const scn_engine *e)
     if (m->weight_dtype == SCN_DTYPE_INT8 && m->weight_quant == SCN_WQ_PER_CHANNEL) {
         g->wo_rate = kv_convert_rate(g->hw);
         g->wo = g->wo_rate > 0 ? WO_CONVERT : WO_NONE;
+        /* Weight-only (W8A16): the converted weights meet 16-bit activations in 16-bit math. */
+        g->dt = SCN_DTYPE_BF16;
+        g->peak = kv_compute_rate(g->hw, SCN_DTYPE_BF16);
     } else if (w4a16) {
         double group = m->weight_group > 0 ? m->weight_group : 128;
         g->wo_rate = kv_tinygemm_rate(g->hw, group, g->M);
@@ -404,6 +407,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
     gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, kv_compute_rate(hw, r.gemm_dtype), r.gemm_dtype,
                   kw.bytes_per_linear, WO_NONE, 0};
     weight_only_of(&g, m, e);
+    r.gemm_dtype = g.dt;
 
     if (T > 0) {
         add(&r.op[KV_OP_EMBED], 0, 2.0 * T * h * AB, 1);
