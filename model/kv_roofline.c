@@ -93,8 +93,9 @@ typedef struct {
     double peak;       /* kv_compute_rate of the GEMM dtype */
     scn_dtype dt;
     double wb;         /* stored bytes per weight parameter */
-    /* A PyTorch-native decoder's weight-only kernels (kv_weight_only_of): per weight, an
-     * integer-to-float conversion (int8) or tinygemm's on-chip work (int4) besides the read. */
+    /* An engine's weight-only kernels (weight_only_of below): per weight, an
+     * integer-to-float conversion (int8) or tinygemm's on-chip work (int4) besides the read;
+     * or Marlin's own compute rate. */
     enum { WO_NONE, WO_CONVERT, WO_TINYGEMM, WO_MARLIN } wo;
     double wo_rate;    /* weights per second that on-chip work allows; Marlin: flop/s */
 } gemm_ctx;
