@@ -239,6 +239,11 @@ typedef struct {
      * overlapping the step's compute (LMCache use_layerwise), or all before the step starts
      * (docs/cost-model.md, "Layerwise reload overlap"). */
     bool kv_layerwise;
+    /* How the engine caches an MLA model's keys and values (`mla: {cache: latent|expanded}`;
+     * docs/cost-model.md, "MLA as engines cache it"): the compressed latent (vLLM from 0.7.1,
+     * SGLang, TensorRT-LLM), or per-head K and V decompressed by kv_b with V padded to the
+     * query/key head size (vLLM before 0.7.1, which ran MLA models as ordinary attention). */
+    bool mla_expanded;
     /* The serving front end on a request's path to its first token (docs/cost-model.md, "Engine
      * profiles", "Front end"): tokenisation per prompt token, and fixed work per request (HTTP
      * parsing, the hops between the front-end and engine processes, the first token's

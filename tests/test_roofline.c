@@ -258,6 +258,38 @@ START_TEST(moe_and_mla_kernel_counts)
 }
 END_TEST
 
+/* An MLA model cached expanded (vLLM before 0.7.1: the vllm-0.7 profile) decodes as ordinary
+ * attention over per-head K and V of 192 dims (V padded), heads split over TP ranks: at TP 8 a
+ * rank's 16 heads read 16 * 192 * 2 * 2 = 12288 B per cached token a layer, against the
+ * latent's 576 * 2 = 1152 B; kv_b decompresses the one new token (2 * 512 * 16 * (128 + 128)
+ * flops) and its weight is read once a layer. Written out per layer, times 61 layers. */
+START_TEST(mla_expanded_decodes_as_padded_heads)
+{
+    t_library_engine("deepseek-v3", "h200", "vllm-0.7", &s);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    ck_assert(c.mla_expanded);
+    long ctx = 999, held = ctx + 1;
+    kv_seq_work w = {1, ctx};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    const kv_op_cost *a = &r.op[KV_OP_ATTENTION];
+    double kv_tok = 16.0 * 192 * 2 * 2, qo = 16.0 * (192 + 192) * 2;
+    double wb = 512.0 * 16 * (128 + 128) * kv_weight_bytes_per_param(&s.model);
+    double bytes = 61 * (qo + kv_tok + held * kv_tok + 512.0 * 2 + wb);
+    double flops = 61 * (2.0 * 16 * (192 + 192) * held + 2.0 * 512 * 16 * (128 + 128));
+    ck_assert_msg(fabs(a->bytes / bytes - 1) < 1e-12, "%.17g vs %.17g", a->bytes, bytes);
+    ck_assert_msg(fabs(a->flops / flops - 1) < 1e-12, "%.17g vs %.17g", a->flops, flops);
+    ck_assert(!r.mla_absorbed);
+    /* The latent cache of the same step reads about a tenth of those bytes beside kv_b's
+     * weight, which both read once a layer. */
+    c.mla_expanded = false;
+    kv_step_cost l = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(l.mla_absorbed);
+    ck_assert(l.op[KV_OP_ATTENTION].bytes - 61 * wb < 0.15 * (a->bytes - 61 * wb));
+    ck_assert(l.op[KV_OP_ATTENTION].seconds < a->seconds);
+}
+END_TEST
+
 /* A fused-MoE layer's decode time against published kernel timings: vLLM's
  * benchmarks/kernels/benchmark_moe.py on an H100 (vLLM PR #24700, "Benchmarks on H100": Qwen3 from
  * the PR's column, Mixtral from the tuned-config column), which times the fused experts (top-k, alignment, both grouped GEMMs, the
@@ -352,6 +384,7 @@ Suite *suite_roofline(void)
     tcase_add_test(tc, overheads_are_added);
     tcase_add_test(tc, graph_boundaries_match_the_published_batch1_decode);
     tcase_add_test(tc, moe_and_mla_kernel_counts);
+    tcase_add_test(tc, mla_expanded_decodes_as_padded_heads);
     tcase_add_test(tc, fused_moe_layer_matches_published_kernel_times);
     tcase_add_test(tc, flash_rereads_hit_l2_when_they_fit);
     tcase_add_test(tc, prefix_hits_save_whole_blocks);
