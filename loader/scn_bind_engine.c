@@ -45,12 +45,14 @@ const char *scn_wformat_name(const scn_wformat *f)
 /* ---- engine profiles ---- */
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
-                                          "kv_offload", "frontend", "mla", NULL};
+                                          "kv_offload", "frontend", "mla", "moe", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
 static const char *const MLA_KEYS[] = {"cache", NULL};
 static const char *const MLA_CACHES[] = {"latent", "expanded", NULL};
+static const char *const MOE_KEYS[] = {"kernel", NULL};
+static const char *const MOE_KERNELS[] = {"kvplan", "triton", "cutlass", NULL};
 static const char *const FRONTEND_KEYS[] = {"request", "per_prompt_token", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
 static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", NULL};
@@ -267,6 +269,12 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
         int mc = 0;
         if (scn_get_enum(c, s, p, "cache", MLA_CACHES, &mc)) return -1;
         e->mla_expanded = mc == 1;
+    }
+    if (sub_map(c, m, path, "moe", MOE_KEYS, &s, p, sizeof p)) return -1;
+    if (s) {
+        int mk = (int)e->moe_kernel;
+        if (scn_get_enum(c, s, p, "kernel", MOE_KERNELS, &mk)) return -1;
+        e->moe_kernel = (scn_moe_kernel)mk;
     }
     if (sub_map(c, m, path, "frontend", FRONTEND_KEYS, &s, p, sizeof p)) return -1;
     if (s && (scn_get_qty(c, s, p, "request", SCN_UNIT_TIME, true, &e->frontend_request) ||

@@ -7,6 +7,7 @@
  * graph. Counts are per tensor-parallel rank and summed over layers. docs/cost-model.md, "Step
  * time", derives each count. */
 #include "kv_model.h"
+#include "kv_moe_parallel.h"
 
 #include <math.h>
 #include <string.h>
@@ -446,7 +447,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);
-            mlp->t_compute += g.peak > 0 ? flops * g.M / T / (g.peak * eff) : 0;
+            /* The routed experts' grouped GEMMs at the engine's fused-MoE rate; the shared
+             * experts and the router as dense GEMMs (kv_moe_gemm_rate). */
+            double routed = 2.0 * T * 3.0 * h * I * k * moe_layers;
+            double rate = kv_moe_gemm_rate(hw, e, g.dt, Me, 2.0 * I, h);
+            mlp->t_compute += g.peak > 0 && rate > 0 ? (routed / rate + (flops - routed) / (g.peak * eff)) * g.M / T : 0;
             mlp->efficiency = eff;
         }
 

@@ -258,6 +258,41 @@ START_TEST(moe_and_mla_kernel_counts)
 }
 END_TEST
 
+/* The routed experts at thousands of tokens against published Triton fused_moe timings
+ * (benchmark_moe.py, CUDA-graph replay): vLLM PR #24700 on an H100, Mixtral-8x7B bf16 at TP 2
+ * with its tuned config, 1024 / 1536 tokens: 833.72 / 1122.93 us a layer. kvplan's MLP op for a
+ * prefill of that many tokens, less its router GEMM, under the vllm profile (Triton fused-MoE
+ * kernels at KV_TRITON_MOE_BF16_SHARE = 0.45 of the bf16 peak, the mean of this kernel's 0.44-0.49
+ * and Gemma-4's 0.34-0.41 on an H200, PR #44818) and under kvplan's own pricing (the dense shape
+ * efficiency). The flat share over-prices these large experts: the op also adds the weights'
+ * memory time in the roofline combination, so it lands 20-35 % above the published times, where
+ * kvplan's own pricing lands within 15 % below; both bounds are asserted, so a change to either
+ * shows here (docs/cost-model.md, "Fused-MoE kernels", states the spread). */
+START_TEST(triton_fused_moe_matches_published_large_batch_times)
+{
+    static const int tokens[2] = {1024, 1536};
+    static const double us_pub[2] = {833.72, 1122.93};
+    for (int i = 0; i < 2; i++) {
+        double got[2];
+        for (int eng = 0; eng < 2; eng++) {
+            t_library_engine("mixtral-8x7b", "h100-sxm", eng ? "vllm" : "kvplan", &s);
+            s.deployment.tensor_parallel = 2;
+            kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+            kv_seq_work w = {tokens[i], 0};
+            kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+            double L = s.model.layers;
+            /* The router GEMM (T x h x E) at the dense rate, as the op prices it. */
+            double rf = 2.0 * tokens[i] * s.model.hidden * s.model.experts;
+            double router = rf / kv_compute_rate(&s.hardware, SCN_DTYPE_BF16);
+            got[eng] = (r.op[KV_OP_MLP].seconds / L - router) * 1e6;
+        }
+        double tri = got[1] / us_pub[i] - 1, own = got[0] / us_pub[i] - 1;
+        ck_assert_msg(tri > 0.20 && tri < 0.35, "%d tokens, Triton: %.1f us vs published %.2f", tokens[i], got[1], us_pub[i]);
+        ck_assert_msg(own > -0.15 && own < 0, "%d tokens, kvplan's own: %.1f us vs published %.2f", tokens[i], got[0], us_pub[i]);
+    }
+}
+END_TEST
+
 /* An MLA model cached expanded (vLLM before 0.7.1: the vllm-0.7 profile) decodes as ordinary
  * attention over per-head K and V of 192 dims (V padded), heads split over TP ranks: at TP 8 a
  * rank's 16 heads read 16 * 192 * 2 * 2 = 12288 B per cached token a layer, against the
@@ -392,6 +427,7 @@ Suite *suite_roofline(void)
     tcase_add_test(tc, graph_boundaries_match_the_published_batch1_decode);
     tcase_add_test(tc, moe_and_mla_kernel_counts);
     tcase_add_test(tc, mla_expanded_decodes_as_padded_heads);
+    tcase_add_test(tc, triton_fused_moe_matches_published_large_batch_times);
     tcase_add_test(tc, fused_moe_layer_matches_published_kernel_times);
     tcase_add_test(tc, flash_rereads_hit_l2_when_they_fit);
     tcase_add_test(tc, prefix_hits_save_whole_blocks);
