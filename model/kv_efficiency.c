@@ -95,7 +95,7 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
      * and TensorRT-LLM prefill on Hopper are FA3-class kernels, elsewhere FA2-class; PyTorch
      * SDPA runs the FA2 kernel. Other generations get a default calibrate replaces. */
     bool fa3_class = e->attn_kernel == SCN_AK_FLASH3 || e->attn_kernel == SCN_AK_FLASHINFER ||
-                     e->attn_kernel == SCN_AK_TRTLLM;
+                     e->attn_kernel == SCN_AK_TRTLLM || e->attn_kernel == SCN_AK_MMHA;
     switch (hw->arch) {
     case SCN_ARCH_HOPPER: return fa3_class ? 0.75 : 0.35;
     case SCN_ARCH_AMPERE:
@@ -104,8 +104,22 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
     }
 }
 
+/* TensorRT-LLM's masked MHA decode kernel (0.5 and 0.6): CUDA-core fp32 FMAs, and over an 8-bit
+ * cache each query head's block converts every K and V element it reads to fp32 (4 flops per
+ * key and query head against 2 conversions: 2 flops per conversion). docs/cost-model.md,
+ * "Masked MHA". 0 when the GPU's rates are not known. */
+static double mmha_rate(const scn_hardware *hw, const kv_cache_cfg *c)
+{
+    double fma = hw->flops[SCN_DTYPE_FP32];
+    if (scn_dtype_bytes(c->dtype) != 1) return fma;
+    double cvt = 2.0 * kv_convert_rate(hw);
+    return cvt > 0 && cvt < fma ? cvt : fma;
+}
+
 double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, bool prefill)
 {
+    if (e->attn_kernel == SCN_AK_MMHA && !prefill && !hw->calibrated && !hw->attention_given && mmha_rate(hw, c) > 0)
+        return mmha_rate(hw, c);
     double bf16 = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
     if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER || c->dtype != SCN_DTYPE_FP8 ||
         hw->flops[SCN_DTYPE_FP8] <= 0)
@@ -135,7 +149,7 @@ bool kv_attention_family_applies(const scn_hardware *hw, const scn_engine *e)
 static bool fa3_kernel(const scn_hardware *hw, const scn_engine *e)
 {
     return hw->arch == SCN_ARCH_HOPPER && (e->attn_kernel == SCN_AK_FLASH3 || e->attn_kernel == SCN_AK_FLASHINFER ||
-                                           e->attn_kernel == SCN_AK_TRTLLM);
+                                           e->attn_kernel == SCN_AK_TRTLLM || e->attn_kernel == SCN_AK_MMHA);
 }
 
 static double round_up(double v, double to) { return ceil(v / to) * to; }
@@ -146,6 +160,9 @@ double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv
     if (rows <= 0 || !kv_attention_family_applies(hw, e)) return rows;
     double tile;
     switch (e->attn_kernel) {
+    case SCN_AK_MMHA:
+        /* One thread block per sequence and query head on CUDA cores: no MMA tile to pad. */
+        return rows;
     case SCN_AK_FLASHINFER:
         /* SGLang decodes on tensor cores when the group exceeds 4 or the cache is fp8
          * (should_use_tensor_core), through FlashInfer's prefill kernel whose query tile is
@@ -376,4 +393,74 @@ double kv_moe_quant_kernels(scn_dtype gemm_dtype)
      * (bf16, or W4A16/W8A16 weight-only formats) reads the activations as they are. */
     double b = scn_dtype_bytes(gemm_dtype);
     return b > 0 && b < 2 ? 2.0 : 0.0;
+}
+
+/* ---- Weight-only kernels of a PyTorch-native decoder (docs/cost-model.md, "Weight-only
+ * kernels") ---- */
+
+double kv_sm_clock(const scn_hardware *hw)
+{
+    /* fp32 FMA lanes per SM: 64 on GA100 (A100), 128 on Ada, Hopper and Blackwell SMs (the
+     * architecture whitepapers). The library's Ampere entries are A100s; a GA10x profile would
+     * need 128. */
+    double lanes;
+    switch (hw->arch) {
+    case SCN_ARCH_AMPERE: lanes = 64; break;
+    case SCN_ARCH_ADA:
+    case SCN_ARCH_HOPPER:
+    case SCN_ARCH_BLACKWELL: lanes = 128; break;
+    default: return 0;
+    }
+    double fp32 = hw->flops[SCN_DTYPE_FP32];
+    return fp32 > 0 && hw->sm_count > 0 ? fp32 / (2.0 * hw->sm_count * lanes) : 0;
+}
+
+double kv_convert_rate(const scn_hardware *hw)
+{
+    return 16.0 * hw->sm_count * kv_sm_clock(hw);
+}
+
+/* tinygemm's on-chip rate, weights per SM per clock, from validation/h200-2026-11-30/int4.csv:
+ * for each M and group, the time per weight byte of the two large shapes' difference (Llama-2-7B
+ * gate_up minus qkv, so the fixed per-call part drops out), less the model's memory time per byte
+ * at that GPU's achievable bandwidth (4.8 TB/s x 0.80), combined as kv_roofline_combine does
+ * (on-chip = sqrt(t^2 - t_mem^2)); per weight over 132 SMs x 1.98 GHz. docs/cost-model.md,
+ * "Weight-only kernels", shows the arithmetic. */
+static const double TG_M[] = {1, 2, 4, 8, 16};
+static const double TG_G32[] = {13.81, 12.59, 10.51, 6.12, 3.62};
+static const double TG_G128[] = {18.75, 17.68, 11.58, 6.41, 3.68};
+enum { TG_N = (int)(sizeof TG_M / sizeof TG_M[0]) };
+
+static double tg_at(const double *v, double M)
+{
+    if (M <= TG_M[0]) return v[0];
+    /* Above the last measured M the per-row work keeps growing: the rate falls as 1/M. */
+    if (M >= TG_M[TG_N - 1]) return v[TG_N - 1] * TG_M[TG_N - 1] / M;
+    int i = 1;
+    while (TG_M[i] < M) i++;
+    double f = (M - TG_M[i - 1]) / (TG_M[i] - TG_M[i - 1]);
+    return v[i - 1] + f * (v[i] - v[i - 1]);
+}
+
+double kv_tinygemm_rate(const scn_hardware *hw, double group, double M)
+{
+    double clock = kv_sm_clock(hw);
+    if (clock <= 0 || hw->sm_count <= 0) return 0;
+    /* Groups between the measured 32 and 128: linear in log2(group); outside, the nearer one. */
+    double f = group <= 32 ? 0 : group >= 128 ? 1 : (log2(group) - 5.0) / 2.0;
+    double per_clock = (1 - f) * tg_at(TG_G32, M) + f * tg_at(TG_G128, M);
+    return per_clock * hw->sm_count * clock;
+}
+
+double kv_tinygemm_bytes_per_param(double group)
+{
+    return 0.5 + 4.0 / (group > 0 ? group : 128);
+}
+
+double kv_marlin_rate(const scn_hardware *hw)
+{
+    /* Marlin's bench.py on A100 (vLLM PR #2497, 2024-01-24): 139.7-141.4 TFLOP/s from batch 64 to
+     * 4000 ("for batchsizes > 64, it will just run the batch 64 kernel repeatedly", IST-DASLab/
+     * marlin issue #2), against A100's 312 TFLOP/s dense fp16: 141.4 / 312. */
+    return hw->flops[SCN_DTYPE_BF16] * (141.4 / 312.0);
 }

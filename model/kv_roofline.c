@@ -94,7 +94,50 @@ typedef struct {
     double peak;       /* kv_compute_rate of the GEMM dtype */
     scn_dtype dt;
     double wb;         /* stored bytes per weight parameter */
+    /* An engine's weight-only kernels (weight_only_of below): per weight, an
+     * integer-to-float conversion (int8) or tinygemm's on-chip work (int4) besides the read;
+     * or Marlin's own compute rate. */
+    enum { WO_NONE, WO_CONVERT, WO_TINYGEMM, WO_MARLIN } wo;
+    double wo_rate;    /* weights per second that on-chip work allows; Marlin: flop/s */
 } gemm_ctx;
+
+/* The weight-only kernel an engine runs over these weights (docs/cost-model.md, "Weight-only
+ * kernels"): with `weight_only: torch`, int8 per-channel weights go through a torch.compile'd
+ * GEMV that converts each weight to fp32 (Inductor's M = 1 mm decomposition, then the cast), and
+ * int4 group-quantised weights through tinygemm, whose layout stores a bf16 scale and zero per
+ * group. Fused kernels (the default) add nothing to the memory roof. */
+static void weight_only_of(gemm_ctx *g, const scn_model *m, const scn_engine *e)
+{
+    g->wo = WO_NONE;
+    g->wo_rate = 0;
+    bool w4a16 = m->weight_dtype == SCN_DTYPE_INT4 && (m->weight_quant == SCN_WQ_AWQ || m->weight_quant == SCN_WQ_GPTQ);
+    if (e->weight_only == SCN_WO_MARLIN) {
+        /* Marlin runs W4A16, and 8-bit weights the GPU has no math for (fp8 on Ampere: W8A16);
+         * on Ampere and Ada, where the engines pick it for every such layer. */
+        bool w8a16 = scn_dtype_bytes(m->weight_dtype) == 1 && g->hw->flops[m->weight_dtype] <= 0;
+        bool arch = g->hw->arch == SCN_ARCH_AMPERE || g->hw->arch == SCN_ARCH_ADA;
+        if (arch && (w4a16 || w8a16) && kv_marlin_rate(g->hw) > 0) {
+            g->wo = WO_MARLIN;
+            g->wo_rate = kv_marlin_rate(g->hw);
+        }
+        return;
+    }
+    if (e->weight_only != SCN_WO_TORCH) return;
+    if (m->weight_dtype == SCN_DTYPE_INT8 && m->weight_quant == SCN_WQ_PER_CHANNEL) {
+        g->wo_rate = kv_convert_rate(g->hw);
+        g->wo = g->wo_rate > 0 ? WO_CONVERT : WO_NONE;
+        /* Weight-only (W8A16): the converted weights meet 16-bit activations in 16-bit math. */
+        g->dt = SCN_DTYPE_BF16;
+        g->peak = kv_compute_rate(g->hw, SCN_DTYPE_BF16);
+    } else if (w4a16) {
+        double group = m->weight_group > 0 ? m->weight_group : 128;
+        g->wo_rate = kv_tinygemm_rate(g->hw, group, g->M);
+        if (g->wo_rate > 0) {
+            g->wo = WO_TINYGEMM;
+            g->wb = kv_tinygemm_bytes_per_param(group);
+        }
+    }
+}
 
 /* A GEMM [M x K] x [K x N] over `layers` layers: flops on the real rows, time on the padded
  * rows at the shape's efficiency; the weight is read once, activations in and out. */
@@ -102,7 +145,16 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
 {
     double eff = kv_gemm_shape_efficiency(g->hw, g->M, N, K, g->dt);
     add(o, 2.0 * g->T * N * K * layers, (N * K * g->wb + g->T * (N + K) * AB) * layers, kernels * layers);
-    o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
+    if (g->wo == WO_MARLIN) {
+        /* Marlin computes at its own measured rate (its 64-row tile repeated) in place of the
+         * library GEMM's. */
+        eff = 1;
+        o->t_compute += 2.0 * g->M * N * K * layers / g->wo_rate;
+    } else {
+        o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
+    }
+    /* A weight-only kernel's work per weight runs on the SMs beside the MMAs: on-chip time. */
+    if (g->wo == WO_CONVERT || g->wo == WO_TINYGEMM) o->t_compute += N * K * layers / g->wo_rate;
     o->efficiency = eff;
 }
 
@@ -383,7 +435,9 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
     kv_weights kw = kv_weights_compute(m, tp);
     r.gemm_dtype = kv_gemm_dtype(m, hw);
     gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, kv_compute_rate(hw, r.gemm_dtype), r.gemm_dtype,
-                  kw.bytes_per_linear};
+                  kw.bytes_per_linear, WO_NONE, 0};
+    weight_only_of(&g, m, e);
+    r.gemm_dtype = g.dt;
 
     if (T > 0) {
         add(&r.op[KV_OP_EMBED], 0, 2.0 * T * h * AB, 1);
@@ -469,7 +523,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. */
         double V = (double)m->vocab / tp;
         gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, kv_compute_rate(hw, SCN_DTYPE_BF16),
-                       SCN_DTYPE_BF16, kw.bytes_per_other};
+                       SCN_DTYPE_BF16, kw.bytes_per_other, WO_NONE, 0};
         gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);
         add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
     }
@@ -711,7 +765,7 @@ kv_op_cost kv_gemm_time(const scn_hardware *hw, const scn_engine *e, double M, d
 {
     kv_op_cost o;
     memset(&o, 0, sizeof o);
-    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes};
+    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes, WO_NONE, 0};
     gemm(&o, &g, N, K, 1, 1);
     finish(&o, hw->memory_bandwidth * hw->eff_bandwidth, 1, hw->kernel_overhead, graph, e->graph_kernel);
     return o;
