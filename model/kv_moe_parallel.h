@@ -9,6 +9,14 @@
 #include "kv_blocks.h"
 #include "kv_model.h"
 
+/* Flops per second the routed experts' grouped GEMMs run at, for expert GEMMs of Me rows per
+ * expert, N columns and depth K in math dtype dt, as the engine's fused-MoE kernel family runs
+ * them (docs/cost-model.md, "Fused-MoE kernels"): Triton's fused_moe on Hopper at
+ * KV_TRITON_MOE_BF16_SHARE of the bf16 dense peak whatever the weight format, times the
+ * shape's tile efficiency; otherwise the dense GEMM rate of dt times that efficiency. */
+#define KV_TRITON_MOE_BF16_SHARE 0.45
+double kv_moe_gemm_rate(const scn_hardware *hw, const scn_engine *e, scn_dtype dt, double Me, double N, double K);
+
 /* True when the deployment uses expert parallelism or attention data parallelism. */
 bool kv_moe_parallel_on(const scn_scenario *s);
 /* Expert and attention-DP degrees, at least 1. */
