@@ -319,14 +319,18 @@ typedef struct {
     scn_disagg disagg;             /* prefill/decode disaggregation; off unless given */
 } scn_deployment;
 
+/* exponential: the maximum-entropy law on [min, max] with a given mean (a truncated exponential,
+ * docs/scenarios.md "Length distributions"), for datasets of which only the mean and the bounds
+ * of the clients' filter are published. */
 typedef enum { SCN_DIST_FIXED, SCN_DIST_UNIFORM, SCN_DIST_NORMAL, SCN_DIST_LOGNORMAL,
-               SCN_DIST_EMPIRICAL } scn_dist_kind;
+               SCN_DIST_EMPIRICAL, SCN_DIST_EXPONENTIAL } scn_dist_kind;
 extern const char *const SCN_DIST_NAMES[];
 
 /* A token-length distribution. */
 typedef struct {
     scn_dist_kind kind;
-    double mean;        /* tokens (fixed: the value; uniform: (min+max)/2) */
+    double mean;        /* tokens (fixed: the value; uniform: (min+max)/2; exponential: the mean
+                         * of the truncated law, not of the untruncated one) */
     double sigma;       /* normal: stddev in tokens; lognormal: sigma of the log */
     int min, max;       /* tokens, clamp bounds; max 0 = unbounded */
     char file[SCN_PATH_MAX]; /* empirical: CSV of lengths (and optional weights) */

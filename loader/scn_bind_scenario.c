@@ -168,6 +168,22 @@ static int bind_dist(scn_ctx *c, const scn_node *w, const char *wpath, const cha
             return fail_at(c, scn_map_get(v, "max"), scn_path_join(f, sizeof f, p, "max"), "must be at least min");
         return 0;
     }
+    case SCN_DIST_EXPONENTIAL: {
+        /* Bounds are whole tokens; the mean must lie strictly inside them (at a bound the law
+         * degenerates to a point mass, outside it no law on [min, max] has that mean). */
+        if (scn_require(c, v, p, "mean") || scn_get_qty(c, v, p, "mean", SCN_UNIT_FRACTION, true, &o->mean) ||
+            scn_get_int(c, v, p, "min", 1, BIG, &o->min) || scn_get_int(c, v, p, "max", 1, BIG, &o->max))
+            return -1;
+        if (o->max && o->max <= o->min)
+            return fail_at(c, scn_map_get(v, "max"), scn_path_join(f, sizeof f, p, "max"), "must be above min");
+        if (!(o->mean > o->min) || (o->max && !(o->mean < o->max))) {
+            char msg[96];
+            if (o->max) snprintf(msg, sizeof msg, "must lie strictly between min (%d) and max (%d)", o->min, o->max);
+            else snprintf(msg, sizeof msg, "must be above min (%d)", o->min);
+            return fail_at(c, scn_map_get(v, "mean"), scn_path_join(f, sizeof f, p, "mean"), msg);
+        }
+        return 0;
+    }
     case SCN_DIST_EMPIRICAL:
         if (scn_require(c, v, p, "file") || scn_get_str(c, v, p, "file", o->file, sizeof o->file)) return -1;
         return 0;

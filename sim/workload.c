@@ -24,6 +24,7 @@ struct sim_workload {
     empirical emp[2];            /* 0: prompt, 1: output */
     const scn_dist *dist[2];     /* the scenario's prompt and output distributions */
     double mu[2];                /* their lognormal mu, computed once (the same double every draw) */
+    double rate[2];              /* their exponential rate, solved once */
     FILE *trace;
     const char *trace_path;
     long trace_line;
@@ -99,6 +100,43 @@ static double lognormal_mu(const scn_dist *d)
     return d->kind == SCN_DIST_LOGNORMAL ? log(d->mean) - d->sigma * d->sigma / 2 : 0;
 }
 
+/* The mean of an exponential law of rate lam (per token; any sign, 0 = uniform) truncated to
+ * [0, len]: 1/lam - len/(e^(lam len) - 1), written with expm1 so that small |lam len| keeps its
+ * digits. It falls monotonically from len (lam -> -inf) through len/2 (lam = 0) to 0. */
+static double trunc_exp_mean(double lam, double len)
+{
+    double x = lam * len;
+    if (fabs(x) < 1e-6) return len / 2 - lam * len * len / 12;   /* series: len/2 - lam len^2/12 */
+    return 1 / lam - len / expm1(x);
+}
+
+/* The rate of the maximum-entropy law on [min - 0.5, max + 0.5] whose mean is d->mean
+ * (docs/scenarios.md "Length distributions"). Draws are rounded to whole tokens, so the half-token
+ * margins make each whole length own an equal-width bin and keep the rounded mean on d->mean.
+ * Unbounded (max 0): a shifted exponential, rate 1 / (mean - (min - 0.5)). Bounded: bisection on
+ * the monotone mean; 200 halvings of [-1e3, 1e3]/len reach the double's resolution. */
+static double exponential_rate(const scn_dist *d)
+{
+    if (d->kind != SCN_DIST_EXPONENTIAL) return 0;
+    double lo = d->min - 0.5, target = d->mean - lo;
+    if (d->max <= 0) return 1 / target;
+    double len = d->max + 0.5 - lo, a = -1e3 / len, b = 1e3 / len;
+    for (int i = 0; i < 200; i++) {
+        double m = (a + b) / 2;
+        if (trunc_exp_mean(m, len) > target) a = m; else b = m;
+    }
+    return (a + b) / 2;
+}
+
+/* Inverse CDF of that law at u in [0, 1): the offset above min - 0.5. */
+static double exponential_offset(double lam, double len, double u)
+{
+    if (len <= 0) return -log1p(-u) / lam;                   /* unbounded */
+    double x = lam * len;
+    if (fabs(x) < 1e-9) return u * len;                      /* uniform limit */
+    return -log1p(u * expm1(-x)) / lam;
+}
+
 sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinput, char *err, size_t n)
 {
     *noinput = 0;
@@ -125,6 +163,7 @@ sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinp
     for (int i = 0; i < 2; i++) {
         w->dist[i] = d[i];
         w->mu[i] = lognormal_mu(d[i]);
+        w->rate[i] = exponential_rate(d[i]);
     }
     for (int i = 0; i < 2; i++)
         if (wl->arrival != SCN_ARRIVAL_TRACE && d[i]->kind == SCN_DIST_EMPIRICAL &&
@@ -177,6 +216,11 @@ int sim_workload_draw(sim_workload *w, const scn_dist *d, int which)
     case SCN_DIST_LOGNORMAL: {
         double mu = which >= 0 && which < 2 && d == w->dist[which] ? w->mu[which] : lognormal_mu(d);
         return clamp_len(exp(mu + d->sigma * sim_rng_normal(r)), d);
+    }
+    case SCN_DIST_EXPONENTIAL: {
+        double lam = which >= 0 && which < 2 && d == w->dist[which] ? w->rate[which] : exponential_rate(d);
+        double len = d->max > 0 ? d->max - d->min + 1.0 : 0;
+        return clamp_len(d->min - 0.5 + exponential_offset(lam, len, sim_rng_uniform(r)), d);
     }
     case SCN_DIST_EMPIRICAL: {
         const empirical *e = &w->emp[which];

@@ -51,6 +51,22 @@ START_TEST(unknown_key_suggests_nearest)
 }
 END_TEST
 
+/* An exponential length law needs its mean strictly inside [min, max] (line 6 below). */
+START_TEST(exponential_mean_outside_bounds)
+{
+#define EXPW HEAD "workload:\n  arrival: {process: poisson, rate: 1/s}\n  output_tokens: 10\n"
+    expect_fail(EXPW "  prompt_tokens: {dist: exponential, mean: 4, min: 4, max: 10}\n", NULL, 0, SCN_E_DATA, 7, 44,
+                "workload.prompt_tokens.mean", "strictly between min (4) and max (10)");
+    expect_fail(EXPW "  prompt_tokens: {dist: exponential, mean: 12, min: 4, max: 10}\n", NULL, 0, SCN_E_DATA, 7, 44,
+                "workload.prompt_tokens.mean", "strictly between min (4) and max (10)");
+    expect_fail(EXPW "  prompt_tokens: {dist: exponential, mean: 5, min: 4, max: 4}\n", NULL, 0, SCN_E_DATA, 7, 60,
+                "workload.prompt_tokens.max", "must be above min");
+    expect_fail(EXPW "  prompt_tokens: {dist: exponential, min: 4}\n", NULL, 0, SCN_E_DATA, 7, 18,
+                "workload.prompt_tokens.mean", "missing required field");
+#undef EXPW
+}
+END_TEST
+
 START_TEST(missing_required_field)
 {
     /* workload's mapping starts at line 5, col 3 (its first key). */
@@ -311,6 +327,7 @@ Suite *suite_errors(void)
     tcase_add_test(tc, yaml_syntax_error);
     tcase_add_test(tc, unknown_key_suggests_nearest);
     tcase_add_test(tc, missing_required_field);
+    tcase_add_test(tc, exponential_mean_outside_bounds);
     tcase_add_test(tc, missing_unit);
     tcase_add_test(tc, wrong_unit);
     tcase_add_test(tc, zero_and_negative_sizes);

@@ -325,6 +325,68 @@ START_TEST(workload_traces_and_empirical_files)
 }
 END_TEST
 
+/* The exponential (maximum-entropy) law, checked against hand-derived properties rather than
+ * against the solver: (a) unbounded, min 1, mean 100.5: a draw is ceil(Y) for Y exponential with
+ * mean 100, so P(len <= k) = 1 - e^(-k/100) and the mean is 1 / (1 - e^(-1/100)) = 100.50;
+ * (b) bounded: the log-density is linear, so equal-width bins equally far apart hold counts in a
+ * constant ratio, and the mean is the one asked for; (c) a mean at the midpoint is uniform;
+ * (d) a mean above the midpoint rises instead of falling. */
+static void exp_draws(const char *dist, long n, long *hist, int hmax, double *mean)
+{
+    char set[200];
+    snprintf(set, sizeof set, "workload.prompt_tokens=%s", dist);
+    const char *sets[] = {set};
+    sim_workload *w = wl(WL "  requests: 200000\n  arrival: {process: poisson, rate: 1/s}\n  prompt_tokens: 1\n"
+                            "  output_tokens: 1\n", sets, 1);
+    double sum = 0;
+    for (long i = 0; i < n; i++) {
+        int x = sim_workload_draw(w, &s.workload.prompt, 0);
+        ck_assert_int_ge(x, 1);
+        if (x <= hmax) hist[x]++;
+        sum += x;
+    }
+    *mean = sum / n;
+    sim_workload_free(w);
+}
+
+START_TEST(workload_exponential_lengths)
+{
+    enum { N = 200000, H = 1100 };
+    static long h[H + 1];
+    double m;
+    /* (a) */
+    memset(h, 0, sizeof h);
+    exp_draws("{dist: exponential, mean: 100.5, min: 1}", N, h, H, &m);
+    long le69 = 0;
+    for (int k = 1; k <= 69; k++) le69 += h[k];
+    ck_assert_int_eq(h[0], 0);
+    ck_assert_msg(fabs(le69 / (double)N - (1 - exp(-0.69))) < 0.005, "P(<=69) %g", le69 / (double)N);
+    ck_assert_msg(fabs(m - 1 / (1 - exp(-0.01))) < 0.7, "mean %g", m);
+    /* (b): ShareGPT-like prompt bounds (vLLM's filter: 4 <= prompt <= 1024). */
+    memset(h, 0, sizeof h);
+    exp_draws("{dist: exponential, mean: 227, min: 4, max: 1024}", N, h, H, &m);
+    for (int k = 0; k < 4; k++) ck_assert_int_eq(h[k], 0);
+    for (int k = 1025; k <= H; k++) ck_assert_int_eq(h[k], 0);
+    ck_assert_msg(fabs(m - 227) < 2.0, "mean %g", m);
+    double bin[3] = {0, 0, 0};
+    for (int b = 0; b < 3; b++)
+        for (int k = 4 + 150 * b; k < 4 + 150 * b + 150; k++) bin[b] += h[k];
+    ck_assert_msg(fabs(bin[1] / bin[0] - bin[2] / bin[1]) < 0.03, "ratios %g %g", bin[1] / bin[0], bin[2] / bin[1]);
+    ck_assert(bin[1] < bin[0]);
+    /* (c) */
+    memset(h, 0, sizeof h);
+    exp_draws("{dist: exponential, mean: 50.5, min: 1, max: 100}", N, h, H, &m);
+    for (int k = 1; k <= 100; k++) ck_assert_msg(fabs(h[k] / (double)N - 0.01) < 0.0015, "P(%d) %g", k, h[k] / (double)N);
+    /* (d) */
+    memset(h, 0, sizeof h);
+    exp_draws("{dist: exponential, mean: 70, min: 1, max: 100}", N, h, H, &m);
+    ck_assert_msg(fabs(m - 70) < 0.5, "mean %g", m);
+    long lo = 0, hi = 0;
+    for (int k = 1; k <= 20; k++) { lo += h[k]; hi += h[k + 80]; }
+    ck_assert(hi > 2 * lo);
+}
+END_TEST
+
 Suite *suite_sim_core(void)
 {
     Suite *su = suite_create("sim_core");
@@ -335,6 +397,7 @@ Suite *suite_sim_core(void)
     tcase_add_test(tc, histogram_sum_exact_in_any_order);
     tcase_add_test(tc, samplers_match_their_moments);
     tcase_add_test(tc, workload_lengths_and_arrivals);
+    tcase_add_test(tc, workload_exponential_lengths);
     tcase_add_test(tc, workload_prefix_popularity_is_zipf);
     tcase_add_test(tc, workload_conversations_carry_history);
     tcase_add_test(tc, workload_traces_and_empirical_files);
