@@ -91,7 +91,9 @@ static int positive(plan_reader *rd, const char *v, int col, const char *field, 
 }
 
 /* A token count (whole, >= lo; an output of 0 marks a prefill-only measurement) or a dataset
- * name (lower-case letters, digits, '-', '_'); capacity rows may leave it empty or '-'. */
+ * name (lower-case letters, digits, '-', '_'), optionally followed by ':MEAN' when the row's source
+ * states its own mean length (its total tokens over its requests): the dataset's law is then used
+ * with that mean (docs/validation.md "Dataset lengths"); capacity rows may leave it empty or '-'. */
 static int tokens_field(plan_reader *rd, const char *v, int col, const char *field, char *dst, bool dash_ok, long lo)
 {
     if (dash_ok && (!strcmp(v, "-") || !*v)) { snprintf(dst, 32, "-"); return 0; }
@@ -100,8 +102,15 @@ static int tokens_field(plan_reader *rd, const char *v, int col, const char *fie
         if (whole(rd, v, col, field, lo, 10000000, &x)) return -1;
     } else {
         bool ok = islower((unsigned char)v[0]);
-        for (const char *p = v; ok && *p; p++) ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' || *p == '_';
+        const char *p = v;
+        for (; ok && *p && *p != ':'; p++) ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-' || *p == '_';
         if (!ok) return plan_reader_bad(rd, col, field, "expected a whole token count or a dataset name such as sharegpt, found '%.40s'", v);
+        if (*p == ':') {
+            char *end;
+            double m = strtod(p + 1, &end);
+            if (end == p + 1 || *end || !(m >= 1) || !isfinite(m))
+                return plan_reader_bad(rd, col, field, "expected a mean length of at least 1 token after ':', as in sharegpt:232.6, found '%.40s'", v);
+        }
     }
     return copy_field(rd, v, col, field, dst, 32, true);
 }
@@ -438,6 +447,25 @@ static int dataset_lengths(const char *dir, const char *name, char *prompt, char
     return 0;
 }
 
+/* A dataset's length value (a whole number, or a flow mapping with a `mean:`) with its mean
+ * replaced by the row's: a fixed length becomes the rounded mean; a law keeps its kind and bounds
+ * and takes the new mean (its spread then follows from the law, e.g. the exponential's rate is
+ * solved again). 0 when written; 1 when the value has no mean to replace (uniform, empirical). */
+static int with_mean(const char *v, double mean, char *dst, size_t cap)
+{
+    if (isdigit((unsigned char)v[0])) {
+        snprintf(dst, cap, "%ld", lround(mean));
+        return 0;
+    }
+    const char *m = strstr(v, "mean:");
+    if (!m) return 1;
+    const char *rest = m + 5;
+    while (*rest == ' ') rest++;
+    while (*rest && *rest != ',' && *rest != '}') rest++;
+    snprintf(dst, cap, "%.*smean: %.17g%s", (int)(m - v), v, mean, rest);
+    return 0;
+}
+
 /* The prompt and output lengths of a row as scenario values: its whole numbers, or its
  * dataset's distributions. 1 with the reason when a dataset has no lengths to give. */
 static int row_lengths(const pub_row *r, const char *datasets, char *prompt, char *output, size_t cap, char *why,
@@ -452,11 +480,14 @@ static int row_lengths(const pub_row *r, const char *datasets, char *prompt, cha
             continue;
         }
         char p[512], o[512], used[1300];
-        char lib[1100], dir[1024];
+        char lib[1100], dir[1024], name[32];
+        snprintf(name, sizeof name, "%s", names[i]);
+        char *colon = strchr(name, ':');
+        if (colon) *colon = 0;
         snprintf(lib, sizeof lib, "%s/datasets", library(dir, sizeof dir));
-        if ((!datasets || dataset_lengths(datasets, names[i], p, o, sizeof p, used, sizeof used)) &&
-            dataset_lengths(lib, names[i], p, o, sizeof p, used, sizeof used)) {
-            snprintf(why, nwhy, "no bundled length distribution for dataset '%s'", names[i]);
+        if ((!datasets || dataset_lengths(datasets, name, p, o, sizeof p, used, sizeof used)) &&
+            dataset_lengths(lib, name, p, o, sizeof p, used, sizeof used)) {
+            snprintf(why, nwhy, "no bundled length distribution for dataset '%s'", name);
             return 1;
         }
         const char *v = i ? o : p;
@@ -464,7 +495,11 @@ static int row_lengths(const pub_row *r, const char *datasets, char *prompt, cha
             snprintf(why, nwhy, "%.300s has no %s", used, i ? "output_tokens" : "prompt_tokens");
             return 1;
         }
-        snprintf(dst[i], cap, "%s", v);
+        if (colon ? with_mean(v, strtod(colon + 1, NULL), dst[i], cap) : (snprintf(dst[i], cap, "%s", v), 0)) {
+            snprintf(why, nwhy, "%.300s: its %s has no mean to set to the row's %s", used,
+                     i ? "output_tokens" : "prompt_tokens", colon + 1);
+            return 1;
+        }
     }
     return 0;
 }

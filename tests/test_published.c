@@ -284,6 +284,51 @@ START_TEST(broken_rows_are_located)
 }
 END_TEST
 
+/* A dataset name with ':MEAN' (the row's own stated mean length) takes the dataset's law with that
+ * mean: a fixed length becomes the rounded mean (so 'testset:300' must predict exactly what 300
+ * does); a law's `mean:` is replaced and its bounds kept (so 'expset:100' must predict exactly
+ * what a dataset file stating mean 100 with the same bounds does); a law without a mean cannot
+ * take one (skipped with the reason); a malformed mean is a located read error. */
+START_TEST(dataset_mean_from_row)
+{
+    broken(HEAD ROW_A "closed\t8\ttestset:abc\t128\ttpot_mean_ms\t10\tms\tsrc\t\n",
+           "2:53: input_tokens: expected a mean length of at least 1 token after ':'");
+    broken(HEAD ROW_A "closed\t8\ttestset:0.5\t128\ttpot_mean_ms\t10\tms\tsrc\t\n", "2:53: input_tokens: expected a mean");
+    t_write("expset.yaml", "prompt_tokens: {dist: exponential, mean: 227, min: 4, max: 1024}\n"
+                           "output_tokens: {dist: exponential, mean: 197, min: 4, max: 2044}\n");
+    t_write("exp100.yaml", "prompt_tokens: {dist: exponential, mean: 100, min: 4, max: 1024}\n"
+                           "output_tokens: {dist: exponential, mean: 50, min: 4, max: 2044}\n");
+    t_write("uniset.yaml", "prompt_tokens: {dist: uniform, min: 100, max: 200}\noutput_tokens: 10\n");
+    const char *p = t_write("means.tsv", HEAD
+        "fix\th100-sxm\t1\t1\tllama-3-8b\tsglang\tx\tbf16\tauto\tclosed\t4\t300\t80\tttft_mean_ms\t30\tms\ts\t\n"
+        "fixds\th100-sxm\t1\t1\tllama-3-8b\tsglang\tx\tbf16\tauto\tclosed\t4\ttestset:300.2\ttestset:79.6\tttft_mean_ms\t30\tms\ts\t\n"
+        "exp\th100-sxm\t1\t1\tllama-3-8b\tsglang\tx\tbf16\tauto\tclosed\t4\texp100\texp100\tttft_mean_ms\t30\tms\ts\t\n"
+        "expm\th100-sxm\t1\t1\tllama-3-8b\tsglang\tx\tbf16\tauto\tclosed\t4\texpset:100\texpset:50\tttft_mean_ms\t30\tms\ts\t\n"
+        "expd\th100-sxm\t1\t1\tllama-3-8b\tsglang\tx\tbf16\tauto\tclosed\t4\texpset\texpset\tttft_mean_ms\t30\tms\ts\t\n"
+        "uni\th100-sxm\t1\t1\tllama-3-8b\tsglang\tx\tbf16\tauto\tclosed\t4\tuniset:150\tuniset\tttft_mean_ms\t30\tms\ts\t\n");
+    /* The datasets folder: where t_write put the files. */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", p);
+    *strrchr(dir, '/') = 0;
+    /* testset.yaml lives in tests/data/datasets: copy its two lines here. */
+    t_write("testset.yaml", "prompt_tokens: 256\noutput_tokens: 64\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(find(&t, "expm")->input, "expset:100");
+    for (int i = 0; i < t.n; i++) ck_assert_msg(pub_row_predict(&t.rows[i], dir, err, sizeof err) == 0, "%s", err);
+    const char *ok[] = {"fix", "fixds", "exp", "expm", "expd"};
+    for (int i = 0; i < 5; i++) ck_assert_msg(find(&t, ok[i])->status == PUB_PREDICTED, "%s: %s", ok[i], find(&t, ok[i])->why);
+    ck_assert(find(&t, "fixds")->predicted == find(&t, "fix")->predicted);
+    ck_assert(find(&t, "expm")->predicted == find(&t, "exp")->predicted);
+    ck_assert(find(&t, "expd")->predicted != find(&t, "exp")->predicted);
+    ck_assert_int_eq(find(&t, "uni")->status, PUB_SKIPPED);
+    ck_assert_msg(strstr(find(&t, "uni")->why, "uniset.yaml: its prompt_tokens has no mean to set to the row's 150"), "%s",
+                  find(&t, "uni")->why);
+    pub_table_free(&t);
+}
+END_TEST
+
 START_TEST(parallel_layout_flags)
 {
     /* engine_args' layout and limit flags, through capacity rows worked against the capacity
@@ -488,6 +533,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, summary_arithmetic);
     tcase_add_test(tc, vllm_rows_run_their_versions_batch_limits);
     tcase_add_test(tc, broken_rows_are_located);
+    tcase_add_test(tc, dataset_mean_from_row);
     tcase_add_test(tc, parallel_layout_flags);
     tcase_add_test(tc, cli_end_to_end);
     tcase_add_test(tc, source_lengths_of_published_rows);
