@@ -347,7 +347,7 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
     else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)
         snprintf(out, n, "sglang-v0.3");
     else if (!strcmp(engine, "trtllm") && version_of(version, &major, &minor) && major == 0)
-        snprintf(out, n, "trtllm-v0");
+        snprintf(out, n, minor < 7 ? "trtllm-v0.6" : "trtllm-v0");
     else snprintf(out, n, "%s", engine);
     return out;
 }

@@ -159,8 +159,11 @@ START_TEST(version_selects_the_engine_profile)
     ck_assert_str_eq(pub_engine_profile("sglang", "0.3", out, sizeof out), "sglang-v0.3");
     ck_assert_str_eq(pub_engine_profile("sglang", "0.4.0", out, sizeof out), "sglang");
     ck_assert_str_eq(pub_engine_profile("sglang", "0.5.3.post3", out, sizeof out), "sglang");
-    /* TensorRT-LLM before 1.0: the TensorRT engine backend, no overlap scheduler. */
-    ck_assert_str_eq(pub_engine_profile("trtllm", "0.5", out, sizeof out), "trtllm-v0");
+    /* TensorRT-LLM before 1.0: the TensorRT engine backend, no overlap scheduler; before 0.7
+     * its legacy build scripts, whose all-reduce was NCCL by default. */
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.5", out, sizeof out), "trtllm-v0.6");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.6.1", out, sizeof out), "trtllm-v0.6");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.7.1", out, sizeof out), "trtllm-v0");
     ck_assert_str_eq(pub_engine_profile("trtllm", "0.14.0", out, sizeof out), "trtllm-v0");
     ck_assert_str_eq(pub_engine_profile("trtllm", "0.17", out, sizeof out), "trtllm-v0");
     ck_assert_str_eq(pub_engine_profile("trtllm", "1.0.0", out, sizeof out), "trtllm");
@@ -203,6 +206,16 @@ START_TEST(versioned_profiles_load)
     ck_assert(s.engine.async_scheduling && s.engine.extra_decode_step);
     ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.n_graph_sizes == s.engine.n_graph_sizes &&
               t0e.chunked_prefill == s.engine.chunked_prefill && t0e.mem_budget == s.engine.mem_budget);
+    /* trtllm-v0.6: trtllm-v0 with NCCL all-reduces (the legacy build scripts' default). */
+    const char *t6[] = {"engine=trtllm-v0.6"};
+    ck_assert_int_eq(t_load(SCN, t6, 1, &s, &e), SCN_OK);
+    ck_assert_str_eq(s.engine.name, "trtllm-v0.6");
+    ck_assert_int_eq(s.engine.allreduce, SCN_AR_NCCL);
+    ck_assert(!s.engine.async_scheduling && !s.engine.extra_decode_step);
+    ck_assert(t0e.allreduce == SCN_AR_CUSTOM && t0e.step_cpu == s.engine.step_cpu && t0e.seq_cpu == s.engine.seq_cpu &&
+              t0e.n_graph_sizes == s.engine.n_graph_sizes && t0e.chunked_prefill == s.engine.chunked_prefill &&
+              t0e.prefill_mix == s.engine.prefill_mix && t0e.attn_kernel == s.engine.attn_kernel &&
+              t0e.mem_budget == s.engine.mem_budget && t0e.frontend_request == s.engine.frontend_request);
 }
 END_TEST
 
