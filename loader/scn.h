@@ -211,6 +211,8 @@ typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE } scn_mem_budget;
  * (SGLang, enable_mixed_chunk off). Zero is the first, so a zeroed profile keeps vLLM's rule. */
 typedef enum { SCN_PREFILL_MIX_BY_SCHEDULER = 0, SCN_PREFILL_MIX_ALWAYS, SCN_PREFILL_MIX_NEVER } scn_prefill_mix;
 
+typedef enum { SCN_MOE_KERNEL_KVPLAN = 0, SCN_MOE_KERNEL_TRITON, SCN_MOE_KERNEL_CUTLASS } scn_moe_kernel;
+
 typedef struct {
     char name[SCN_NAME_MAX];
     char source[SCN_PATH_MAX];
@@ -251,6 +253,16 @@ typedef struct {
      * overlapping the step's compute (LMCache use_layerwise), or all before the step starts
      * (docs/cost-model.md, "Layerwise reload overlap"). */
     bool kv_layerwise;
+    /* How the engine caches an MLA model's keys and values (`mla: {cache: latent|expanded}`;
+     * docs/cost-model.md, "MLA as engines cache it"): the compressed latent (vLLM from 0.7.1,
+     * SGLang, TensorRT-LLM), or per-head K and V decompressed by kv_b with V padded to the
+     * query/key head size (vLLM before 0.7.1, which ran MLA models as ordinary attention). */
+    bool mla_expanded;
+    /* The kernel family of the routed experts' grouped GEMMs (`moe: {kernel: ...}`;
+     * docs/cost-model.md, "Fused-MoE kernels"): kvplan's own (none named: the dense GEMM's
+     * shape efficiency), Triton's fused_moe (vLLM, SGLang), or CUTLASS grouped GEMMs
+     * (TensorRT-LLM), which keep the dense shape efficiency. */
+    scn_moe_kernel moe_kernel;
     /* The serving front end on a request's path to its first token (docs/cost-model.md, "Engine
      * profiles", "Front end"): tokenisation per prompt token, and fixed work per request (HTTP
      * parsing, the hops between the front-end and engine processes, the first token's

@@ -24,14 +24,15 @@ double kv_compute_rate(const scn_hardware *hw, scn_dtype dt)
     return hw->flops[dt] * kv_compute_share(hw, dt);
 }
 
-/* One CTA tile shape's efficiency: the real work over the padded work its waves of tiles do,
- * K split across CTAs (split-K / stream-K) when the tiles alone do not fill the SMs. */
-static double tile_efficiency(double sm, double M, double N, double K, double tm, double tn, double tk)
+/* One CTA tile shape's padded work: the waves of tiles times what each wave could compute, K split
+ * across CTAs (split-K / stream-K) when the tiles alone do not fill the SMs. The shape's
+ * efficiency is the real work M N K over it. */
+static double tile_padded(double sm, double M, double N, double K, double tm, double tn, double tk)
 {
     double mt = ceil(M / tm), nt = ceil(N / tn), kt = ceil(K / tk), tiles = mt * nt;
     double split = tiles < sm ? fmax(1, fmin(kt, floor(sm / tiles))) : 1;
     double units = tiles * split, waves = ceil(units / sm), k_per = ceil(kt / split);
-    return M * N * K / (waves * sm * tm * tn * tk * k_per);
+    return waves * sm * tm * tn * tk * k_per;
 }
 
 /* The CTA tiles (rows x columns) the library chooses among for a wide GEMM: CUTLASS's tensor-op
@@ -41,37 +42,43 @@ static double tile_efficiency(double sm, double M, double N, double K, double tm
 static const double GEMM_TILES[][2] = {{256, 128}, {128, 256}, {256, 64}, {64, 256},
                                        {128, 128}, {128, 64}, {64, 128}, {64, 64}};
 
-/* The simulator prices the same few GEMM shapes millions of times (a model has a handful of N x K
- * and the step's rows repeat), and the tile search costs nine candidates each: a small memo per
- * thread (the planner runs simulations on several threads) answers repeats bit for bit. */
+/* The skinny tile's rows for M <= 64: skinny GEMMs swap operands so the token rows become the
+ * MMA's narrow dimension (n = 8 on Ampere mma.sync and Hopper wgmma), padding rows to the next of
+ * 8, 16, 32, 64 under TILE_N-column tiles. */
+static double skinny_rows(double M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
+
+/* The least padded work over the candidate tiles. The library runs, per shape, the tile that is
+ * fastest, so the efficiency is the best of the candidates' (docs/cost-model.md, "GEMM tiles"):
+ * every candidate does the same real work, and division rounds monotonically, so M N K over the
+ * least padded work is the largest of their quotients bit for bit. */
+static double gemm_least_padded(double sm, double M, double N, double K, double tk)
+{
+    double least = M <= 64 ? tile_padded(sm, M, N, K, skinny_rows(M), TILE_N, tk) : INFINITY;
+    for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++)
+        least = fmin(least, tile_padded(sm, M, N, K, GEMM_TILES[i][0], GEMM_TILES[i][1], tk));
+    return least;
+}
+
+/* The simulator prices the same few GEMM shapes millions of times (a model has a handful of N x K),
+ * and the tile search costs nine candidates each: a small memo per thread (the planner runs
+ * simulations on several threads) keeps the least padded work. The rows enter it only through
+ * ceil(M / tm) for tile rows tm in {64, 128, 256} (ceil(ceil(x) / n) = ceil(x / n) for whole n),
+ * which ceil(M / 64) fixes, or for M <= 64 through the skinny tile alone (every tile row count
+ * then covers M in one tile): a prefill's rows, which seldom repeat, share an entry with the
+ * other row counts of their 64-row band. */
 #define GEMM_MEMO 1024
-typedef struct { double sm, M, N, K, tk, eff; } gemm_memo_entry;
+typedef struct { double sm, band, N, K, tk, padded; } gemm_memo_entry;
 static _Thread_local gemm_memo_entry gemm_memo[GEMM_MEMO];
 
-static unsigned gemm_memo_slot(double M, double N, double K, double tk)
+static unsigned gemm_memo_slot(double band, double N, double K, double tk)
 {
     uint64_t h = 0, v;
-    const double key[4] = {M, N, K, tk};
+    const double key[4] = {band, N, K, tk};
     for (int i = 0; i < 4; i++) {
         memcpy(&v, &key[i], sizeof v);
         h = (h ^ v) * 0x9E3779B97F4A7C15ull;
     }
     return (unsigned)(h >> 54) % GEMM_MEMO;
-}
-
-static double gemm_shape_search(double sm, double M, double N, double K, double tk)
-{
-    /* Skinny GEMMs swap operands so the token rows become the MMA's narrow dimension (n = 8 on
-     * Ampere mma.sync and Hopper wgmma), padding rows to the next of 8, 16, 32, 64 under
-     * TILE_N-column tiles. */
-    double best = M <= 64 ? tile_efficiency(sm, M, N, K, M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64, TILE_N, tk) : 0;
-    /* The library runs, per shape, the tile that is fastest: the efficiency is the best of the
-     * candidates' (docs/cost-model.md, "GEMM tiles"). */
-    for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++) {
-        double eff = tile_efficiency(sm, M, N, K, GEMM_TILES[i][0], GEMM_TILES[i][1], tk);
-        if (eff > best) best = eff;
-    }
-    return best;
 }
 
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt)
@@ -80,11 +87,11 @@ double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, doub
     if (sm <= 0 || M <= 0 || N <= 0 || K <= 0) return 1;
     double b = scn_dtype_bytes(dt);
     double tk = TILE_K_BYTES / (b > 0 ? b : 2);
-    gemm_memo_entry *e = &gemm_memo[gemm_memo_slot(M, N, K, tk)];
-    if (e->sm == sm && e->M == M && e->N == N && e->K == K && e->tk == tk) return e->eff;
-    double eff = gemm_shape_search(sm, M, N, K, tk);
-    *e = (gemm_memo_entry){sm, M, N, K, tk, eff};
-    return eff;
+    double band = M <= 64 ? -skinny_rows(M) : ceil(M / 64);   /* negative: the skinny bands */
+    gemm_memo_entry *e = &gemm_memo[gemm_memo_slot(band, N, K, tk)];
+    if (!(e->sm == sm && e->band == band && e->N == N && e->K == K && e->tk == tk))
+        *e = (gemm_memo_entry){sm, band, N, K, tk, gemm_least_padded(sm, M, N, K, tk)};
+    return M * N * K / e->padded;
 }
 
 double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)

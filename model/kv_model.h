@@ -14,6 +14,10 @@ typedef struct {
     scn_quant quant;
     int sink;     /* tokens always kept (StreamingLLM attention sinks) */
     int window;   /* most recent tokens kept; 0 = no StreamingLLM bound */
+    /* An MLA model cached as per-head K and V (the engine's `mla: {cache: expanded}`), not as
+     * its latent: kv_heads x (qk_nope + qk_rope) each for K and for V (V padded to the key
+     * size), split over tensor-parallel ranks like ordinary attention. */
+    bool mla_expanded;
 } kv_cache_cfg;
 
 /* The cache config for option choices of a scenario. */

@@ -7,6 +7,7 @@
  * graph. Counts are per tensor-parallel rank and summed over layers. docs/cost-model.md, "Step
  * time", derives each count. */
 #include "kv_model.h"
+#include "kv_moe_parallel.h"
 
 #include <math.h>
 #include <string.h>
@@ -199,14 +200,31 @@ typedef struct {
 /* Rows a decode (or speculative verify) row set's work item computes over its real rows, for
  * row sets of `nt` new tokens each whose keys are split `split_cap` ways at most
  * (kv_decode_tile_rows; the split count is kv_decode_splits' for the step's decode batch). */
-static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, double split_cap, long nt)
+static double decode_pad_ratio_of(const scn_scenario *s, const scn_model *m, const kv_cache_cfg *c, double split_cap,
+                                  long nt)
 {
-    const scn_model *m = &s->model;
     if (m->kv_lora_rank > 0 || nt <= 0) return 1;
     int tp = s->deployment.tensor_parallel;
     double heads = (double)m->heads / tp, kvh = kv_heads_per_rank(m, tp);
     double group = heads / kvh, rows = group * (double)nt;
     return kv_decode_tile_rows(&s->hardware, &s->engine, c, rows, m->head_dim, group, split_cap >= 2) / rows;
+}
+
+static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, double split_cap, long nt)
+{
+    return decode_pad_ratio_of(s, &s->model, c, split_cap, nt);
+}
+
+/* The model attention runs: the scenario's, or for an MLA model its engine caches expanded
+ * (kv_cache_cfg.mla_expanded) the ordinary multi-head attention the engine runs instead, over
+ * kv_heads heads of qk_nope + qk_rope dims for queries, keys and (padded) values. */
+static const scn_model *attention_model(const scn_model *m, const kv_cache_cfg *c, scn_model *buf)
+{
+    if (!c->mla_expanded || m->kv_lora_rank <= 0) return m;
+    *buf = *m;
+    buf->kv_lora_rank = buf->q_lora_rank = 0;
+    buf->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+    return buf;
 }
 
 /* Attention over all sequences, one layer kind (global or sliding), `layers` of them. Adds
@@ -216,14 +234,17 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
                       double *absorbed_flops, attn_work *work)
 {
     if (layers <= 0) return;
-    const scn_model *m = &s->model;
+    const scn_model *m0 = &s->model;
+    scn_model mbuf;
+    const scn_model *m = attention_model(m0, c, &mbuf);
+    bool expanded = m != m0;
     const scn_hardware *hw = &s->hardware;
     int tp = s->deployment.tensor_parallel;
     long cap = layer_cap(m, c, sliding);
     double heads = (double)m->heads / tp;
     double kv_tok = kv_bytes_per_token_layer_rank(m, c, tp);
     bool mla = m->kv_lora_rank > 0;
-    double r = m->kv_lora_rank, dr = m->qk_rope_head_dim, dn = m->qk_nope_head_dim, dv = m->v_head_dim;
+    double r = m0->kv_lora_rank, dr = m0->qk_rope_head_dim, dn = m0->qk_nope_head_dim, dv = m0->v_head_dim;
     double kvh = mla ? 1 : kv_heads_per_rank(m, tp);
     double flops = 0, bytes = 0, kernels;
     /* Decode rows and speculative verify row sets both run the split-KV decode kernel. */
@@ -238,7 +259,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     /* Flops by kind: decode rows (their padding applied once below), verify rows with their
      * padding, FlashAttention prefill rows and their tiles, everything else. */
     double dflops = 0, vpad = 0, pflops = 0, oflops = 0;
-    double ratio1 = decoding > 0 ? decode_pad_ratio(s, c, split_cap, 1) : 1;
+    double ratio1 = decoding > 0 ? decode_pad_ratio_of(s, m, c, split_cap, 1) : 1;
     long vpad_nt = 0;          /* verify row sets share one nt (k + 1): their ratio, computed once */
     double vpad_ratio = 1;
     kv_prefill_tiles tiles = {0, 0, 0, 0, 0};
@@ -247,6 +268,14 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
         if (nt <= 0) continue;
         long held = kv_tokens_held(m, c, sliding, ctx + nt);
         double kv_new = nt * kv_tok;                                  /* write the new K/V */
+        if (expanded) {
+            /* kv_b decompresses only the new tokens' latents into the K/V the cache keeps. */
+            double f = 2.0 * nt * r * heads * (dn + dv);
+            flops += f;
+            oflops += f;
+            bytes += nt * r * AB;
+            kv_b_read = true;
+        }
         if (nt == 1 || (verify && verify[i] > 0)) {
             /* fmax(1, fmin(ceil(held / 128), split_cap)) on values that are never NaN or -0,
              * written as comparisons so the per-sequence loop makes no library calls. */
@@ -309,7 +338,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
                 /* A verify row set: the decode kernel, its nt x group rows padded to its tile. */
                 if (nt != vpad_nt) {
                     vpad_nt = nt;
-                    vpad_ratio = decode_pad_ratio(s, c, split_cap, nt);
+                    vpad_ratio = decode_pad_ratio_of(s, m, c, split_cap, nt);
                 }
                 vpad += flop_per_key * pairs * vpad_ratio;
             } else {
@@ -349,7 +378,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     }
     work->other += oflops * layers;
     kernels = attn == SCN_ATTN_FLASH ? 2 : 5;   /* cache write + kernel; or + QK, softmax, PV, copy */
-    if (mla) kernels += 1;                      /* the kv_b expansion or absorption GEMM */
+    if (mla || expanded) kernels += 1;          /* the kv_b expansion or absorption GEMM */
     add(o, flops * layers, bytes * layers, kernels * layers);
 }
 
@@ -472,7 +501,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);
-            mlp->t_compute += g.peak > 0 ? flops * g.M / T / (g.peak * eff) : 0;
+            /* The routed experts' grouped GEMMs at the engine's fused-MoE rate; the shared
+             * experts and the router as dense GEMMs (kv_moe_gemm_rate). */
+            double routed = 2.0 * T * 3.0 * h * I * k * moe_layers;
+            double rate = kv_moe_gemm_rate(hw, e, g.dt, Me, 2.0 * I, h);
+            mlp->t_compute += g.peak > 0 && rate > 0 ? (routed / rate + (flops - routed) / (g.peak * eff)) * g.M / T : 0;
             mlp->efficiency = eff;
         }
 

@@ -106,6 +106,27 @@ START_TEST(frontend_fields_bind_and_errors_are_located)
 }
 END_TEST
 
+START_TEST(mla_cache_field_binds_and_errors_are_located)
+{
+    scn_error e;
+    const char *ok[] = {"engine={name: x, mla: {cache: expanded}}"};
+    ck_assert_int_eq(t_load(SCN, ok, 1, &s, &e), SCN_OK);
+    ck_assert(s.engine.mla_expanded);
+    const char *lat[] = {"engine={name: x, mla: {cache: latent}}"};
+    ck_assert_int_eq(t_load(SCN, lat, 1, &s, &e), SCN_OK);
+    ck_assert(!s.engine.mla_expanded);
+    const char *bad1[] = {"engine={name: x, mla: {cache: decompressed}}"};
+    ck_assert_int_eq(t_load(SCN, bad1, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.mla.cache");
+    const char *bad2[] = {"engine={name: x, mla: {layout: latent}}"};
+    ck_assert_int_eq(t_load(SCN, bad2, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.mla.layout");
+    const char *bad3[] = {"engine={name: x, mla: expanded}"};
+    ck_assert_int_eq(t_load(SCN, bad3, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.mla");
+}
+END_TEST
+
 START_TEST(lone_request_ttft_is_frontend_plus_one_step)
 {
     load_lone("trace");
@@ -149,9 +170,14 @@ START_TEST(version_selects_the_engine_profile)
     ck_assert_str_eq(pub_engine_profile("vllm", "0.5.3", out, sizeof out), "vllm-v0");
     ck_assert_str_eq(pub_engine_profile("vllm", "main 2024-08 (~0.5.4)", out, sizeof out), "vllm-v0");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.4", out, sizeof out), "vllm-v0");
-    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm");
+    /* 0.6.0 to 0.7.0 cached MLA expanded (vllm-0.7: vllm plus that); 0.7.1 on, the latent. */
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm-0.7");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.3.post1", out, sizeof out), "vllm-0.7");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.1", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.3", out, sizeof out), "vllm");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.11.0", out, sizeof out), "vllm");
-    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.0 (V1)", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.0 (V1)", out, sizeof out), "vllm-0.7");
     ck_assert_str_eq(pub_engine_profile("vllm", "1.0", out, sizeof out), "vllm");
     ck_assert_str_eq(pub_engine_profile("vllm", "unstated", out, sizeof out), "vllm");
     /* SGLang before 0.4 ran without the overlap scheduler: sglang-v0.3. */
@@ -352,6 +378,7 @@ Suite *suite_frontend(void)
     TCase *tc = tcase_create("frontend");
     tcase_add_test(tc, profiles_carry_the_tokeniser_rate);
     tcase_add_test(tc, frontend_fields_bind_and_errors_are_located);
+    tcase_add_test(tc, mla_cache_field_binds_and_errors_are_located);
     tcase_add_test(tc, lone_request_ttft_is_frontend_plus_one_step);
     tcase_add_test(tc, lone_request_ttft_with_the_model_clock);
     tcase_add_test(tc, version_selects_the_engine_profile);
