@@ -133,7 +133,11 @@ static void weight_only_of(gemm_ctx *g, const scn_model *m, const scn_engine *e)
         return;
     }
     if (e->weight_only != SCN_WO_TORCH) return;
-    if (m->weight_dtype == SCN_DTYPE_INT8 && m->weight_quant == SCN_WQ_PER_CHANNEL) {
+    /* fp8 weights where the GPU has no fp8 math (Ampere) have no conversion instruction either
+     * (PTX cvt from e4m3x2/e5m2x2 needs sm_89): PyTorch upcasts each weight in software, at
+     * least one conversion's work per weight, so they take int8's convert-then-16-bit path. */
+    bool fp8_soft = m->weight_dtype == SCN_DTYPE_FP8 && g->hw->flops[SCN_DTYPE_FP8] <= 0;
+    if ((m->weight_dtype == SCN_DTYPE_INT8 && m->weight_quant == SCN_WQ_PER_CHANNEL) || fp8_soft) {
         g->wo_rate = kv_convert_rate(g->hw);
         g->wo = g->wo_rate > 0 ? WO_CONVERT : WO_NONE;
         /* Weight-only (W8A16): the converted weights meet 16-bit activations in 16-bit math. */

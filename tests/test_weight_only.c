@@ -167,6 +167,33 @@ START_TEST(int8_adds_one_conversion_per_weight)
 }
 END_TEST
 
+/* fp8 weights on an A100, which has no fp8 math and no fp8 conversion instruction (PTX's cvt
+ * from e4m3x2 needs sm_89): a PyTorch-native decoder upcasts each weight in software before its
+ * 16-bit GEMM, at least one conversion's work per weight, never for free. */
+START_TEST(fp8_without_fp8_math_converts_each_weight)
+{
+    kv_step_cost torch = step(SCN_WO_TORCH, "fp8", 0), fused = step(SCN_WO_FUSED, "fp8", 0);
+    ck_assert(torch.gemm_dtype == SCN_DTYPE_BF16 && fused.gemm_dtype == SCN_DTYPE_BF16);
+    double rate = 16.0 * 108 * (19.5e12 / (2.0 * 108 * 64));
+    double add = 32.0 * 12288 * 4096 / rate;
+    ck_assert_msg(near(torch.op[KV_OP_QKV].t_compute - fused.op[KV_OP_QKV].t_compute, add, 1e-9), "%g vs %g",
+                  torch.op[KV_OP_QKV].t_compute - fused.op[KV_OP_QKV].t_compute, add);
+    ck_assert(torch.op[KV_OP_QKV].bytes == fused.op[KV_OP_QKV].bytes);
+    ck_assert(torch.seconds > fused.seconds);
+    /* On an H100, which has fp8 math, the weights meet fp8 GEMMs: nothing to convert. */
+    t_library_engine("llama-2-7b", "h100-sxm", "bare", &s);
+    scn_wformat f;
+    ck_assert(scn_wformat_parse("fp8", &f) == 0);
+    kv_model_set_wformat(&s.model, &f);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 100};
+    kv_step_cost h_torch = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    s.engine.weight_only = SCN_WO_FUSED;
+    kv_step_cost h_fused = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(h_torch.seconds == h_fused.seconds && h_torch.gemm_dtype == SCN_DTYPE_FP8);
+}
+END_TEST
+
 START_TEST(int4_runs_tinygemm_in_its_layout)
 {
     kv_step_cost torch = step(SCN_WO_TORCH, "int4", 32), fused = step(SCN_WO_FUSED, "int4", 32);
@@ -277,6 +304,7 @@ Suite *suite_weight_only(void)
     tcase_add_test(tc, tinygemm_large_m_extrapolation_holds);
     tcase_add_test(tc, int8_adds_one_conversion_per_weight);
     tcase_add_test(tc, int4_runs_tinygemm_in_its_layout);
+    tcase_add_test(tc, fp8_without_fp8_math_converts_each_weight);
     tcase_add_test(tc, marlin_caps_large_batch_gemms);
     tcase_add_test(tc, mmha_decodes_on_cuda_cores);
     tcase_add_test(tc, weight_only_is_checked);
