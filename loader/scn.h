@@ -280,6 +280,7 @@ typedef struct {
 } scn_engine;
 const char *scn_attn_kernel_name(scn_attn_kernel k);
 const char *scn_weight_only_name(scn_weight_only w);
+const char *scn_block_fp8_name(scn_block_fp8 k);
 
 typedef enum { SCN_ROUTER_ROUND_ROBIN, SCN_ROUTER_LEAST_OUTSTANDING, SCN_ROUTER_PREFIX_AFFINITY } scn_router;
 extern const char *const SCN_ROUTER_NAMES[];

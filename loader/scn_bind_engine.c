@@ -16,6 +16,7 @@ static const char *const WO_NAMES[] = {"fused", "torch", "marlin", NULL};
 const char *scn_weight_only_name(scn_weight_only w) { return w < SCN_WO_COUNT ? WO_NAMES[w] : "?"; }
 
 static const char *const BF8_NAMES[] = {"native", "triton", "cutlass", "deepgemm", NULL};
+const char *scn_block_fp8_name(scn_block_fp8 k) { return k < SCN_BF8_COUNT ? BF8_NAMES[k] : "?"; }
 
 /* The formats a plan option may name, with the layout each checkpoint family uses: AWQ and GPTQ
  * group 128 input elements per scale, NVFP4 16, DeepSeek-style fp8 blocks are 128 x 128. */

@@ -4,6 +4,7 @@
  * published kernel timings. */
 #include "tests.h"
 #include "../model/kv_model.h"
+#include "../planner/plan_published.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -122,6 +123,33 @@ START_TEST(block_fp8_field_is_bound_and_checked)
 }
 END_TEST
 
+START_TEST(published_fp8_keeps_the_models_block_layout)
+{
+    /* A published row's "fp8" on DeepSeek-R1 (8 x H200), whose own checkpoint is block-scaled,
+     * is that checkpoint: the same prediction as naming fp8_block. On Llama-3-8B (a bf16 model)
+     * "fp8" is per-tensor fp8, which the block pricing does not touch, so fp8_block predicts more
+     * time (vLLM's Triton kernel). Batch 1, 128 in, 8 out, TPOT. */
+    const char *p = t_write("bf8.tsv",
+        "id\tgpu\tgpus\ttp\tmodel\tengine\tengine_version\tweight_dtype\tkv_dtype\tmode\tload\tinput_tokens\t"
+        "output_tokens\tmetric\tvalue\tunit\tsource\tnotes\n"
+        "a\th200\t8\t8\tdeepseek-r1\tvllm\tx\tfp8\tauto\tbatch\t1\t128\t8\ttpot_mean_ms\t1\tms\ts\t\n"
+        "b\th200\t8\t8\tdeepseek-r1\tvllm\tx\tfp8_block\tauto\tbatch\t1\t128\t8\ttpot_mean_ms\t1\tms\ts\t\n"
+        "c\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tfp8\tauto\tbatch\t1\t128\t8\ttpot_mean_ms\t1\tms\ts\t\n"
+        "d\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tfp8_block\tauto\tbatch\t1\t128\t8\ttpot_mean_ms\t1\tms\ts\t\n");
+    pub_table t;
+    char err[512], ds[1024];
+    snprintf(ds, sizeof ds, "%s/data/datasets", getenv("KVPLAN_TESTS"));
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    for (int i = 0; i < t.n; i++) {
+        ck_assert_msg(pub_row_predict(&t.rows[i], ds, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s: %s", t.rows[i].id, t.rows[i].why);
+    }
+    ck_assert(t.rows[0].predicted == t.rows[1].predicted);
+    ck_assert(t.rows[3].predicted > t.rows[2].predicted);
+    pub_table_free(&t);
+}
+END_TEST
+
 Suite *suite_block_fp8(void)
 {
     Suite *su = suite_create("block_fp8");
@@ -131,6 +159,7 @@ Suite *suite_block_fp8(void)
     tcase_add_test(tc, batch_one_decode_streams_at_the_ctas_share);
     tcase_add_test(tc, one_gemm_against_the_published_timing);
     tcase_add_test(tc, block_fp8_field_is_bound_and_checked);
+    tcase_add_test(tc, published_fp8_keeps_the_models_block_layout);
     suite_add_tcase(su, tc);
     return su;
 }
