@@ -246,6 +246,9 @@ typedef struct {
     double bytes;        /* device-memory bytes moved per rank, all layers */
     double weight_bytes; /* of bytes, weights a GEMM streams at full bandwidth inside an op whose
                           * kernel runs at a wave efficiency (MLA's absorbed kv_b in attention) */
+    double serial_bytes; /* of bytes, those the op's own elementwise kernels move between its GEMMs
+                          * (SiLU*mul, rotary): memory time no GEMM's compute hides, added after
+                          * the roofline (docs/cost-model.md, "Elementwise kernels") */
     double net_bytes;    /* bytes sent over the interconnect per rank */
     double kernels;      /* kernel launches */
     double t_compute;    /* s: flops / (peak * efficiency) */
@@ -254,7 +257,8 @@ typedef struct {
                           * when their CTAs occupy only part of the SMs (kv_block_fp8_fill) */
     double t_network;    /* s */
     double t_overhead;   /* s: launch cost not hidden behind the GPU, or the step's CPU cost */
-    double seconds;      /* max(combine(t_compute, t_memory), t_network) + t_overhead */
+    double seconds;      /* max(combine(t_compute, t_memory - t_serial) + t_serial, t_network)
+                          * + t_overhead, t_serial = serial_bytes / bandwidth */
     double efficiency;   /* GEMMs: shape efficiency; attention: kernel efficiency (0 = n/a) */
     kv_bound bound;
 } kv_op_cost;

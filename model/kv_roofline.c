@@ -86,6 +86,16 @@ static void add(kv_op_cost *o, double flops, double bytes, double kernels)
     o->kernels += kernels;
 }
 
+/* Bytes an op's own elementwise kernel moves between the op's GEMMs (SiLU*mul after gate|up,
+ * rotary after the QKV projection): a kernel of its own, memory-bound, that runs when the GEMM
+ * before it has finished, so its time adds to the GEMMs' instead of hiding under their compute
+ * (finish(); docs/cost-model.md, "Elementwise kernels"). */
+static void add_serial(kv_op_cost *o, double bytes, double kernels)
+{
+    add(o, 0, bytes, kernels);
+    o->serial_bytes += bytes;
+}
+
 /* What every GEMM of the step shares. */
 typedef struct {
     const scn_hardware *hw;
@@ -185,12 +195,18 @@ static double launch_overhead(double kernels, double gpu, double launch, bool gr
 static void finish(kv_op_cost *o, double bw, double wave, double launch, bool graph, double graph_kernel)
 {
     if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
-    o->t_memory = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes) / (bw * wave) + o->weight_bytes / bw + o->t_fill : 0;
-    double gpu = fmax(kv_roofline_combine(o->t_compute, o->t_memory), o->t_network);
+    /* The op's elementwise kernels stream their bytes alone, after the roofline of the rest
+     * (add_serial); an op without them (serial_bytes 0) gets exactly the plain roofline. Block-fp8
+     * GEMMs' slow weight streaming (t_fill) belongs to the rest. */
+    double t_serial = bw > 0 ? o->serial_bytes / bw : 0;
+    double t_rest = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes - o->serial_bytes) / (bw * wave) + o->weight_bytes / bw + o->t_fill : 0;
+    o->t_memory = t_rest + t_serial;
+    double roof = kv_roofline_combine(o->t_compute, t_rest) + t_serial;
+    double gpu = fmax(roof, o->t_network);
     o->t_overhead += launch_overhead(o->kernels, gpu, launch, graph, graph_kernel);
     o->bound = KV_BOUND_COMPUTE;
     if (o->t_memory >= o->t_compute) o->bound = KV_BOUND_MEMORY;
-    if (o->t_network > kv_roofline_combine(o->t_compute, o->t_memory)) o->bound = KV_BOUND_NETWORK;
+    if (o->t_network > roof) o->bound = KV_BOUND_NETWORK;
     if (o->t_overhead > gpu) o->bound = KV_BOUND_OVERHEAD;
     o->seconds = gpu + o->t_overhead;
 }
@@ -481,7 +497,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             o_in = H * m->v_head_dim / tp;
         } else {
             q_out = (H / tp + 2.0 * kv_heads_per_rank(m, tp)) * m->head_dim;
-            gemm(&r.op[KV_OP_QKV], &g, q_out, h, L, 2);   /* GEMM + rotary */
+            gemm(&r.op[KV_OP_QKV], &g, q_out, h, L, 1);
+            /* Rotary: a kernel that reads and writes the new tokens' query and key heads
+             * (vLLM's and SGLang's rotary_embedding in place; TensorRT-LLM's QKV preprocessing
+             * inside its attention plugin), after the GEMM that produced them. */
+            add_serial(&r.op[KV_OP_QKV], 2.0 * T * (H / tp + kv_heads_per_rank(m, tp)) * m->head_dim * AB * L, L);
             o_in = H * m->head_dim / tp;
         }
         gemm(&r.op[KV_OP_OUT_PROJ], &g, h, o_in, L, 1);
@@ -494,7 +514,10 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             double I = (double)m->intermediate / tp;
             gemm(mlp, &g, 2.0 * I, h, dense_layers, 1);
             gemm(mlp, &g, h, I, dense_layers, 1);
-            add(mlp, 0, (3.0 * T * I) * AB * dense_layers, dense_layers);   /* activation: gate|up in, product out */
+            /* SiLU*mul, its own kernel between the two GEMMs (vLLM's and SGLang's silu_and_mul;
+             * TensorRT-LLM's separate SwiGLU kernel, fused into the GEMM only for FP8 on Hopper
+             * with --gemm_swiglu_plugin): gate|up in, product out. */
+            add_serial(mlp, (3.0 * T * I) * AB * dense_layers, dense_layers);
         }
         if (m->experts > 0) {
             double moe_layers = L - m->dense_layers, E = m->experts, k = m->experts_per_token;
