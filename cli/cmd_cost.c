@@ -104,9 +104,13 @@ int cmd_cost(int argc, char **argv)
         out_kv_str(d, "block_fp8_kernel", "block-fp8 GEMM kernel (dense layers)", scn_block_fp8_name(s.engine.block_fp8));
     out_kv_str(d, "kv_dtype", "kv dtype", scn_dtype_name(cc.dtype));
     out_kv_str(d, "attention", "attention", o->attention[0] == SCN_ATTN_FLASH ? "flash" : "naive");
-    out_kv_str(d, "attention_kernel", "attention kernel family", scn_attn_kernel_name(s.engine.attn_kernel));
+    /* vLLM's FlashAttention backend (flash3) runs FlashAttention-2 off Hopper: say which runs. */
+    bool fa2_here = s.engine.attn_kernel == SCN_AK_FLASH3 && s.hardware.arch != SCN_ARCH_HOPPER;
+    out_kv_str(d, "attention_kernel", "attention kernel family",
+               fa2_here ? "flash3 (FlashAttention-2 on this GPU)" : scn_attn_kernel_name(s.engine.attn_kernel));
     out_kv_num(d, "decode_seqs", ep ? "decode sequences (per DP rank)" : "decode sequences", (double)batch, OUT_INT);
-    out_kv_num(d, "decode_context", "decode context (tokens)", (double)context, OUT_INT);
+    /* A step with no decode sequences has no decode context to show. */
+    if (batch > 0) out_kv_num(d, "decode_context", "decode context (tokens)", (double)context, OUT_INT);
     out_kv_num(d, "prefill_tokens", "prefill tokens", (double)prefill, OUT_INT);
     out_kv_num(d, "prefill_cached", "prefill cached context", (double)cached, OUT_INT);
     if (ep) {
