@@ -86,6 +86,16 @@ static void add(kv_op_cost *o, double flops, double bytes, double kernels)
     o->kernels += kernels;
 }
 
+/* Bytes an op's own elementwise kernel moves between the op's GEMMs (SiLU*mul after gate|up,
+ * rotary after the QKV projection): a kernel of its own, memory-bound, that runs when the GEMM
+ * before it has finished, so its time adds to the GEMMs' instead of hiding under their compute
+ * (finish(); docs/cost-model.md, "Elementwise kernels"). */
+static void add_serial(kv_op_cost *o, double bytes, double kernels)
+{
+    add(o, 0, bytes, kernels);
+    o->serial_bytes += bytes;
+}
+
 /* What every GEMM of the step shares. */
 typedef struct {
     const scn_hardware *hw;
@@ -99,6 +109,7 @@ typedef struct {
      * or Marlin's own compute rate. */
     enum { WO_NONE, WO_CONVERT, WO_TINYGEMM, WO_MARLIN } wo;
     double wo_rate;    /* weights per second that on-chip work allows; Marlin: flop/s */
+    scn_block_fp8 bf8; /* block-scaled fp8 weights the engine runs with this kernel family */
 } gemm_ctx;
 
 /* The weight-only kernel an engine runs over these weights (docs/cost-model.md, "Weight-only
@@ -123,7 +134,11 @@ static void weight_only_of(gemm_ctx *g, const scn_model *m, const scn_engine *e)
         return;
     }
     if (e->weight_only != SCN_WO_TORCH) return;
-    if (m->weight_dtype == SCN_DTYPE_INT8 && m->weight_quant == SCN_WQ_PER_CHANNEL) {
+    /* fp8 weights where the GPU has no fp8 math (Ampere) have no conversion instruction either
+     * (PTX cvt from e4m3x2/e5m2x2 needs sm_89): PyTorch upcasts each weight in software, at
+     * least one conversion's work per weight, so they take int8's convert-then-16-bit path. */
+    bool fp8_soft = m->weight_dtype == SCN_DTYPE_FP8 && g->hw->flops[SCN_DTYPE_FP8] <= 0;
+    if ((m->weight_dtype == SCN_DTYPE_INT8 && m->weight_quant == SCN_WQ_PER_CHANNEL) || fp8_soft) {
         g->wo_rate = kv_convert_rate(g->hw);
         g->wo = g->wo_rate > 0 ? WO_CONVERT : WO_NONE;
         /* Weight-only (W8A16): the converted weights meet 16-bit activations in 16-bit math. */
@@ -150,6 +165,14 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
          * library GEMM's. */
         eff = 1;
         o->t_compute += 2.0 * g->M * N * K * layers / g->wo_rate;
+    } else if (g->bf8 != SCN_BF8_NATIVE) {
+        /* Block-scaled fp8 (docs/cost-model.md, "Block-scaled fp8 GEMMs"): the family's own rate;
+         * its CTAs, K not split, stream the weights at their SMs' share of the bandwidth. */
+        double rate = kv_block_fp8_rate(g->hw, g->bf8, g->M, N, K);
+        o->t_compute += rate > 0 ? 2.0 * g->M * N * K * layers / rate : 0;
+        double f = kv_block_fp8_fill(g->hw, g->bf8, g->M, N);
+        double bw = g->hw->memory_bandwidth * g->hw->eff_bandwidth;
+        if (f < 1 && bw > 0) o->t_fill += N * K * g->wb * layers * (1.0 / f - 1.0) / bw;
     } else {
         o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
     }
@@ -176,12 +199,18 @@ static double launch_overhead(double kernels, double gpu, double launch, bool gr
 static void finish(kv_op_cost *o, double bw, double wave, double launch, bool graph, double graph_kernel)
 {
     if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
-    o->t_memory = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes) / (bw * wave) + o->weight_bytes / bw : 0;
-    double gpu = fmax(kv_roofline_combine(o->t_compute, o->t_memory), o->t_network);
+    /* The op's elementwise kernels stream their bytes alone, after the roofline of the rest
+     * (add_serial); an op without them (serial_bytes 0) gets exactly the plain roofline. Block-fp8
+     * GEMMs' slow weight streaming (t_fill) belongs to the rest. */
+    double t_serial = bw > 0 ? o->serial_bytes / bw : 0;
+    double t_rest = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes - o->serial_bytes) / (bw * wave) + o->weight_bytes / bw + o->t_fill : 0;
+    o->t_memory = t_rest + t_serial;
+    double roof = kv_roofline_combine(o->t_compute, t_rest) + t_serial;
+    double gpu = fmax(roof, o->t_network);
     o->t_overhead += launch_overhead(o->kernels, gpu, launch, graph, graph_kernel);
     o->bound = KV_BOUND_COMPUTE;
     if (o->t_memory >= o->t_compute) o->bound = KV_BOUND_MEMORY;
-    if (o->t_network > kv_roofline_combine(o->t_compute, o->t_memory)) o->bound = KV_BOUND_NETWORK;
+    if (o->t_network > roof) o->bound = KV_BOUND_NETWORK;
     if (o->t_overhead > gpu) o->bound = KV_BOUND_OVERHEAD;
     o->seconds = gpu + o->t_overhead;
 }
@@ -435,8 +464,13 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
     kv_weights kw = kv_weights_compute(m, tp);
     r.gemm_dtype = kv_gemm_dtype(m, hw);
     gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, kv_compute_rate(hw, r.gemm_dtype), r.gemm_dtype,
-                  kw.bytes_per_linear, WO_NONE, 0};
+                  kw.bytes_per_linear, WO_NONE, 0, SCN_BF8_NATIVE};
     weight_only_of(&g, m, e);
+    /* Block-scaled fp8 weights on a GPU with fp8 math, run by a kernel family with a published
+     * rate for it: priced as that family runs them. */
+    if (m->weight_dtype == SCN_DTYPE_FP8 && m->weight_quant == SCN_WQ_BLOCK && g.wo == WO_NONE &&
+        g.dt == SCN_DTYPE_FP8 && kv_block_fp8_rate(hw, e->block_fp8, 1, 1, 1) > 0)
+        g.bf8 = e->block_fp8;
     r.gemm_dtype = g.dt;
 
     if (T > 0) {
@@ -467,7 +501,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             o_in = H * m->v_head_dim / tp;
         } else {
             q_out = (H / tp + 2.0 * kv_heads_per_rank(m, tp)) * m->head_dim;
-            gemm(&r.op[KV_OP_QKV], &g, q_out, h, L, 2);   /* GEMM + rotary */
+            gemm(&r.op[KV_OP_QKV], &g, q_out, h, L, 1);
+            /* Rotary: a kernel that reads and writes the new tokens' query and key heads
+             * (vLLM's and SGLang's rotary_embedding in place; TensorRT-LLM's QKV preprocessing
+             * inside its attention plugin), after the GEMM that produced them. */
+            add_serial(&r.op[KV_OP_QKV], 2.0 * T * (H / tp + kv_heads_per_rank(m, tp)) * m->head_dim * AB * L, L);
             o_in = H * m->head_dim / tp;
         }
         gemm(&r.op[KV_OP_OUT_PROJ], &g, h, o_in, L, 1);
@@ -480,7 +518,10 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             double I = (double)m->intermediate / tp;
             gemm(mlp, &g, 2.0 * I, h, dense_layers, 1);
             gemm(mlp, &g, h, I, dense_layers, 1);
-            add(mlp, 0, (3.0 * T * I) * AB * dense_layers, dense_layers);   /* activation: gate|up in, product out */
+            /* SiLU*mul, its own kernel between the two GEMMs (vLLM's and SGLang's silu_and_mul;
+             * TensorRT-LLM's separate SwiGLU kernel, fused into the GEMM only for FP8 on Hopper
+             * with --gemm_swiglu_plugin): gate|up in, product out. */
+            add_serial(mlp, (3.0 * T * I) * AB * dense_layers, dense_layers);
         }
         if (m->experts > 0) {
             double moe_layers = L - m->dense_layers, E = m->experts, k = m->experts_per_token;
@@ -523,7 +564,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. */
         double V = (double)m->vocab / tp;
         gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, kv_compute_rate(hw, SCN_DTYPE_BF16),
-                       SCN_DTYPE_BF16, kw.bytes_per_other, WO_NONE, 0};
+                       SCN_DTYPE_BF16, kw.bytes_per_other, WO_NONE, 0, SCN_BF8_NATIVE};
         gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);
         add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
     }
@@ -765,7 +806,7 @@ kv_op_cost kv_gemm_time(const scn_hardware *hw, const scn_engine *e, double M, d
 {
     kv_op_cost o;
     memset(&o, 0, sizeof o);
-    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes, WO_NONE, 0};
+    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes, WO_NONE, 0, SCN_BF8_NATIVE};
     gemm(&o, &g, N, K, 1, 1);
     finish(&o, hw->memory_bandwidth * hw->eff_bandwidth, 1, hw->kernel_overhead, graph, e->graph_kernel);
     return o;

@@ -77,6 +77,11 @@ START_TEST(cost_reports_bound)
     /* The label column widened with the engine terms; the bound line still reads compute. */
     const char *b = strstr(out, "\n  bound ");
     ck_assert_msg(b && strstr(b, "compute") && strstr(b, "compute") < strchr(b + 1, '\n'), "%s", out);
+    /* A prefill-only step has no decode context to print. */
+    ck_assert_msg(!strstr(out, "decode context"), "%s", out);
+    /* vLLM's FlashAttention backend runs FlashAttention-2 on an A100 (sm_80): the family line says so. */
+    ck_assert_int_eq(run("cost %s --batch 8 --set hardware=a100-80g --set engine=vllm", chat()), 0);
+    ck_assert_msg(strstr(out, "flash3 (FlashAttention-2 on this GPU)") && strstr(out, "decode context"), "%s", out);
     ck_assert_int_eq(run("cost %s --prefill 512 --cached 2000 --format csv", chat()), 0);
     ck_assert_msg(!strncmp(out, "op,flops,bytes,", 15), "%s", out);
 }

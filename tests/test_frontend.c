@@ -186,7 +186,8 @@ START_TEST(version_selects_the_engine_profile)
     ck_assert_str_eq(pub_engine_profile("sglang", "0.4.0", out, sizeof out), "sglang");
     ck_assert_str_eq(pub_engine_profile("sglang", "0.5.3.post3", out, sizeof out), "sglang");
     /* TensorRT-LLM before 1.0: the TensorRT engine backend, no overlap scheduler; 0.5 and 0.6
-     * decoded with the masked MHA kernel (trtllm-v0.6). */
+     * decoded with the masked MHA kernel and built with legacy scripts whose all-reduce was NCCL
+     * (trtllm-v0.6). */
     ck_assert_str_eq(pub_engine_profile("trtllm", "0.5", out, sizeof out), "trtllm-v0.6");
     ck_assert_str_eq(pub_engine_profile("trtllm", "0.6.1", out, sizeof out), "trtllm-v0.6");
     ck_assert_str_eq(pub_engine_profile("trtllm", "0.7.1", out, sizeof out), "trtllm-v0");
@@ -232,18 +233,20 @@ START_TEST(versioned_profiles_load)
     ck_assert(s.engine.async_scheduling && s.engine.extra_decode_step);
     ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.n_graph_sizes == s.engine.n_graph_sizes &&
               t0e.chunked_prefill == s.engine.chunked_prefill && t0e.mem_budget == s.engine.mem_budget);
-    /* trtllm-v0.6: trtllm-v0 with the masked MHA decode kernel, every other field the same. */
+    /* trtllm-v0.6: trtllm-v0 with the masked MHA decode kernel and NCCL all-reduces (the legacy
+     * build scripts' default), every other field the same. */
     const char *t6[] = {"engine=trtllm-v0.6"};
     ck_assert_int_eq(t_load(SCN, t6, 1, &s, &e), SCN_OK);
     ck_assert_str_eq(s.engine.name, "trtllm-v0.6");
     ck_assert(s.engine.attn_kernel == SCN_AK_MMHA && t0e.attn_kernel == SCN_AK_TRTLLM);
+    ck_assert(s.engine.allreduce == SCN_AR_NCCL && t0e.allreduce == SCN_AR_CUSTOM);
     const scn_engine *a = &s.engine, *b = &t0e;
     ck_assert(a->step_cpu == b->step_cpu && a->seq_cpu == b->seq_cpu && a->async_scheduling == b->async_scheduling &&
               a->extra_decode_step == b->extra_decode_step && a->kernel_launch == b->kernel_launch &&
               a->cuda_graphs == b->cuda_graphs && a->n_graph_sizes == b->n_graph_sizes &&
               a->graph_launch == b->graph_launch && a->graph_kernel == b->graph_kernel &&
               a->chunked_prefill == b->chunked_prefill && a->max_num_batched_tokens == b->max_num_batched_tokens &&
-              a->prefill_mix == b->prefill_mix && a->allreduce == b->allreduce && a->oneshot_max == b->oneshot_max &&
+              a->prefill_mix == b->prefill_mix && a->oneshot_max == b->oneshot_max &&
               a->custom_max == b->custom_max && a->mem_budget == b->mem_budget && a->weight_only == b->weight_only &&
               a->frontend_request == b->frontend_request && a->frontend_token == b->frontend_token);
 }

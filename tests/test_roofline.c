@@ -80,6 +80,41 @@ static double brute_keys(long ctx, long n, long cap)
     return k;
 }
 
+/* docs/cost-model.md, "Elementwise kernels": SiLU*mul and rotary are kernels of their own between
+ * GEMMs; in a compute-bound prefill their memory time adds to the GEMMs' roofline instead of
+ * hiding under it. Byte counts from the model's shape by hand; times from the definition. */
+START_TEST(prefill_elementwise_kernels_add_to_the_gemms)
+{
+    ideal("llama-3-8b");
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    const double bw = 3.35e12, T = 2048, L = 32;
+    kv_seq_work w = {(long)T, 0};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    /* SiLU*mul reads gate|up (2 x 14336) and writes the product (14336); rotary reads and writes
+     * the 32 query and 8 key heads of 128; 16-bit, every layer. */
+    double act = 3.0 * T * 14336 * 2 * L, rot = 2.0 * T * (32 + 8) * 128 * 2 * L;
+    const kv_op_cost *mlp = &r.op[KV_OP_MLP], *qkv = &r.op[KV_OP_QKV];
+    ck_assert_msg(fabs(mlp->serial_bytes / act - 1) < 1e-12, "SiLU*mul bytes %.6g vs %.6g", mlp->serial_bytes, act);
+    ck_assert_msg(fabs(qkv->serial_bytes / rot - 1) < 1e-12, "rotary bytes %.6g vs %.6g", qkv->serial_bytes, rot);
+    const kv_op_cost *ops[] = {mlp, qkv};
+    for (int i = 0; i < 2; i++) {
+        const kv_op_cost *o = ops[i];
+        double rest = (o->bytes - o->serial_bytes) / bw, alone = o->serial_bytes / bw;
+        double want = sqrt(o->t_compute * o->t_compute + rest * rest) + alone + o->t_overhead;
+        ck_assert_msg(fabs(o->seconds / want - 1) < 1e-12, "op %d: %.9g s vs %.9g s", i, o->seconds, want);
+        /* Compute-bound: folding the bytes into the roofline (the old pricing) would have hidden
+         * most of them (the quadrature sum counts a part); here they cost their whole streaming time. */
+        double folded = sqrt(o->t_compute * o->t_compute + (o->bytes / bw) * (o->bytes / bw)) + o->t_overhead;
+        ck_assert_msg(o->seconds - folded > 0.5 * alone, "op %d: %.6g s over the folded roofline, the kernel streams %.6g s", i,
+                      o->seconds - folded, alone);
+    }
+    /* Decode: the same kernels move a few hundred KiB against GiB of weights. */
+    kv_seq_work d = {1, 1023};
+    kv_step_cost q = kv_step_time(&s, &c, SCN_ATTN_FLASH, &d, 1);
+    ck_assert(q.op[KV_OP_MLP].serial_bytes / bw < 1e-3 * q.op[KV_OP_MLP].seconds);
+}
+END_TEST
+
 START_TEST(attention_flops_match_brute_force_with_windows)
 {
     ideal("mistral-7b");   /* every layer windowed at 4096 */
@@ -419,6 +454,7 @@ Suite *suite_roofline(void)
     TCase *tc = tcase_create("step");
     tcase_add_test(tc, decode_reads_weights_once_plus_kv);
     tcase_add_test(tc, prefill_is_two_flops_per_parameter_per_token);
+    tcase_add_test(tc, prefill_elementwise_kernels_add_to_the_gemms);
     tcase_add_test(tc, attention_flops_match_brute_force_with_windows);
     tcase_add_test(tc, naive_attention_moves_the_score_matrix);
     tcase_add_test(tc, moe_decode_touches_experts_as_expected);
