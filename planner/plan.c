@@ -279,7 +279,10 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     plan_apply(s, c, t);
     t->seed = s->seed + (unsigned long long)k;
     if (offered) {
+        plan_trace_context(-1, k, "offered");
+        double t0 = plan_trace_clock();
         int rc = sim_run_predicted(t, &c->c, &o->m, err, n);
+        plan_trace_sim(t->workload.rate, t->workload.requests, rc == SIM_OK ? plan_slo_met(t, &o->m) : -1, false, t0);
         o->sims++;
         if (rc == SIM_E_DATA) { o->skipped = true; free(t); return 0; }
         if (rc != SIM_OK) {
@@ -301,6 +304,8 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     plan_capacity_result *x = &o->x;
     o->searched = true;
     bool trial_sized = o->ran && t->workload.requests == plan_trial_requests(t, &c->c);
+    plan_trace_context(-1, k, first->rate < 0 ? (cutoff > 0 ? "first-cut" : "first") : first->unbounded ? "later-unbounded"
+                              : first->rate > 0 ? "later" : "later-none");
     if (first->rate > 0 && first->unbounded) {
         sim_metrics top;
         bool whole;
@@ -458,6 +463,7 @@ static void cand_finished(pool *w, int i)
     plan_cand *c = &w->r->c[i];
     if (c->status == PLAN_PENDING) c->status = PLAN_DONE;
     w->done++;
+    if (plan_trace_on()) plan_trace_note(i, c->status == PLAN_DONE ? "done" : c->why);
     int n = c->n_seeds, met = 0;
     unsigned all = n >= 32 ? ~0u : (1u << n) - 1;
     for (int k = 0; k < n; k++) met += (c->seed_slo >> k) & 1;
@@ -580,6 +586,7 @@ static bool searched_below(pool *w, int i)
 
 static void run_lead(pool *w, int i)
 {
+    plan_trace_context(i, 0, "lead");
     const scn_scenario *s = w->s;
     plan_cand *c = &w->r->c[i];
     cand_state *st = &w->st[i];
@@ -668,6 +675,7 @@ static void run_lead(pool *w, int i)
 
 static void run_seed(pool *w, int i, int k, int part)
 {
+    plan_trace_context(i, k, "seed");
     const scn_scenario *s = w->s;
     plan_cand *c = &w->r->c[i];
     cand_state *st = &w->st[i];

@@ -289,6 +289,15 @@ void plan_swap_gate(const scn_scenario *s, plan_result *r);
  * the plan did not compare them. */
 int plan_swap_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
 
+/* Where a plan's simulations go (plan_trace.c): with KVPLAN_PLAN_TRACE=FILE each simulation the
+ * planner runs appends a line to FILE (candidate, seed, phase, rate, requests, verdict, stopped
+ * early, thread CPU seconds). plan_trace_context labels the calling thread's next simulations. */
+bool plan_trace_on(void);
+void plan_trace_context(int cand, int seed, const char *phase);   /* cand < 0: keep the thread's */
+void plan_trace_note(int cand, const char *what);                  /* a candidate's end (status) */
+double plan_trace_clock(void);
+void plan_trace_sim(double rate, long requests, int verdict, bool stopped, double t0);
+
 /* Capacity (plan_capacity.c). */
 typedef struct {
     double rate;               /* req/s: the highest rate that kept up within the SLO; 0 if none */
