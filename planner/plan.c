@@ -305,7 +305,7 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     o->searched = true;
     bool trial_sized = o->ran && t->workload.requests == plan_trial_requests(t, &c->c);
     plan_trace_context(-1, k, first->rate < 0 ? (cutoff > 0 ? "first-cut" : "first") : first->unbounded ? "later-unbounded"
-                              : first->rate > 0 ? "later" : "later-none");
+                              : first->rate > 0 ? (cutoff > 0 ? "later-cut" : "later") : "later-none");
     if (first->rate > 0 && first->unbounded) {
         sim_metrics top;
         bool whole;
@@ -321,7 +321,10 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
             x->sims++;
         }
     } else if (first->rate > 0) {
-        plan_capacity_search(s, c, t->seed, c->replicas, first->rate, PLAN_CAPACITY_SEED_STEP, PLAN_CAPACITY_TOL, NULL, x);
+        /* With a cutoff (several seeds: the rate below which this seed's answer keeps the mean
+         * under the bound's bar) the search may stop once its answer is known to lie below it. */
+        plan_capacity_search_below(s, c, t->seed, c->replicas, first->rate, PLAN_CAPACITY_SEED_STEP, PLAN_CAPACITY_TOL,
+                                   0, NULL, cutoff, x);
     } else if (first->rate == 0) {
         sim_metrics low;
         bool whole;
@@ -417,6 +420,8 @@ typedef struct {
     int left;                  /* seeds still queued or running after the lead */
     bool searching;            /* the later seeds' items are searches only; offered-load runs follow */
     bool failed;
+    double later_cutoff;       /* > 0: the later seeds' searches stop once their answer is below it */
+    unsigned cut;              /* bit k: seed k's search stopped there (its answer is below later_cutoff) */
 } cand_state;
 
 typedef struct {
@@ -584,6 +589,54 @@ static bool searched_below(pool *w, int i)
     return true;
 }
 
+/* Under the lock, candidate i's first seed searched (several seeds): the rate below which each
+ * later seed's answer keeps the mean over seeds under the bound's bar, x' = (n x - a_1) / (n - 1)
+ * for x the bar in the candidate's rate (docs/planner.md, "Seeking the cutoff"); 0 when the
+ * bound does not apply (too few candidates found, or fewer GPUs than one of the best, which the
+ * ranking may prefer: see bound_skip). */
+static double later_cutoff(pool *w, int i)
+{
+    plan_result *r = w->r;
+    plan_cand *c = &r->c[i];
+    int n = c->n_seeds;
+    if (!w->bounding || w->n_best < r->bound_keep || n < 2 || !(c->cap_done & 1) || (c->seed_unbounded & 1) ||
+        !(c->seed_rate[0] > 0))
+        return 0;
+    for (int j = 0; j < r->bound_keep; j++) if (c->gpus < w->best_gpus[j]) return 0;
+    double x = w->best[r->bound_keep - 1] * c->gpus * (1 - 2e-3);
+    double xl = (n * x - c->seed_rate[0]) / (n - 1);
+    return xl > 0 ? xl : 0;
+}
+
+/* Under the lock, every later seed's search in, some stopped below later_cutoff: skips the
+ * candidate when the seeds' answers (those stopped counted at the cutoff, which they lie below)
+ * keep its mean capacity per GPU under the bar found now (which only rises). True when skipped. */
+static bool later_settled(pool *w, int i)
+{
+    plan_result *r = w->r;
+    plan_cand *c = &r->c[i];
+    cand_state *st = &w->st[i];
+    int n = c->n_seeds;
+    if (!w->bounding || w->n_best < r->bound_keep || !(st->later_cutoff > 0)) return false;
+    double sum = 0;
+    for (int k = 0; k < n; k++) {
+        if (st->cut & (1u << k)) sum += st->later_cutoff;
+        else if ((c->cap_done & (1u << k)) && !(c->seed_unbounded & (1u << k))) sum += c->seed_rate[k];
+        else return false;
+    }
+    double thr = w->best[r->bound_keep - 1], v = sum / n / c->gpus;
+    if (!(v <= thr * (1 - 2e-3))) return false;
+    c->status = PLAN_SKIPPED;
+    c->bound_skipped = true;
+    snprintf(c->why, sizeof c->why, "not simulated further: its later seeds' trials failed below %.4g %s, which keeps "
+             "its mean capacity below the %d best found (%.4g per GPU)", st->later_cutoff, plan_rate_unit(w->s),
+             r->bound_keep, thr);
+    w->skipped++;
+    cand_finished(w, i);
+    pthread_cond_broadcast(&w->more);
+    return true;
+}
+
 static void run_lead(pool *w, int i)
 {
     plan_trace_context(i, 0, "lead");
@@ -637,6 +690,7 @@ static void run_lead(pool *w, int i)
             /* The later seeds' searches next (they start from this answer); the offered-load
              * runs once every search is in (run_seed). */
             st->searching = true;
+            st->later_cutoff = later_cutoff(w, i);
             for (int j = c->n_seeds - 1; j >= 1; j--) { w->sq[w->sn++] = (task){i, j, TASK_SEARCH}; st->left++; }
             pthread_cond_broadcast(&w->more);
             pthread_mutex_unlock(&w->lock);
@@ -684,18 +738,35 @@ static void run_seed(pool *w, int i, int k, int part)
     pthread_mutex_lock(&w->lock);
     bool skip = c->status != PLAN_PENDING;   /* a seed found it cannot run: the rest need not */
     bool offered = part != TASK_SEARCH && needs_offered(c, k), search = part != TASK_OFFERED && needs_search(s, c, k);
+    double cutoff = part == TASK_SEARCH ? st->later_cutoff : 0;
     pthread_mutex_unlock(&w->lock);
-    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, 0, &o, err, sizeof err);
+    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, cutoff, &o, err, sizeof err);
     pthread_mutex_lock(&w->lock);
     if (rc) fail(w, err);
-    else if (!skip && c->status == PLAN_PENDING) commit_seed(s, c, k, &o, err);
-    if (--st->left == 0) {
+    else if (!skip && c->status == PLAN_PENDING && o.searched && o.x.cut) {
+        c->sims += o.sims;   /* only that its answer is below the cutoff is known (later_settled) */
+        st->cut |= 1u << k;
+    } else if (!skip && c->status == PLAN_PENDING) commit_seed(s, c, k, &o, err);
+    bool settled = false;
+    if (--st->left == 0 && st->searching && st->cut && !w->failed && c->status == PLAN_PENDING) {
+        settled = later_settled(w, i);
+        if (!settled) {
+            /* Some later seed stopped below its cutoff but the others do not keep the mean
+             * under the bar: those searches run again in full. */
+            for (int j = c->n_seeds - 1; j >= 1; j--)
+                if (st->cut & (1u << j)) { w->sq[w->sn++] = (task){i, j, TASK_SEARCH}; st->left++; }
+            st->later_cutoff = 0;
+            pthread_cond_broadcast(&w->more);
+        }
+        st->cut = 0;
+    }
+    if (st->left == 0) {
         /* Every seed's search is in: a candidate whose mean capacity then ranks it below the best
          * found needs no offered-load runs (searched_below finishes it); otherwise they run now. */
-        bool finished = false;
+        bool finished = settled;
         if (st->searching) {
             st->searching = false;
-            if (!w->failed && c->status == PLAN_PENDING) {
+            if (!settled && !w->failed && c->status == PLAN_PENDING) {
                 if (searched_below(w, i)) finished = true;
                 else {
                     for (int j = c->n_seeds - 1; j >= 0; j--) { w->sq[w->sn++] = (task){i, j, TASK_OFFERED}; st->left++; }

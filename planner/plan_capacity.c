@@ -420,7 +420,6 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
             if (!memo.m && !(memo.m = malloc(sizeof *memo.m * MEMO_MAX))) break;
             bool complete;
             out->sims++;
-            if (d < out->lowest) out->lowest = d;
             int k = memo.n++;
             memo.rate[k] = d;
             memo.ok[k] = plan_sustains_early(s, c, seed, d, replicas, &memo.m[k], &complete);
