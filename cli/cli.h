@@ -54,6 +54,11 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     ;
 /* Loads c->scenario with c->sets; prints the error and returns its exit code on failure. */
 int cli_load(const cli_common *c, scn_scenario *s);
+/* scn_locate_message for an error found after loading, but a field (or a parent of it) that a
+ * --set gave is located in that --set ("--set:1:COL", as the loader locates --set values: the
+ * column of the value within the flag's argument), the last such --set winning as it does when
+ * loading; otherwise in the scenario file. */
+void cli_locate_message(const cli_common *c, const char *file, const char *msg, char *out, size_t n);
 /* Maps a loader status to an exit code. */
 int cli_exit_for(scn_status st);
 /* Prints a report to stdout in the chosen format; CLI_EX_INTERNAL if that fails. */

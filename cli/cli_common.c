@@ -1,6 +1,8 @@
 /* cli_common.c: flag handling, scenario loading and exit codes shared by the subcommands. */
 #include "cli.h"
+#include "../loader/scn_locate.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,6 +68,24 @@ int cli_common_flag(cli_common *c, int argc, char **argv, int *i, int *help)
         return 1;
     }
     return 0;
+}
+
+void cli_locate_message(const cli_common *c, const char *file, const char *msg, char *out, size_t n)
+{
+    /* The message's leading field path, as scn_locate_message reads it. */
+    size_t k = 0;
+    while (msg[k] && (islower((unsigned char)msg[k]) || isdigit((unsigned char)msg[k]) || msg[k] == '_' || msg[k] == '.')) k++;
+    if (k > 0 && msg[k] == ':') {
+        for (int i = c->n_sets - 1; i >= 0; i--) {
+            const char *a = c->sets[i], *eq = strchr(a, '=');
+            size_t p = eq ? (size_t)(eq - a) : 0;
+            /* The --set's PATH is the field or one of its parents (then a dot follows in msg). */
+            if (p == 0 || p > k || strncmp(a, msg, p) || (p < k && msg[p] != '.')) continue;
+            snprintf(out, n, "--set:1:%d: %s", (int)p + 2, msg);
+            return;
+        }
+    }
+    scn_locate_message(file, msg, out, n);
 }
 
 int cli_parse_long(const char *flag, const char *v, long lo, long hi, long *out)

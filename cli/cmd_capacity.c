@@ -3,7 +3,6 @@
  * context per request that fits at a given concurrency. */
 #include "cli_run.h"
 #include "../planner/plan.h"
-#include "../loader/scn_locate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -58,12 +57,12 @@ int cmd_capacity(int argc, char **argv)
     if (rc) return rc;
     if (!scn_arrival_has_rate(s.workload.arrival)) {
         /* Located like every loader error: file:line:col of workload.arrival.process (or of the
-         * nearest parent the file gives, when it inherits the arrival). */
+         * nearest parent the file gives, when it inherits the arrival), or the --set that gave it. */
         char msg[300], where[1200];
         snprintf(msg, sizeof msg, "workload.arrival.process: capacity scales the arrival rate; %s workload has none "
                  "to scale (use poisson, gamma or constant arrivals)",
                  s.workload.arrival == SCN_ARRIVAL_TRACE ? "a trace" : s.workload.arrival == SCN_ARRIVAL_CLOSED ? "a closed-loop" : "an offline");
-        scn_locate_message(s.source, msg, where, sizeof where);
+        cli_locate_message(&c, s.source, msg, where, sizeof where);
         fprintf(stderr, "kvplan: %s\n", where);
         return CLI_EX_DATA;
     }

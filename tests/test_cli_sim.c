@@ -174,6 +174,20 @@ START_TEST(capacity_without_a_rate_is_located)
         ck_assert_msg(strstr(err, k ? "an offline workload" : "a closed-loop workload"), "%s", err);
         ck_assert(out[0] == 0);
     }
+    /* Given by --set, the process is located in that --set: the value "offline" of
+     * "workload.arrival.process=offline" starts at column 26 (25 characters before it); a --set
+     * of the parent object is located there too (its value at column 18), the last --set winning. */
+    char sc[600], want[700];
+    snprintf(sc, sizeof sc, "%s", t_write("nr-rate.yaml", "name: nr\nmodel: llama-3-8b\nhardware: h100-sxm\n"
+                                          "workload:\n  requests: 64\n  arrival: {process: poisson, rate: 2/s}\n"
+                                          "  prompt_tokens: {dist: fixed, value: 100}\n  output_tokens: {dist: fixed, value: 10}\n"));
+    ck_assert_int_eq(run("capacity %s --no-db --set workload.arrival.process=offline", sc), 65);
+    snprintf(want, sizeof want, "--set:1:26: workload.arrival.process: capacity scales");
+    ck_assert_msg(strstr(err, want), "want '%s' in: %s", want, err);
+    ck_assert_int_eq(run("capacity %s --no-db --set workload.arrival.process=offline "
+                         "--set 'workload.arrival={process: closed, concurrency: 4}'", sc), 65);
+    ck_assert_msg(strstr(err, "--set:1:18: workload.arrival.process:") && strstr(err, "a closed-loop workload"), "%s", err);
+    ck_assert(out[0] == 0);
 }
 END_TEST
 

@@ -6,9 +6,10 @@ than a belief (docs/validation/h200-*.md keeps the results; docs/cost-model.md, 
 from shapes", the formulas they test).
 
 Run on the device machine, whose image has PyTorch:  python3 backend/cuda/torch-probe.py OUTDIR
-Writes OUTDIR/gemm.csv, attn.csv, launch.csv, step.csv, gemm_map.csv and probe-env.txt
-(PROBE_SECTIONS picks sections; default launch gemm attn step). Every section has its
-own try, and the whole run stops starting new sections after PROBE_BUDGET seconds (default 150).
+Writes OUTDIR/gemm.csv, attn.csv, launch.csv, step.csv, gemm_map.csv, prefill.csv, int4.csv,
+moe.csv, step_ctx.csv and probe-env.txt (PROBE_SECTIONS picks sections; default launch gemm
+attn step). Every section has its own try, and the whole run stops starting new sections after
+PROBE_BUDGET seconds (default 150).
 
 Timing (device/METHOD.md): CUDA events around `reps` back-to-back launches after warm-ups; the
 median of 5 such samples. Weight-sized operands rotate over copies totalling >= 4x the 50 MiB
@@ -240,10 +241,49 @@ def step_section(f):
     step_model(f, "llama3-70b-tp8-shard", 8192, 28672 // 8, 64 // 8, 1, 80, 128256 // 8, [1, 8, 64])
 
 
-def step_model(f, label, h, I, H, Hkv, Lyr, V, batches):
+def step_ctx_section(f):
+    """The Llama-3-8B decode step of step_section at longer contexts, where attention's KV reads
+    weigh as much as the weights (the TPOT rows of long-prompt benchmarks)."""
+    f.write("model,batch,context,mode,seconds\n")
+    step_model(f, "llama3-8b", 4096, 14336, 32, 8, 32, 128256, [16, 64], ctx=4096)
+    torch.cuda.empty_cache()
+    step_model(f, "llama3-8b", 4096, 14336, 32, 8, 32, 128256, [8, 32], ctx=16384)
+
+
+def moe_section(f):
+    """Expert GEMMs as grouped GEMMs (torch._grouped_mm: one launch over every local expert,
+    each with its own rows) at the per-expert row counts decode batches give, against one dense
+    GEMM of the same rows over one expert's weight: how a MoE layer's rate depends on the rows
+    each expert gets (its weights are read whole whatever that count)."""
+    f.write("label,experts,rows_per_expert,N,K,seconds,weight_gbps,tflops\n")
+    shapes = [("deepseek-v3 ep8 gate_up", 32, 4096, 7168), ("deepseek-v3 ep8 down", 32, 7168, 2048),
+              ("qwen3-235b tp1 gate_up", 128, 3072, 4096), ("mixtral-8x7b tp1 gate_up", 8, 28672, 4096)]
+    if not hasattr(torch, "_grouped_mm"):
+        f.write("# torch._grouped_mm: not in this build\n")
+        return
+    for label, G, N, K in shapes:
+        if left() < 0:
+            return
+        w = torch.randn((G, N, K), device=DEV, dtype=torch.bfloat16) * 0.01
+        wt = w.transpose(-2, -1)   # [G, K, N] with K contiguous: the "transposed" operand
+        for m in [1, 2, 4, 8, 16, 32, 64, 128, 256]:
+            x = torch.randn((G * m, K), device=DEV, dtype=torch.bfloat16)
+            offs = torch.arange(m, G * m + 1, m, device=DEV, dtype=torch.int32)
+            try:
+                t = graphed(lambda: torch._grouped_mm(x, wt, offs=offs), G * m * N * 2)
+            except Exception as e:
+                f.write(f"{label},{G},{m},{N},{K},nan,nan,nan  # {type(e).__name__}: {str(e)[:100]}\n")
+                f.flush()
+                break
+            f.write(f"{label},{G},{m},{N},{K},{t:.4e},{G*N*K*2/t/1e9:.1f},{2*G*m*N*K/t/1e12:.2f}\n")
+        f.flush()
+        del w, wt
+
+
+def step_model(f, label, h, I, H, Hkv, Lyr, V, batches, ctx=1024):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     F = torch.nn.functional
-    D, ctx = 128, 1024
+    D = 128
     W = []
     for _ in range(Lyr):
         W.append(dict(
@@ -288,6 +328,195 @@ def step_model(f, label, h, I, H, Hkv, Lyr, V, batches):
         del kc, vc, g
 
 
+def prefill_section(f):
+    """Whole prefill forwards (one prompt of S tokens through every layer, then the LM head on the
+    last token), as a CUDA graph and eagerly, plus one layer's ops each timed alone (graph
+    replays), so a gap between the model and the measurement can be placed on a term: GEMMs,
+    attention, or the elementwise rest (unfused here: RMSNorm, rotary, SiLU*mul and residual adds
+    as PyTorch ops; engines fuse them, so that class is an upper bound for them)."""
+    f.write("model,dtype,tokens,part,mode,seconds\n")
+    runs = [("llama3-8b", "bf16", 4096, 14336, 32, 8, 32, 128256, [128, 512, 2048, 8192]),
+            ("llama3-8b", "fp8", 4096, 14336, 32, 8, 32, 128256, [128, 512, 2048, 8192]),
+            # One GPU's shard of Llama-3-70B at TP8 (no all-reduce).
+            ("llama3-70b-tp8-shard", "bf16", 8192, 28672 // 8, 64 // 8, 1, 80, 128256 // 8, [128, 2048, 8192])]
+    for r in runs:
+        if r[1] == "fp8" and not hasattr(torch, "_scaled_mm"):
+            continue
+        try:
+            prefill_model(f, *r)
+        except Exception as e:  # one model's failure is a line, not the end of the section
+            f.write(f"# {r[0]} {r[1]} stopped: {type(e).__name__}: {str(e)[:160]}\n")
+        f.flush()
+        torch.cuda.empty_cache()
+
+
+def prefill_model(f, label, dt, h, I, H, Hkv, Lyr, V, lengths):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    F = torch.nn.functional
+    D = 128
+    fp8 = dt == "fp8"
+    one = torch.ones((), device=DEV, dtype=torch.float32)
+
+    def weight(n, k):
+        w = torch.randn((n, k), device=DEV, dtype=torch.bfloat16) * 0.01
+        return w.to(torch.float8_e4m3fn) if fp8 else w
+
+    def lin(x, w):
+        # fp8: the activation is quantised per tensor (unit scale) before each GEMM, as an FP8
+        # checkpoint's linear layers do when the quantisation is not fused into the norm.
+        if fp8:
+            return torch._scaled_mm(x.to(torch.float8_e4m3fn), w.t(), scale_a=one, scale_b=one,
+                                    out_dtype=torch.bfloat16)
+        return F.linear(x, w)
+
+    W = [dict(qkv=weight(H * D + 2 * Hkv * D, h), o=weight(h, H * D), gu=weight(2 * I, h), dn=weight(h, I),
+              n1=torch.ones(h, device=DEV, dtype=torch.bfloat16),
+              n2=torch.ones(h, device=DEV, dtype=torch.bfloat16)) for _ in range(Lyr)]
+    head = torch.randn((V, h), device=DEV, dtype=torch.bfloat16) * 0.01
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(x.dtype) * w
+
+    def rope(x, cos, sin):
+        a, b = x[..., : D // 2], x[..., D // 2:]
+        return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+
+    # Native GQA (the engines' kernels read each KV head once) when this build's SDPA takes it,
+    # decided once outside any capture; otherwise K/V are expanded to every query head.
+    native = True
+    try:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            t0 = torch.randn((1, H, 64, D), device=DEV, dtype=torch.bfloat16)
+            t1 = torch.randn((1, Hkv, 64, D), device=DEV, dtype=torch.bfloat16)
+            F.scaled_dot_product_attention(t0, t1, t1, is_causal=True, enable_gqa=True)
+    except (RuntimeError, TypeError):
+        native = False
+    f.write(f"# {label} {dt}: attention {'FlashAttention-2 with native GQA' if native else 'K/V expanded to every head'}\n")
+
+    def attend(q, k, v):
+        if native:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        g = H // Hkv
+        return F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1),
+                                              is_causal=True)
+
+    for S in lengths:
+        if left() < 0:
+            return
+        x0 = torch.randn((S, h), device=DEV, dtype=torch.bfloat16)
+        ang = torch.rand((S, D // 2), device=DEV, dtype=torch.float32)
+        cos, sin = ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
+
+        def layer(x, w):
+            y = rms(x, w["n1"])
+            qkv = lin(y, w["qkv"])
+            q = rope(qkv[:, :H * D].reshape(S, H, D).transpose(0, 1), cos, sin).unsqueeze(0)
+            k = rope(qkv[:, H * D:(H + Hkv) * D].reshape(S, Hkv, D).transpose(0, 1), cos, sin).unsqueeze(0)
+            v = qkv[:, (H + Hkv) * D:].reshape(S, Hkv, D).transpose(0, 1).unsqueeze(0)
+            a = attend(q, k, v)
+            x = x + lin(a[0].transpose(0, 1).reshape(S, H * D), w["o"])
+            y = rms(x, w["n2"])
+            gu = lin(y, w["gu"])
+            return x + lin(F.silu(gu[:, :I]) * gu[:, I:], w["dn"])
+
+        def forward():
+            x = x0
+            for w in W:
+                x = layer(x, w)
+            return F.linear(rms(x[-1:], W[0]["n1"]), head)
+
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            t = timed(forward, 1, samples=3, warm=2)
+            f.write(f"{label},{dt},{S},forward,eager,{t:.4e}\n")
+            g = capture(forward)
+            t = timed(g.replay, 1, samples=3, warm=2)
+            f.write(f"{label},{dt},{S},forward,graph,{t:.4e}\n")
+            del g
+            f.flush()
+            # One layer's parts, each replayed alone from a graph (inputs shaped as in the layer).
+            w = W[0]
+            y = rms(x0, w["n1"])
+            qkv = lin(y, w["qkv"])
+            q = qkv[:, :H * D].reshape(S, H, D).transpose(0, 1).contiguous().unsqueeze(0)
+            k = qkv[:, H * D:(H + Hkv) * D].reshape(S, Hkv, D).transpose(0, 1).contiguous().unsqueeze(0)
+            v = qkv[:, (H + Hkv) * D:].reshape(S, Hkv, D).transpose(0, 1).contiguous().unsqueeze(0)
+            ao = torch.randn((S, H * D), device=DEV, dtype=torch.bfloat16)
+            act = torch.randn((S, I), device=DEV, dtype=torch.bfloat16)
+            gu = torch.randn((S, 2 * I), device=DEV, dtype=torch.bfloat16)
+
+            def rest():
+                # Everything in a layer that is not a GEMM or attention, as the layer runs it.
+                r1 = rms(x0, w["n1"])
+                rope(q[0], cos, sin)
+                rope(k[0], cos, sin)
+                x1 = x0 + r1
+                r2 = rms(x1, w["n2"])
+                return x1 + r2, F.silu(gu[:, :I]) * gu[:, I:]
+            parts = [("qkv", lambda: lin(y, w["qkv"])), ("o", lambda: lin(ao, w["o"])),
+                     ("gate_up", lambda: lin(y, w["gu"])), ("down", lambda: lin(act, w["dn"])),
+                     ("attention", lambda: attend(q, k, v)), ("rest", rest)]
+            for name, fn in parts:
+                gp = capture(fn, calls=3)
+                t = timed(gp.replay, 1, samples=3, warm=2) / 3
+                f.write(f"{label},{dt},{S},layer_{name},graph,{t:.4e}\n")
+                del gp
+            f.flush()
+        del x0
+
+
+def int4_section(f):
+    """gpt-fast's int4 weight-only GEMM (tinygemm: torch._weight_int4pack_mm, bf16 activations,
+    group-wise bf16 scales and zeros) at the decode batch sizes gpt-fast runs, on Llama-2-7B's
+    weight shapes, against bf16 cuBLAS on the same shape: the fraction of the int4 bytes' rate
+    this kernel reaches is what prices a W4A16 decode step (docs/cost-model.md)."""
+    f.write("label,kernel,group,M,N,K,seconds,weight_bytes,weight_gbps\n")
+    shapes = [("llama2-7b qkv", 12288, 4096), ("llama2-7b o", 4096, 4096),
+              ("llama2-7b gate_up", 22016, 4096), ("llama2-7b down", 4096, 11008)]
+    for label, N, K in shapes:
+        for G in [32, 128]:
+            if left() < 0:
+                return
+            try:
+                copies = max(1, min(32, L2_ROTATE // (N * K // 2)))
+                packed = []
+                for _ in range(copies):
+                    q = torch.randint(0, 256, (N, K // 2), device=DEV, dtype=torch.uint8)
+                    packed.append(torch._convert_weight_to_int4pack(q, 8))
+                sz = torch.randn((K // G, N, 2), device=DEV, dtype=torch.bfloat16) * 0.01
+            except Exception as e:
+                f.write(f"{label},tinygemm,{G},0,{N},{K},nan,nan,nan  # {type(e).__name__}: {str(e)[:80]}\n")
+                f.flush()
+                return
+            wbytes = N * K // 2 + (K // G) * N * 2 * 2
+            for M in [1, 2, 4, 8, 16]:
+                x = torch.randn((M, K), device=DEV, dtype=torch.bfloat16)
+                i = [0]
+
+                def fn():
+                    i[0] = (i[0] + 1) % len(packed)
+                    return torch._weight_int4pack_mm(x, packed[i[0]], G, sz)
+                try:
+                    t = graphed(fn, M * N * 2)
+                except Exception as e:
+                    f.write(f"{label},tinygemm,{G},{M},{N},{K},nan,nan,nan  # {type(e).__name__}\n")
+                    continue
+                f.write(f"{label},tinygemm,{G},{M},{N},{K},{t:.4e},{wbytes},{wbytes/t/1e9:.1f}\n")
+            f.flush()
+            del packed
+        ws = rotating((N, K), torch.bfloat16)
+        for M in [1, 16]:
+            x = torch.randn((M, K), device=DEV, dtype=torch.bfloat16)
+            i = [0]
+
+            def fb():
+                i[0] = (i[0] + 1) % len(ws)
+                return torch.nn.functional.linear(x, ws[i[0]])
+            t = graphed(fb, M * N * 2)
+            f.write(f"{label},cublas-bf16,0,{M},{N},{K},{t:.4e},{N*K*2},{N*K*2/t/1e9:.1f}\n")
+        del ws
+        f.flush()
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "probe-env.txt"), "w") as f:
@@ -297,7 +526,8 @@ def main():
         f.write(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
     want = os.environ.get("PROBE_SECTIONS", "launch gemm attn step").split()
     for name, fn in [("launch", launch_section), ("gemm", gemm_section), ("attn", attn_section),
-                     ("step", step_section), ("gemm_map", gemm_map_section)]:
+                     ("step", step_section), ("gemm_map", gemm_map_section), ("prefill", prefill_section),
+                     ("int4", int4_section), ("moe", moe_section), ("step_ctx", step_ctx_section)]:
         if name not in want:
             continue
         if left() < 0:
