@@ -668,8 +668,9 @@ static void run_lead(pool *w, int i)
             c->status = PLAN_SKIPPED;
             c->bound_skipped = true;
             c->sims += o.sims;
-            snprintf(c->why, sizeof c->why, "not simulated further: a trial at %.4g %s failed, below the %d best found "
-                     "(%.4g per GPU)", o.x.cut_at, plan_rate_unit(s), w->r->bound_keep, cutoff / c->gpus / (1 - 2e-3));
+            snprintf(c->why, sizeof c->why, "not simulated further: its trials put its capacity at or below %.4g %s, "
+                     "under the %d best found (%.4g per GPU)", o.x.cut_at, plan_rate_unit(s), w->r->bound_keep,
+                     cutoff / c->gpus / (1 - 2e-3));
             w->skipped++;
             cand_finished(w, i);
             pthread_cond_broadcast(&w->more);

@@ -352,34 +352,35 @@ static int memo_find(const trial_memo *t, double r)
 }
 
 /* The next trial that settles fastest whether the search's answer lies below `cutoff`, from
- * state z: the search's path forecast with every unknown trial at or below the cutoff keeping up
- * and every unknown one above it failing (the only path on which the answer is not settled to be
- * below the cutoff sooner), D the last unknown point at or below the cutoff on it, and the
- * unknown points above the cutoff before D. Returns the first of those above-cutoff points if
- * any, else D; 0 when there is no D. When every above-cutoff point before D is
- * known to fail and D fails, the search's answer is below the cutoff: the search follows the
- * forecast path until its first trial that disagrees with it, which can only be one at or below
- * the cutoff failing (or D failing), and a failure at or below the cutoff puts the answer
- * below it. */
-static double seek_rate(search_state z, const trial_memo *t, double cutoff)
+ * state z (docs/planner.md, "Seeking the cutoff"). F is the search's path forecast with every
+ * unknown trial at or below the cutoff keeping up and every unknown one above it failing (known
+ * trials as they went). The search follows F until its first trial that disagrees with it; when
+ * every point above the cutoff on F up to some place is known, that can only be an unknown point
+ * at or below the cutoff failing, which puts the answer below the cutoff. So the answer is
+ * settled below the cutoff (*settled, with *below the rate it is at most) when F, with no unknown
+ * point above the cutoff, reaches a known failure at or below it, or ends with its answer below
+ * it. Otherwise returns the trial to run first: the first unknown point above the cutoff on F (a
+ * rate past capacity fails within seconds of simulated time, where one at or below the cutoff
+ * that keeps up is a whole run); 0 when F ends at or above the cutoff with nothing unknown above
+ * it (the search then runs in its own order). Which trial goes first changes only the cost. */
+static double seek_rate(search_state z, const trial_memo *t, double cutoff, bool *settled, double *below)
 {
-    double d = 0, d0 = 0, above = 0, r;
+    double above = 0, r;
     int steps = 0;
+    *settled = false;
     while (search_next(&z, &r) && steps++ < 256) {
         int k = memo_find(t, r);
         bool ok = k >= 0 ? t->ok[k] : r <= cutoff;
-        if (k < 0 && r <= cutoff) { d = r; if (above > 0) break; d0 = r; }
-        if (k < 0 && r > cutoff && above == 0) above = r;
-        if (k >= 0 && !ok && r <= cutoff) break;   /* the path ends in a known failure: settled */
+        if (k < 0 && r > cutoff) { above = r; break; }
+        if (!ok && r <= cutoff) { *settled = true; *below = r; return 0; }   /* a known failure */
         search_step(&z, r, ok);
     }
-    /* Which of these goes first changes only the cost, never the conclusion. D0, the last unknown
-     * point at or below the cutoff before any unknown one above it, settles the question alone
-     * when it fails, which it is likely to do when it lies within a first gallop stride of the
-     * cutoff; an above-cutoff point far past capacity fails within a few simulated seconds
-     * (trials stop once their failure is settled). */
-    if (d0 > 0 && d0 * PLAN_CAPACITY_FIRST_STEP >= cutoff) return d0;
-    return d > 0 && above > 0 ? above : d;
+    if (above == 0) {
+        /* F ends (or runs past 256 steps: then nothing is claimed) with nothing unknown above. */
+        if (!search_next(&z, &r) && z.lo < cutoff) { *settled = true; *below = z.lo; }
+        return 0;
+    }
+    return above;
 }
 
 static int search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double start,
@@ -412,10 +413,12 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
     /* With a cutoff, the trials that settle whether the answer lies below it go first, out of
      * the search's order (seek_rate); the search then reuses them on reaching their rates. */
     trial_memo memo = {.n = 0};
-    double r;
+    double r, cut_below = z.hi;
     while (!out->cut && search_next(&z, &r)) {
         while (cutoff > 0 && memo.n < MEMO_MAX && !out->cut) {
-            double d = seek_rate(z, &memo, cutoff);
+            bool settled;
+            double below = 0, d = seek_rate(z, &memo, cutoff, &settled, &below);
+            if (settled) { out->cut = true; cut_below = below; break; }
             if (!(d > 0) || d == r || memo_find(&memo, d) >= 0) break;
             if (!memo.m && !(memo.m = malloc(sizeof *memo.m * MEMO_MAX))) break;
             bool complete;
@@ -423,7 +426,6 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
             int k = memo.n++;
             memo.rate[k] = d;
             memo.ok[k] = plan_sustains_early(s, c, seed, d, replicas, &memo.m[k], &complete);
-            if (!memo.ok[k] && d <= cutoff) { out->cut = true; z.hi = d; }
         }
         if (out->cut) break;
         sim_metrics m;
@@ -439,11 +441,11 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
         }
         if (ok) out->m = m;
         search_step(&z, r, ok);
-        if (cutoff > 0 && z.hi <= cutoff) out->cut = true;
+        if (cutoff > 0 && z.hi <= cutoff) { out->cut = true; cut_below = z.hi; }
     }
     free(memo.m);
     double lo = z.lo, hi = z.hi;
-    if (out->cut) { out->rate = lo; out->cut_at = hi; return 0; }
+    if (out->cut) { out->rate = lo; out->cut_at = cut_below; return 0; }
     if (lo == 0) { memset(&out->m, 0, sizeof out->m); return 0; }
     out->rate = lo;
     /* A candidate that keeps up at PLAN_CAPACITY_RANGE x the start has no capacity this search

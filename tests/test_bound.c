@@ -301,7 +301,7 @@ static void check_cutoffs(const char *text, int *cuts, int *whole, long *sims_cu
                     ++*cuts;
                     *sims_cut += part.sims;
                     *sims_full += full.sims;
-                    ck_assert_msg(full.rate < cutoff && part.cut_at <= cutoff,
+                    ck_assert_msg(full.rate < cutoff && full.rate <= part.cut_at && part.cut_at < cutoff,
                                   "cand %d seed %llu: cut at %g under %g, the whole search found %g", i, seed, part.cut_at,
                                   cutoff, full.rate);
                 } else {
