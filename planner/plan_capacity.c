@@ -310,7 +310,7 @@ typedef struct {
 } search_state;
 
 /* The next rate the search tries from state z; false when it has its answer. One function for the
- * search and for its all-keep-up forecast (decisive_rate), so both compute the same doubles. */
+ * search and for the forecast of its path (seek_rate), so both compute the same doubles. */
 static bool search_next(const search_state *z, double *r)
 {
     if (z->try_start) *r = z->start;
