@@ -140,7 +140,15 @@ int cmd_cost(int argc, char **argv)
         out_kv_num(d, "allreduce_transfer_s", "all-reduce transfer (each)", st.allreduce.transfer, OUT_SECONDS);
     }
     if (s.model.kv_lora_rank > 0)
-        out_kv_str(d, "mla_decode", "MLA decode", st.mla_absorbed ? "absorbed weights over the latent cache" : "none in this step");
+        out_kv_str(d, "mla_decode", "MLA decode",
+                   s.engine.mla_expanded ? "ordinary attention over the expanded per-head K/V cache (engine mla.cache)"
+                   : st.mla_absorbed     ? "absorbed weights over the latent cache"
+                                         : "none in this step");
+    if (s.model.experts > 0)
+        out_kv_str(d, "moe_kernel", "routed-expert GEMMs",
+                   s.engine.moe_kernel == SCN_MOE_KERNEL_TRITON && s.hardware.arch == SCN_ARCH_HOPPER
+                       ? "Triton fused-MoE rate (0.45 of the bf16 peak x shape)"
+                       : "dense GEMM rate x shape");
 
     static const out_col cols[] = {
         {"op", "op", OUT_STR},

@@ -173,8 +173,19 @@ typedef struct {
 /* A serving engine's profile (scenarios/engines/NAME.yaml; docs/cost-model.md, "Engine
  * profiles"). */
 typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
-/* KVPLAN: kvplan's own CUDA kernels (backend/cuda: CUDA-core decode, its own prefill tiles). */
-typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_KVPLAN, SCN_AK_COUNT } scn_attn_kernel;
+/* How the engine runs weight-only quantised GEMMs (`weight_only:`; docs/cost-model.md,
+ * "Weight-only kernels"): FUSED kernels stream the weights at the memory roof and compute like
+ * a 16-bit GEMM (no figure says otherwise: TensorRT-LLM's); TORCH is a PyTorch-native decoder's:
+ * int8 dequantised by a torch.compile'd GEMV that converts every weight to float, int4 by
+ * tinygemm (torch._weight_int4pack_mm); MARLIN is vLLM's and SGLang's Marlin kernels on Ampere
+ * and Ada (W4A16, and fp8 weights where the GPU has no fp8 math), whose large-batch rate is
+ * capped by their 64-row tile. */
+typedef enum { SCN_WO_FUSED, SCN_WO_TORCH, SCN_WO_MARLIN, SCN_WO_COUNT } scn_weight_only;
+/* KVPLAN: kvplan's own CUDA kernels (backend/cuda: CUDA-core decode, its own prefill tiles).
+ * MMHA: TensorRT-LLM before XQA (0.5, 0.6): context FMHA for prefill, the masked multi-head
+ * attention kernel for decode, one CUDA-core thread block per sequence and query head. */
+typedef enum { SCN_AK_FLASH2, SCN_AK_FLASH3, SCN_AK_FLASHINFER, SCN_AK_TRTLLM, SCN_AK_SDPA, SCN_AK_KVPLAN, SCN_AK_MMHA,
+               SCN_AK_COUNT } scn_attn_kernel;
 #define SCN_GRAPH_SIZES_MAX 96
 #define SCN_MEM_FRACTIONS_MAX 8
 #define SCN_BATCH_RULES_MAX 4
@@ -199,6 +210,8 @@ typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE } scn_mem_budget;
  * ones prefill alone: vLLM V1 and V0), always (TensorRT-LLM's in-flight batching), or never
  * (SGLang, enable_mixed_chunk off). Zero is the first, so a zeroed profile keeps vLLM's rule. */
 typedef enum { SCN_PREFILL_MIX_BY_SCHEDULER = 0, SCN_PREFILL_MIX_ALWAYS, SCN_PREFILL_MIX_NEVER } scn_prefill_mix;
+
+typedef enum { SCN_MOE_KERNEL_KVPLAN = 0, SCN_MOE_KERNEL_TRITON, SCN_MOE_KERNEL_CUTLASS } scn_moe_kernel;
 
 typedef struct {
     char name[SCN_NAME_MAX];
@@ -227,6 +240,7 @@ typedef struct {
     double oneshot_max;         /* bytes: custom all-reduce runs one-shot up to here (8 GPUs) */
     double custom_max;          /* bytes: and two-shot up to here; NCCL above */
     scn_attn_kernel attn_kernel;
+    scn_weight_only weight_only;
     /* Memory accounting (docs/cost-model.md, "Memory budget and capacity"): what the memory
      * fraction applies to and what the engine takes out of it before sizing the KV cache. */
     bool mem_given;             /* the profile has a memory: section; otherwise kvplan's own rule */
@@ -239,6 +253,16 @@ typedef struct {
      * overlapping the step's compute (LMCache use_layerwise), or all before the step starts
      * (docs/cost-model.md, "Layerwise reload overlap"). */
     bool kv_layerwise;
+    /* How the engine caches an MLA model's keys and values (`mla: {cache: latent|expanded}`;
+     * docs/cost-model.md, "MLA as engines cache it"): the compressed latent (vLLM from 0.7.1,
+     * SGLang, TensorRT-LLM), or per-head K and V decompressed by kv_b with V padded to the
+     * query/key head size (vLLM before 0.7.1, which ran MLA models as ordinary attention). */
+    bool mla_expanded;
+    /* The kernel family of the routed experts' grouped GEMMs (`moe: {kernel: ...}`;
+     * docs/cost-model.md, "Fused-MoE kernels"): kvplan's own (none named: the dense GEMM's
+     * shape efficiency), Triton's fused_moe (vLLM, SGLang), or CUTLASS grouped GEMMs
+     * (TensorRT-LLM), which keep the dense shape efficiency. */
+    scn_moe_kernel moe_kernel;
     /* The serving front end on a request's path to its first token (docs/cost-model.md, "Engine
      * profiles", "Front end"): tokenisation per prompt token, and fixed work per request (HTTP
      * parsing, the hops between the front-end and engine processes, the first token's
@@ -248,6 +272,7 @@ typedef struct {
     double frontend_token;      /* s per prompt token */
 } scn_engine;
 const char *scn_attn_kernel_name(scn_attn_kernel k);
+const char *scn_weight_only_name(scn_weight_only w);
 
 typedef enum { SCN_ROUTER_ROUND_ROBIN, SCN_ROUTER_LEAST_OUTSTANDING, SCN_ROUTER_PREFIX_AFFINITY } scn_router;
 extern const char *const SCN_ROUTER_NAMES[];

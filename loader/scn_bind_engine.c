@@ -9,8 +9,11 @@
 static const char *const WQ_NAMES[SCN_WQ_COUNT] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4"};
 const char *scn_wquant_name(scn_wquant q) { return q < SCN_WQ_COUNT ? WQ_NAMES[q] : "?"; }
 
-static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", "kvplan", NULL};
+static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", "kvplan", "mmha", NULL};
 const char *scn_attn_kernel_name(scn_attn_kernel k) { return k < SCN_AK_COUNT ? AK_NAMES[k] : "?"; }
+
+static const char *const WO_NAMES[] = {"fused", "torch", "marlin", NULL};
+const char *scn_weight_only_name(scn_weight_only w) { return w < SCN_WO_COUNT ? WO_NAMES[w] : "?"; }
 
 /* The formats a plan option may name, with the layout each checkpoint family uses: AWQ and GPTQ
  * group 128 input elements per scale, NVFP4 16, DeepSeek-style fp8 blocks are 128 x 128. */
@@ -45,10 +48,14 @@ const char *scn_wformat_name(const scn_wformat *f)
 /* ---- engine profiles ---- */
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
-                                          "kv_offload", "frontend", NULL};
+                                          "kv_offload", "frontend", "weight_only", "mla", "moe", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
+static const char *const MLA_KEYS[] = {"cache", NULL};
+static const char *const MLA_CACHES[] = {"latent", "expanded", NULL};
+static const char *const MOE_KEYS[] = {"kernel", NULL};
+static const char *const MOE_KERNELS[] = {"kvplan", "triton", "cutlass", NULL};
 static const char *const FRONTEND_KEYS[] = {"request", "per_prompt_token", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
 static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", NULL};
@@ -260,6 +267,18 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     }
     if (sub_map(c, m, path, "kv_offload", OFFLOAD_KEYS, &s, p, sizeof p)) return -1;
     if (s && scn_get_bool(c, s, p, "layerwise", &e->kv_layerwise)) return -1;
+    if (sub_map(c, m, path, "mla", MLA_KEYS, &s, p, sizeof p)) return -1;
+    if (s) {
+        int mc = 0;
+        if (scn_get_enum(c, s, p, "cache", MLA_CACHES, &mc)) return -1;
+        e->mla_expanded = mc == 1;
+    }
+    if (sub_map(c, m, path, "moe", MOE_KEYS, &s, p, sizeof p)) return -1;
+    if (s) {
+        int mk = (int)e->moe_kernel;
+        if (scn_get_enum(c, s, p, "kernel", MOE_KERNELS, &mk)) return -1;
+        e->moe_kernel = (scn_moe_kernel)mk;
+    }
     if (sub_map(c, m, path, "frontend", FRONTEND_KEYS, &s, p, sizeof p)) return -1;
     if (s && (scn_get_qty(c, s, p, "request", SCN_UNIT_TIME, true, &e->frontend_request) ||
               scn_get_qty(c, s, p, "per_prompt_token", SCN_UNIT_TIME, true, &e->frontend_token)))
@@ -267,6 +286,9 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     int k = (int)e->attn_kernel;
     if (scn_get_enum(c, m, path, "attention", AK_NAMES, &k)) return -1;
     e->attn_kernel = (scn_attn_kernel)k;
+    int w = (int)e->weight_only;
+    if (scn_get_enum(c, m, path, "weight_only", WO_NAMES, &w)) return -1;
+    e->weight_only = (scn_weight_only)w;
     if (!e->name[0]) snprintf(e->name, sizeof e->name, "%s", "unnamed-engine");
     return 0;
 }

@@ -4,7 +4,8 @@
 
 kv_cache_cfg kv_cache_cfg_make(const scn_scenario *s, scn_dtype dtype, int sink, int window)
 {
-    kv_cache_cfg c = {.dtype = dtype, .quant = s->options.quant[dtype], .sink = sink, .window = window};
+    kv_cache_cfg c = {.dtype = dtype, .quant = s->options.quant[dtype], .sink = sink, .window = window,
+                      .mla_expanded = s->engine.mla_expanded && s->model.kv_lora_rank > 0};
     return c;
 }
 
@@ -32,8 +33,23 @@ static double scale_bytes_per_elem(const scn_model *m, const kv_cache_cfg *c)
     return 0;
 }
 
+/* An expanded MLA cache (kv_cache_cfg.mla_expanded) holds, per token and layer, K of
+ * qk_nope + qk_rope per head and V padded to the same size: vLLM before 0.7.1 ran MLA models
+ * through its ordinary attention with one head size (docs/cost-model.md, "MLA as engines cache
+ * it"). Its per-head scale vectors are that head size. */
+static double mla_expanded_head(const scn_model *m) { return (double)m->qk_nope_head_dim + m->qk_rope_head_dim; }
+
 double kv_bytes_per_token_layer(const scn_model *m, const kv_cache_cfg *c)
 {
+    if (c->mla_expanded && m->kv_lora_rank > 0) {
+        double head = mla_expanded_head(m), per_scale = 0;
+        if (c->dtype == SCN_DTYPE_FP8 || c->dtype == SCN_DTYPE_INT8 || c->dtype == SCN_DTYPE_INT4) {
+            double sb = scn_dtype_bytes(c->quant.scale_dtype) * (c->quant.zero_point ? 2 : 1);
+            per_scale = c->quant.granularity == SCN_QUANT_PER_TOKEN_HEAD ? sb / head
+                      : c->quant.granularity == SCN_QUANT_GROUP ? sb / (double)c->quant.group_size : 0;
+        }
+        return 2.0 * m->kv_heads * head * (scn_dtype_bytes(c->dtype) + per_scale);
+    }
     return kv_elems_per_token_layer(m) * (scn_dtype_bytes(c->dtype) + scale_bytes_per_elem(m, c));
 }
 
@@ -47,7 +63,8 @@ int kv_heads_per_rank(const scn_model *m, int tp)
 double kv_bytes_per_token_layer_rank(const scn_model *m, const kv_cache_cfg *c, int tp)
 {
     double all = kv_bytes_per_token_layer(m, c);
-    if (m->kv_lora_rank > 0 || tp <= 1) return all;  /* MLA's latent is replicated on every rank */
+    /* MLA's latent is replicated on every rank; expanded per-head K/V split like any heads. */
+    if ((m->kv_lora_rank > 0 && !c->mla_expanded) || tp <= 1) return all;
     return all * kv_heads_per_rank(m, tp) / m->kv_heads;
 }
 

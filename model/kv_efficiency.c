@@ -24,14 +24,15 @@ double kv_compute_rate(const scn_hardware *hw, scn_dtype dt)
     return hw->flops[dt] * kv_compute_share(hw, dt);
 }
 
-/* One CTA tile shape's efficiency: the real work over the padded work its waves of tiles do,
- * K split across CTAs (split-K / stream-K) when the tiles alone do not fill the SMs. */
-static double tile_efficiency(double sm, double M, double N, double K, double tm, double tn, double tk)
+/* One CTA tile shape's padded work: the waves of tiles times what each wave could compute, K split
+ * across CTAs (split-K / stream-K) when the tiles alone do not fill the SMs. The shape's
+ * efficiency is the real work M N K over it. */
+static double tile_padded(double sm, double M, double N, double K, double tm, double tn, double tk)
 {
     double mt = ceil(M / tm), nt = ceil(N / tn), kt = ceil(K / tk), tiles = mt * nt;
     double split = tiles < sm ? fmax(1, fmin(kt, floor(sm / tiles))) : 1;
     double units = tiles * split, waves = ceil(units / sm), k_per = ceil(kt / split);
-    return M * N * K / (waves * sm * tm * tn * tk * k_per);
+    return waves * sm * tm * tn * tk * k_per;
 }
 
 /* The CTA tiles (rows x columns) the library chooses among for a wide GEMM: CUTLASS's tensor-op
@@ -41,37 +42,43 @@ static double tile_efficiency(double sm, double M, double N, double K, double tm
 static const double GEMM_TILES[][2] = {{256, 128}, {128, 256}, {256, 64}, {64, 256},
                                        {128, 128}, {128, 64}, {64, 128}, {64, 64}};
 
-/* The simulator prices the same few GEMM shapes millions of times (a model has a handful of N x K
- * and the step's rows repeat), and the tile search costs nine candidates each: a small memo per
- * thread (the planner runs simulations on several threads) answers repeats bit for bit. */
+/* The skinny tile's rows for M <= 64: skinny GEMMs swap operands so the token rows become the
+ * MMA's narrow dimension (n = 8 on Ampere mma.sync and Hopper wgmma), padding rows to the next of
+ * 8, 16, 32, 64 under TILE_N-column tiles. */
+static double skinny_rows(double M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
+
+/* The least padded work over the candidate tiles. The library runs, per shape, the tile that is
+ * fastest, so the efficiency is the best of the candidates' (docs/cost-model.md, "GEMM tiles"):
+ * every candidate does the same real work, and division rounds monotonically, so M N K over the
+ * least padded work is the largest of their quotients bit for bit. */
+static double gemm_least_padded(double sm, double M, double N, double K, double tk)
+{
+    double least = M <= 64 ? tile_padded(sm, M, N, K, skinny_rows(M), TILE_N, tk) : INFINITY;
+    for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++)
+        least = fmin(least, tile_padded(sm, M, N, K, GEMM_TILES[i][0], GEMM_TILES[i][1], tk));
+    return least;
+}
+
+/* The simulator prices the same few GEMM shapes millions of times (a model has a handful of N x K),
+ * and the tile search costs nine candidates each: a small memo per thread (the planner runs
+ * simulations on several threads) keeps the least padded work. The rows enter it only through
+ * ceil(M / tm) for tile rows tm in {64, 128, 256} (ceil(ceil(x) / n) = ceil(x / n) for whole n),
+ * which ceil(M / 64) fixes, or for M <= 64 through the skinny tile alone (every tile row count
+ * then covers M in one tile): a prefill's rows, which seldom repeat, share an entry with the
+ * other row counts of their 64-row band. */
 #define GEMM_MEMO 1024
-typedef struct { double sm, M, N, K, tk, eff; } gemm_memo_entry;
+typedef struct { double sm, band, N, K, tk, padded; } gemm_memo_entry;
 static _Thread_local gemm_memo_entry gemm_memo[GEMM_MEMO];
 
-static unsigned gemm_memo_slot(double M, double N, double K, double tk)
+static unsigned gemm_memo_slot(double band, double N, double K, double tk)
 {
     uint64_t h = 0, v;
-    const double key[4] = {M, N, K, tk};
+    const double key[4] = {band, N, K, tk};
     for (int i = 0; i < 4; i++) {
         memcpy(&v, &key[i], sizeof v);
         h = (h ^ v) * 0x9E3779B97F4A7C15ull;
     }
     return (unsigned)(h >> 54) % GEMM_MEMO;
-}
-
-static double gemm_shape_search(double sm, double M, double N, double K, double tk)
-{
-    /* Skinny GEMMs swap operands so the token rows become the MMA's narrow dimension (n = 8 on
-     * Ampere mma.sync and Hopper wgmma), padding rows to the next of 8, 16, 32, 64 under
-     * TILE_N-column tiles. */
-    double best = M <= 64 ? tile_efficiency(sm, M, N, K, M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64, TILE_N, tk) : 0;
-    /* The library runs, per shape, the tile that is fastest: the efficiency is the best of the
-     * candidates' (docs/cost-model.md, "GEMM tiles"). */
-    for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++) {
-        double eff = tile_efficiency(sm, M, N, K, GEMM_TILES[i][0], GEMM_TILES[i][1], tk);
-        if (eff > best) best = eff;
-    }
-    return best;
 }
 
 double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, double K, scn_dtype dt)
@@ -80,11 +87,11 @@ double kv_gemm_shape_efficiency(const scn_hardware *hw, double M, double N, doub
     if (sm <= 0 || M <= 0 || N <= 0 || K <= 0) return 1;
     double b = scn_dtype_bytes(dt);
     double tk = TILE_K_BYTES / (b > 0 ? b : 2);
-    gemm_memo_entry *e = &gemm_memo[gemm_memo_slot(M, N, K, tk)];
-    if (e->sm == sm && e->M == M && e->N == N && e->K == K && e->tk == tk) return e->eff;
-    double eff = gemm_shape_search(sm, M, N, K, tk);
-    *e = (gemm_memo_entry){sm, M, N, K, tk, eff};
-    return eff;
+    double band = M <= 64 ? -skinny_rows(M) : ceil(M / 64);   /* negative: the skinny bands */
+    gemm_memo_entry *e = &gemm_memo[gemm_memo_slot(band, N, K, tk)];
+    if (!(e->sm == sm && e->band == band && e->N == N && e->K == K && e->tk == tk))
+        *e = (gemm_memo_entry){sm, band, N, K, tk, gemm_least_padded(sm, M, N, K, tk)};
+    return M * N * K / e->padded;
 }
 
 double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
@@ -95,7 +102,7 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
      * and TensorRT-LLM prefill on Hopper are FA3-class kernels, elsewhere FA2-class; PyTorch
      * SDPA runs the FA2 kernel. Other generations get a default calibrate replaces. */
     bool fa3_class = e->attn_kernel == SCN_AK_FLASH3 || e->attn_kernel == SCN_AK_FLASHINFER ||
-                     e->attn_kernel == SCN_AK_TRTLLM;
+                     e->attn_kernel == SCN_AK_TRTLLM || e->attn_kernel == SCN_AK_MMHA;
     switch (hw->arch) {
     case SCN_ARCH_HOPPER: return fa3_class ? 0.75 : 0.35;
     case SCN_ARCH_AMPERE:
@@ -104,8 +111,22 @@ double kv_attention_efficiency(const scn_hardware *hw, const scn_engine *e)
     }
 }
 
+/* TensorRT-LLM's masked MHA decode kernel (0.5 and 0.6): CUDA-core fp32 FMAs, and over an 8-bit
+ * cache each query head's block converts every K and V element it reads to fp32 (4 flops per
+ * key and query head against 2 conversions: 2 flops per conversion). docs/cost-model.md,
+ * "Masked MHA". 0 when the GPU's rates are not known. */
+static double mmha_rate(const scn_hardware *hw, const kv_cache_cfg *c)
+{
+    double fma = hw->flops[SCN_DTYPE_FP32];
+    if (scn_dtype_bytes(c->dtype) != 1) return fma;
+    double cvt = 2.0 * kv_convert_rate(hw);
+    return cvt > 0 && cvt < fma ? cvt : fma;
+}
+
 double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, bool prefill)
 {
+    if (e->attn_kernel == SCN_AK_MMHA && !prefill && !hw->calibrated && !hw->attention_given && mmha_rate(hw, c) > 0)
+        return mmha_rate(hw, c);
     double bf16 = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
     if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER || c->dtype != SCN_DTYPE_FP8 ||
         hw->flops[SCN_DTYPE_FP8] <= 0)
@@ -135,7 +156,7 @@ bool kv_attention_family_applies(const scn_hardware *hw, const scn_engine *e)
 static bool fa3_kernel(const scn_hardware *hw, const scn_engine *e)
 {
     return hw->arch == SCN_ARCH_HOPPER && (e->attn_kernel == SCN_AK_FLASH3 || e->attn_kernel == SCN_AK_FLASHINFER ||
-                                           e->attn_kernel == SCN_AK_TRTLLM);
+                                           e->attn_kernel == SCN_AK_TRTLLM || e->attn_kernel == SCN_AK_MMHA);
 }
 
 static double round_up(double v, double to) { return ceil(v / to) * to; }
@@ -146,6 +167,9 @@ double kv_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, const kv
     if (rows <= 0 || !kv_attention_family_applies(hw, e)) return rows;
     double tile;
     switch (e->attn_kernel) {
+    case SCN_AK_MMHA:
+        /* One thread block per sequence and query head on CUDA cores: no MMA tile to pad. */
+        return rows;
     case SCN_AK_FLASHINFER:
         /* SGLang decodes on tensor cores when the group exceeds 4 or the cache is fp8
          * (should_use_tensor_core), through FlashInfer's prefill kernel whose query tile is
@@ -376,4 +400,74 @@ double kv_moe_quant_kernels(scn_dtype gemm_dtype)
      * (bf16, or W4A16/W8A16 weight-only formats) reads the activations as they are. */
     double b = scn_dtype_bytes(gemm_dtype);
     return b > 0 && b < 2 ? 2.0 : 0.0;
+}
+
+/* ---- Weight-only kernels of a PyTorch-native decoder (docs/cost-model.md, "Weight-only
+ * kernels") ---- */
+
+double kv_sm_clock(const scn_hardware *hw)
+{
+    /* fp32 FMA lanes per SM: 64 on GA100 (A100), 128 on Ada, Hopper and Blackwell SMs (the
+     * architecture whitepapers). The library's Ampere entries are A100s; a GA10x profile would
+     * need 128. */
+    double lanes;
+    switch (hw->arch) {
+    case SCN_ARCH_AMPERE: lanes = 64; break;
+    case SCN_ARCH_ADA:
+    case SCN_ARCH_HOPPER:
+    case SCN_ARCH_BLACKWELL: lanes = 128; break;
+    default: return 0;
+    }
+    double fp32 = hw->flops[SCN_DTYPE_FP32];
+    return fp32 > 0 && hw->sm_count > 0 ? fp32 / (2.0 * hw->sm_count * lanes) : 0;
+}
+
+double kv_convert_rate(const scn_hardware *hw)
+{
+    return 16.0 * hw->sm_count * kv_sm_clock(hw);
+}
+
+/* tinygemm's on-chip rate, weights per SM per clock, from validation/h200-2026-11-30/int4.csv:
+ * for each M and group, the time per weight byte of the two large shapes' difference (Llama-2-7B
+ * gate_up minus qkv, so the fixed per-call part drops out), less the model's memory time per byte
+ * at that GPU's achievable bandwidth (4.8 TB/s x 0.80), combined as kv_roofline_combine does
+ * (on-chip = sqrt(t^2 - t_mem^2)); per weight over 132 SMs x 1.98 GHz. docs/cost-model.md,
+ * "Weight-only kernels", shows the arithmetic. */
+static const double TG_M[] = {1, 2, 4, 8, 16};
+static const double TG_G32[] = {13.81, 12.59, 10.51, 6.12, 3.62};
+static const double TG_G128[] = {18.75, 17.68, 11.58, 6.41, 3.68};
+enum { TG_N = (int)(sizeof TG_M / sizeof TG_M[0]) };
+
+static double tg_at(const double *v, double M)
+{
+    if (M <= TG_M[0]) return v[0];
+    /* Above the last measured M the per-row work keeps growing: the rate falls as 1/M. */
+    if (M >= TG_M[TG_N - 1]) return v[TG_N - 1] * TG_M[TG_N - 1] / M;
+    int i = 1;
+    while (TG_M[i] < M) i++;
+    double f = (M - TG_M[i - 1]) / (TG_M[i] - TG_M[i - 1]);
+    return v[i - 1] + f * (v[i] - v[i - 1]);
+}
+
+double kv_tinygemm_rate(const scn_hardware *hw, double group, double M)
+{
+    double clock = kv_sm_clock(hw);
+    if (clock <= 0 || hw->sm_count <= 0) return 0;
+    /* Groups between the measured 32 and 128: linear in log2(group); outside, the nearer one. */
+    double f = group <= 32 ? 0 : group >= 128 ? 1 : (log2(group) - 5.0) / 2.0;
+    double per_clock = (1 - f) * tg_at(TG_G32, M) + f * tg_at(TG_G128, M);
+    return per_clock * hw->sm_count * clock;
+}
+
+double kv_tinygemm_bytes_per_param(double group)
+{
+    return 0.5 + 4.0 / (group > 0 ? group : 128);
+}
+
+double kv_marlin_rate(const scn_hardware *hw)
+{
+    /* Marlin's bench.py on A100 (vLLM PR #2497, 2024-01-24): 139.7-141.4 TFLOP/s from batch 64 to
+     * 4000 ("for batchsizes > 64, it will just run the batch 64 kernel repeatedly", IST-DASLab/
+     * marlin issue #2), against A100's 312 TFLOP/s dense fp16: 141.4 / 312. */
+    return hw->flops[SCN_DTYPE_BF16] * (141.4 / 312.0);
 }

@@ -14,6 +14,10 @@ typedef struct {
     scn_quant quant;
     int sink;     /* tokens always kept (StreamingLLM attention sinks) */
     int window;   /* most recent tokens kept; 0 = no StreamingLLM bound */
+    /* An MLA model cached as per-head K and V (the engine's `mla: {cache: expanded}`), not as
+     * its latent: kv_heads x (qk_nope + qk_rope) each for K and for V (V padded to the key
+     * size), split over tensor-parallel ranks like ordinary attention. */
+    bool mla_expanded;
 } kv_cache_cfg;
 
 /* The cache config for option choices of a scenario. */
@@ -86,6 +90,25 @@ kv_coll_cost kv_p2p_time(const scn_hardware *hw, double bytes, bool same_node);
 /* Kernels a fused-MoE layer adds to quantise the activations of its two grouped GEMMs when they
  * run in 8- or 4-bit math (W8A8, W4A4): 2, else 0 (docs/cost-model.md, "Kernels per layer"). */
 double kv_moe_quant_kernels(scn_dtype gemm_dtype);
+
+/* ---- Weight-only kernels of a PyTorch-native decoder (kv_efficiency.c; docs/cost-model.md,
+ * "Weight-only kernels") ---- */
+/* The SM clock (Hz) the datasheet's fp32 rate implies: fp32 / (2 x SMs x fp32 lanes per SM of the
+ * architecture); 0 when the architecture's lane count is not known here. */
+double kv_sm_clock(const scn_hardware *hw);
+/* Integer-to-float conversions per second: 16 per clock per SM (the CUDA C++ Programming Guide's
+ * throughput table, "all other type conversions", compute capability 7.x to 9.0). 0 = unknown. */
+double kv_convert_rate(const scn_hardware *hw);
+/* Weights per second tinygemm (torch._weight_int4pack_mm) works through on the SMs for M
+ * activation rows and int4 groups of `group`: our H200 measurement per SM clock, times this
+ * GPU's SMs and clock. 0 = unknown. */
+double kv_tinygemm_rate(const scn_hardware *hw, double group, double M);
+/* The rate (flop/s) Marlin-family W4A16/W8A16 GEMMs reach once the batch fills their 64-row
+ * tile: its measured share of the 16-bit dense peak on A100. */
+double kv_marlin_rate(const scn_hardware *hw);
+/* Stored bytes per int4 weight in tinygemm's layout: half a byte plus a bf16 scale and a bf16
+ * zero per group. */
+double kv_tinygemm_bytes_per_param(double group);
 
 /* ---- Efficiency from shapes (kv_efficiency.c) ---- */
 /* The share of flops[dt] a large GEMM in dtype dt reaches: eff_compute x efficiency.compute_scale
@@ -213,13 +236,17 @@ typedef struct {
     double bytes;        /* device-memory bytes moved per rank, all layers */
     double weight_bytes; /* of bytes, weights a GEMM streams at full bandwidth inside an op whose
                           * kernel runs at a wave efficiency (MLA's absorbed kv_b in attention) */
+    double serial_bytes; /* of bytes, those the op's own elementwise kernels move between its GEMMs
+                          * (SiLU*mul, rotary): memory time no GEMM's compute hides, added after
+                          * the roofline (docs/cost-model.md, "Elementwise kernels") */
     double net_bytes;    /* bytes sent over the interconnect per rank */
     double kernels;      /* kernel launches */
     double t_compute;    /* s: flops / (peak * efficiency) */
     double t_memory;     /* s: bytes / (bandwidth * efficiency) */
     double t_network;    /* s */
     double t_overhead;   /* s: launch cost not hidden behind the GPU, or the step's CPU cost */
-    double seconds;      /* max(combine(t_compute, t_memory), t_network) + t_overhead */
+    double seconds;      /* max(combine(t_compute, t_memory - t_serial) + t_serial, t_network)
+                          * + t_overhead, t_serial = serial_bytes / bandwidth */
     double efficiency;   /* GEMMs: shape efficiency; attention: kernel efficiency (0 = n/a) */
     kv_bound bound;
 } kv_op_cost;

@@ -8,6 +8,17 @@
 
 #define AB 2.0   /* activation bytes (16-bit), as the all-to-all moves them */
 
+double kv_moe_gemm_rate(const scn_hardware *hw, const scn_engine *e, scn_dtype dt, double Me, double N, double K)
+{
+    /* Published benchmark_moe timings of tuned Triton fused_moe kernels at thousands of tokens
+     * reach 0.41-0.49 of the bf16 dense peak in bf16, and fp8 no more than that (docs/sources.md,
+     * "Fused-MoE kernels"): measured on H100 and H200 only, so other GPUs keep the dense rate. */
+    if (e->moe_kernel == SCN_MOE_KERNEL_TRITON && hw->arch == SCN_ARCH_HOPPER && hw->flops[SCN_DTYPE_BF16] > 0)
+        return hw->flops[SCN_DTYPE_BF16] * KV_TRITON_MOE_BF16_SHARE *
+               kv_gemm_shape_efficiency(hw, Me, N, K, SCN_DTYPE_BF16);
+    return kv_compute_rate(hw, dt) * kv_gemm_shape_efficiency(hw, Me, N, K, dt);
+}
+
 int kv_moe_ep(const scn_scenario *s) { return s->deployment.expert_parallel > 1 ? s->deployment.expert_parallel : 1; }
 int kv_moe_dp(const scn_scenario *s) { return s->deployment.attention_dp > 1 ? s->deployment.attention_dp : 1; }
 
@@ -156,66 +167,92 @@ static const double *touched_row(routing *rt, double tokens)
     return rt->touched[slot];
 }
 
-/* The MLP op's time of a dense stand-in model over the same rows: `layers` layers of width I. */
-static double dense_mlp_seconds(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
-                                const kv_seq_work *seqs, const int *verify, int n, int layers, int width)
+/* What a step adds to the step model's price besides its attention-side ops: a function of the
+ * batch's new tokens and CUDA-graph size alone (the dense stand-in MLPs are GEMMs over the rows,
+ * the routed experts and collectives depend on the token count), so a run can keep it by that
+ * key. */
+typedef struct {
+    double dense, shared;   /* MLP op seconds of the dense layers and of the shared experts */
+    kv_moe_step r;          /* experts, all-to-all, gather and their details; seconds, attention
+                             * and engine_seconds unset */
+} moe_part;
+
+#define PART_SLOTS 512   /* a run's steps repeat a few hundred (tokens, graph size) pairs */
+
+struct kv_moe_ctx {
+    const scn_scenario *s;
+    /* Dense stand-ins of s for the dense layers and the shared experts: built once, since a
+     * scenario is large (tens of KB) and copying it twice a step was most of a step's cost. */
+    scn_scenario dense, shared;
+    bool has_dense, has_shared;
+    long key_tokens[PART_SLOTS];   /* -1: empty */
+    int key_graph[PART_SLOTS];
+    moe_part part[PART_SLOTS];
+};
+
+/* A dense stand-in of s: `layers` layers whose MLP is `width` wide and no experts; false when it
+ * would have no MLP. */
+static bool stand_in(const scn_scenario *s, int layers, int width, scn_scenario *t)
 {
-    if (layers <= 0 || width <= 0) return 0;
-    scn_scenario *t = malloc(sizeof *t);
-    if (!t) return 0;
+    if (layers <= 0 || width <= 0) return false;
     *t = *s;
     t->model.experts = t->model.experts_per_token = t->model.shared_experts = t->model.dense_layers = 0;
     t->model.layers = layers;
     t->model.sliding_layers = 0;
     t->model.intermediate = width;
-    double sec = kv_step_time_verify(t, c, attn, seqs, verify, n).op[KV_OP_MLP].seconds;
-    free(t);
-    return sec;
+    return true;
 }
 
-kv_moe_step kv_moe_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
-                             const kv_seq_work *seqs, int n)
+kv_moe_ctx *kv_moe_ctx_make(const scn_scenario *s)
 {
-    return kv_moe_step_time_verify(s, c, attn, seqs, NULL, n);
+    kv_moe_ctx *x = malloc(sizeof *x);
+    if (!x) return NULL;
+    const scn_model *m = &s->model;
+    x->s = s;
+    x->has_dense = stand_in(s, m->dense_layers, m->intermediate, &x->dense);
+    x->has_shared = stand_in(s, m->layers - m->dense_layers, m->shared_experts * m->moe_intermediate, &x->shared);
+    for (int i = 0; i < PART_SLOTS; i++) x->key_tokens[i] = -1;
+    return x;
 }
 
-kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
-                                    const kv_seq_work *seqs, const int *verify, int n)
+void kv_moe_ctx_free(kv_moe_ctx *x) { free(x); }
+
+/* The MLP op's time of a dense stand-in over the same rows. kv_step_shape finishes the MLP op
+ * and kv_step_complete leaves it as it is, so this is kv_step_time_verify's op[KV_OP_MLP]
+ * without pricing attention. */
+static double stand_in_mlp(const scn_scenario *t, const kv_seq_work *seqs, const int *verify, int n)
+{
+    kv_step_cost shape;
+    kv_step_shape(t, verify, seqs, n, &shape);
+    return shape.op[KV_OP_MLP].seconds;
+}
+
+/* The routed experts' phase, the all-to-all and the attention-DP gather of a step of T tokens on
+ * each DP rank. */
+static void routed_part(const scn_scenario *s, double T, kv_moe_step *r)
 {
     const scn_model *m = &s->model;
     const scn_hardware *hw = &s->hardware;
     int tp = s->deployment.tensor_parallel < 1 ? 1 : s->deployment.tensor_parallel;
     int dp = kv_moe_dp(s), ep = kv_moe_ep(s), gpus = tp * dp;
-    kv_moe_step r;
-    memset(&r, 0, sizeof r);
-    kv_step_cost base = kv_step_time_verify(s, c, attn, seqs, verify, n);
-    r.engine_seconds = base.seconds - base.gpu_seconds;
-    if (m->experts == 0) { r.seconds = r.attention = base.seconds; return r; }
-    double T = 0;
-    for (int i = 0; i < n; i++) T += (double)(seqs[i].new_tokens > 0 ? seqs[i].new_tokens : 0);
     int moe_layers = m->layers - m->dense_layers;
-    /* Everything but the MoE MLP from the step model, then the dense layers and shared experts
-     * as dense MLPs of their widths over this rank's rows. */
-    r.attention = base.seconds - base.op[KV_OP_MLP].seconds +
-                  dense_mlp_seconds(s, c, attn, seqs, verify, n, m->dense_layers, m->intermediate) +
-                  dense_mlp_seconds(s, c, attn, seqs, verify, n, moe_layers, m->shared_experts * m->moe_intermediate);
     /* Routed experts: the DP ranks' tokens together pick k distinct experts each, expert i with
      * probability pi_i (kv_moe_inclusion); the busiest of the EP ranks gets share_max of those
      * rows, over experts/EP local experts split gpus/EP ways. */
     double k = m->experts_per_token, tokens = T * dp, split = (double)gpus / ep;
     routing *rt = routing_of(m->experts, m->experts_per_token, ep, s->deployment.expert_skew);
     double *pi = rt ? NULL : malloc(sizeof *pi * (size_t)m->experts);
-    if (!rt && !pi) { r.seconds = r.attention = base.seconds; return r; }
-    if (rt) r.busiest_share = rt->share;
+    if (!rt && !pi) { r->seconds = -1; return; }
+    if (rt) r->busiest_share = rt->share;
     else {
         kv_moe_inclusion(m->experts, m->experts_per_token, s->deployment.expert_skew, pi);
-        r.busiest_share = kv_moe_busiest_share(m->experts, m->experts_per_token, ep, s->deployment.expert_skew);
+        r->busiest_share = kv_moe_busiest_share(m->experts, m->experts_per_token, ep, s->deployment.expert_skew);
     }
     const double *p = rt ? rt->pi : pi;
-    r.rows_busiest = tokens * k * r.busiest_share;
+    r->rows_busiest = tokens * k * r->busiest_share;
     double h = m->hidden, I = m->moe_intermediate / split, wb = kv_weight_bytes_per_param(m);
     scn_dtype dt = kv_gemm_dtype(m, hw);
-    double peak0 = kv_compute_rate(hw, dt), bw = hw->memory_bandwidth * hw->eff_bandwidth;
+    double bw = hw->memory_bandwidth * hw->eff_bandwidth;
     /* Each EP rank r holds experts r, r + E, r + 2E, ...: it computes tokens x sum pi_i rows and
      * reads the weights of each local expert at least one token picked. The slowest rank sets
      * the phase (the all-to-all after it is a barrier): at small batches that is the rank
@@ -228,24 +265,24 @@ kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c
         double touched = row ? row[rk] : touched_of(p, m->experts, ep, rk, tokens);
         double flops = 2.0 * rows * 3.0 * h * I;
         double bytes = touched * 3.0 * h * I * wb + rows * (2.0 * h + 6.0 * I) * AB;
-        double eff = kv_gemm_shape_efficiency(hw, fmax(1, rows / fmax(1, touched)), 2.0 * I, h, dt);
-        double tc = peak0 * eff > 0 ? flops / (peak0 * eff) : 0, tm = bw > 0 ? bytes / bw : 0;
+        double rate = kv_moe_gemm_rate(hw, &s->engine, dt, fmax(1, rows / fmax(1, touched)), 2.0 * I, h);
+        double tc = rate > 0 ? flops / rate : 0, tm = bw > 0 ? bytes / bw : 0;
         slowest = fmax(slowest, kv_roofline_combine(tc, tm));
     }
     free(pi);
     /* Grouped gate|up, activation and grouped down, plus the activation quantisations of 8-bit
      * GEMM math (kv_moe_quant_kernels). */
-    r.experts = moe_layers * (slowest + (3 + kv_moe_quant_kernels(dt)) * hw->kernel_overhead);
+    r->experts = moe_layers * (slowest + (3 + kv_moe_quant_kernels(dt)) * hw->kernel_overhead);
     /* Dispatch and combine: each GPU sends its share of the rank's tokens (T / tp) to the k
      * experts each picked, as 16-bit hidden states. An even all-to-all moves that much through
      * every rank; with skew the busiest EP rank receives (and in the combine sends back)
      * busiest_share x EP times the mean, and the collective ends when it does. */
     if (ep > 1) {
         double msg = T / tp * k * h * AB;
-        r.hot_factor = fmax(1.0, r.busiest_share * ep);
-        r.dispatch = kv_alltoall_time(hw, ep, msg * r.hot_factor);
-        r.alltoall = 2.0 * moe_layers * r.dispatch.seconds;
-        r.alltoall_bytes = 2.0 * moe_layers * r.dispatch.net_bytes;
+        r->hot_factor = fmax(1.0, r->busiest_share * ep);
+        r->dispatch = kv_alltoall_time(hw, ep, msg * r->hot_factor);
+        r->alltoall = 2.0 * moe_layers * r->dispatch.seconds;
+        r->alltoall_bytes = 2.0 * moe_layers * r->dispatch.net_bytes;
     }
     /* Attention DP with the experts split over the whole replica (no EP): every GPU needs all
      * D ranks' tokens before the experts (all-gather of D x T hidden states) and each rank needs
@@ -254,9 +291,65 @@ kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c
      * the G GPUs (its reduce-scatter and all-gather phases), with its bytes and its steps, so
      * they are priced as that all-reduce, chosen as the engine runs it (docs/cost-model.md). */
     if (ep <= 1 && dp > 1) {
-        r.gather_layer = kv_allreduce_time(hw, &s->engine, gpus, tokens * h * AB);
-        r.gather = moe_layers * r.gather_layer.seconds;
+        r->gather_layer = kv_allreduce_time(hw, &s->engine, gpus, tokens * h * AB);
+        r->gather = moe_layers * r->gather_layer.seconds;
     }
+}
+
+/* The part of the step for base's (tokens, graph size), from the context's table or computed
+ * into it. NULL when it cannot be had (out of memory). */
+static const moe_part *part_of(kv_moe_ctx *x, const kv_step_cost *base, const kv_seq_work *seqs,
+                               const int *verify, int n)
+{
+    unsigned long h = ((unsigned long)base->tokens * 0x9e3779b1UL + (unsigned long)base->graph_batch * 0x85ebca6bUL) >> 7;
+    int slot = (int)(h % PART_SLOTS);
+    moe_part *p = &x->part[slot];
+    if (x->key_tokens[slot] == base->tokens && x->key_graph[slot] == base->graph_batch) return p;
+    memset(p, 0, sizeof *p);
+    p->dense = x->has_dense ? stand_in_mlp(&x->dense, seqs, verify, n) : 0;
+    p->shared = x->has_shared ? stand_in_mlp(&x->shared, seqs, verify, n) : 0;
+    routed_part(x->s, (double)base->tokens, &p->r);
+    if (p->r.seconds < 0) { x->key_tokens[slot] = -1; return NULL; }
+    x->key_tokens[slot] = base->tokens;
+    x->key_graph[slot] = base->graph_batch;
+    return p;
+}
+
+kv_moe_step kv_moe_step_of(kv_moe_ctx *x, const kv_step_cost *base, const kv_seq_work *seqs, const int *verify, int n)
+{
+    kv_moe_step r;
+    memset(&r, 0, sizeof r);
+    r.engine_seconds = base->seconds - base->gpu_seconds;
+    const moe_part *p = x->s->model.experts == 0 ? NULL : part_of(x, base, seqs, verify, n);
+    if (!p) { r.seconds = r.attention = base->seconds; return r; }
+    double engine = r.engine_seconds;
+    r = p->r;
+    r.engine_seconds = engine;
+    /* Everything but the MoE MLP from the step model, then the dense layers and shared experts
+     * as dense MLPs of their widths over this rank's rows. */
+    r.attention = base->seconds - base->op[KV_OP_MLP].seconds + p->dense + p->shared;
     r.seconds = r.attention + r.experts + r.alltoall + r.gather;
+    return r;
+}
+
+kv_moe_step kv_moe_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
+                             const kv_seq_work *seqs, int n)
+{
+    return kv_moe_step_time_verify(s, c, attn, seqs, NULL, n);
+}
+
+kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
+                                    const kv_seq_work *seqs, const int *verify, int n)
+{
+    kv_step_cost base = kv_step_time_verify(s, c, attn, seqs, verify, n);
+    kv_moe_ctx *x = s->model.experts == 0 ? NULL : kv_moe_ctx_make(s);
+    kv_moe_step r;
+    if (x) r = kv_moe_step_of(x, &base, seqs, verify, n);
+    else {
+        memset(&r, 0, sizeof r);
+        r.engine_seconds = base.seconds - base.gpu_seconds;
+        r.seconds = r.attention = base.seconds;
+    }
+    kv_moe_ctx_free(x);
     return r;
 }

@@ -9,6 +9,14 @@
 #include "kv_blocks.h"
 #include "kv_model.h"
 
+/* Flops per second the routed experts' grouped GEMMs run at, for expert GEMMs of Me rows per
+ * expert, N columns and depth K in math dtype dt, as the engine's fused-MoE kernel family runs
+ * them (docs/cost-model.md, "Fused-MoE kernels"): Triton's fused_moe on Hopper at
+ * KV_TRITON_MOE_BF16_SHARE of the bf16 dense peak whatever the weight format, times the
+ * shape's tile efficiency; otherwise the dense GEMM rate of dt times that efficiency. */
+#define KV_TRITON_MOE_BF16_SHARE 0.45
+double kv_moe_gemm_rate(const scn_hardware *hw, const scn_engine *e, scn_dtype dt, double Me, double N, double K);
+
 /* True when the deployment uses expert parallelism or attention data parallelism. */
 bool kv_moe_parallel_on(const scn_scenario *s);
 /* Expert and attention-DP degrees, at least 1. */
@@ -67,5 +75,16 @@ kv_moe_step kv_moe_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_a
  * (kv_step_time_verify); verify NULL is kv_moe_step_time. */
 kv_moe_step kv_moe_step_time_verify(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                                     const kv_seq_work *seqs, const int *verify, int n);
+
+/* Pricing many steps of one scenario (the simulator's model executor): what a step adds to the
+ * step model besides attention depends on the batch only through its token count and CUDA-graph
+ * size, so the context keeps it by those, and builds the dense stand-in models once. s must
+ * outlive the context and not change while it lives. NULL: out of memory. */
+typedef struct kv_moe_ctx kv_moe_ctx;
+kv_moe_ctx *kv_moe_ctx_make(const scn_scenario *s);
+void kv_moe_ctx_free(kv_moe_ctx *x);
+/* kv_moe_step_time_verify's result, bit for bit, given base = kv_step_time_verify of the same
+ * rows under the context's scenario (the caller may have it from a cached shape). */
+kv_moe_step kv_moe_step_of(kv_moe_ctx *x, const kv_step_cost *base, const kv_seq_work *seqs, const int *verify, int n);
 
 #endif

@@ -7,6 +7,7 @@
  * graph. Counts are per tensor-parallel rank and summed over layers. docs/cost-model.md, "Step
  * time", derives each count. */
 #include "kv_model.h"
+#include "kv_moe_parallel.h"
 
 #include <math.h>
 #include <string.h>
@@ -85,6 +86,16 @@ static void add(kv_op_cost *o, double flops, double bytes, double kernels)
     o->kernels += kernels;
 }
 
+/* Bytes an op's own elementwise kernel moves between the op's GEMMs (SiLU*mul after gate|up,
+ * rotary after the QKV projection): a kernel of its own, memory-bound, that runs when the GEMM
+ * before it has finished, so its time adds to the GEMMs' instead of hiding under their compute
+ * (finish(); docs/cost-model.md, "Elementwise kernels"). */
+static void add_serial(kv_op_cost *o, double bytes, double kernels)
+{
+    add(o, 0, bytes, kernels);
+    o->serial_bytes += bytes;
+}
+
 /* What every GEMM of the step shares. */
 typedef struct {
     const scn_hardware *hw;
@@ -93,7 +104,50 @@ typedef struct {
     double peak;       /* kv_compute_rate of the GEMM dtype */
     scn_dtype dt;
     double wb;         /* stored bytes per weight parameter */
+    /* An engine's weight-only kernels (weight_only_of below): per weight, an
+     * integer-to-float conversion (int8) or tinygemm's on-chip work (int4) besides the read;
+     * or Marlin's own compute rate. */
+    enum { WO_NONE, WO_CONVERT, WO_TINYGEMM, WO_MARLIN } wo;
+    double wo_rate;    /* weights per second that on-chip work allows; Marlin: flop/s */
 } gemm_ctx;
+
+/* The weight-only kernel an engine runs over these weights (docs/cost-model.md, "Weight-only
+ * kernels"): with `weight_only: torch`, int8 per-channel weights go through a torch.compile'd
+ * GEMV that converts each weight to fp32 (Inductor's M = 1 mm decomposition, then the cast), and
+ * int4 group-quantised weights through tinygemm, whose layout stores a bf16 scale and zero per
+ * group. Fused kernels (the default) add nothing to the memory roof. */
+static void weight_only_of(gemm_ctx *g, const scn_model *m, const scn_engine *e)
+{
+    g->wo = WO_NONE;
+    g->wo_rate = 0;
+    bool w4a16 = m->weight_dtype == SCN_DTYPE_INT4 && (m->weight_quant == SCN_WQ_AWQ || m->weight_quant == SCN_WQ_GPTQ);
+    if (e->weight_only == SCN_WO_MARLIN) {
+        /* Marlin runs W4A16, and 8-bit weights the GPU has no math for (fp8 on Ampere: W8A16);
+         * on Ampere and Ada, where the engines pick it for every such layer. */
+        bool w8a16 = scn_dtype_bytes(m->weight_dtype) == 1 && g->hw->flops[m->weight_dtype] <= 0;
+        bool arch = g->hw->arch == SCN_ARCH_AMPERE || g->hw->arch == SCN_ARCH_ADA;
+        if (arch && (w4a16 || w8a16) && kv_marlin_rate(g->hw) > 0) {
+            g->wo = WO_MARLIN;
+            g->wo_rate = kv_marlin_rate(g->hw);
+        }
+        return;
+    }
+    if (e->weight_only != SCN_WO_TORCH) return;
+    if (m->weight_dtype == SCN_DTYPE_INT8 && m->weight_quant == SCN_WQ_PER_CHANNEL) {
+        g->wo_rate = kv_convert_rate(g->hw);
+        g->wo = g->wo_rate > 0 ? WO_CONVERT : WO_NONE;
+        /* Weight-only (W8A16): the converted weights meet 16-bit activations in 16-bit math. */
+        g->dt = SCN_DTYPE_BF16;
+        g->peak = kv_compute_rate(g->hw, SCN_DTYPE_BF16);
+    } else if (w4a16) {
+        double group = m->weight_group > 0 ? m->weight_group : 128;
+        g->wo_rate = kv_tinygemm_rate(g->hw, group, g->M);
+        if (g->wo_rate > 0) {
+            g->wo = WO_TINYGEMM;
+            g->wb = kv_tinygemm_bytes_per_param(group);
+        }
+    }
+}
 
 /* A GEMM [M x K] x [K x N] over `layers` layers: flops on the real rows, time on the padded
  * rows at the shape's efficiency; the weight is read once, activations in and out. */
@@ -101,7 +155,16 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
 {
     double eff = kv_gemm_shape_efficiency(g->hw, g->M, N, K, g->dt);
     add(o, 2.0 * g->T * N * K * layers, (N * K * g->wb + g->T * (N + K) * AB) * layers, kernels * layers);
-    o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
+    if (g->wo == WO_MARLIN) {
+        /* Marlin computes at its own measured rate (its 64-row tile repeated) in place of the
+         * library GEMM's. */
+        eff = 1;
+        o->t_compute += 2.0 * g->M * N * K * layers / g->wo_rate;
+    } else {
+        o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
+    }
+    /* A weight-only kernel's work per weight runs on the SMs beside the MMAs: on-chip time. */
+    if (g->wo == WO_CONVERT || g->wo == WO_TINYGEMM) o->t_compute += N * K * layers / g->wo_rate;
     o->efficiency = eff;
 }
 
@@ -123,12 +186,17 @@ static double launch_overhead(double kernels, double gpu, double launch, bool gr
 static void finish(kv_op_cost *o, double bw, double wave, double launch, bool graph, double graph_kernel)
 {
     if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
-    o->t_memory = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes) / (bw * wave) + o->weight_bytes / bw : 0;
-    double gpu = fmax(kv_roofline_combine(o->t_compute, o->t_memory), o->t_network);
+    /* The op's elementwise kernels stream their bytes alone, after the roofline of the rest
+     * (add_serial); an op without them (serial_bytes 0) gets exactly the plain roofline. */
+    double t_serial = bw > 0 ? o->serial_bytes / bw : 0;
+    double t_rest = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes - o->serial_bytes) / (bw * wave) + o->weight_bytes / bw : 0;
+    o->t_memory = t_rest + t_serial;
+    double roof = kv_roofline_combine(o->t_compute, t_rest) + t_serial;
+    double gpu = fmax(roof, o->t_network);
     o->t_overhead += launch_overhead(o->kernels, gpu, launch, graph, graph_kernel);
     o->bound = KV_BOUND_COMPUTE;
     if (o->t_memory >= o->t_compute) o->bound = KV_BOUND_MEMORY;
-    if (o->t_network > kv_roofline_combine(o->t_compute, o->t_memory)) o->bound = KV_BOUND_NETWORK;
+    if (o->t_network > roof) o->bound = KV_BOUND_NETWORK;
     if (o->t_overhead > gpu) o->bound = KV_BOUND_OVERHEAD;
     o->seconds = gpu + o->t_overhead;
 }
@@ -147,14 +215,31 @@ typedef struct {
 /* Rows a decode (or speculative verify) row set's work item computes over its real rows, for
  * row sets of `nt` new tokens each whose keys are split `split_cap` ways at most
  * (kv_decode_tile_rows; the split count is kv_decode_splits' for the step's decode batch). */
-static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, double split_cap, long nt)
+static double decode_pad_ratio_of(const scn_scenario *s, const scn_model *m, const kv_cache_cfg *c, double split_cap,
+                                  long nt)
 {
-    const scn_model *m = &s->model;
     if (m->kv_lora_rank > 0 || nt <= 0) return 1;
     int tp = s->deployment.tensor_parallel;
     double heads = (double)m->heads / tp, kvh = kv_heads_per_rank(m, tp);
     double group = heads / kvh, rows = group * (double)nt;
     return kv_decode_tile_rows(&s->hardware, &s->engine, c, rows, m->head_dim, group, split_cap >= 2) / rows;
+}
+
+static double decode_pad_ratio(const scn_scenario *s, const kv_cache_cfg *c, double split_cap, long nt)
+{
+    return decode_pad_ratio_of(s, &s->model, c, split_cap, nt);
+}
+
+/* The model attention runs: the scenario's, or for an MLA model its engine caches expanded
+ * (kv_cache_cfg.mla_expanded) the ordinary multi-head attention the engine runs instead, over
+ * kv_heads heads of qk_nope + qk_rope dims for queries, keys and (padded) values. */
+static const scn_model *attention_model(const scn_model *m, const kv_cache_cfg *c, scn_model *buf)
+{
+    if (!c->mla_expanded || m->kv_lora_rank <= 0) return m;
+    *buf = *m;
+    buf->kv_lora_rank = buf->q_lora_rank = 0;
+    buf->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+    return buf;
 }
 
 /* Attention over all sequences, one layer kind (global or sliding), `layers` of them. Adds
@@ -164,14 +249,17 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
                       double *absorbed_flops, attn_work *work)
 {
     if (layers <= 0) return;
-    const scn_model *m = &s->model;
+    const scn_model *m0 = &s->model;
+    scn_model mbuf;
+    const scn_model *m = attention_model(m0, c, &mbuf);
+    bool expanded = m != m0;
     const scn_hardware *hw = &s->hardware;
     int tp = s->deployment.tensor_parallel;
     long cap = layer_cap(m, c, sliding);
     double heads = (double)m->heads / tp;
     double kv_tok = kv_bytes_per_token_layer_rank(m, c, tp);
     bool mla = m->kv_lora_rank > 0;
-    double r = m->kv_lora_rank, dr = m->qk_rope_head_dim, dn = m->qk_nope_head_dim, dv = m->v_head_dim;
+    double r = m0->kv_lora_rank, dr = m0->qk_rope_head_dim, dn = m0->qk_nope_head_dim, dv = m0->v_head_dim;
     double kvh = mla ? 1 : kv_heads_per_rank(m, tp);
     double flops = 0, bytes = 0, kernels;
     /* Decode rows and speculative verify row sets both run the split-KV decode kernel. */
@@ -186,7 +274,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     /* Flops by kind: decode rows (their padding applied once below), verify rows with their
      * padding, FlashAttention prefill rows and their tiles, everything else. */
     double dflops = 0, vpad = 0, pflops = 0, oflops = 0;
-    double ratio1 = decoding > 0 ? decode_pad_ratio(s, c, split_cap, 1) : 1;
+    double ratio1 = decoding > 0 ? decode_pad_ratio_of(s, m, c, split_cap, 1) : 1;
     long vpad_nt = 0;          /* verify row sets share one nt (k + 1): their ratio, computed once */
     double vpad_ratio = 1;
     kv_prefill_tiles tiles = {0, 0, 0, 0, 0};
@@ -195,6 +283,14 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
         if (nt <= 0) continue;
         long held = kv_tokens_held(m, c, sliding, ctx + nt);
         double kv_new = nt * kv_tok;                                  /* write the new K/V */
+        if (expanded) {
+            /* kv_b decompresses only the new tokens' latents into the K/V the cache keeps. */
+            double f = 2.0 * nt * r * heads * (dn + dv);
+            flops += f;
+            oflops += f;
+            bytes += nt * r * AB;
+            kv_b_read = true;
+        }
         if (nt == 1 || (verify && verify[i] > 0)) {
             /* fmax(1, fmin(ceil(held / 128), split_cap)) on values that are never NaN or -0,
              * written as comparisons so the per-sequence loop makes no library calls. */
@@ -257,7 +353,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
                 /* A verify row set: the decode kernel, its nt x group rows padded to its tile. */
                 if (nt != vpad_nt) {
                     vpad_nt = nt;
-                    vpad_ratio = decode_pad_ratio(s, c, split_cap, nt);
+                    vpad_ratio = decode_pad_ratio_of(s, m, c, split_cap, nt);
                 }
                 vpad += flop_per_key * pairs * vpad_ratio;
             } else {
@@ -297,7 +393,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     }
     work->other += oflops * layers;
     kernels = attn == SCN_ATTN_FLASH ? 2 : 5;   /* cache write + kernel; or + QK, softmax, PV, copy */
-    if (mla) kernels += 1;                      /* the kv_b expansion or absorption GEMM */
+    if (mla || expanded) kernels += 1;          /* the kv_b expansion or absorption GEMM */
     add(o, flops * layers, bytes * layers, kernels * layers);
 }
 
@@ -354,7 +450,9 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
     kv_weights kw = kv_weights_compute(m, tp);
     r.gemm_dtype = kv_gemm_dtype(m, hw);
     gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, kv_compute_rate(hw, r.gemm_dtype), r.gemm_dtype,
-                  kw.bytes_per_linear};
+                  kw.bytes_per_linear, WO_NONE, 0};
+    weight_only_of(&g, m, e);
+    r.gemm_dtype = g.dt;
 
     if (T > 0) {
         add(&r.op[KV_OP_EMBED], 0, 2.0 * T * h * AB, 1);
@@ -384,7 +482,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             o_in = H * m->v_head_dim / tp;
         } else {
             q_out = (H / tp + 2.0 * kv_heads_per_rank(m, tp)) * m->head_dim;
-            gemm(&r.op[KV_OP_QKV], &g, q_out, h, L, 2);   /* GEMM + rotary */
+            gemm(&r.op[KV_OP_QKV], &g, q_out, h, L, 1);
+            /* Rotary: a kernel that reads and writes the new tokens' query and key heads
+             * (vLLM's and SGLang's rotary_embedding in place; TensorRT-LLM's QKV preprocessing
+             * inside its attention plugin), after the GEMM that produced them. */
+            add_serial(&r.op[KV_OP_QKV], 2.0 * T * (H / tp + kv_heads_per_rank(m, tp)) * m->head_dim * AB * L, L);
             o_in = H * m->head_dim / tp;
         }
         gemm(&r.op[KV_OP_OUT_PROJ], &g, h, o_in, L, 1);
@@ -397,7 +499,10 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             double I = (double)m->intermediate / tp;
             gemm(mlp, &g, 2.0 * I, h, dense_layers, 1);
             gemm(mlp, &g, h, I, dense_layers, 1);
-            add(mlp, 0, (3.0 * T * I) * AB * dense_layers, dense_layers);   /* activation: gate|up in, product out */
+            /* SiLU*mul, its own kernel between the two GEMMs (vLLM's and SGLang's silu_and_mul;
+             * TensorRT-LLM's separate SwiGLU kernel, fused into the GEMM only for FP8 on Hopper
+             * with --gemm_swiglu_plugin): gate|up in, product out. */
+            add_serial(mlp, (3.0 * T * I) * AB * dense_layers, dense_layers);
         }
         if (m->experts > 0) {
             double moe_layers = L - m->dense_layers, E = m->experts, k = m->experts_per_token;
@@ -418,7 +523,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);
-            mlp->t_compute += g.peak > 0 ? flops * g.M / T / (g.peak * eff) : 0;
+            /* The routed experts' grouped GEMMs at the engine's fused-MoE rate; the shared
+             * experts and the router as dense GEMMs (kv_moe_gemm_rate). */
+            double routed = 2.0 * T * 3.0 * h * I * k * moe_layers;
+            double rate = kv_moe_gemm_rate(hw, e, g.dt, Me, 2.0 * I, h);
+            mlp->t_compute += g.peak > 0 && rate > 0 ? (routed / rate + (flops - routed) / (g.peak * eff)) * g.M / T : 0;
             mlp->efficiency = eff;
         }
 
@@ -436,7 +545,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. */
         double V = (double)m->vocab / tp;
         gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, kv_compute_rate(hw, SCN_DTYPE_BF16),
-                       SCN_DTYPE_BF16, kw.bytes_per_other};
+                       SCN_DTYPE_BF16, kw.bytes_per_other, WO_NONE, 0};
         gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);
         add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
     }
@@ -678,7 +787,7 @@ kv_op_cost kv_gemm_time(const scn_hardware *hw, const scn_engine *e, double M, d
 {
     kv_op_cost o;
     memset(&o, 0, sizeof o);
-    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes};
+    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes, WO_NONE, 0};
     gemm(&o, &g, N, K, 1, 1);
     finish(&o, hw->memory_bandwidth * hw->eff_bandwidth, 1, hw->kernel_overhead, graph, e->graph_kernel);
     return o;

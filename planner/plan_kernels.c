@@ -1,7 +1,6 @@
 /* plan_kernels.c: the kernel-level check against measured GPU kernels (see plan_kernels.h). */
 #include "plan_kernels.h"
 #include "plan_reader.h"
-#include "../model/kv_model.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,16 +9,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-const char *const KVAL_FILE_NAMES[] = {"gemm.csv", "gemm_map.csv", "attn.csv", "step.csv"};
+const char *const KVAL_FILE_NAMES[] = {"gemm.csv", "gemm_map.csv", "attn.csv", "step.csv",
+                                       "prefill.csv", "int4.csv", "moe.csv", "step_ctx.csv"};
 const char *const KVAL_STATUS_NAMES[] = {"compared", "excluded", "skipped"};
+const char *const KVAL_PART_NAMES[] = {"forward", "layer_qkv", "layer_o", "layer_gate_up", "layer_down",
+                                       "layer_attention", "layer_rest"};
 
 const char *kval_class_name(kval_class c)
 {
     static const char *const N[] = {"gemm bf16", "gemm fp8", "attn decode (FA2)", "attn prefill (FA2)",
                                     "attn decode (cuDNN vs FA3-class)", "attn prefill (cuDNN vs FA3-class)",
-                                    "step (graph)", "all"};
+                                    "step (graph)", "prefill part gemm bf16", "prefill part gemm fp8",
+                                    "prefill part attention (FA2)", "prefill part rest (unfused, not counted)",
+                                    "prefill forward (graph, rest replaced)", "int4 W4A16 (tinygemm)",
+                                    "moe grouped gemm", "step long context (graph)", "all"};
     return c <= KVAL_CLASS_COUNT ? N[c] : "?";
 }
 
@@ -33,6 +37,10 @@ static const char *const COLUMNS[KVAL_FILE_COUNT][MAX_COLS + 1] = {
     [KVAL_FILE_GEMM_MAP] = {"label", "dtype", "M", "N", "K", "seconds", NULL},
     [KVAL_FILE_ATTN] = {"kind", "backend", "batch", "q_len", "kv_len", "q_heads", "kv_heads", "head_dim", "seconds", NULL},
     [KVAL_FILE_STEP] = {"model", "batch", "context", "mode", "seconds", NULL},
+    [KVAL_FILE_PREFILL] = {"model", "dtype", "tokens", "part", "mode", "seconds", NULL},
+    [KVAL_FILE_INT4] = {"label", "kernel", "group", "M", "N", "K", "seconds", NULL},
+    [KVAL_FILE_MOE] = {"label", "experts", "rows_per_expert", "N", "K", "seconds", NULL},
+    [KVAL_FILE_STEP_CTX] = {"model", "batch", "context", "mode", "seconds", NULL},
 };
 
 
@@ -142,8 +150,74 @@ static int parse_step(plan_reader *rd, char **g, const int *gc, kval_row *r)
     if (!strcmp(g[3], "graph")) r->graph = true;
     else if (strcmp(g[3], "eager")) return plan_reader_bad(rd, gc[3], "mode", "expected graph or eager, found '%.40s'", g[3]);
     if (seconds(rd, g[4], gc[4], &r->measured)) return -1;
-    r->cls = KVAL_STEP;
+    r->cls = r->file == KVAL_FILE_STEP_CTX ? KVAL_STEP_CTX : KVAL_STEP;
     snprintf(r->shape, sizeof r->shape, "%.50s decode batch %ld at %ld, %s", r->label, r->batch, r->context, g[3]);
+    return 0;
+}
+
+/* A prefill.csv row: one prompt of `tokens` through the model (part forward) or one part of one
+ * layer at that length. */
+static int parse_prefill(plan_reader *rd, char **g, const int *gc, kval_row *r)
+{
+    if (label(rd, g[0], gc[0], "model", r->label, sizeof r->label)) return -1;
+    if (scn_dtype_parse(g[1], &r->dtype) || (r->dtype != SCN_DTYPE_BF16 && r->dtype != SCN_DTYPE_FP8))
+        return plan_reader_bad(rd, gc[1], "dtype", "expected bf16 or fp8, found '%.40s'", g[1]);
+    /* The attention part walks the prompt's query tiles: the bound attn.csv's rows have. */
+    if (whole(rd, g[2], gc[2], "tokens", 1, 16777216, &r->M)) return -1;
+    int p = 0;
+    while (p < KVAL_PART_COUNT && strcmp(g[3], KVAL_PART_NAMES[p])) p++;
+    if (p == KVAL_PART_COUNT)
+        return plan_reader_bad(rd, gc[3], "part", "expected forward, layer_qkv, layer_o, layer_gate_up, layer_down, "
+                               "layer_attention or layer_rest, found '%.40s'", g[3]);
+    r->part = (kval_part)p;
+    if (!strcmp(g[4], "graph")) r->graph = true;
+    else if (strcmp(g[4], "eager")) return plan_reader_bad(rd, gc[4], "mode", "expected graph or eager, found '%.40s'", g[4]);
+    if (seconds(rd, g[5], gc[5], &r->measured)) return -1;
+    r->batch = 1;
+    r->cls = r->part == KVAL_PART_FORWARD ? KVAL_PREFILL_FORWARD
+           : r->part == KVAL_PART_ATTENTION ? KVAL_PREFILL_ATTN
+           : r->part == KVAL_PART_REST ? KVAL_PREFILL_REST
+           : r->dtype == SCN_DTYPE_FP8 ? KVAL_PREFILL_GEMM_FP8 : KVAL_PREFILL_GEMM_BF16;
+    snprintf(r->shape, sizeof r->shape, "%.50s %s prefill of %ld, %s, %s", r->label, scn_dtype_name(r->dtype), r->M,
+             KVAL_PART_NAMES[p], g[4]);
+    return 0;
+}
+
+/* An int4.csv row: a tinygemm int4 GEMM with groups of `group`, or (kernel cublas-bf16, group 0)
+ * the bf16 cuBLAS GEMM of the same shape. A row the probe could not run may carry M = 0 and nan. */
+static int parse_int4(plan_reader *rd, char **g, const int *gc, kval_row *r)
+{
+    if (label(rd, g[0], gc[0], "label", r->label, sizeof r->label)) return -1;
+    if (!strcmp(g[1], "tinygemm")) r->int4 = true;
+    else if (strcmp(g[1], "cublas-bf16")) return plan_reader_bad(rd, gc[1], "kernel", "expected tinygemm or cublas-bf16, found '%.40s'", g[1]);
+    if (whole(rd, g[2], gc[2], "group", 0, DIM_MAX, &r->group) || whole(rd, g[3], gc[3], "M", 0, DIM_MAX, &r->M) ||
+        whole(rd, g[4], gc[4], "N", 1, DIM_MAX, &r->N) || whole(rd, g[5], gc[5], "K", 1, DIM_MAX, &r->K) ||
+        seconds(rd, g[6], gc[6], &r->measured))
+        return -1;
+    if (r->int4 && r->group == 0) return plan_reader_bad(rd, gc[2], "group", "a tinygemm row needs a group size of at least 1");
+    if (!r->int4 && r->group != 0) return plan_reader_bad(rd, gc[2], "group", "expected 0 for cublas-bf16 (no groups), found %ld", r->group);
+    if (r->int4 && r->K % r->group) return plan_reader_bad(rd, gc[2], "group", "must divide K (%ld)", r->K);
+    if (r->M == 0 && !isnan(r->measured)) return plan_reader_bad(rd, gc[3], "M", "0 rows with a measured time: expected 1 or more");
+    r->dtype = SCN_DTYPE_BF16;
+    r->cls = r->int4 ? KVAL_INT4 : KVAL_GEMM_BF16;
+    if (r->int4)
+        snprintf(r->shape, sizeof r->shape, "%.50s %ldx%ldx%ld int4 g%ld (tinygemm)", r->label, r->M, r->N, r->K, r->group);
+    else
+        snprintf(r->shape, sizeof r->shape, "%.50s %ldx%ldx%ld bf16 (int4.csv reference)", r->label, r->M, r->N, r->K);
+    return 0;
+}
+
+/* A moe.csv row: one grouped GEMM over `experts` experts, each with rows_per_expert rows. */
+static int parse_moe(plan_reader *rd, char **g, const int *gc, kval_row *r)
+{
+    if (label(rd, g[0], gc[0], "label", r->label, sizeof r->label)) return -1;
+    if (whole(rd, g[1], gc[1], "experts", 1, 65536, &r->experts) ||
+        whole(rd, g[2], gc[2], "rows_per_expert", 1, DIM_MAX, &r->M) || whole(rd, g[3], gc[3], "N", 1, DIM_MAX, &r->N) ||
+        whole(rd, g[4], gc[4], "K", 1, DIM_MAX, &r->K) || seconds(rd, g[5], gc[5], &r->measured))
+        return -1;
+    r->dtype = SCN_DTYPE_BF16;
+    r->cls = KVAL_MOE;
+    snprintf(r->shape, sizeof r->shape, "%.50s %ld experts x %ld rows, %ldx%ld bf16", r->label, r->experts, r->M, r->N, r->K);
     return 0;
 }
 
@@ -165,7 +239,11 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, KVAL_FILE_NAMES[which]);
     FILE *fp = fopen(path, "r");
-    if (!fp) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -2; }
+    if (!fp) {
+        if (errno == ENOENT && which >= KVAL_FILE_FIRST_OPTIONAL) { t->absent[which] = true; return 0; }
+        snprintf(err, n, "%s: cannot open: %s", path, strerror(errno));
+        return -2;
+    }
     plan_reader rd = {path, 0, err, n};
     const char *const *want = COLUMNS[which];
     int need = 0;
@@ -219,8 +297,16 @@ static int read_file(const char *dir, kval_file which, kval_table *t, char *err,
         r.file = which;
         r.line = rd.line;
         r.bound = "";
-        int pr = which == KVAL_FILE_ATTN ? parse_attn(&rd, g, gc, &r)
-               : which == KVAL_FILE_STEP ? parse_step(&rd, g, gc, &r) : parse_gemm(&rd, g, gc, &r);
+        int pr;
+        switch (which) {
+        case KVAL_FILE_ATTN: pr = parse_attn(&rd, g, gc, &r); break;
+        case KVAL_FILE_STEP:
+        case KVAL_FILE_STEP_CTX: pr = parse_step(&rd, g, gc, &r); break;
+        case KVAL_FILE_PREFILL: pr = parse_prefill(&rd, g, gc, &r); break;
+        case KVAL_FILE_INT4: pr = parse_int4(&rd, g, gc, &r); break;
+        case KVAL_FILE_MOE: pr = parse_moe(&rd, g, gc, &r); break;
+        default: pr = parse_gemm(&rd, g, gc, &r); break;
+        }
         if (pr) goto out;
         if (push(t, &r)) { snprintf(err, n, "out of memory"); rc = -3; goto out; }
     }
@@ -247,190 +333,6 @@ void kval_table_free(kval_table *t)
     if (!t) return;
     free(t->rows);
     memset(t, 0, sizeof *t);
-}
-
-/* ---- Predicting ---- */
-
-/* Loads a scenario of `model` at tensor parallelism tp on `hardware` with the bare engine and
- * FlashAttention through the scenario loader (a private temporary file). -1 with err set when
- * it cannot. */
-static int load_base(const char *model, int tp, const char *hardware, scn_scenario *s, char *err, size_t n)
-{
-    char text[1024];
-    snprintf(text, sizeof text,
-             "name: kernel-check-%s\nmodel: %s\nhardware: %s\nengine: bare\n"
-             "deployment: {tensor_parallel: %d}\n"
-             "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 1024, output_tokens: 1}\n"
-             "options: {attention: [flash], kv_dtype: [bf16]}\n",
-             model, model, hardware, tp);
-    const char *tmp = getenv("TMPDIR");
-    char dir[512], file[600];
-    snprintf(dir, sizeof dir, "%s/kvplan-kval-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) { snprintf(err, n, "%s: cannot create a temporary directory: %s", dir, strerror(errno)); return -1; }
-    snprintf(file, sizeof file, "%s/base.yaml", dir);
-    int rc = -1;
-    FILE *f = fopen(file, "w");
-    if (!f || fputs(text, f) < 0) { snprintf(err, n, "%s: cannot write: %s", file, strerror(errno)); if (f) fclose(f); goto out; }
-    if (fclose(f)) { snprintf(err, n, "%s: cannot write: %s", file, strerror(errno)); goto out; }
-    scn_error e;
-    if (scn_scenario_load(file, NULL, 0, s, &e) != SCN_OK) {
-        snprintf(err, n, "building the %s on %s scenario from the library: %.100s%s%.300s", model, hardware, e.path,
-                 e.path[0] ? ": " : "", e.msg);
-        goto out;
-    }
-    rc = 0;
-out:
-    unlink(file);
-    rmdir(dir);
-    return rc;
-}
-
-/* Decode steps in the probes replay a graph captured at their own batch size; the bare profile
- * captures batch 1 only, so the scenario captures exactly the row's batch (or none: eager). */
-static void capture(scn_scenario *s, long batch, bool graph)
-{
-    s->engine.cuda_graphs = graph;
-    s->engine.n_graph_sizes = graph ? 1 : 0;
-    s->engine.graph_sizes[0] = graph ? (int)batch : 0;
-}
-
-static void compared(kval_row *r, double predicted, kv_bound b)
-{
-    r->predicted = predicted;
-    r->bound = kv_bound_name(b);
-    r->error = predicted / r->measured - 1;
-    if (r->status != KVAL_EXCLUDED) r->status = KVAL_COMPARED;
-}
-
-/* One GEMM as the model prices each GEMM of a step, inside a graph (the probe replays a graph
- * of back-to-back calls, so each call pays one kernel boundary). */
-static void predict_gemm(kval_row *r, const scn_scenario *s)
-{
-    const scn_hardware *hw = &s->hardware;
-    if (!(hw->flops[r->dtype] > 0)) {
-        r->status = KVAL_SKIPPED;
-        snprintf(r->note, sizeof r->note, "%s has no %s tensor rate", hw->name, scn_dtype_name(r->dtype));
-        return;
-    }
-    kv_op_cost o = kv_gemm_time(hw, &s->engine, (double)r->M, (double)r->N, (double)r->K, r->dtype,
-                                scn_dtype_bytes(r->dtype), true);
-    compared(r, o.seconds, o.bound);
-    snprintf(r->note, sizeof r->note, "shape efficiency %.3f", o.efficiency);
-}
-
-/* The attention op of a one-layer model of the row's heads, over `batch` sequences: a decode
- * row's query attends kv_len keys (kv_len - 1 cached plus its own), a prefill row's q_len
- * queries attend causally over kv_len - q_len cached keys and their own. */
-static int predict_attn(kval_row *r, const scn_scenario *base, scn_scenario *s)
-{
-    *s = *base;
-    s->model.layers = 1;
-    s->model.sliding_layers = 0;
-    s->model.sliding_window = 0;
-    s->model.heads = (int)r->q_heads;
-    s->model.kv_heads = (int)r->kv_heads;
-    s->model.head_dim = (int)r->head_dim;
-    s->engine.attn_kernel = r->cudnn ? SCN_AK_FLASH3 : SCN_AK_SDPA;
-    /* Decode rows were timed from graph replays, prefill rows eagerly (plan_kernels.h). */
-    capture(s, r->batch, r->decode);
-    kv_seq_work *w = malloc(sizeof *w * (size_t)r->batch);
-    if (!w) return -1;
-    for (long i = 0; i < r->batch; i++) w[i] = (kv_seq_work){r->q_len, r->kv_len - r->q_len};
-    kv_cache_cfg c = kv_cache_cfg_make(s, SCN_DTYPE_BF16, 0, 0);
-    kv_step_cost k = kv_step_time(s, &c, SCN_ATTN_FLASH, w, (int)r->batch);
-    free(w);
-    const kv_op_cost *a = &k.op[KV_OP_ATTENTION];
-    /* A decode replay whose K/V fit the L2 reads them from the cache, not device memory: the
-     * model streams them from device memory, as a real step does (the layers' weights evict
-     * them between replays there). */
-    double kv_bytes = (double)r->batch * r->kv_len * r->kv_heads * r->head_dim * 2.0 * 2.0;
-    int k_len = snprintf(r->note, sizeof r->note, "%s", r->cudnn ? "cuDNN: no family in the model, priced as FA3-class"
-                                                                 : "FlashAttention-2: the sdpa family");
-    if (r->decode && s->hardware.l2_cache > 0 && kv_bytes <= s->hardware.l2_cache) {
-        r->status = KVAL_EXCLUDED;
-        snprintf(r->note + k_len, sizeof r->note - (size_t)k_len, "; K/V of %.0f MiB fit the %.0f MiB L2, which serves them on replay",
-                 kv_bytes / 1048576.0, s->hardware.l2_cache / 1048576.0);
-    }
-    compared(r, a->seconds, a->bound);
-    return 0;
-}
-
-/* Step rows: the probe's models and how the library expresses them. The 70B row is one GPU's
- * shard at TP8 without its all-reduces: kv_step_time at tensor_parallel 8 less its all-reduce op. */
-static const struct { const char *label; int base; bool minus_allreduce; } STEP_MODELS[] = {
-    {"llama3-8b", 0, false}, {"llama3-70b-tp8-shard", 1, true}};
-
-static int predict_step(kval_row *r, const scn_scenario *base, scn_scenario *s)
-{
-    *s = *base;
-    capture(s, r->batch, r->graph);
-    kv_seq_work *w = malloc(sizeof *w * (size_t)r->batch);
-    if (!w) return -1;
-    /* The probe's query attends `context` cached keys; the model's decode row attends its cached
-     * context plus its own new key. */
-    for (long i = 0; i < r->batch; i++) w[i] = (kv_seq_work){1, r->context - 1};
-    kv_cache_cfg c = kv_cache_cfg_make(s, SCN_DTYPE_BF16, 0, 0);
-    kv_step_cost k = kv_step_time(s, &c, SCN_ATTN_FLASH, w, (int)r->batch);
-    free(w);
-    /* Device time: the probe has no scheduler or sampler, so the engine's CPU term has nothing
-     * to match; a graph replay's launch is in gpu_seconds. */
-    double t = k.gpu_seconds;
-    bool shard = s->deployment.tensor_parallel > 1;
-    if (shard) t -= k.op[KV_OP_ALLREDUCE].seconds;
-    int len = snprintf(r->note, sizeof r->note, "%s at TP%d on %s, engine bare%s", s->model.name, s->deployment.tensor_parallel,
-                       s->hardware.name, shard ? ", less its all-reduces" : "");
-    if (!r->graph) {
-        r->status = KVAL_EXCLUDED;
-        snprintf(r->note + len, sizeof r->note - (size_t)len,
-                 "; eager: PyTorch's per-call dispatch from Python, not an engine's launch path");
-    }
-    compared(r, t, k.bound);
-    return 0;
-}
-
-int kval_table_predict(kval_table *t, const char *hardware, char *err, size_t n)
-{
-    if (!hardware) hardware = "h200";
-    int rc = -1;
-    /* Scenarios are large: on the heap. [0] llama-3-8b, [1] llama-3-70b at TP8, [2] scratch. */
-    scn_scenario *s = calloc(3, sizeof *s);
-    if (!s) { snprintf(err, n, "out of memory"); return -1; }
-    if (load_base("llama-3-8b", 1, hardware, &s[0], err, n) || load_base("llama-3-70b", 8, hardware, &s[1], err, n)) goto out;
-    for (int i = 0; i < t->n; i++) {
-        kval_row *r = &t->rows[i];
-        r->status = KVAL_COMPARED;
-        r->predicted = r->error = NAN;
-        r->bound = "";
-        r->note[0] = 0;
-        if (isnan(r->measured)) {
-            r->status = KVAL_SKIPPED;
-            snprintf(r->note, sizeof r->note, "not measured: the probe recorded nan (the backend failed on the device)");
-            continue;
-        }
-        int pr = 0;
-        switch (r->file) {
-        case KVAL_FILE_GEMM:
-        case KVAL_FILE_GEMM_MAP: predict_gemm(r, &s[0]); break;
-        case KVAL_FILE_ATTN: pr = predict_attn(r, &s[0], &s[2]); break;
-        default: {
-            size_t m = 0, nm = sizeof STEP_MODELS / sizeof STEP_MODELS[0];
-            while (m < nm && strcmp(r->label, STEP_MODELS[m].label)) m++;
-            if (m == nm) {
-                r->status = KVAL_SKIPPED;
-                snprintf(r->note, sizeof r->note, "no scenario for model '%.40s' (known: llama3-8b, llama3-70b-tp8-shard)", r->label);
-                continue;
-            }
-            pr = predict_step(r, &s[STEP_MODELS[m].base], &s[2]);
-            break;
-        }
-        case KVAL_FILE_COUNT: break;
-        }
-        if (pr) { snprintf(err, n, "out of memory"); goto out; }
-    }
-    rc = 0;
-out:
-    free(s);
-    return rc;
 }
 
 /* ---- Summary ---- */
@@ -472,4 +374,22 @@ void kval_table_summarise(const kval_table *t, kval_summary out[KVAL_CLASS_COUNT
     }
     free(abs_e);
     free(sig_e);
+}
+
+int kval_table_largest(const kval_table *t, kval_class c, int *idx, int max)
+{
+    /* Insertion into a short sorted list: max is a handful and the table a few hundred rows. */
+    int k = 0;
+    for (int i = 0; i < t->n; i++) {
+        const kval_row *r = &t->rows[i];
+        if (r->status != KVAL_COMPARED || (c < KVAL_CLASS_COUNT && r->cls != c)) continue;
+        double a = fabs(r->error);
+        int j = k < max ? k++ : max;
+        while (j > 0 && fabs(t->rows[idx[j - 1]].error) < a) {
+            if (j < max) idx[j] = idx[j - 1];
+            j--;
+        }
+        if (j < max) idx[j] = i;
+    }
+    return k;
 }

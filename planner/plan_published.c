@@ -338,16 +338,34 @@ static int version_of(const char *v, int *major, int *minor)
     return 0;
 }
 
+/* The patch number after the first "MAJOR.MINOR" of a version text ("0.7.0 (V1)" -> 0); -1
+ * when none is written ("0.7"). */
+static int patch_of(const char *v)
+{
+    for (const char *p = v; *p; p++) {
+        if (!isdigit((unsigned char)*p) || (p > v && isdigit((unsigned char)p[-1]))) continue;
+        char *end;
+        strtol(p, &end, 10);
+        if (*end != '.' || !isdigit((unsigned char)end[1])) continue;
+        strtol(end + 1, &end, 10);
+        return *end == '.' && isdigit((unsigned char)end[1]) ? (int)strtol(end + 1, NULL, 10) : -1;
+    }
+    return -1;
+}
+
 const char *pub_engine_profile(const char *engine, const char *version, char *out, size_t n)
 {
     int major, minor;
     if (!strcmp(engine, "gpt-fast")) snprintf(out, n, "bare");
     else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 && minor < 6)
         snprintf(out, n, "vllm-v0");
+    else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 &&
+             (minor == 6 || (minor == 7 && patch_of(version) == 0)))
+        snprintf(out, n, "vllm-0.7");   /* MLA cached expanded until 0.7.1 (vllm-0.7.yaml) */
     else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)
         snprintf(out, n, "sglang-v0.3");
     else if (!strcmp(engine, "trtllm") && version_of(version, &major, &minor) && major == 0)
-        snprintf(out, n, "trtllm-v0");
+        snprintf(out, n, minor <= 6 ? "trtllm-v0.6" : "trtllm-v0");
     else snprintf(out, n, "%s", engine);
     return out;
 }

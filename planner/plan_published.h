@@ -80,7 +80,9 @@ void pub_table_summarise(const pub_table *t, pub_summary out[PUB_CLASS_COUNT + 1
  * `bare` class; vLLM before 0.6 (the first MAJOR.MINOR in the version text) ran the V0 engine
  * whose CPU loop blocked the GPU, `vllm-v0`; SGLang before 0.4 scheduled without its overlap
  * scheduler, `sglang-v0.3`; TensorRT-LLM before 1.0 ran the TensorRT engine backend without
- * the PyTorch backend's overlap scheduler, `trtllm-v0`; anything else, an unstated version
+ * the PyTorch backend's overlap scheduler, `trtllm-v0`, and 0.5 and 0.6 decoded with the masked
+ * MHA kernel and built their engines with the legacy per-model scripts, whose all-reduce was
+ * NCCL unless --use_custom_all_reduce was given, `trtllm-v0.6`; anything else, an unstated version
  * included, is the engine's current profile. */
 const char *pub_engine_profile(const char *engine, const char *version, char *out, size_t n);
 

@@ -541,6 +541,23 @@ static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed
     return 0;
 }
 
+/* The fresh slots' gaps since their own last tokens, in slot order. Slots that joined together
+ * mostly share their last token's time (a run begins with every sequence of the step before),
+ * so equal gaps in a row go in as one sim_hist_add_n: n additions of one, exactly. */
+static void ff_fresh_gaps(sim_hist *itl, const sim_ff *f, double tend)
+{
+    double v = 0;
+    long n = 0;
+    for (int i = f->fresh; i < f->n; i++) {
+        if (f->dead[i] || !f->req[i]->spec.measured) continue;
+        double g = tend - f->req[i]->t_last;
+        if (n && g != v) { sim_hist_add_n(itl, v, n); n = 0; }
+        v = g;
+        n++;
+    }
+    sim_hist_add_n(itl, v, n);   /* nothing when n is 0 */
+}
+
 /* Step K completes now (e->now, its end; the time integrals are already taken): gaps, blocks that
  * filled, completions; then K advances. */
 static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
@@ -553,8 +570,7 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
     /* Gaps since each sequence's last token: one value for every slot that took part in step
      * K - 1, each fresh slot's own otherwise (the histogram's sum is exact, so order is free). */
     sim_hist_add_n(itl, tend - f->t_last, f->measured - f->measured_fresh);
-    for (int i = f->fresh; i < f->n; i++)
-        if (!f->dead[i] && f->req[i]->spec.measured) sim_hist_add(itl, tend - f->req[i]->t_last);
+    ff_fresh_gaps(itl, f, tend);
     f->fresh = f->n;
     f->measured_fresh = 0;
     /* Blocks that just filled join the prefix cache, and a model window (whose width is whole

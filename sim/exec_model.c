@@ -42,6 +42,7 @@ typedef struct {
     const scn_spec *sp;      /* speculative decoding, or NULL */
     scn_scenario *ps;        /* the proposer's scenario (NULL for n-gram or off) */
     bool moe;                /* expert / attention-DP parallel: kv_moe_step_time prices the step */
+    kv_moe_ctx *mx;          /* with moe: its per-scenario context, or NULL (kv_moe_step_time) */
 } model_ctx;
 
 /* The shape of a plain decode step of n sequences, computed on first use; NULL when n is beyond
@@ -166,6 +167,23 @@ static bool decode_by_sums(model_ctx *m, const sim_batch *b, double *seconds)
     return true;
 }
 
+/* An expert-parallel step of b's rows (in m->work): the step model's price of the rank's rows,
+ * from the cached shape when the step is plain decode, then the experts and collectives from the
+ * MoE context; kv_moe_step_time's doubles either way. */
+static double moe_time(model_ctx *m, const sim_batch *b, bool decode)
+{
+    if (!m->mx) return kv_moe_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
+    bool uniform;
+    const kv_step_cost *sh = decode && b->n < m->n_shape ? decode_shape(m, b->n, &uniform) : NULL;
+    kv_step_cost base;
+    if (sh) {
+        for (int i = 0; i < b->n; i++) m->work[i] = (kv_seq_work){b->seqs[i].new_tokens, b->seqs[i].start};   /* decode_shape wrote its own */
+        base = kv_step_complete(sh, m->s, &m->cfg, m->attn, m->work, NULL, b->n);
+    } else
+        base = kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n);
+    return kv_moe_step_of(m->mx, &base, m->work, NULL, b->n).seconds;
+}
+
 static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, size_t n)
 {
     model_ctx *m = ctx;
@@ -193,7 +211,7 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
         *seconds = kv_spec_step_time(m->s, m->ps, m->sp, &m->cfg, m->attn, m->work, m->drafts, b->n,
                                      m->work + m->cap).seconds;
     else if (m->moe)   /* one attention-DP rank, experts over EP ranks */
-        *seconds = kv_moe_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
+        *seconds = moe_time(m, b, d == b->n);
     else {
         /* kv_step_time is kv_step_complete on kv_step_shape, bit for bit (model/kv_model.h). */
         const kv_step_cost *sh = d < b->n && b->n == 1 && ++m->prefills > PREFILL_WARMUP ? prefill_shape(m, b->n) : NULL;
@@ -222,6 +240,7 @@ static void model_free(void *ctx)
     free(m->ptokens);
     free(m->prows);
     free(m->ps);
+    kv_moe_ctx_free(m->mx);
     free(m);
 }
 
@@ -239,6 +258,7 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
         if (!kv_spec_proposer_scenario(s, m->sp, m->ps)) { free(m->ps); m->ps = NULL; }
     }
     m->moe = !m->sp && kv_moe_parallel_on(s);
+    m->mx = m->moe ? kv_moe_ctx_make(s) : NULL;   /* NULL (out of memory) falls back to kv_moe_step_time */
     m->blocks = kv_spec_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, m->sp).blocks;
     if (m->moe)   /* per attention-DP rank, experts sharded */
         m->blocks = kv_moe_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).blocks;
@@ -249,7 +269,7 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->shape = ns ? malloc(sizeof *m->shape * (size_t)ns) : NULL;
     m->shaped = ns ? calloc((size_t)ns, sizeof *m->shaped) : NULL;
     m->plan = ns ? malloc(sizeof *m->plan * (size_t)ns) : NULL;
-    if (ns && (!m->shape || !m->shaped || !m->plan)) { free(m->shape); free(m->shaped); free(m->plan); free(m->ps); free(m); return -1; }
+    if (ns && (!m->shape || !m->shaped || !m->plan)) { free(m->shape); free(m->shaped); free(m->plan); free(m->ps); kv_moe_ctx_free(m->mx); free(m); return -1; }
     m->n_shape = ns;
     /* Decode steps from sums over their rows when every addition in them is exact for batches up
      * to the table's size and contexts up to max_model_len (kv_decode_sums_exact). */

@@ -59,12 +59,14 @@ struct sim_kv {
     const sim_kv_seq *mq;   /* the sequence the scratch was walked for, NULL: none */
     uint64_t mseed[2];      /* its prefix and body streams */
     int mprompt, mn;        /* its prompt tokens, and the hits walked */
+    long mplen;             /* its prefix length (with the seeds, its token stream) */
     unsigned long mver;
     /* Chain hashes of blocks that lie wholly inside a shared token stream's prefix: they depend
      * only on (prefix seed, block index), yet every request of a prefix group or conversation
      * hashed all of them on each match (several per request while it waits) and commit; this
      * memo hashes each once. Direct-mapped on the seed; a collision just recomputes. */
     struct kv_prefix_memo { uint64_t seed; uint64_t *h; int n, cap; bool used; } *pm;   /* [PM_SLOTS], on first use */
+    struct kv_prefix_memo *pm_last;   /* the slot last used: a walk hashes one stream's blocks in a row */
 };
 
 static void *grow_array(void *p, size_t elem, long old_n, long new_n)
@@ -393,14 +395,39 @@ static void set_room(const sim_kv *kv, sim_kv_seq *q)
     else q->room = q->reserved;
 }
 
+/* A block's hash: a digest of its token ids by Horner's rule with an odd multiplier (a polynomial
+ * in the ids, mod 2^64), mixed with the parent's hash through splitmix64's finaliser once per
+ * block. Equal (parent, tokens) give equal hashes, anything else collides with probability about
+ * 2^-64, and only equality matters: the map and the tiers look hashes up, never order them. The
+ * chain is one multiply-add deep per token (the ids' own finalisers run alongside), where mixing
+ * every token into the chain was two multiplies and five shifts deep: hashing was a third of a
+ * prefix-cached run's cost. */
+#define DIGEST_MUL 0xd6e8feb86659fd93ULL
 static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
     /* sim_seq_token's streams, split at the prefix's end instead of tested per token. */
-    uint64_t h = parent;
+    uint64_t d = 0;
     long p = (long)j * kv->bs, end = p + kv->bs;
-    for (; p < end && p < q->prefix_len; p++) h = sim_mix64(h ^ sim_token_id_inline(q->prefix_seed, p));
-    for (; p < end; p++) h = sim_mix64(h ^ sim_token_id_inline(q->body_seed, p));
-    return h;
+    for (; p < end && p < q->prefix_len; p++) d = (d + sim_token_id_inline(q->prefix_seed, p)) * DIGEST_MUL;
+    for (; p < end; p++) d = (d + sim_token_id_inline(q->body_seed, p)) * DIGEST_MUL;
+    return sim_mix64(parent ^ d);
+}
+
+/* The memo slot of a prefix stream, claimed when it has none. Open addressing over PM_PROBE
+ * slots from the seed's home: hundreds of popular prefix groups (rag-offload's 400 documents)
+ * then each keep a slot; when all are taken by other seeds the home slot is reused. A slot once
+ * used stays used, so a seed is in at most one slot and the probe finds it there. */
+static struct kv_prefix_memo *prefix_memo(sim_kv *kv, uint64_t seed)
+{
+    long home = (long)((seed * 0x9e3779b97f4a7c15ULL) >> 54);
+    struct kv_prefix_memo *e = NULL;
+    for (long i = 0; i < PM_PROBE && !e; i++) {
+        struct kv_prefix_memo *x = &kv->pm[(home + i) & (PM_SLOTS - 1)];
+        if (!x->used || x->seed == seed) e = x;
+    }
+    if (!e) e = &kv->pm[home];
+    if (!e->used || e->seed != seed) { e->used = true; e->seed = seed; e->n = 0; }
+    return e;
 }
 
 /* block_hash through the prefix memo (struct sim_kv): a block wholly inside the prefix stream
@@ -412,17 +439,12 @@ static uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int
     /* The table is allocated when a prefix block is first hashed: a pool that never sees one
      * (most replicas of a 10,000-replica run) costs nothing. */
     if (!kv->pm && !(kv->pm = calloc(PM_SLOTS, sizeof *kv->pm))) return block_hash(kv, q, parent, j);
-    /* Open addressing over PM_PROBE slots from the seed's home: hundreds of popular prefix
-     * groups (rag-offload's 400 documents) then each keep a slot; when all are taken by other
-     * seeds the home slot is reused. */
-    long home = (long)((q->prefix_seed * 0x9e3779b97f4a7c15ULL) >> 54), i = 0;
-    struct kv_prefix_memo *e = NULL;
-    for (; i < PM_PROBE; i++) {
-        struct kv_prefix_memo *x = &kv->pm[(home + i) & (PM_SLOTS - 1)];
-        if (!x->used || x->seed == q->prefix_seed) { e = x; break; }
+    /* The last slot, when it is still this stream's, is the one the probe would find. */
+    struct kv_prefix_memo *e = kv->pm_last;
+    if (!e || !e->used || e->seed != q->prefix_seed) {
+        e = prefix_memo(kv, q->prefix_seed);
+        kv->pm_last = e;
     }
-    if (!e) e = &kv->pm[home];
-    if (!e->used || e->seed != q->prefix_seed) { e->used = true; e->seed = q->prefix_seed; e->n = 0; }
     if (j > e->n || parent != (j ? e->h[j - 1] : CHAIN_ROOT)) return block_hash(kv, q, parent, j);
     if (j < e->n) return e->h[j];
     uint64_t hj = block_hash(kv, q, parent, j);
@@ -481,9 +503,31 @@ static int scratch_room(sim_kv *kv, int max_blocks)
 static int reusable_walk(sim_kv *kv, const sim_kv_seq *q, int prompt)
 {
     bool same = kv->mq == q && kv->mver == kv->ver && kv->mprompt == prompt && kv->mseed[0] == q->prefix_seed &&
-                kv->mseed[1] == q->body_seed;
+                kv->mseed[1] == q->body_seed && kv->mplen == q->prefix_len;
     kv->mq = NULL;
     return same ? kv->mn : -1;
+}
+
+/* A request waiting for room is counted at every step it is tried, and the map changes between
+ * (every filled block is registered), so the last count's walk cannot simply be reused; but the
+ * blocks it found are still this prompt's hits while each is still registered under the hash it
+ * was found by (a registered block is the map's entry for its hash, and a hash is only ever
+ * unregistered by evicting its block). Returns how many of the last count of q's hits lead the
+ * walk still, counting the free ones among them into *from_free (as the walk would); the walk
+ * goes on from there. 0 when the scratch holds another walk, or with tiers (whose contents swaps
+ * and reloads change under the map). */
+static int still_cached(const sim_kv *kv, const sim_kv_seq *q, int prompt, long *from_free)
+{
+    if (kv->tiers || kv->mq != q || kv->mprompt != prompt || kv->mseed[0] != q->prefix_seed ||
+        kv->mseed[1] != q->body_seed || kv->mplen != q->prefix_len)
+        return 0;
+    int j = 0;
+    for (; j < kv->mn; j++) {
+        int32_t b = kv->m_blk[j];
+        if (!kv->reg[b] || kv->hash[b] != kv->m_hash[j]) break;
+        if (kv->refs[b] == 0 && from_free) (*from_free)++;
+    }
+    return j;
 }
 
 static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks, int walked)
@@ -544,7 +588,7 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
     if (take && walked >= 0) {
         /* The counting walk's blocks, all on the GPU (a tier's hit would reload: walk again). */
         bool gpu = true;
-        for (int j = 0; j < walked && gpu; j++) gpu = kv->m_blk[j] >= 0;
+        for (int j = 0; kv->tiers && j < walked && gpu; j++) gpu = kv->m_blk[j] >= 0;   /* without tiers, every hit is */
         if (gpu) {
             int j = 0;
             for (; j < walked; j++) {
@@ -562,7 +606,8 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         }
     }
     uint64_t h = CHAIN_ROOT;
-    int j = 0;
+    int j = keep ? still_cached(kv, q, prompt, from_free) : 0;
+    if (j) h = kv->m_hash[j - 1];
     for (; j < max_blocks; j++) {
         uint64_t hj = chain_hash(kv, q, h, j);
         long slot = map_find(kv, hj);
@@ -593,6 +638,7 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         kv->mseed[0] = q->prefix_seed;
         kv->mseed[1] = q->body_seed;
         kv->mprompt = prompt;
+        kv->mplen = q->prefix_len;
         kv->mn = j;
         kv->mver = kv->ver;
     }

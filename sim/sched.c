@@ -74,13 +74,19 @@ void sim_batch_seq_fill(sim_batch_seq *q, const sim_req *r, int new_tokens, int 
     q->draft = 0;
 }
 
-static int add_seq(sim_sched *e, sim_replica *rep, sim_req *r, int new_tokens, int start, int context)
+/* add_seq's rare way, kept out of line: a step forms hundreds of rows, and the error path's
+ * call made each row save every register. */
+static int add_seq_room(sim_sched *e, sim_replica *rep)
 {
-    if (batch_room(rep, rep->batch.n + 1)) {
-        snprintf(e->err, e->nerr, "out of memory for a batch of %d sequences", rep->batch.n + 1);
-        e->internal = 1;
-        return -1;
-    }
+    if (!batch_room(rep, rep->batch.n + 1)) return 0;
+    snprintf(e->err, e->nerr, "out of memory for a batch of %d sequences", rep->batch.n + 1);
+    e->internal = 1;
+    return -1;
+}
+
+static inline int add_seq(sim_sched *e, sim_replica *rep, sim_req *r, int new_tokens, int start, int context)
+{
+    if (rep->batch.n >= rep->bcap && add_seq_room(e, rep)) return -1;
     int i = rep->batch.n++;
     sim_batch_seq_fill(&rep->batch.seqs[i], r, new_tokens, start, context);
     rep->breq[i] = r;

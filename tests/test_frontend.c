@@ -106,6 +106,27 @@ START_TEST(frontend_fields_bind_and_errors_are_located)
 }
 END_TEST
 
+START_TEST(mla_cache_field_binds_and_errors_are_located)
+{
+    scn_error e;
+    const char *ok[] = {"engine={name: x, mla: {cache: expanded}}"};
+    ck_assert_int_eq(t_load(SCN, ok, 1, &s, &e), SCN_OK);
+    ck_assert(s.engine.mla_expanded);
+    const char *lat[] = {"engine={name: x, mla: {cache: latent}}"};
+    ck_assert_int_eq(t_load(SCN, lat, 1, &s, &e), SCN_OK);
+    ck_assert(!s.engine.mla_expanded);
+    const char *bad1[] = {"engine={name: x, mla: {cache: decompressed}}"};
+    ck_assert_int_eq(t_load(SCN, bad1, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.mla.cache");
+    const char *bad2[] = {"engine={name: x, mla: {layout: latent}}"};
+    ck_assert_int_eq(t_load(SCN, bad2, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.mla.layout");
+    const char *bad3[] = {"engine={name: x, mla: expanded}"};
+    ck_assert_int_eq(t_load(SCN, bad3, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.mla");
+}
+END_TEST
+
 START_TEST(lone_request_ttft_is_frontend_plus_one_step)
 {
     load_lone("trace");
@@ -149,9 +170,14 @@ START_TEST(version_selects_the_engine_profile)
     ck_assert_str_eq(pub_engine_profile("vllm", "0.5.3", out, sizeof out), "vllm-v0");
     ck_assert_str_eq(pub_engine_profile("vllm", "main 2024-08 (~0.5.4)", out, sizeof out), "vllm-v0");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.4", out, sizeof out), "vllm-v0");
-    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm");
+    /* 0.6.0 to 0.7.0 cached MLA expanded (vllm-0.7: vllm plus that); 0.7.1 on, the latent. */
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm-0.7");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.3.post1", out, sizeof out), "vllm-0.7");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.1", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.3", out, sizeof out), "vllm");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.11.0", out, sizeof out), "vllm");
-    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.0 (V1)", out, sizeof out), "vllm");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.0 (V1)", out, sizeof out), "vllm-0.7");
     ck_assert_str_eq(pub_engine_profile("vllm", "1.0", out, sizeof out), "vllm");
     ck_assert_str_eq(pub_engine_profile("vllm", "unstated", out, sizeof out), "vllm");
     /* SGLang before 0.4 ran without the overlap scheduler: sglang-v0.3. */
@@ -159,8 +185,12 @@ START_TEST(version_selects_the_engine_profile)
     ck_assert_str_eq(pub_engine_profile("sglang", "0.3", out, sizeof out), "sglang-v0.3");
     ck_assert_str_eq(pub_engine_profile("sglang", "0.4.0", out, sizeof out), "sglang");
     ck_assert_str_eq(pub_engine_profile("sglang", "0.5.3.post3", out, sizeof out), "sglang");
-    /* TensorRT-LLM before 1.0: the TensorRT engine backend, no overlap scheduler. */
-    ck_assert_str_eq(pub_engine_profile("trtllm", "0.5", out, sizeof out), "trtllm-v0");
+    /* TensorRT-LLM before 1.0: the TensorRT engine backend, no overlap scheduler; 0.5 and 0.6
+     * decoded with the masked MHA kernel and built with legacy scripts whose all-reduce was NCCL
+     * (trtllm-v0.6). */
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.5", out, sizeof out), "trtllm-v0.6");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.6.1", out, sizeof out), "trtllm-v0.6");
+    ck_assert_str_eq(pub_engine_profile("trtllm", "0.7.1", out, sizeof out), "trtllm-v0");
     ck_assert_str_eq(pub_engine_profile("trtllm", "0.14.0", out, sizeof out), "trtllm-v0");
     ck_assert_str_eq(pub_engine_profile("trtllm", "0.17", out, sizeof out), "trtllm-v0");
     ck_assert_str_eq(pub_engine_profile("trtllm", "1.0.0", out, sizeof out), "trtllm");
@@ -203,6 +233,22 @@ START_TEST(versioned_profiles_load)
     ck_assert(s.engine.async_scheduling && s.engine.extra_decode_step);
     ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.n_graph_sizes == s.engine.n_graph_sizes &&
               t0e.chunked_prefill == s.engine.chunked_prefill && t0e.mem_budget == s.engine.mem_budget);
+    /* trtllm-v0.6: trtllm-v0 with the masked MHA decode kernel and NCCL all-reduces (the legacy
+     * build scripts' default), every other field the same. */
+    const char *t6[] = {"engine=trtllm-v0.6"};
+    ck_assert_int_eq(t_load(SCN, t6, 1, &s, &e), SCN_OK);
+    ck_assert_str_eq(s.engine.name, "trtllm-v0.6");
+    ck_assert(s.engine.attn_kernel == SCN_AK_MMHA && t0e.attn_kernel == SCN_AK_TRTLLM);
+    ck_assert(s.engine.allreduce == SCN_AR_NCCL && t0e.allreduce == SCN_AR_CUSTOM);
+    const scn_engine *a = &s.engine, *b = &t0e;
+    ck_assert(a->step_cpu == b->step_cpu && a->seq_cpu == b->seq_cpu && a->async_scheduling == b->async_scheduling &&
+              a->extra_decode_step == b->extra_decode_step && a->kernel_launch == b->kernel_launch &&
+              a->cuda_graphs == b->cuda_graphs && a->n_graph_sizes == b->n_graph_sizes &&
+              a->graph_launch == b->graph_launch && a->graph_kernel == b->graph_kernel &&
+              a->chunked_prefill == b->chunked_prefill && a->max_num_batched_tokens == b->max_num_batched_tokens &&
+              a->prefill_mix == b->prefill_mix && a->oneshot_max == b->oneshot_max &&
+              a->custom_max == b->custom_max && a->mem_budget == b->mem_budget && a->weight_only == b->weight_only &&
+              a->frontend_request == b->frontend_request && a->frontend_token == b->frontend_token);
 }
 END_TEST
 
@@ -335,6 +381,7 @@ Suite *suite_frontend(void)
     TCase *tc = tcase_create("frontend");
     tcase_add_test(tc, profiles_carry_the_tokeniser_rate);
     tcase_add_test(tc, frontend_fields_bind_and_errors_are_located);
+    tcase_add_test(tc, mla_cache_field_binds_and_errors_are_located);
     tcase_add_test(tc, lone_request_ttft_is_frontend_plus_one_step);
     tcase_add_test(tc, lone_request_ttft_with_the_model_clock);
     tcase_add_test(tc, version_selects_the_engine_profile);

@@ -60,6 +60,56 @@ START_TEST(mla_caches_latent_once)
 }
 END_TEST
 
+START_TEST(mla_expanded_caches_padded_heads)
+{
+    /* An engine that caches MLA as per-head K/V (vLLM before 0.7.1: the vllm-0.7 profile). */
+    t_library_engine("deepseek-v3", "h200", "vllm-0.7", &s);
+    kv_cache_cfg c = cfg(SCN_DTYPE_BF16);
+    ck_assert(c.mla_expanded);
+    /* K of qk_nope 128 + rope 64 = 192 per head and V padded to 192: 2 * 128 heads * 192 * 2 B
+     * = 98304 B a layer, 61 layers: 5996544 B a token (the latent: 576 * 2 * 61 = 70272). */
+    ck_assert(kv_bytes_per_token_layer(&s.model, &c) == 2.0 * 128 * 192 * 2);
+    ck_assert(kv_bytes_per_token(&s.model, &c) == 2.0 * 128 * 192 * 2 * 61);
+    /* Heads split over TP ranks, as ordinary attention: 16 of 128 on each of 8. */
+    ck_assert(kv_bytes_per_token_layer_rank(&s.model, &c, 8) == 2.0 * 16 * 192 * 2);
+    /* fp8 with a per-head scale (fp32): one scale per 192-element vector. */
+    c = cfg(SCN_DTYPE_FP8);
+    c.quant = (scn_quant){SCN_QUANT_PER_TOKEN_HEAD, 0, SCN_DTYPE_FP32, false};
+    ck_assert(fabs(kv_bytes_per_token_layer(&s.model, &c) - 2.0 * 128 * (192 + 4)) < 1e-9);
+    /* The latent profile of the same engine family keeps the latent. */
+    t_library_engine("deepseek-v3", "h200", "vllm", &s);
+    c = cfg(SCN_DTYPE_BF16);
+    ck_assert(!c.mla_expanded);
+    ck_assert(kv_bytes_per_token(&s.model, &c) == (512.0 + 64) * 61 * 2);
+    /* A model without MLA ignores the engine's MLA cache setting. */
+    t_library_engine("llama-3-8b", "h200", "vllm-0.7", &s);
+    c = cfg(SCN_DTYPE_BF16);
+    ck_assert(!c.mla_expanded);
+    ck_assert(kv_bytes_per_token_layer(&s.model, &c) == 4096);
+}
+END_TEST
+
+START_TEST(mla_expanded_capacity_matches_published_ratio)
+{
+    /* Neural Magic (Feb 2025): on 8x H200 vLLM 0.7.0's expanded cache held 54,560 tokens and
+     * 0.7.1's latent 512,000. Same budget, so the token counts differ by the bytes per token
+     * per rank: 16 heads * 192 * 2 * 2 B = 12288 B a layer against 1152 B, 10.67x. The
+     * published ratio is 9.38 (its two budgets differ); the model's must be the bytes' ratio. */
+    t_library_engine("deepseek-v3", "h200", "vllm-0.7", &s);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = cfg(SCN_DTYPE_BF16);
+    kv_capacity ex = kv_capacity_compute(&s, &c, 16, 1152);
+    t_library_engine("deepseek-v3", "h200", "vllm", &s);
+    s.deployment.tensor_parallel = 8;
+    c = cfg(SCN_DTYPE_BF16);
+    kv_capacity la = kv_capacity_compute(&s, &c, 16, 1152);
+    ck_assert(la.kv_budget == ex.kv_budget);
+    ck_assert(fabs((double)la.capacity_tokens / (double)ex.capacity_tokens - 12288.0 / 1152.0) < 1e-3);
+    /* Within 25 % of the published expanded figure (the budget itself is the model's). */
+    ck_assert(fabs(ex.capacity_tokens / 54560.0 - 1) < 0.25);
+}
+END_TEST
+
 START_TEST(quantised_kv_counts_its_scales)
 {
     t_library("llama-3-8b", "h100-sxm", &s);    /* 2 * 8 heads * 128 = 2048 elements per layer */
@@ -122,6 +172,8 @@ Suite *suite_kv_bytes(void)
     tcase_add_test(tc, forty_layer_hidden_4096_is_640_kib);
     tcase_add_test(tc, gqa_eight_to_one_saves_87_5_percent);
     tcase_add_test(tc, mla_caches_latent_once);
+    tcase_add_test(tc, mla_expanded_caches_padded_heads);
+    tcase_add_test(tc, mla_expanded_capacity_matches_published_ratio);
     tcase_add_test(tc, quantised_kv_counts_its_scales);
     tcase_add_test(tc, sliding_windows_cap_their_layers);
     tcase_add_test(tc, sink_plus_window_bounds_any_length);

@@ -102,6 +102,50 @@ START_TEST(prefix_hashes_do_not_depend_on_the_memo)
 }
 END_TEST
 
+/* A request counted again while it waits starts from its last walk's hits that are still
+ * registered (kv_manager.c, still_cached). Its counts must be a fresh walk's, by hand and against
+ * a fresh request of the same streams, as the cache around it changes: a block past its walk
+ * registered (the walk goes on), its hits referenced by another sequence (none is free), and
+ * one of them evicted (the walk ends before it). */
+START_TEST(a_waiting_request_counted_again_matches_a_fresh_walk)
+{
+    sim_kv *kv = sim_kv_init(8, 16, true, true, 0, 0);
+    sim_kv_seq a = seq(7, 64, 70);
+    ck_assert_int_eq(sim_kv_grow(kv, &a, 64), 0);
+    sim_kv_commit(kv, &a, 64);                   /* stream 7's four prefix blocks cached */
+    sim_kv_release(kv, &a); sim_kv_seq_free(&a);
+    sim_kv_seq q = seq(7, 64, 71);               /* waits with a 100-token prompt: 6 blocks to walk */
+    long free1, free2;
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &q, 100, false, &free1), 64);
+    ck_assert_int_eq(free1, 4);
+    /* b shares q's body stream: it takes the four and registers block 4 (tokens 64-79). */
+    sim_kv_seq b = seq(7, 64, 71);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &b, 80, true, NULL), 64);
+    ck_assert_int_eq(sim_kv_grow(kv, &b, 80), 0);
+    sim_kv_commit(kv, &b, 80);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &q, 100, false, &free1), 80);
+    ck_assert_int_eq(free1, 0);                  /* b holds all five */
+    sim_kv_seq fresh = seq(7, 64, 71);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &fresh, 100, false, &free2), 80);
+    ck_assert_int_eq(free2, 0);
+    /* b leaves (five cached, three never used); d takes four blocks, evicting one cached. */
+    sim_kv_release(kv, &b); sim_kv_seq_free(&b);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &q, 100, false, &free1), 80);
+    ck_assert_int_eq(free1, 5);
+    sim_kv_seq d = seq(99, 0, 98);
+    ck_assert_int_eq(sim_kv_grow(kv, &d, 64), 0);
+    ck_assert_int_eq(sim_kv_cached(kv), 4);
+    int hit = sim_kv_match_prefix(kv, &q, 100, false, &free1);
+    sim_kv_seq fresh2 = seq(7, 64, 71);
+    ck_assert_int_eq(sim_kv_match_prefix(kv, &fresh2, 100, false, &free2), hit);
+    ck_assert_int_eq(free1, free2);
+    ck_assert_int_lt(hit, 80);
+    ck_assert_int_eq(free1, hit / 16);           /* what is left of the walk is unreferenced */
+    sim_kv_release(kv, &d); sim_kv_seq_free(&d);
+    sim_kv_free(kv);
+}
+END_TEST
+
 START_TEST(unreferenced_cached_blocks_are_evicted_lru)
 {
     sim_kv *kv = sim_kv_init(4, 16, true, true, 0, 0);
@@ -215,6 +259,7 @@ Suite *suite_kv_manager(void)
     tcase_add_test(tc, paged_allocates_on_demand);
     tcase_add_test(tc, prefix_cache_shares_full_blocks_only);
     tcase_add_test(tc, prefix_hashes_do_not_depend_on_the_memo);
+    tcase_add_test(tc, a_waiting_request_counted_again_matches_a_fresh_walk);
     tcase_add_test(tc, unreferenced_cached_blocks_are_evicted_lru);
     tcase_add_test(tc, window_frees_blocks_behind_it);
     tcase_add_test(tc, contiguous_reserves_up_front);

@@ -50,6 +50,8 @@ int main(void)
     srunner_add_suite(sr, suite_attn_kernels());
     srunner_add_suite(sr, suite_mixing());
     srunner_add_suite(sr, suite_tiles());
+    srunner_add_suite(sr, suite_speed_paths());
+    srunner_add_suite(sr, suite_weight_only());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -80,6 +80,41 @@ static double brute_keys(long ctx, long n, long cap)
     return k;
 }
 
+/* docs/cost-model.md, "Elementwise kernels": SiLU*mul and rotary are kernels of their own between
+ * GEMMs; in a compute-bound prefill their memory time adds to the GEMMs' roofline instead of
+ * hiding under it. Byte counts from the model's shape by hand; times from the definition. */
+START_TEST(prefill_elementwise_kernels_add_to_the_gemms)
+{
+    ideal("llama-3-8b");
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    const double bw = 3.35e12, T = 2048, L = 32;
+    kv_seq_work w = {(long)T, 0};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    /* SiLU*mul reads gate|up (2 x 14336) and writes the product (14336); rotary reads and writes
+     * the 32 query and 8 key heads of 128; 16-bit, every layer. */
+    double act = 3.0 * T * 14336 * 2 * L, rot = 2.0 * T * (32 + 8) * 128 * 2 * L;
+    const kv_op_cost *mlp = &r.op[KV_OP_MLP], *qkv = &r.op[KV_OP_QKV];
+    ck_assert_msg(fabs(mlp->serial_bytes / act - 1) < 1e-12, "SiLU*mul bytes %.6g vs %.6g", mlp->serial_bytes, act);
+    ck_assert_msg(fabs(qkv->serial_bytes / rot - 1) < 1e-12, "rotary bytes %.6g vs %.6g", qkv->serial_bytes, rot);
+    const kv_op_cost *ops[] = {mlp, qkv};
+    for (int i = 0; i < 2; i++) {
+        const kv_op_cost *o = ops[i];
+        double rest = (o->bytes - o->serial_bytes) / bw, alone = o->serial_bytes / bw;
+        double want = sqrt(o->t_compute * o->t_compute + rest * rest) + alone + o->t_overhead;
+        ck_assert_msg(fabs(o->seconds / want - 1) < 1e-12, "op %d: %.9g s vs %.9g s", i, o->seconds, want);
+        /* Compute-bound: folding the bytes into the roofline (the old pricing) would have hidden
+         * most of them (the quadrature sum counts a part); here they cost their whole streaming time. */
+        double folded = sqrt(o->t_compute * o->t_compute + (o->bytes / bw) * (o->bytes / bw)) + o->t_overhead;
+        ck_assert_msg(o->seconds - folded > 0.5 * alone, "op %d: %.6g s over the folded roofline, the kernel streams %.6g s", i,
+                      o->seconds - folded, alone);
+    }
+    /* Decode: the same kernels move a few hundred KiB against GiB of weights. */
+    kv_seq_work d = {1, 1023};
+    kv_step_cost q = kv_step_time(&s, &c, SCN_ATTN_FLASH, &d, 1);
+    ck_assert(q.op[KV_OP_MLP].serial_bytes / bw < 1e-3 * q.op[KV_OP_MLP].seconds);
+}
+END_TEST
+
 START_TEST(attention_flops_match_brute_force_with_windows)
 {
     ideal("mistral-7b");   /* every layer windowed at 4096 */
@@ -258,6 +293,80 @@ START_TEST(moe_and_mla_kernel_counts)
 }
 END_TEST
 
+/* The routed experts at thousands of tokens against published Triton fused_moe timings
+ * (benchmark_moe.py, CUDA-graph replay): vLLM PR #24700 on an H100, Mixtral-8x7B bf16 at TP 2
+ * with its tuned config, 1024 / 1536 tokens: 833.72 / 1122.93 us a layer. kvplan's MLP op for a
+ * prefill of that many tokens, less its router GEMM, under the vllm profile (Triton fused-MoE
+ * kernels at KV_TRITON_MOE_BF16_SHARE = 0.45 of the bf16 peak, the mean of this kernel's 0.44-0.49
+ * and Gemma-4's 0.34-0.41 on an H200, PR #44818) and under kvplan's own pricing (the dense shape
+ * efficiency). The flat share over-prices these large experts: the op also adds the weights'
+ * memory time in the roofline combination, so it lands 20-35 % above the published times, where
+ * kvplan's own pricing lands within 15 % below; both bounds are asserted, so a change to either
+ * shows here (docs/cost-model.md, "Fused-MoE kernels", states the spread). */
+START_TEST(triton_fused_moe_matches_published_large_batch_times)
+{
+    static const int tokens[2] = {1024, 1536};
+    static const double us_pub[2] = {833.72, 1122.93};
+    for (int i = 0; i < 2; i++) {
+        double got[2];
+        for (int eng = 0; eng < 2; eng++) {
+            t_library_engine("mixtral-8x7b", "h100-sxm", eng ? "vllm" : "kvplan", &s);
+            s.deployment.tensor_parallel = 2;
+            kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+            kv_seq_work w = {tokens[i], 0};
+            kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+            double L = s.model.layers;
+            /* The router GEMM (T x h x E) at the dense rate, as the op prices it. */
+            double rf = 2.0 * tokens[i] * s.model.hidden * s.model.experts;
+            double router = rf / kv_compute_rate(&s.hardware, SCN_DTYPE_BF16);
+            got[eng] = (r.op[KV_OP_MLP].seconds / L - router) * 1e6;
+        }
+        double tri = got[1] / us_pub[i] - 1, own = got[0] / us_pub[i] - 1;
+        ck_assert_msg(tri > 0.20 && tri < 0.35, "%d tokens, Triton: %.1f us vs published %.2f", tokens[i], got[1], us_pub[i]);
+        ck_assert_msg(own > -0.15 && own < 0, "%d tokens, kvplan's own: %.1f us vs published %.2f", tokens[i], got[0], us_pub[i]);
+    }
+}
+END_TEST
+
+/* An MLA model cached expanded (vLLM before 0.7.1: the vllm-0.7 profile) decodes as ordinary
+ * attention over per-head K and V of 192 dims (V padded), heads split over TP ranks: at TP 8 a
+ * rank's 16 heads read 16 * 192 * 2 * 2 = 12288 B per cached token a layer, against the
+ * latent's 576 * 2 = 1152 B; kv_b decompresses the one new token (2 * 512 * 16 * (128 + 128)
+ * flops) and its weight is read once a layer. Written out per layer, times 61 layers. */
+START_TEST(mla_expanded_decodes_as_padded_heads)
+{
+    t_library_engine("deepseek-v3", "h200", "vllm-0.7", &s);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    ck_assert(c.mla_expanded);
+    long ctx = 999, held = ctx + 1;
+    kv_seq_work w = {1, ctx};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    const kv_op_cost *a = &r.op[KV_OP_ATTENTION];
+    double kv_tok = 16.0 * 192 * 2 * 2, qo = 16.0 * (192 + 192) * 2;
+    double wb = 512.0 * 16 * (128 + 128) * kv_weight_bytes_per_param(&s.model);
+    double bytes = 61 * (qo + kv_tok + held * kv_tok + 512.0 * 2 + wb);
+    double flops = 61 * (2.0 * 16 * (192 + 192) * held + 2.0 * 512 * 16 * (128 + 128));
+    ck_assert_msg(fabs(a->bytes / bytes - 1) < 1e-12, "%.17g vs %.17g", a->bytes, bytes);
+    ck_assert_msg(fabs(a->flops / flops - 1) < 1e-12, "%.17g vs %.17g", a->flops, flops);
+    ck_assert(!r.mla_absorbed);
+    /* The latent cache of the same step reads about a tenth of those bytes beside kv_b's
+     * weight, which both read once a layer. */
+    c.mla_expanded = false;
+    kv_step_cost l = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(l.mla_absorbed);
+    ck_assert(l.op[KV_OP_ATTENTION].bytes - 61 * wb < 0.15 * (a->bytes - 61 * wb));
+    /* With 64 sequences the expanded cache's ten times the bytes set the time: the latent's
+     * attention is faster (at batch 1 the latent kernel's few work items may not be). */
+    kv_seq_work many[64];
+    for (int i = 0; i < 64; i++) many[i] = w;
+    double lat = kv_step_time(&s, &c, SCN_ATTN_FLASH, many, 64).op[KV_OP_ATTENTION].seconds;
+    c.mla_expanded = true;
+    double exp_ = kv_step_time(&s, &c, SCN_ATTN_FLASH, many, 64).op[KV_OP_ATTENTION].seconds;
+    ck_assert_msg(lat < 0.5 * exp_, "%g vs %g", lat, exp_);
+}
+END_TEST
+
 /* A fused-MoE layer's decode time against published kernel timings: vLLM's
  * benchmarks/kernels/benchmark_moe.py on an H100 (vLLM PR #24700, "Benchmarks on H100": Qwen3 from
  * the PR's column, Mixtral from the tuned-config column), which times the fused experts (top-k, alignment, both grouped GEMMs, the
@@ -345,6 +454,7 @@ Suite *suite_roofline(void)
     TCase *tc = tcase_create("step");
     tcase_add_test(tc, decode_reads_weights_once_plus_kv);
     tcase_add_test(tc, prefill_is_two_flops_per_parameter_per_token);
+    tcase_add_test(tc, prefill_elementwise_kernels_add_to_the_gemms);
     tcase_add_test(tc, attention_flops_match_brute_force_with_windows);
     tcase_add_test(tc, naive_attention_moves_the_score_matrix);
     tcase_add_test(tc, moe_decode_touches_experts_as_expected);
@@ -352,6 +462,8 @@ Suite *suite_roofline(void)
     tcase_add_test(tc, overheads_are_added);
     tcase_add_test(tc, graph_boundaries_match_the_published_batch1_decode);
     tcase_add_test(tc, moe_and_mla_kernel_counts);
+    tcase_add_test(tc, mla_expanded_decodes_as_padded_heads);
+    tcase_add_test(tc, triton_fused_moe_matches_published_large_batch_times);
     tcase_add_test(tc, fused_moe_layer_matches_published_kernel_times);
     tcase_add_test(tc, flash_rereads_hit_l2_when_they_fit);
     tcase_add_test(tc, prefix_hits_save_whole_blocks);

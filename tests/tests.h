@@ -51,6 +51,8 @@ Suite *suite_frontend(void);
 Suite *suite_attn_kernels(void);
 Suite *suite_mixing(void);
 Suite *suite_tiles(void);
+Suite *suite_speed_paths(void);
+Suite *suite_weight_only(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */
