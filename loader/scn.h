@@ -212,6 +212,12 @@ typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE } scn_mem_budget;
 typedef enum { SCN_PREFILL_MIX_BY_SCHEDULER = 0, SCN_PREFILL_MIX_ALWAYS, SCN_PREFILL_MIX_NEVER } scn_prefill_mix;
 
 typedef enum { SCN_MOE_KERNEL_KVPLAN = 0, SCN_MOE_KERNEL_TRITON, SCN_MOE_KERNEL_CUTLASS } scn_moe_kernel;
+/* The kernel an engine runs block-scaled fp8 GEMMs with (`block_fp8:`; docs/cost-model.md,
+ * "Block-scaled fp8 GEMMs"): NATIVE prices them as per-tensor fp8; TRITON (vLLM's and SGLang's
+ * w8a8_block_fp8_matmul) and CUTLASS (the SM90 blockwise kernel) launch one CTA per 64 x 128
+ * output block and do not split K; DEEPGEMM (DeepSeek's, and TensorRT-LLM's kernels of its
+ * kind) sizes its blocks to the SMs. */
+typedef enum { SCN_BF8_NATIVE = 0, SCN_BF8_TRITON, SCN_BF8_CUTLASS, SCN_BF8_DEEPGEMM, SCN_BF8_COUNT } scn_block_fp8;
 
 typedef struct {
     char name[SCN_NAME_MAX];
@@ -241,6 +247,7 @@ typedef struct {
     double custom_max;          /* bytes: and two-shot up to here; NCCL above */
     scn_attn_kernel attn_kernel;
     scn_weight_only weight_only;
+    scn_block_fp8 block_fp8;
     /* Memory accounting (docs/cost-model.md, "Memory budget and capacity"): what the memory
      * fraction applies to and what the engine takes out of it before sizing the KV cache. */
     bool mem_given;             /* the profile has a memory: section; otherwise kvplan's own rule */
@@ -273,6 +280,7 @@ typedef struct {
 } scn_engine;
 const char *scn_attn_kernel_name(scn_attn_kernel k);
 const char *scn_weight_only_name(scn_weight_only w);
+const char *scn_block_fp8_name(scn_block_fp8 k);
 
 typedef enum { SCN_ROUTER_ROUND_ROBIN, SCN_ROUTER_LEAST_OUTSTANDING, SCN_ROUTER_PREFIX_AFFINITY } scn_router;
 extern const char *const SCN_ROUTER_NAMES[];

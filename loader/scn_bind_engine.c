@@ -15,6 +15,9 @@ const char *scn_attn_kernel_name(scn_attn_kernel k) { return k < SCN_AK_COUNT ? 
 static const char *const WO_NAMES[] = {"fused", "torch", "marlin", NULL};
 const char *scn_weight_only_name(scn_weight_only w) { return w < SCN_WO_COUNT ? WO_NAMES[w] : "?"; }
 
+static const char *const BF8_NAMES[] = {"native", "triton", "cutlass", "deepgemm", NULL};
+const char *scn_block_fp8_name(scn_block_fp8 k) { return k < SCN_BF8_COUNT ? BF8_NAMES[k] : "?"; }
+
 /* The formats a plan option may name, with the layout each checkpoint family uses: AWQ and GPTQ
  * group 128 input elements per scale, NVFP4 16, DeepSeek-style fp8 blocks are 128 x 128. */
 static const struct { const char *name; scn_wformat f; } WFORMATS[] = {
@@ -48,7 +51,7 @@ const char *scn_wformat_name(const scn_wformat *f)
 /* ---- engine profiles ---- */
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
-                                          "kv_offload", "frontend", "weight_only", "mla", "moe", NULL};
+                                          "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
@@ -289,6 +292,9 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     int w = (int)e->weight_only;
     if (scn_get_enum(c, m, path, "weight_only", WO_NAMES, &w)) return -1;
     e->weight_only = (scn_weight_only)w;
+    int bf = (int)e->block_fp8;
+    if (scn_get_enum(c, m, path, "block_fp8", BF8_NAMES, &bf)) return -1;
+    e->block_fp8 = (scn_block_fp8)bf;
     if (!e->name[0]) snprintf(e->name, sizeof e->name, "%s", "unnamed-engine");
     return 0;
 }

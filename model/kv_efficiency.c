@@ -471,3 +471,37 @@ double kv_marlin_rate(const scn_hardware *hw)
      * marlin issue #2), against A100's 312 TFLOP/s dense fp16: 141.4 / 312. */
     return hw->flops[SCN_DTYPE_BF16] * (141.4 / 312.0);
 }
+
+/* ---- Block-scaled fp8 GEMMs (docs/cost-model.md, "Block-scaled fp8 GEMMs") ---- */
+
+/* Each family's published large-M rate on H100 SXM (fp8 dense datasheet 1979 TFLOP/s) and the
+ * shape it was measured at (docs/sources.md, "Block-scaled fp8 GEMMs"): vLLM PR #23280, DeepSeek-V3
+ * N = 2112, K = 7168 at M = 8192: Triton w8a8_block_fp8_matmul 406.5 TFLOP/s, CUTLASS SM90
+ * blockwise 489.7; vLLM PR #13917, N = 18432, K = 7168 at M = 1024: DeepGEMM 969.8. */
+static const struct { double tflops, M, N, K; } BF8_MEASURED[SCN_BF8_COUNT] = {
+    [SCN_BF8_TRITON] = {406.5, 8192, 2112, 7168},
+    [SCN_BF8_CUTLASS] = {489.7, 8192, 2112, 7168},
+    [SCN_BF8_DEEPGEMM] = {969.8, 1024, 18432, 7168},
+};
+#define BF8_H100_FP8_TFLOPS 1979.0
+#define BF8_BLOCK_M 64     /* w8a8_block_fp8_matmul's default BLOCK_SIZE_M */
+#define BF8_BLOCK_N 128    /* BLOCK_SIZE_N = the weight block's 128 columns */
+
+double kv_block_fp8_rate(const scn_hardware *hw, scn_block_fp8 k, double M, double N, double K)
+{
+    if (k <= SCN_BF8_NATIVE || k >= SCN_BF8_COUNT || hw->arch != SCN_ARCH_HOPPER) return 0;
+    double fp8 = hw->flops[SCN_DTYPE_FP8];
+    if (fp8 <= 0) return 0;
+    /* The kernel's own share of the datasheet rate: the measurement over the tile-quantised
+     * work of its shape, so this shape's tiles are not counted twice. */
+    double eff0 = kv_gemm_shape_efficiency(hw, BF8_MEASURED[k].M, BF8_MEASURED[k].N, BF8_MEASURED[k].K, SCN_DTYPE_FP8);
+    double share = BF8_MEASURED[k].tflops / BF8_H100_FP8_TFLOPS / eff0;
+    return fp8 * fmin(1.0, share) * kv_gemm_shape_efficiency(hw, M, N, K, SCN_DTYPE_FP8);
+}
+
+double kv_block_fp8_fill(const scn_hardware *hw, scn_block_fp8 k, double M, double N)
+{
+    if ((k != SCN_BF8_TRITON && k != SCN_BF8_CUTLASS) || hw->sm_count <= 0 || M <= 0 || N <= 0) return 1;
+    double ctas = ceil(M / BF8_BLOCK_M) * ceil(N / BF8_BLOCK_N);
+    return fmin(1.0, ctas / hw->sm_count);
+}

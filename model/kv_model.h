@@ -110,6 +110,16 @@ double kv_marlin_rate(const scn_hardware *hw);
  * zero per group. */
 double kv_tinygemm_bytes_per_param(double group);
 
+/* ---- Block-scaled fp8 GEMMs (kv_efficiency.c; docs/cost-model.md, "Block-scaled fp8 GEMMs") ---- */
+/* The flop rate the engine's block-fp8 kernel family reaches on a large GEMM of shape N x K with
+ * M rows, on Hopper: the family's published large-M rate, as a share of the fp8 datasheet rate
+ * with the published shape's tile quantisation taken out, times this shape's. 0 = not priced
+ * apart (NATIVE, or no published figure for this GPU generation). */
+double kv_block_fp8_rate(const scn_hardware *hw, scn_block_fp8 k, double M, double N, double K);
+/* The share of the SMs a block-fp8 GEMM's CTAs occupy: ceil(M / 64) x ceil(N / 128) CTAs, K not
+ * split, against the SMs (at most 1), for the Triton and CUTLASS families; 1 otherwise. */
+double kv_block_fp8_fill(const scn_hardware *hw, scn_block_fp8 k, double M, double N);
+
 /* ---- Efficiency from shapes (kv_efficiency.c) ---- */
 /* The share of flops[dt] a large GEMM in dtype dt reaches: eff_compute x efficiency.compute_scale
  * for dt (1 when the profile gives none). docs/cost-model.md, "Efficiency defaults". */
@@ -243,6 +253,8 @@ typedef struct {
     double kernels;      /* kernel launches */
     double t_compute;    /* s: flops / (peak * efficiency) */
     double t_memory;     /* s: bytes / (bandwidth * efficiency) */
+    double t_fill;       /* s: of t_memory, the extra time block-fp8 GEMMs stream their weights in
+                          * when their CTAs occupy only part of the SMs (kv_block_fp8_fill) */
     double t_network;    /* s */
     double t_overhead;   /* s: launch cost not hidden behind the GPU, or the step's CPU cost */
     double seconds;      /* max(combine(t_compute, t_memory - t_serial) + t_serial, t_network)

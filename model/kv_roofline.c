@@ -109,6 +109,7 @@ typedef struct {
      * or Marlin's own compute rate. */
     enum { WO_NONE, WO_CONVERT, WO_TINYGEMM, WO_MARLIN } wo;
     double wo_rate;    /* weights per second that on-chip work allows; Marlin: flop/s */
+    scn_block_fp8 bf8; /* block-scaled fp8 weights the engine runs with this kernel family */
 } gemm_ctx;
 
 /* The weight-only kernel an engine runs over these weights (docs/cost-model.md, "Weight-only
@@ -160,6 +161,14 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
          * library GEMM's. */
         eff = 1;
         o->t_compute += 2.0 * g->M * N * K * layers / g->wo_rate;
+    } else if (g->bf8 != SCN_BF8_NATIVE) {
+        /* Block-scaled fp8 (docs/cost-model.md, "Block-scaled fp8 GEMMs"): the family's own rate;
+         * its CTAs, K not split, stream the weights at their SMs' share of the bandwidth. */
+        double rate = kv_block_fp8_rate(g->hw, g->bf8, g->M, N, K);
+        o->t_compute += rate > 0 ? 2.0 * g->M * N * K * layers / rate : 0;
+        double f = kv_block_fp8_fill(g->hw, g->bf8, g->M, N);
+        double bw = g->hw->memory_bandwidth * g->hw->eff_bandwidth;
+        if (f < 1 && bw > 0) o->t_fill += N * K * g->wb * layers * (1.0 / f - 1.0) / bw;
     } else {
         o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
     }
@@ -187,9 +196,10 @@ static void finish(kv_op_cost *o, double bw, double wave, double launch, bool gr
 {
     if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
     /* The op's elementwise kernels stream their bytes alone, after the roofline of the rest
-     * (add_serial); an op without them (serial_bytes 0) gets exactly the plain roofline. */
+     * (add_serial); an op without them (serial_bytes 0) gets exactly the plain roofline. Block-fp8
+     * GEMMs' slow weight streaming (t_fill) belongs to the rest. */
     double t_serial = bw > 0 ? o->serial_bytes / bw : 0;
-    double t_rest = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes - o->serial_bytes) / (bw * wave) + o->weight_bytes / bw : 0;
+    double t_rest = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes - o->serial_bytes) / (bw * wave) + o->weight_bytes / bw + o->t_fill : 0;
     o->t_memory = t_rest + t_serial;
     double roof = kv_roofline_combine(o->t_compute, t_rest) + t_serial;
     double gpu = fmax(roof, o->t_network);
@@ -450,8 +460,13 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
     kv_weights kw = kv_weights_compute(m, tp);
     r.gemm_dtype = kv_gemm_dtype(m, hw);
     gemm_ctx g = {hw, T, r.graph ? r.graph_batch : T, kv_compute_rate(hw, r.gemm_dtype), r.gemm_dtype,
-                  kw.bytes_per_linear, WO_NONE, 0};
+                  kw.bytes_per_linear, WO_NONE, 0, SCN_BF8_NATIVE};
     weight_only_of(&g, m, e);
+    /* Block-scaled fp8 weights on a GPU with fp8 math, run by a kernel family with a published
+     * rate for it: priced as that family runs them. */
+    if (m->weight_dtype == SCN_DTYPE_FP8 && m->weight_quant == SCN_WQ_BLOCK && g.wo == WO_NONE &&
+        g.dt == SCN_DTYPE_FP8 && kv_block_fp8_rate(hw, e->block_fp8, 1, 1, 1) > 0)
+        g.bf8 = e->block_fp8;
     r.gemm_dtype = g.dt;
 
     if (T > 0) {
@@ -545,7 +560,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. */
         double V = (double)m->vocab / tp;
         gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, kv_compute_rate(hw, SCN_DTYPE_BF16),
-                       SCN_DTYPE_BF16, kw.bytes_per_other, WO_NONE, 0};
+                       SCN_DTYPE_BF16, kw.bytes_per_other, WO_NONE, 0, SCN_BF8_NATIVE};
         gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);
         add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
     }
@@ -787,7 +802,7 @@ kv_op_cost kv_gemm_time(const scn_hardware *hw, const scn_engine *e, double M, d
 {
     kv_op_cost o;
     memset(&o, 0, sizeof o);
-    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes, WO_NONE, 0};
+    gemm_ctx g = {hw, M, M, kv_compute_rate(hw, dt), dt, weight_bytes, WO_NONE, 0, SCN_BF8_NATIVE};
     gemm(&o, &g, N, K, 1, 1);
     finish(&o, hw->memory_bandwidth * hw->eff_bandwidth, 1, hw->kernel_overhead, graph, e->graph_kernel);
     return o;

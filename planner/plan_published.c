@@ -648,7 +648,10 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     }
     /* The checkpoint as published: a quantised format replaces the model's; a 16-bit one keeps
      * the model's own (bf16 and fp16 cost the same). */
-    if (wf->quant != SCN_WQ_NONE || scn_dtype_bytes(wf->dtype) != 2) kv_model_set_wformat(&s->model, wf);
+    /* "fp8" on a model whose own checkpoint is fp8 is that checkpoint, in its own scaling layout
+     * (DeepSeek-V3/R1's 128 x 128 blocks): the model's format stays. */
+    bool own_fp8 = wf->dtype == SCN_DTYPE_FP8 && wf->quant == SCN_WQ_PER_TENSOR && s->model.weight_dtype == SCN_DTYPE_FP8;
+    if (!own_fp8 && (wf->quant != SCN_WQ_NONE || scn_dtype_bytes(wf->dtype) != 2)) kv_model_set_wformat(&s->model, wf);
     double v = NAN;
     if (r->mode == PUB_MODE_CAPACITY) {
         sim_choice c = sim_choice_first(s);
