@@ -279,7 +279,10 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     plan_apply(s, c, t);
     t->seed = s->seed + (unsigned long long)k;
     if (offered) {
+        plan_trace_context(-1, k, "offered");
+        double t0 = plan_trace_clock();
         int rc = sim_run_predicted(t, &c->c, &o->m, err, n);
+        plan_trace_sim(t->workload.rate, t->workload.requests, rc == SIM_OK ? plan_slo_met(t, &o->m) : -1, false, t0);
         o->sims++;
         if (rc == SIM_E_DATA) { o->skipped = true; free(t); return 0; }
         if (rc != SIM_OK) {
@@ -301,6 +304,8 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     plan_capacity_result *x = &o->x;
     o->searched = true;
     bool trial_sized = o->ran && t->workload.requests == plan_trial_requests(t, &c->c);
+    plan_trace_context(-1, k, first->rate < 0 ? (cutoff > 0 ? "first-cut" : "first") : first->unbounded ? "later-unbounded"
+                              : first->rate > 0 ? (cutoff > 0 ? "later-cut" : "later") : "later-none");
     if (first->rate > 0 && first->unbounded) {
         sim_metrics top;
         bool whole;
@@ -316,7 +321,10 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
             x->sims++;
         }
     } else if (first->rate > 0) {
-        plan_capacity_search(s, c, t->seed, c->replicas, first->rate, PLAN_CAPACITY_SEED_STEP, PLAN_CAPACITY_TOL, NULL, x);
+        /* With a cutoff (several seeds: the rate below which this seed's answer keeps the mean
+         * under the bound's bar) the search may stop once its answer is known to lie below it. */
+        plan_capacity_search_below(s, c, t->seed, c->replicas, first->rate, PLAN_CAPACITY_SEED_STEP, PLAN_CAPACITY_TOL,
+                                   0, NULL, cutoff, x);
     } else if (first->rate == 0) {
         sim_metrics low;
         bool whole;
@@ -412,6 +420,8 @@ typedef struct {
     int left;                  /* seeds still queued or running after the lead */
     bool searching;            /* the later seeds' items are searches only; offered-load runs follow */
     bool failed;
+    double later_cutoff;       /* > 0: the later seeds' searches stop once their answer is below it */
+    unsigned cut;              /* bit k: seed k's search stopped there (its answer is below later_cutoff) */
 } cand_state;
 
 typedef struct {
@@ -458,6 +468,7 @@ static void cand_finished(pool *w, int i)
     plan_cand *c = &w->r->c[i];
     if (c->status == PLAN_PENDING) c->status = PLAN_DONE;
     w->done++;
+    if (plan_trace_on()) plan_trace_note(i, c->status == PLAN_DONE ? "done" : c->why);
     int n = c->n_seeds, met = 0;
     unsigned all = n >= 32 ? ~0u : (1u << n) - 1;
     for (int k = 0; k < n; k++) met += (c->seed_slo >> k) & 1;
@@ -578,8 +589,57 @@ static bool searched_below(pool *w, int i)
     return true;
 }
 
+/* Under the lock, candidate i's first seed searched (several seeds): the rate below which each
+ * later seed's answer keeps the mean over seeds under the bound's bar, x' = (n x - a_1) / (n - 1)
+ * for x the bar in the candidate's rate (docs/planner.md, "Seeking the cutoff"); 0 when the
+ * bound does not apply (too few candidates found, or fewer GPUs than one of the best, which the
+ * ranking may prefer: see bound_skip). */
+static double later_cutoff(pool *w, int i)
+{
+    plan_result *r = w->r;
+    plan_cand *c = &r->c[i];
+    int n = c->n_seeds;
+    if (!w->bounding || w->n_best < r->bound_keep || n < 2 || !(c->cap_done & 1) || (c->seed_unbounded & 1) ||
+        !(c->seed_rate[0] > 0))
+        return 0;
+    for (int j = 0; j < r->bound_keep; j++) if (c->gpus < w->best_gpus[j]) return 0;
+    double x = w->best[r->bound_keep - 1] * c->gpus * (1 - 2e-3);
+    double xl = (n * x - c->seed_rate[0]) / (n - 1);
+    return xl > 0 ? xl : 0;
+}
+
+/* Under the lock, every later seed's search in, some stopped below later_cutoff: skips the
+ * candidate when the seeds' answers (those stopped counted at the cutoff, which they lie below)
+ * keep its mean capacity per GPU under the bar found now (which only rises). True when skipped. */
+static bool later_settled(pool *w, int i)
+{
+    plan_result *r = w->r;
+    plan_cand *c = &r->c[i];
+    cand_state *st = &w->st[i];
+    int n = c->n_seeds;
+    if (!w->bounding || w->n_best < r->bound_keep || !(st->later_cutoff > 0)) return false;
+    double sum = 0;
+    for (int k = 0; k < n; k++) {
+        if (st->cut & (1u << k)) sum += st->later_cutoff;
+        else if ((c->cap_done & (1u << k)) && !(c->seed_unbounded & (1u << k))) sum += c->seed_rate[k];
+        else return false;
+    }
+    double thr = w->best[r->bound_keep - 1], v = sum / n / c->gpus;
+    if (!(v <= thr * (1 - 2e-3))) return false;
+    c->status = PLAN_SKIPPED;
+    c->bound_skipped = true;
+    snprintf(c->why, sizeof c->why, "not simulated further: its later seeds' trials failed below %.4g %s, which keeps "
+             "its mean capacity below the %d best found (%.4g per GPU)", st->later_cutoff, plan_rate_unit(w->s),
+             r->bound_keep, thr);
+    w->skipped++;
+    cand_finished(w, i);
+    pthread_cond_broadcast(&w->more);
+    return true;
+}
+
 static void run_lead(pool *w, int i)
 {
+    plan_trace_context(i, 0, "lead");
     const scn_scenario *s = w->s;
     plan_cand *c = &w->r->c[i];
     cand_state *st = &w->st[i];
@@ -608,8 +668,9 @@ static void run_lead(pool *w, int i)
             c->status = PLAN_SKIPPED;
             c->bound_skipped = true;
             c->sims += o.sims;
-            snprintf(c->why, sizeof c->why, "not simulated further: a trial at %.4g %s failed, below the %d best found "
-                     "(%.4g per GPU)", o.x.cut_at, plan_rate_unit(s), w->r->bound_keep, cutoff / c->gpus / (1 - 2e-3));
+            snprintf(c->why, sizeof c->why, "not simulated further: its trials put its capacity at or below %.4g %s, "
+                     "under the %d best found (%.4g per GPU)", o.x.cut_at, plan_rate_unit(s), w->r->bound_keep,
+                     cutoff / c->gpus / (1 - 2e-3));
             w->skipped++;
             cand_finished(w, i);
             pthread_cond_broadcast(&w->more);
@@ -630,6 +691,7 @@ static void run_lead(pool *w, int i)
             /* The later seeds' searches next (they start from this answer); the offered-load
              * runs once every search is in (run_seed). */
             st->searching = true;
+            st->later_cutoff = later_cutoff(w, i);
             for (int j = c->n_seeds - 1; j >= 1; j--) { w->sq[w->sn++] = (task){i, j, TASK_SEARCH}; st->left++; }
             pthread_cond_broadcast(&w->more);
             pthread_mutex_unlock(&w->lock);
@@ -668,6 +730,7 @@ static void run_lead(pool *w, int i)
 
 static void run_seed(pool *w, int i, int k, int part)
 {
+    plan_trace_context(i, k, "seed");
     const scn_scenario *s = w->s;
     plan_cand *c = &w->r->c[i];
     cand_state *st = &w->st[i];
@@ -676,18 +739,35 @@ static void run_seed(pool *w, int i, int k, int part)
     pthread_mutex_lock(&w->lock);
     bool skip = c->status != PLAN_PENDING;   /* a seed found it cannot run: the rest need not */
     bool offered = part != TASK_SEARCH && needs_offered(c, k), search = part != TASK_OFFERED && needs_search(s, c, k);
+    double cutoff = part == TASK_SEARCH ? st->later_cutoff : 0;
     pthread_mutex_unlock(&w->lock);
-    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, 0, &o, err, sizeof err);
+    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, cutoff, &o, err, sizeof err);
     pthread_mutex_lock(&w->lock);
     if (rc) fail(w, err);
-    else if (!skip && c->status == PLAN_PENDING) commit_seed(s, c, k, &o, err);
-    if (--st->left == 0) {
+    else if (!skip && c->status == PLAN_PENDING && o.searched && o.x.cut) {
+        c->sims += o.sims;   /* only that its answer is below the cutoff is known (later_settled) */
+        st->cut |= 1u << k;
+    } else if (!skip && c->status == PLAN_PENDING) commit_seed(s, c, k, &o, err);
+    bool settled = false;
+    if (--st->left == 0 && st->searching && st->cut && !w->failed && c->status == PLAN_PENDING) {
+        settled = later_settled(w, i);
+        if (!settled) {
+            /* Some later seed stopped below its cutoff but the others do not keep the mean
+             * under the bar: those searches run again in full. */
+            for (int j = c->n_seeds - 1; j >= 1; j--)
+                if (st->cut & (1u << j)) { w->sq[w->sn++] = (task){i, j, TASK_SEARCH}; st->left++; }
+            st->later_cutoff = 0;
+            pthread_cond_broadcast(&w->more);
+        }
+        st->cut = 0;
+    }
+    if (st->left == 0) {
         /* Every seed's search is in: a candidate whose mean capacity then ranks it below the best
          * found needs no offered-load runs (searched_below finishes it); otherwise they run now. */
-        bool finished = false;
+        bool finished = settled;
         if (st->searching) {
             st->searching = false;
-            if (!w->failed && c->status == PLAN_PENDING) {
+            if (!settled && !w->failed && c->status == PLAN_PENDING) {
                 if (searched_below(w, i)) finished = true;
                 else {
                     for (int j = c->n_seeds - 1; j >= 0; j--) { w->sq[w->sn++] = (task){i, j, TASK_OFFERED}; st->left++; }

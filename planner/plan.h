@@ -289,14 +289,23 @@ void plan_swap_gate(const scn_scenario *s, plan_result *r);
  * the plan did not compare them. */
 int plan_swap_explain(const scn_scenario *s, const plan_result *r, char *line, size_t n);
 
+/* Where a plan's simulations go (plan_trace.c): with KVPLAN_PLAN_TRACE=FILE each simulation the
+ * planner runs appends a line to FILE (candidate, seed, phase, rate, requests, verdict, stopped
+ * early, thread CPU seconds). plan_trace_context labels the calling thread's next simulations. */
+bool plan_trace_on(void);
+void plan_trace_context(int cand, int seed, const char *phase);   /* cand < 0: keep the thread's */
+void plan_trace_note(int cand, const char *what);                  /* a candidate's end (status) */
+double plan_trace_clock(void);
+void plan_trace_sim(double rate, long requests, int verdict, bool stopped, double t0);
+
 /* Capacity (plan_capacity.c). */
 typedef struct {
     double rate;               /* req/s: the highest rate that kept up within the SLO; 0 if none */
     double out_tok_per_s;      /* output tokens/s at that rate in steady state (rate x tokens per arrival) */
     double lowest;             /* req/s: the lowest rate tried (when rate is 0: it missed down to here) */
     bool unbounded;            /* it kept up at the top of the searched range (`rate`): a lower bound only */
-    bool cut;                  /* plan_capacity_search_below stopped: the answer is below cut_at (rate: a lower bound) */
-    double cut_at;             /* req/s: the failed trial at or below the cutoff */
+    bool cut;                  /* plan_capacity_search_below stopped: the answer is at most cut_at (rate: a lower bound) */
+    double cut_at;             /* req/s: below the cutoff; the whole search's answer is at most this */
     int sims;                  /* simulations run */
     sim_metrics m;             /* the run at `rate` (zeroed when none) */
 } plan_capacity_result;
@@ -345,9 +354,11 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
 int plan_capacity_search_from(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
                               double start, double step, double tol, double known_rate, const sim_metrics *known,
                               plan_capacity_result *out);
-/* plan_capacity_search_from, but it stops (with `cut`) once a trial at or below `cutoff` fails:
- * the answer, below that trial's rate, is then known to be below the cutoff, which is all a
- * caller that only compares it with the cutoff needs. */
+/* plan_capacity_search_from, but it stops (with `cut`) once its trials show the answer below
+ * `cutoff` (a trial at or below it failed, or the search's path can only end below it), which is
+ * all a caller that only compares it with the cutoff needs; it tries first the trials that settle
+ * that (docs/planner.md, "Seeking the cutoff"). When it does not stop, its answer is the whole
+ * search's. */
 int plan_capacity_search_below(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
                                double start, double step, double tol, double known_rate, const sim_metrics *known,
                                double cutoff, plan_capacity_result *out);

@@ -188,6 +188,7 @@ static int trial_run(const scn_scenario *s, const plan_cand *c, unsigned long lo
     early_init(&e, t);
     sim_run_opts o = {.seed = t->seed};
     if (early && e.n > 0) { o.on_request = early_on_request; o.ud = &e; }
+    double t0 = plan_trace_clock();
     int rc = sim_run(t, &c->c, &ex, &o, m, err, sizeof err);
     ex.free(ex.ctx);
     int v;
@@ -201,6 +202,7 @@ static int trial_run(const scn_scenario *s, const plan_cand *c, unsigned long lo
         *complete = rc == SIM_OK;
         v = rc != SIM_OK ? (rc == SIM_E_DATA ? 0 : -1) : m->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(t, m);
     }
+    plan_trace_sim(rate, t->workload.requests, v, e.stopped, t0);
     free(t);
     return v;
 }
@@ -301,6 +303,86 @@ double plan_capacity_hint(const scn_scenario *s, const plan_cand *c, int replica
  * each step the previous one squared (its logarithm doubles), so a start within `step` of the
  * answer brackets it in one or two trials and one far off still brackets it in a few; then it
  * bisects (the geometric mean) until hi / lo - 1 <= tol. */
+typedef struct {
+    double lo, hi, start, top, bottom, f, tol;
+    int dir;                   /* +1 galloping up from lo, -1 down from hi, 0 bisecting */
+    bool try_start;            /* the start is tried first (it lies inside the bracket) */
+} search_state;
+
+/* The next rate the search tries from state z; false when it has its answer. One function for the
+ * search and for the forecast of its path (seek_rate), so both compute the same doubles. */
+static bool search_next(const search_state *z, double *r)
+{
+    if (z->try_start) *r = z->start;
+    else if (z->dir > 0 && z->lo * z->f < z->hi && z->lo < z->top) *r = fmin(z->lo * z->f, z->top);
+    else if (z->dir < 0 && z->hi / z->f > z->lo && z->hi > z->bottom) *r = fmax(z->hi / z->f, z->bottom);
+    else if (z->lo > 0 && isfinite(z->hi) && z->hi / z->lo - 1 > z->tol) *r = sqrt(z->lo * z->hi);
+    else return false;
+    return true;
+}
+
+/* The state after a trial at r (the rate search_next gave) with verdict ok. */
+static void search_step(search_state *z, double r, bool ok)
+{
+    bool bisecting = !z->try_start && !(z->dir > 0 && z->lo * z->f < z->hi && z->lo < z->top) &&
+                     !(z->dir < 0 && z->hi / z->f > z->lo && z->hi > z->bottom);
+    if (bisecting) z->dir = 0;
+    if (ok) z->lo = r; else z->hi = r;
+    if (z->try_start) { z->dir = ok ? 1 : -1; z->try_start = false; }
+    else if (z->dir != 0 && (ok ? 1 : -1) == z->dir) z->f *= z->f;   /* the same way again: a longer stride */
+    else z->dir = 0;                                                  /* it turned: bisect from here */
+}
+
+/* Trials already run by a search that seeks a cutoff (docs/planner.md, "Seeking the cutoff"):
+ * their rates, verdicts and, for those that kept up, metrics. Trials are deterministic (the same
+ * candidate, seed and rate give the same verdict and metrics), so one found out of turn serves
+ * the search when it reaches that rate. */
+enum { MEMO_MAX = 64 };
+typedef struct {
+    double rate[MEMO_MAX];
+    bool ok[MEMO_MAX];
+    sim_metrics *m;            /* [MEMO_MAX], allocated on first use */
+    int n;
+} trial_memo;
+
+static int memo_find(const trial_memo *t, double r)
+{
+    for (int k = 0; k < t->n; k++) if (t->rate[k] == r) return k;
+    return -1;
+}
+
+/* The next trial that settles fastest whether the search's answer lies below `cutoff`, from
+ * state z (docs/planner.md, "Seeking the cutoff"). F is the search's path forecast with every
+ * unknown trial at or below the cutoff keeping up and every unknown one above it failing (known
+ * trials as they went). The search follows F until its first trial that disagrees with it; when
+ * every point above the cutoff on F up to some place is known, that can only be an unknown point
+ * at or below the cutoff failing, which puts the answer below the cutoff. So the answer is
+ * settled below the cutoff (*settled, with *below the rate it is at most) when F, with no unknown
+ * point above the cutoff, reaches a known failure at or below it, or ends with its answer below
+ * it. Otherwise returns the trial to run first: the first unknown point above the cutoff on F (a
+ * rate past capacity fails within seconds of simulated time, where one at or below the cutoff
+ * that keeps up is a whole run); 0 when F ends at or above the cutoff with nothing unknown above
+ * it (the search then runs in its own order). Which trial goes first changes only the cost. */
+static double seek_rate(search_state z, const trial_memo *t, double cutoff, bool *settled, double *below)
+{
+    double above = 0, r;
+    int steps = 0;
+    *settled = false;
+    while (search_next(&z, &r) && steps++ < 256) {
+        int k = memo_find(t, r);
+        bool ok = k >= 0 ? t->ok[k] : r <= cutoff;
+        if (k < 0 && r > cutoff) { above = r; break; }
+        if (!ok && r <= cutoff) { *settled = true; *below = r; return 0; }   /* a known failure */
+        search_step(&z, r, ok);
+    }
+    if (above == 0) {
+        /* F ends (or runs past 256 steps: then nothing is claimed) with nothing unknown above. */
+        if (!search_next(&z, &r) && z.lo < cutoff) { *settled = true; *below = z.lo; }
+        return 0;
+    }
+    return above;
+}
+
 static int search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double start,
                   double step, double tol, double known_rate, const sim_metrics *known, double cutoff,
                   plan_capacity_result *out)
@@ -310,45 +392,60 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
     if (!(start > 0)) start = plan_capacity_hint(s, c, replicas);
     if (!(step > 1)) step = 2;
     if (!(tol > 0)) tol = PLAN_CAPACITY_TOL;
-    double lo = 0, hi = INFINITY;
-    double top = start * PLAN_CAPACITY_RANGE;   /* lo reaching it: unbounded (below) */
+    search_state z = {.lo = 0, .hi = INFINITY, .start = start, .f = step, .tol = tol};
+    z.top = start * PLAN_CAPACITY_RANGE;   /* lo reaching it: unbounded (below) */
     /* Downward to 1/256 of the start, or of the offered rate when that is lower (a warm start
      * from the saturation rate must not stop above where a search from the offered rate would
      * have gone): below that the answer is "misses the SLO at every rate". */
-    double bottom = fmin(start, s->workload.rate > 0 ? s->workload.rate : start) / 256;
+    z.bottom = fmin(start, s->workload.rate > 0 ? s->workload.rate : start) / 256;
     out->lowest = start;
     if (known && known_rate > 0) {
-        if (known->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(s, known)) { lo = known_rate; out->m = *known; }
-        else hi = known_rate;
+        if (known->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(s, known)) { z.lo = known_rate; out->m = *known; }
+        else z.hi = known_rate;
         out->lowest = fmin(out->lowest, known_rate);
     }
-    /* dir: +1 galloping up from lo, -1 down from hi, 0 bisecting. The start is tried first
-     * when it lies inside the bracket; otherwise the gallop leaves from the known side. */
-    bool try_start = start > lo && start < hi;
-    int dir = lo > 0 ? 1 : -1;
-    double f = step;
+    /* The start is tried first when it lies inside the bracket; otherwise the gallop leaves from
+     * the known side. */
+    z.try_start = start > z.lo && start < z.hi;
+    z.dir = z.lo > 0 ? 1 : -1;
     /* A failed trial at or below `cutoff` settles that the answer (below it) is below the cutoff. */
-    out->cut = cutoff > 0 && hi <= cutoff;
-    for (; !out->cut;) {
-        double r;
-        if (try_start) r = start;
-        else if (dir > 0 && lo * f < hi && lo < top) r = fmin(lo * f, top);
-        else if (dir < 0 && hi / f > lo && hi > bottom) r = fmax(hi / f, bottom); else if (lo > 0 && isfinite(hi) && hi / lo - 1 > tol) {
-            dir = 0;
-            r = sqrt(lo * hi);
-        } else break;
+    out->cut = cutoff > 0 && z.hi <= cutoff;
+    /* With a cutoff, the trials that settle whether the answer lies below it go first, out of
+     * the search's order (seek_rate); the search then reuses them on reaching their rates. */
+    trial_memo memo = {.n = 0};
+    double r, cut_below = z.hi;
+    while (!out->cut && search_next(&z, &r)) {
+        while (cutoff > 0 && memo.n < MEMO_MAX && !out->cut) {
+            bool settled;
+            double below = 0, d = seek_rate(z, &memo, cutoff, &settled, &below);
+            if (settled) { out->cut = true; cut_below = below; break; }
+            if (!(d > 0) || d == r || memo_find(&memo, d) >= 0) break;
+            if (!memo.m && !(memo.m = malloc(sizeof *memo.m * MEMO_MAX))) break;
+            bool complete;
+            out->sims++;
+            int k = memo.n++;
+            memo.rate[k] = d;
+            memo.ok[k] = plan_sustains_early(s, c, seed, d, replicas, &memo.m[k], &complete);
+        }
+        if (out->cut) break;
         sim_metrics m;
-        bool complete;
-        out->sims++;
+        bool complete, ok;
+        int k = memo_find(&memo, r);
         if (r < out->lowest) out->lowest = r;
-        bool ok = plan_sustains_early(s, c, seed, r, replicas, &m, &complete);
-        if (ok) { lo = r; out->m = m; } else hi = r;
-        if (try_start) { dir = ok ? 1 : -1; try_start = false; }
-        else if (dir != 0 && (ok ? 1 : -1) == dir) f *= f;   /* the same way again: a longer stride */
-        else dir = 0;                                          /* it turned: bisect from here */
-        if (cutoff > 0 && hi <= cutoff) out->cut = true;
+        if (k >= 0) {
+            ok = memo.ok[k];
+            if (ok) m = memo.m[k];
+        } else {
+            out->sims++;
+            ok = plan_sustains_early(s, c, seed, r, replicas, &m, &complete);
+        }
+        if (ok) out->m = m;
+        search_step(&z, r, ok);
+        if (cutoff > 0 && z.hi <= cutoff) { out->cut = true; cut_below = z.hi; }
     }
-    if (out->cut) { out->rate = lo; out->cut_at = hi; return 0; }
+    free(memo.m);
+    double lo = z.lo, hi = z.hi;
+    if (out->cut) { out->rate = lo; out->cut_at = cut_below; return 0; }
     if (lo == 0) { memset(&out->m, 0, sizeof out->m); return 0; }
     out->rate = lo;
     /* A candidate that keeps up at PLAN_CAPACITY_RANGE x the start has no capacity this search
