@@ -5,9 +5,11 @@
  * "Where the simulations go"). Without the variable nothing is written and nothing is timed. */
 #include "plan.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -20,7 +22,10 @@ static _Thread_local const char *cur_phase = "other";
 static void open_trace(void)
 {
     const char *p = getenv("KVPLAN_PLAN_TRACE");
-    if (p && *p) out = fopen(p, "a");
+    if (!p || !*p) return;
+    out = fopen(p, "a");
+    /* A trace asked for and not written must not pass silently; the plan itself goes on. */
+    if (!out) fprintf(stderr, "kvplan: KVPLAN_PLAN_TRACE=%s: %s (no trace written)\n", p, strerror(errno));
 }
 
 bool plan_trace_on(void)

@@ -191,6 +191,21 @@ START_TEST(capacity_without_a_rate_is_located)
 }
 END_TEST
 
+/* A plan trace asked for (KVPLAN_PLAN_TRACE) but impossible to open is said on stderr; the plan
+ * itself still runs and succeeds. */
+START_TEST(plan_trace_unwritable_is_said)
+{
+    setenv("KVPLAN_PLAN_TRACE", "/nonexistent-dir/trace.tsv", 1);
+    char sc[600];
+    snprintf(sc, sizeof sc, "%s/../scenarios/tiny-cpu.yaml", getenv("KVPLAN_TESTS"));
+    int rc = run("plan %s --no-db --no-rules --seeds 1 --format json", sc);
+    unsetenv("KVPLAN_PLAN_TRACE");
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(strstr(err, "KVPLAN_PLAN_TRACE=/nonexistent-dir/trace.tsv") && strstr(err, "no trace written"), "%s", err);
+    ck_assert(strstr(out, "\"recommendation\""));
+}
+END_TEST
+
 /* --per-step turns the fast-forward off; the figures must not change (docs/simulator.md, Fast-forward).
  * Long outputs at a steady rate make most steps fast-forwardable, and the prefix cache, replicas
  * and a CSV of every request cover the paths the fast-forward carries. */
@@ -232,6 +247,7 @@ Suite *suite_cli_sim(void)
     tcase_add_test(tc, an_interrupted_run_leaves_the_database_as_it_was);
     tcase_add_test(tc, simulate_failures);
     tcase_add_test(tc, capacity_without_a_rate_is_located);
+    tcase_add_test(tc, plan_trace_unwritable_is_said);
     tcase_add_test(tc, per_step_prints_the_same_run);
     suite_add_tcase(su, tc);
     return su;
