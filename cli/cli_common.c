@@ -21,8 +21,9 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 }
 
 /* What cli_flag_value returns for a flag given without its value: an address no argument
- * has, so the state travels with the value itself (no flag kept between calls). */
-static const char missing_value[] = "";
+ * has, so the state travels with the value itself (no flag kept between calls). Writable, so
+ * no compiler can fold it into an equal "" literal elsewhere. */
+static char missing_value[1];
 
 int cli_flag_missing_value(const char *v) { return v != NULL && v == missing_value; }
 
