@@ -100,7 +100,7 @@ int cmd_cost(int argc, char **argv)
     /* Block-scaled fp8 weights run by a kernel family of their own (docs/cost-model.md,
      * "Block-scaled fp8 GEMMs"): the rates above do not apply to the dense GEMMs. */
     if (s.model.weight_quant == SCN_WQ_BLOCK && st.gemm_dtype == SCN_DTYPE_FP8 &&
-        kv_block_fp8_rate(&s.hardware, s.engine.block_fp8, 1, 1, 1) > 0)
+        kv_block_fp8_applies(&s.hardware, s.engine.block_fp8))
         out_kv_str(d, "block_fp8_kernel", "block-fp8 GEMM kernel (dense layers)", scn_block_fp8_name(s.engine.block_fp8));
     out_kv_str(d, "kv_dtype", "kv dtype", scn_dtype_name(cc.dtype));
     out_kv_str(d, "attention", "attention", o->attention[0] == SCN_ATTN_FLASH ? "flash" : "naive");

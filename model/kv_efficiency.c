@@ -125,8 +125,10 @@ static double mmha_rate(const scn_hardware *hw, const kv_cache_cfg *c)
 
 double kv_attention_rate(const scn_hardware *hw, const scn_engine *e, const kv_cache_cfg *c, bool prefill)
 {
-    if (e->attn_kernel == SCN_AK_MMHA && !prefill && !hw->calibrated && !hw->attention_given && mmha_rate(hw, c) > 0)
-        return mmha_rate(hw, c);
+    if (e->attn_kernel == SCN_AK_MMHA && !prefill && !hw->calibrated && !hw->attention_given) {
+        double mmha = mmha_rate(hw, c);
+        if (mmha > 0) return mmha;
+    }
     double bf16 = hw->flops[SCN_DTYPE_BF16] * kv_attention_efficiency(hw, e);
     if (hw->calibrated || hw->attention_given || hw->arch != SCN_ARCH_HOPPER || c->dtype != SCN_DTYPE_FP8 ||
         hw->flops[SCN_DTYPE_FP8] <= 0)
@@ -487,11 +489,15 @@ static const struct { double tflops, M, N, K; } BF8_MEASURED[SCN_BF8_COUNT] = {
 #define BF8_BLOCK_M 64     /* w8a8_block_fp8_matmul's default BLOCK_SIZE_M */
 #define BF8_BLOCK_N 128    /* BLOCK_SIZE_N = the weight block's 128 columns */
 
+bool kv_block_fp8_applies(const scn_hardware *hw, scn_block_fp8 k)
+{
+    return k > SCN_BF8_NATIVE && k < SCN_BF8_COUNT && hw->arch == SCN_ARCH_HOPPER && hw->flops[SCN_DTYPE_FP8] > 0;
+}
+
 double kv_block_fp8_rate(const scn_hardware *hw, scn_block_fp8 k, double M, double N, double K)
 {
-    if (k <= SCN_BF8_NATIVE || k >= SCN_BF8_COUNT || hw->arch != SCN_ARCH_HOPPER) return 0;
+    if (!kv_block_fp8_applies(hw, k)) return 0;
     double fp8 = hw->flops[SCN_DTYPE_FP8];
-    if (fp8 <= 0) return 0;
     /* The kernel's own share of the datasheet rate: the measurement over the tile-quantised
      * work of its shape, so this shape's tiles are not counted twice. */
     double eff0 = kv_gemm_shape_efficiency(hw, BF8_MEASURED[k].M, BF8_MEASURED[k].N, BF8_MEASURED[k].K, SCN_DTYPE_FP8);

@@ -116,6 +116,8 @@ double kv_tinygemm_bytes_per_param(double group);
  * with the published shape's tile quantisation taken out, times this shape's. 0 = not priced
  * apart (NATIVE, or no published figure for this GPU generation). */
 double kv_block_fp8_rate(const scn_hardware *hw, scn_block_fp8 k, double M, double N, double K);
+/* Whether kv_block_fp8_rate prices family k on this GPU (a published rate, Hopper, fp8 math). */
+bool kv_block_fp8_applies(const scn_hardware *hw, scn_block_fp8 k);
 /* The share of the SMs a block-fp8 GEMM's CTAs occupy: ceil(M / 64) x ceil(N / 128) CTAs, K not
  * split, against the SMs (at most 1), for the Triton and CUTLASS families; 1 otherwise. */
 double kv_block_fp8_fill(const scn_hardware *hw, scn_block_fp8 k, double M, double N);

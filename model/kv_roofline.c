@@ -469,7 +469,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
     /* Block-scaled fp8 weights on a GPU with fp8 math, run by a kernel family with a published
      * rate for it: priced as that family runs them. */
     if (m->weight_dtype == SCN_DTYPE_FP8 && m->weight_quant == SCN_WQ_BLOCK && g.wo == WO_NONE &&
-        g.dt == SCN_DTYPE_FP8 && kv_block_fp8_rate(hw, e->block_fp8, 1, 1, 1) > 0)
+        g.dt == SCN_DTYPE_FP8 && kv_block_fp8_applies(hw, e->block_fp8))
         g.bf8 = e->block_fp8;
     r.gemm_dtype = g.dt;
 
