@@ -244,10 +244,11 @@ static prefill_cost prefill_of(const scn_scenario *s, long S)
     p.k = kv_step_time(s, &c, SCN_ATTN_FLASH, &w, 1);
     p.device = p.k.gpu_seconds - (s->deployment.tensor_parallel > 1 ? p.k.op[KV_OP_ALLREDUCE].seconds : 0);
     /* The probe's `rest` is RMSNorm twice, rotary on Q and K, two residual adds and SiLU*mul. The
-     * model prices the norms with their residual adds as its norm op (fused kernels); rotary as
-     * one kernel of the QKV op with no bytes of its own; SiLU*mul as one kernel of the MLP op
-     * whose 3·S·I 16-bit bytes it adds to the MLP's. Those two, by themselves: their bytes at the
-     * model's bandwidth and a kernel boundary each. */
+     * model prices the norms with their residual adds as its norm op (fused kernels), and SiLU*mul
+     * and rotary as kernels of their own inside the MLP and QKV ops (their serial_bytes). The
+     * comparison counts the norm op, SiLU*mul's 3·S·I 16-bit bytes at the model's bandwidth and a
+     * kernel boundary each for SiLU*mul and rotary; rotary's own bytes (the QKV op's serial_bytes,
+     * under 1 % of a forward) are not counted (docs/validation.md, "H200 measurements"). */
     const scn_hardware *hw = &s->hardware;
     double L = s->model.layers, I = (double)s->model.intermediate / s->deployment.tensor_parallel;
     double bw = hw->memory_bandwidth * hw->eff_bandwidth;
