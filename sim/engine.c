@@ -148,17 +148,15 @@ static int route(sim_engine *e, const sim_req_spec *s)
     return best;
 }
 
-/* Requests are recycled through a free list (at most the peak in flight), each keeping its
- * block table's buffer, so a steady run allocates nothing per request. */
+/* Requests are recycled through a free list (at most the peak in flight), and their block
+ * tables through the engine's spare stack, which admission takes from (sim_kv_table_room): a
+ * steady run allocates nothing per request, and only requests that hold KV hold a table. */
 static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
 {
     sim_req *r = e->pool;
     if (r) {
         e->pool = r->next;
-        sim_kv_seq keep = r->kv;
         memset(r, 0, sizeof *r);
-        r->kv.blocks = keep.blocks;
-        r->kv.cap = keep.cap;
     } else if (!(r = calloc(1, sizeof *r))) {
         snprintf(e->err, e->nerr, "out of memory");
         e->internal = 1;
@@ -167,6 +165,7 @@ static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
     r->spec = *spec;
     r->total = spec->prompt;
     r->ev.idx = -1;
+    r->kv.spare = &e->tables;
     r->kv.prefix_seed = spec->prefix_seed;
     r->kv.body_seed = spec->body_seed;
     r->kv.prefix_len = spec->prefix_len;
@@ -250,6 +249,7 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
 
 static void free_req(sim_engine *e, sim_req *r)
 {
+    sim_kv_tables_put(&e->tables, &r->kv);   /* its KV is released: no blocks in the table */
     r->next = e->pool;
     e->pool = r;
     e->alive--;
@@ -1030,6 +1030,7 @@ out:
             free(r);
         }
     while (e.pool) { sim_req *r = e.pool; e.pool = r->next; free(r->kv.blocks); free(r); }
+    sim_kv_tables_free(&e.tables);
     free(e.rep);
     sim_heap_free(&e.heap);
     sim_workload_free(e.wl);

@@ -77,7 +77,8 @@ typedef struct {
     sim_req_spec next_spec;  /* the request that event will deliver */
     sim_event sample_ev;
     sim_acc acc;
-    sim_req *pool;           /* finished requests for reuse, linked through next */
+    sim_req *pool;           /* finished requests for reuse, linked through next, without tables */
+    sim_kv_tables tables;    /* their block tables, for the next admissions (kv_manager.h) */
     long total, done, alive, peak_alive;
     long used_now;           /* blocks referenced over all replicas, as of each replica's last change */
     double now;              /* s */

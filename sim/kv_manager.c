@@ -343,8 +343,45 @@ static inline void unref(sim_kv *kv, int32_t b)
     else free_push(kv, b);
 }
 
+/* A spare table's first bytes hold the next spare and its capacity (the table is at least 8
+ * entries, 32 bytes). */
+typedef struct { void *next; int cap; } spare_head;
+
+void sim_kv_tables_put(sim_kv_tables *t, sim_kv_seq *q)
+{
+    if (!q->blocks) return;
+    spare_head h = {t->top, q->cap};
+    memcpy(q->blocks, &h, sizeof h);
+    t->top = q->blocks;
+    q->blocks = NULL;
+    q->cap = q->n_blocks = 0;
+}
+
+void sim_kv_tables_free(sim_kv_tables *t)
+{
+    while (t->top) {
+        spare_head h;
+        memcpy(&h, t->top, sizeof h);
+        free(t->top);
+        t->top = h.next;
+    }
+}
+
+/* Gives a sequence with no table the spare stack's top, if there is one. */
+static void take_spare(sim_kv_seq *q)
+{
+    sim_kv_tables *t = q->spare;
+    if (q->blocks || !t || !t->top) return;
+    spare_head h;
+    memcpy(&h, t->top, sizeof h);
+    q->blocks = t->top;
+    q->cap = h.cap;
+    t->top = h.next;
+}
+
 static int push_block(sim_kv_seq *q, int32_t b)
 {
+    if (q->n_blocks == q->cap && !q->blocks) take_spare(q);
     if (q->n_blocks == q->cap) {
         int cap = q->cap ? q->cap * 2 : 8;
         int32_t *nb = realloc(q->blocks, sizeof *nb * (size_t)cap);
@@ -663,6 +700,7 @@ long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
 static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
 {
     long want = (long)q->n_blocks + need;
+    if (want > q->cap) take_spare(q);
     if (want > q->cap) {
         long cap = q->cap ? q->cap : 8;
         while (cap < want) cap *= 2;
@@ -725,6 +763,8 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
 
 int sim_kv_table_room(sim_kv_seq *q, long blocks)
 {
+    if (blocks <= q->cap) return 0;
+    take_spare(q);
     if (blocks <= q->cap) return 0;
     long cap = 16;   /* powers of two: a recycled table seldom needs to grow again */
     while (cap < blocks) cap *= 2;

@@ -252,6 +252,50 @@ START_TEST(block_ids_follow_one_stack_of_every_block)
 }
 END_TEST
 
+/* Spare block tables: a released sequence's table goes onto the stack and the next sequence
+ * with none takes it (the same buffer, its capacity kept), whether it grows by admission's
+ * sizing or block by block; the blocks it then holds are its own. */
+START_TEST(spare_tables_are_reused)
+{
+    sim_kv *kv = sim_kv_init(40, 16, true, false, 0, 0);
+    sim_kv_tables spare = {NULL};
+    sim_kv_seq a = seq(1, 0, 2), b = seq(1, 0, 3), c = seq(1, 0, 4);
+    a.spare = b.spare = c.spare = &spare;
+    ck_assert_int_eq(sim_kv_table_room(&a, 20), 0);   /* no spare: allocated, a power of two */
+    ck_assert_int_eq(a.cap, 32);
+    ck_assert_int_eq(sim_kv_grow(kv, &a, 100), 0);    /* 7 blocks */
+    int32_t *table = a.blocks;
+    sim_kv_release(kv, &a);
+    sim_kv_tables_put(&spare, &a);
+    ck_assert_ptr_null(a.blocks);
+    ck_assert_int_eq(a.cap, 0);
+    ck_assert_int_eq(sim_kv_available(kv), 40);
+    ck_assert_int_eq(sim_kv_table_room(&b, 10), 0);   /* takes a's table */
+    ck_assert_ptr_eq(b.blocks, table);
+    ck_assert_int_eq(b.cap, 32);
+    ck_assert_ptr_null(spare.top);
+    ck_assert_int_eq(sim_kv_grow(kv, &b, 33), 0);
+    ck_assert_int_eq(b.n_blocks, 3);
+    ck_assert_int_eq(sim_kv_referenced(kv), 3);
+    sim_kv_release(kv, &b);
+    sim_kv_tables_put(&spare, &b);
+    ck_assert_int_eq(sim_kv_grow(kv, &c, 16), 0);     /* growth without sizing takes it too */
+    ck_assert_ptr_eq(c.blocks, table);
+    ck_assert_int_eq(c.n_blocks, 1);
+    ck_assert_int_eq(sim_kv_table_room(&c, 100), 0);  /* and grows it, keeping the block */
+    ck_assert_int_eq(c.cap, 128);
+    ck_assert_int_eq(c.n_blocks, 1);
+    ck_assert_int_eq(sim_kv_referenced(kv), 1);
+    sim_kv_release(kv, &c);
+    sim_kv_tables_put(&spare, &c);
+    sim_kv_tables_put(&spare, &a);                    /* none held: nothing to keep */
+    ck_assert_ptr_nonnull(spare.top);
+    sim_kv_tables_free(&spare);
+    ck_assert_ptr_null(spare.top);
+    sim_kv_free(kv);
+}
+END_TEST
+
 Suite *suite_kv_manager(void)
 {
     Suite *su = suite_create("kv_manager");
@@ -264,6 +308,7 @@ Suite *suite_kv_manager(void)
     tcase_add_test(tc, window_frees_blocks_behind_it);
     tcase_add_test(tc, contiguous_reserves_up_front);
     tcase_add_test(tc, block_ids_follow_one_stack_of_every_block);
+    tcase_add_test(tc, spare_tables_are_reused);
     suite_add_tcase(su, tc);
     return su;
 }
