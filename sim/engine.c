@@ -21,7 +21,7 @@ static inline void account(sim_engine *e, sim_replica *rep)
     double dt = e->now - rep->last_t;
     rep->last_t = e->now;
     if (dt <= 0) return;
-    sim_kv_account(rep->kv, dt);
+    if (e->tiered) sim_kv_account(rep->kv, dt);   /* the tiers' occupancy (nothing to do without them) */
     e->acc.used_integral += dt * (double)sim_kv_referenced(rep->kv);
     e->acc.frag_unused += dt * rep->frag_unused;
     e->acc.frag_reserved += dt * rep->frag_reserved;
@@ -985,6 +985,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             snprintf(err, n, "out of memory for the KV offload tiers");
             goto out;
         }
+        if (sim_kv_tiers_of(rep->kv)) e.tiered = true;
     }
     int noinput = 0;
     e.wl = sim_workload_init(s, o->seed, &noinput, err, n);

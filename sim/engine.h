@@ -81,6 +81,7 @@ typedef struct {
     sim_kv_tables tables;    /* their block tables, for the next admissions (kv_manager.h) */
     long total, done, alive, peak_alive;
     long used_now;           /* blocks referenced over all replicas, as of each replica's last change */
+    bool tiered;             /* some replica has KV offload tiers or a swap area (sim_kv_account) */
     double now;              /* s */
     char *err;
     size_t nerr;
