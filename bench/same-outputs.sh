@@ -56,6 +56,14 @@ for f in scenarios/*.yaml scenarios/archetypes/*.yaml; do
     one "$b chunked" "$f" --set options.scheduler=chunked
     one "$b per step" "$f" --per-step
 done
+# Models whose layers keep a window (the fast-forward's windowed paths), alone and with the
+# prefix cache; a mixture of experts; a sink + window.
+for m in gemma-2-9b mistral-7b gpt-oss-20b qwen3-30b-a3b; do
+    one "chat $m" scenarios/chat.yaml --set model=$m --set workload.requests=2000
+    one "chat $m prefix cache on" scenarios/chat.yaml --set model=$m --set workload.requests=2000 \
+        --set options.kv_layout=paged --set options.prefix_cache=on
+done
+one "chat sink + window" scenarios/chat.yaml --set "options.window={sink: 4, window: 512}" --set workload.requests=2000
 one "chat static" scenarios/chat.yaml --set options.scheduler=static
 one "chat two replicas" scenarios/chat.yaml --set deployment.replicas=2
 one "chat block size 7, 2001-token prefix" scenarios/chat.yaml --set options.block_size=7 --set workload.shared_prefix.tokens=2001 \

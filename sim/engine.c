@@ -676,18 +676,41 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
             if (!f->dead[i] && f->cross[i] == K) need++;
         if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
     }
-    if (need) {
-        for (int i = f->head[f->res]; i >= 0; i = f->next[i]) {
-            if (f->dead[i] || f->cross[i] != K) continue;
-            sim_req *r = f->req[i];
-            long room0 = r->kv.room, space0 = f->windowed ? sim_kv_frag_space(rep->kv, &r->kv) : 0;
-            if (sim_kv_grow_block(rep->kv, &r->kv)) {   /* position c0 + K = its room */
+    if (need && !f->windowed) {
+        /* A block of every layer: the tokens it adds to each sequence's room (whole numbers, so
+         * the order of the sums is free). The chain's arrays in locals: the stores below cannot
+         * move them. */
+        sim_kv *kv = rep->kv;
+        sim_req *const *req = f->req;
+        const int *next = f->next;
+        const unsigned char *dead = f->dead;
+        long *cross = f->cross, more = 0;
+        for (int i = f->head[f->res]; i >= 0; i = next[i]) {
+            if (dead[i] || cross[i] != K) continue;
+            sim_kv_seq *q = &req[i]->kv;
+            long room0 = q->room;
+            if (sim_kv_grow_block(kv, q)) {   /* position c0 + K = its room */
                 snprintf(e->err, e->nerr, "out of memory");
                 e->internal = 1;
                 return FF_ERROR;
             }
-            /* A block of every layer: its tokens, or its layer-tokens with a model window. */
-            long more = f->windowed ? sim_kv_frag_space(rep->kv, &r->kv) - space0 : r->kv.room - room0;
+            more += q->room - room0;
+            cross[i] = K + bs;
+        }
+        f->unused += more;
+        f->reserved += more;
+    } else if (need) {
+        for (int i = f->head[f->res]; i >= 0; i = f->next[i]) {
+            if (f->dead[i] || f->cross[i] != K) continue;
+            sim_req *r = f->req[i];
+            long space0 = sim_kv_frag_space(rep->kv, &r->kv);
+            if (sim_kv_grow_block(rep->kv, &r->kv)) {
+                snprintf(e->err, e->nerr, "out of memory");
+                e->internal = 1;
+                return FF_ERROR;
+            }
+            /* A block of every layer but the windowed layers' blocks the window passed. */
+            long more = sim_kv_frag_space(rep->kv, &r->kv) - space0;
             f->unused += more;
             f->reserved += more;
             f->cross[i] += bs;
