@@ -23,6 +23,7 @@ typedef struct {
     kv_step_cost *shape;     /* [n]: kv_step_shape of a plain decode step of n sequences, n <= max_num_seqs */
     kv_decode_plan *plan;    /* [n]: the same, prepared for kv_decode_plan_seconds */
     signed char *shaped;     /* [n]: 0 shape[n] not computed; 1 computed, each row splits once; 2 computed, splits vary */
+    double *split_cap;       /* [n]: kv_decode_split_cap(s, n), with shape[n] (a step of rows that split prices it) */
     int n_shape;             /* entries in shape and shaped */
     /* The seconds of one-row steps that are not plain decode (a prompt's prefill, or a chunk of
      * one), memoised by (new tokens, start): kv_step_time is a pure function of the scenario,
@@ -58,7 +59,8 @@ static const kv_step_cost *decode_shape(model_ctx *m, int n, bool *uniform)
         for (int i = 0; i < n; i++) m->work[i] = (kv_seq_work){1, 0};
         kv_step_shape(m->s, NULL, m->work, n, &m->shape[n]);
         kv_decode_plan_make(&m->shape[n], m->s, &m->cfg, n, &m->plan[n]);
-        m->shaped[n] = kv_decode_split_cap(m->s, n) <= 1 ? 1 : 2;
+        m->split_cap[n] = kv_decode_split_cap(m->s, n);
+        m->shaped[n] = m->split_cap[n] <= 1 ? 1 : 2;
     }
     *uniform = m->shaped[n] == 1;
     return &m->shape[n];
@@ -137,7 +139,7 @@ static bool decode_by_sums(model_ctx *m, const sim_batch *b, double *seconds)
     bool uniform;
     const kv_step_cost *sh = decode_shape(m, b->n, &uniform);
     if (!sh) return false;
-    double split_cap = uniform ? 1 : kv_decode_split_cap(m->s, b->n);
+    double split_cap = uniform ? 1 : m->split_cap[b->n];
     kv_decode_sums d = {{0, 0}, {0, 0}};
     for (int k = 0; k < 2; k++) {
         if (!m->kind[k]) continue;
@@ -227,6 +229,7 @@ static void model_free(void *ctx)
     free(m->drafts);
     free(m->shape);
     free(m->shaped);
+    free(m->split_cap);
     free(m->plan);
     free(m->row0);
     free(m->rows);
@@ -260,7 +263,11 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->shape = ns ? malloc(sizeof *m->shape * (size_t)ns) : NULL;
     m->shaped = ns ? calloc((size_t)ns, sizeof *m->shaped) : NULL;
     m->plan = ns ? malloc(sizeof *m->plan * (size_t)ns) : NULL;
-    if (ns && (!m->shape || !m->shaped || !m->plan)) { free(m->shape); free(m->shaped); free(m->plan); free(m->ps); kv_moe_ctx_free(m->mx); free(m); return -1; }
+    m->split_cap = ns ? malloc(sizeof *m->split_cap * (size_t)ns) : NULL;
+    if (ns && (!m->shape || !m->shaped || !m->plan || !m->split_cap)) {
+        free(m->shape); free(m->shaped); free(m->plan); free(m->split_cap); free(m->ps); kv_moe_ctx_free(m->mx); free(m);
+        return -1;
+    }
     m->n_shape = ns;
     m->n_row0 = s->deployment.max_model_len > 0 ? s->deployment.max_model_len + 1L : 0;
     if (m->n_row0 > ROW_DENSE_MAX) m->n_row0 = ROW_DENSE_MAX;
