@@ -27,6 +27,20 @@ static inline void account(sim_engine *e, sim_replica *rep)
     e->acc.frag_reserved += dt * rep->frag_reserved;
 }
 
+/* account() where the blocks referenced are known to be rep->used_seen: a fast-forward step
+ * ending inline (ff_go), whose KV last changed when the step was formed, after which note_peak
+ * read the count. The same sums in the same order. */
+static inline void account_seen(sim_engine *e, sim_replica *rep)
+{
+    double dt = e->now - rep->last_t;
+    rep->last_t = e->now;
+    if (dt <= 0) return;
+    if (e->tiered) sim_kv_account(rep->kv, dt);
+    e->acc.used_integral += dt * (double)rep->used_seen;
+    e->acc.frag_unused += dt * rep->frag_unused;
+    e->acc.frag_reserved += dt * rep->frag_reserved;
+}
+
 /* Reserved but unused KV while a step runs: the space each scheduled sequence occupies (live
  * blocks, or its contiguous reservation) minus the KV its layers keep once the step is done,
  * per layer kind with a model window (sim_kv_frag_terms). */
@@ -570,7 +584,7 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
     /* Gaps since each sequence's last token: one value for every slot that took part in step
      * K - 1, each fresh slot's own otherwise (the histogram's sum is exact, so order is free). */
     sim_hist_add_n(itl, tend - f->t_last, f->measured - f->measured_fresh);
-    ff_fresh_gaps(itl, f, tend);
+    if (f->fresh < f->n) ff_fresh_gaps(itl, f, tend);
     f->fresh = f->n;
     f->measured_fresh = 0;
     /* Blocks that just filled join the prefix cache, and a model window (whose width is whole
@@ -749,8 +763,8 @@ static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event
         refresh_used(e, rep);
         return FF_CONTINUE;
     }
-    bool seats = rep->running.n < e->s->deployment.max_num_seqs;
-    if (rep->waiting.n && (event || f->fins || f->freed || (e->c.prefix_cache && seats))) {
+    if (rep->waiting.n && (event || f->fins || f->freed ||
+                           (e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs))) {
         if (e->c.scheduler != SCN_SCHED_CONTINUOUS || sim_sched_mixes(&e->sched)) return ff_hand_back(e, rep, f);
         e->sched.now = e->now;
         int rc = ff_prefill(e, rep, f);
@@ -773,7 +787,7 @@ static int ff_go(sim_engine *e, sim_replica *rep, sim_ff *f)
         /* Step K completes at tend, as its EV_STEP would. */
         e->heap.next_seq++;
         e->now = tend;
-        account(e, rep);
+        account_seen(e, rep);
         rep->frag_unused = rep->frag_reserved = 0;
         if (ff_complete(e, rep, f)) return FF_ERROR;
         int rc = ff_next(e, rep, f, false);
