@@ -328,7 +328,9 @@ static int ff_room(sim_ff *f, int n, int bs)
         if (cn) f->cnext = cn;
         sim_batch_seq *bq = realloc(f->batch.seqs, sizeof *bq * (size_t)cap);
         if (bq) f->batch.seqs = bq;
-        if (!ok || !fn || !nx || !dd || !cp || !cn || !bq) return -1;
+        sim_kv_seq **gr = realloc(f->grow, sizeof *gr * (size_t)cap);
+        if (gr) f->grow = gr;
+        if (!ok || !fn || !nx || !dd || !cp || !cn || !bq || !gr) return -1;
         f->cap = cap;
     }
     if (bs > f->n_head) {
@@ -348,7 +350,7 @@ static void ff_free(sim_ff *f)
 {
     free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
     free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->cnt); free(f->dead); free(f->batch.seqs);
-    free(f->capat); free(f->capped); free(f->cnext);
+    free(f->capat); free(f->capped); free(f->cnext); free(f->grow);
 }
 
 /* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
@@ -692,24 +694,23 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     }
     if (need && !f->windowed) {
         /* A block of every layer: the tokens it adds to each sequence's room (whole numbers, so
-         * the order of the sums is free). The chain's arrays in locals: the stores below cannot
-         * move them. */
-        sim_kv *kv = rep->kv;
+         * the order of the sums is free). The crossing slots in slot order, grown in one call. */
         sim_req *const *req = f->req;
         const int *next = f->next;
         const unsigned char *dead = f->dead;
-        long *cross = f->cross, more = 0;
+        long *cross = f->cross;
+        sim_kv_seq **grow = f->grow;
+        int ng = 0;
         for (int i = f->head[f->res]; i >= 0; i = next[i]) {
             if (dead[i] || cross[i] != K) continue;
-            sim_kv_seq *q = &req[i]->kv;
-            long room0 = q->room;
-            if (sim_kv_grow_block(kv, q)) {   /* position c0 + K = its room */
-                snprintf(e->err, e->nerr, "out of memory");
-                e->internal = 1;
-                return FF_ERROR;
-            }
-            more += q->room - room0;
+            grow[ng++] = &req[i]->kv;   /* position c0 + K = its room */
             cross[i] = K + bs;
+        }
+        long more = sim_kv_grow_blocks(rep->kv, grow, ng);
+        if (more < 0) {
+            snprintf(e->err, e->nerr, "out of memory");
+            e->internal = 1;
+            return FF_ERROR;
         }
         f->unused += more;
         f->reserved += more;

@@ -32,6 +32,7 @@ typedef struct {
     int *cnt;                /* live slots per residue: a bound on the blocks a step's forming needs */
     int n_head;
     unsigned char *dead;     /* the slot's request completed */
+    sim_kv_seq **grow;       /* scratch: the sequences a step's forming grows by a block */
     int n_dead;
     bool active;             /* a run holds the replica's running sequences */
     bool pending;            /* its step K is in flight (the replica's EV_STEP is the run's) */

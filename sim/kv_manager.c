@@ -785,6 +785,19 @@ int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q)
     return 0;
 }
 
+long sim_kv_grow_blocks(sim_kv *kv, sim_kv_seq *const *qs, int n)
+{
+    long more = 0;
+    for (int i = 0; i < n; i++) {
+        sim_kv_seq *q = qs[i];
+        long room0 = q->room;
+        if (kv->paged && !kv->units && kv->n_free && q->n_blocks < q->cap) take_free_block(kv, q);   /* sim_kv_grow_block */
+        else if (sim_kv_grow(kv, q, (int)q->room + 1)) return -1;
+        more += q->room - room0;
+    }
+    return more;
+}
+
 int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens)
 {
     long extra = tokens - q->reserved;

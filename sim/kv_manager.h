@@ -91,6 +91,10 @@ void sim_kv_tables_put(sim_kv_tables *t, sim_kv_seq *q);
 void sim_kv_tables_free(sim_kv_tables *t);
 /* sim_kv_grow(kv, q, room + 1): room for the next position past the sequence's room. */
 int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q);
+/* sim_kv_grow_block on each of the n sequences in order (the same blocks, the same ids); returns
+ * the room they gained in all, or -1 on failure (the ones before it grown). One call for a
+ * fast-forwarded step's block crossings. */
+long sim_kv_grow_blocks(sim_kv *kv, sim_kv_seq *const *q, int n);
 /* Contiguous: reserves `tokens` for the sequence's lifetime; -1 if they are not free. */
 int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens);
 /* After positions [0, computed) hold KV: registers newly full blocks in the prefix cache and

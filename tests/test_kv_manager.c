@@ -296,6 +296,54 @@ START_TEST(spare_tables_are_reused)
 }
 END_TEST
 
+/* Growing a step's crossings in one call hands out the blocks sim_kv_grow_block hands out one
+ * by one, in order: the same ids, the same rooms, the same counts, whether a sequence takes the
+ * free stack's top or its table must grow, or no block was ever freed (fresh ids). */
+START_TEST(grow_blocks_is_grow_block_in_order)
+{
+    enum { S = 6 };
+    sim_kv *one = sim_kv_init(128, 16, true, false, 0, 0), *all = sim_kv_init(128, 16, true, false, 0, 0);
+    sim_kv_seq a[S], b[S];
+    for (int i = 0; i < S; i++) { a[i] = seq(1, 0, 10 + (uint64_t)i); b[i] = seq(1, 0, 10 + (uint64_t)i); }
+    /* Uneven starts and table sizes: some tables are full when they cross. */
+    for (int i = 0; i < S; i++) {
+        int len = 16 * (1 + i % 3);
+        if (i % 2) { sim_kv_table_room(&a[i], 8); sim_kv_table_room(&b[i], 8); }
+        ck_assert_int_eq(sim_kv_grow(one, &a[i], len), 0);
+        ck_assert_int_eq(sim_kv_grow(all, &b[i], len), 0);
+    }
+    sim_kv_release(one, &a[2]); sim_kv_release(all, &b[2]);   /* a few ids back on the free stacks */
+    for (int round = 0; round < 12; round++) {   /* tables of 8 fill and reallocate */
+        sim_kv_seq *grow[S];
+        int n = 0;
+        long want = 0;
+        for (int i = 0; i < S; i++) {
+            if (i == 2 || (round + i) % 3 == 0) continue;   /* some cross this step, in slot order */
+            long room0 = a[i].room;
+            ck_assert_int_eq(sim_kv_grow_block(one, &a[i]), 0);
+            want += a[i].room - room0;
+            grow[n++] = &b[i];
+        }
+        ck_assert_int_eq(sim_kv_grow_blocks(all, grow, n), want);
+        for (int i = 0; i < S; i++) {
+            ck_assert_int_eq(a[i].n_blocks, b[i].n_blocks);
+            ck_assert_int_eq(a[i].room, b[i].room);
+            for (int j = 0; j < a[i].n_blocks; j++) ck_assert_int_eq(a[i].blocks[j], b[i].blocks[j]);
+        }
+        ck_assert_int_eq(sim_kv_referenced(one), sim_kv_referenced(all));
+        ck_assert_int_eq(sim_kv_available(one), sim_kv_available(all));
+    }
+    ck_assert_int_eq(b[0].cap, 16);   /* a table of 8 filled and grew on the way */
+    ck_assert_int_gt(b[0].n_blocks, 8);
+    for (int i = 0; i < S; i++) {
+        sim_kv_release(one, &a[i]); sim_kv_seq_free(&a[i]);
+        sim_kv_release(all, &b[i]); sim_kv_seq_free(&b[i]);
+    }
+    sim_kv_free(one);
+    sim_kv_free(all);
+}
+END_TEST
+
 Suite *suite_kv_manager(void)
 {
     Suite *su = suite_create("kv_manager");
@@ -309,6 +357,7 @@ Suite *suite_kv_manager(void)
     tcase_add_test(tc, contiguous_reserves_up_front);
     tcase_add_test(tc, block_ids_follow_one_stack_of_every_block);
     tcase_add_test(tc, spare_tables_are_reused);
+    tcase_add_test(tc, grow_blocks_is_grow_block_in_order);
     suite_add_tcase(su, tc);
     return su;
 }
