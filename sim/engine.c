@@ -686,7 +686,7 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     /* The live slots of this residue bound the blocks needed; count exactly only when the bound
      * is more than is free. */
     long need = paged ? f->cnt[f->res] : 0;
-    if (need > sim_kv_available(rep->kv)) {
+    if (need && need > sim_kv_available(rep->kv)) {
         need = 0;
         for (int i = f->head[f->res]; i >= 0; i = f->next[i])
             if (!f->dead[i] && f->cross[i] == K) need++;
