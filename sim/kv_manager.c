@@ -788,11 +788,30 @@ int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q)
 long sim_kv_grow_blocks(sim_kv *kv, sim_kv_seq *const *qs, int n)
 {
     long more = 0;
-    for (int i = 0; i < n; i++) {
-        sim_kv_seq *q = qs[i];
+    for (int i = 0; i < n;) {
+        if (kv->paged && !kv->units) {
+            /* take_free_block for each sequence in a row whose table has room, while the free
+             * stack lasts: its top run in order, the counts written back once. */
+            const int32_t *top = kv->free_stack + kv->arr - kv->n_free;
+            int32_t *refs = kv->prefix ? kv->refs : NULL;
+            const long bs = kv->bs, avail = kv->n_free;
+            long taken = 0;
+            for (; i < n && taken < avail; i++, taken++) {
+                sim_kv_seq *q = qs[i];
+                if (q->n_blocks >= q->cap) break;
+                int32_t b = top[taken];
+                q->blocks[q->n_blocks++] = b;
+                if (refs) refs[b] = 1;
+                q->room += bs;
+            }
+            kv->n_free -= taken;
+            kv->n_referenced += taken;
+            more += taken * bs;
+            if (i == n) break;
+        }
+        sim_kv_seq *q = qs[i++];   /* the general case: sim_kv_grow_block */
         long room0 = q->room;
-        if (kv->paged && !kv->units && kv->n_free && q->n_blocks < q->cap) take_free_block(kv, q);   /* sim_kv_grow_block */
-        else if (sim_kv_grow(kv, q, (int)q->room + 1)) return -1;
+        if (sim_kv_grow_block(kv, q)) return -1;
         more += q->room - room0;
     }
     return more;
