@@ -68,4 +68,12 @@ one "chat static" scenarios/chat.yaml --set options.scheduler=static
 one "chat two replicas" scenarios/chat.yaml --set deployment.replicas=2
 one "chat block size 7, 2001-token prefix" scenarios/chat.yaml --set options.block_size=7 --set workload.shared_prefix.tokens=2001 \
     --set options.prefix_cache=on --set options.kv_layout=paged
+# capacity: the planner's runs (several rates, seeds, threads) on two scenarios.
+for f in scenarios/chat.yaml scenarios/archetypes/long-document.yaml; do
+    n=$((n + 1))
+    "$ref" capacity "$f" --format json --jobs 2 >"$tmp/ref.cap" 2>&1
+    "$new" capacity "$f" --format json --jobs 2 >"$tmp/new.cap" 2>&1
+    if cmp -s "$tmp/ref.cap" "$tmp/new.cap"; then echo "same     capacity $(basename "$f" .yaml)"
+    else echo "DIFFERS  capacity $(basename "$f" .yaml)"; bad=$((bad + 1)); fi
+done
 if [ $bad -eq 0 ]; then echo "all $n cases identical"; else echo "$bad of $n cases differ"; exit 1; fi
