@@ -64,6 +64,11 @@ for m in gemma-2-9b mistral-7b gpt-oss-20b qwen3-30b-a3b; do
         --set options.kv_layout=paged --set options.prefix_cache=on
 done
 one "chat sink + window" scenarios/chat.yaml --set "options.window={sink: 4, window: 512}" --set workload.requests=2000
+# A pool too small for the load: preemptions by recompute and by swap.
+one "chat preempted" scenarios/chat.yaml --set workload.requests=3000 --blocks 3000 --set options.kv_layout=paged \
+    --set options.prefix_cache=off
+one "chat preempted, swap" scenarios/chat.yaml --set workload.requests=3000 --blocks 3000 --set options.kv_layout=paged \
+    --set options.prefix_cache=off --set options.preemption=swap
 one "chat static" scenarios/chat.yaml --set options.scheduler=static
 one "chat two replicas" scenarios/chat.yaml --set deployment.replicas=2
 one "chat block size 7, 2001-token prefix" scenarios/chat.yaml --set options.block_size=7 --set workload.shared_prefix.tokens=2001 \
