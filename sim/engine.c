@@ -330,7 +330,9 @@ static int ff_room(sim_ff *f, int n, int bs)
         if (bq) f->batch.seqs = bq;
         sim_kv_seq **gr = realloc(f->grow, sizeof *gr * (size_t)cap);
         if (gr) f->grow = gr;
-        if (!ok || !fn || !nx || !dd || !cp || !cn || !bq || !gr) return -1;
+        int *ps = realloc(f->pos, sizeof *ps * (size_t)cap);
+        if (ps) f->pos = ps;
+        if (!ok || !fn || !nx || !dd || !cp || !cn || !bq || !gr || !ps) return -1;
         f->cap = cap;
     }
     if (bs > f->n_head) {
@@ -350,7 +352,7 @@ static void ff_free(sim_ff *f)
 {
     free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
     free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->cnt); free(f->dead); free(f->batch.seqs);
-    free(f->capat); free(f->capped); free(f->cnext); free(f->grow);
+    free(f->capat); free(f->capped); free(f->cnext); free(f->grow); free(f->pos);
 }
 
 /* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
@@ -536,6 +538,12 @@ static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed
 {
     char msg[256] = "";
     sim_batch *b = &rep->batch;
+    if (!formed && e->ex->decode_time_rows) {   /* the positions alone, when the executor prices from them */
+        int w = 0;
+        for (int i = 0; i < f->n; i++)
+            if (!f->dead[i]) f->pos[w++] = (int)(f->c0[i] + f->K);
+        if (e->ex->decode_time_rows(e->ex->ctx, w, f->pos, dt) == 0) return 0;
+    }
     if (!formed) {
         b = &f->batch;
         int w = 0;

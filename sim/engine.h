@@ -33,6 +33,7 @@ typedef struct {
     int n_head;
     unsigned char *dead;     /* the slot's request completed */
     sim_kv_seq **grow;       /* scratch: the sequences a step's forming grows by a block */
+    int *pos;                /* scratch: the live slots' positions, for the executor's decode_time_rows */
     int n_dead;
     bool active;             /* a run holds the replica's running sequences */
     bool pending;            /* its step K is in flight (the replica's EV_STEP is the run's) */

@@ -18,6 +18,7 @@ typedef struct {
     scn_attention attn;
     kv_seq_work *work;       /* cap rows, then cap rows of kv_spec scratch */
     int *drafts;             /* cap: speculative drafts verified per row */
+    int *starts;             /* cap: a decode batch's positions (decode_by_sums) */
     int cap;
     long blocks;             /* the cost model's pool per replica */
     kv_step_cost *shape;     /* [n]: kv_step_shape of a plain decode step of n sequences, n <= max_num_seqs */
@@ -91,7 +92,9 @@ static int grow(model_ctx *m, int n)
     if (w) m->work = w;
     int *d = realloc(m->drafts, sizeof *d * (size_t)cap);
     if (d) m->drafts = d;
-    if (!w || !d) return -1;
+    int *st = realloc(m->starts, sizeof *st * (size_t)cap);
+    if (st) m->starts = st;
+    if (!w || !d || !st) return -1;
     m->cap = cap;
     return 0;
 }
@@ -133,31 +136,41 @@ static int model_decode_time_keys(void *ctx, long n, const long keys[2], double 
     return 0;
 }
 
-/* A plain decode step from its rows' sums (one pass, no per-row cost model). */
-static bool decode_by_sums(model_ctx *m, const sim_batch *b, double *seconds)
+/* A plain decode step from its rows' sums (one pass, no per-row cost model): n rows at
+ * positions start[], in batch order. */
+static bool decode_by_sums(model_ctx *m, int n, const int *start, double *seconds)
 {
     bool uniform;
-    const kv_step_cost *sh = decode_shape(m, b->n, &uniform);
+    const kv_step_cost *sh = decode_shape(m, n, &uniform);
     if (!sh) return false;
-    double split_cap = uniform ? 1 : m->split_cap[b->n];
+    double split_cap = uniform ? 1 : m->split_cap[n];
     kv_decode_sums d = {{0, 0}, {0, 0}};
     for (int k = 0; k < 2; k++) {
         if (!m->kind[k]) continue;
         long cap = m->kcap[k];
         long keys = 0;
         double splits = 0;
-        for (int i = 0; i < b->n; i++) {
-            long held = b->seqs[i].start + 1;
+        for (int i = 0; i < n; i++) {
+            long held = start[i] + 1;
             if (cap > 0 && held > cap) held = cap;
             keys += held;
             if (!uniform) splits += kv_decode_split((double)held, split_cap);
         }
         d.keys[k] = (double)keys;
-        d.splits[k] = uniform ? (double)b->n : splits;
+        d.splits[k] = uniform ? (double)n : splits;
         if (d.keys[k] > m->max_keys) return false;
     }
     *seconds = kv_decode_plan_seconds(&m->plan[sh - m->shape], &d);
     return true;
+}
+
+/* model_run's price of a plain decode batch at positions starts[] when it takes decode_by_sums
+ * (the same call on the same positions); 1 otherwise. */
+static int model_decode_time_rows(void *ctx, int n, const int *starts, double *seconds)
+{
+    model_ctx *m = ctx;
+    if (m->sp || m->moe || !m->sums || grow(m, n)) return 1;
+    return decode_by_sums(m, n, starts, seconds) ? 0 : 1;
 }
 
 /* An expert-parallel step of b's rows (in m->work): the step model's price of the rank's rows,
@@ -186,7 +199,10 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
     /* A plain decode step: only attention depends on the contexts, through sums over the rows
      * (model/kv_roofline.c, kv_step_complete_decode), and the rest of the step is priced once
      * per batch size; the result is kv_step_time's doubles, whichever path a step takes. */
-    if (d == b->n && !m->sp && !m->moe && m->sums && decode_by_sums(m, b, seconds)) return 0;
+    if (d == b->n && !m->sp && !m->moe && m->sums) {
+        for (int i = 0; i < b->n; i++) m->starts[i] = b->seqs[i].start;
+        if (decode_by_sums(m, b->n, m->starts, seconds)) return 0;
+    }
     /* The cost model caps the attended context itself (sliding windows, sink + window), so it
      * takes each sequence's position count, not the tokens still held. */
     for (int i = 0; i < b->n; i++) {
@@ -227,6 +243,7 @@ static void model_free(void *ctx)
     if (!m) return;
     free(m->work);
     free(m->drafts);
+    free(m->starts);
     free(m->shape);
     free(m->shaped);
     free(m->split_cap);
@@ -285,6 +302,7 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free,
                           .decode_time = m->sp || m->moe ? NULL : model_decode_time,
                           .decode_time_keys = m->sp || m->moe ? NULL : model_decode_time_keys,
+                          .decode_time_rows = m->sp || m->moe ? NULL : model_decode_time_rows,
                           .key_cap = {m->kcap[0], m->kcap[1]}};
     return 0;
 }

@@ -367,6 +367,43 @@ START_TEST(executor_prefill_is_step_time)
 }
 END_TEST
 
+/* The executor's decode price from positions alone (decode_time_rows, for the fast-forward's
+ * steps that decode_time declines) is kv_step_time's on the same rows, over the configurations
+ * it answers for, at small batch sizes (whose rows split the keys) and large ones. */
+START_TEST(executor_decode_time_rows_is_step_time)
+{
+    const config *k = &CONFIGS[_i];
+    scn_scenario s;
+    load(k, &s);
+    sim_choice ch = sim_choice_first(&s);
+    ch.attention = k->attn;
+    ch.window = k->window;
+    ch.sink = k->window ? 4 : 0;
+    sim_executor ex;
+    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, ch.kv_dtype, ch.sink, ch.window);
+    enum { NMAX = 300 };
+    static int starts[NMAX];
+    static kv_seq_work w[NMAX];
+    rng_state = 0x7005 + (uint64_t)_i;
+    int nmax = s.deployment.max_num_seqs < NMAX ? s.deployment.max_num_seqs : NMAX;
+    long maxctx = s.deployment.max_model_len - 64;
+    int answered = 0;
+    for (int trial = 0; trial < 80; trial++) {
+        int n = 1 + (int)rnd(trial < 40 ? 8 : nmax);
+        for (int i = 0; i < n; i++) { starts[i] = (int)rnd(maxctx); w[i] = (kv_seq_work){1, starts[i]}; }
+        double got = -1;
+        if (!ex.decode_time_rows || ex.decode_time_rows(ex.ctx, n, starts, &got)) continue;
+        answered++;
+        double want = kv_step_time(&s, &c, ch.attention, w, n).seconds;
+        ck_assert_msg(got == want, "%s tp%d n=%d: decode_time_rows %.17g, kv_step_time %.17g", k->model, k->tp, n, got, want);
+    }
+    /* Dense and GQA models under FlashAttention answer (their sums are exact). */
+    if (_i == 0 || _i == 2 || _i == 3) ck_assert_int_gt(answered, 60);
+    ex.free(ex.ctx);
+}
+END_TEST
+
 Suite *suite_step_shape(void)
 {
     Suite *s = suite_create("step_shape");
@@ -375,6 +412,7 @@ Suite *suite_step_shape(void)
     tcase_add_loop_test(tc, shape_reused_is_step_time, 0, n);
     tcase_add_loop_test(tc, executor_decode_is_step_time, 0, n);
     tcase_add_loop_test(tc, executor_prefill_is_step_time, 0, n);
+    tcase_add_loop_test(tc, executor_decode_time_rows_is_step_time, 0, n);
     tcase_add_loop_test(tc, decode_attention_by_hand, 0, 5);
     tcase_add_test(tc, decode_sums_are_step_time);
     tcase_add_test(tc, decode_sums_decline);
