@@ -143,6 +143,8 @@ typedef struct {
     int gpus_per_node;          /* GPUs the link joins all-to-all (an NVSwitch node); 0 = tensor_parallel */
     double oneshot_latency;     /* s: a custom one-shot all-reduce of a tiny message over 2 GPUs */
     double oneshot_latency_peer;/* s added per further peer */
+    double twoshot_latency;     /* s: a measured custom two-shot all-reduce's fixed cost; 0 = derived from one-shot's */
+    double twoshot_bandwidth;   /* bytes/s its 2 (p - 1)/p of the message move at, as measured; 0 = the link's */
     double nccl_latency;        /* s: a measured small NCCL all-reduce (graph replay); 0 = NCCL's tuning model */
     int nccl_latency_gpus;      /* GPUs that measurement ran on */
     scn_link net;               /* scale-out network between nodes */

@@ -115,7 +115,8 @@ static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_c
                                       "host", "nvme", "remote", NULL};
 static const char *const TIER_KEYS[] = {"link", "capacity", "bandwidth", "efficiency", "latency", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_per_node", "oneshot_latency",
-                                        "oneshot_latency_per_peer", "nccl_latency", "nccl_latency_gpus", NULL};
+                                        "oneshot_latency_per_peer", "twoshot_latency", "twoshot_bandwidth",
+                                        "nccl_latency", "nccl_latency_gpus", NULL};
 static const char *const NET_KEYS[] = {"kind", "bandwidth", "latency", NULL};
 static const char *const HW_PRICE_KEYS[] = {"usd_per_gpu_hour", "source", NULL};
 static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "compute_scale", "attention", "interconnect", NULL};
@@ -230,6 +231,8 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
             scn_get_int(c, s, full, "gpus_per_node", 1, 100000, &o->gpus_per_node) ||
             scn_get_qty(c, s, full, "oneshot_latency", SCN_UNIT_TIME, true, &o->oneshot_latency) ||
             scn_get_qty(c, s, full, "oneshot_latency_per_peer", SCN_UNIT_TIME, true, &o->oneshot_latency_peer) ||
+            scn_get_qty(c, s, full, "twoshot_latency", SCN_UNIT_TIME, true, &o->twoshot_latency) ||
+            scn_get_qty(c, s, full, "twoshot_bandwidth", SCN_UNIT_BANDWIDTH, true, &o->twoshot_bandwidth) ||
             scn_get_qty(c, s, full, "nccl_latency", SCN_UNIT_TIME, true, &o->nccl_latency) ||
             scn_get_int(c, s, full, "nccl_latency_gpus", 2, 100000, &o->nccl_latency_gpus))
             return -1;
