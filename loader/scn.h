@@ -249,6 +249,8 @@ typedef struct {
     scn_allreduce_impl allreduce;
     double oneshot_max;         /* bytes: custom all-reduce runs one-shot up to here (8 GPUs) */
     double custom_max;          /* bytes: and two-shot up to here; NCCL above */
+    int allreduce_copies;       /* copy kernels the framework adds to each all-reduce (torch's
+                                 * functional all_reduce clones its input) */
     scn_attn_kernel attn_kernel;
     scn_weight_only weight_only;
     scn_block_fp8 block_fp8;

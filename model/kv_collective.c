@@ -102,7 +102,23 @@ kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_c
     }
 }
 
+static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e, int p, double bytes);
+
 kv_coll_cost kv_allreduce_time(const scn_hardware *hw, const scn_engine *e, int p, double bytes)
+{
+    kv_coll_cost c = engine_allreduce(hw, e, p, bytes);
+    /* A framework that copies the message first (torch's functional all_reduce clones its input
+     * into a fresh output, then reduces that in place) reads and writes it once more per copy in
+     * device memory; the copy kernel's boundary is the step model's (kv_roofline.c counts it). */
+    if (c.algo != KV_COLL_NONE && e->allreduce_copies > 0) {
+        double bw = hw->memory_bandwidth * hw->eff_bandwidth;
+        c.copy = bw > 0 ? e->allreduce_copies * 2.0 * bytes / bw : 0;
+        c.seconds += c.copy;
+    }
+    return c;
+}
+
+static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e, int p, double bytes)
 {
     if (p <= 1 || bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
     int g = node_size(hw, p);

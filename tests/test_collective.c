@@ -187,6 +187,7 @@ START_TEST(eager_torch_allreduce_in_a_step)
     for (size_t i = 0; i < sizeof EAGER / sizeof EAGER[0]; i++) {
         t_library_engine("llama-3-70b", EAGER[i].hw, "bare", &s);
         s.engine.cuda_graphs = false;
+        s.engine.allreduce_copies = 0;   /* torch.distributed.all_reduce reduces in place: no clone */
         s.deployment.tensor_parallel = 8;
         kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
         kv_seq_work w = {1, 1024};
@@ -196,6 +197,28 @@ START_TEST(eager_torch_allreduce_in_a_step)
         ck_assert_msg(rel(each, EAGER[i].us * 1e-6) <= 0.15, "%s eager 16 KiB: %.2f us vs %.2f us", EAGER[i].hw,
                       each * 1e6, EAGER[i].us);
     }
+}
+END_TEST
+
+/* gpt-fast's functional all-reduce clones its input first (torch's _c10d_functional::all_reduce):
+ * one more kernel per all-reduce, and the message read and written once more in device memory. */
+START_TEST(functional_allreduce_copies_its_input)
+{
+    t_library_engine("llama-2-70b", "a100-80g", "bare", &s);
+    ck_assert_int_eq(s.engine.allreduce_copies, 1);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 1024};
+    kv_step_cost t = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double m = 8192 * 2.0;                                   /* one row of 8192 bf16 */
+    ck_assert(near(t.allreduce.copy, 2 * m / (2039e9 * 0.80)));
+    kv_coll_cost ring = kv_allreduce_algo(&s.hardware, 8, m, KV_COLL_RING);
+    ck_assert(near(t.allreduce.seconds, ring.seconds + t.allreduce.copy));
+    ck_assert(near(t.op[KV_OP_ALLREDUCE].kernels, 160 * 2));
+    /* Without the clone: one kernel an all-reduce, no copy. */
+    s.engine.allreduce_copies = 0;
+    t = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(t.allreduce.copy == 0 && near(t.op[KV_OP_ALLREDUCE].kernels, 160));
 }
 END_TEST
 
@@ -247,6 +270,7 @@ Suite *suite_collective(void)
     tcase_add_test(tc, oneshot_matches_published_allreduces);
     tcase_add_test(tc, eager_torch_allreduce_in_a_step);
     tcase_add_test(tc, nccl_latency_is_checked);
+    tcase_add_test(tc, functional_allreduce_copies_its_input);
     suite_add_tcase(su, tc);
     return su;
 }
