@@ -147,6 +147,8 @@ typedef struct {
     double twoshot_bandwidth;   /* bytes/s its 2 (p - 1)/p of the message move at, as measured; 0 = the link's */
     double nccl_latency;        /* s: a measured small NCCL all-reduce (graph replay); 0 = NCCL's tuning model */
     int nccl_latency_gpus;      /* GPUs that measurement ran on */
+    double nccl_bandwidth;      /* bytes/s: NCCL's measured large all-reduce bus bandwidth in a node
+                                 * (LL128 and Simple); 0 = bandwidth x eff_link */
     scn_link net;               /* scale-out network between nodes */
     double net_bandwidth;       /* bytes/s per GPU per direction (one NIC per GPU) */
     double net_latency;         /* s per collective step across the network */

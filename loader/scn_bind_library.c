@@ -116,7 +116,7 @@ static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_c
 static const char *const TIER_KEYS[] = {"link", "capacity", "bandwidth", "efficiency", "latency", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_per_node", "oneshot_latency",
                                         "oneshot_latency_per_peer", "twoshot_latency", "twoshot_bandwidth",
-                                        "nccl_latency", "nccl_latency_gpus", NULL};
+                                        "nccl_latency", "nccl_latency_gpus", "nccl_bandwidth", NULL};
 static const char *const NET_KEYS[] = {"kind", "bandwidth", "latency", NULL};
 static const char *const HW_PRICE_KEYS[] = {"usd_per_gpu_hour", "source", NULL};
 static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "compute_scale", "attention", "interconnect", NULL};
@@ -234,7 +234,8 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
             scn_get_qty(c, s, full, "twoshot_latency", SCN_UNIT_TIME, true, &o->twoshot_latency) ||
             scn_get_qty(c, s, full, "twoshot_bandwidth", SCN_UNIT_BANDWIDTH, true, &o->twoshot_bandwidth) ||
             scn_get_qty(c, s, full, "nccl_latency", SCN_UNIT_TIME, true, &o->nccl_latency) ||
-            scn_get_int(c, s, full, "nccl_latency_gpus", 2, 100000, &o->nccl_latency_gpus))
+            scn_get_int(c, s, full, "nccl_latency_gpus", 2, 100000, &o->nccl_latency_gpus) ||
+            scn_get_qty(c, s, full, "nccl_bandwidth", SCN_UNIT_BANDWIDTH, true, &o->nccl_bandwidth))
             return -1;
         o->link = (scn_link)k;
         if (o->link != SCN_LINK_NONE && scn_require(c, s, full, "bandwidth")) return -1;

@@ -91,7 +91,12 @@ kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_c
                 lat = NCCL_BASE_TREE[pr] + excess + 2.0 * steps * NCCL_HOP_RATIO[pr];
                 moved = 2.0 * bytes;
             }
-            kv_coll_cost c = make(a, lat, moved, bmin * NCCL_BW_FRACTION[pr]);
+            /* LL128 and Simple stream at NCCL's measured large-message rate where the profile
+             * has one and the ring stays in the node; LL at half the link's (its 8-byte lines
+             * carry 4 data bytes, and its small-message readings sit below that already). */
+            double b = bmin;
+            if (pr != PR_LL && nodes == 1 && hw->nccl_bandwidth > 0) b = hw->nccl_bandwidth;
+            kv_coll_cost c = make(a, lat, moved, b * NCCL_BW_FRACTION[pr]);
             c.net_bytes = moved;
             if (c.seconds < best.seconds) best = c;
         }
