@@ -62,7 +62,7 @@ static const char *const MOE_KERNELS[] = {"kvplan", "triton", "cutlass", NULL};
 static const char *const FRONTEND_KEYS[] = {"request", "per_prompt_token", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
 static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", NULL};
-static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", NULL};
+static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", "copies", NULL};
 static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
 static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", NULL};
 static const char *const MEM_BUDGETS[] = {"total", "static", "free", NULL};
@@ -253,7 +253,8 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
         int k = (int)e->allreduce;
         if (scn_get_enum(c, s, p, "impl", AR_IMPLS, &k) ||
             scn_get_qty(c, s, p, "oneshot_max", SCN_UNIT_BYTES, true, &e->oneshot_max) ||
-            scn_get_qty(c, s, p, "custom_max", SCN_UNIT_BYTES, true, &e->custom_max))
+            scn_get_qty(c, s, p, "custom_max", SCN_UNIT_BYTES, true, &e->custom_max) ||
+            scn_get_int(c, s, p, "copies", 0, 4, &e->allreduce_copies))
             return -1;
         e->allreduce = (scn_allreduce_impl)k;
         if (e->allreduce == SCN_AR_CUSTOM && e->custom_max < e->oneshot_max)
