@@ -8,6 +8,7 @@
 #include "../model/kv_model.h"
 #include "../planner/plan_published.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -301,6 +302,40 @@ static int on_row2(void *ud, const sim_request_row *r)
     return 0;
 }
 
+START_TEST(v0_loop_detokenises_every_sequence)
+{
+    /* vLLM V0 (before 0.6) detokenised each running sequence's new token in its engine loop,
+     * serially with the GPU: 20 us a call (vLLM issue #5206, detokenize_incrementally logged at
+     * 19-21 us), on top of kvplan's 5 us per sequence and the RFC #6854 4 ms a step. A decode
+     * step of 256 sequences therefore carries 4 ms + 256 x 25 us = 10.4 ms of CPU, all of it on
+     * the step's clock; one sequence 4.025 ms. The current profile keeps 0.5 ms + 5 us a
+     * sequence (V1 detokenises in its API-server process, off the engine loop). */
+    static const struct { const char *engine; int n; double cpu; } cases[] = {
+        {"vllm-v0", 256, 4e-3 + 256 * 25e-6}, {"vllm-v0", 1, 4e-3 + 25e-6}, {"vllm", 256, 0.5e-3 + 256 * 5e-6}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "engine=%s", cases[i].engine);
+        const char *sets[] = {set};
+        scn_error e;
+        ck_assert_msg(t_load(SCN, sets, 1, &s, &e) == SCN_OK, "%s", e.msg);
+        sim_choice c = sim_choice_first(&s);
+        kv_cache_cfg cc = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+        kv_seq_work *w = malloc(sizeof *w * (size_t)cases[i].n);
+        ck_assert_ptr_nonnull(w);
+        for (int k = 0; k < cases[i].n; k++) w[k] = (kv_seq_work){1, 300};
+        kv_step_cost r = kv_step_time(&s, &cc, c.attention, w, cases[i].n);
+        free(w);
+        ck_assert_msg(fabs(r.cpu_seconds - cases[i].cpu) <= 1e-12, "%s at %d: cpu %.9g s, want %.9g s",
+                      cases[i].engine, cases[i].n, r.cpu_seconds, cases[i].cpu);
+        /* Serial: the whole CPU term is on the step's clock, after the GPU's time; a decode of
+         * 256 sequences at 300 tokens runs as a captured graph, so the graph's launch joins it. */
+        double graph = r.graph ? s.engine.graph_launch : 0;
+        ck_assert_double_eq_tol(r.op[KV_OP_STEP].seconds, cases[i].cpu + graph, 1e-12);
+        ck_assert_double_eq_tol(r.seconds, r.gpu_seconds + cases[i].cpu, 1e-12 + 1e-12 * r.seconds);
+    }
+}
+END_TEST
+
 START_TEST(one_step_ahead_scheduling_defers_arrivals)
 {
     /* A arrives at 0 at an idle engine; B at 1.5 s, during A's second step (1 s to 2 s). Every
@@ -386,6 +421,7 @@ Suite *suite_frontend(void)
     tcase_add_test(tc, lone_request_ttft_with_the_model_clock);
     tcase_add_test(tc, version_selects_the_engine_profile);
     tcase_add_test(tc, versioned_profiles_load);
+    tcase_add_test(tc, v0_loop_detokenises_every_sequence);
     tcase_add_test(tc, one_step_ahead_scheduling_defers_arrivals);
     tcase_add_test(tc, cost_prints_the_front_end);
     tcase_add_test(tc, deferred_arrivals_count_for_the_router);
