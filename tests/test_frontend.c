@@ -224,15 +224,30 @@ START_TEST(versioned_profiles_load)
     ck_assert(s.engine.async_scheduling);
     ck_assert(v3.step_cpu == s.engine.step_cpu && v3.n_graph_sizes == s.engine.n_graph_sizes &&
               v3.max_num_batched_tokens == s.engine.max_num_batched_tokens && v3.attn_kernel == s.engine.attn_kernel);
-    /* trtllm-v0: the current TensorRT-LLM profile without the overlap scheduler. */
+    /* trtllm-v0: the current TensorRT-LLM profile without the overlap scheduler, and without
+     * CUDA graphs (the engine backend's cuda_graph_mode, trtllm-bench's cuda_graphs and
+     * gptSessionBenchmark's --enable_cuda_graph are all off unless asked for); the kernel
+     * boundary keeps its 3 us. */
     const char *t0[] = {"engine=trtllm-v0"};
     ck_assert_int_eq(t_load(SCN, t0, 1, &s, &e), SCN_OK);
     ck_assert(!s.engine.async_scheduling && !s.engine.extra_decode_step);
+    ck_assert(!s.engine.cuda_graphs);
+    ck_assert_double_eq_tol(s.engine.graph_kernel, 3e-6, 1e-15);
+    {
+        /* A batch-1 decode step then launches its kernels eagerly: no graph, no graph launch. */
+        sim_choice c = sim_choice_first(&s);
+        kv_cache_cfg cc = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+        kv_seq_work w = {1, 300};
+        kv_step_cost r = kv_step_time(&s, &cc, c.attention, &w, 1);
+        ck_assert(!r.graph);
+        ck_assert_double_eq_tol(r.op[KV_OP_STEP].seconds, r.cpu_seconds, 1e-15);
+    }
     scn_engine t0e = s.engine;
     const char *t1[] = {"engine=trtllm"};
     ck_assert_int_eq(t_load(SCN, t1, 1, &s, &e), SCN_OK);
     ck_assert(s.engine.async_scheduling && s.engine.extra_decode_step);
-    ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.n_graph_sizes == s.engine.n_graph_sizes &&
+    ck_assert(s.engine.cuda_graphs && s.engine.n_graph_sizes > 0);
+    ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.graph_kernel == s.engine.graph_kernel &&
               t0e.chunked_prefill == s.engine.chunked_prefill && t0e.mem_budget == s.engine.mem_budget);
     /* trtllm-v0.6: trtllm-v0 with the masked MHA decode kernel and NCCL all-reduces (the legacy
      * build scripts' default), every other field the same. */
