@@ -298,6 +298,11 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
         if (need + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         if (e->s->engine.no_evict) {
             long fin = ((long)r->spec.prompt + r->spec.output + bs - 1) / bs - hit / bs;
+            /* A request that could never be admitted would wait for ever (the engine would hang
+             * it too): refused, as a prompt larger than the cache is. */
+            if (fin + from_free > sim_kv_total(kv) - rep->watermark)
+                return fail(e, "request %ld needs %ld blocks to completion (no-evict admission), more than the %ld the "
+                               "KV cache holds", r->spec.id, fin + from_free, sim_kv_total(kv) - rep->watermark);
             if (blocks_to_completion(kv, rep) + fin + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         }
         /* The table for the whole request now, so that decoding never reallocates it (admitted

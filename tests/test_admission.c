@@ -86,6 +86,31 @@ START_TEST(no_evict_waits_for_room_to_finish)
 }
 END_TEST
 
+START_TEST(no_evict_refuses_what_can_never_fit)
+{
+    /* 16 + 60 tokens need ceil(76 / 16) = 5 blocks to completion and the pool has 4: no-evict
+     * admission could never admit it, so the run is refused with the request named instead of
+     * waiting for ever. */
+    static scn_scenario s;
+    const char *trace = t_write("adm-big.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,16,60\n");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: trtllm-v0\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", trace);
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    s.engine.no_evict = true;
+    sim_choice c = sim_choice_first(&s);
+    sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = four_blocks};
+    sim_run_opts o = {.seed = 1};
+    sim_metrics m;
+    char err[512] = "";
+    ck_assert_int_ne(sim_run(&s, &c, &ex, &o, &m, err, sizeof err), SIM_OK);
+    ck_assert_msg(strstr(err, "request 0 needs 5 blocks to completion") && strstr(err, "the 4"), "%s", err);
+}
+END_TEST
+
 START_TEST(no_evict_binds_and_profiles_say_so)
 {
     /* TensorRT-LLM's PyTorch backend (trtllm-serve) defaults to GUARANTEED_NO_EVICT; trtllm-bench
@@ -115,6 +140,7 @@ Suite *suite_admission(void)
     Suite *s = suite_create("admission");
     TCase *tc = tcase_create("admission");
     tcase_add_test(tc, no_evict_waits_for_room_to_finish);
+    tcase_add_test(tc, no_evict_refuses_what_can_never_fit);
     tcase_add_test(tc, no_evict_binds_and_profiles_say_so);
     suite_add_tcase(s, tc);
     return s;
