@@ -233,6 +233,8 @@ typedef struct {
     bool async_scheduling;      /* CPU work for step i+1 overlaps the GPU's step i */
     bool extra_decode_step;     /* a finished request runs one more decode step: the next step was
                                  * launched before its stop check (TensorRT-LLM overlap scheduler) */
+    bool no_evict;              /* admission reserves every request's blocks to its full length
+                                 * (TensorRT-LLM GUARANTEED_NO_EVICT; sim/sched.c) */
     double kernel_launch;       /* s per kernel launched eagerly */
     bool cuda_graphs;           /* decode-only steps replay a captured graph */
     int n_graph_sizes;          /* captured batch sizes, ascending */
