@@ -3,7 +3,6 @@
 #include "kv_tier.h"
 #include "rng.h"
 #include "sim.h"
-#include "token.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -432,21 +431,29 @@ static void set_room(const sim_kv *kv, sim_kv_seq *q)
     else q->room = q->reserved;
 }
 
-/* A block's hash: a digest of its token ids by Horner's rule with an odd multiplier (a polynomial
- * in the ids, mod 2^64), mixed with the parent's hash through splitmix64's finaliser once per
- * block. Equal (parent, tokens) give equal hashes, anything else collides with probability about
- * 2^-64, and only equality matters: the map and the tiers look hashes up, never order them. The
- * chain is one multiply-add deep per token (the ids' own finalisers run alongside), where mixing
- * every token into the chain was two multiplies and five shifts deep: hashing was a third of a
- * prefix-cached run's cost. */
-#define DIGEST_MUL 0xd6e8feb86659fd93ULL
+/* A block's hash: a digest of its tokens mixed with the parent's hash through splitmix64's
+ * finaliser. Token ids are synthetic, a fixed function of (stream seed, position) (sim/token.h),
+ * so a block's tokens are named exactly by the runs of positions it takes from each stream: the
+ * digest mixes (seed, first position) of each run, and where the block straddles the prefix's end,
+ * that end too. Two blocks with equal tokens (in blocks of this pool's size) then have equal
+ * digests, also when two streams share a seed; anything else collides with probability about
+ * 2^-64, as digesting every token id would (only equality matters: the map and the tiers look
+ * hashes up, never order them). It costs the same for any block size: digesting each token id
+ * was three quarters of a prefix-cached run's cost at block size 8 (docs/simulator.md,
+ * "Prefix cache"). */
+static inline uint64_t run_digest(uint64_t seed, long first)
+{
+    return sim_mix64(sim_mix64(seed) + (uint64_t)first);
+}
+
 static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
-    /* sim_seq_token's streams, split at the prefix's end instead of tested per token. */
-    uint64_t d = 0;
     long p = (long)j * kv->bs, end = p + kv->bs;
-    for (; p < end && p < q->prefix_len; p++) d = (d + sim_token_id_inline(q->prefix_seed, p)) * DIGEST_MUL;
-    for (; p < end; p++) d = (d + sim_token_id_inline(q->body_seed, p)) * DIGEST_MUL;
+    uint64_t d;
+    if (end <= q->prefix_len || q->prefix_seed == q->body_seed) d = run_digest(q->prefix_seed, p);
+    else if (p >= q->prefix_len) d = run_digest(q->body_seed, p);
+    else   /* prefix tokens [p, prefix_len), then body tokens [prefix_len, end) */
+        d = sim_mix64(run_digest(q->prefix_seed, p) ^ run_digest(q->body_seed, q->prefix_len));
     return sim_mix64(parent ^ d);
 }
 

@@ -1,5 +1,6 @@
-/* token.h: the synthetic token id formula (sim.h: sim_token_id), inline for the prefix cache's
- * block hashing (kv_manager.c), which applies it to every token of every full block. */
+/* token.h: the synthetic token id formula (sim.h: sim_token_id), inline. The prefix cache's
+ * block hashing (kv_manager.c) relies on ids being a fixed function of (stream seed, position):
+ * it names a block's tokens by their streams and positions instead of digesting each id. */
 #ifndef KVPLAN_SIM_TOKEN_H
 #define KVPLAN_SIM_TOKEN_H
 
