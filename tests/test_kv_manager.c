@@ -4,6 +4,7 @@
 #include "tests.h"
 #include "../sim/kv_manager.h"
 #include "../sim/rng.h"
+#include "../sim/sim.h"
 
 #include <string.h>
 
@@ -344,6 +345,69 @@ START_TEST(grow_blocks_is_grow_block_in_order)
 }
 END_TEST
 
+/* Prefix matching against a reference that compares token ids one by one (sim_token_id): block
+ * j of a prompt hits when some committed sequence holds its first j + 1 blocks with the same ids.
+ * The manager names a block's tokens by their streams and positions (kv_manager.c, block_hash),
+ * never by the ids, so this checks that naming: few seeds, prefix ends inside blocks and on their
+ * edges, a seed that is one request's prefix stream and another's body stream, prompts whose last
+ * token cuts the walk. The pool never evicts. */
+static uint32_t ref_token(const sim_kv_seq *q, long pos)
+{
+    return sim_token_id(pos < q->prefix_len ? q->prefix_seed : q->body_seed, pos);
+}
+
+static int ref_hit(const sim_kv_seq *held, const int *committed, int n, const sim_kv_seq *q, int prompt, int bs)
+{
+    int max_blocks = (prompt - 1) / bs, j = 0;
+    for (; j < max_blocks; j++) {
+        bool found = false;
+        for (int i = 0; i < n && !found; i++) {
+            if (committed[i] / bs <= j) continue;
+            found = true;
+            for (long p = 0; p < (long)(j + 1) * bs && found; p++) found = ref_token(&held[i], p) == ref_token(q, p);
+        }
+        if (!found) break;
+    }
+    return j * bs;
+}
+
+START_TEST(prefix_match_equals_a_token_by_token_reference)
+{
+    enum { HELD = 40, QUERIES = 400 };
+    static const int lens[] = {0, 3, 8, 12, 16, 20, 24, 31, 32};
+    for (int bs = 4; bs <= 16; bs *= 2) {
+        sim_kv *kv = sim_kv_init(HELD * 64, bs, true, true, 0, 0);
+        static sim_kv_seq held[HELD];
+        int committed[HELD];
+        uint64_t r = 12345 + (uint64_t)bs;
+        for (int i = 0; i < HELD; i++) {
+            r = sim_mix64(r);
+            held[i] = seq(1 + r % 3, lens[(r >> 8) % 9], 1 + (r >> 16) % 4);
+            committed[i] = 8 + (int)((r >> 24) % 56);
+            ck_assert_int_eq(sim_kv_grow(kv, &held[i], committed[i]), 0);
+            sim_kv_commit(kv, &held[i], committed[i]);
+        }
+        int hits = 0, partial = 0;
+        for (int k = 0; k < QUERIES; k++) {
+            r = sim_mix64(r);
+            sim_kv_seq q = seq(1 + r % 3, lens[(r >> 8) % 9], 1 + (r >> 16) % 5);
+            int prompt = 1 + (int)((r >> 24) % 70);
+            int want = ref_hit(held, committed, HELD, &q, prompt, bs);
+            ck_assert_int_eq(sim_kv_match_prefix(kv, &q, prompt, false, NULL), want);
+            ck_assert_int_eq(sim_kv_match_prefix(kv, &q, prompt, true, NULL), want);
+            hits += want > 0;
+            partial += want > 0 && want < (prompt - 1) / bs * bs;
+            sim_kv_release(kv, &q); sim_kv_seq_free(&q);
+        }
+        ck_assert_int_gt(hits, QUERIES / 10);       /* the cases exercise both hits and misses */
+        ck_assert_int_gt(partial, QUERIES / 20);
+        ck_assert_int_lt(hits, QUERIES);
+        for (int i = 0; i < HELD; i++) { sim_kv_release(kv, &held[i]); sim_kv_seq_free(&held[i]); }
+        sim_kv_free(kv);
+    }
+}
+END_TEST
+
 Suite *suite_kv_manager(void)
 {
     Suite *su = suite_create("kv_manager");
@@ -351,6 +415,7 @@ Suite *suite_kv_manager(void)
     tcase_add_test(tc, paged_allocates_on_demand);
     tcase_add_test(tc, prefix_cache_shares_full_blocks_only);
     tcase_add_test(tc, prefix_hashes_do_not_depend_on_the_memo);
+    tcase_add_test(tc, prefix_match_equals_a_token_by_token_reference);
     tcase_add_test(tc, a_waiting_request_counted_again_matches_a_fresh_walk);
     tcase_add_test(tc, unreferenced_cached_blocks_are_evicted_lru);
     tcase_add_test(tc, window_frees_blocks_behind_it);
