@@ -258,6 +258,21 @@ static int map_put(sim_kv *kv, uint64_t h, int32_t b)
     return 0;
 }
 
+/* map_put of a hash not yet registered, in one probe: 1 (nothing changed) when h is already
+ * there, else map_put's answer. The empty slot that ends the search is where map_insert would
+ * put h unless the table doubles first. */
+static int map_put_new(sim_kv *kv, uint64_t h, int32_t b)
+{
+    long i = (long)(h & (uint64_t)kv->mask);
+    for (; kv->vals[i] >= 0; i = (i + 1) & kv->mask)
+        if (kv->keys[i] == h) return 1;
+    if (2 * (kv->n_cached + 1) > kv->mask + 1) return map_put(kv, h, b);
+    kv->ver++;
+    kv->keys[i] = h;
+    kv->vals[i] = b;
+    return 0;
+}
+
 /* Deletes slot i, shifting later entries of the probe run back (no tombstones). */
 static void map_del(sim_kv *kv, long i)
 {
@@ -378,7 +393,7 @@ static void take_spare(sim_kv_seq *q)
     t->top = h.next;
 }
 
-static int push_block(sim_kv_seq *q, int32_t b)
+static int push_block_grow(sim_kv_seq *q, int32_t b)
 {
     if (q->n_blocks == q->cap && !q->blocks) take_spare(q);
     if (q->n_blocks == q->cap) {
@@ -388,6 +403,14 @@ static int push_block(sim_kv_seq *q, int32_t b)
         q->blocks = nb;
         q->cap = cap;
     }
+    q->blocks[q->n_blocks++] = b;
+    return 0;
+}
+
+/* A block onto the table: a prefix hit pushes hundreds, into a table admission sized already. */
+static inline int push_block(sim_kv_seq *q, int32_t b)
+{
+    if (q->n_blocks >= q->cap) return push_block_grow(q, b);
     q->blocks[q->n_blocks++] = b;
     return 0;
 }
@@ -477,7 +500,7 @@ static struct kv_prefix_memo *prefix_memo(sim_kv *kv, uint64_t seed)
 /* block_hash through the prefix memo (struct sim_kv): a block wholly inside the prefix stream
  * whose parent is the memo's own chain is looked up, or appended when it is the next one. The
  * parent check keeps it exact whatever chain a caller passes. */
-static uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
+static uint64_t chain_hash_memo(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
     if ((long)(j + 1) * kv->bs > q->prefix_len) return block_hash(kv, q, parent, j);
     /* The table is allocated when a prefix block is first hashed: a pool that never sees one
@@ -501,6 +524,18 @@ static uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int
     }
     e->h[e->n++] = hj;
     return hj;
+}
+
+/* chain_hash_memo's commonest answer inline: the next block of a walk down the stream the memo
+ * slot last used holds, already memoised (a prefix hit's every block). The same checks, so the
+ * same hash. */
+static inline uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
+{
+    const struct kv_prefix_memo *e = kv->pm_last;
+    if (e && j < e->n && e->used && e->seed == q->prefix_seed && (long)(j + 1) * kv->bs <= q->prefix_len &&
+        parent == (j ? e->h[j - 1] : CHAIN_ROOT))
+        return e->h[j];
+    return chain_hash_memo(kv, q, parent, j);
 }
 
 /* Takes the block with hash h out of tier tk into a new GPU block, registered in the prefix
@@ -851,7 +886,7 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
             uint64_t hj = chain_hash(kv, q, q->chain, j);
             int32_t b = q->blocks[j];
             /* A block already known under another id stays private to this sequence. */
-            if (b >= 0 && !kv->reg[b] && map_find(kv, hj) < 0 && map_put(kv, hj, b) == 0) {
+            if (b >= 0 && !kv->reg[b] && map_put_new(kv, hj, b) == 0) {
                 kv->hash[b] = hj;
                 kv->reg[b] = 1;
                 kv->n_cached++;
