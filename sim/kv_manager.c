@@ -466,7 +466,7 @@ static void set_room(const sim_kv *kv, sim_kv_seq *q)
  * "Prefix cache"). */
 static inline uint64_t run_digest(uint64_t seed, long first)
 {
-    return sim_mix64(sim_mix64(seed) + (uint64_t)first);
+    return sim_mix64(seed) + (uint64_t)first;   /* the parent's mix below scatters it */
 }
 
 static uint64_t block_hash(const sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
@@ -531,11 +531,27 @@ static uint64_t chain_hash_memo(sim_kv *kv, const sim_kv_seq *q, uint64_t parent
  * same hash. */
 static inline uint64_t chain_hash(sim_kv *kv, const sim_kv_seq *q, uint64_t parent, int j)
 {
+    if ((long)(j + 1) * kv->bs > q->prefix_len) return block_hash(kv, q, parent, j);   /* not memoised */
     const struct kv_prefix_memo *e = kv->pm_last;
-    if (e && j < e->n && e->used && e->seed == q->prefix_seed && (long)(j + 1) * kv->bs <= q->prefix_len &&
-        parent == (j ? e->h[j - 1] : CHAIN_ROOT))
+    if (e && j < e->n && e->used && e->seed == q->prefix_seed && parent == (j ? e->h[j - 1] : CHAIN_ROOT))
         return e->h[j];
     return chain_hash_memo(kv, q, parent, j);
+}
+
+/* How far chain_hash's inline answer holds from block `from` on, given the parent hash of
+ * block `from` (the walk's last hash): its memo slot's blocks up to the prefix's last whole
+ * block, when the slot chain_hash last used is this stream's and holds that parent. Each block
+ * in the run is then memoised, inside the prefix and chained from the one before (the memo
+ * appends a block only after its parent), so chain_hash would return run[j]: a prefix hit
+ * walks hundreds of blocks without its checks. 0 when there is no such run; *run is the memo's
+ * array, valid until chain_hash next appends. */
+static int memo_run(const sim_kv *kv, const sim_kv_seq *q, int from, uint64_t parent, const uint64_t **run)
+{
+    const struct kv_prefix_memo *e = kv->pm_last;
+    if (!e || !e->used || e->seed != q->prefix_seed || from > e->n || from < 1 || e->h[from - 1] != parent) return 0;
+    long whole = q->prefix_len / kv->bs;
+    *run = e->h;
+    return e->n < whole ? e->n : (int)whole;
 }
 
 /* Takes the block with hash h out of tier tk into a new GPU block, registered in the prefix
@@ -687,8 +703,16 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
     uint64_t h = CHAIN_ROOT;
     int j = keep ? still_cached(kv, q, prompt, from_free) : 0;
     if (j) h = kv->m_hash[j - 1];
+    const uint64_t *run = NULL;   /* the memo's hashes, valid for blocks [j, run_end) of this walk */
+    int run_end = 0;
     for (; j < max_blocks; j++) {
-        uint64_t hj = chain_hash(kv, q, h, j);
+        uint64_t hj;
+        if (j < run_end) {
+            hj = run[j];
+        } else {
+            hj = chain_hash(kv, q, h, j);
+            run_end = memo_run(kv, q, j + 1, hj, &run);
+        }
         long slot = map_find(kv, hj);
         if (slot < 0) {
             /* Not on the GPU: a lower tier's copy is reloaded into a new block (kv_tier.h). */

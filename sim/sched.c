@@ -124,8 +124,10 @@ static double tier_seconds(sim_sched *e, kv_tier_id k, double blocks)
  * request's first admission (hit rates count those only, like the prefix hit rate). */
 static void charge_reloads(sim_sched *e, sim_replica *rep, bool first)
 {
+    sim_kv_tiers *tiers = sim_kv_tiers_of(rep->kv);
+    if (!tiers) return;   /* nothing was reloaded */
     long got[KV_TIER_COUNT];
-    sim_kv_tiers_drain(sim_kv_tiers_of(rep->kv), got);
+    sim_kv_tiers_drain(tiers, got);
     for (int k = 0; k < KV_TIER_COUNT; k++) {
         if (!got[k]) continue;
         double t = tier_seconds(e, (kv_tier_id)k, (double)got[k]);
@@ -280,7 +282,8 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
     sim_kv *kv = rep->kv;
     bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     long from_free = 0;
-    int hit = sim_kv_match_prefix(kv, &r->kv, r->total, false, &from_free);
+    bool pc = e->c.prefix_cache && paged;   /* else nothing can hit: no walk */
+    int hit = pc ? sim_kv_match_prefix(kv, &r->kv, r->total, false, &from_free) : 0;
     long want = r->total - hit;
     if (want > budget) {
         if (chunked) want = budget;
@@ -308,7 +311,7 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
         /* The table for the whole request now, so that decoding never reallocates it (admitted
          * requests are bounded by the pool; waiting ones hold no table). */
         sim_kv_table_room(&r->kv, ((long)r->total + r->spec.output + bs - 1) / bs + 1);
-        sim_kv_match_prefix(kv, &r->kv, r->total, true, NULL);
+        if (pc) sim_kv_match_prefix(kv, &r->kv, r->total, true, NULL);
         /* Reloaded blocks are in (and their transfer charged) whether or not the rest fits; they
          * count as the request's hits only when it is admitted. */
         if (sim_kv_grow(kv, &r->kv, (int)upto)) { charge_reloads(e, rep, false); sim_kv_release(kv, &r->kv); return 0; }
