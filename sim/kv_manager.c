@@ -34,9 +34,9 @@ struct sim_kv {
     int32_t lru_head, lru_tail;
     long n_lru;
     long n_referenced, n_cached;
-    /* open-addressing map: hash -> block, at most half full */
-    uint64_t *keys;
-    int32_t *vals;          /* -1 = empty */
+    /* open-addressing map: hash -> block, at most half full; a slot's hash and block side by
+     * side, so a probe touches one cache line (the map outgrows the caches at small blocks) */
+    struct kv_slot { uint64_t key; int32_t val; } *map;   /* val -1 = empty */
     long mask;
     long reserved;          /* contiguous: tokens reserved */
     /* Sliding-window layers (sim_kv_set_groups). */
@@ -111,10 +111,9 @@ static inline void free_push(sim_kv *kv, int32_t b)
 
 static int map_init(sim_kv *kv, long cap)
 {
-    kv->keys = malloc((size_t)cap * sizeof *kv->keys);
-    kv->vals = malloc((size_t)cap * sizeof *kv->vals);
-    if (!kv->keys || !kv->vals) return -1;
-    for (long i = 0; i < cap; i++) kv->vals[i] = -1;
+    kv->map = malloc((size_t)cap * sizeof *kv->map);
+    if (!kv->map) return -1;
+    for (long i = 0; i < cap; i++) kv->map[i].val = -1;
     kv->mask = cap - 1;
     return 0;
 }
@@ -139,7 +138,7 @@ void sim_kv_free(sim_kv *kv)
 {
     if (!kv) return;
     free(kv->refs); free(kv->hash); free(kv->reg); free(kv->free_stack);
-    free(kv->lru_prev); free(kv->lru_next); free(kv->keys); free(kv->vals);
+    free(kv->lru_prev); free(kv->lru_next); free(kv->map);
     sim_kv_tiers_free(kv->tiers);
     free(kv->m_blk); free(kv->m_hash);
     for (int i = 0; kv->pm && i < PM_SLOTS; i++) free(kv->pm[i].h);
@@ -222,8 +221,8 @@ long sim_kv_cached(const sim_kv *kv) { return kv->n_cached; }
 static long map_find(const sim_kv *kv, uint64_t h)
 {
     for (long i = (long)(h & (uint64_t)kv->mask);; i = (i + 1) & kv->mask) {
-        if (kv->vals[i] < 0) return -1;
-        if (kv->keys[i] == h) return i;
+        if (kv->map[i].val < 0) return -1;
+        if (kv->map[i].key == h) return i;
     }
 }
 
@@ -231,9 +230,9 @@ static void map_insert(sim_kv *kv, uint64_t h, int32_t b)
 {
     kv->ver++;
     long i = (long)(h & (uint64_t)kv->mask);
-    while (kv->vals[i] >= 0) i = (i + 1) & kv->mask;
-    kv->keys[i] = h;
-    kv->vals[i] = b;
+    while (kv->map[i].val >= 0) i = (i + 1) & kv->mask;
+    kv->map[i].key = h;
+    kv->map[i].val = b;
 }
 
 /* Registers h -> b, doubling the table first if it would pass half full; -1 on out of memory
@@ -241,18 +240,16 @@ static void map_insert(sim_kv *kv, uint64_t h, int32_t b)
 static int map_put(sim_kv *kv, uint64_t h, int32_t b)
 {
     if (2 * (kv->n_cached + 1) > kv->mask + 1) {
-        uint64_t *ok = kv->keys;
-        int32_t *ov = kv->vals;
+        struct kv_slot *om = kv->map;
         long ocap = kv->mask + 1;
         if (map_init(kv, 2 * ocap)) {
-            free(kv->keys); free(kv->vals);
-            kv->keys = ok; kv->vals = ov; kv->mask = ocap - 1;
+            free(kv->map);
+            kv->map = om; kv->mask = ocap - 1;
             return -1;
         }
         for (long i = 0; i < ocap; i++)
-            if (ov[i] >= 0) map_insert(kv, ok[i], ov[i]);
-        free(ok);
-        free(ov);
+            if (om[i].val >= 0) map_insert(kv, om[i].key, om[i].val);
+        free(om);
     }
     map_insert(kv, h, b);
     return 0;
@@ -264,12 +261,12 @@ static int map_put(sim_kv *kv, uint64_t h, int32_t b)
 static int map_put_new(sim_kv *kv, uint64_t h, int32_t b)
 {
     long i = (long)(h & (uint64_t)kv->mask);
-    for (; kv->vals[i] >= 0; i = (i + 1) & kv->mask)
-        if (kv->keys[i] == h) return 1;
+    for (; kv->map[i].val >= 0; i = (i + 1) & kv->mask)
+        if (kv->map[i].key == h) return 1;
     if (2 * (kv->n_cached + 1) > kv->mask + 1) return map_put(kv, h, b);
     kv->ver++;
-    kv->keys[i] = h;
-    kv->vals[i] = b;
+    kv->map[i].key = h;
+    kv->map[i].val = b;
     return 0;
 }
 
@@ -277,15 +274,15 @@ static int map_put_new(sim_kv *kv, uint64_t h, int32_t b)
 static void map_del(sim_kv *kv, long i)
 {
     kv->ver++;
-    kv->vals[i] = -1;
-    for (long j = (i + 1) & kv->mask; kv->vals[j] >= 0; j = (j + 1) & kv->mask) {
-        long home = (long)(kv->keys[j] & (uint64_t)kv->mask);
+    kv->map[i].val = -1;
+    for (long j = (i + 1) & kv->mask; kv->map[j].val >= 0; j = (j + 1) & kv->mask) {
+        long home = (long)(kv->map[j].key & (uint64_t)kv->mask);
         /* Move j into the hole if its home is not in (i, j] cyclically. */
         bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
         if (!between) {
-            kv->keys[i] = kv->keys[j];
-            kv->vals[i] = kv->vals[j];
-            kv->vals[j] = -1;
+            kv->map[i].key = kv->map[j].key;
+            kv->map[i].val = kv->map[j].val;
+            kv->map[j].val = -1;
             i = j;
         }
     }
@@ -641,7 +638,7 @@ static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks, int walked
     for (; walked < 0 && n < max_blocks; n++) {
         uint64_t hj = chain_hash(kv, q, h, n);
         long slot = map_find(kv, hj);
-        int32_t b = slot >= 0 ? kv->vals[slot] : -1;
+        int32_t b = slot >= 0 ? kv->map[slot].val : -1;
         int tk = slot < 0 ? sim_kv_tiers_find(kv->tiers, hj) : -1;
         if (slot < 0 && tk < 0) break;
         if (b >= 0) {
@@ -724,7 +721,7 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
             h = hj;
             continue;
         }
-        int32_t b = kv->vals[slot];
+        int32_t b = kv->map[slot].val;
         if (keep) { kv->m_blk[j] = b; kv->m_hash[j] = hj; }
         if (kv->refs[b] == 0 && from_free) (*from_free)++;
         if (take) {
