@@ -22,16 +22,20 @@ struct sim_kv {
      * million blocks that serves five short requests costs a few kilobytes. */
     long fresh;             /* blocks handed out at least once; [fresh, n) are free and untouched */
     long arr;               /* entries in the per-block arrays */
-    int32_t *refs;          /* reference count per block; kept with the prefix cache only (without
-                             * it nothing is shared: a held block has exactly one holder) */
-    uint64_t *hash;         /* registered hash per block (valid when reg) */
-    uint8_t *reg;           /* block is registered in the cache map */
+    /* Per-block prefix-cache state (with the prefix cache only; without it nothing is shared: a
+     * held block has exactly one holder): one record per block, so that a block's commit, hit,
+     * release or eviction touches one cache line, not one in each of five arrays. */
+    struct kv_block {
+        uint64_t hash;      /* registered hash (valid when reg) */
+        int32_t refs;       /* reference count */
+        int32_t prev, next; /* LRU links of an unreferenced cached block, oldest at head */
+        uint8_t reg;        /* registered in the cache map */
+    } *blk;
     int32_t *free_stack;    /* blocks returned and never cached, last returned on top; it grows
                              * down from the end, [arr - n_free, arr), top first, so that a
                              * released table and a popped run are each one forward copy */
     long n_free;
-    int32_t *lru_prev, *lru_next;   /* unreferenced cached blocks, oldest at head */
-    int32_t lru_head, lru_tail;
+    int32_t lru_head, lru_tail;     /* unreferenced cached blocks (kv_block prev, next) */
     long n_lru;
     long n_referenced, n_cached;
     /* open-addressing map: hash -> block, at most half full; a slot's hash and block side by
@@ -82,21 +86,13 @@ static int cover(sim_kv *kv, long b)
     long n = kv->arr ? kv->arr : 256;
     while (n <= b) n *= 2;
     if (n > kv->n) n = kv->n;
-    int32_t *refs = grow_array(kv->refs, sizeof *refs, kv->arr, n);
-    if (refs) kv->refs = refs;
     int32_t *fs = grow_array(kv->free_stack, sizeof *fs, kv->arr, n);
     if (fs) kv->free_stack = fs;
-    if (!refs || !fs) return -1;
+    if (!fs) return -1;
     if (kv->prefix) {
-        uint64_t *h = grow_array(kv->hash, sizeof *h, kv->arr, n);
-        if (h) kv->hash = h;
-        uint8_t *reg = grow_array(kv->reg, 1, kv->arr, n);
-        if (reg) kv->reg = reg;
-        int32_t *lp = grow_array(kv->lru_prev, sizeof *lp, kv->arr, n);
-        if (lp) kv->lru_prev = lp;
-        int32_t *ln = grow_array(kv->lru_next, sizeof *ln, kv->arr, n);
-        if (ln) kv->lru_next = ln;
-        if (!h || !reg || !lp || !ln) return -1;
+        struct kv_block *blk = grow_array(kv->blk, sizeof *blk, kv->arr, n);
+        if (!blk) return -1;
+        kv->blk = blk;
     }
     /* The free stack sits at the arrays' end: move it to the new end. */
     if (kv->n_free) memmove(kv->free_stack + n - kv->n_free, kv->free_stack + kv->arr - kv->n_free, sizeof(int32_t) * (size_t)kv->n_free);
@@ -137,8 +133,7 @@ sim_kv *sim_kv_init(long blocks, int block_size, bool paged, bool prefix_cache, 
 void sim_kv_free(sim_kv *kv)
 {
     if (!kv) return;
-    free(kv->refs); free(kv->hash); free(kv->reg); free(kv->free_stack);
-    free(kv->lru_prev); free(kv->lru_next); free(kv->map);
+    free(kv->blk); free(kv->free_stack); free(kv->map);
     sim_kv_tiers_free(kv->tiers);
     free(kv->m_blk); free(kv->m_hash);
     for (int i = 0; kv->pm && i < PM_SLOTS; i++) free(kv->pm[i].h);
@@ -291,17 +286,17 @@ static void map_del(sim_kv *kv, long i)
 /* ---- LRU of unreferenced cached blocks ---- */
 static void lru_unlink(sim_kv *kv, int32_t b)
 {
-    int32_t p = kv->lru_prev[b], n = kv->lru_next[b];
-    if (p >= 0) kv->lru_next[p] = n; else kv->lru_head = n;
-    if (n >= 0) kv->lru_prev[n] = p; else kv->lru_tail = p;
+    int32_t p = kv->blk[b].prev, n = kv->blk[b].next;
+    if (p >= 0) kv->blk[p].next = n; else kv->lru_head = n;
+    if (n >= 0) kv->blk[n].prev = p; else kv->lru_tail = p;
     kv->n_lru--;
 }
 
 static void lru_push(sim_kv *kv, int32_t b)
 {
-    kv->lru_prev[b] = kv->lru_tail;
-    kv->lru_next[b] = -1;
-    if (kv->lru_tail >= 0) kv->lru_next[kv->lru_tail] = b; else kv->lru_head = b;
+    kv->blk[b].prev = kv->lru_tail;
+    kv->blk[b].next = -1;
+    if (kv->lru_tail >= 0) kv->blk[kv->lru_tail].next = b; else kv->lru_head = b;
     kv->lru_tail = b;
     kv->n_lru++;
 }
@@ -312,11 +307,11 @@ static int32_t evict_lru(sim_kv *kv)
     int32_t b = kv->lru_head;
     kv->ver++;   /* the tiers change too */
     lru_unlink(kv, b);
-    long slot = map_find(kv, kv->hash[b]);
+    long slot = map_find(kv, kv->blk[b].hash);
     if (slot >= 0) map_del(kv, slot);
-    kv->reg[b] = 0;
+    kv->blk[b].reg = 0;
     kv->n_cached--;
-    if (kv->tiers) sim_kv_tiers_spill(kv->tiers, kv->hash[b]);   /* it moves down instead of vanishing */
+    if (kv->tiers) sim_kv_tiers_spill(kv->tiers, kv->blk[b].hash);   /* it moves down instead of vanishing */
     return b;
 }
 
@@ -341,16 +336,16 @@ static int32_t alloc_block(sim_kv *kv)
     } else {
         return -1;
     }
-    if (kv->prefix) kv->refs[b] = 1;
+    if (kv->prefix) kv->blk[b].refs = 1;
     kv->n_referenced++;
     return b;
 }
 
 static inline void unref(sim_kv *kv, int32_t b)
 {
-    if (kv->prefix && --kv->refs[b] > 0) return;
+    if (kv->prefix && --kv->blk[b].refs > 0) return;
     kv->n_referenced--;
-    if (kv->prefix && kv->reg[b]) lru_push(kv, b);
+    if (kv->prefix && kv->blk[b].reg) lru_push(kv, b);
     else free_push(kv, b);
 }
 
@@ -564,8 +559,8 @@ static int reload(sim_kv *kv, sim_kv_seq *q, int tk, uint64_t h)
     kv->ver++;
     sim_kv_tiers_take(kv->tiers, tk, h);
     if (map_put(kv, h, b) == 0) {
-        kv->hash[b] = h;
-        kv->reg[b] = 1;
+        kv->blk[b].hash = h;
+        kv->blk[b].reg = 1;
         kv->n_cached++;
     }
     if (kv->units) { q->wlive++; kv->win_live++; }
@@ -616,8 +611,8 @@ static int still_cached(const sim_kv *kv, const sim_kv_seq *q, int prompt, long 
     int j = 0;
     for (; j < kv->mn; j++) {
         int32_t b = kv->m_blk[j];
-        if (!kv->reg[b] || kv->hash[b] != kv->m_hash[j]) break;
-        if (kv->refs[b] == 0 && from_free) (*from_free)++;
+        if (!kv->blk[b].reg || kv->blk[b].hash != kv->m_hash[j]) break;
+        if (kv->blk[b].refs == 0 && from_free) (*from_free)++;
     }
     return j;
 }
@@ -631,8 +626,8 @@ static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks, int walked
     for (; n < walked; n++) {
         int32_t b = kv->m_blk[n];
         if (b >= 0) {
-            if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
-            kv->refs[b]++;
+            if (kv->blk[b].refs == 0) { lru_unlink(kv, b); kv->n_referenced++; }
+            kv->blk[b].refs++;
         }
     }
     for (; walked < 0 && n < max_blocks; n++) {
@@ -642,8 +637,8 @@ static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks, int walked
         int tk = slot < 0 ? sim_kv_tiers_find(kv->tiers, hj) : -1;
         if (slot < 0 && tk < 0) break;
         if (b >= 0) {
-            if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
-            kv->refs[b]++;
+            if (kv->blk[b].refs == 0) { lru_unlink(kv, b); kv->n_referenced++; }
+            kv->blk[b].refs++;
         }
         kv->m_blk[n] = b >= 0 ? b : -1 - tk;
         kv->m_hash[n] = hj;
@@ -685,8 +680,8 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
             int j = 0;
             for (; j < walked; j++) {
                 int32_t b = kv->m_blk[j];
-                if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
-                kv->refs[b]++;
+                if (kv->blk[b].refs == 0) { lru_unlink(kv, b); kv->n_referenced++; }
+                kv->blk[b].refs++;
                 if (push_block(q, b)) { unref(kv, b); break; }
                 if (kv->units) { q->wlive++; kv->win_live++; }
             }
@@ -723,10 +718,10 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         }
         int32_t b = kv->map[slot].val;
         if (keep) { kv->m_blk[j] = b; kv->m_hash[j] = hj; }
-        if (kv->refs[b] == 0 && from_free) (*from_free)++;
+        if (kv->blk[b].refs == 0 && from_free) (*from_free)++;
         if (take) {
-            if (kv->refs[b] == 0) { lru_unlink(kv, b); kv->n_referenced++; }
-            kv->refs[b]++;
+            if (kv->blk[b].refs == 0) { lru_unlink(kv, b); kv->n_referenced++; }
+            kv->blk[b].refs++;
             if (push_block(q, b)) { unref(kv, b); break; }
             if (kv->units) { q->wlive++; kv->win_live++; }
         }
@@ -783,7 +778,7 @@ static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
     kv->fresh += fresh;
     for (long i = pop + fresh; i < need; i++) dst[i] = evict_lru(kv);   /* available counted them */
     if (kv->prefix)
-        for (long i = 0; i < need; i++) kv->refs[dst[i]] = 1;
+        for (long i = 0; i < need; i++) kv->blk[dst[i]].refs = 1;
     kv->n_referenced += need;
     q->n_blocks = (int)want;
     set_room(kv, q);
@@ -796,7 +791,7 @@ static inline void take_free_block(sim_kv *kv, sim_kv_seq *q)
 {
     int32_t b = kv->free_stack[kv->arr - kv->n_free--];
     q->blocks[q->n_blocks++] = b;
-    if (kv->prefix) kv->refs[b] = 1;
+    if (kv->prefix) kv->blk[b].refs = 1;
     kv->n_referenced++;
     q->room += kv->bs;   /* set_room: n_blocks * bs */
 }
@@ -856,7 +851,7 @@ long sim_kv_grow_blocks(sim_kv *kv, sim_kv_seq *const *qs, int n)
             /* take_free_block for each sequence in a row whose table has room, while the free
              * stack lasts: its top run in order, the counts written back once. */
             const int32_t *top = kv->free_stack + kv->arr - kv->n_free;
-            int32_t *refs = kv->prefix ? kv->refs : NULL;
+            struct kv_block *blk = kv->prefix ? kv->blk : NULL;
             const long bs = kv->bs, avail = kv->n_free;
             long taken = 0;
             for (; i < n && taken < avail; i++, taken++) {
@@ -864,7 +859,7 @@ long sim_kv_grow_blocks(sim_kv *kv, sim_kv_seq *const *qs, int n)
                 if (q->n_blocks >= q->cap) break;
                 int32_t b = top[taken];
                 q->blocks[q->n_blocks++] = b;
-                if (refs) refs[b] = 1;
+                if (blk) blk[b].refs = 1;
                 q->room += bs;
             }
             kv->n_free -= taken;
@@ -907,9 +902,9 @@ void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
             uint64_t hj = chain_hash(kv, q, q->chain, j);
             int32_t b = q->blocks[j];
             /* A block already known under another id stays private to this sequence. */
-            if (b >= 0 && !kv->reg[b] && map_put_new(kv, hj, b) == 0) {
-                kv->hash[b] = hj;
-                kv->reg[b] = 1;
+            if (b >= 0 && !kv->blk[b].reg && map_put_new(kv, hj, b) == 0) {
+                kv->blk[b].hash = hj;
+                kv->blk[b].reg = 1;
                 kv->n_cached++;
             }
             q->chain = hj;
