@@ -272,9 +272,9 @@ static void map_del(sim_kv *kv, long i)
     kv->map[i].val = -1;
     for (long j = (i + 1) & kv->mask; kv->map[j].val >= 0; j = (j + 1) & kv->mask) {
         long home = (long)(kv->map[j].key & (uint64_t)kv->mask);
-        /* Move j into the hole if its home is not in (i, j] cyclically. */
-        bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (!between) {
+        /* Move j into the hole if its home is not in (i, j] cyclically: if home is no nearer
+         * to j, going forward, than the hole is. */
+        if (((j - home) & kv->mask) >= ((j - i) & kv->mask)) {
             kv->map[i].key = kv->map[j].key;
             kv->map[i].val = kv->map[j].val;
             kv->map[j].val = -1;

@@ -408,6 +408,54 @@ START_TEST(prefix_match_equals_a_token_by_token_reference)
 }
 END_TEST
 
+/* Eviction against a plain LRU list of (stream, block) names: one sequence at a time takes its
+ * hits, grows, commits its full blocks and releases them (newest first) into a pool of 64 blocks
+ * that 24 streams overflow, so nearly every new block evicts one and the cache's map deletes
+ * entries all the time (kv_manager.c, map_del). Hits, and what stays cached, must be the
+ * list's. */
+START_TEST(eviction_matches_a_plain_lru_list)
+{
+    enum { POOL = 64, BS = 4, ROUNDS = 3000 };
+    sim_kv *kv = sim_kv_init(POOL, BS, true, true, 0, 0);
+    struct { uint64_t seed; int j; } lru[POOL];   /* oldest first */
+    int n_lru = 0, hits = 0, evictions = 0;
+    uint64_t r = 99;
+    for (int k = 0; k < ROUNDS; k++) {
+        r = sim_mix64(r);
+        uint64_t seed = 1 + r % 24;
+        int m = 1 + (int)((r >> 8) % 6);            /* full blocks; the prompt is one token more */
+        /* Reference: the longest run of this stream's leading blocks in the list, taken out of it. */
+        int want = 0;
+        for (bool found = true; found && want < m;) {
+            found = false;
+            for (int i = 0; i < n_lru && !found; i++) found = lru[i].seed == seed && lru[i].j == want;
+            if (found) want++;
+        }
+        for (int i = 0; i < n_lru;) {
+            if (lru[i].seed == seed && lru[i].j < want) { memmove(&lru[i], &lru[i + 1], sizeof lru[0] * (size_t)(n_lru - i - 1)); n_lru--; }
+            else i++;
+        }
+        /* m + 1 blocks in all; the ones beyond the hit come from free blocks, then the list's head. */
+        int free_blocks = POOL - n_lru - want, need = m + 1 - want;
+        int evict = need > free_blocks ? need - free_blocks : 0;
+        memmove(&lru[0], &lru[evict], sizeof lru[0] * (size_t)(n_lru - evict));
+        n_lru -= evict;
+        evictions += evict;
+        sim_kv_seq q = seq(0, 0, seed);
+        ck_assert_int_eq(sim_kv_match_prefix(kv, &q, m * BS + 1, true, NULL), want * BS);
+        ck_assert_int_eq(sim_kv_grow(kv, &q, m * BS + 1), 0);
+        sim_kv_commit(kv, &q, m * BS + 1);
+        sim_kv_release(kv, &q); sim_kv_seq_free(&q);
+        for (int j = m - 1; j >= 0; j--) { lru[n_lru].seed = seed; lru[n_lru].j = j; n_lru++; }   /* newest first */
+        ck_assert_int_eq(sim_kv_cached(kv), n_lru);
+        hits += want > 0;
+    }
+    ck_assert_int_gt(hits, ROUNDS / 10);        /* both hits and evictions happen throughout */
+    ck_assert_int_gt(evictions, ROUNDS / 2);
+    sim_kv_free(kv);
+}
+END_TEST
+
 Suite *suite_kv_manager(void)
 {
     Suite *su = suite_create("kv_manager");
@@ -416,6 +464,7 @@ Suite *suite_kv_manager(void)
     tcase_add_test(tc, prefix_cache_shares_full_blocks_only);
     tcase_add_test(tc, prefix_hashes_do_not_depend_on_the_memo);
     tcase_add_test(tc, prefix_match_equals_a_token_by_token_reference);
+    tcase_add_test(tc, eviction_matches_a_plain_lru_list);
     tcase_add_test(tc, a_waiting_request_counted_again_matches_a_fresh_walk);
     tcase_add_test(tc, unreferenced_cached_blocks_are_evicted_lru);
     tcase_add_test(tc, window_frees_blocks_behind_it);
