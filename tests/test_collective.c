@@ -61,6 +61,14 @@ START_TEST(engines_choose_by_size)
     ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 4, 400 * KIB).algo, KV_COLL_ONESHOT);   /* 512 KiB on 4 */
     ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 2, 4 * MIB).algo, KV_COLL_ONESHOT);     /* always on 2 */
     ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 8, 16 * MIB).algo, KV_COLL_RING);       /* past 8 MiB: NCCL */
+    /* Both limits are exclusive in vLLM (should_custom_ar: inp_size < max_size; REDUCE_CASE:
+     * bytes < 256 KiB on 8 GPUs, < 512 KiB on 4): a message of exactly a limit takes the next. */
+    ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 8, 256 * KIB - 16).algo, KV_COLL_ONESHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 8, 256 * KIB).algo, KV_COLL_TWOSHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 4, 512 * KIB).algo, KV_COLL_TWOSHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 8, 8 * MIB - 16).algo, KV_COLL_TWOSHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 8, 8 * MIB).algo, KV_COLL_RING);
+    ck_assert_int_eq(kv_allreduce_time(hw, &s.engine, 2, 8 * MIB).algo, KV_COLL_RING);
     /* An NCCL-only engine runs rings inside a node. */
     scn_engine nccl = s.engine;
     nccl.allreduce = SCN_AR_NCCL;
