@@ -906,25 +906,29 @@ int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens)
     return 0;
 }
 
+/* Registers the blocks [hashed, computed / block size) that commit filled (sim_kv_commit). */
+static void register_filled(sim_kv *kv, sim_kv_seq *q, int full)
+{
+    if (q->hashed == 0) q->chain = CHAIN_ROOT;
+    for (int j = q->hashed; j < full && j < q->n_blocks; j++) {
+        uint64_t hj = chain_hash(kv, q, q->chain, j);
+        int32_t b = q->blocks[j];
+        /* A block already known under another id stays private to this sequence. */
+        if (b >= 0 && !kv->blk[b].reg && map_put_new(kv, hj, b) == 0) {
+            kv->blk[b].hash = hj;
+            kv->blk[b].reg = 1;
+            kv->n_cached++;
+        }
+        q->chain = hj;
+        q->hashed = j + 1;
+    }
+}
+
 void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
 {
     if (!kv->paged) return;
-    if (kv->prefix) {
-        int full = computed / kv->bs;
-        if (q->hashed == 0) q->chain = CHAIN_ROOT;
-        for (int j = q->hashed; j < full && j < q->n_blocks; j++) {
-            uint64_t hj = chain_hash(kv, q, q->chain, j);
-            int32_t b = q->blocks[j];
-            /* A block already known under another id stays private to this sequence. */
-            if (b >= 0 && !kv->blk[b].reg && map_put_new(kv, hj, b) == 0) {
-                kv->blk[b].hash = hj;
-                kv->blk[b].reg = 1;
-                kv->n_cached++;
-            }
-            q->chain = hj;
-            q->hashed = j + 1;
-        }
-    }
+    /* Most commits (a decode step's token) fill no block: nothing to hash. */
+    if (kv->prefix && computed / kv->bs > q->hashed) register_filled(kv, q, computed / kv->bs);
     if (kv->window > 0) {
         int sink_blocks = (kv->sink + kv->bs - 1) / kv->bs;
         int keep_from = computed - kv->window;          /* first position the window still needs */
