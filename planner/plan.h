@@ -362,6 +362,18 @@ int plan_capacity_search_from(const scn_scenario *s, const plan_cand *c, unsigne
 int plan_capacity_search_below(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
                                double start, double step, double tol, double known_rate, const sim_metrics *known,
                                double cutoff, plan_capacity_result *out);
+/* The trials run on one candidate and seed, kept so that a later search of the same candidate
+ * and seed reuses them instead of simulating them again (trials are deterministic:
+ * docs/planner.md, "Trials are run once"). One thread at a time. */
+typedef struct plan_trials plan_trials;
+plan_trials *plan_trials_new(void);
+void plan_trials_free(plan_trials *t);
+int plan_trials_count(const plan_trials *t);
+/* plan_capacity_search_below reading and filling `trials` (NULL: none kept): the same answer,
+ * fewer simulations when some of its trials were run before. */
+int plan_capacity_search_memo(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
+                              double start, double step, double tol, double known_rate, const sim_metrics *known,
+                              double cutoff, plan_trials *trials, plan_capacity_result *out);
 /* The gallop's first stride from the cost model's saturation rate (the rate search's start on a
  * candidate's first seed): the estimate lands within 0.75-1.35x of the simulated saturation on
  * most bundled scenarios (docs/simulator.md), so a quarter brackets most answers at once. Later
