@@ -271,7 +271,7 @@ typedef struct {
  * known. Reads only the candidate's choice, never its results (other seeds' threads write
  * those). 0, or -1 on failure with the message in err. */
 static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offered, bool cap, const first_seed *first,
-                     double cutoff, plan_trials *memo, seed_work *o, char *err, size_t n)
+                     double cutoff, bool again, plan_trials *memo, seed_work *o, char *err, size_t n)
 {
     memset(o, 0, sizeof *o);
     scn_scenario *t = malloc(sizeof *t);
@@ -305,7 +305,8 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     o->searched = true;
     bool trial_sized = o->ran && t->workload.requests == plan_trial_requests(t, &c->c);
     plan_trace_context(-1, k, first->rate < 0 ? (cutoff > 0 ? "first-cut" : "first") : first->unbounded ? "later-unbounded"
-                              : first->rate > 0 ? (cutoff > 0 ? "later-cut" : "later") : "later-none");
+                              : first->rate > 0 ? (again ? (cutoff > 0 ? "again-cut" : "again") : cutoff > 0 ? "later-cut" : "later")
+                              : "later-none");
     if (first->rate > 0 && first->unbounded) {
         sim_metrics top;
         bool whole;
@@ -395,7 +396,7 @@ int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
     if (c->n_seeds < 1) c->n_seeds = 1;
     for (int k = 0; k < c->n_seeds; k++) {
         seed_work o;
-        if (eval_seed(s, c, k, needs_offered(c, k), needs_search(s, c, k), &first, 0, NULL, &o, err, n)) return -1;
+        if (eval_seed(s, c, k, needs_offered(c, k), needs_search(s, c, k), &first, 0, false, NULL, &o, err, n)) return -1;
         commit_seed(s, c, k, &o, err);
         if (o.skipped) return 0;
         note_first(c, k, &o, &first);
@@ -459,6 +460,8 @@ typedef struct {
     unsigned tried_dims;       /* option dimensions in which a neighbour of best_cand has been taken */
 } pool;
 
+static unsigned r_prune(const pool *w) { return w->r->prune_off; }
+
 /* The trials of candidate i's seed k (created on first use; NULL without a table or memory). */
 static plan_trials *memo_of(pool *w, int i, int k)
 {
@@ -486,6 +489,7 @@ static void cand_finished(pool *w, int i)
      * kept: the reasons may need it simulated after all). */
     for (int k = 0; w->memo && c->status == PLAN_DONE && k < w->r->seeds; k++) {
         plan_trials **m = &w->memo[(size_t)i * (size_t)w->r->seeds + (size_t)k];
+        w->r->trials_reused += plan_trials_reused(*m);
         plan_trials_free(*m);
         *m = NULL;
     }
@@ -708,7 +712,7 @@ static void run_lead(pool *w, int i)
         double cutoff = c->n_seeds == 1 && w->n_best >= w->r->bound_keep
                         ? w->best[w->r->bound_keep - 1] * c->gpus * (1 - 2e-3) : 0;
         pthread_mutex_unlock(&w->lock);
-        int rc = eval_seed(s, c, 0, false, true, &st->first, cutoff, memo_of(w, i, 0), &o, err, sizeof err);
+        int rc = eval_seed(s, c, 0, false, true, &st->first, cutoff, false, memo_of(w, i, 0), &o, err, sizeof err);
         pthread_mutex_lock(&w->lock);
         if (!rc && o.searched && o.x.cut) {
             /* Its capacity is below the bar: no need to know it closer (a neighbour of the
@@ -753,7 +757,7 @@ static void run_lead(pool *w, int i)
         pthread_mutex_lock(&w->lock);
         bool offered = needs_offered(c, k), search = needs_search(s, c, k);
         pthread_mutex_unlock(&w->lock);
-        int rc = eval_seed(s, c, k, offered, search, &st->first, 0, memo_of(w, i, k), &o, err, sizeof err);
+        int rc = eval_seed(s, c, k, offered, search, &st->first, 0, false, memo_of(w, i, k), &o, err, sizeof err);
         pthread_mutex_lock(&w->lock);
         if (rc) { fail(w, err); pthread_mutex_unlock(&w->lock); break; }
         commit_seed(s, c, k, &o, err);
@@ -788,8 +792,10 @@ static void run_seed(pool *w, int i, int k, int part)
     bool skip = c->status != PLAN_PENDING;   /* a seed found it cannot run: the rest need not */
     bool offered = part != TASK_SEARCH && needs_offered(c, k), search = part != TASK_OFFERED && needs_search(s, c, k);
     double cutoff = part == TASK_SEARCH ? st->later_cutoff : 0;
+    bool again = part == TASK_SEARCH && st->recut;
     pthread_mutex_unlock(&w->lock);
-    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, cutoff, memo_of(w, i, k), &o, err, sizeof err);
+    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, cutoff, again, memo_of(w, i, k), &o, err,
+                                  sizeof err);
     pthread_mutex_lock(&w->lock);
     if (rc) fail(w, err);
     else if (!skip && c->status == PLAN_PENDING && o.searched && o.x.cut) {
@@ -805,10 +811,14 @@ static void run_seed(pool *w, int i, int k, int part)
              * under the bar: those searches run again, once more with a cutoff when the answers
              * now known leave one (recut_cutoff), else in full; either way on the trials
              * already run (memo_of). */
-            double again = st->recut ? 0 : recut_cutoff(w, i);
+            double next = st->recut || (r_prune(w) & PLAN_PRUNE_RECUT) ? 0 : recut_cutoff(w, i);
             for (int j = c->n_seeds - 1; j >= 1; j--)
-                if (st->cut & (1u << j)) { w->sq[w->sn++] = (task){i, j, TASK_SEARCH}; st->left++; }
-            st->later_cutoff = again;
+                if (st->cut & (1u << j)) {
+                    w->sq[w->sn++] = (task){i, j, TASK_SEARCH};
+                    st->left++;
+                    w->r->recut_searches += next > 0;
+                }
+            st->later_cutoff = next;
             st->recut = true;
             pthread_cond_broadcast(&w->more);
         }
@@ -842,7 +852,7 @@ static void run_seed(pool *w, int i, int k, int part)
  * what is ranked (docs/planner.md, "Skipping candidates that cannot win"). */
 static void next_lead_first(pool *w)
 {
-    if (!w->bounding || w->best_cand < 0 || w->head >= w->tail) return;
+    if (!w->bounding || w->best_cand < 0 || w->head >= w->tail || (w->r->prune_off & PLAN_PRUNE_NEIGHBOURS)) return;
     const plan_cand *b = &w->r->c[w->best_cand];
     /* One neighbour per option dimension first (the first in queue order), then the others. */
     long pick = -1;
@@ -884,6 +894,7 @@ static void *worker(void *p)
 }
 
 void plan_set_bound(plan_result *r, int keep) { r->bound_keep = keep > 0 ? keep : 0; }
+void plan_set_prune_off(plan_result *r, unsigned bits) { r->prune_off = bits; }
 
 /* Whether plan_evaluate may skip by bound: the cases plan_bound_below's proof covers (goodput
  * per GPU at capacity), a plan that sees every candidate (no shards), and no speculative
@@ -919,7 +930,10 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
     bool bounding = may_bound(s, r, shard_n);
     /* With the bound, searches stop at cutoffs and candidates skipped are simulated again when
      * the reasons need them: their trials are kept and reused (pool.memo). */
-    plan_trials **memo = bounding && r->n > 0 ? calloc((size_t)r->n * (size_t)r->seeds, sizeof *memo) : NULL;
+    plan_trials **memo = bounding && r->n > 0 && !(r->prune_off & PLAN_PRUNE_MEMO)
+                         ? calloc((size_t)r->n * (size_t)r->seeds, sizeof *memo) : NULL;
+    r->trials_reused = 0;
+    r->recut_searches = 0;
     int rc = run_pool(s, r, threads, shard_i, shard_n, bounding, memo, progress, ud, err, n);
     /* The recommendation's gates and reasons compare it with the candidates one option away
      * from it (and from the one a gate passed over): simulate any of those the bound skipped,
@@ -967,7 +981,10 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
         if (!woke) break;
         rc = run_pool(s, r, threads, shard_i, shard_n, false, memo, progress, ud, err, n);
     }
-    for (long k = 0; memo && k < (long)r->n * r->seeds; k++) plan_trials_free(memo[k]);
+    for (long k = 0; memo && k < (long)r->n * r->seeds; k++) {
+        r->trials_reused += plan_trials_reused(memo[k]);
+        plan_trials_free(memo[k]);
+    }
     free(memo);
     return rc;
 }

@@ -348,6 +348,7 @@ typedef struct {
 struct plan_trials {
     memo_entry *e;
     int n, cap;
+    long reused;
 };
 
 plan_trials *plan_trials_new(void) { return calloc(1, sizeof(plan_trials)); }
@@ -361,6 +362,7 @@ void plan_trials_free(plan_trials *t)
 }
 
 int plan_trials_count(const plan_trials *t) { return t ? t->n : 0; }
+long plan_trials_reused(const plan_trials *t) { return t ? t->reused : 0; }
 
 static int memo_find(const plan_trials *t, double r)
 {
@@ -470,6 +472,7 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
         if (k >= 0) {
             ok = memo->e[k].ok;
             if (ok) m = *memo->e[k].m;
+            memo->reused++;
         } else {
             out->sims++;
             ok = plan_sustains_early(s, c, seed, r, replicas, &m, &complete);
