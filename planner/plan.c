@@ -843,13 +843,14 @@ static void run_seed(pool *w, int i, int k, int part)
     pthread_mutex_unlock(&w->lock);
 }
 
-/* Under the lock, before a lead is taken: with the bound, the first queued candidate one option
- * away from the best found so far moves to the head of the queue (the rest keep their order).
- * Good candidates tend to sit next to the best, so the bar the bound compares with rises early;
- * and the best's one-option neighbours are the ones the recommendation's reasons read, which
- * are simulated in full whatever happens (plan_evaluate), so running them first costs nothing
- * and spares skipping them and simulating them again. The order changes the cost only, never
- * what is ranked (docs/planner.md, "Skipping candidates that cannot win"). */
+/* Under the lock, before a lead is taken: with the bound, a queued candidate one option away
+ * from the best found so far moves to the head of the queue (the rest keep their order): the
+ * first in queue order that differs from it in a dimension not yet tried from it, else the first
+ * neighbour. Good candidates tend to sit next to the best, so the bar the bound compares with
+ * rises early; and the best's one-option neighbours are the ones the recommendation's reasons
+ * read, which are simulated in full whatever happens (plan_evaluate), so running them early
+ * spares skipping them and simulating them again. The order changes the cost only, never what
+ * is ranked (docs/planner.md, "Neighbours first"). */
 static void next_lead_first(pool *w)
 {
     if (!w->bounding || w->best_cand < 0 || w->head >= w->tail || (w->r->prune_off & PLAN_PRUNE_NEIGHBOURS)) return;
