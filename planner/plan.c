@@ -855,10 +855,11 @@ static void next_lead_first(pool *w)
 {
     if (!w->bounding || w->best_cand < 0 || w->head >= w->tail || (w->r->prune_off & PLAN_PRUNE_NEIGHBOURS)) return;
     const plan_cand *b = &w->r->c[w->best_cand];
-    /* One neighbour per option dimension first (the first in queue order), then the others. */
-    long pick = -1;
+    /* One neighbour per option dimension first (the first in queue order), then the others;
+     * within the next 4,096 queued (a scan per lead taken: bounded on the largest plans). */
+    long pick = -1, end = w->tail - w->head > 4096 ? w->head + 4096 : w->tail;
     int pick_dim = -1;
-    for (long j = w->head; j < w->tail; j++) {
+    for (long j = w->head; j < end; j++) {
         const plan_cand *c = &w->r->c[w->q[j].cand];
         if (w->q[j].seed >= 0 || !plan_one_option_apart(b, c)) continue;
         int d = 0;
