@@ -1,5 +1,6 @@
 /* kv_moe_parallel.c: expert parallelism and attention data parallelism (kv_moe_parallel.h). */
 #include "kv_moe_parallel.h"
+#include "kv_mla.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -76,13 +77,15 @@ double kv_moe_weight_bytes(const scn_scenario *s, const scn_model *m)
     const scn_deployment *d = &s->deployment;
     int tp = d->tensor_parallel < 1 ? 1 : d->tensor_parallel;
     kv_weights w = kv_weights_compute(m, tp);
-    if (m->experts <= 0 || (kv_moe_ep(s) <= 1 && kv_moe_dp(s) <= 1)) return w.bytes_per_rank;
+    /* An engine that materialises MLA's absorbed products holds them too (kv_mla.h). */
+    double absorbed = kv_mla_absorbed_bytes(s, m);
+    if (m->experts <= 0 || (kv_moe_ep(s) <= 1 && kv_moe_dp(s) <= 1)) return w.bytes_per_rank + absorbed;
     int gpus = tp * kv_moe_dp(s);
     double routed = expert_params(m) * m->experts * (m->layers - m->dense_layers) * w.bytes_per_linear;
     /* Everything but the routed experts is split over the DP rank's tp GPUs (norms replicated,
      * as kv_weights_compute has it); the routed experts over all the replica's GPUs: experts / EP
      * per rank, each split gpus / EP ways. */
-    return w.bytes_per_rank - routed / tp + routed / gpus;
+    return w.bytes_per_rank - routed / tp + routed / gpus + absorbed;
 }
 
 kv_moe_memory kv_moe_memory_compute(const scn_scenario *s, const kv_cache_cfg *c)
