@@ -96,6 +96,18 @@ static void add_serial(kv_op_cost *o, double bytes, double kernels)
     o->serial_bytes += bytes;
 }
 
+/* The quantisation of a block-scaled fp8 GEMM's input (docs/cost-model.md, "Block-scaled fp8
+ * GEMMs", "Activation quantisation"): engines quantise the 16-bit activations in 1 x 128 groups
+ * with a kernel of their own before every such GEMM (vLLM's and SGLang's
+ * per_token_group_quant_fp8, TensorRT-LLM's fp8_quantize_1x128). It reads the T x K input and
+ * writes it back in fp8 with an fp32 scale per 128 values; it must finish before the GEMM starts,
+ * so its bytes stream alone (add_serial). */
+#define FP8_GROUP 128.0
+static void add_group_quant(kv_op_cost *o, double T, double K, double layers)
+{
+    add_serial(o, T * K * (AB + 1.0 + 4.0 / FP8_GROUP) * layers, layers);
+}
+
 /* What every GEMM of the step shares. */
 typedef struct {
     const scn_hardware *hw;
@@ -173,6 +185,7 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
         double f = kv_block_fp8_fill(g->hw, g->bf8, g->M, N);
         double bw = g->hw->memory_bandwidth * g->hw->eff_bandwidth;
         if (f < 1 && bw > 0) o->t_fill += N * K * g->wb * layers * (1.0 / f - 1.0) / bw;
+        add_group_quant(o, g->T, K, layers);
     } else {
         o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
     }
@@ -539,6 +552,12 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                  * input activations (kv_moe_quant_kernels); shared experts run as a dense
                  * MLP: gate|up, activation, down. */
                 (7.0 + kv_moe_quant_kernels(g.dt) + (m->shared_experts > 0 ? 3.0 : 0.0)) * moe_layers);
+            /* Block-scaled fp8 shared experts are two block-fp8 GEMMs, each after its input's
+             * group quantisation (add_group_quant), as the dense MLP's are in gemm(). */
+            if (m->shared_experts > 0 && g.bf8 != SCN_BF8_NATIVE) {
+                add_group_quant(mlp, T, h, moe_layers);
+                add_group_quant(mlp, T, (double)m->shared_experts * I, moe_layers);
+            }
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);
