@@ -232,7 +232,7 @@ static double stand_in_mlp(const scn_scenario *t, const kv_seq_work *seqs, const
 
 /* The routed experts' phase, the all-to-all and the attention-DP gather of a step of T tokens on
  * each DP rank. */
-static void routed_part(const scn_scenario *s, double T, kv_moe_step *r)
+static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step *r)
 {
     const scn_model *m = &s->model;
     const scn_hardware *hw = &s->hardware;
@@ -273,9 +273,15 @@ static void routed_part(const scn_scenario *s, double T, kv_moe_step *r)
         slowest = fmax(slowest, kv_roofline_combine(tc, tm));
     }
     free(pi);
-    /* Grouped gate|up, activation and grouped down, plus the activation quantisations of 8-bit
-     * GEMM math (kv_moe_quant_kernels). */
-    r->experts = moe_layers * (slowest + (3 + kv_moe_quant_kernels(dt)) * hw->kernel_overhead);
+    /* The MoE layer's kernels are those of the step model's fused-MoE op (kv_step_shape), which
+     * the expert-parallel step takes out: router GEMM, top-k, sorting (permuting) tokens by
+     * expert, grouped gate|up, activation, grouped down, and the weighted sum of each token's k
+     * outputs, plus the activation quantisations of 8-bit GEMM math (kv_moe_quant_kernels); each
+     * pays what every op of the step pays for its kernels (a boundary each in a replayed graph,
+     * kv_launch_overhead). */
+    double kernels = 7 + kv_moe_quant_kernels(dt);
+    r->experts = moe_layers * (slowest + kv_launch_overhead(kernels, slowest, hw->kernel_overhead, graph,
+                                                            s->engine.graph_kernel));
     /* Dispatch and combine: each GPU sends its share of the rank's tokens (T / tp) to the k
      * experts each picked, as 16-bit hidden states. An even all-to-all moves that much through
      * every rank; with skew the busiest EP rank receives (and in the combine sends back)
@@ -311,7 +317,7 @@ static const moe_part *part_of(kv_moe_ctx *x, const kv_step_cost *base, const kv
     memset(p, 0, sizeof *p);
     p->dense = x->has_dense ? stand_in_mlp(&x->dense, seqs, verify, n) : 0;
     p->shared = x->has_shared ? stand_in_mlp(&x->shared, seqs, verify, n) : 0;
-    routed_part(x->s, (double)base->tokens, &p->r);
+    routed_part(x->s, (double)base->tokens, base->graph, &p->r);
     if (p->r.seconds < 0) { x->key_tokens[slot] = -1; return NULL; }
     x->key_tokens[slot] = base->tokens;
     x->key_graph[slot] = base->graph_batch;

@@ -206,6 +206,11 @@ static double launch_overhead(double kernels, double gpu, double launch, bool gr
     return graph ? bounds : fmax(bounds, kernels * launch - gpu);
 }
 
+double kv_launch_overhead(double kernels, double gpu, double launch, bool graph, double graph_kernel)
+{
+    return launch_overhead(kernels, gpu, launch, graph, graph_kernel);
+}
+
 /* Finishes an op: memory time, the roofline, launches the GPU does not hide, and the bound.
  * The op's own kernel streams at `wave` of bandwidth bw (its SM occupancy); the weight bytes
  * it holds are a GEMM's and stream at bw whatever the batch (docs/cost-model.md, "MLA"). */
