@@ -297,7 +297,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     /* Decode rows and speculative verify row sets both run the split-KV decode kernel. */
     int decoding = 0;
     for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1 || (verify && verify[i] > 0 && seqs[i].new_tokens > 0);
-    bool kv_b_read = false;
+    bool kv_b_read = false, mla_dec = false, mla_pre = false;
     /* The most splits one decode sequence's keys get: the same for every sequence. */
     double split_cap = kv_decode_splits(hw, &s->engine, decoding * kvh, mla);
     /* A decode row's per-key flops and its Q read + O write, as the general path computes them. */
@@ -359,7 +359,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             double rows = heads * (double)nt;
             *absorbed_flops += f * (kv_mla_decode_tile_rows(hw, &s->engine, rows) / rows) * layers;
             bytes += nt * heads * (r + dr + r) * AB + kv_new + held * kv_tok;
-            kv_b_read = *absorbed = true;
+            kv_b_read = *absorbed = mla_dec = true;
             continue;
         }
         if (mla) {
@@ -372,7 +372,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             oflops += f;
             bytes += nt * heads * (dn + dr + dv) * AB + kv_new + held * kv_tok + held * exp_per_tok +
                      flash_dram_tokens(hw, ctx, nt, cap, exp_per_tok) * exp_per_tok;
-            kv_b_read = true;
+            kv_b_read = mla_pre = true;
             continue;
         }
         double qk_dim = m->head_dim, v_dim = m->head_dim;
@@ -425,7 +425,12 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     }
     work->other += oflops * layers;
     kernels = attn == SCN_ATTN_FLASH ? 2 : 5;   /* cache write + kernel; or + QK, softmax, PV, copy */
-    if (mla || expanded) kernels += 1;          /* the kv_b expansion or absorption GEMM */
+    /* kv_b: one GEMM where it expands (prefill, or an expanded cache's new tokens); absorbed
+     * decode applies W_UK and W_UV as two batched matmuls, one before the latent attention and
+     * one after it (vLLM's MLA decode: torch.bmm with W_UK_T, then _v_up_proj's bmm with W_UV;
+     * docs/cost-model.md, "MLA as engines run it"). A mixed step runs both. */
+    if (expanded) kernels += 1;
+    else if (mla) kernels += (mla_pre ? 1 : 0) + (mla_dec ? 2 : 0);
     add(o, flops * layers, bytes * layers, kernels * layers);
 }
 
