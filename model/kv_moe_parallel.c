@@ -285,8 +285,12 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
     /* Dispatch and combine: each GPU sends its share of the rank's tokens (T / tp) to the k
      * experts each picked, as 16-bit hidden states. An even all-to-all moves that much through
      * every rank; with skew the busiest EP rank receives (and in the combine sends back)
-     * busiest_share x EP times the mean, and the collective ends when it does. */
-    if (ep > 1) {
+     * busiest_share x EP times the mean, and the collective ends when it does. Without attention
+     * DP (dp 1) every GPU of the tensor-parallel group already holds all T tokens: it runs its
+     * local experts on them and the layer's tensor-parallel all-reduce, already in the step, sums
+     * the outputs, so nothing is dispatched or combined (vLLM's FusedMoE dispatches only when
+     * dp_size > 1; docs/cost-model.md, "Expert parallelism and attention data parallelism"). */
+    if (ep > 1 && dp > 1) {
         double msg = T / tp * k * h * AB;
         r->hot_factor = fmax(1.0, r->busiest_share * ep);
         r->dispatch = kv_alltoall_time(hw, ep, msg * r->hot_factor);

@@ -179,6 +179,27 @@ START_TEST(ep_moe_layer_pays_its_kernels)
 }
 END_TEST
 
+START_TEST(ep_without_dp_dispatches_nothing)
+{
+    /* TP 8 with EP 8 and no attention DP: the tokens are on every GPU already (tensor-parallel
+     * attention), each GPU runs its 32 experts on all of them and the layer's all-reduce sums the
+     * outputs (vLLM FusedMoE.forward_impl dispatches and combines only when dp_size > 1). No
+     * all-to-all; the step is attention and the rest plus the experts. */
+    load("model: deepseek-v3\nhardware: h200\n" WL "deployment: {tensor_parallel: 8, expert_parallel: 8}\n", NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 2000};
+    kv_moe_step st = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert(st.alltoall == 0 && st.alltoall_bytes == 0 && st.gather == 0);
+    ck_assert(st.experts > 0);
+    ck_assert_double_eq_tol(st.seconds, st.attention + st.experts, 1e-12);
+    /* The experts' rows are all 64 tokens' picks on every rank: 64 x 8 / 8 = 64 a rank on
+     * average, so the busiest of 8 even ranks holds 1/8 of the 512 assignments. */
+    ck_assert_double_eq_tol(st.busiest_share, 1.0 / 8, 1e-12);
+    ck_assert_double_eq_tol(st.rows_busiest, 64.0, 1e-9);
+}
+END_TEST
+
 START_TEST(dp_without_ep_gathers_by_hand)
 {
     /* DeepSeek-V3, DP 8 x TP 1 with the experts split over all 8 GPUs (no EP), 32 decoding
@@ -417,6 +438,7 @@ Suite *suite_moe_parallel(void)
     tcase_add_test(tc, alltoall_hottest_rank_binds);
     tcase_add_test(tc, ep8_alltoall_bytes_by_hand);
     tcase_add_test(tc, ep_moe_layer_pays_its_kernels);
+    tcase_add_test(tc, ep_without_dp_dispatches_nothing);
     tcase_add_test(tc, dp_without_ep_gathers_by_hand);
     tcase_add_test(tc, deepseek_memory_per_gpu_by_hand);
     tcase_add_test(tc, attention_dp_ranks_never_share_kv);
