@@ -147,6 +147,8 @@ int cmd_cost(int argc, char **argv)
                                                                    s.model.hidden * 2.0, OUT_BYTES);
         out_kv_num(d, "allreduce_latency_s", "all-reduce latency (each)", st.allreduce.latency, OUT_SECONDS);
         out_kv_num(d, "allreduce_transfer_s", "all-reduce transfer (each)", st.allreduce.transfer, OUT_SECONDS);
+        if (st.allreduce.copy > 0)
+            out_kv_num(d, "allreduce_copy_s", "all-reduce input copy (each)", st.allreduce.copy, OUT_SECONDS);
     }
     if (s.model.kv_lora_rank > 0)
         out_kv_str(d, "mla_decode", "MLA decode",

@@ -143,6 +143,12 @@ typedef struct {
     int gpus_per_node;          /* GPUs the link joins all-to-all (an NVSwitch node); 0 = tensor_parallel */
     double oneshot_latency;     /* s: a custom one-shot all-reduce of a tiny message over 2 GPUs */
     double oneshot_latency_peer;/* s added per further peer */
+    double twoshot_latency;     /* s: a measured custom two-shot all-reduce's fixed cost; 0 = derived from one-shot's */
+    double twoshot_bandwidth;   /* bytes/s its 2 (p - 1)/p of the message move at, as measured; 0 = the link's */
+    double nccl_latency;        /* s: a measured small NCCL all-reduce (graph replay); 0 = NCCL's tuning model */
+    int nccl_latency_gpus;      /* GPUs that measurement ran on */
+    double nccl_bandwidth;      /* bytes/s: NCCL's measured large all-reduce bus bandwidth in a node
+                                 * (LL128 and Simple); 0 = bandwidth x eff_link */
     scn_link net;               /* scale-out network between nodes */
     double net_bandwidth;       /* bytes/s per GPU per direction (one NIC per GPU) */
     double net_latency;         /* s per collective step across the network */
@@ -227,6 +233,8 @@ typedef struct {
     bool async_scheduling;      /* CPU work for step i+1 overlaps the GPU's step i */
     bool extra_decode_step;     /* a finished request runs one more decode step: the next step was
                                  * launched before its stop check (TensorRT-LLM overlap scheduler) */
+    bool no_evict;              /* admission reserves every request's blocks to its full length
+                                 * (TensorRT-LLM GUARANTEED_NO_EVICT; sim/sched.c) */
     double kernel_launch;       /* s per kernel launched eagerly */
     bool cuda_graphs;           /* decode-only steps replay a captured graph */
     int n_graph_sizes;          /* captured batch sizes, ascending */
@@ -245,6 +253,8 @@ typedef struct {
     scn_allreduce_impl allreduce;
     double oneshot_max;         /* bytes: custom all-reduce runs one-shot up to here (8 GPUs) */
     double custom_max;          /* bytes: and two-shot up to here; NCCL above */
+    int allreduce_copies;       /* copy kernels the framework adds to each all-reduce (torch's
+                                 * functional all_reduce clones its input) */
     scn_attn_kernel attn_kernel;
     scn_weight_only weight_only;
     scn_block_fp8 block_fp8;

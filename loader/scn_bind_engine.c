@@ -52,7 +52,8 @@ const char *scn_wformat_name(const scn_wformat *f)
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
                                           "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", NULL};
-static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", NULL};
+static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", "no_evict",
+                                       NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
 static const char *const MLA_KEYS[] = {"cache", "absorbed", NULL};
@@ -63,7 +64,7 @@ static const char *const MOE_KERNELS[] = {"kvplan", "triton", "cutlass", NULL};
 static const char *const FRONTEND_KEYS[] = {"request", "per_prompt_token", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
 static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", NULL};
-static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", NULL};
+static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", "copies", NULL};
 static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
 static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", NULL};
 static const char *const MEM_BUDGETS[] = {"total", "static", "free", NULL};
@@ -222,7 +223,8 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (s && (scn_get_qty(c, s, p, "step", SCN_UNIT_TIME, true, &e->step_cpu) ||
               scn_get_qty(c, s, p, "per_sequence", SCN_UNIT_TIME, true, &e->seq_cpu) ||
               scn_get_bool(c, s, p, "async_scheduling", &e->async_scheduling) ||
-              scn_get_bool(c, s, p, "extra_decode_step", &e->extra_decode_step)))
+              scn_get_bool(c, s, p, "extra_decode_step", &e->extra_decode_step) ||
+              scn_get_bool(c, s, p, "no_evict", &e->no_evict)))
         return -1;
     if (sub_map(c, m, path, "launch", LAUNCH_KEYS, &s, p, sizeof p)) return -1;
     if (s && scn_get_qty(c, s, p, "kernel", SCN_UNIT_TIME, true, &e->kernel_launch)) return -1;
@@ -254,7 +256,8 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
         int k = (int)e->allreduce;
         if (scn_get_enum(c, s, p, "impl", AR_IMPLS, &k) ||
             scn_get_qty(c, s, p, "oneshot_max", SCN_UNIT_BYTES, true, &e->oneshot_max) ||
-            scn_get_qty(c, s, p, "custom_max", SCN_UNIT_BYTES, true, &e->custom_max))
+            scn_get_qty(c, s, p, "custom_max", SCN_UNIT_BYTES, true, &e->custom_max) ||
+            scn_get_int(c, s, p, "copies", 0, 4, &e->allreduce_copies))
             return -1;
         e->allreduce = (scn_allreduce_impl)k;
         if (e->allreduce == SCN_AR_CUSTOM && e->custom_max < e->oneshot_max)

@@ -115,7 +115,8 @@ static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_c
                                       "host", "nvme", "remote", NULL};
 static const char *const TIER_KEYS[] = {"link", "capacity", "bandwidth", "efficiency", "latency", NULL};
 static const char *const LINK_KEYS[] = {"kind", "bandwidth", "latency", "gpus_per_node", "oneshot_latency",
-                                        "oneshot_latency_per_peer", NULL};
+                                        "oneshot_latency_per_peer", "twoshot_latency", "twoshot_bandwidth",
+                                        "nccl_latency", "nccl_latency_gpus", "nccl_bandwidth", NULL};
 static const char *const NET_KEYS[] = {"kind", "bandwidth", "latency", NULL};
 static const char *const HW_PRICE_KEYS[] = {"usd_per_gpu_hour", "source", NULL};
 static const char *const EFF_KEYS[] = {"memory_bandwidth", "compute", "compute_scale", "attention", "interconnect", NULL};
@@ -229,10 +230,22 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
             scn_get_qty(c, s, full, "latency", SCN_UNIT_TIME, true, &o->link_latency) ||
             scn_get_int(c, s, full, "gpus_per_node", 1, 100000, &o->gpus_per_node) ||
             scn_get_qty(c, s, full, "oneshot_latency", SCN_UNIT_TIME, true, &o->oneshot_latency) ||
-            scn_get_qty(c, s, full, "oneshot_latency_per_peer", SCN_UNIT_TIME, true, &o->oneshot_latency_peer))
+            scn_get_qty(c, s, full, "oneshot_latency_per_peer", SCN_UNIT_TIME, true, &o->oneshot_latency_peer) ||
+            scn_get_qty(c, s, full, "twoshot_latency", SCN_UNIT_TIME, true, &o->twoshot_latency) ||
+            scn_get_qty(c, s, full, "twoshot_bandwidth", SCN_UNIT_BANDWIDTH, true, &o->twoshot_bandwidth) ||
+            scn_get_qty(c, s, full, "nccl_latency", SCN_UNIT_TIME, true, &o->nccl_latency) ||
+            scn_get_int(c, s, full, "nccl_latency_gpus", 2, 100000, &o->nccl_latency_gpus) ||
+            scn_get_qty(c, s, full, "nccl_bandwidth", SCN_UNIT_BANDWIDTH, true, &o->nccl_bandwidth))
             return -1;
         o->link = (scn_link)k;
         if (o->link != SCN_LINK_NONE && scn_require(c, s, full, "bandwidth")) return -1;
+        /* A measured NCCL latency says over how many GPUs, and is at least the ring's own
+         * 2 (g - 1) steps, from which kv_collective.c takes the rest as NCCL's fixed cost
+         * (docs/cost-model.md, "Collectives"). */
+        if (o->nccl_latency > 0 && scn_require(c, s, full, "nccl_latency_gpus")) return -1;
+        if (o->nccl_latency > 0 && o->nccl_latency <= 2.0 * (o->nccl_latency_gpus - 1) * o->link_latency)
+            return invalid(c, s, full, "nccl_latency",
+                           "at most the ring's 2 (gpus - 1) steps of `latency`: a measured all-reduce takes longer");
     }
     if (sub_map(c, m, path, "network", NET_KEYS, &s, full, sizeof full)) return -1;
     if (s) {

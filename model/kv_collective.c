@@ -9,7 +9,9 @@
 
 /* NCCL's tuning model (src/graph/tuning.cc): base latency per protocol for ring and tree, and
  * the per-step hop latency of each protocol relative to its low-latency (LL) protocol over
- * NVLink (0.6, 1.9, 3.4 us). LL moves 4 data bytes per 8-byte line; LL128 120 of 128. */
+ * NVLink (0.6, 1.9, 3.4 us). LL moves 4 data bytes per 8-byte line; LL128 120 of 128. The
+ * model is NCCL's choice heuristic, not a timing: where a profile carries a measured small
+ * all-reduce (nccl_latency) every base takes the measured excess on top (nccl_excess). */
 enum { PR_LL, PR_LL128, PR_SIMPLE, PR_N };
 static const double NCCL_BASE_RING[PR_N] = {6.6e-6, 14.0e-6, 8.4e-6};
 static const double NCCL_BASE_TREE[PR_N] = {6.8e-6, 14.0e-6, 8.4e-6};
@@ -22,6 +24,17 @@ const char *kv_coll_algo_name(kv_coll_algo a) { return a < KV_COLL_COUNT ? ALGO_
 
 /* GPUs one all-to-all link domain holds: the profile's node size, else everything. */
 static int node_size(const scn_hardware *hw, int p) { return hw->gpus_per_node > 0 && hw->gpus_per_node < p ? hw->gpus_per_node : p; }
+
+/* What a NCCL all-reduce costs beyond NCCL's own latency model (kernel start, the graph node,
+ * the protocol's first flag round trip): the profile's measured small all-reduce over
+ * nccl_latency_gpus GPUs less the tuning model's ring-LL latency for that many GPUs; 0 where the
+ * profile has no measurement. The loader keeps the measurement above the ring's 2 (g - 1) hops,
+ * so every protocol's base plus it stays positive. docs/cost-model.md, "Collectives", derives it. */
+static double nccl_excess(const scn_hardware *hw)
+{
+    if (hw->nccl_latency <= 0 || hw->nccl_latency_gpus < 2) return 0;
+    return hw->nccl_latency - (NCCL_BASE_RING[PR_LL] + 2.0 * (hw->nccl_latency_gpus - 1) * hw->link_latency);
+}
 
 static double link_bw(const scn_hardware *hw) { return hw->link_bandwidth * hw->eff_link; }
 static double net_bw(const scn_hardware *hw) { return hw->net_bandwidth * hw->eff_link; }
@@ -52,26 +65,38 @@ kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_c
         return make(a, oneshot_latency(hw, p), (p - 1) * bytes, link_bw(hw));
     case KV_COLL_TWOSHOT:
         /* Reduce-scatter then all-gather through peer memory: 2 (p-1)/p of the message each
-         * way, and a second barrier over the p - 1 peers. */
+         * way. Where the profile carries the kernel's measured fixed cost and rate, those;
+         * else one-shot's latency plus a second barrier over the p - 1 peers, at the link's rate. */
+        if (hw->twoshot_latency > 0 || hw->twoshot_bandwidth > 0) {
+            double lat = hw->twoshot_latency > 0 ? hw->twoshot_latency
+                                                 : oneshot_latency(hw, p) + (p - 1) * hw->oneshot_latency_peer;
+            return make(a, lat, 2.0 * (p - 1) / p * bytes, hw->twoshot_bandwidth > 0 ? hw->twoshot_bandwidth : link_bw(hw));
+        }
         return make(a, oneshot_latency(hw, p) + (p - 1) * hw->oneshot_latency_peer, 2.0 * (p - 1) / p * bytes,
                     link_bw(hw));
     case KV_COLL_RING:
     case KV_COLL_TREE: {
         kv_coll_cost best = make(a, INFINITY, 0, 1);
+        double excess = nccl_excess(hw);
         for (int pr = 0; pr < PR_N; pr++) {
             double lat, moved;
             if (a == KV_COLL_RING) {
-                lat = NCCL_BASE_RING[pr] + 2.0 * (p - 1) * hop * NCCL_HOP_RATIO[pr];
+                lat = NCCL_BASE_RING[pr] + excess + 2.0 * (p - 1) * hop * NCCL_HOP_RATIO[pr];
                 moved = 2.0 * (p - 1) / p * bytes;
             } else {
                 /* Up and down a tree: log2(nodes) network steps and g - 1 chained NVLink steps
                  * each way; the message goes up once and comes down once. */
                 double steps = ceil(log2((double)nodes)) * fmax(hw->net_latency, hw->link_latency) +
                                (g - 1) * hw->link_latency;
-                lat = NCCL_BASE_TREE[pr] + 2.0 * steps * NCCL_HOP_RATIO[pr];
+                lat = NCCL_BASE_TREE[pr] + excess + 2.0 * steps * NCCL_HOP_RATIO[pr];
                 moved = 2.0 * bytes;
             }
-            kv_coll_cost c = make(a, lat, moved, bmin * NCCL_BW_FRACTION[pr]);
+            /* LL128 and Simple stream at NCCL's measured large-message rate where the profile
+             * has one and the ring stays in the node; LL at half the link's (its 8-byte lines
+             * carry 4 data bytes, and its small-message readings sit below that already). */
+            double b = bmin;
+            if (pr != PR_LL && nodes == 1 && hw->nccl_bandwidth > 0) b = hw->nccl_bandwidth;
+            kv_coll_cost c = make(a, lat, moved, b * NCCL_BW_FRACTION[pr]);
             c.net_bytes = moved;
             if (c.seconds < best.seconds) best = c;
         }
@@ -82,7 +107,23 @@ kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_c
     }
 }
 
+static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e, int p, double bytes);
+
 kv_coll_cost kv_allreduce_time(const scn_hardware *hw, const scn_engine *e, int p, double bytes)
+{
+    kv_coll_cost c = engine_allreduce(hw, e, p, bytes);
+    /* A framework that copies the message first (torch's functional all_reduce clones its input
+     * into a fresh output, then reduces that in place) reads and writes it once more per copy in
+     * device memory; the copy kernel's boundary is the step model's (kv_roofline.c counts it). */
+    if (c.algo != KV_COLL_NONE && e->allreduce_copies > 0) {
+        double bw = hw->memory_bandwidth * hw->eff_bandwidth;
+        c.copy = bw > 0 ? e->allreduce_copies * 2.0 * bytes / bw : 0;
+        c.seconds += c.copy;
+    }
+    return c;
+}
+
+static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e, int p, double bytes)
 {
     if (p <= 1 || bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
     int g = node_size(hw, p);

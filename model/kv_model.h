@@ -73,8 +73,9 @@ typedef struct {
     kv_coll_algo algo;
     double latency;      /* s: the fixed part */
     double transfer;     /* s: bytes over bandwidth */
+    double copy;         /* s: the framework's copies of the message in device memory (allreduce.copies) */
     double net_bytes;    /* bytes each rank moves over the link */
-    double seconds;      /* latency + transfer */
+    double seconds;      /* latency + transfer + copy */
 } kv_coll_cost;
 
 /* An all-reduce of `bytes` over p ranks as the engine runs it (custom one-/two-shot within its

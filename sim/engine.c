@@ -21,8 +21,22 @@ static inline void account(sim_engine *e, sim_replica *rep)
     double dt = e->now - rep->last_t;
     rep->last_t = e->now;
     if (dt <= 0) return;
-    sim_kv_account(rep->kv, dt);
+    if (e->tiered) sim_kv_account(rep->kv, dt);   /* the tiers' occupancy (nothing to do without them) */
     e->acc.used_integral += dt * (double)sim_kv_referenced(rep->kv);
+    e->acc.frag_unused += dt * rep->frag_unused;
+    e->acc.frag_reserved += dt * rep->frag_reserved;
+}
+
+/* account() where the blocks referenced are known to be rep->used_seen: a fast-forward step
+ * ending inline (ff_go), whose KV last changed when the step was formed, after which note_peak
+ * read the count. The same sums in the same order. */
+static inline void account_seen(sim_engine *e, sim_replica *rep)
+{
+    double dt = e->now - rep->last_t;
+    rep->last_t = e->now;
+    if (dt <= 0) return;
+    if (e->tiered) sim_kv_account(rep->kv, dt);
+    e->acc.used_integral += dt * (double)rep->used_seen;
     e->acc.frag_unused += dt * rep->frag_unused;
     e->acc.frag_reserved += dt * rep->frag_reserved;
 }
@@ -148,17 +162,15 @@ static int route(sim_engine *e, const sim_req_spec *s)
     return best;
 }
 
-/* Requests are recycled through a free list (at most the peak in flight), each keeping its
- * block table's buffer, so a steady run allocates nothing per request. */
+/* Requests are recycled through a free list (at most the peak in flight), and their block
+ * tables through the engine's spare stack, which admission takes from (sim_kv_table_room): a
+ * steady run allocates nothing per request, and only requests that hold KV hold a table. */
 static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
 {
     sim_req *r = e->pool;
     if (r) {
         e->pool = r->next;
-        sim_kv_seq keep = r->kv;
         memset(r, 0, sizeof *r);
-        r->kv.blocks = keep.blocks;
-        r->kv.cap = keep.cap;
     } else if (!(r = calloc(1, sizeof *r))) {
         snprintf(e->err, e->nerr, "out of memory");
         e->internal = 1;
@@ -167,6 +179,7 @@ static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
     r->spec = *spec;
     r->total = spec->prompt;
     r->ev.idx = -1;
+    r->kv.spare = &e->tables;
     r->kv.prefix_seed = spec->prefix_seed;
     r->kv.body_seed = spec->body_seed;
     r->kv.prefix_len = spec->prefix_len;
@@ -250,6 +263,7 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
 
 static void free_req(sim_engine *e, sim_req *r)
 {
+    sim_kv_tables_put(&e->tables, &r->kv);   /* its KV is released: no blocks in the table */
     r->next = e->pool;
     e->pool = r;
     e->alive--;
@@ -314,7 +328,11 @@ static int ff_room(sim_ff *f, int n, int bs)
         if (cn) f->cnext = cn;
         sim_batch_seq *bq = realloc(f->batch.seqs, sizeof *bq * (size_t)cap);
         if (bq) f->batch.seqs = bq;
-        if (!ok || !fn || !nx || !dd || !cp || !cn || !bq) return -1;
+        sim_kv_seq **gr = realloc(f->grow, sizeof *gr * (size_t)cap);
+        if (gr) f->grow = gr;
+        int *ps = realloc(f->pos, sizeof *ps * (size_t)cap);
+        if (ps) f->pos = ps;
+        if (!ok || !fn || !nx || !dd || !cp || !cn || !bq || !gr || !ps) return -1;
         f->cap = cap;
     }
     if (bs > f->n_head) {
@@ -334,7 +352,7 @@ static void ff_free(sim_ff *f)
 {
     free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
     free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->cnt); free(f->dead); free(f->batch.seqs);
-    free(f->capat); free(f->capped); free(f->cnext);
+    free(f->capat); free(f->capped); free(f->cnext); free(f->grow); free(f->pos);
 }
 
 /* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
@@ -520,6 +538,12 @@ static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed
 {
     char msg[256] = "";
     sim_batch *b = &rep->batch;
+    if (!formed && e->ex->decode_time_rows) {   /* the positions alone, when the executor prices from them */
+        int w = 0;
+        for (int i = 0; i < f->n; i++)
+            if (!f->dead[i]) f->pos[w++] = (int)(f->c0[i] + f->K);
+        if (e->ex->decode_time_rows(e->ex->ctx, w, f->pos, dt) == 0) return 0;
+    }
     if (!formed) {
         b = &f->batch;
         int w = 0;
@@ -570,7 +594,7 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
     /* Gaps since each sequence's last token: one value for every slot that took part in step
      * K - 1, each fresh slot's own otherwise (the histogram's sum is exact, so order is free). */
     sim_hist_add_n(itl, tend - f->t_last, f->measured - f->measured_fresh);
-    ff_fresh_gaps(itl, f, tend);
+    if (f->fresh < f->n) ff_fresh_gaps(itl, f, tend);
     f->fresh = f->n;
     f->measured_fresh = 0;
     /* Blocks that just filled join the prefix cache, and a model window (whose width is whole
@@ -670,24 +694,46 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     /* The live slots of this residue bound the blocks needed; count exactly only when the bound
      * is more than is free. */
     long need = paged ? f->cnt[f->res] : 0;
-    if (need > sim_kv_available(rep->kv)) {
+    if (need && need > sim_kv_available(rep->kv)) {
         need = 0;
         for (int i = f->head[f->res]; i >= 0; i = f->next[i])
             if (!f->dead[i] && f->cross[i] == K) need++;
         if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
     }
-    if (need) {
+    if (need && !f->windowed) {
+        /* A block of every layer: the tokens it adds to each sequence's room (whole numbers, so
+         * the order of the sums is free). The crossing slots in slot order, grown in one call. */
+        sim_req *const *req = f->req;
+        const int *next = f->next;
+        const unsigned char *dead = f->dead;
+        long *cross = f->cross;
+        sim_kv_seq **grow = f->grow;
+        int ng = 0;
+        for (int i = f->head[f->res]; i >= 0; i = next[i]) {
+            if (dead[i] || cross[i] != K) continue;
+            grow[ng++] = &req[i]->kv;   /* position c0 + K = its room */
+            cross[i] = K + bs;
+        }
+        long more = sim_kv_grow_blocks(rep->kv, grow, ng);
+        if (more < 0) {
+            snprintf(e->err, e->nerr, "out of memory");
+            e->internal = 1;
+            return FF_ERROR;
+        }
+        f->unused += more;
+        f->reserved += more;
+    } else if (need) {
         for (int i = f->head[f->res]; i >= 0; i = f->next[i]) {
             if (f->dead[i] || f->cross[i] != K) continue;
             sim_req *r = f->req[i];
-            long room0 = r->kv.room, space0 = f->windowed ? sim_kv_frag_space(rep->kv, &r->kv) : 0;
-            if (sim_kv_grow_block(rep->kv, &r->kv)) {   /* position c0 + K = its room */
+            long space0 = sim_kv_frag_space(rep->kv, &r->kv);
+            if (sim_kv_grow_block(rep->kv, &r->kv)) {
                 snprintf(e->err, e->nerr, "out of memory");
                 e->internal = 1;
                 return FF_ERROR;
             }
-            /* A block of every layer: its tokens, or its layer-tokens with a model window. */
-            long more = f->windowed ? sim_kv_frag_space(rep->kv, &r->kv) - space0 : r->kv.room - room0;
+            /* A block of every layer but the windowed layers' blocks the window passed. */
+            long more = sim_kv_frag_space(rep->kv, &r->kv) - space0;
             f->unused += more;
             f->reserved += more;
             f->cross[i] += bs;
@@ -726,8 +772,8 @@ static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event
         refresh_used(e, rep);
         return FF_CONTINUE;
     }
-    bool seats = rep->running.n < e->s->deployment.max_num_seqs;
-    if (rep->waiting.n && (event || f->fins || f->freed || (e->c.prefix_cache && seats))) {
+    if (rep->waiting.n && (event || f->fins || f->freed ||
+                           (e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs))) {
         if (e->c.scheduler != SCN_SCHED_CONTINUOUS || sim_sched_mixes(&e->sched)) return ff_hand_back(e, rep, f);
         e->sched.now = e->now;
         int rc = ff_prefill(e, rep, f);
@@ -750,7 +796,7 @@ static int ff_go(sim_engine *e, sim_replica *rep, sim_ff *f)
         /* Step K completes at tend, as its EV_STEP would. */
         e->heap.next_seq++;
         e->now = tend;
-        account(e, rep);
+        account_seen(e, rep);
         rep->frag_unused = rep->frag_reserved = 0;
         if (ff_complete(e, rep, f)) return FF_ERROR;
         int rc = ff_next(e, rep, f, false);
@@ -985,6 +1031,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             snprintf(err, n, "out of memory for the KV offload tiers");
             goto out;
         }
+        if (sim_kv_tiers_of(rep->kv)) e.tiered = true;
     }
     int noinput = 0;
     e.wl = sim_workload_init(s, o->seed, &noinput, err, n);
@@ -1030,6 +1077,7 @@ out:
             free(r);
         }
     while (e.pool) { sim_req *r = e.pool; e.pool = r->next; free(r->kv.blocks); free(r); }
+    sim_kv_tables_free(&e.tables);
     free(e.rep);
     sim_heap_free(&e.heap);
     sim_workload_free(e.wl);

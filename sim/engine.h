@@ -32,6 +32,8 @@ typedef struct {
     int *cnt;                /* live slots per residue: a bound on the blocks a step's forming needs */
     int n_head;
     unsigned char *dead;     /* the slot's request completed */
+    sim_kv_seq **grow;       /* scratch: the sequences a step's forming grows by a block */
+    int *pos;                /* scratch: the live slots' positions, for the executor's decode_time_rows */
     int n_dead;
     bool active;             /* a run holds the replica's running sequences */
     bool pending;            /* its step K is in flight (the replica's EV_STEP is the run's) */
@@ -77,9 +79,11 @@ typedef struct {
     sim_req_spec next_spec;  /* the request that event will deliver */
     sim_event sample_ev;
     sim_acc acc;
-    sim_req *pool;           /* finished requests for reuse, linked through next */
+    sim_req *pool;           /* finished requests for reuse, linked through next, without tables */
+    sim_kv_tables tables;    /* their block tables, for the next admissions (kv_manager.h) */
     long total, done, alive, peak_alive;
     long used_now;           /* blocks referenced over all replicas, as of each replica's last change */
+    bool tiered;             /* some replica has KV offload tiers or a swap area (sim_kv_account) */
     double now;              /* s */
     char *err;
     size_t nerr;

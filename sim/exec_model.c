@@ -4,15 +4,13 @@
 #include "../model/kv_moe_parallel.h"
 #include "../model/kv_spec.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define SHAPE_MAX 4097   /* batch sizes 0..4096 have a cached shape (about 1 KB each) */
-#define PREFILL_SLOTS 1024   /* shapes of one-prompt prefill steps kept, by tokens: about 1 MB */
-/* One-prompt prefill steps priced before the table is used: its slots fault in a page each when
- * first written (about 2.5 us apiece here), which a run of a few thousand steps, whose prompt
- * lengths seldom repeat, never earns back; a long run does, many times. */
-#define PREFILL_WARMUP 2048
+#define ROW_DENSE_MAX (1L << 17)   /* one-row steps at start 0 memoised by index up to this many new tokens (1 MiB) */
+#define ROW_SLOTS 4096     /* the other one-row steps' memo: direct-mapped, 16 bytes a slot (64 KiB) */
 
 typedef struct {
     const scn_scenario *s;
@@ -20,20 +18,27 @@ typedef struct {
     scn_attention attn;
     kv_seq_work *work;       /* cap rows, then cap rows of kv_spec scratch */
     int *drafts;             /* cap: speculative drafts verified per row */
+    int *starts;             /* cap: a decode batch's positions (decode_by_sums) */
     int cap;
     long blocks;             /* the cost model's pool per replica */
     kv_step_cost *shape;     /* [n]: kv_step_shape of a plain decode step of n sequences, n <= max_num_seqs */
     kv_decode_plan *plan;    /* [n]: the same, prepared for kv_decode_plan_seconds */
     signed char *shaped;     /* [n]: 0 shape[n] not computed; 1 computed, each row splits once; 2 computed, splits vary */
+    double *split_cap;       /* [n]: kv_decode_split_cap(s, n), with shape[n] (a step of rows that split prices it) */
     int n_shape;             /* entries in shape and shaped */
-    /* kv_step_shape of one-row steps that are not plain decode (a prompt's prefill), direct-mapped
-     * by new tokens: without verify rows such a step's shape depends on nothing else (its row runs
-     * no CUDA graph and emits one logit row), and prompt lengths repeat (sums of several seldom
-     * do, so steps of more rows are priced whole). */
-    long prefills;           /* one-row prefill steps priced so far (PREFILL_WARMUP) */
-    kv_step_cost *pshape;
-    long *ptokens;           /* the slot's new tokens; 0: empty */
-    int *prows;              /* its rows */
+    /* The seconds of one-row steps that are not plain decode (a prompt's prefill, or a chunk of
+     * one), memoised by (new tokens, start): kv_step_time is a pure function of the scenario,
+     * the cache configuration, the attention kind and the rows, and such a step's one row is
+     * (new tokens, start). Prompt lengths repeat (chat, 1M requests: 600k one-row prefill steps
+     * over about 8,000 lengths; sums of several seldom do, so steps of more rows are priced whole),
+     * and a hit returns the doubles the first pricing did: no shape copied, nothing recomputed.
+     * Start 0 (no prefix hit, a first chunk) is indexed by new tokens; the rest direct-mapped.
+     * Both are allocated zeroed on first use and fault in only the pages written: a short run
+     * pays a few pages, and the memory stays bounded however long the run. 0 marks an empty
+     * entry (a step that takes no time is never stored, only recomputed). */
+    double *row0;            /* [new tokens], start 0; n_row0 entries */
+    long n_row0;
+    struct row_memo { int32_t tokens, start; double seconds; } *rows;   /* [ROW_SLOTS]; tokens 0: empty */
     bool sums;               /* decode steps from sums over their rows (kv_step_complete_decode) */
     bool sums_uncapped;      /* sums, and no layer caps its keys: decode_time can answer */
     double max_keys;         /* the bound on Σ keys under which those sums are exact */
@@ -55,38 +60,27 @@ static const kv_step_cost *decode_shape(model_ctx *m, int n, bool *uniform)
         for (int i = 0; i < n; i++) m->work[i] = (kv_seq_work){1, 0};
         kv_step_shape(m->s, NULL, m->work, n, &m->shape[n]);
         kv_decode_plan_make(&m->shape[n], m->s, &m->cfg, n, &m->plan[n]);
-        m->shaped[n] = kv_decode_split_cap(m->s, n) <= 1 ? 1 : 2;
+        m->split_cap[n] = kv_decode_split_cap(m->s, n);
+        m->shaped[n] = m->split_cap[n] <= 1 ? 1 : 2;
     }
     *uniform = m->shaped[n] == 1;
     return &m->shape[n];
 }
 
-/* The shape of a step of n rows, some not plain decode, whose rows are already in m->work;
- * NULL when the table could not be had (the caller prices the step whole). The key is (tokens,
- * rows), so the table stays right for any n its callers pass. */
-static const kv_step_cost *prefill_shape(model_ctx *m, int n)
+/* The memo's entry for a one-row step of `tokens` new tokens from position `start` (see
+ * model_ctx), allocated on first use; NULL when it cannot be had (the caller prices the step). */
+static double *row_slot(model_ctx *m, long tokens, long start)
 {
-    if (!m->pshape) {
-        m->pshape = malloc(sizeof *m->pshape * PREFILL_SLOTS);
-        m->ptokens = calloc(PREFILL_SLOTS, sizeof *m->ptokens);
-        m->prows = malloc(sizeof *m->prows * PREFILL_SLOTS);
-        if (!m->pshape || !m->ptokens || !m->prows) {
-            free(m->pshape); free(m->ptokens); free(m->prows);
-            m->pshape = NULL; m->ptokens = NULL; m->prows = NULL;
-            return NULL;
-        }
+    if (tokens < 1 || start < 0 || tokens > INT32_MAX || start > INT32_MAX) return NULL;
+    if (start == 0 && tokens < m->n_row0) {
+        if (!m->row0 && !(m->row0 = calloc((size_t)m->n_row0, sizeof *m->row0))) m->n_row0 = 0;
+        return m->row0 ? &m->row0[tokens] : NULL;
     }
-    long T = 0;   /* as kv_step_shape counts them */
-    for (int i = 0; i < n; i++) T += m->work[i].new_tokens > 0 ? m->work[i].new_tokens : 0;
-    if (T <= 0) return NULL;
-    unsigned long h = ((unsigned long)T * 0x9e3779b1UL + (unsigned long)n * 0x85ebca6bUL) >> 7;
-    int slot = (int)(h % PREFILL_SLOTS);
-    if (m->ptokens[slot] != T || m->prows[slot] != n) {
-        kv_step_shape(m->s, NULL, m->work, n, &m->pshape[slot]);
-        m->ptokens[slot] = T;
-        m->prows[slot] = n;
-    }
-    return &m->pshape[slot];
+    if (!m->rows && !(m->rows = calloc(ROW_SLOTS, sizeof *m->rows))) return NULL;
+    uint64_t h = ((uint64_t)tokens * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)start * 0xc2b2ae3d27d4eb4fULL);
+    struct row_memo *e = &m->rows[(h >> 40) & (ROW_SLOTS - 1)];
+    if (e->tokens != (int32_t)tokens || e->start != (int32_t)start) *e = (struct row_memo){(int32_t)tokens, (int32_t)start, 0};
+    return &e->seconds;
 }
 
 static int grow(model_ctx *m, int n)
@@ -98,7 +92,9 @@ static int grow(model_ctx *m, int n)
     if (w) m->work = w;
     int *d = realloc(m->drafts, sizeof *d * (size_t)cap);
     if (d) m->drafts = d;
-    if (!w || !d) return -1;
+    int *st = realloc(m->starts, sizeof *st * (size_t)cap);
+    if (st) m->starts = st;
+    if (!w || !d || !st) return -1;
     m->cap = cap;
     return 0;
 }
@@ -140,31 +136,41 @@ static int model_decode_time_keys(void *ctx, long n, const long keys[2], double 
     return 0;
 }
 
-/* A plain decode step from its rows' sums (one pass, no per-row cost model). */
-static bool decode_by_sums(model_ctx *m, const sim_batch *b, double *seconds)
+/* A plain decode step from its rows' sums (one pass, no per-row cost model): n rows at
+ * positions start[], in batch order. */
+static bool decode_by_sums(model_ctx *m, int n, const int *start, double *seconds)
 {
     bool uniform;
-    const kv_step_cost *sh = decode_shape(m, b->n, &uniform);
+    const kv_step_cost *sh = decode_shape(m, n, &uniform);
     if (!sh) return false;
-    double split_cap = uniform ? 1 : kv_decode_split_cap(m->s, b->n);
+    double split_cap = uniform ? 1 : m->split_cap[n];
     kv_decode_sums d = {{0, 0}, {0, 0}};
     for (int k = 0; k < 2; k++) {
         if (!m->kind[k]) continue;
         long cap = m->kcap[k];
         long keys = 0;
         double splits = 0;
-        for (int i = 0; i < b->n; i++) {
-            long held = b->seqs[i].start + 1;
+        for (int i = 0; i < n; i++) {
+            long held = start[i] + 1;
             if (cap > 0 && held > cap) held = cap;
             keys += held;
             if (!uniform) splits += kv_decode_split((double)held, split_cap);
         }
         d.keys[k] = (double)keys;
-        d.splits[k] = uniform ? (double)b->n : splits;
+        d.splits[k] = uniform ? (double)n : splits;
         if (d.keys[k] > m->max_keys) return false;
     }
     *seconds = kv_decode_plan_seconds(&m->plan[sh - m->shape], &d);
     return true;
+}
+
+/* model_run's price of a plain decode batch at positions starts[] when it takes decode_by_sums
+ * (the same call on the same positions); 1 otherwise. */
+static int model_decode_time_rows(void *ctx, int n, const int *starts, double *seconds)
+{
+    model_ctx *m = ctx;
+    if (m->sp || m->moe || !m->sums || grow(m, n)) return 1;
+    return decode_by_sums(m, n, starts, seconds) ? 0 : 1;
 }
 
 /* An expert-parallel step of b's rows (in m->work): the step model's price of the rank's rows,
@@ -193,7 +199,10 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
     /* A plain decode step: only attention depends on the contexts, through sums over the rows
      * (model/kv_roofline.c, kv_step_complete_decode), and the rest of the step is priced once
      * per batch size; the result is kv_step_time's doubles, whichever path a step takes. */
-    if (d == b->n && !m->sp && !m->moe && m->sums && decode_by_sums(m, b, seconds)) return 0;
+    if (d == b->n && !m->sp && !m->moe && m->sums) {
+        for (int i = 0; i < b->n; i++) m->starts[i] = b->seqs[i].start;
+        if (decode_by_sums(m, b->n, m->starts, seconds)) return 0;
+    }
     /* The cost model caps the attended context itself (sliding windows, sink + window), so it
      * takes each sequence's position count, not the tokens still held. */
     for (int i = 0; i < b->n; i++) {
@@ -212,12 +221,13 @@ static int model_run(void *ctx, const sim_batch *b, double *seconds, char *err, 
                                      m->work + m->cap).seconds;
     else if (m->moe)   /* one attention-DP rank, experts over EP ranks */
         *seconds = moe_time(m, b, d == b->n);
-    else {
-        /* kv_step_time is kv_step_complete on kv_step_shape, bit for bit (model/kv_model.h). */
-        const kv_step_cost *sh = d < b->n && b->n == 1 && ++m->prefills > PREFILL_WARMUP ? prefill_shape(m, b->n) : NULL;
-        *seconds = sh ? kv_step_complete(sh, m->s, &m->cfg, m->attn, m->work, NULL, b->n).seconds
-                      : kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
-    }
+    else if (b->n == 1) {   /* a one-row prefill step: memoised (model_ctx) */
+        double *memo = row_slot(m, m->work[0].new_tokens, m->work[0].context);
+        if (memo && *memo > 0) { *seconds = *memo; return 0; }
+        *seconds = kv_step_time(m->s, &m->cfg, m->attn, m->work, 1).seconds;
+        if (memo && *seconds > 0) *memo = *seconds;
+    } else
+        *seconds = kv_step_time(m->s, &m->cfg, m->attn, m->work, b->n).seconds;
     return 0;
 }
 
@@ -233,12 +243,13 @@ static void model_free(void *ctx)
     if (!m) return;
     free(m->work);
     free(m->drafts);
+    free(m->starts);
     free(m->shape);
     free(m->shaped);
+    free(m->split_cap);
     free(m->plan);
-    free(m->pshape);
-    free(m->ptokens);
-    free(m->prows);
+    free(m->row0);
+    free(m->rows);
     free(m->ps);
     kv_moe_ctx_free(m->mx);
     free(m);
@@ -269,8 +280,14 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     m->shape = ns ? malloc(sizeof *m->shape * (size_t)ns) : NULL;
     m->shaped = ns ? calloc((size_t)ns, sizeof *m->shaped) : NULL;
     m->plan = ns ? malloc(sizeof *m->plan * (size_t)ns) : NULL;
-    if (ns && (!m->shape || !m->shaped || !m->plan)) { free(m->shape); free(m->shaped); free(m->plan); free(m->ps); kv_moe_ctx_free(m->mx); free(m); return -1; }
+    m->split_cap = ns ? malloc(sizeof *m->split_cap * (size_t)ns) : NULL;
+    if (ns && (!m->shape || !m->shaped || !m->plan || !m->split_cap)) {
+        free(m->shape); free(m->shaped); free(m->plan); free(m->split_cap); free(m->ps); kv_moe_ctx_free(m->mx); free(m);
+        return -1;
+    }
     m->n_shape = ns;
+    m->n_row0 = s->deployment.max_model_len > 0 ? s->deployment.max_model_len + 1L : 0;
+    if (m->n_row0 > ROW_DENSE_MAX) m->n_row0 = ROW_DENSE_MAX;
     /* Decode steps from sums over their rows when every addition in them is exact for batches up
      * to the table's size and contexts up to max_model_len (kv_decode_sums_exact). */
     long ctx = s->deployment.max_model_len > 0 ? s->deployment.max_model_len : 0;
@@ -285,6 +302,7 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     *out = (sim_executor){.name = "model", .ctx = m, .run = model_run, .kv_blocks = model_blocks, .free = model_free,
                           .decode_time = m->sp || m->moe ? NULL : model_decode_time,
                           .decode_time_keys = m->sp || m->moe ? NULL : model_decode_time_keys,
+                          .decode_time_rows = m->sp || m->moe ? NULL : model_decode_time_rows,
                           .key_cap = {m->kcap[0], m->kcap[1]}};
     return 0;
 }

@@ -56,8 +56,6 @@ int sim_heap_push(sim_heap *h, sim_event *e, double t)
     return 0;
 }
 
-sim_event *sim_heap_peek(const sim_heap *h) { return h->n ? h->v[0] : NULL; }
-
 sim_event *sim_heap_pop(sim_heap *h)
 {
     if (!h->n) return NULL;

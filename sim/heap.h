@@ -6,6 +6,7 @@
 #ifndef KVPLAN_SIM_HEAP_H
 #define KVPLAN_SIM_HEAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Embed one in any struct that can be scheduled; `idx` is its slot, -1 when not queued. */
@@ -29,7 +30,7 @@ void sim_heap_free(sim_heap *h);
 int sim_heap_push(sim_heap *h, sim_event *e, double t);
 /* Removes and returns the earliest event, or NULL when empty. */
 sim_event *sim_heap_pop(sim_heap *h);
-sim_event *sim_heap_peek(const sim_heap *h);
+static inline sim_event *sim_heap_peek(const sim_heap *h) { return h->n ? h->v[0] : NULL; }
 /* Removes a queued event wherever it is. */
 void sim_heap_remove(sim_heap *h, sim_event *e);
 

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SUB 2048            /* linear sub-buckets per power of two (11 mantissa bits): width <= 1/2048 relative */
-#define EMIN (-31)          /* 2^-31 s ~ 0.5 ns: smaller values count as zeros */
-#define EMAX 21             /* 2^21 s ~ 24 days: larger values go to the last bucket */
-#define NB ((EMAX - EMIN) * SUB)
+#define SUB SIM_HIST_SUB
+#define EMIN SIM_HIST_EMIN
+#define EMAX SIM_HIST_EMAX
+#define NB SIM_HIST_NB
 _Static_assert(sizeof ((sim_hist *)0)->g / sizeof(uint64_t) == EMAX - EMIN, "one group count per power of two");
 
 int sim_hist_init(sim_hist *h)
@@ -29,60 +29,9 @@ void sim_hist_free(sim_hist *h) { free(h->b); h->b = NULL; }
 /* Half the widest bucket's width relative to its value: the quantile's worst relative error. */
 double sim_hist_resolution(void) { return 1.0 / SUB; }
 
-#define FIX_LIMIT 0x1p40   /* s: |v| * n below 2^62 s keeps fix (< 2^127 in 2^-64 s units) from overflowing */
-
-/* n copies of v into the sums. v * 2^64 truncated toward zero, in two exact parts: the whole
- * seconds (a double's integer part is exact) and the fraction's top 64 bits. */
-static void add_sum(sim_hist *h, double v, long n)
-{
-    double a = fabs(v);
-    if (!(a < FIX_LIMIT) || (double)n * a >= 0x1p62) {   /* NaN too */
-        for (long k = 0; k < n; k++) h->big += v;
-        return;
-    }
-    uint64_t whole = (uint64_t)a;            /* truncated: exact below 2^40 */
-    double frac = a - (double)whole;         /* exact */
-    unsigned __int128 q = ((unsigned __int128)whole << 64) + (uint64_t)(frac * 0x1p64);
-    __int128 t = (__int128)(q * (unsigned __int128)(uint64_t)n);
-    h->fix += v < 0 ? -t : t;
-}
-
 double sim_hist_sum(const sim_hist *h)
 {
     return (double)h->fix * 0x1p-64 + h->big;
-}
-
-void sim_hist_add(sim_hist *h, double v)
-{
-    h->count++;
-    add_sum(h, v, 1);
-    if (v < h->min) h->min = v;
-    if (v > h->max) h->max = v;
-    /* v = (1 + mant / 2^52) * 2^(E - 1023): the bucket is (E - 1023 - EMIN) * SUB plus the top
-     * 11 bits of the mantissa. */
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    long E = (long)((u >> 52) & 0x7ff) - 1023;
-    if (!(v > 0) || E < EMIN) { h->zeros++; return; }
-    long i = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
-    h->b[i]++;
-    h->g[i / SUB]++;
-}
-
-void sim_hist_add_n(sim_hist *h, double v, long n)
-{
-    if (n <= 0) return;
-    add_sum(h, v, n);   /* exact, so n copies at once are n additions of one */
-    h->count += n;
-    if (v < h->min) h->min = v;
-    if (v > h->max) h->max = v;
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    long E = (long)((u >> 52) & 0x7ff) - 1023;
-    if (!(v > 0) || E < EMIN) { h->zeros += n; return; }
-    long i = E >= EMAX - 1 ? NB - 1 : (E - EMIN) * SUB + (long)((u >> 41) & (SUB - 1));
-    h->b[i] += (uint32_t)n;
-    h->g[i / SUB] += (uint64_t)n;
 }
 
 /* Lower edge of bucket i: (1 + sub / SUB) * 2^(i / SUB + EMIN). */

@@ -6,7 +6,14 @@
 #ifndef KVPLAN_SIM_HIST_H
 #define KVPLAN_SIM_HIST_H
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
+
+#define SIM_HIST_SUB 2048     /* linear sub-buckets per power of two (11 mantissa bits): width <= 1/2048 relative */
+#define SIM_HIST_EMIN (-31)   /* 2^-31 s ~ 0.5 ns: smaller values count as zeros */
+#define SIM_HIST_EMAX 21      /* 2^21 s ~ 24 days: larger values go to the last bucket */
+#define SIM_HIST_NB ((SIM_HIST_EMAX - SIM_HIST_EMIN) * SIM_HIST_SUB)
 
 typedef struct {
     uint32_t *b;        /* bucket counts */
@@ -19,9 +26,10 @@ typedef struct {
 
 int sim_hist_init(sim_hist *h);
 void sim_hist_free(sim_hist *h);
-void sim_hist_add(sim_hist *h, double v);
+/* sim_hist_add and sim_hist_add_n are inline (below): the engine records a value every step. */
+static inline void sim_hist_add(sim_hist *h, double v);
 /* The same as n calls of sim_hist_add(h, v), bit for bit, in O(1). */
-void sim_hist_add_n(sim_hist *h, double v, long n);
+static inline void sim_hist_add_n(sim_hist *h, double v, long n);
 /* The sum of the values added: each value is taken as a multiple of 2^-64 s (truncated toward
  * zero, an absolute error below 5.5e-20 s per value) and those are summed exactly, so the sum
  * does not depend on the order or grouping of the additions; the one rounding is the final
@@ -34,5 +42,62 @@ double sim_hist_quantile(const sim_hist *h, double q);
 void sim_hist_quantiles(const sim_hist *h, const double *q, int n, double *out);
 /* Relative half-width of a bucket: the quantile's worst-case relative error. */
 double sim_hist_resolution(void);
+
+
+/* ---- inline adds ---- */
+#define SIM_HIST_FIX_LIMIT 0x1p40   /* s: |v| * n below 2^62 s keeps fix (< 2^127 in 2^-64 s units) from overflowing */
+
+/* n copies of v into the sums. v * 2^64 truncated toward zero, in two exact parts: the whole
+ * seconds (a double's integer part is exact) and the fraction's top 64 bits. */
+static inline void sim_hist_add_sum_(sim_hist *h, double v, long n)
+{
+    double a = fabs(v);
+    if (!(a < SIM_HIST_FIX_LIMIT) || (double)n * a >= 0x1p62) {   /* NaN too */
+        for (long k = 0; k < n; k++) h->big += v;
+        return;
+    }
+    uint64_t whole = (uint64_t)a;            /* truncated: exact below 2^40 */
+    double frac = a - (double)whole;         /* exact */
+    unsigned __int128 q = ((unsigned __int128)whole << 64) + (uint64_t)(frac * 0x1p64);
+    __int128 t = (__int128)(q * (unsigned __int128)(uint64_t)n);
+    h->fix += v < 0 ? -t : t;
+}
+
+/* The bucket of a positive value of at least 2^EMIN: v = (1 + mant / 2^52) * 2^(E - 1023), so the
+ * bucket is (E - 1023 - EMIN) * SUB plus the top 11 bits of the mantissa; -1 for values counted
+ * as zeros. */
+static inline long sim_hist_bucket_(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    long E = (long)((u >> 52) & 0x7ff) - 1023;
+    if (!(v > 0) || E < SIM_HIST_EMIN) return -1;
+    return E >= SIM_HIST_EMAX - 1 ? SIM_HIST_NB - 1 : (E - SIM_HIST_EMIN) * SIM_HIST_SUB + (long)((u >> 41) & (SIM_HIST_SUB - 1));
+}
+
+static inline void sim_hist_add(sim_hist *h, double v)
+{
+    h->count++;
+    sim_hist_add_sum_(h, v, 1);
+    if (v < h->min) h->min = v;
+    if (v > h->max) h->max = v;
+    long i = sim_hist_bucket_(v);
+    if (i < 0) { h->zeros++; return; }
+    h->b[i]++;
+    h->g[i / SIM_HIST_SUB]++;
+}
+
+static inline void sim_hist_add_n(sim_hist *h, double v, long n)
+{
+    if (n <= 0) return;
+    sim_hist_add_sum_(h, v, n);   /* exact, so n copies at once are n additions of one */
+    h->count += n;
+    if (v < h->min) h->min = v;
+    if (v > h->max) h->max = v;
+    long i = sim_hist_bucket_(v);
+    if (i < 0) { h->zeros += n; return; }
+    h->b[i] += (uint32_t)n;
+    h->g[i / SIM_HIST_SUB] += (uint64_t)n;
+}
 
 #endif

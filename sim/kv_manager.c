@@ -343,8 +343,45 @@ static inline void unref(sim_kv *kv, int32_t b)
     else free_push(kv, b);
 }
 
+/* A spare table's first bytes hold the next spare and its capacity (the table is at least 8
+ * entries, 32 bytes). */
+typedef struct { void *next; int cap; } spare_head;
+
+void sim_kv_tables_put(sim_kv_tables *t, sim_kv_seq *q)
+{
+    if (!q->blocks) return;
+    spare_head h = {t->top, q->cap};
+    memcpy(q->blocks, &h, sizeof h);
+    t->top = q->blocks;
+    q->blocks = NULL;
+    q->cap = q->n_blocks = 0;
+}
+
+void sim_kv_tables_free(sim_kv_tables *t)
+{
+    while (t->top) {
+        spare_head h;
+        memcpy(&h, t->top, sizeof h);
+        free(t->top);
+        t->top = h.next;
+    }
+}
+
+/* Gives a sequence with no table the spare stack's top, if there is one. */
+static void take_spare(sim_kv_seq *q)
+{
+    sim_kv_tables *t = q->spare;
+    if (q->blocks || !t || !t->top) return;
+    spare_head h;
+    memcpy(&h, t->top, sizeof h);
+    q->blocks = t->top;
+    q->cap = h.cap;
+    t->top = h.next;
+}
+
 static int push_block(sim_kv_seq *q, int32_t b)
 {
+    if (q->n_blocks == q->cap && !q->blocks) take_spare(q);
     if (q->n_blocks == q->cap) {
         int cap = q->cap ? q->cap * 2 : 8;
         int32_t *nb = realloc(q->blocks, sizeof *nb * (size_t)cap);
@@ -663,6 +700,7 @@ long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
 static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
 {
     long want = (long)q->n_blocks + need;
+    if (want > q->cap) take_spare(q);
     if (want > q->cap) {
         long cap = q->cap ? q->cap : 8;
         while (cap < want) cap *= 2;
@@ -726,6 +764,8 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
 int sim_kv_table_room(sim_kv_seq *q, long blocks)
 {
     if (blocks <= q->cap) return 0;
+    take_spare(q);
+    if (blocks <= q->cap) return 0;
     long cap = 16;   /* powers of two: a recycled table seldom needs to grow again */
     while (cap < blocks) cap *= 2;
     if (cap > INT_MAX) return -1;
@@ -743,6 +783,38 @@ int sim_kv_grow_block(sim_kv *kv, sim_kv_seq *q)
     if (!kv->paged || kv->units || !kv->n_free || q->n_blocks >= q->cap) return sim_kv_grow(kv, q, (int)q->room + 1);
     take_free_block(kv, q);
     return 0;
+}
+
+long sim_kv_grow_blocks(sim_kv *kv, sim_kv_seq *const *qs, int n)
+{
+    long more = 0;
+    for (int i = 0; i < n;) {
+        if (kv->paged && !kv->units) {
+            /* take_free_block for each sequence in a row whose table has room, while the free
+             * stack lasts: its top run in order, the counts written back once. */
+            const int32_t *top = kv->free_stack + kv->arr - kv->n_free;
+            int32_t *refs = kv->prefix ? kv->refs : NULL;
+            const long bs = kv->bs, avail = kv->n_free;
+            long taken = 0;
+            for (; i < n && taken < avail; i++, taken++) {
+                sim_kv_seq *q = qs[i];
+                if (q->n_blocks >= q->cap) break;
+                int32_t b = top[taken];
+                q->blocks[q->n_blocks++] = b;
+                if (refs) refs[b] = 1;
+                q->room += bs;
+            }
+            kv->n_free -= taken;
+            kv->n_referenced += taken;
+            more += taken * bs;
+            if (i == n) break;
+        }
+        sim_kv_seq *q = qs[i++];   /* the general case: sim_kv_grow_block */
+        long room0 = q->room;
+        if (sim_kv_grow_block(kv, q)) return -1;
+        more += q->room - room0;
+    }
+    return more;
 }
 
 int sim_kv_reserve(sim_kv *kv, sim_kv_seq *q, long tokens)

@@ -8,17 +8,6 @@ void sim_rng_seed(sim_rng *r, uint64_t seed)
     for (int i = 0; i < 4; i++) { seed = sim_mix64(seed); r->s[i] = seed; }
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t sim_rng_next(sim_rng *r)
-{
-    uint64_t *s = r->s, out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
-    return out;
-}
-
-double sim_rng_uniform(sim_rng *r) { return (double)(sim_rng_next(r) >> 11) * 0x1.0p-53; }
-
 double sim_rng_exp(sim_rng *r, double rate) { return -log1p(-sim_rng_uniform(r)) / rate; }
 
 /* Marsaglia's polar method; the spare value is dropped to keep the stream simple. */

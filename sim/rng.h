@@ -8,8 +8,18 @@
 typedef struct { uint64_t s[4]; } sim_rng;
 
 void sim_rng_seed(sim_rng *r, uint64_t seed);
-uint64_t sim_rng_next(sim_rng *r);
-double sim_rng_uniform(sim_rng *r);                 /* [0, 1) */
+
+/* Inline: the workload draws several a request (a length's normal takes two or more). */
+static inline uint64_t sim_rng_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t sim_rng_next(sim_rng *r)
+{
+    uint64_t *s = r->s, out = sim_rng_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = sim_rng_rotl(s[3], 45);
+    return out;
+}
+
+static inline double sim_rng_uniform(sim_rng *r) { return (double)(sim_rng_next(r) >> 11) * 0x1.0p-53; }   /* [0, 1) */
 double sim_rng_exp(sim_rng *r, double rate);        /* mean 1/rate */
 double sim_rng_normal(sim_rng *r);                  /* standard normal */
 double sim_rng_gamma(sim_rng *r, double shape);     /* scale 1 */

@@ -12,7 +12,8 @@
  * (SGLang) runs a step of prefill chunks whenever there are any, else a decode step.
  * Admission needs free blocks beyond a watermark; a running sequence that cannot grow preempts
  * the newest running sequence by recompute (its KV is dropped and it goes back to the front of
- * the queue), or itself when it is the newest.
+ * the queue), or itself when it is the newest. An engine with cpu.no_evict (TensorRT-LLM's
+ * GUARANTEED_NO_EVICT) admits only what leaves every running request room to finish.
  * Multi-step (deployment.scheduler_steps N > 1, continuous only; vLLM 0.6's --num-scheduler-steps):
  * a decision that forms a decode step commits the running sequences to N decode steps; no
  * waiting request is admitted until the run ends (docs/simulator.md, "Multi-step scheduling").
@@ -255,6 +256,20 @@ static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budg
     return want;
 }
 
+/* Guaranteed no-evict admission (engine cpu.no_evict; TensorRT-LLM's default capacity policy,
+ * GUARANTEED_NO_EVICT): a request is admitted only if the free blocks cover, besides its own
+ * blocks to completion (prompt + output), the blocks every running request still needs to reach
+ * its own full length, so no admitted request is ever preempted. The blocks the running
+ * requests still need, summed once per admission attempt (docs/cost-model.md, "Engine
+ * profiles", "Admission"). */
+static long blocks_to_completion(const sim_kv *kv, const sim_replica *rep)
+{
+    long sum = 0;
+    for (const sim_req *q = rep->running.head; q; q = q->next)
+        sum += sim_kv_needed(kv, &q->kv, q->spec.prompt + q->spec.output);
+    return sum;
+}
+
 /* Tries to admit the head of the waiting list with at most `budget` new tokens. Returns the
  * tokens scheduled, 0 if it does not fit now, -1 if it can never fit. `first`: no prompt is in
  * the step yet, so a whole prompt longer than the budget may run (an engine that does not chunk
@@ -281,6 +296,15 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
             return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds", r->spec.id, whole,
                         sim_kv_total(kv) - rep->watermark);
         if (need + from_free + rep->watermark > sim_kv_available(kv)) return 0;
+        if (e->s->engine.no_evict) {
+            long fin = ((long)r->spec.prompt + r->spec.output + bs - 1) / bs - hit / bs;
+            /* A request that could never be admitted would wait for ever (the engine would hang
+             * it too): refused, as a prompt larger than the cache is. */
+            if (fin + from_free > sim_kv_total(kv) - rep->watermark)
+                return fail(e, "request %ld needs %ld blocks to completion (no-evict admission), more than the %ld the "
+                               "KV cache holds", r->spec.id, fin + from_free, sim_kv_total(kv) - rep->watermark);
+            if (blocks_to_completion(kv, rep) + fin + from_free + rep->watermark > sim_kv_available(kv)) return 0;
+        }
         /* The table for the whole request now, so that decoding never reallocates it (admitted
          * requests are bounded by the pool; waiting ones hold no table). */
         sim_kv_table_room(&r->kv, ((long)r->total + r->spec.output + bs - 1) / bs + 1);

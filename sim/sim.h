@@ -82,6 +82,11 @@ typedef struct {
      * answer. */
     int (*decode_time_keys)(void *ctx, long n, const long keys[2], double *seconds);
     long key_cap[2];
+    /* Optional: the seconds of a step in which each of n sequences computes one token, at
+     * positions starts[0 .. n-1] in batch order, exactly as `run` would report them for that
+     * batch; 1 when it cannot answer (the engine then forms the batch and calls `run`). For the
+     * decode steps decode_time declines (rows that split the keys differently). */
+    int (*decode_time_rows)(void *ctx, int n, const int *starts, double *seconds);
     /* True for a real device: every step must run on it, and its pools are fixed (an
      * override of the block count must agree with them). False for the cost model's clock. */
     bool measured;

@@ -28,11 +28,19 @@ struct sim_workload {
     FILE *trace;
     const char *trace_path;
     long trace_line;
+    uint64_t tag_mix[7];         /* sim_mix64(seed ^ (tag << 56)), stream_seed's first half, per tag */
+    long m_total, m_first, m_last;   /* measured_of's bounds, for the total they were computed at */
 };
 
 static uint64_t stream_seed(uint64_t seed, uint64_t tag, uint64_t id)
 {
     return sim_mix64(sim_mix64(seed ^ (tag << 56)) ^ id);
+}
+
+/* stream_seed(w->seed, tag, id) with its first half computed once (the same value). */
+static uint64_t stream_seed_of(const sim_workload *w, uint64_t tag, uint64_t id)
+{
+    return sim_mix64(w->tag_mix[tag] ^ id);
 }
 
 /* Reads "tokens[,weight]" lines; '#' starts a comment, a non-numeric first line is a header. */
@@ -148,6 +156,8 @@ sim_workload *sim_workload_init(const scn_scenario *s, uint64_t seed, int *noinp
     sim_rng_seed(&w->arr, stream_seed(seed, 1, 0));
     sim_rng_seed(&w->len, stream_seed(seed, 2, 0));
     sim_rng_seed(&w->pick, stream_seed(seed, 3, 0));
+    for (uint64_t t = 0; t < 7; t++) w->tag_mix[t] = sim_mix64(seed ^ (t << 56));
+    w->m_total = -2;   /* no bounds yet (a total is >= -1) */
     w->total = wl->arrival == SCN_ARRIVAL_TRACE ? -1 : wl->requests;
     if (wl->prefix_groups > 0) {
         w->zipf_cdf = malloc(sizeof(double) * (size_t)wl->prefix_groups);
@@ -197,9 +207,20 @@ void sim_workload_free(sim_workload *w)
 
 long sim_workload_total(const sim_workload *w) { return w->total; }
 
+/* lround(v), the same value: below 2^52 in magnitude by truncation and the fraction (both exact;
+ * halves round away from zero), without the library call a length draw would pay; beyond, and
+ * for NaN and infinities, lround itself. */
+static long round_len(double v)
+{
+    if (!(fabs(v) < 0x1p52)) return lround(v);
+    long x = (long)v;
+    double f = v - (double)x;   /* exact: the fraction of a double */
+    return f >= 0.5 ? x + 1 : f <= -0.5 ? x - 1 : x;
+}
+
 static int clamp_len(double v, const scn_dist *d)
 {
-    long x = lround(v);
+    long x = round_len(v);
     if (x < d->min) x = d->min;
     if (x < 1) x = 1;
     if (d->max > 0 && x > d->max) x = d->max;
@@ -244,6 +265,21 @@ static int pick_group(sim_workload *w)
 }
 
 bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r);
+
+/* sim_workload_measured, with the window's bounds kept until the total changes (a conversation
+ * that outgrows the context shrinks it). */
+static bool measured_of(sim_workload *w, const sim_req_spec *r)
+{
+    const scn_workload *wl = &w->s->workload;
+    long total = w->total >= 0 ? w->total : wl->requests;
+    if (total != w->m_total) {
+        w->m_total = total;
+        w->m_first = wl->skip_first + (long)floor(wl->skip_first_frac * (double)total);
+        w->m_last = wl->skip_last + (long)floor(wl->skip_last_frac * (double)total);
+    }
+    if (r->id < w->m_first) return false;
+    return w->total < 0 || r->id < w->total - w->m_last;
+}
 
 static int max_len(const sim_workload *w) { return w->s->deployment.max_model_len; }
 
@@ -332,12 +368,12 @@ static int next_trace(sim_workload *w, sim_req_spec *out, char *err, size_t n)
         out->prefix_group = got >= 3 && prefix >= 0 ? (int)(prefix % 1000000007) : -1;
         out->prefix_len = out->prefix_group >= 0 ? (wl->prefix_tokens ? wl->prefix_tokens : 0) : 0;
         if (out->prefix_len > out->prompt) out->prefix_len = out->prompt;
-        out->prefix_seed = stream_seed(w->seed, 4, (uint64_t)out->prefix_group);
+        out->prefix_seed = stream_seed_of(w, 4, (uint64_t)out->prefix_group);
         out->conversation = got >= 4 && conv >= 0 ? conv : -1;
-        out->body_seed = out->conversation >= 0 ? stream_seed(w->seed, 5, (uint64_t)conv)
-                                                : stream_seed(w->seed, 6, (uint64_t)out->id);
+        out->body_seed = out->conversation >= 0 ? stream_seed_of(w, 5, (uint64_t)conv)
+                                                : stream_seed_of(w, 6, (uint64_t)out->id);
         fit(w, out);
-        out->measured = sim_workload_measured(w, out);
+        out->measured = measured_of(w, out);
         return 0;
     }
 }
@@ -359,15 +395,15 @@ static void first_turn(sim_workload *w, double at, sim_req_spec *out)
     out->arrival = at;
     out->prefix_group = pick_group(w);
     out->prefix_len = out->prefix_group >= 0 ? wl->prefix_tokens : 0;
-    out->prefix_seed = stream_seed(w->seed, 4, (uint64_t)(out->prefix_group >= 0 ? out->prefix_group : 0));
+    out->prefix_seed = stream_seed_of(w, 4, (uint64_t)(out->prefix_group >= 0 ? out->prefix_group : 0));
     out->prompt = out->prefix_len + sim_workload_draw(w, &wl->prompt, 0);
     out->output = sim_workload_draw(w, &wl->output, 1);
     long turns_here = wl->requests - c * turns < turns ? wl->requests - c * turns : turns;
     out->conversation = turns > 1 ? c : -1;
     out->turns_left = (int)turns_here - 1;
-    out->body_seed = turns > 1 ? stream_seed(w->seed, 5, (uint64_t)c) : stream_seed(w->seed, 6, (uint64_t)out->id);
+    out->body_seed = turns > 1 ? stream_seed_of(w, 5, (uint64_t)c) : stream_seed_of(w, 6, (uint64_t)out->id);
     fit(w, out);
-    out->measured = sim_workload_measured(w, out);
+    out->measured = measured_of(w, out);
 }
 
 int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n)
@@ -439,6 +475,6 @@ int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now
         return closed_next(w, now, out);
     }
     out->prompt = (int)prompt;
-    out->measured = sim_workload_measured(w, out);
+    out->measured = measured_of(w, out);
     return 0;
 }

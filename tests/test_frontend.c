@@ -8,6 +8,7 @@
 #include "../model/kv_model.h"
 #include "../planner/plan_published.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,15 +226,30 @@ START_TEST(versioned_profiles_load)
     ck_assert(s.engine.async_scheduling);
     ck_assert(v3.step_cpu == s.engine.step_cpu && v3.n_graph_sizes == s.engine.n_graph_sizes &&
               v3.max_num_batched_tokens == s.engine.max_num_batched_tokens && v3.attn_kernel == s.engine.attn_kernel);
-    /* trtllm-v0: the current TensorRT-LLM profile without the overlap scheduler. */
+    /* trtllm-v0: the current TensorRT-LLM profile without the overlap scheduler, and without
+     * CUDA graphs (the engine backend's cuda_graph_mode, trtllm-bench's cuda_graphs and
+     * gptSessionBenchmark's --enable_cuda_graph are all off unless asked for); the kernel
+     * boundary keeps its 3 us. */
     const char *t0[] = {"engine=trtllm-v0"};
     ck_assert_int_eq(t_load(SCN, t0, 1, &s, &e), SCN_OK);
     ck_assert(!s.engine.async_scheduling && !s.engine.extra_decode_step);
+    ck_assert(!s.engine.cuda_graphs);
+    ck_assert_double_eq_tol(s.engine.graph_kernel, 3e-6, 1e-15);
+    {
+        /* A batch-1 decode step then launches its kernels eagerly: no graph, no graph launch. */
+        sim_choice c = sim_choice_first(&s);
+        kv_cache_cfg cc = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+        kv_seq_work w = {1, 300};
+        kv_step_cost r = kv_step_time(&s, &cc, c.attention, &w, 1);
+        ck_assert(!r.graph);
+        ck_assert_double_eq_tol(r.op[KV_OP_STEP].seconds, r.cpu_seconds, 1e-15);
+    }
     scn_engine t0e = s.engine;
     const char *t1[] = {"engine=trtllm"};
     ck_assert_int_eq(t_load(SCN, t1, 1, &s, &e), SCN_OK);
     ck_assert(s.engine.async_scheduling && s.engine.extra_decode_step);
-    ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.n_graph_sizes == s.engine.n_graph_sizes &&
+    ck_assert(s.engine.cuda_graphs && s.engine.n_graph_sizes > 0);
+    ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.graph_kernel == s.engine.graph_kernel &&
               t0e.chunked_prefill == s.engine.chunked_prefill && t0e.mem_budget == s.engine.mem_budget);
     /* trtllm-v0.6: trtllm-v0 with the masked MHA decode kernel and NCCL all-reduces (the legacy
      * build scripts' default), every other field the same. */
@@ -302,6 +318,41 @@ static int on_row2(void *ud, const sim_request_row *r)
     x->n++;
     return 0;
 }
+
+START_TEST(v0_loop_detokenises_every_sequence)
+{
+    /* vLLM V0 up to 0.5.4 did per-sequence work serially with the GPU: detokenising each running
+     * sequence's new token, 20 us a call (vLLM issue #5206), and allocating its Python objects,
+     * 40 us (vLLM PR #7162: 1000/19.48 - 1000/24.32 s over 1000 x 256 sequence-steps), on top
+     * of the RFC #6854 4 ms a step. A decode step of 256 sequences therefore carries
+     * 4 ms + 256 x 60 us = 19.36 ms of CPU, all of it on the step's clock; one sequence
+     * 4.06 ms. The current profile keeps 0.5 ms + 5 us a sequence (V1 detokenises in its
+     * API-server process, off the engine loop). */
+    static const struct { const char *engine; int n; double cpu; } cases[] = {
+        {"vllm-v0", 256, 4e-3 + 256 * 60e-6}, {"vllm-v0", 1, 4e-3 + 60e-6}, {"vllm", 256, 0.5e-3 + 256 * 5e-6}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "engine=%s", cases[i].engine);
+        const char *sets[] = {set};
+        scn_error e;
+        ck_assert_msg(t_load(SCN, sets, 1, &s, &e) == SCN_OK, "%s", e.msg);
+        sim_choice c = sim_choice_first(&s);
+        kv_cache_cfg cc = kv_cache_cfg_make(&s, c.kv_dtype, c.sink, c.window);
+        kv_seq_work *w = malloc(sizeof *w * (size_t)cases[i].n);
+        ck_assert_ptr_nonnull(w);
+        for (int k = 0; k < cases[i].n; k++) w[k] = (kv_seq_work){1, 300};
+        kv_step_cost r = kv_step_time(&s, &cc, c.attention, w, cases[i].n);
+        free(w);
+        ck_assert_msg(fabs(r.cpu_seconds - cases[i].cpu) <= 1e-12, "%s at %d: cpu %.9g s, want %.9g s",
+                      cases[i].engine, cases[i].n, r.cpu_seconds, cases[i].cpu);
+        /* Serial: the whole CPU term is on the step's clock, after the GPU's time; a decode of
+         * 256 sequences at 300 tokens runs as a captured graph, so the graph's launch joins it. */
+        double graph = r.graph ? s.engine.graph_launch : 0;
+        ck_assert_double_eq_tol(r.op[KV_OP_STEP].seconds, cases[i].cpu + graph, 1e-12);
+        ck_assert_double_eq_tol(r.seconds, r.gpu_seconds + cases[i].cpu, 1e-12 + 1e-12 * r.seconds);
+    }
+}
+END_TEST
 
 START_TEST(one_step_ahead_scheduling_defers_arrivals)
 {
@@ -388,6 +439,7 @@ Suite *suite_frontend(void)
     tcase_add_test(tc, lone_request_ttft_with_the_model_clock);
     tcase_add_test(tc, version_selects_the_engine_profile);
     tcase_add_test(tc, versioned_profiles_load);
+    tcase_add_test(tc, v0_loop_detokenises_every_sequence);
     tcase_add_test(tc, one_step_ahead_scheduling_defers_arrivals);
     tcase_add_test(tc, cost_prints_the_front_end);
     tcase_add_test(tc, deferred_arrivals_count_for_the_router);

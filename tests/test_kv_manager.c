@@ -252,6 +252,98 @@ START_TEST(block_ids_follow_one_stack_of_every_block)
 }
 END_TEST
 
+/* Spare block tables: a released sequence's table goes onto the stack and the next sequence
+ * with none takes it (the same buffer, its capacity kept), whether it grows by admission's
+ * sizing or block by block; the blocks it then holds are its own. */
+START_TEST(spare_tables_are_reused)
+{
+    sim_kv *kv = sim_kv_init(40, 16, true, false, 0, 0);
+    sim_kv_tables spare = {NULL};
+    sim_kv_seq a = seq(1, 0, 2), b = seq(1, 0, 3), c = seq(1, 0, 4);
+    a.spare = b.spare = c.spare = &spare;
+    ck_assert_int_eq(sim_kv_table_room(&a, 20), 0);   /* no spare: allocated, a power of two */
+    ck_assert_int_eq(a.cap, 32);
+    ck_assert_int_eq(sim_kv_grow(kv, &a, 100), 0);    /* 7 blocks */
+    int32_t *table = a.blocks;
+    sim_kv_release(kv, &a);
+    sim_kv_tables_put(&spare, &a);
+    ck_assert_ptr_null(a.blocks);
+    ck_assert_int_eq(a.cap, 0);
+    ck_assert_int_eq(sim_kv_available(kv), 40);
+    ck_assert_int_eq(sim_kv_table_room(&b, 10), 0);   /* takes a's table */
+    ck_assert_ptr_eq(b.blocks, table);
+    ck_assert_int_eq(b.cap, 32);
+    ck_assert_ptr_null(spare.top);
+    ck_assert_int_eq(sim_kv_grow(kv, &b, 33), 0);
+    ck_assert_int_eq(b.n_blocks, 3);
+    ck_assert_int_eq(sim_kv_referenced(kv), 3);
+    sim_kv_release(kv, &b);
+    sim_kv_tables_put(&spare, &b);
+    ck_assert_int_eq(sim_kv_grow(kv, &c, 16), 0);     /* growth without sizing takes it too */
+    ck_assert_ptr_eq(c.blocks, table);
+    ck_assert_int_eq(c.n_blocks, 1);
+    ck_assert_int_eq(sim_kv_table_room(&c, 100), 0);  /* and grows it, keeping the block */
+    ck_assert_int_eq(c.cap, 128);
+    ck_assert_int_eq(c.n_blocks, 1);
+    ck_assert_int_eq(sim_kv_referenced(kv), 1);
+    sim_kv_release(kv, &c);
+    sim_kv_tables_put(&spare, &c);
+    sim_kv_tables_put(&spare, &a);                    /* none held: nothing to keep */
+    ck_assert_ptr_nonnull(spare.top);
+    sim_kv_tables_free(&spare);
+    ck_assert_ptr_null(spare.top);
+    sim_kv_free(kv);
+}
+END_TEST
+
+/* Growing a step's crossings in one call hands out the blocks sim_kv_grow_block hands out one
+ * by one, in order: the same ids, the same rooms, the same counts, whether a sequence takes the
+ * free stack's top or its table must grow, or no block was ever freed (fresh ids). */
+START_TEST(grow_blocks_is_grow_block_in_order)
+{
+    enum { S = 6 };
+    sim_kv *one = sim_kv_init(128, 16, true, false, 0, 0), *all = sim_kv_init(128, 16, true, false, 0, 0);
+    sim_kv_seq a[S], b[S];
+    for (int i = 0; i < S; i++) { a[i] = seq(1, 0, 10 + (uint64_t)i); b[i] = seq(1, 0, 10 + (uint64_t)i); }
+    /* Uneven starts and table sizes: some tables are full when they cross. */
+    for (int i = 0; i < S; i++) {
+        int len = 16 * (1 + i % 3);
+        if (i % 2) { sim_kv_table_room(&a[i], 8); sim_kv_table_room(&b[i], 8); }
+        ck_assert_int_eq(sim_kv_grow(one, &a[i], len), 0);
+        ck_assert_int_eq(sim_kv_grow(all, &b[i], len), 0);
+    }
+    sim_kv_release(one, &a[2]); sim_kv_release(all, &b[2]);   /* a few ids back on the free stacks */
+    for (int round = 0; round < 12; round++) {   /* tables of 8 fill and reallocate */
+        sim_kv_seq *grow[S];
+        int n = 0;
+        long want = 0;
+        for (int i = 0; i < S; i++) {
+            if (i == 2 || (round + i) % 3 == 0) continue;   /* some cross this step, in slot order */
+            long room0 = a[i].room;
+            ck_assert_int_eq(sim_kv_grow_block(one, &a[i]), 0);
+            want += a[i].room - room0;
+            grow[n++] = &b[i];
+        }
+        ck_assert_int_eq(sim_kv_grow_blocks(all, grow, n), want);
+        for (int i = 0; i < S; i++) {
+            ck_assert_int_eq(a[i].n_blocks, b[i].n_blocks);
+            ck_assert_int_eq(a[i].room, b[i].room);
+            for (int j = 0; j < a[i].n_blocks; j++) ck_assert_int_eq(a[i].blocks[j], b[i].blocks[j]);
+        }
+        ck_assert_int_eq(sim_kv_referenced(one), sim_kv_referenced(all));
+        ck_assert_int_eq(sim_kv_available(one), sim_kv_available(all));
+    }
+    ck_assert_int_eq(b[0].cap, 16);   /* a table of 8 filled and grew on the way */
+    ck_assert_int_gt(b[0].n_blocks, 8);
+    for (int i = 0; i < S; i++) {
+        sim_kv_release(one, &a[i]); sim_kv_seq_free(&a[i]);
+        sim_kv_release(all, &b[i]); sim_kv_seq_free(&b[i]);
+    }
+    sim_kv_free(one);
+    sim_kv_free(all);
+}
+END_TEST
+
 Suite *suite_kv_manager(void)
 {
     Suite *su = suite_create("kv_manager");
@@ -264,6 +356,8 @@ Suite *suite_kv_manager(void)
     tcase_add_test(tc, window_frees_blocks_behind_it);
     tcase_add_test(tc, contiguous_reserves_up_front);
     tcase_add_test(tc, block_ids_follow_one_stack_of_every_block);
+    tcase_add_test(tc, spare_tables_are_reused);
+    tcase_add_test(tc, grow_blocks_is_grow_block_in_order);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -349,6 +349,37 @@ static void exp_draws(const char *dist, long n, long *hist, int hmax, double *me
     sim_workload_free(w);
 }
 
+/* A drawn length is rounded as lround does (halves away from zero; values at and beyond 2^52,
+ * infinities and NaN as lround returns them), then clamped to [max(min, 1), max]: a normal law
+ * of sigma 0 draws exactly its mean, so each case below is one rounding, checked against libm's
+ * lround clamped by hand. */
+START_TEST(length_rounding_is_lround)
+{
+    sim_workload *w = wl(WL "  requests: 10\n  arrival: {process: poisson, rate: 1/s}\n  prompt_tokens: 10\n  output_tokens: 10\n", NULL, 0);
+    static const double V[] = {0.49999999999999994, 0.5, 1.5, 2.4999999999999996, 2.5, 3.5, 7.499999999999999,
+                               1000000.5, 1048575.9999999999, 123456789.5, 4503599627370495.5, 4503599627370496.0,
+                               9007199254740993.0, 1e300, -2.5, -0.5, -1e300};
+    const double inf = HUGE_VAL;
+    double vals[sizeof V / sizeof V[0] + 3];
+    int n = 0;
+    for (size_t i = 0; i < sizeof V / sizeof V[0]; i++) vals[n++] = V[i];
+    vals[n++] = inf;
+    vals[n++] = -inf;
+    vals[n++] = nan("");
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 2; k++) {
+            scn_dist d = {.kind = SCN_DIST_NORMAL, .mean = vals[i], .sigma = 0, .min = k ? 3 : 0, .max = 2000000000};
+            long want = lround(vals[i]);
+            if (want < d.min) want = d.min;
+            if (want < 1) want = 1;
+            if (want > d.max) want = d.max;
+            int got = sim_workload_draw(w, &d, -1);
+            ck_assert_msg(got == want, "mean %.17g min %d: drew %d, lround gives %ld", vals[i], d.min, got, want);
+        }
+    sim_workload_free(w);
+}
+END_TEST
+
 START_TEST(workload_exponential_lengths)
 {
     enum { N = 200000, H = 1100 };
@@ -398,6 +429,7 @@ Suite *suite_sim_core(void)
     tcase_add_test(tc, samplers_match_their_moments);
     tcase_add_test(tc, workload_lengths_and_arrivals);
     tcase_add_test(tc, workload_exponential_lengths);
+    tcase_add_test(tc, length_rounding_is_lround);
     tcase_add_test(tc, workload_prefix_popularity_is_zipf);
     tcase_add_test(tc, workload_conversations_carry_history);
     tcase_add_test(tc, workload_traces_and_empirical_files);

@@ -319,6 +319,91 @@ START_TEST(executor_decode_time_is_step_time)
 }
 END_TEST
 
+/* The executor's prefill steps (rows that are not plain decode), one-row ones memoised by (new
+ * tokens, start), report kv_step_time's seconds on every call: first pricings, repeats (start 0
+ * and later chunks), keys that share a memo slot and evict each other, and steps of several rows
+ * in between. */
+START_TEST(executor_prefill_is_step_time)
+{
+    const config *k = &CONFIGS[_i];
+    scn_scenario s;
+    load(k, &s);
+    sim_choice ch = sim_choice_first(&s);
+    ch.attention = k->attn;
+    ch.window = k->window;
+    ch.sink = k->window ? 4 : 0;
+    sim_executor ex;
+    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, ch.kv_dtype, ch.sink, ch.window);
+    enum { NMAX = 6 };
+    sim_batch_seq q[NMAX];
+    kv_seq_work w[NMAX];
+    rng_state = 0x9ef111 + (uint64_t)_i;
+    long len = s.deployment.max_model_len;
+    /* Many distinct keys for the first config (more than the memo's slots, so some collide);
+     * a few hundred elsewhere, drawn from a small pool so that most repeat. */
+    int trials = _i == 0 ? 9000 : 600;
+    for (int trial = 0; trial < trials; trial++) {
+        int n = trial % 4 == 3 ? 2 + (int)rnd(NMAX - 1) : 1;
+        long tok_pool = _i == 0 && trial >= 600 ? len / 2 : 40;
+        for (int i = 0; i < n; i++) {
+            int nt = 2 + (int)(rnd(tok_pool) * 97 % (len / 2));
+            int start = rnd(3) ? 0 : (int)(rnd(_i == 0 && trial >= 600 ? 4000 : 4) * 256 % (len / 2));
+            q[i] = (sim_batch_seq){.req_id = i, .new_tokens = nt, .start = start, .context = start};
+            w[i] = (kv_seq_work){nt, start};
+        }
+        sim_batch b = {.seqs = q, .n = n, .tokens = 0};
+        for (int i = 0; i < n; i++) b.tokens += q[i].new_tokens;
+        double want = kv_step_time(&s, &c, ch.attention, w, n).seconds;
+        for (int rep = 0; rep < 2; rep++) {   /* the second call of a one-row step hits the memo */
+            double got = -1;
+            char err[256] = "";
+            ck_assert_int_eq(ex.run(ex.ctx, &b, &got, err, sizeof err), 0);
+            ck_assert_msg(got == want, "%s tp%d trial %d n=%d row0 %d@%d: executor %.17g, kv_step_time %.17g", k->model,
+                          k->tp, trial, n, q[0].new_tokens, q[0].start, got, want);
+        }
+    }
+    ex.free(ex.ctx);
+}
+END_TEST
+
+/* The executor's decode price from positions alone (decode_time_rows, for the fast-forward's
+ * steps that decode_time declines) is kv_step_time's on the same rows, over the configurations
+ * it answers for, at small batch sizes (whose rows split the keys) and large ones. */
+START_TEST(executor_decode_time_rows_is_step_time)
+{
+    const config *k = &CONFIGS[_i];
+    scn_scenario s;
+    load(k, &s);
+    sim_choice ch = sim_choice_first(&s);
+    ch.attention = k->attn;
+    ch.window = k->window;
+    ch.sink = k->window ? 4 : 0;
+    sim_executor ex;
+    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, ch.kv_dtype, ch.sink, ch.window);
+    enum { NMAX = 300 };
+    static int starts[NMAX];
+    static kv_seq_work w[NMAX];
+    rng_state = 0x7005 + (uint64_t)_i;
+    int nmax = s.deployment.max_num_seqs < NMAX ? s.deployment.max_num_seqs : NMAX;
+    long maxctx = s.deployment.max_model_len - 64;
+    int answered = 0;
+    for (int trial = 0; trial < 80; trial++) {
+        int n = 1 + (int)rnd(trial < 40 ? 8 : nmax);
+        for (int i = 0; i < n; i++) { starts[i] = (int)rnd(maxctx); w[i] = (kv_seq_work){1, starts[i]}; }
+        double got = -1;
+        if (!ex.decode_time_rows || ex.decode_time_rows(ex.ctx, n, starts, &got)) continue;
+        answered++;
+        double want = kv_step_time(&s, &c, ch.attention, w, n).seconds;
+        ck_assert_msg(got == want, "%s tp%d n=%d: decode_time_rows %.17g, kv_step_time %.17g", k->model, k->tp, n, got, want);
+    }
+    /* Dense and GQA models under FlashAttention answer (their sums are exact). */
+    if (_i == 0 || _i == 2 || _i == 3) ck_assert_int_gt(answered, 60);
+    ex.free(ex.ctx);
+}
+END_TEST
+
 Suite *suite_step_shape(void)
 {
     Suite *s = suite_create("step_shape");
@@ -326,6 +411,8 @@ Suite *suite_step_shape(void)
     int n = (int)(sizeof CONFIGS / sizeof CONFIGS[0]);
     tcase_add_loop_test(tc, shape_reused_is_step_time, 0, n);
     tcase_add_loop_test(tc, executor_decode_is_step_time, 0, n);
+    tcase_add_loop_test(tc, executor_prefill_is_step_time, 0, n);
+    tcase_add_loop_test(tc, executor_decode_time_rows_is_step_time, 0, n);
     tcase_add_loop_test(tc, decode_attention_by_hand, 0, 5);
     tcase_add_test(tc, decode_sums_are_step_time);
     tcase_add_test(tc, decode_sums_decline);
