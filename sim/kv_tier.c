@@ -217,9 +217,13 @@ void sim_kv_tiers_take(sim_kv_tiers *t, int k, uint64_t h)
 
 void sim_kv_tiers_drain(sim_kv_tiers *t, long out[KV_TIER_COUNT])
 {
+    if (!t) {   /* no tiers (every admission asks) */
+        for (int k = 0; k < KV_TIER_COUNT; k++) out[k] = 0;
+        return;
+    }
     for (int k = 0; k < KV_TIER_COUNT; k++) {
-        out[k] = t ? t->t[k].pending : 0;
-        if (t) t->t[k].pending = 0;
+        out[k] = t->t[k].pending;
+        t->t[k].pending = 0;
     }
 }
 
