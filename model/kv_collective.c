@@ -130,10 +130,13 @@ static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e
     /* Custom all-reduce needs every GPU to reach every other's memory in one node: NVSwitch or
      * a full Infinity Fabric mesh, or just two GPUs (vLLM allows two over PCIe). */
     bool mesh = hw->link == SCN_LINK_NVLINK || hw->link == SCN_LINK_INFINITY_FABRIC;
-    if (e->allreduce == SCN_AR_CUSTOM && g == p && (mesh || p == 2) && bytes <= e->custom_max) {
-        /* vLLM's size rule: one-shot always for 2 GPUs, up to twice the 8-GPU limit for 4. */
+    /* vLLM's size rule, both limits exclusive (should_custom_ar: inp_size < max_size; the kernel's
+     * REDUCE_CASE: bytes < 256 KiB on 8, < 512 KiB on 4): a message of exactly a limit, common
+     * with power-of-two batches and hidden sizes (16 x 8192 x 2 B = 256 KiB), takes the next
+     * algorithm. One-shot always for 2 GPUs, up to twice the 8-GPU limit for 4. */
+    if (e->allreduce == SCN_AR_CUSTOM && g == p && (mesh || p == 2) && bytes < e->custom_max) {
         double one = p == 2 ? e->custom_max : p <= 4 ? 2.0 * e->oneshot_max : e->oneshot_max;
-        return kv_allreduce_algo(hw, p, bytes, bytes <= one ? KV_COLL_ONESHOT : KV_COLL_TWOSHOT);
+        return kv_allreduce_algo(hw, p, bytes, bytes < one ? KV_COLL_ONESHOT : KV_COLL_TWOSHOT);
     }
     /* NCCL picks the algorithm and protocol its own cost model says is fastest; within a node
      * it runs rings. */

@@ -271,7 +271,7 @@ typedef struct {
  * known. Reads only the candidate's choice, never its results (other seeds' threads write
  * those). 0, or -1 on failure with the message in err. */
 static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offered, bool cap, const first_seed *first,
-                     double cutoff, seed_work *o, char *err, size_t n)
+                     double cutoff, bool again, plan_trials *memo, seed_work *o, char *err, size_t n)
 {
     memset(o, 0, sizeof *o);
     scn_scenario *t = malloc(sizeof *t);
@@ -305,7 +305,8 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     o->searched = true;
     bool trial_sized = o->ran && t->workload.requests == plan_trial_requests(t, &c->c);
     plan_trace_context(-1, k, first->rate < 0 ? (cutoff > 0 ? "first-cut" : "first") : first->unbounded ? "later-unbounded"
-                              : first->rate > 0 ? (cutoff > 0 ? "later-cut" : "later") : "later-none");
+                              : first->rate > 0 ? (again ? (cutoff > 0 ? "again-cut" : "again") : cutoff > 0 ? "later-cut" : "later")
+                              : "later-none");
     if (first->rate > 0 && first->unbounded) {
         sim_metrics top;
         bool whole;
@@ -323,8 +324,8 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     } else if (first->rate > 0) {
         /* With a cutoff (several seeds: the rate below which this seed's answer keeps the mean
          * under the bound's bar) the search may stop once its answer is known to lie below it. */
-        plan_capacity_search_below(s, c, t->seed, c->replicas, first->rate, PLAN_CAPACITY_SEED_STEP, PLAN_CAPACITY_TOL,
-                                   0, NULL, cutoff, x);
+        plan_capacity_search_memo(s, c, t->seed, c->replicas, first->rate, PLAN_CAPACITY_SEED_STEP, PLAN_CAPACITY_TOL,
+                                  0, NULL, cutoff, memo, x);
     } else if (first->rate == 0) {
         sim_metrics low;
         bool whole;
@@ -337,9 +338,9 @@ static int eval_seed(const scn_scenario *s, const plan_cand *c, int k, bool offe
     } else {
         /* With a cutoff (the bound's bar, one seed) the search may stop once its answer is known
          * to lie below it (plan_capacity_search_below): the caller then skips the candidate. */
-        plan_capacity_search_below(s, c, t->seed, c->replicas, plan_capacity_hint(s, c, c->replicas),
-                                   PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, s->workload.rate,
-                                   trial_sized ? &o->m : NULL, cutoff, x);
+        plan_capacity_search_memo(s, c, t->seed, c->replicas, plan_capacity_hint(s, c, c->replicas),
+                                  PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, s->workload.rate,
+                                  trial_sized ? &o->m : NULL, cutoff, memo, x);
     }
     o->sims += x->sims;
     free(t);
@@ -395,7 +396,7 @@ int plan_evaluate_one(const scn_scenario *s, plan_cand *c, char *err, size_t n)
     if (c->n_seeds < 1) c->n_seeds = 1;
     for (int k = 0; k < c->n_seeds; k++) {
         seed_work o;
-        if (eval_seed(s, c, k, needs_offered(c, k), needs_search(s, c, k), &first, 0, &o, err, n)) return -1;
+        if (eval_seed(s, c, k, needs_offered(c, k), needs_search(s, c, k), &first, 0, false, NULL, &o, err, n)) return -1;
         commit_seed(s, c, k, &o, err);
         if (o.skipped) return 0;
         note_first(c, k, &o, &first);
@@ -422,6 +423,8 @@ typedef struct {
     bool failed;
     double later_cutoff;       /* > 0: the later seeds' searches stop once their answer is below it */
     unsigned cut;              /* bit k: seed k's search stopped there (its answer is below later_cutoff) */
+    bool recut;                /* the stopped seeds were searched again with a cutoff from the others' answers */
+    double cut_at[PLAN_SEEDS_MAX];   /* seed k stopped (bit k of cut): its whole search's answer is at most this */
 } cand_state;
 
 typedef struct {
@@ -452,7 +455,21 @@ typedef struct {
     int n_best;
     plan_bound_stream *stream[PLAN_SEEDS_MAX];   /* seed k's stream */
     long skipped;
+    plan_trials **memo;        /* [cand x seeds + seed]: the trials run (plan_evaluate's, kept over its rounds); may be NULL */
+    int best_cand;             /* the candidate with the best objective so far (-1: none), whose neighbours go next */
+    unsigned tried_dims;       /* option dimensions in which a neighbour of best_cand has been taken */
 } pool;
+
+static unsigned r_prune(const pool *w) { return w->r->prune_off; }
+
+/* The trials of candidate i's seed k (created on first use; NULL without a table or memory). */
+static plan_trials *memo_of(pool *w, int i, int k)
+{
+    if (!w->memo || k < 0 || k >= w->r->seeds) return NULL;
+    plan_trials **m = &w->memo[(size_t)i * (size_t)w->r->seeds + (size_t)k];
+    if (!*m) *m = plan_trials_new();
+    return *m;
+}
 
 /* Under the lock. */
 static void push(pool *w, int cand, int seed)
@@ -468,6 +485,14 @@ static void cand_finished(pool *w, int i)
     plan_cand *c = &w->r->c[i];
     if (c->status == PLAN_PENDING) c->status = PLAN_DONE;
     w->done++;
+    /* A candidate done is never searched again: its trials are not needed (a skipped one's are
+     * kept: the reasons may need it simulated after all). */
+    for (int k = 0; w->memo && c->status == PLAN_DONE && k < w->r->seeds; k++) {
+        plan_trials **m = &w->memo[(size_t)i * (size_t)w->r->seeds + (size_t)k];
+        w->r->trials_reused += plan_trials_reused(*m);
+        plan_trials_free(*m);
+        *m = NULL;
+    }
     if (plan_trace_on()) plan_trace_note(i, c->status == PLAN_DONE ? "done" : c->why);
     int n = c->n_seeds, met = 0;
     unsigned all = n >= 32 ? ~0u : (1u << n) - 1;
@@ -484,6 +509,7 @@ static void cand_finished(pool *w, int i)
             for (; j > 0 && w->best[j - 1] < v; j--) { w->best[j] = w->best[j - 1]; w->best_gpus[j] = w->best_gpus[j - 1]; }
             w->best[j] = v;
             w->best_gpus[j] = c->gpus;
+            if (j == 0 && w->best_cand != i) { w->best_cand = i; w->tried_dims = 0; }   /* the best so far */
         }
     }
     if (w->progress) w->progress(w->ud, w->done, w->total);
@@ -620,7 +646,7 @@ static bool later_settled(pool *w, int i)
     if (!w->bounding || w->n_best < r->bound_keep || !(st->later_cutoff > 0)) return false;
     double sum = 0;
     for (int k = 0; k < n; k++) {
-        if (st->cut & (1u << k)) sum += st->later_cutoff;
+        if (st->cut & (1u << k)) sum += st->cut_at[k];   /* at most the cutoff */
         else if ((c->cap_done & (1u << k)) && !(c->seed_unbounded & (1u << k))) sum += c->seed_rate[k];
         else return false;
     }
@@ -635,6 +661,32 @@ static bool later_settled(pool *w, int i)
     cand_finished(w, i);
     pthread_cond_broadcast(&w->more);
     return true;
+}
+
+/* Under the lock, later_settled having failed: the cutoff for searching the stopped seeds again
+ * such that, if each stops below it again, the mean over seeds stays under the bar:
+ * x'' = (n x - the sum of the answers known) / (the seeds stopped), x the bar in the candidate's
+ * rate (read now: it only rises). Each stopped seed's answer lies below the rate it stopped at,
+ * so if every one stops again below x'', the sum lies below n x (docs/planner.md, "Several
+ * seeds"). 0 when no cutoff applies (the searches then run in full). */
+static double recut_cutoff(pool *w, int i)
+{
+    plan_result *r = w->r;
+    plan_cand *c = &r->c[i];
+    cand_state *st = &w->st[i];
+    int n = c->n_seeds, m = 0;
+    if (!w->bounding || w->n_best < r->bound_keep) return 0;
+    for (int j = 0; j < r->bound_keep; j++) if (c->gpus < w->best_gpus[j]) return 0;
+    double known = 0;
+    for (int k = 0; k < n; k++) {
+        if (st->cut & (1u << k)) m++;
+        else if ((c->cap_done & (1u << k)) && !(c->seed_unbounded & (1u << k))) known += c->seed_rate[k];
+        else return 0;
+    }
+    double x = r->c[i].gpus * w->best[r->bound_keep - 1] * (1 - 2e-3);
+    /* A hair below, so that the sum later_settled forms from stops at it cannot round above n x. */
+    double xc = m > 0 ? (n * x - known) / m * (1 - 1e-9) : 0;
+    return xc > 0 ? xc : 0;
 }
 
 static void run_lead(pool *w, int i)
@@ -660,7 +712,7 @@ static void run_lead(pool *w, int i)
         double cutoff = c->n_seeds == 1 && w->n_best >= w->r->bound_keep
                         ? w->best[w->r->bound_keep - 1] * c->gpus * (1 - 2e-3) : 0;
         pthread_mutex_unlock(&w->lock);
-        int rc = eval_seed(s, c, 0, false, true, &st->first, cutoff, &o, err, sizeof err);
+        int rc = eval_seed(s, c, 0, false, true, &st->first, cutoff, false, memo_of(w, i, 0), &o, err, sizeof err);
         pthread_mutex_lock(&w->lock);
         if (!rc && o.searched && o.x.cut) {
             /* Its capacity is below the bar: no need to know it closer (a neighbour of the
@@ -705,7 +757,7 @@ static void run_lead(pool *w, int i)
         pthread_mutex_lock(&w->lock);
         bool offered = needs_offered(c, k), search = needs_search(s, c, k);
         pthread_mutex_unlock(&w->lock);
-        int rc = eval_seed(s, c, k, offered, search, &st->first, 0, &o, err, sizeof err);
+        int rc = eval_seed(s, c, k, offered, search, &st->first, 0, false, memo_of(w, i, k), &o, err, sizeof err);
         pthread_mutex_lock(&w->lock);
         if (rc) { fail(w, err); pthread_mutex_unlock(&w->lock); break; }
         commit_seed(s, c, k, &o, err);
@@ -740,23 +792,34 @@ static void run_seed(pool *w, int i, int k, int part)
     bool skip = c->status != PLAN_PENDING;   /* a seed found it cannot run: the rest need not */
     bool offered = part != TASK_SEARCH && needs_offered(c, k), search = part != TASK_OFFERED && needs_search(s, c, k);
     double cutoff = part == TASK_SEARCH ? st->later_cutoff : 0;
+    bool again = part == TASK_SEARCH && st->recut;
     pthread_mutex_unlock(&w->lock);
-    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, cutoff, &o, err, sizeof err);
+    int rc = skip ? 0 : eval_seed(s, c, k, offered, search, &st->first, cutoff, again, memo_of(w, i, k), &o, err,
+                                  sizeof err);
     pthread_mutex_lock(&w->lock);
     if (rc) fail(w, err);
     else if (!skip && c->status == PLAN_PENDING && o.searched && o.x.cut) {
         c->sims += o.sims;   /* only that its answer is below the cutoff is known (later_settled) */
         st->cut |= 1u << k;
+        st->cut_at[k] = o.x.cut_at;
     } else if (!skip && c->status == PLAN_PENDING) commit_seed(s, c, k, &o, err);
     bool settled = false;
     if (--st->left == 0 && st->searching && st->cut && !w->failed && c->status == PLAN_PENDING) {
         settled = later_settled(w, i);
         if (!settled) {
             /* Some later seed stopped below its cutoff but the others do not keep the mean
-             * under the bar: those searches run again in full. */
+             * under the bar: those searches run again, once more with a cutoff when the answers
+             * now known leave one (recut_cutoff), else in full; either way on the trials
+             * already run (memo_of). */
+            double next = st->recut || (r_prune(w) & PLAN_PRUNE_RECUT) ? 0 : recut_cutoff(w, i);
             for (int j = c->n_seeds - 1; j >= 1; j--)
-                if (st->cut & (1u << j)) { w->sq[w->sn++] = (task){i, j, TASK_SEARCH}; st->left++; }
-            st->later_cutoff = 0;
+                if (st->cut & (1u << j)) {
+                    w->sq[w->sn++] = (task){i, j, TASK_SEARCH};
+                    st->left++;
+                    w->r->recut_searches += next > 0;
+                }
+            st->later_cutoff = next;
+            st->recut = true;
             pthread_cond_broadcast(&w->more);
         }
         st->cut = 0;
@@ -780,6 +843,37 @@ static void run_seed(pool *w, int i, int k, int part)
     pthread_mutex_unlock(&w->lock);
 }
 
+/* Under the lock, before a lead is taken: with the bound, a queued candidate one option away
+ * from the best found so far moves to the head of the queue (the rest keep their order): the
+ * first in queue order that differs from it in a dimension not yet tried from it, else the first
+ * neighbour. Good candidates tend to sit next to the best, so the bar the bound compares with
+ * rises early; and the best's one-option neighbours are the ones the recommendation's reasons
+ * read, which are simulated in full whatever happens (plan_evaluate), so running them early
+ * spares skipping them and simulating them again. The order changes the cost only, never what
+ * is ranked (docs/planner.md, "Neighbours first"). */
+static void next_lead_first(pool *w)
+{
+    if (!w->bounding || w->best_cand < 0 || w->head >= w->tail || (w->r->prune_off & PLAN_PRUNE_NEIGHBOURS)) return;
+    const plan_cand *b = &w->r->c[w->best_cand];
+    /* One neighbour per option dimension first (the first in queue order), then the others;
+     * within the next 4,096 queued (a scan per lead taken: bounded on the largest plans). */
+    long pick = -1, end = w->tail - w->head > 4096 ? w->head + 4096 : w->tail;
+    int pick_dim = -1;
+    for (long j = w->head; j < end; j++) {
+        const plan_cand *c = &w->r->c[w->q[j].cand];
+        if (w->q[j].seed >= 0 || !plan_one_option_apart(b, c)) continue;
+        int d = 0;
+        while (d < PLAN_DIMS && !plan_option_differs(b, c, d)) d++;
+        if (d < PLAN_DIMS && !(w->tried_dims & (1u << d))) { pick = j; pick_dim = d; break; }
+        if (pick < 0) pick = j;
+    }
+    if (pick < 0) return;
+    if (pick_dim >= 0) w->tried_dims |= 1u << pick_dim;
+    task t = w->q[pick];
+    memmove(&w->q[w->head + 1], &w->q[w->head], sizeof *w->q * (size_t)(pick - w->head));
+    w->q[w->head] = t;
+}
+
 static void *worker(void *p)
 {
     pool *w = p;
@@ -787,6 +881,7 @@ static void *worker(void *p)
     for (;;) {
         while (w->head == w->tail && w->sn == 0 && w->running > 0 && !w->failed) pthread_cond_wait(&w->more, &w->lock);
         if ((w->head == w->tail && w->sn == 0) || w->failed) break;
+        if (w->sn == 0) next_lead_first(w);
         task t = w->sn > 0 ? w->sq[--w->sn] : w->q[w->head++];
         w->running++;
         pthread_mutex_unlock(&w->lock);
@@ -801,6 +896,7 @@ static void *worker(void *p)
 }
 
 void plan_set_bound(plan_result *r, int keep) { r->bound_keep = keep > 0 ? keep : 0; }
+void plan_set_prune_off(plan_result *r, unsigned bits) { r->prune_off = bits; }
 
 /* Whether plan_evaluate may skip by bound: the cases plan_bound_below's proof covers (goodput
  * per GPU at capacity), a plan that sees every candidate (no shards), and no speculative
@@ -828,13 +924,19 @@ static int by_key(const void *a, const void *b)
 }
 
 static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n, bool bounding,
-                    void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n);
+                    plan_trials **memo, void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n);
 
 int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n,
                   void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n)
 {
     bool bounding = may_bound(s, r, shard_n);
-    int rc = run_pool(s, r, threads, shard_i, shard_n, bounding, progress, ud, err, n);
+    /* With the bound, searches stop at cutoffs and candidates skipped are simulated again when
+     * the reasons need them: their trials are kept and reused (pool.memo). */
+    plan_trials **memo = bounding && r->n > 0 && !(r->prune_off & PLAN_PRUNE_MEMO)
+                         ? calloc((size_t)r->n * (size_t)r->seeds, sizeof *memo) : NULL;
+    r->trials_reused = 0;
+    r->recut_searches = 0;
+    int rc = run_pool(s, r, threads, shard_i, shard_n, bounding, memo, progress, ud, err, n);
     /* The recommendation's gates and reasons compare it with the candidates one option away
      * from it (and from the one a gate passed over): simulate any of those the bound skipped,
      * rank again, until none is missing. The first bound_keep ranks need nothing: the bound
@@ -879,16 +981,21 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
             woke++;
         }
         if (!woke) break;
-        rc = run_pool(s, r, threads, shard_i, shard_n, false, progress, ud, err, n);
+        rc = run_pool(s, r, threads, shard_i, shard_n, false, memo, progress, ud, err, n);
     }
+    for (long k = 0; memo && k < (long)r->n * r->seeds; k++) {
+        r->trials_reused += plan_trials_reused(memo[k]);
+        plan_trials_free(memo[k]);
+    }
+    free(memo);
     return rc;
 }
 
 static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n, bool bounding,
-                    void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n)
+                    plan_trials **memo, void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n)
 {
     pool w = {.s = s, .r = r, .shard_i = shard_i, .shard_n = shard_n > 0 ? shard_n : 1, .progress = progress,
-              .ud = ud, .err = err, .nerr = n, .bounding = bounding};
+              .ud = ud, .err = err, .nerr = n, .bounding = bounding, .memo = memo, .best_cand = -1};
     long items = 0;
     for (int i = 0; i < r->n; i++)
         if (r->c[i].status == PLAN_PENDING && i % w.shard_n == shard_i) {

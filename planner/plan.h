@@ -119,7 +119,19 @@ typedef struct {
     bool risk_gated;           /* a KV dtype that changes outputs (fp8, int8 ...) was passed over ... */
     int risk_gated_cand;       /* ... this one, not measurably better than its twin without the risk */
     int bound_keep;            /* > 0: skip candidates provably below the bound_keep-th best (plan_set_bound) */
+    unsigned prune_off;        /* PLAN_PRUNE_* refinements of the bound turned off (tests compare with and without) */
+    long trials_reused;        /* plan_evaluate: trials a search took from an earlier search instead of simulating */
+    int recut_searches;        /* plan_evaluate: stopped later seeds searched again with a second cutoff */
 } plan_result;
+
+/* The refinements of skipping by bound (docs/planner.md, "Speed"), each of which changes only
+ * what a plan costs: trials kept per candidate and seed and reused by its later searches; stopped
+ * later seeds searched again with the cutoff the other seeds' answers leave; the best's one-option
+ * neighbours queued first. plan_set_prune_off turns some off (for tests). */
+#define PLAN_PRUNE_MEMO 1u
+#define PLAN_PRUNE_RECUT 2u
+#define PLAN_PRUNE_NEIGHBOURS 4u
+void plan_set_prune_off(plan_result *r, unsigned bits);
 
 typedef struct db db;
 
@@ -362,6 +374,19 @@ int plan_capacity_search_from(const scn_scenario *s, const plan_cand *c, unsigne
 int plan_capacity_search_below(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
                                double start, double step, double tol, double known_rate, const sim_metrics *known,
                                double cutoff, plan_capacity_result *out);
+/* The trials run on one candidate and seed, kept so that a later search of the same candidate
+ * and seed reuses them instead of simulating them again (trials are deterministic:
+ * docs/planner.md, "Trials are run once"). One thread at a time. */
+typedef struct plan_trials plan_trials;
+plan_trials *plan_trials_new(void);
+void plan_trials_free(plan_trials *t);
+int plan_trials_count(const plan_trials *t);
+long plan_trials_reused(const plan_trials *t);   /* trials a search took from it instead of simulating */
+/* plan_capacity_search_below reading and filling `trials` (NULL: none kept): the same answer,
+ * fewer simulations when some of its trials were run before. */
+int plan_capacity_search_memo(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
+                              double start, double step, double tol, double known_rate, const sim_metrics *known,
+                              double cutoff, plan_trials *trials, plan_capacity_result *out);
 /* The gallop's first stride from the cost model's saturation rate (the rate search's start on a
  * candidate's first seed): the estimate lands within 0.75-1.35x of the simulated saturation on
  * most bundled scenarios (docs/simulator.md), so a quarter brackets most answers at once. Later

@@ -333,22 +333,58 @@ static void search_step(search_state *z, double r, bool ok)
     else z->dir = 0;                                                  /* it turned: bisect from here */
 }
 
-/* Trials already run by a search that seeks a cutoff (docs/planner.md, "Seeking the cutoff"):
- * their rates, verdicts and, for those that kept up, metrics. Trials are deterministic (the same
- * candidate, seed and rate give the same verdict and metrics), so one found out of turn serves
- * the search when it reaches that rate. */
-enum { MEMO_MAX = 64 };
+/* Trials already run on one candidate and seed (docs/planner.md, "Seeking the cutoff" and
+ * "Trials are run once"): their rates, verdicts and, for those that kept up, metrics. Trials
+ * are deterministic (the same candidate, seed and rate give the same verdict and metrics), so
+ * one found out of turn serves the search when it reaches that rate, and one run by an earlier
+ * search of the same candidate and seed (a search stopped at a cutoff and run again, a
+ * candidate the plan simulates again) serves a later search. */
 typedef struct {
-    double rate[MEMO_MAX];
-    bool ok[MEMO_MAX];
-    sim_metrics *m;            /* [MEMO_MAX], allocated on first use */
-    int n;
-} trial_memo;
+    double rate;
+    bool ok;
+    sim_metrics *m;            /* kept-up trials only */
+} memo_entry;
 
-static int memo_find(const trial_memo *t, double r)
+struct plan_trials {
+    memo_entry *e;
+    int n, cap;
+    long reused;
+};
+
+plan_trials *plan_trials_new(void) { return calloc(1, sizeof(plan_trials)); }
+
+void plan_trials_free(plan_trials *t)
 {
-    for (int k = 0; k < t->n; k++) if (t->rate[k] == r) return k;
+    if (!t) return;
+    for (int k = 0; k < t->n; k++) free(t->e[k].m);
+    free(t->e);
+    free(t);
+}
+
+int plan_trials_count(const plan_trials *t) { return t ? t->n : 0; }
+long plan_trials_reused(const plan_trials *t) { return t ? t->reused : 0; }
+
+static int memo_find(const plan_trials *t, double r)
+{
+    for (int k = 0; k < t->n; k++) if (t->e[k].rate == r) return k;
     return -1;
+}
+
+/* Records a trial; false when out of memory (the trial is then simply not remembered). */
+static bool memo_add(plan_trials *t, double r, bool ok, const sim_metrics *m)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 8;
+        memo_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
+        if (!e) return false;
+        t->e = e;
+        t->cap = cap;
+    }
+    sim_metrics *copy = NULL;
+    if (ok && !(copy = malloc(sizeof *copy))) return false;
+    if (copy) *copy = *m;
+    t->e[t->n++] = (memo_entry){r, ok, copy};
+    return true;
 }
 
 /* The next trial that settles fastest whether the search's answer lies below `cutoff`, from
@@ -363,14 +399,14 @@ static int memo_find(const trial_memo *t, double r)
  * rate past capacity fails within seconds of simulated time, where one at or below the cutoff
  * that keeps up is a whole run); 0 when F ends at or above the cutoff with nothing unknown above
  * it (the search then runs in its own order). Which trial goes first changes only the cost. */
-static double seek_rate(search_state z, const trial_memo *t, double cutoff, bool *settled, double *below)
+static double seek_rate(search_state z, const plan_trials *t, double cutoff, bool *settled, double *below)
 {
     double above = 0, r;
     int steps = 0;
     *settled = false;
     while (search_next(&z, &r) && steps++ < 256) {
         int k = memo_find(t, r);
-        bool ok = k >= 0 ? t->ok[k] : r <= cutoff;
+        bool ok = k >= 0 ? t->e[k].ok : r <= cutoff;
         if (k < 0 && r > cutoff) { above = r; break; }
         if (!ok && r <= cutoff) { *settled = true; *below = r; return 0; }   /* a known failure */
         search_step(&z, r, ok);
@@ -385,7 +421,7 @@ static double seek_rate(search_state z, const trial_memo *t, double cutoff, bool
 
 static int search(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas, double start,
                   double step, double tol, double known_rate, const sim_metrics *known, double cutoff,
-                  plan_capacity_result *out)
+                  plan_trials *shared, plan_capacity_result *out)
 {
     memset(out, 0, sizeof *out);
     if (!scn_arrival_has_rate(s->workload.arrival)) { out->rate = NAN; return -1; }
@@ -412,38 +448,42 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
     out->cut = cutoff > 0 && z.hi <= cutoff;
     /* With a cutoff, the trials that settle whether the answer lies below it go first, out of
      * the search's order (seek_rate); the search then reuses them on reaching their rates. */
-    trial_memo memo = {.n = 0};
+    plan_trials local = {0}, *memo = shared ? shared : &local;
     double r, cut_below = z.hi;
+    int sought = 0;
     while (!out->cut && search_next(&z, &r)) {
-        while (cutoff > 0 && memo.n < MEMO_MAX && !out->cut) {
+        while (cutoff > 0 && sought < 64 && !out->cut) {
             bool settled;
-            double below = 0, d = seek_rate(z, &memo, cutoff, &settled, &below);
+            double below = 0, d = seek_rate(z, memo, cutoff, &settled, &below);
             if (settled) { out->cut = true; cut_below = below; break; }
-            if (!(d > 0) || d == r || memo_find(&memo, d) >= 0) break;
-            if (!memo.m && !(memo.m = malloc(sizeof *memo.m * MEMO_MAX))) break;
+            if (!(d > 0) || d == r || memo_find(memo, d) >= 0) break;
+            sim_metrics md;
             bool complete;
             out->sims++;
-            int k = memo.n++;
-            memo.rate[k] = d;
-            memo.ok[k] = plan_sustains_early(s, c, seed, d, replicas, &memo.m[k], &complete);
+            sought++;
+            bool okd = plan_sustains_early(s, c, seed, d, replicas, &md, &complete);
+            if (!memo_add(memo, d, okd, &md)) break;
         }
         if (out->cut) break;
         sim_metrics m;
         bool complete, ok;
-        int k = memo_find(&memo, r);
+        int k = memo_find(memo, r);
         if (r < out->lowest) out->lowest = r;
         if (k >= 0) {
-            ok = memo.ok[k];
-            if (ok) m = memo.m[k];
+            ok = memo->e[k].ok;
+            if (ok) m = *memo->e[k].m;
+            memo->reused++;
         } else {
             out->sims++;
             ok = plan_sustains_early(s, c, seed, r, replicas, &m, &complete);
+            memo_add(memo, r, ok, &m);
         }
         if (ok) out->m = m;
         search_step(&z, r, ok);
         if (cutoff > 0 && z.hi <= cutoff) { out->cut = true; cut_below = z.hi; }
     }
-    free(memo.m);
+    for (int k = 0; k < local.n; k++) free(local.e[k].m);
+    free(local.e);
     double lo = z.lo, hi = z.hi;
     if (out->cut) { out->rate = lo; out->cut_at = cut_below; return 0; }
     if (lo == 0) { memset(&out->m, 0, sizeof out->m); return 0; }
@@ -460,21 +500,28 @@ int plan_capacity_search(const scn_scenario *s, const plan_cand *c, unsigned lon
                          double step, double tol, const sim_metrics *at_hint, plan_capacity_result *out)
 {
     if (!(hint > 0) && scn_arrival_has_rate(s->workload.arrival)) hint = plan_capacity_hint(s, c, replicas);
-    return search(s, c, seed, replicas, hint, step, tol, hint, at_hint, 0, out);
+    return search(s, c, seed, replicas, hint, step, tol, hint, at_hint, 0, NULL, out);
 }
 
 int plan_capacity_search_from(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
                               double start, double step, double tol, double known_rate, const sim_metrics *known,
                               plan_capacity_result *out)
 {
-    return search(s, c, seed, replicas, start, step, tol, known_rate, known, 0, out);
+    return search(s, c, seed, replicas, start, step, tol, known_rate, known, 0, NULL, out);
 }
 
 int plan_capacity_search_below(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
                                double start, double step, double tol, double known_rate, const sim_metrics *known,
                                double cutoff, plan_capacity_result *out)
 {
-    return search(s, c, seed, replicas, start, step, tol, known_rate, known, cutoff, out);
+    return search(s, c, seed, replicas, start, step, tol, known_rate, known, cutoff, NULL, out);
+}
+
+int plan_capacity_search_memo(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,
+                              double start, double step, double tol, double known_rate, const sim_metrics *known,
+                              double cutoff, plan_trials *trials, plan_capacity_result *out)
+{
+    return search(s, c, seed, replicas, start, step, tol, known_rate, known, cutoff, trials, out);
 }
 
 double plan_max_rate(const scn_scenario *s, const plan_cand *c, int iterations)

@@ -692,6 +692,20 @@ long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
     return want > 0 ? want : 0;
 }
 
+long sim_kv_window_blocks(const sim_kv *kv)
+{
+    if (!kv->paged) return -1;
+    long cap = -1, bs = kv->bs;
+    /* After commit(n) a window keeps blocks floor((n - window) / bs) .. ceil(n / bs) - 1, and
+     * growing to n + 1 before the commit adds none beyond ceil(window / bs) + 1 of them. */
+    if (kv->window > 0) cap = (kv->sink + bs - 1) / bs + (kv->window + bs - 1) / bs + 1;
+    if (kv->gwin > 0 && !kv->units) {
+        long m = (kv->mwin + bs - 1) / bs + 1;
+        if (cap < 0 || m < cap) cap = m;
+    }
+    return cap;
+}
+
 /* sim_kv_grow's common case (paged, one layer group, need <= available): the `need` blocks
  * alloc_block would hand out one by one, in the same order, taken in runs (a prefill takes
  * dozens; one at a time it was a fifth of a splitwise run). The free stack's top run is

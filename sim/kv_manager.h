@@ -81,6 +81,11 @@ long sim_kv_cached(const sim_kv *kv);       /* blocks registered in the prefix c
 int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free);
 /* Blocks needed to hold positions [0, upto). */
 long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto);
+/* Paged: the most blocks a decoding sequence ever holds when a window frees whole blocks (the
+ * cache's sink + window, or the model window with every layer windowed): ceil(sink / bs) +
+ * ceil(window / bs) + 1 (a window straddles one block more than it fills); -1 when nothing
+ * frees whole blocks (no window, contiguous, or full layers beside windowed ones). */
+long sim_kv_window_blocks(const sim_kv *kv);
 /* Makes room for positions [0, upto): 0, or -1 with nothing allocated. */
 int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto);
 /* Makes the sequence's block table hold `blocks` entries without reallocating as it grows (a

@@ -262,11 +262,29 @@ static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budg
  * its own full length, so no admitted request is ever preempted. The blocks the running
  * requests still need, summed once per admission attempt (docs/cost-model.md, "Engine
  * profiles", "Admission"). */
-static long blocks_to_completion(const sim_kv *kv, const sim_replica *rep)
+/* A window that frees whole blocks caps what a sequence holds (TensorRT-LLM's
+ * getRemainingBlocksToCompletion counts min(prompt + max new tokens, attention window) tokens):
+ * a decoding sequence holds at most `cap` blocks (sim_kv_window_blocks), and one still prefilling
+ * takes its next chunk's blocks on top before that chunk's commit frees the passed ones. So
+ * what it still needs is the lesser of every position's block and that peak less what it holds. */
+static long windowed_need(const sim_sched *e, const sim_kv *kv, const sim_req *q, long need, long cap)
 {
-    long sum = 0;
+    if (cap < 0) return need;
+    long bs = sim_kv_block_size(kv), left = (long)q->spec.prompt - q->computed, peak = cap;
+    if (left > 0) {
+        long chunk = left < e->s->deployment.max_num_batched_tokens || e->c.scheduler != SCN_SCHED_CHUNKED
+                         ? left : e->s->deployment.max_num_batched_tokens;
+        peak += (chunk + bs - 1) / bs + 1;
+    }
+    long held = sim_kv_seq_tokens(kv, &q->kv) / bs, w = peak > held ? peak - held : 0;
+    return w < need ? w : need;
+}
+
+static long blocks_to_completion(const sim_sched *e, const sim_kv *kv, const sim_replica *rep)
+{
+    long sum = 0, cap = sim_kv_window_blocks(kv);
     for (const sim_req *q = rep->running.head; q; q = q->next)
-        sum += sim_kv_needed(kv, &q->kv, q->spec.prompt + q->spec.output);
+        sum += windowed_need(e, kv, q, sim_kv_needed(kv, &q->kv, q->spec.prompt + q->spec.output), cap);
     return sum;
 }
 
@@ -298,12 +316,20 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
         if (need + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         if (e->s->engine.no_evict) {
             long fin = ((long)r->spec.prompt + r->spec.output + bs - 1) / bs - hit / bs;
+            /* Under a window: this step's blocks (need), then at most the window's cap, with a
+             * later chunk's blocks on top while the prompt is still being prefilled. */
+            long cap = sim_kv_window_blocks(kv);
+            if (cap >= 0) {
+                if (upto < r->spec.prompt) cap += (e->s->deployment.max_num_batched_tokens + bs - 1) / bs + 1;
+                long w = need > cap ? need : cap;
+                if (w < fin) fin = w;
+            }
             /* A request that could never be admitted would wait for ever (the engine would hang
              * it too): refused, as a prompt larger than the cache is. */
             if (fin + from_free > sim_kv_total(kv) - rep->watermark)
                 return fail(e, "request %ld needs %ld blocks to completion (no-evict admission), more than the %ld the "
                                "KV cache holds", r->spec.id, fin + from_free, sim_kv_total(kv) - rep->watermark);
-            if (blocks_to_completion(kv, rep) + fin + from_free + rep->watermark > sim_kv_available(kv)) return 0;
+            if (blocks_to_completion(e, kv, rep) + fin + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         }
         /* The table for the whole request now, so that decoding never reallocates it (admitted
          * requests are bounded by the pool; waiting ones hold no table). */

@@ -111,6 +111,40 @@ START_TEST(no_evict_refuses_what_can_never_fit)
 }
 END_TEST
 
+START_TEST(no_evict_counts_what_a_window_keeps)
+{
+    /* The same 16 + 60 tokens under a sink + window of 4 + 12: the window frees every block
+     * wholly past its last 12 positions, so the request holds the sink's block and at most
+     * ceil(12 / 16) + 1 = 2 window blocks, 3 in all (TensorRT-LLM's blocks to completion count
+     * min(prompt + max new tokens, attention window) tokens). No-evict admits it into the 4
+     * blocks and it never needs more: 0-1 prefills it (TTFT 1), tokens 2..60 one a step (E2E
+     * 60), no preemption. Counting every position's block it was refused (5 > 4). */
+    static scn_scenario s;
+    const char *trace = t_write("adm-win.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,16,60\n");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: trtllm-v0\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off, window: {sink: 4, window: 12}}\n", trace);
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    s.engine.no_evict = true;
+    s.engine.frontend_request = s.engine.frontend_token = 0;
+    sim_choice c = sim_choice_first(&s);
+    sim_executor ex = {.name = "one-second", .run = one_second, .kv_blocks = four_blocks};
+    rows x;
+    memset(&x, 0, sizeof x);
+    sim_run_opts o = {.seed = 1, .on_request = on_row, .ud = &x};
+    sim_metrics m;
+    char err[512] = "";
+    ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(x.n, 1);
+    ck_assert_double_eq_tol(x.ttft[0], 1.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 60.0, 1e-12);
+    ck_assert_int_eq(m.preemptions, 0);
+}
+END_TEST
+
 START_TEST(no_evict_binds_and_profiles_say_so)
 {
     /* TensorRT-LLM's PyTorch backend (trtllm-serve) defaults to GUARANTEED_NO_EVICT; trtllm-bench
@@ -141,6 +175,7 @@ Suite *suite_admission(void)
     TCase *tc = tcase_create("admission");
     tcase_add_test(tc, no_evict_waits_for_room_to_finish);
     tcase_add_test(tc, no_evict_refuses_what_can_never_fit);
+    tcase_add_test(tc, no_evict_counts_what_a_window_keeps);
     tcase_add_test(tc, no_evict_binds_and_profiles_say_so);
     suite_add_tcase(s, tc);
     return s;

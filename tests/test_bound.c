@@ -158,62 +158,108 @@ START_TEST(bound_never_below_the_capacity_found)
 END_TEST
 
 /* The plan skipping by the bound against the plan simulating everything: the same
- * recommendation, the same first `keep` rows with the same objectives, some candidates skipped,
- * every one of them below the keep-th best and none one option away from the recommendation. */
-static void check_skipping(const char *text, int seeds)
+ * recommendation, the same first `keep` rows with the same objectives and per-seed capacities,
+ * some candidates skipped, every one of them below the keep-th best and none one option away
+ * from the recommendation; the reasons word for word; fewer simulations. */
+static void check_same(const scn_scenario *s, plan_result *all, plan_result *some, int keep)
 {
-    const int keep = 3;
-    scn_scenario s;
-    plan_result all, some;
-    load(text, &s, &all, 0);
-    plan_set_seeds(&all, seeds);
-    evaluate(&s, &all);
-    load(text, &s, &some, keep);
-    plan_set_seeds(&some, seeds);
-    evaluate(&s, &some);
-    ck_assert_int_ge(all.best, 0);
-    ck_assert_int_eq(some.best, all.best);
+    ck_assert_int_ge(all->best, 0);
+    ck_assert_int_eq(some->best, all->best);
     for (int k = 0; k < keep; k++) {
-        ck_assert_int_eq(some.order[k], all.order[k]);
-        ck_assert_double_eq(some.c[some.order[k]].objective, all.c[all.order[k]].objective);
-        ck_assert_double_eq(some.c[some.order[k]].obj.lo, all.c[all.order[k]].obj.lo);
-        ck_assert_double_eq(some.c[some.order[k]].obj.hi, all.c[all.order[k]].obj.hi);
+        const plan_cand *a = &all->c[all->order[k]], *b = &some->c[some->order[k]];
+        ck_assert_int_eq(some->order[k], all->order[k]);
+        ck_assert_double_eq(b->objective, a->objective);
+        ck_assert_double_eq(b->obj.lo, a->obj.lo);
+        ck_assert_double_eq(b->obj.hi, a->obj.hi);
+        ck_assert_double_eq(b->offered.mean, a->offered.mean);
+        for (int j = 0; j < a->n_seeds; j++) {
+            ck_assert_double_eq(b->seed_rate[j], a->seed_rate[j]);
+            ck_assert_double_eq(b->seed_tok[j], a->seed_tok[j]);
+        }
+        ck_assert_int_eq(b->pareto, a->pareto);
     }
     int skipped = 0;
-    double kth = all.c[all.order[keep - 1]].objective;
-    for (int i = 0; i < some.n; i++) {
-        if (!some.c[i].bound_skipped) {
-            if (some.c[i].status == PLAN_DONE) ck_assert_double_eq(some.c[i].objective, all.c[i].objective);
+    double kth = all->c[all->order[keep - 1]].objective;
+    for (int i = 0; i < some->n; i++) {
+        if (!some->c[i].bound_skipped) {
+            if (some->c[i].status == PLAN_DONE) ck_assert_double_eq(some->c[i].objective, all->c[i].objective);
             continue;
         }
         skipped++;
-        ck_assert_int_eq(all.c[i].status, PLAN_DONE);
-        ck_assert_msg(all.c[i].objective < kth, "skipped candidate %d reached %g against the %d-th best %g", i,
-                      all.c[i].objective, keep, kth);
-        ck_assert(!plan_one_option_apart(&some.c[some.best], &some.c[i]));
-        ck_assert(strstr(some.c[i].why, "not simulated"));
+        ck_assert_int_eq(all->c[i].status, PLAN_DONE);
+        ck_assert_msg(all->c[i].objective < kth, "skipped candidate %d reached %g against the %d-th best %g", i,
+                      all->c[i].objective, keep, kth);
+        ck_assert(!plan_one_option_apart(&some->c[some->best], &some->c[i]));
+        ck_assert(strstr(some->c[i].why, "not simulated"));
     }
     ck_assert_int_gt(skipped, 0);
     /* The recommendation's reasons, word for word. */
     static char la[24][PLAN_LINE], lb[24][PLAN_LINE];
-    int na = plan_explain(&s, &all, la, 24), nb = plan_explain(&s, &some, lb, 24);
+    int na = plan_explain(s, all, la, 24), nb = plan_explain(s, some, lb, 24);
     ck_assert_int_eq(na, nb);
     for (int k = 0; k < na; k++) ck_assert_str_eq(la[k], lb[k]);
     long sims_all = 0, sims_some = 0;
-    for (int i = 0; i < all.n; i++) { sims_all += all.c[i].sims; sims_some += some.c[i].sims; }
+    for (int i = 0; i < all->n; i++) { sims_all += all->c[i].sims; sims_some += some->c[i].sims; }
     ck_assert_int_lt(sims_some, sims_all);
-    plan_result_free(&all);
-    plan_result_free(&some);
 }
+
+/* Against the plan simulating everything, the bounded plan with every refinement and with each
+ * one turned off (PLAN_PRUNE_*): each must leave the ranking's first rows and the reasons as
+ * they are. *reused and *recut add up how often the trial memo and the second cutoff acted. */
+#define ALL_OFF (PLAN_PRUNE_MEMO | PLAN_PRUNE_RECUT | PLAN_PRUNE_NEIGHBOURS)
+static void check_skipping(const char *text, int seeds, int threads, const unsigned *offs, int n_offs, long *reused,
+                           int *recut)
+{
+    const int keep = 3;
+    scn_scenario s;
+    plan_result all;
+    char err[512];
+    load(text, &s, &all, 0);
+    plan_set_seeds(&all, seeds);
+    evaluate(&s, &all);
+    for (int v = 0; v < n_offs; v++) {
+        plan_result some;
+        load(text, &s, &some, keep);
+        plan_set_seeds(&some, seeds);
+        plan_set_prune_off(&some, offs[v]);
+        ck_assert_msg(plan_evaluate(&s, &some, threads, 0, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
+        plan_rank(&s, &some);
+        check_same(&s, &all, &some, keep);
+        if (offs[v] & PLAN_PRUNE_MEMO) ck_assert_int_eq(some.trials_reused, 0);
+        if (offs[v] & PLAN_PRUNE_RECUT) ck_assert_int_eq(some.recut_searches, 0);
+        *reused += some.trials_reused;
+        *recut += some.recut_searches;
+        plan_result_free(&some);
+    }
+    plan_result_free(&all);
+}
+
+/* Candidates a few per cent apart (max_num_seqs in small steps, prefix cache on, fp8): at three
+ * seeds, on one thread, some later seed stops below its cutoff while another does not, so the
+ * stopped one is searched again with the cutoff the others' answers leave (one such candidate is
+ * then skipped, and simulated again in full as a neighbour of the recommendation, on its trials
+ * kept). */
+static const char *CHAT_CLOSE = SMALL_CHAT
+    "slo: {ttft_p99: 1 s, tpot_p99: 40 ms}\n"
+    "options:\n  kv_layout: [paged]\n  prefix_cache: [on]\n  kv_dtype: [fp8]\n"
+    "  max_num_seqs: [8, 12, 16, 20, 24, 32]\n  max_num_batched_tokens: [1024, 2048]\n";
 
 /* One seed (the bound judges a candidate before simulating it), two and three (after its first
  * seed's search, the later seeds' searches from that answer, which stop once their answers keep
- * the mean below the bar). */
+ * the mean below the bar, and stop again at a lower cutoff when the others' answers leave one);
+ * with every refinement and with each turned off, on one thread (a fixed order) and two. The
+ * memo and the second cutoff must have acted somewhere. */
 START_TEST(skipping_keeps_the_ranking_and_recommendation)
 {
-    check_skipping(CHAT_TTFT_TPOT, 1);
-    check_skipping(CHAT_TTFT_TPOT, 2);
-    check_skipping(CHAT_TTFT_TPOT, 3);
+    static const unsigned every[] = {0, PLAN_PRUNE_MEMO, PLAN_PRUNE_RECUT, PLAN_PRUNE_NEIGHBOURS, ALL_OFF};
+    long reused = 0;
+    int recut = 0;
+    check_skipping(CHAT_TTFT_TPOT, 1, 2, every, 1, &reused, &recut);
+    check_skipping(CHAT_TTFT_TPOT, 2, 2, every, 1, &reused, &recut);
+    check_skipping(CHAT_TTFT_TPOT, 3, 2, every, 1, &reused, &recut);
+    check_skipping(CHAT_CLOSE, 3, 1, every, 5, &reused, &recut);
+    ck_assert_int_gt(reused, 0);
+    ck_assert_int_gt(recut, 0);
 }
 END_TEST
 
@@ -295,8 +341,11 @@ static void check_cutoffs(const char *text, int *cuts, int *whole, long *sims_cu
             const double f[] = {0.33, 0.8, 0.97, 1.02, 1.3};
             for (int k = 0; k < 5; k++) {
                 double cutoff = full.rate > 0 ? f[k] * full.rate : f[k] * h;
-                plan_capacity_search_below(&s, c, seed, c->replicas, start, step, PLAN_CAPACITY_TOL, known, NULL, cutoff,
-                                           &part);
+                /* The search keeps its trials (`kept`) for the whole search after it (below). */
+                plan_trials *kept = plan_trials_new();
+                ck_assert_ptr_nonnull(kept);
+                plan_capacity_search_memo(&s, c, seed, c->replicas, start, step, PLAN_CAPACITY_TOL, known, NULL, cutoff,
+                                          kept, &part);
                 if (part.cut) {
                     ++*cuts;
                     *sims_cut += part.sims;
@@ -315,6 +364,23 @@ static void check_cutoffs(const char *text, int *cuts, int *whole, long *sims_cu
                     ck_assert_double_eq(part.m.q[SIM_Q_TTFT].p99, full.m.q[SIM_Q_TTFT].p99);
                     ck_assert_int_ge(part.sims, full.sims);
                 }
+                /* Then the whole search on the trials it kept: the whole search to the bit,
+                 * simulating only the trials the first did not run (docs/planner.md, "Trials are
+                 * run once"). */
+                plan_capacity_result b;
+                long reused_before = plan_trials_reused(kept);
+                plan_capacity_search_memo(&s, c, seed, c->replicas, start, step, PLAN_CAPACITY_TOL, known, NULL, 0, kept, &b);
+                ck_assert(!b.cut);
+                ck_assert_double_eq(b.rate, full.rate);
+                ck_assert_int_eq(b.unbounded, full.unbounded);
+                ck_assert_double_eq(b.out_tok_per_s, full.out_tok_per_s);
+                ck_assert_int_eq(b.m.requests, full.m.requests);
+                ck_assert_int_eq(b.m.steps, full.m.steps);
+                ck_assert_double_eq(b.m.batch_mean, full.m.batch_mean);
+                ck_assert_double_eq(b.m.q[SIM_Q_TTFT].p99, full.m.q[SIM_Q_TTFT].p99);
+                ck_assert_double_eq(b.lowest, full.lowest);
+                ck_assert_int_eq(b.sims + plan_trials_reused(kept) - reused_before, full.sims);
+                plan_trials_free(kept);
             }
         }
     }
