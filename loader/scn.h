@@ -275,6 +275,11 @@ typedef struct {
      * SGLang, TensorRT-LLM), or per-head K and V decompressed by kv_b with V padded to the
      * query/key head size (vLLM before 0.7.1, which ran MLA models as ordinary attention). */
     bool mla_expanded;
+    /* Whether the engine keeps MLA decode's absorbed products as weights of their own
+     * (`mla: {absorbed: materialized}`: W_Q·W_UK and W_UV·W_O per layer beside the raw
+     * projections prefill uses, vLLM 0.7.1 to 0.7.3) or applies W_UK and W_UV as separate batched
+     * matmuls (`separate`, the default). docs/cost-model.md, "MLA as engines cache it". */
+    bool mla_materialized;
     /* The kernel family of the routed experts' grouped GEMMs (`moe: {kernel: ...}`;
      * docs/cost-model.md, "Fused-MoE kernels"): kvplan's own (none named: the dense GEMM's
      * shape efficiency), Triton's fused_moe (vLLM, SGLang), or CUTLASS grouped GEMMs

@@ -56,7 +56,8 @@ static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling
                                        NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
-static const char *const MLA_KEYS[] = {"cache", NULL};
+static const char *const MLA_KEYS[] = {"cache", "absorbed", NULL};
+static const char *const MLA_ABSORBED[] = {"separate", "materialized", NULL};
 static const char *const MLA_CACHES[] = {"latent", "expanded", NULL};
 static const char *const MOE_KEYS[] = {"kernel", NULL};
 static const char *const MOE_KERNELS[] = {"kvplan", "triton", "cutlass", NULL};
@@ -275,9 +276,11 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (s && scn_get_bool(c, s, p, "layerwise", &e->kv_layerwise)) return -1;
     if (sub_map(c, m, path, "mla", MLA_KEYS, &s, p, sizeof p)) return -1;
     if (s) {
-        int mc = 0;
-        if (scn_get_enum(c, s, p, "cache", MLA_CACHES, &mc)) return -1;
+        int mc = e->mla_expanded ? 1 : 0, ma = e->mla_materialized ? 1 : 0;
+        if (scn_get_enum(c, s, p, "cache", MLA_CACHES, &mc) || scn_get_enum(c, s, p, "absorbed", MLA_ABSORBED, &ma))
+            return -1;
         e->mla_expanded = mc == 1;
+        e->mla_materialized = ma == 1;
     }
     if (sub_map(c, m, path, "moe", MOE_KEYS, &s, p, sizeof p)) return -1;
     if (s) {

@@ -282,6 +282,11 @@ typedef struct {
     bool mla_absorbed;   /* MLA decode ran over the latent cache with absorbed weights */
 } kv_step_cost;
 
+/* The launch and kernel-boundary time of `kernels` kernels whose GPU time is `gpu`: a boundary
+ * each in a replayed CUDA graph, and eagerly the CPU's launches where they outrun the GPU
+ * (docs/cost-model.md, "Engine profiles"; the rule every op of kv_step_time pays). */
+double kv_launch_overhead(double kernels, double gpu, double launch, bool graph, double graph_kernel);
+
 /* Step time of one engine step over n sequences on the scenario's hardware and deployment. */
 kv_step_cost kv_step_time(const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
                           const kv_seq_work *seqs, int n);

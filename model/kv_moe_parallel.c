@@ -1,5 +1,6 @@
 /* kv_moe_parallel.c: expert parallelism and attention data parallelism (kv_moe_parallel.h). */
 #include "kv_moe_parallel.h"
+#include "kv_mla.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -76,13 +77,15 @@ double kv_moe_weight_bytes(const scn_scenario *s, const scn_model *m)
     const scn_deployment *d = &s->deployment;
     int tp = d->tensor_parallel < 1 ? 1 : d->tensor_parallel;
     kv_weights w = kv_weights_compute(m, tp);
-    if (m->experts <= 0 || (kv_moe_ep(s) <= 1 && kv_moe_dp(s) <= 1)) return w.bytes_per_rank;
+    /* An engine that materialises MLA's absorbed products holds them too (kv_mla.h). */
+    double absorbed = kv_mla_absorbed_bytes(s, m);
+    if (m->experts <= 0 || (kv_moe_ep(s) <= 1 && kv_moe_dp(s) <= 1)) return w.bytes_per_rank + absorbed;
     int gpus = tp * kv_moe_dp(s);
     double routed = expert_params(m) * m->experts * (m->layers - m->dense_layers) * w.bytes_per_linear;
     /* Everything but the routed experts is split over the DP rank's tp GPUs (norms replicated,
      * as kv_weights_compute has it); the routed experts over all the replica's GPUs: experts / EP
      * per rank, each split gpus / EP ways. */
-    return w.bytes_per_rank - routed / tp + routed / gpus;
+    return w.bytes_per_rank - routed / tp + routed / gpus + absorbed;
 }
 
 kv_moe_memory kv_moe_memory_compute(const scn_scenario *s, const kv_cache_cfg *c)
@@ -229,7 +232,7 @@ static double stand_in_mlp(const scn_scenario *t, const kv_seq_work *seqs, const
 
 /* The routed experts' phase, the all-to-all and the attention-DP gather of a step of T tokens on
  * each DP rank. */
-static void routed_part(const scn_scenario *s, double T, kv_moe_step *r)
+static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step *r)
 {
     const scn_model *m = &s->model;
     const scn_hardware *hw = &s->hardware;
@@ -270,14 +273,24 @@ static void routed_part(const scn_scenario *s, double T, kv_moe_step *r)
         slowest = fmax(slowest, kv_roofline_combine(tc, tm));
     }
     free(pi);
-    /* Grouped gate|up, activation and grouped down, plus the activation quantisations of 8-bit
-     * GEMM math (kv_moe_quant_kernels). */
-    r->experts = moe_layers * (slowest + (3 + kv_moe_quant_kernels(dt)) * hw->kernel_overhead);
+    /* The MoE layer's kernels are those of the step model's fused-MoE op (kv_step_shape), which
+     * the expert-parallel step takes out: router GEMM, top-k, sorting (permuting) tokens by
+     * expert, grouped gate|up, activation, grouped down, and the weighted sum of each token's k
+     * outputs, plus the activation quantisations of 8-bit GEMM math (kv_moe_quant_kernels); each
+     * pays what every op of the step pays for its kernels (a boundary each in a replayed graph,
+     * kv_launch_overhead). */
+    double kernels = 7 + kv_moe_quant_kernels(dt);
+    r->experts = moe_layers * (slowest + kv_launch_overhead(kernels, slowest, hw->kernel_overhead, graph,
+                                                            s->engine.graph_kernel));
     /* Dispatch and combine: each GPU sends its share of the rank's tokens (T / tp) to the k
      * experts each picked, as 16-bit hidden states. An even all-to-all moves that much through
      * every rank; with skew the busiest EP rank receives (and in the combine sends back)
-     * busiest_share x EP times the mean, and the collective ends when it does. */
-    if (ep > 1) {
+     * busiest_share x EP times the mean, and the collective ends when it does. Without attention
+     * DP (dp 1) every GPU of the tensor-parallel group already holds all T tokens: it runs its
+     * local experts on them and the layer's tensor-parallel all-reduce, already in the step, sums
+     * the outputs, so nothing is dispatched or combined (vLLM's FusedMoE dispatches only when
+     * dp_size > 1; docs/cost-model.md, "Expert parallelism and attention data parallelism"). */
+    if (ep > 1 && dp > 1) {
         double msg = T / tp * k * h * AB;
         r->hot_factor = fmax(1.0, r->busiest_share * ep);
         r->dispatch = kv_alltoall_time(hw, ep, msg * r->hot_factor);
@@ -308,7 +321,7 @@ static const moe_part *part_of(kv_moe_ctx *x, const kv_step_cost *base, const kv
     memset(p, 0, sizeof *p);
     p->dense = x->has_dense ? stand_in_mlp(&x->dense, seqs, verify, n) : 0;
     p->shared = x->has_shared ? stand_in_mlp(&x->shared, seqs, verify, n) : 0;
-    routed_part(x->s, (double)base->tokens, &p->r);
+    routed_part(x->s, (double)base->tokens, base->graph, &p->r);
     if (p->r.seconds < 0) { x->key_tokens[slot] = -1; return NULL; }
     x->key_tokens[slot] = base->tokens;
     x->key_graph[slot] = base->graph_batch;

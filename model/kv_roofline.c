@@ -96,6 +96,18 @@ static void add_serial(kv_op_cost *o, double bytes, double kernels)
     o->serial_bytes += bytes;
 }
 
+/* The quantisation of a block-scaled fp8 GEMM's input (docs/cost-model.md, "Block-scaled fp8
+ * GEMMs", "Activation quantisation"): engines quantise the 16-bit activations in 1 x 128 groups
+ * with a kernel of their own before every such GEMM (vLLM's and SGLang's
+ * per_token_group_quant_fp8, TensorRT-LLM's fp8_quantize_1x128). It reads the T x K input and
+ * writes it back in fp8 with an fp32 scale per 128 values; it must finish before the GEMM starts,
+ * so its bytes stream alone (add_serial). */
+#define FP8_GROUP 128.0
+static void add_group_quant(kv_op_cost *o, double T, double K, double layers)
+{
+    add_serial(o, T * K * (AB + 1.0 + 4.0 / FP8_GROUP) * layers, layers);
+}
+
 /* What every GEMM of the step shares. */
 typedef struct {
     const scn_hardware *hw;
@@ -173,6 +185,7 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
         double f = kv_block_fp8_fill(g->hw, g->bf8, g->M, N);
         double bw = g->hw->memory_bandwidth * g->hw->eff_bandwidth;
         if (f < 1 && bw > 0) o->t_fill += N * K * g->wb * layers * (1.0 / f - 1.0) / bw;
+        add_group_quant(o, g->T, K, layers);
     } else {
         o->t_compute += g->peak > 0 ? 2.0 * g->M * N * K * layers / (g->peak * eff) : 0;
     }
@@ -191,6 +204,11 @@ static double launch_overhead(double kernels, double gpu, double launch, bool gr
      * so only a CPU launch rate slower than the kernels and their boundaries shows. */
     double bounds = kernels * graph_kernel;
     return graph ? bounds : fmax(bounds, kernels * launch - gpu);
+}
+
+double kv_launch_overhead(double kernels, double gpu, double launch, bool graph, double graph_kernel)
+{
+    return launch_overhead(kernels, gpu, launch, graph, graph_kernel);
 }
 
 /* Finishes an op: memory time, the roofline, launches the GPU does not hide, and the bound.
@@ -279,7 +297,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     /* Decode rows and speculative verify row sets both run the split-KV decode kernel. */
     int decoding = 0;
     for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1 || (verify && verify[i] > 0 && seqs[i].new_tokens > 0);
-    bool kv_b_read = false;
+    bool kv_b_read = false, mla_dec = false, mla_pre = false;
     /* The most splits one decode sequence's keys get: the same for every sequence. */
     double split_cap = kv_decode_splits(hw, &s->engine, decoding * kvh, mla);
     /* A decode row's per-key flops and its Q read + O write, as the general path computes them. */
@@ -341,7 +359,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             double rows = heads * (double)nt;
             *absorbed_flops += f * (kv_mla_decode_tile_rows(hw, &s->engine, rows) / rows) * layers;
             bytes += nt * heads * (r + dr + r) * AB + kv_new + held * kv_tok;
-            kv_b_read = *absorbed = true;
+            kv_b_read = *absorbed = mla_dec = true;
             continue;
         }
         if (mla) {
@@ -354,7 +372,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
             oflops += f;
             bytes += nt * heads * (dn + dr + dv) * AB + kv_new + held * kv_tok + held * exp_per_tok +
                      flash_dram_tokens(hw, ctx, nt, cap, exp_per_tok) * exp_per_tok;
-            kv_b_read = true;
+            kv_b_read = mla_pre = true;
             continue;
         }
         double qk_dim = m->head_dim, v_dim = m->head_dim;
@@ -407,7 +425,12 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     }
     work->other += oflops * layers;
     kernels = attn == SCN_ATTN_FLASH ? 2 : 5;   /* cache write + kernel; or + QK, softmax, PV, copy */
-    if (mla || expanded) kernels += 1;          /* the kv_b expansion or absorption GEMM */
+    /* kv_b: one GEMM where it expands (prefill, or an expanded cache's new tokens); absorbed
+     * decode applies W_UK and W_UV as two batched matmuls, one before the latent attention and
+     * one after it (vLLM's MLA decode: torch.bmm with W_UK_T, then _v_up_proj's bmm with W_UV;
+     * docs/cost-model.md, "MLA as engines run it"). A mixed step runs both. */
+    if (expanded) kernels += 1;
+    else if (mla) kernels += (mla_pre ? 1 : 0) + (mla_dec ? 2 : 0);
     add(o, flops * layers, bytes * layers, kernels * layers);
 }
 
@@ -539,6 +562,12 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                  * input activations (kv_moe_quant_kernels); shared experts run as a dense
                  * MLP: gate|up, activation, down. */
                 (7.0 + kv_moe_quant_kernels(g.dt) + (m->shared_experts > 0 ? 3.0 : 0.0)) * moe_layers);
+            /* Block-scaled fp8 shared experts are two block-fp8 GEMMs, each after its input's
+             * group quantisation (add_group_quant), as the dense MLP's are in gemm(). */
+            if (m->shared_experts > 0 && g.bf8 != SCN_BF8_NATIVE) {
+                add_group_quant(mlp, T, h, moe_layers);
+                add_group_quant(mlp, T, (double)m->shared_experts * I, moe_layers);
+            }
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);

@@ -371,6 +371,8 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
     else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 &&
              (minor == 6 || (minor == 7 && patch_of(version) == 0)))
         snprintf(out, n, "vllm-0.7");   /* MLA cached expanded until 0.7.1 (vllm-0.7.yaml) */
+    else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 && minor == 7)
+        snprintf(out, n, "vllm-0.7.1"); /* MLA's absorbed products materialised to 0.7.3 (vllm-0.7.1.yaml) */
     else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)
         snprintf(out, n, "sglang-v0.3");
     else if (!strcmp(engine, "trtllm") && version_of(version, &major, &minor) && major == 0)

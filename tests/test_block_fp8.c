@@ -73,14 +73,54 @@ START_TEST(batch_one_decode_streams_at_the_ctas_share)
     double out = 61 * wb * 7168.0 * 2048 * (132.0 / 56 - 1) / bw;
     ck_assert_msg(near(t.op[KV_OP_QKV].t_fill, qkv, 1e-9), "%g vs %g", t.op[KV_OP_QKV].t_fill, qkv);
     ck_assert(near(t.op[KV_OP_OUT_PROJ].t_fill, out, 1e-9));
-    ck_assert(near(t.op[KV_OP_QKV].t_memory - n.op[KV_OP_QKV].t_memory, qkv, 1e-9));
+    /* Beyond the fill, the family's GEMMs stream their inputs' group quantisation
+     * (block_fp8_gemms_quantise_their_inputs): 61 x (7168 + 1536) x (2 + 1 + 4/128) bytes. */
+    double quant = 61 * (7168.0 + 1536) * (2 + 1 + 4.0 / 128) / bw;
+    ck_assert(near(t.op[KV_OP_QKV].t_memory - n.op[KV_OP_QKV].t_memory, qkv + quant, 1e-9));
     ck_assert(n.op[KV_OP_QKV].t_fill == 0);
-    /* The bytes are the checkpoint's either way. */
-    ck_assert(t.op[KV_OP_QKV].bytes == n.op[KV_OP_QKV].bytes);
+    /* The weight bytes are the checkpoint's either way; the rest is the quantisation's. */
+    ck_assert(near(t.op[KV_OP_QKV].bytes - n.op[KV_OP_QKV].bytes, 61 * (7168.0 + 1536) * (2 + 1 + 4.0 / 128), 1e-9));
     ck_assert(t.seconds > n.seconds);
     /* DeepGEMM fills the SMs: no such term. */
     kv_step_cost d = decode1("sglang", SCN_BF8_DEEPGEMM);
     ck_assert(d.op[KV_OP_QKV].t_fill == 0);
+}
+END_TEST
+
+START_TEST(block_fp8_gemms_quantise_their_inputs)
+{
+    /* Every block-fp8 GEMM runs after a kernel that quantises its 16-bit input in 1 x 128 groups
+     * (vLLM and SGLang per_token_group_quant_fp8, TensorRT-LLM fp8_quantize_1x128): one more
+     * kernel, reading T x K x 2 bytes and writing T x K x 1 + T x K / 128 x 4. DeepSeek-R1 at TP
+     * 8, one decode row, by hand, against the same step priced per-tensor (no such kernel):
+     * - qkv_proj: q_a|kv_a (K = 7168) and q_b (K = 1536) in each of 61 layers: 122 kernels,
+     *   61 x 8704 x 3.03125 B;
+     * - out_proj: o_proj (K = 128 x 128 / 8 = 2048): 61 kernels, 61 x 2048 x 3.03125 B;
+     * - mlp: the 3 dense layers' gate|up (K = 7168) and down (K = 18432 / 8 = 2304), and the 58
+     *   MoE layers' shared expert, gate|up (K = 7168) and down (K = 2048 / 8 = 256): 6 + 116
+     *   kernels, (3 x (7168 + 2304) + 58 x (7168 + 256)) x 3.03125 B.
+     * The routed experts' quantisation was already counted (kv_moe_quant_kernels). */
+    kv_step_cost t = decode1("vllm", SCN_BF8_TRITON), n = decode1("vllm", SCN_BF8_NATIVE);
+    double q = 2 + 1 + 4.0 / 128;
+    ck_assert(t.op[KV_OP_QKV].kernels - n.op[KV_OP_QKV].kernels == 122);
+    ck_assert(t.op[KV_OP_OUT_PROJ].kernels - n.op[KV_OP_OUT_PROJ].kernels == 61);
+    ck_assert(t.op[KV_OP_MLP].kernels - n.op[KV_OP_MLP].kernels == 122);
+    ck_assert(near(t.op[KV_OP_OUT_PROJ].bytes - n.op[KV_OP_OUT_PROJ].bytes, 61 * 2048.0 * q, 1e-9));
+    double mlp = (3 * (7168.0 + 2304) + 58 * (7168.0 + 256)) * q;
+    ck_assert_msg(near(t.op[KV_OP_MLP].bytes - n.op[KV_OP_MLP].bytes, mlp, 1e-9), "%g vs %g",
+                  t.op[KV_OP_MLP].bytes - n.op[KV_OP_MLP].bytes, mlp);
+    ck_assert(near(t.op[KV_OP_MLP].serial_bytes - n.op[KV_OP_MLP].serial_bytes, mlp, 1e-9));
+    /* In a replayed graph each costs its boundary, 3 us: 305 kernels, 0.915 ms more overhead. */
+    double ov = 0;
+    for (int op = 0; op < KV_OP_COUNT; op++) ov += t.op[op].t_overhead - n.op[op].t_overhead;
+    ck_assert(t.graph && n.graph);
+    ck_assert_msg(near(ov, 305 * 3e-6, 1e-9), "%g", ov);
+    /* A bf16 checkpoint has no block-fp8 GEMM and no such kernel. */
+    t_library_engine("llama-3-8b", "h100-sxm", "vllm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[1] = {{1, 1000}};
+    kv_step_cost b = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 1);
+    ck_assert(b.op[KV_OP_OUT_PROJ].kernels == 32);
 }
 END_TEST
 
@@ -157,6 +197,7 @@ Suite *suite_block_fp8(void)
     tcase_add_test(tc, fill_counts_ctas_without_split_k);
     tcase_add_test(tc, large_m_rates_are_the_published_ones);
     tcase_add_test(tc, batch_one_decode_streams_at_the_ctas_share);
+    tcase_add_test(tc, block_fp8_gemms_quantise_their_inputs);
     tcase_add_test(tc, one_gemm_against_the_published_timing);
     tcase_add_test(tc, block_fp8_field_is_bound_and_checked);
     tcase_add_test(tc, published_fp8_keeps_the_models_block_layout);

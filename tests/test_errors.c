@@ -28,6 +28,16 @@ static void expect_fail(const char *text, const char *const *sets, int n_sets, s
     for (size_t i = 0; i < sizeof out; i++) ck_assert_msg(p[i] == 0xAB, "output written on failure at byte %zu", i);
 }
 
+START_TEST(mla_absorbed_value_is_checked)
+{
+    /* `mla: {absorbed: ...}` takes separate or materialized; a misspelling is located at its
+     * value (line 4, column 41) with the nearest name. */
+    expect_fail(HEAD "engine: {extends: vllm, mla: {absorbed: materialised}}\n"
+                     "workload: {requests: 5, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 10, output_tokens: 10}\n",
+                NULL, 0, SCN_E_DATA, 4, 41, "engine.mla.absorbed", "did you mean 'materialized'?");
+}
+END_TEST
+
 START_TEST(yaml_syntax_error)
 {
     /* The flow sequence opened on line 2 is never closed; libyaml notices at the next key. */
@@ -344,6 +354,7 @@ Suite *suite_errors(void)
     tcase_add_test(tc, alias_expansion_is_bounded);
     tcase_add_test(tc, quantities_must_be_finite);
     tcase_add_test(tc, nonsense_values_refused);
+    tcase_add_test(tc, mla_absorbed_value_is_checked);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,6 +2,7 @@
  * published examples docs/cost-model.md works through. */
 #include "tests.h"
 #include "../model/kv_model.h"
+#include "../model/kv_mla.h"
 
 #include <math.h>
 
@@ -110,6 +111,44 @@ START_TEST(mla_expanded_capacity_matches_published_ratio)
 }
 END_TEST
 
+START_TEST(mla_materialized_products_take_their_bytes)
+{
+    /* vLLM 0.7.1-0.7.3 (PR #12528) kept W_Q_UK = W_Q.W_UK and W_UV_O = W_UV.W_O per layer beside
+     * the raw projections, requantised to fp8 with the checkpoint's 128 x 128 block scales.
+     * DeepSeek-V3 at TP 8, 16 heads a GPU, by hand: W_Q_UK 1536 x (16 * 512) = 12 582 912 and
+     * W_UV_O (16 * 512) x 7168 = 58 720 256 parameters a layer, 71 303 168 in all; x 61 layers =
+     * 4 349 493 248 parameters, at 1 + 4/16384 bytes: 4 349 493 248 + 1 061 888 = 4 350 555 136 B. */
+    t_library_engine("deepseek-v3", "h200", "vllm-0.7.1", &s);
+    s.deployment.tensor_parallel = 8;
+    ck_assert(s.engine.mla_materialized);
+    ck_assert(kv_mla_absorbed_params(&s.model, 8) == 71303168.0);
+    ck_assert(kv_mla_absorbed_bytes(&s, &s.model) == 4350555136.0);
+    kv_cache_cfg c = cfg(SCN_DTYPE_BF16);
+    kv_capacity mat = kv_capacity_compute(&s, &c, 16, 1152);
+    t_library_engine("deepseek-v3", "h200", "vllm", &s);
+    s.deployment.tensor_parallel = 8;
+    ck_assert(!s.engine.mla_materialized);
+    ck_assert(kv_mla_absorbed_bytes(&s, &s.model) == 0);
+    c = cfg(SCN_DTYPE_BF16);
+    kv_capacity sep = kv_capacity_compute(&s, &c, 16, 1152);
+    /* The same budget less those bytes; the latent cache (576 * 61 * 2 = 70 272 B a token) is
+     * unchanged, so the tokens fall by 4 350 555 136 / 70 272 = 61 910.2. */
+    ck_assert_double_eq_tol(sep.kv_budget - mat.kv_budget, 4350555136.0, 1e-3);
+    ck_assert(mat.kv_bytes_per_token == sep.kv_bytes_per_token && sep.kv_bytes_per_token == 70272.0);
+    long drop = sep.capacity_tokens - mat.capacity_tokens;
+    ck_assert(drop == 61910 || drop == 61911);
+    /* A bf16 model without a query LoRA keeps them in 16-bit, q_in = hidden: DeepSeek-V2-Lite at
+     * TP 1 (16 heads, r 512, h 2048): 2048 * 8192 + 8192 * 2048 = 33 554 432 a layer, x 27 layers
+     * x 2 B = 1 811 939 328 B. */
+    t_library_engine("deepseek-v2-lite", "h100-sxm", "vllm-0.7.1", &s);
+    s.deployment.tensor_parallel = 1;
+    ck_assert(kv_mla_absorbed_bytes(&s, &s.model) == 1811939328.0);
+    /* A model without MLA has none to keep. */
+    t_library_engine("llama-3-8b", "h100-sxm", "vllm-0.7.1", &s);
+    ck_assert(kv_mla_absorbed_bytes(&s, &s.model) == 0);
+}
+END_TEST
+
 START_TEST(quantised_kv_counts_its_scales)
 {
     t_library("llama-3-8b", "h100-sxm", &s);    /* 2 * 8 heads * 128 = 2048 elements per layer */
@@ -174,6 +213,7 @@ Suite *suite_kv_bytes(void)
     tcase_add_test(tc, mla_caches_latent_once);
     tcase_add_test(tc, mla_expanded_caches_padded_heads);
     tcase_add_test(tc, mla_expanded_capacity_matches_published_ratio);
+    tcase_add_test(tc, mla_materialized_products_take_their_bytes);
     tcase_add_test(tc, quantised_kv_counts_its_scales);
     tcase_add_test(tc, sliding_windows_cap_their_layers);
     tcase_add_test(tc, sink_plus_window_bounds_any_length);

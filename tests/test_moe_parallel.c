@@ -154,6 +154,52 @@ START_TEST(ep8_alltoall_bytes_by_hand)
 }
 END_TEST
 
+START_TEST(ep_moe_layer_pays_its_kernels)
+{
+    /* With EP the step model's fused-MoE op is replaced by the routed phase, which runs the same
+     * kernels: router GEMM, top-k, permute, grouped gate|up, activation, grouped down, weighted
+     * sum, and (fp8 math) the two activation quantisations: 9 a MoE layer. A decode batch of 64 is
+     * replayed from a CUDA graph (vllm captures 64), so each costs its boundary (3 us): the phase
+     * carries 58 x 9 x 3 us = 1.566 ms of them, which a boundary cost of 0 removes exactly. */
+    load(DSV3, NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 2000};
+    kv_moe_step st = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert(s.engine.graph_kernel == 3e-6);
+    s.engine.graph_kernel = 0;
+    kv_moe_step bare = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert_msg(fabs((st.experts - bare.experts) - 58 * 9 * 3e-6) < 1e-12, "%.9g", st.experts - bare.experts);
+    /* Eager (no graph), the CPU's 4 us launches (36 us a layer) hide behind the phase's GPU
+     * time, so the boundaries are what shows: the same 27 us a layer. */
+    s.engine.graph_kernel = 3e-6;
+    s.engine.cuda_graphs = false;
+    kv_moe_step eager = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert(fabs((eager.experts - bare.experts) - 58 * 9 * 3e-6) < 1e-12);
+}
+END_TEST
+
+START_TEST(ep_without_dp_dispatches_nothing)
+{
+    /* TP 8 with EP 8 and no attention DP: the tokens are on every GPU already (tensor-parallel
+     * attention), each GPU runs its 32 experts on all of them and the layer's all-reduce sums the
+     * outputs (vLLM FusedMoE.forward_impl dispatches and combines only when dp_size > 1). No
+     * all-to-all; the step is attention and the rest plus the experts. */
+    load("model: deepseek-v3\nhardware: h200\n" WL "deployment: {tensor_parallel: 8, expert_parallel: 8}\n", NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[64];
+    for (int i = 0; i < 64; i++) w[i] = (kv_seq_work){1, 2000};
+    kv_moe_step st = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 64);
+    ck_assert(st.alltoall == 0 && st.alltoall_bytes == 0 && st.gather == 0);
+    ck_assert(st.experts > 0);
+    ck_assert_double_eq_tol(st.seconds, st.attention + st.experts, 1e-12);
+    /* The experts' rows are all 64 tokens' picks on every rank: 64 x 8 / 8 = 64 a rank on
+     * average, so the busiest of 8 even ranks holds 1/8 of the 512 assignments. */
+    ck_assert_double_eq_tol(st.busiest_share, 1.0 / 8, 1e-12);
+    ck_assert_double_eq_tol(st.rows_busiest, 64.0, 1e-9);
+}
+END_TEST
+
 START_TEST(dp_without_ep_gathers_by_hand)
 {
     /* DeepSeek-V3, DP 8 x TP 1 with the experts split over all 8 GPUs (no EP), 32 decoding
@@ -391,6 +437,8 @@ Suite *suite_moe_parallel(void)
     tcase_add_test(tc, topk_picks_distinct_experts);
     tcase_add_test(tc, alltoall_hottest_rank_binds);
     tcase_add_test(tc, ep8_alltoall_bytes_by_hand);
+    tcase_add_test(tc, ep_moe_layer_pays_its_kernels);
+    tcase_add_test(tc, ep_without_dp_dispatches_nothing);
     tcase_add_test(tc, dp_without_ep_gathers_by_hand);
     tcase_add_test(tc, deepseek_memory_per_gpu_by_hand);
     tcase_add_test(tc, attention_dp_ranks_never_share_kv);
