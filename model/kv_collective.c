@@ -57,7 +57,11 @@ kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_c
 {
     if (p <= 1 || bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
     int g = node_size(hw, p), nodes = (p + g - 1) / g;
-    double bmin = nodes > 1 ? fmin(link_bw(hw), net_bw(hw)) : link_bw(hw);
+    /* Across nodes NCCL runs a channel per NIC, and the profiles' network bandwidth is one GPU's
+     * NIC (DGX A100/H100: one NIC per GPU): the g rings of a node leave it through g NICs, so the
+     * node boundary carries g NICs' rate, and the NVLink hops inside the node carry every ring
+     * (docs/cost-model.md, "Collectives", "Across nodes"). */
+    double bmin = nodes > 1 ? fmin(link_bw(hw), net_bw(hw) * g) : link_bw(hw);
     double hop = nodes > 1 ? fmax(hw->link_latency, hw->net_latency) : hw->link_latency;
     switch (a) {
     case KV_COLL_ONESHOT:
