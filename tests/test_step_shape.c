@@ -60,6 +60,19 @@ static void load(const config *k, scn_scenario *s)
     s->engine.cuda_graphs = k->graphs;
 }
 
+/* A configuration's scenario, its first choice with the configuration's attention (a sink of 4
+ * beside a window), the predicting executor on it and the cache configuration it prices. */
+static void executor_of(const config *k, scn_scenario *s, sim_choice *ch, sim_executor *ex, kv_cache_cfg *c)
+{
+    load(k, s);
+    *ch = sim_choice_first(s);
+    ch->attention = k->attn;
+    ch->window = k->window;
+    ch->sink = k->window ? 4 : 0;
+    ck_assert_int_eq(sim_executor_model(s, ch, ex), 0);
+    *c = kv_cache_cfg_make(s, ch->kv_dtype, ch->sink, ch->window);
+}
+
 /* kv_step_shape of one batch, reused for other contexts (and mixed prefill/decode batches of
  * the same new-token counts), equals kv_step_time of each. */
 START_TEST(shape_reused_is_step_time)
@@ -98,14 +111,10 @@ START_TEST(executor_decode_is_step_time)
 {
     const config *k = &CONFIGS[_i];
     scn_scenario s;
-    load(k, &s);
-    sim_choice ch = sim_choice_first(&s);
-    ch.attention = k->attn;
-    ch.window = k->window;
-    ch.sink = k->window ? 4 : 0;
+    sim_choice ch;
     sim_executor ex;
-    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
-    kv_cache_cfg c = kv_cache_cfg_make(&s, ch.kv_dtype, ch.sink, ch.window);
+    kv_cache_cfg c;
+    executor_of(k, &s, &ch, &ex, &c);
     int nmax = s.deployment.max_num_seqs < 300 ? s.deployment.max_num_seqs : 300;
     sim_batch_seq *q = calloc((size_t)nmax, sizeof *q);
     kv_seq_work *w = calloc((size_t)nmax, sizeof *w);
@@ -327,14 +336,10 @@ START_TEST(executor_prefill_is_step_time)
 {
     const config *k = &CONFIGS[_i];
     scn_scenario s;
-    load(k, &s);
-    sim_choice ch = sim_choice_first(&s);
-    ch.attention = k->attn;
-    ch.window = k->window;
-    ch.sink = k->window ? 4 : 0;
+    sim_choice ch;
     sim_executor ex;
-    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
-    kv_cache_cfg c = kv_cache_cfg_make(&s, ch.kv_dtype, ch.sink, ch.window);
+    kv_cache_cfg c;
+    executor_of(k, &s, &ch, &ex, &c);
     enum { NMAX = 6 };
     sim_batch_seq q[NMAX];
     kv_seq_work w[NMAX];
@@ -374,14 +379,10 @@ START_TEST(executor_decode_time_rows_is_step_time)
 {
     const config *k = &CONFIGS[_i];
     scn_scenario s;
-    load(k, &s);
-    sim_choice ch = sim_choice_first(&s);
-    ch.attention = k->attn;
-    ch.window = k->window;
-    ch.sink = k->window ? 4 : 0;
+    sim_choice ch;
     sim_executor ex;
-    ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
-    kv_cache_cfg c = kv_cache_cfg_make(&s, ch.kv_dtype, ch.sink, ch.window);
+    kv_cache_cfg c;
+    executor_of(k, &s, &ch, &ex, &c);
     enum { NMAX = 300 };
     static int starts[NMAX];
     static kv_seq_work w[NMAX];
