@@ -552,27 +552,32 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             /* Distinct experts T tokens touch when each picks k of E uniformly: E(1 - (1 - k/E)^T). */
             double touched = E * (1.0 - pow(1.0 - k / E, T)) + m->shared_experts;
             double active = k + m->shared_experts;
-            double flops = (2.0 * T * 3.0 * h * I * active + 2.0 * T * h * E) * moe_layers;
+            /* The routed experts and the router; the shared experts are added below. */
+            double flops = (2.0 * T * 3.0 * h * I * k + 2.0 * T * h * E) * moe_layers;
             add(mlp, flops,
-                (touched * 3.0 * h * I * kw.bytes_per_linear + h * E * kw.bytes_per_other +
-                 (2.0 * T * h + 6.0 * T * I * active) * AB) * moe_layers,
+                ((touched - m->shared_experts) * 3.0 * h * I * kw.bytes_per_linear + h * E * kw.bytes_per_other +
+                 (2.0 * T * h + 6.0 * T * I * k) * AB) * moe_layers,
                 /* router GEMM, top-k, sorting tokens by expert, grouped gate|up, activation,
                  * grouped down, weighted sum of the k outputs (a fused-MoE layer's kernels),
                  * and with 8- or 4-bit GEMM math the quantisation of each grouped GEMM's
-                 * input activations (kv_moe_quant_kernels); shared experts run as a dense
-                 * MLP: gate|up, activation, down. */
-                (7.0 + kv_moe_quant_kernels(g.dt) + (m->shared_experts > 0 ? 3.0 : 0.0)) * moe_layers);
-            /* Block-scaled fp8 shared experts are two block-fp8 GEMMs, each after its input's
-             * group quantisation (add_group_quant), as the dense MLP's are in gemm(). */
-            if (m->shared_experts > 0 && g.bf8 != SCN_BF8_NATIVE) {
-                add_group_quant(mlp, T, h, moe_layers);
-                add_group_quant(mlp, T, (double)m->shared_experts * I, moe_layers);
+                 * input activations (kv_moe_quant_kernels). */
+                (7.0 + kv_moe_quant_kernels(g.dt)) * moe_layers);
+            /* Shared experts run as a dense MLP (vLLM's and SGLang's DeepseekV2MLP, a
+             * TensorRT-LLM GatedMLP): gate|up, activation, down, each GEMM priced as the dense
+             * layers' are (gemm(): with block-scaled fp8 the family's rate, its CTA fill and
+             * its input's group quantisation), so that the step prices them as the
+             * expert-parallel step's dense stand-in does (kv_moe_parallel.c). */
+            if (m->shared_experts > 0) {
+                double Is = (double)m->shared_experts * I;
+                gemm(mlp, &g, 2.0 * Is, h, moe_layers, 1);
+                gemm(mlp, &g, h, Is, moe_layers, 1);
+                add_serial(mlp, 3.0 * T * Is * AB * moe_layers, moe_layers);
             }
             /* Grouped GEMMs: each touched expert sees T * active / touched rows on average. */
             double Me = fmax(1, g.M * active / touched);
             double eff = kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt);
-            /* The routed experts' grouped GEMMs at the engine's fused-MoE rate; the shared
-             * experts and the router as dense GEMMs (kv_moe_gemm_rate). */
+            /* The routed experts' grouped GEMMs at the engine's fused-MoE rate, the router as a
+             * dense GEMM (kv_moe_gemm_rate); the shared experts' GEMMs are priced above. */
             double routed = 2.0 * T * 3.0 * h * I * k * moe_layers;
             double rate = kv_moe_gemm_rate(hw, e, g.dt, Me, 2.0 * I, h);
             mlp->t_compute += g.peak > 0 && rate > 0 ? (routed / rate + (flops - routed) / (g.peak * eff)) * g.M / T : 0;

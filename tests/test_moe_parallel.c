@@ -200,6 +200,47 @@ START_TEST(ep_without_dp_dispatches_nothing)
 }
 END_TEST
 
+START_TEST(shared_experts_priced_as_dense_mlp)
+{
+    /* DeepSeek-V3's shared expert is a dense MLP of width 2048 in each of the 58 MoE layers
+     * (vLLM's DeepseekV2MLP): the step must price it exactly as a dense model of 58 layers of
+     * that width, no experts, prices its MLP, with the profile's block-fp8 kernel (vllm: Triton,
+     * whose few CTAs at batch 1 stream the weights slowly, t_fill), and the EP step's dense
+     * stand-in does. So the MLP op with the shared expert minus the one without it is that dense
+     * model's MLP op, part by part. At batch 1 the routed part is the same in both (8 of 8 rows
+     * touched either way). Before the fix the shared expert ran at the dense peak without the
+     * block-fp8 kernel's fill or rate, and TP 8 with EP 8 (no DP) took 1.7 ms a step more than
+     * TP 8 alone on vllm. */
+    const char *base = "model: deepseek-v3\nhardware: h200\nengine: vllm\n" WL "deployment: {tensor_parallel: 8}\n";
+    kv_seq_work w[1] = {{1, 1000}};
+    kv_step_cost with, without, dense;
+    load(base, NULL, 0);
+    ck_assert(s.engine.block_fp8 != SCN_BF8_NATIVE);
+    kv_step_shape(&s, NULL, w, 1, &with);
+    s.model.shared_experts = 0;
+    kv_step_shape(&s, NULL, w, 1, &without);
+    load(base, NULL, 0);
+    s.model.experts = s.model.experts_per_token = s.model.shared_experts = s.model.dense_layers = 0;
+    s.model.layers = 58;
+    s.model.intermediate = 2048;
+    kv_step_shape(&s, NULL, w, 1, &dense);
+    const kv_op_cost *a = &with.op[KV_OP_MLP], *b = &without.op[KV_OP_MLP], *d = &dense.op[KV_OP_MLP];
+    ck_assert_double_eq_tol(a->bytes - b->bytes, d->bytes, 1e-6 * d->bytes);
+    ck_assert_double_eq_tol(a->flops - b->flops, d->flops, 1e-6 * d->flops);
+    ck_assert_double_eq_tol(a->kernels - b->kernels, d->kernels, 1e-9);
+    ck_assert_double_eq_tol(a->t_compute - b->t_compute, d->t_compute, 1e-6 * d->t_compute);
+    ck_assert(d->t_fill > 0);
+    ck_assert_double_eq_tol(a->t_fill - b->t_fill, d->t_fill, 1e-6 * d->t_fill);
+    /* And so TP 8 with EP 8 differs from TP 8 only in the routed phase: within 1 % here. */
+    load("model: deepseek-v3\nhardware: h200\nengine: vllm\n" WL "deployment: {tensor_parallel: 8}\n", NULL, 0);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_moe_step tp = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 1);
+    load("model: deepseek-v3\nhardware: h200\nengine: vllm\n" WL "deployment: {tensor_parallel: 8, expert_parallel: 8}\n", NULL, 0);
+    kv_moe_step ep = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, 1);
+    ck_assert_msg(fabs(ep.seconds - tp.seconds) < 0.01 * tp.seconds, "tp %.6g ep %.6g", tp.seconds, ep.seconds);
+}
+END_TEST
+
 START_TEST(dp_without_ep_gathers_by_hand)
 {
     /* DeepSeek-V3, DP 8 x TP 1 with the experts split over all 8 GPUs (no EP), 32 decoding
@@ -440,6 +481,7 @@ Suite *suite_moe_parallel(void)
     tcase_add_test(tc, ep_moe_layer_pays_its_kernels);
     tcase_add_test(tc, ep_without_dp_dispatches_nothing);
     tcase_add_test(tc, dp_without_ep_gathers_by_hand);
+    tcase_add_test(tc, shared_experts_priced_as_dense_mlp);
     tcase_add_test(tc, deepseek_memory_per_gpu_by_hand);
     tcase_add_test(tc, attention_dp_ranks_never_share_kv);
     tcase_add_test(tc, plan_explains_the_ep_step);
