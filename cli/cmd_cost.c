@@ -5,6 +5,7 @@
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
 #include "../model/kv_moe_parallel.h"
+#include "../model/kv_spec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -195,6 +196,13 @@ int cmd_cost(int argc, char **argv)
     }
     cli_spec_cost(d, &s, &cc, o->attention[0], batch, context);   /* when options.speculative is on */
     cli_moe_cost(d, &s, &cc, o->attention[0], batch, context, prefill, cached);   /* with EP / attention DP */
+    /* A step has a roofline even where the weights cannot be loaded; `memory`, `simulate` and
+     * `capacity` refuse such a deployment, so the step says so too (same budget, kv_spec.h). */
+    kv_capacity fit = kv_capacity_spec(&s, &cc, o->block_size[0], (double)context, kv_spec_get(&s, 0));
+    if (fit.kv_budget <= 0)
+        out_note(d, "This deployment does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
+                    "usable per GPU (kvplan memory), so no engine runs this step.",
+                 (fit.weights + fit.activation + fit.runtime) / 1073741824.0, fit.usable / 1073741824.0);
     if (s.hardware.calibrated == false)
         out_note(d, "Efficiency factors for %s and the CPU and launch costs of engine %s are kvplan defaults, not "
                     "measurements; docs/cost-model.md says what they mean.", s.hardware.name, s.engine.name);
