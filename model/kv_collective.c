@@ -71,13 +71,10 @@ kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_c
         /* Reduce-scatter then all-gather through peer memory: 2 (p-1)/p of the message each
          * way. Where the profile carries the kernel's measured fixed cost and rate, those;
          * else one-shot's latency plus a second barrier over the p - 1 peers, at the link's rate. */
-        if (hw->twoshot_latency > 0 || hw->twoshot_bandwidth > 0) {
-            double lat = hw->twoshot_latency > 0 ? hw->twoshot_latency
-                                                 : oneshot_latency(hw, p) + (p - 1) * hw->oneshot_latency_peer;
-            return make(a, lat, 2.0 * (p - 1) / p * bytes, hw->twoshot_bandwidth > 0 ? hw->twoshot_bandwidth : link_bw(hw));
-        }
-        return make(a, oneshot_latency(hw, p) + (p - 1) * hw->oneshot_latency_peer, 2.0 * (p - 1) / p * bytes,
-                    link_bw(hw));
+        return make(a,
+                    hw->twoshot_latency > 0 ? hw->twoshot_latency
+                                            : oneshot_latency(hw, p) + (p - 1) * hw->oneshot_latency_peer,
+                    2.0 * (p - 1) / p * bytes, hw->twoshot_bandwidth > 0 ? hw->twoshot_bandwidth : link_bw(hw));
     case KV_COLL_RING:
     case KV_COLL_TREE: {
         kv_coll_cost best = make(a, INFINITY, 0, 1);

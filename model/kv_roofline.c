@@ -195,8 +195,9 @@ static void gemm(kv_op_cost *o, const gemm_ctx *g, double N, double K, double la
 }
 
 /* The launch and kernel-boundary time of an op of `kernels` kernels whose GPU time is `gpu`
- * (finish(); kv_decode_plan_seconds uses it too, so the two cannot drift apart). */
-static double launch_overhead(double kernels, double gpu, double launch, bool graph, double graph_kernel)
+ * (finish(); kv_decode_plan_seconds and the expert-parallel MoE layer use it too, so they cannot
+ * drift apart). */
+double kv_launch_overhead(double kernels, double gpu, double launch, bool graph, double graph_kernel)
 {
     /* Every kernel boundary stalls the GPU (the next kernel starts when the last block of the
      * previous one ends, and each ramps its memory pipeline up and down): graph_kernel each,
@@ -204,11 +205,6 @@ static double launch_overhead(double kernels, double gpu, double launch, bool gr
      * so only a CPU launch rate slower than the kernels and their boundaries shows. */
     double bounds = kernels * graph_kernel;
     return graph ? bounds : fmax(bounds, kernels * launch - gpu);
-}
-
-double kv_launch_overhead(double kernels, double gpu, double launch, bool graph, double graph_kernel)
-{
-    return launch_overhead(kernels, gpu, launch, graph, graph_kernel);
 }
 
 /* Finishes an op: memory time, the roofline, launches the GPU does not hide, and the bound.
@@ -225,7 +221,7 @@ static void finish(kv_op_cost *o, double bw, double wave, double launch, bool gr
     o->t_memory = t_rest + t_serial;
     double roof = kv_roofline_combine(o->t_compute, t_rest) + t_serial;
     double gpu = fmax(roof, o->t_network);
-    o->t_overhead += launch_overhead(o->kernels, gpu, launch, graph, graph_kernel);
+    o->t_overhead += kv_launch_overhead(o->kernels, gpu, launch, graph, graph_kernel);
     o->bound = KV_BOUND_COMPUTE;
     if (o->t_memory >= o->t_compute) o->bound = KV_BOUND_MEMORY;
     if (o->t_network > roof) o->bound = KV_BOUND_NETWORK;
@@ -785,7 +781,7 @@ double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
         double tm = bw > 0 ? bytes / bw : 0;
         double gpu = fmax(kv_roofline_combine(tc, tm), 0);
         double ov = 0;
-        ov += launch_overhead(kernels, gpu, p->launch, p->graph, p->graph_kernel);
+        ov += kv_launch_overhead(kernels, gpu, p->launch, p->graph, p->graph_kernel);
         att = gpu + ov;
     }
     /* The sums of finish() and step_totals(), op by op in op order, from the prepared prefix. */

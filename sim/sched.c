@@ -258,12 +258,6 @@ static long resume_swapped(sim_sched *e, sim_replica *rep, sim_req *r, long budg
     return want;
 }
 
-/* Guaranteed no-evict admission (engine cpu.no_evict; TensorRT-LLM's default capacity policy,
- * GUARANTEED_NO_EVICT): a request is admitted only if the free blocks cover, besides its own
- * blocks to completion (prompt + output), the blocks every running request still needs to reach
- * its own full length, so no admitted request is ever preempted. The blocks the running
- * requests still need, summed once per admission attempt (docs/cost-model.md, "Engine
- * profiles", "Admission"). */
 /* A window that frees whole blocks caps what a sequence holds (TensorRT-LLM's
  * getRemainingBlocksToCompletion counts min(prompt + max new tokens, attention window) tokens):
  * a decoding sequence holds at most `cap` blocks (sim_kv_window_blocks), and one still prefilling
@@ -282,6 +276,12 @@ static long windowed_need(const sim_sched *e, const sim_kv *kv, const sim_req *q
     return w < need ? w : need;
 }
 
+/* Guaranteed no-evict admission (engine cpu.no_evict; TensorRT-LLM's default capacity policy,
+ * GUARANTEED_NO_EVICT): a request is admitted only if the free blocks cover, besides its own
+ * blocks to completion (prompt + output), the blocks every running request still needs to reach
+ * its own full length, so no admitted request is ever preempted. The blocks the running
+ * requests still need, summed once per admission attempt (docs/cost-model.md, "Engine
+ * profiles", "Admission"). */
 static long blocks_to_completion(const sim_sched *e, const sim_kv *kv, const sim_replica *rep)
 {
     long sum = 0, cap = sim_kv_window_blocks(kv);
