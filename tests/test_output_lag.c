@@ -1,0 +1,188 @@
+/* test_output_lag.c: outputs one step late (engine cpu.async_output: vLLM V0's asynchronous
+ * output processor; docs/cost-model.md, "Engine profiles", "Output one step late"). A token
+ * reaches the client when the step after the one that made it ends, or at once when no step
+ * follows. A clock where every step takes one second makes every time a count of steps, worked
+ * by hand below; the scheduling itself does not change, so the step counts are the same with
+ * and without the lag. */
+#include "tests.h"
+#include "../sim/sim.h"
+
+#include <string.h>
+
+typedef struct { double arrival[4], ttft[4], tpot[4], e2e[4]; int n; long steps; } rows;
+
+static int on_row(void *ud, const sim_request_row *r)
+{
+    rows *x = ud;
+    if (r->id >= 0 && r->id < 4) {
+        x->arrival[r->id] = r->arrival;
+        x->ttft[r->id] = r->ttft;
+        x->tpot[r->id] = r->tpot;
+        x->e2e[r->id] = r->e2e;
+    }
+    x->n++;
+    return 0;
+}
+
+static scn_scenario s;
+
+static void run(rows *x, int expect)
+{
+    s.engine.frontend_request = s.engine.frontend_token = 0;   /* times count steps only */
+    sim_choice c = sim_choice_first(&s);
+    sim_executor ex = t_one_second_executor();
+    memset(x, 0, sizeof *x);
+    sim_run_opts o = {.seed = 1, .on_request = on_row, .ud = x};
+    sim_metrics m;
+    char err[512];
+    ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(x->n, expect);
+    x->steps = m.steps;
+}
+
+/* A: arrives at 0, 16-token prompt, 6 output tokens; B: arrives at 1.5, 16 tokens, 3 out; the
+ * continuous scheduler, `steps` decode steps per decision. */
+static void load_two(int steps, bool lag)
+{
+    const char *trace = t_write("lag-trace.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,16,6\n1.5,16,3\n");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: a100-80g\nengine: vllm\n"
+             "deployment: {scheduler_steps: %d}\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, scheduler: continuous, prefix_cache: off}\n",
+             steps, trace);
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    s.engine.async_output = lag;
+}
+
+START_TEST(first_and_last_tokens_wait_for_the_next_step)
+{
+    rows x;
+    /* The steps (as test_multistep's single-step case): 0-1 prefill A (A's token 1 made at 1);
+     * 1-2 decode A (token 2); B arrived at 1.5, so 2-3 prefills B (B's token 1 at 3); 3-4, 4-5
+     * decode both (B's tokens 2, 3: B ends at 5; A's tokens 3, 4); 5-6, 6-7 decode A (A ends at 7).
+     * Without the lag: A's TTFT 1, E2E 7; B's TTFT 1.5, E2E 3.5. */
+    load_two(1, false);
+    run(&x, 2);
+    ck_assert_double_eq_tol(x.ttft[0], 1.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 7.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 1.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 3.5, 1e-12);
+    ck_assert_int_eq(x.steps, 7);
+    /* With it: A's first token is delivered as 1-2 ends (TTFT 2); B's as 3-4 ends (4 - 1.5 =
+     * 2.5); B's last, made at 5, as 5-6 ends (E2E 6 - 1.5 = 4.5; TPOT (6 - 4) / 2 = 1); A's last,
+     * made at 7, has no step after it and goes out at once (E2E 7; TPOT (7 - 2) / 5 = 1). */
+    load_two(1, true);
+    run(&x, 2);
+    ck_assert_double_eq_tol(x.ttft[0], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 7.0, 1e-12);
+    ck_assert_double_eq_tol(x.tpot[0], 1.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 2.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 4.5, 1e-12);
+    ck_assert_double_eq_tol(x.tpot[1], 1.0, 1e-12);
+    ck_assert_int_eq(x.steps, 7);
+}
+END_TEST
+
+START_TEST(lag_under_multistep_runs)
+{
+    rows x;
+    /* Four decode steps per decision (test_multistep): 0-1 prefill A; run 1-5 (A's tokens 2..5);
+     * B waits for the run's end, 5-6 prefills it (B's token 1 at 6); run 6-10 of A and B: A's
+     * token 6 at 7 (A ends), B's tokens 2 and 3 at 7 and 8 (B ends); both stay to the run's end.
+     * Delivered one step late: A's first as 1-2 ends (TTFT 2), B's first as 6-7 ends (TTFT
+     * 7 - 1.5 = 5.5), A's last as 7-8 ends (E2E 8), B's last as 8-9 ends (E2E 9 - 1.5 = 7.5). */
+    load_two(4, true);
+    run(&x, 2);
+    ck_assert_double_eq_tol(x.ttft[0], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 5.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 8.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 7.5, 1e-12);
+    ck_assert_int_eq(x.steps, 10);
+}
+END_TEST
+
+START_TEST(a_closed_loop_sends_after_the_delivery)
+{
+    /* One client, 16-token prompts, 2 output tokens, and a finished request kept one more step
+     * (extra_decode_step), so a step always follows its last token. Request 0 sent at 0:
+     * 0-1 prefill (token 1 at 1), 1-2 decode (token 2 at 2: done), 2-3 its extra step. Its first
+     * token goes out as 1-2 ends (TTFT 2), its last as 2-3 ends (E2E 3), and the client sends
+     * request 1 then, at 3: the same again from 3 (TTFT 2, E2E 3), 6 steps in all. Without the
+     * lag the client sends at 2, while the extra step runs: request 1 waits for it, 3-4 prefills
+     * it (TTFT 4 - 2 = 2) and 4-5 ends it (E2E 3); the same 6 steps. */
+    const char *text = "model: llama-3-8b\nhardware: a100-80g\nengine: vllm\n"
+                       "workload:\n  requests: 2\n  arrival: {process: closed, concurrency: 1}\n"
+                       "  prompt_tokens: 16\n  output_tokens: 2\n"
+                       "options: {kv_layout: paged, block_size: 16, scheduler: continuous, prefix_cache: off}\n";
+    scn_error e;
+    rows x;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    s.engine.extra_decode_step = true;
+    s.engine.async_output = true;
+    run(&x, 2);
+    ck_assert_double_eq_tol(x.arrival[1], 3.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[0], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 3.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 3.0, 1e-12);
+    ck_assert_int_eq(x.steps, 6);
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    s.engine.extra_decode_step = true;
+    run(&x, 2);
+    ck_assert_double_eq_tol(x.arrival[1], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 3.0, 1e-12);
+    ck_assert_int_eq(x.steps, 6);
+}
+END_TEST
+
+START_TEST(the_field_binds_and_the_v0_profiles_carry_it)
+{
+    const char *base = "model: llama-3-8b\nhardware: h100-sxm\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
+                       "  prompt_tokens: 10\n  output_tokens: 10\n";
+    scn_error e;
+    const char *on[] = {"engine={name: x, cpu: {async_output: true}}"};
+    ck_assert_int_eq(t_load(base, on, 1, &s, &e), SCN_OK);
+    ck_assert(s.engine.async_output);
+    const char *bad[] = {"engine={name: x, cpu: {async_output: 3 ms}}"};
+    ck_assert_int_eq(t_load(base, bad, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.cpu.async_output");
+    /* vLLM's V0 engine from 0.6 (vllm-0.6, vllm-0.7.1) has it; V1 (vllm), the V0 loop before
+     * 0.6 (vllm-v0) and vllm-0.7 (the V1 rows of 0.7.0) do not. */
+    const char *with[] = {"vllm-0.6", "vllm-0.7.1"};
+    const char *without[] = {"vllm", "vllm-v0", "vllm-0.7", "sglang", "trtllm"};
+    for (int i = 0; i < 2; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "engine=%s", with[i]);
+        const char *sets[] = {set};
+        ck_assert_int_eq(t_load(base, sets, 1, &s, &e), SCN_OK);
+        ck_assert_msg(s.engine.async_output, "%s", with[i]);
+    }
+    for (int i = 0; i < 5; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "engine=%s", without[i]);
+        const char *sets[] = {set};
+        ck_assert_int_eq(t_load(base, sets, 1, &s, &e), SCN_OK);
+        ck_assert_msg(!s.engine.async_output, "%s", without[i]);
+    }
+    /* vllm-0.6 is vllm-0.7 plus the lag: MLA still cached expanded. */
+    const char *v06[] = {"engine=vllm-0.6"};
+    ck_assert_int_eq(t_load(base, v06, 1, &s, &e), SCN_OK);
+    ck_assert(s.engine.mla_expanded);
+}
+END_TEST
+
+Suite *suite_output_lag(void)
+{
+    Suite *su = suite_create("outputlag");
+    TCase *tc = tcase_create("outputlag");
+    tcase_add_test(tc, first_and_last_tokens_wait_for_the_next_step);
+    tcase_add_test(tc, lag_under_multistep_runs);
+    tcase_add_test(tc, a_closed_loop_sends_after_the_delivery);
+    tcase_add_test(tc, the_field_binds_and_the_v0_profiles_carry_it);
+    suite_add_tcase(su, tc);
+    return su;
+}
