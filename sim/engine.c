@@ -83,6 +83,14 @@ static int ff_resume(sim_engine *e, sim_replica *rep);
 
 static int deliver(sim_engine *e, sim_replica *rep, double t);
 
+/* Whether the client sees tokens later than the step that made them ended: outputs one step
+ * late (engine.async_output), or a multi-step run's tokens handed over at its end
+ * (engine.multi_step_stream false). sim/engine.c holds them (hold_outputs) until then. */
+static bool outputs_held(const sim_engine *e)
+{
+    return e->s->engine.async_output || (e->s->deployment.scheduler_steps > 1 && !e->s->engine.multi_step_stream);
+}
+
 static int push_step(sim_engine *e, sim_replica *rep, double t)
 {
     rep->busy = true;
@@ -137,7 +145,8 @@ static int kick(sim_engine *e, sim_replica *rep)
         if (n < 0) { e->internal = e->sched.internal; return -1; }
         if (n == 0) {
             /* No next step: held outputs go out now (vLLM drains its output queue when no
-             * request is left unfinished). */
+             * request is left unfinished), and no run is left to wait for. */
+            for (int i = 0; i < rep->n_held; i++) rep->held[i]->run_wait = false;
             if (rep->n_held && deliver(e, rep, e->now)) return -1;
             refresh_used(e, rep);
             if (rep->waiting.n && !rep->running.n) {
@@ -148,9 +157,9 @@ static int kick(sim_engine *e, sim_replica *rep)
             return 0;
         }
         note_peak(e, rep);
-        /* Outputs one step late need each step's end as its own event (start_formed delivers
-         * them), which a fast-forward run does not give: the scheduler forms every step. */
-        int ff = !e->s->engine.async_output && ff_eligible(e, rep) ? ff_begin(e, rep) : FF_DECLINED;
+        /* Held outputs need each step's end as its own event (start_formed delivers them),
+         * which a fast-forward run does not give: the scheduler forms every step. */
+        int ff = !outputs_held(e) && ff_eligible(e, rep) ? ff_begin(e, rep) : FF_DECLINED;
         if (ff == FF_ERROR) return -1;
         if (ff == FF_CONTINUE) continue;
         if (ff == FF_BUSY) return 0;
@@ -295,13 +304,16 @@ static int hold(sim_engine *e, sim_replica *rep, sim_req *r)
     return 0;
 }
 
-/* Outputs one step late (engine.async_output; docs/cost-model.md, "Engine profiles"): vLLM V0's
- * asynchronous output processor turns step i's sampled tokens into responses while step i + 1
- * runs, and the engine hands them to the server when step i + 1 ends. A step's first tokens and
- * completions are held here until then; the finished requests are recorded (and freed) only
- * when their last token is delivered. */
+/* Held outputs (docs/cost-model.md, "Engine profiles", "Output one step late"). With
+ * engine.async_output, vLLM V0's asynchronous output processor turns step i's sampled tokens
+ * into responses while step i + 1 runs, and the engine hands them to the server when step i + 1
+ * ends. With engine.multi_step_stream false, a multi-step run's tokens are handed over when the
+ * run ends (and, asynchronously, one step later still). A step's first tokens and completions are
+ * held here until then; the finished requests are recorded (and freed) only when their last
+ * token is delivered. */
 static int hold_outputs(sim_engine *e, sim_replica *rep)
 {
+    bool per_run = e->s->deployment.scheduler_steps > 1 && !e->s->engine.multi_step_stream;
     for (int i = 0; i < rep->batch.n; i++) {
         sim_req *r = rep->breq[i];
         if (r->generated > 0 && !r->first_seen && hold(e, rep, r)) return -1;
@@ -310,19 +322,25 @@ static int hold_outputs(sim_engine *e, sim_replica *rep)
         sim_req *r = rep->fin[i];
         r->held_fin = true;
         r->held_free = r->state == REQ_DONE;   /* else in tail steps: freed through rep->gone */
+        r->run_wait = per_run && rep->ms_left > 0;   /* the run goes on after this step */
         if (hold(e, rep, r)) return -1;
     }
+    /* The run ended with this step (a prefill step is no run): its tokens may go. */
+    if (per_run && rep->ms_left == 0)
+        for (int i = 0; i < rep->n_held; i++) rep->held[i]->run_wait = false;
     return 0;
 }
 
-/* The held outputs reach the client at t (the end of the step after the one that made them, or
- * at once when no step follows): first tokens get their lag, finished requests are recorded. */
+/* The held outputs reach the client at t (when their hand-over's step ends, or at once when no
+ * step follows): first tokens get their lag, finished requests are recorded. Those still waiting
+ * for their run's end stay held. */
 static int deliver(sim_engine *e, sim_replica *rep, double t)
 {
-    int rc = 0, n = rep->n_held;
+    int rc = 0, n = rep->n_held, kept = 0;
     rep->n_held = 0;
     for (int i = 0; i < n; i++) {
         sim_req *r = rep->held[i];
+        if (r->run_wait) { rep->held[kept++] = r; continue; }
         r->held = false;
         if (!r->first_seen) {
             r->lag_first = t - r->t_first;
@@ -333,6 +351,7 @@ static int deliver(sim_engine *e, sim_replica *rep, double t)
         if (!rc) rc = complete(e, rep, r);
         if (r->held_free) free_req(e, r);
     }
+    rep->n_held = kept;
     return rc;
 }
 
@@ -342,16 +361,22 @@ static int finish_step(sim_engine *e, sim_replica *rep)
     e->sched.now = e->now;
     if (sim_sched_finish(&e->sched, rep)) return -1;
     int rc = 0;
-    if (e->s->engine.async_output) {
+    if (outputs_held(e)) {
         if (hold_outputs(e, rep)) return -1;
         rep->n_fin = 0;
+        /* Without the asynchronous processor what may go goes at this step's end. */
+        if (!e->s->engine.async_output && rep->n_held && deliver(e, rep, e->now)) return -1;
     }
     for (int i = 0; i < rep->n_fin; i++) {
         sim_req *r = rep->fin[i];
         if (!rc) rc = complete(e, rep, r);   /* after a failure, only free what is no longer listed */
         if (r->state == REQ_DONE) free_req(e, r);
     }
-    for (int i = 0; i < rep->n_gone; i++) free_req(e, rep->gone[i]);
+    for (int i = 0; i < rep->n_gone; i++) {
+        sim_req *r = rep->gone[i];
+        if (r->held) r->held_free = true;   /* its tail ended before its delivery: freed then */
+        else free_req(e, r);
+    }
     rep->n_fin = rep->n_gone = 0;
     refresh_used(e, rep);
     return rc;
@@ -1130,11 +1155,12 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
 out:
     for (int i = 0; e.rep && i < e.n_rep; i++) {
         sim_replica *rep = &e.rep[i];
+        /* Held and finished, in no list (first: the lists below free the others). */
+        for (int j = 0; j < rep->n_held; j++)
+            if (rep->held[j]->held_free) { free(rep->held[j]->kv.blocks); free(rep->held[j]); }
         for (sim_list *l = &rep->waiting; l; l = l == &rep->waiting ? &rep->running : NULL)
             while (l->head) { sim_req *r = l->head; sim_list_remove(l, r); free(r->kv.blocks); free(r); }
         for (int j = 0; j < rep->n_gone; j++) { free(rep->gone[j]->kv.blocks); free(rep->gone[j]); }   /* retired tails */
-        for (int j = 0; j < rep->n_held; j++)   /* finished, not yet delivered, in no list */
-            if (rep->held[j]->held_free) { free(rep->held[j]->kv.blocks); free(rep->held[j]); }
         sim_kv_free(rep->kv);
         sim_sched_replica_free(rep);
         if (e.ff) ff_free(&e.ff[i]);

@@ -37,7 +37,10 @@ struct sim_req {
     bool first_seen;         /* its first token's delivery time is known */
     bool held;               /* on its replica's held list, waiting for the next step's end */
     bool held_fin;           /* finished: recorded when its last token is delivered */
-    bool held_free;          /* finished with no tail steps: freed once recorded */
+    bool held_free;          /* finished and in no list (no tail steps, or its tail ended): freed
+                              * once recorded */
+    bool run_wait;           /* finished inside a multi-step run whose tokens are handed over at
+                              * its end (engine.multi_step_stream false) */
     sim_req *prev, *next;    /* in the replica's waiting or running list */
 };
 

@@ -176,8 +176,11 @@ START_TEST(version_selects_the_engine_profile)
      * keeps vllm-0.7); 0.7.1 on, the latent, with MLA's absorbed products materialised until
      * 0.8.0 (vllm-0.7.1). */
     ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm-0.6");
-    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.3.post1", out, sizeof out), "vllm-0.6");
-    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.0", out, sizeof out), "vllm-0.6");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6", out, sizeof out), "vllm-0.6");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.2", out, sizeof out), "vllm-0.6");
+    /* From 0.6.3 multi-step runs streamed each step by default (vllm-0.6.3). */
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.3.post1", out, sizeof out), "vllm-0.6.3");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.0", out, sizeof out), "vllm-0.6.3");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.7.1", out, sizeof out), "vllm-0.7.1");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.7", out, sizeof out), "vllm-0.7.1");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.7.3", out, sizeof out), "vllm-0.7.1");

@@ -41,10 +41,10 @@ static void run(rows *x, int expect)
 }
 
 /* A: arrives at 0, 16-token prompt, 6 output tokens; B: arrives at 1.5, 16 tokens, 3 out; the
- * continuous scheduler, `steps` decode steps per decision. */
-static void load_two(int steps, bool lag)
+ * continuous scheduler, `steps` decode steps per decision. `trace` replaces the requests. */
+static void load_trace(const char *csv, int steps, bool lag)
 {
-    const char *trace = t_write("lag-trace.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,16,6\n1.5,16,3\n");
+    const char *trace = t_write("lag-trace.csv", csv);
     char text[1024];
     snprintf(text, sizeof text,
              "model: llama-3-8b\nhardware: a100-80g\nengine: vllm\n"
@@ -55,6 +55,11 @@ static void load_two(int steps, bool lag)
     scn_error e;
     ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
     s.engine.async_output = lag;
+}
+
+static void load_two(int steps, bool lag)
+{
+    load_trace("arrival_s,prompt_tokens,output_tokens\n0.0,16,6\n1.5,16,3\n", steps, lag);
 }
 
 START_TEST(first_and_last_tokens_wait_for_the_next_step)
@@ -104,6 +109,52 @@ START_TEST(lag_under_multistep_runs)
 }
 END_TEST
 
+START_TEST(a_run_hands_its_tokens_over_at_its_end)
+{
+    rows x;
+    /* vLLM 0.6.0-0.6.2 multi-step (engine.multi_step_stream false): a run's tokens reach the
+     * client when the run ends. A and B as above, and C (16 tokens, 2 out) arriving at 7. Four
+     * steps per decision: 0-1 prefill A, run 1-5, 5-6 prefill B, run 6-10 (A's last token at 7,
+     * B's at 8), 10-11 prefill C (C waited for the run), run 11-15 (C's last token at 12): 15
+     * steps. Prefill steps are no run: their first tokens go out as they end (TTFT A 1, B 6 - 1.5
+     * = 4.5, C 11 - 7 = 4). A's and B's last tokens go out as the run ends at 10 (E2E 10 and 8.5),
+     * C's at 15 (E2E 15 - 7 = 8). */
+    const char *abc = "arrival_s,prompt_tokens,output_tokens\n0.0,16,6\n1.5,16,3\n7.0,16,2\n";
+    load_trace(abc, 4, false);
+    s.engine.multi_step_stream = false;
+    run(&x, 3);
+    ck_assert_double_eq_tol(x.ttft[0], 1.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 4.5, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[2], 4.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 10.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 8.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[2], 8.0, 1e-12);
+    ck_assert_int_eq(x.steps, 15);
+    /* And one step late as well (vLLM 0.6.0's asynchronous output processor): first tokens as
+     * the next step ends (A 2, B 7 - 1.5 = 5.5, C: 11-12 is the first step of C's run, 12 - 7 =
+     * 5); A's and B's last as the step after their run ends, C's prefill 10-11 (E2E 11 and 9.5);
+     * C's last at its run's end, 15, with no step after it (E2E 8). */
+    load_trace(abc, 4, true);
+    s.engine.multi_step_stream = false;
+    run(&x, 3);
+    ck_assert_double_eq_tol(x.ttft[0], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 5.5, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[2], 5.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 11.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 9.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[2], 8.0, 1e-12);
+    ck_assert_int_eq(x.steps, 15);
+    /* Streaming each step (the default) with the lag: C's last token, made at 12, goes out as
+     * 12-13 ends (E2E 6); A's (7) as 7-8 ends (E2E 8); B's (8) as 8-9 ends (E2E 7.5). */
+    load_trace(abc, 4, true);
+    run(&x, 3);
+    ck_assert_double_eq_tol(x.e2e[0], 8.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 7.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[2], 6.0, 1e-12);
+    ck_assert_int_eq(x.steps, 15);
+}
+END_TEST
+
 START_TEST(a_closed_loop_sends_after_the_delivery)
 {
     /* One client, 16-token prompts, 2 output tokens, and a finished request kept one more step
@@ -150,23 +201,28 @@ START_TEST(the_field_binds_and_the_v0_profiles_carry_it)
     const char *bad[] = {"engine={name: x, cpu: {async_output: 3 ms}}"};
     ck_assert_int_eq(t_load(base, bad, 1, &s, &e), SCN_E_DATA);
     ck_assert_str_eq(e.path, "engine.cpu.async_output");
-    /* vLLM's V0 engine from 0.6 (vllm-0.6, vllm-0.7.1) has it; V1 (vllm), the V0 loop before
-     * 0.6 (vllm-v0) and vllm-0.7 (the V1 rows of 0.7.0) do not. */
-    const char *with[] = {"vllm-0.6", "vllm-0.7.1"};
-    const char *without[] = {"vllm", "vllm-v0", "vllm-0.7", "sglang", "trtllm"};
-    for (int i = 0; i < 2; i++) {
+    const char *stream[] = {"engine={name: x, cpu: {multi_step_stream: false}}"};
+    ck_assert_int_eq(t_load(base, stream, 1, &s, &e), SCN_OK);
+    ck_assert(!s.engine.multi_step_stream && !s.engine.async_output);
+    ck_assert_int_eq(t_load(base, on, 1, &s, &e), SCN_OK);
+    ck_assert(s.engine.multi_step_stream);   /* the default */
+    const char *bad2[] = {"engine={name: x, cpu: {multi_step_stream: per_run}}"};
+    ck_assert_int_eq(t_load(base, bad2, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.cpu.multi_step_stream");
+    /* vLLM's V0 engine from 0.6 (vllm-0.6, vllm-0.6.3, vllm-0.7.1) has the lag, and 0.6.0-0.6.2
+     * (vllm-0.6) hand a run's tokens over at its end; V1 (vllm), the V0 loop before 0.6
+     * (vllm-v0) and vllm-0.7 (the V1 rows of 0.7.0) have neither. */
+    const struct { const char *name; bool lag, stream; } P[] = {
+        {"vllm-0.6", true, false}, {"vllm-0.6.3", true, true}, {"vllm-0.7.1", true, true},
+        {"vllm", false, true}, {"vllm-v0", false, true}, {"vllm-0.7", false, true},
+        {"sglang", false, true}, {"trtllm", false, true},
+    };
+    for (int i = 0; i < (int)(sizeof P / sizeof P[0]); i++) {
         char set[64];
-        snprintf(set, sizeof set, "engine=%s", with[i]);
+        snprintf(set, sizeof set, "engine=%s", P[i].name);
         const char *sets[] = {set};
         ck_assert_int_eq(t_load(base, sets, 1, &s, &e), SCN_OK);
-        ck_assert_msg(s.engine.async_output, "%s", with[i]);
-    }
-    for (int i = 0; i < 5; i++) {
-        char set[64];
-        snprintf(set, sizeof set, "engine=%s", without[i]);
-        const char *sets[] = {set};
-        ck_assert_int_eq(t_load(base, sets, 1, &s, &e), SCN_OK);
-        ck_assert_msg(!s.engine.async_output, "%s", without[i]);
+        ck_assert_msg(s.engine.async_output == P[i].lag && s.engine.multi_step_stream == P[i].stream, "%s", P[i].name);
     }
     /* vllm-0.6 is vllm-0.7 plus the lag: MLA still cached expanded. */
     const char *v06[] = {"engine=vllm-0.6"};
@@ -181,6 +237,7 @@ Suite *suite_output_lag(void)
     TCase *tc = tcase_create("outputlag");
     tcase_add_test(tc, first_and_last_tokens_wait_for_the_next_step);
     tcase_add_test(tc, lag_under_multistep_runs);
+    tcase_add_test(tc, a_run_hands_its_tokens_over_at_its_end);
     tcase_add_test(tc, a_closed_loop_sends_after_the_delivery);
     tcase_add_test(tc, the_field_binds_and_the_v0_profiles_carry_it);
     suite_add_tcase(su, tc);
