@@ -146,7 +146,15 @@ START_TEST(failures_have_codes_and_write_nothing)
     snprintf(missing_unit, sizeof missing_unit, "%s",
              t_write("cli-unit.yaml", "model: llama-3-8b\nhardware: h100-sxm\nworkload:\n"
                                       "  arrival: {process: poisson, rate: 8}\n  prompt_tokens: 1\n  output_tokens: 1\n"));
-    char a1[700], a2[700], a3[700], a4[700], a5[700];
+    /* A hardware profile with an impossible NCCL bus bandwidth: line 8, value at col 57. */
+    char nccl[600];
+    snprintf(nccl, sizeof nccl, "%s",
+             t_write("cli-nccl.yaml", "model: llama-3-8b\nhardware:\n  name: x\n  memory: 80 GiB\n"
+                                      "  memory_bandwidth: 1 TB/s\n  compute: {bf16: 1 TFLOPS}\n"
+                                      "  interconnect:\n    {kind: nvlink, bandwidth: 450 GB/s, nccl_bandwidth: 5000 TB/s}\n"
+                                      "workload:\n  arrival: {process: poisson, rate: 1/s}\n  prompt_tokens: 1\n  output_tokens: 1\n"));
+    char a1[700], a2[700], a3[700], a4[700], a5[700], a6[700];
+    snprintf(a6, sizeof a6, "memory %s", nccl);
     snprintf(a1, sizeof a1, "memory %s", bad);
     snprintf(a2, sizeof a2, "cost %s", missing_unit);
     snprintf(a3, sizeof a3, "memory %s --set workload.requests", chat());
@@ -155,6 +163,7 @@ START_TEST(failures_have_codes_and_write_nothing)
     const fail_case cases[] = {
         {a1, 65, "cli-bad.yaml:3:1: wrkload: unknown field 'wrkload'; did you mean 'workload'?"},
         {a2, 65, "cli-unit.yaml:4:37: workload.arrival.rate: '8' has no unit"},
+        {a6, 65, "cli-nccl.yaml:8:57: hardware.interconnect.nccl_bandwidth: 5e+06 GB/s exceeds the link's 450 GB/s"},
         {"memory /nonexistent/x.yaml", 66, "/nonexistent/x.yaml: cannot open"},
         {a3, 64, "expected PATH=VALUE"},
         {a4, 64, "unknown option '--bogus'"},
