@@ -58,6 +58,32 @@ START_TEST(memory_csv_and_overrides)
 }
 END_TEST
 
+/* vLLM 0.2.x at TP 4: the held all-reduce messages are printed inside the activation peak,
+ * 161 messages (2 x 80 layers + the embedding) of 4096 tokens x 8192 x 2 B. */
+START_TEST(memory_shows_held_allreduce)
+{
+    char scn[600];
+    snprintf(scn, sizeof scn, "%s",
+             t_write("cli-v02.yaml", "model: llama-2-70b\nhardware: a100-80g\nengine: vllm-0.2\n"
+                                     "deployment: {tensor_parallel: 4}\n"
+                                     "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n"));
+    ck_assert_int_eq(run("memory %s --format json", scn), 0);
+    json_t *root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *mem = json_object_get(root, "memory");
+    long long held = 161LL * 4096 * 8192 * 2;
+    ck_assert_int_eq(json_integer_value(json_object_get(mem, "held_allreduce_bytes")), held);
+    ck_assert(json_integer_value(json_object_get(mem, "activation_bytes")) > held);
+    json_decref(root);
+    /* One GPU holds none, and the line is left out. */
+    ck_assert_int_eq(run("memory %s --format json --set deployment.tensor_parallel=1", scn), 0);
+    root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    ck_assert_ptr_null(json_object_get(json_object_get(root, "memory"), "held_allreduce_bytes"));
+    json_decref(root);
+}
+END_TEST
+
 START_TEST(cost_reports_bound)
 {
     ck_assert_int_eq(run("cost %s --batch 64 --context 2048 --format json", chat()), 0);
@@ -189,6 +215,7 @@ Suite *suite_cli(void)
     tcase_add_test(tc, memory_table_and_json);
     tcase_add_test(tc, memory_csv_and_overrides);
     tcase_add_test(tc, cost_reports_bound);
+    tcase_add_test(tc, memory_shows_held_allreduce);
     tcase_add_test(tc, help_version_list);
     tcase_add_test(tc, cost_prints_every_term);
     tcase_add_test(tc, failures_have_codes_and_write_nothing);
