@@ -216,7 +216,7 @@ START_TEST(the_field_binds_and_the_v0_profiles_carry_it)
      * (vllm-v0) and vllm-0.7 (the V1 rows of 0.7.0) have neither. */
     const struct { const char *name; bool lag, stream; } P[] = {
         {"vllm-0.6", true, false}, {"vllm-0.6.3", true, true}, {"vllm-0.7.1", true, true},
-        {"vllm", false, true}, {"vllm-v0", false, true}, {"vllm-0.7", false, true},
+        {"vllm", false, true}, {"vllm-v0", false, true}, {"vllm-0.2", false, true}, {"vllm-0.7", false, true},
         {"sglang", false, true}, {"trtllm", false, true},
     };
     for (int i = 0; i < (int)(sizeof P / sizeof P[0]); i++) {
