@@ -233,6 +233,48 @@ START_TEST(the_field_binds_and_the_v0_profiles_carry_it)
 }
 END_TEST
 
+/* Every request of a run that preempts (a small cache), runs two replicas and ten-step runs is
+ * recorded once, and each row keeps E2E >= TTFT >= its queueing: held requests survive
+ * preemption, tail retirement and the hand-over. */
+typedef struct { long n; int bad; } check_rows;
+
+static int on_check(void *ud, const sim_request_row *r)
+{
+    check_rows *c = ud;
+    c->n++;
+    if (!(r->e2e >= r->ttft && r->ttft >= r->queue && r->queue >= 0)) c->bad++;
+    return 0;
+}
+
+START_TEST(preemption_and_replicas_keep_every_request)
+{
+    const char *text = "model: llama-3-8b\nhardware: a100-80g\nengine: vllm-0.6\n"
+                       "deployment: {replicas: 2, scheduler_steps: 10}\n"
+                       "workload:\n  requests: 300\n  arrival: {process: poisson, rate: 40/s}\n"
+                       "  prompt_tokens: {dist: exponential, mean: 227, min: 4, max: 1024}\n"
+                       "  output_tokens: {dist: exponential, mean: 197, min: 1, max: 2044}\n"
+                       "options: {kv_layout: paged, block_size: 16, scheduler: continuous}\n";
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    for (int stream = 0; stream < 2; stream++) {
+        s.engine.multi_step_stream = stream;
+        sim_choice c = sim_choice_first(&s);
+        sim_executor ex;
+        ck_assert_int_eq(sim_executor_model(&s, &c, &ex), 0);
+        check_rows x = {0};
+        sim_run_opts o = {.seed = 3, .on_request = on_check, .ud = &x, .kv_blocks_override = 300};
+        sim_metrics m;
+        char err[512];
+        int rc = sim_run(&s, &c, &ex, &o, &m, err, sizeof err);
+        ex.free(ex.ctx);
+        ck_assert_msg(rc == SIM_OK, "%s", err);
+        ck_assert_int_eq(x.n, 300);
+        ck_assert_int_eq(x.bad, 0);
+        ck_assert_msg(m.preemptions > 0, "the cache was meant to be short: %ld preemptions", m.preemptions);
+    }
+}
+END_TEST
+
 START_TEST(cost_and_simulate_say_it)
 {
     /* `kvplan cost --prefill 467` under vllm-0.6: a lone request's TTFT is the front end, the
@@ -278,6 +320,7 @@ Suite *suite_output_lag(void)
     tcase_add_test(tc, a_closed_loop_sends_after_the_delivery);
     tcase_add_test(tc, the_field_binds_and_the_v0_profiles_carry_it);
     tcase_add_test(tc, cost_and_simulate_say_it);
+    tcase_add_test(tc, preemption_and_replicas_keep_every_request);
     suite_add_tcase(su, tc);
     return su;
 }
