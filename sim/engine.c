@@ -215,6 +215,7 @@ static int enqueue(sim_engine *e, sim_req *r)
     bool counted = r->deferred || r->ingress;   /* routed, and its replica counts it */
     if (!counted) r->replica = route(e, &r->spec);
     sim_replica *rep = &e->rep[r->replica];
+    if (r->fe_queued) { rep->fe_waiting--; r->fe_queued = false; }   /* the front end reached it */
     /* An engine that schedules one step ahead (async_scheduling: SGLang's and TensorRT-LLM's
      * overlap schedulers, vLLM's --async-scheduling) formed step i+1's batch when step i started,
      * so a request arriving during step i first reaches the scheduler as step i ends, after step
@@ -257,10 +258,20 @@ static int admit(sim_engine *e, sim_req *r)
     r->replica = route(e, &r->spec);
     sim_replica *rep = &e->rep[r->replica];
     double start = rep->fe_free > e->now ? rep->fe_free : e->now;
+    if (start > e->now && rep->waiting.n + rep->fe_waiting >= e->max_waiting) {
+        /* The waiting bound covers the front end's queue too: an overloaded server answers
+         * "busy" (enqueue) whether the backlog is before or behind its tokeniser. */
+        e->acc.rejected++;
+        e->done++;
+        free_req(e, r);
+        return 0;
+    }
     rep->fe_free = start + fe;
     rep->outstanding++;   /* routed here: the router counts it while it waits */
     r->ingress = true;
     if (start <= e->now) return enqueue(e, r);
+    rep->fe_waiting++;
+    r->fe_queued = true;
     r->ev.kind = EV_INGRESS;
     return sim_heap_push(&e->heap, &r->ev, start);
 }

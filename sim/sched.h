@@ -63,6 +63,7 @@ typedef struct {
     /* the front end (one server process per replica) prepares one request at a time: free from
      * this time on (sim/engine.c, admit; docs/cost-model.md, "Front end") */
     double fe_free;          /* s */
+    long fe_waiting;         /* requests routed here that wait for the front end */
     /* static batching: the batch in flight and its padded shape */
     sim_req **sb;
     int sb_n, sb_cap, sb_prompt, sb_output, sb_done;

@@ -527,6 +527,32 @@ START_TEST(offline_via_server_passes_the_front_end)
 }
 END_TEST
 
+
+START_TEST(waiting_bound_covers_the_front_end_queue)
+{
+    /* Five requests sent together, a front end of 0.2 s each, a waiting bound of 2. The first
+     * finds the server free and waits for the scheduler (1 waiting); the second queues at the
+     * front end (1 + 1 = 2 now wait); the other three find the bound reached and are turned
+     * away, as an overloaded server answers "busy". */
+    const char *trace = t_write("fe-bound.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,2\n0,10,2\n0,10,2\n0,10,2\n0,10,2\n");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: {name: x, frontend: {request: 0.2 s}}\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", trace);
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    sim_choice c = sim_choice_first(&s);
+    sim_executor ex = t_one_second_executor();
+    sim_run_opts o = {.seed = 1, .max_waiting = 2};
+    sim_metrics m;
+    char err[512];
+    ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.requests, 2);
+    ck_assert_int_eq(m.rejected, 3);
+}
+END_TEST
+
 Suite *suite_frontend(void)
 {
     Suite *su = suite_create("frontend");
@@ -545,6 +571,7 @@ Suite *suite_frontend(void)
     tcase_add_test(tc, simulate_says_the_front_end);
     tcase_add_test(tc, burst_waits_for_the_front_end_in_turn);
     tcase_add_test(tc, offline_via_server_passes_the_front_end);
+    tcase_add_test(tc, waiting_bound_covers_the_front_end_queue);
     suite_add_tcase(su, tc);
     return su;
 }
