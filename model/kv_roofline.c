@@ -519,10 +519,10 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             double qk = m->qk_nope_head_dim + m->qk_rope_head_dim;
             double kv_a = m->kv_lora_rank + m->qk_rope_head_dim;
             if (m->q_lora_rank > 0) {
-                gemm(&r.op[KV_OP_QKV], &g, m->q_lora_rank + kv_a, h, L, 1);
-                gemm(&r.op[KV_OP_QKV], &g, H * qk / tp, m->q_lora_rank, L, 1);
+                gemm(&r.op[KV_OP_QKV], &ga, m->q_lora_rank + kv_a, h, L, 1);
+                gemm(&r.op[KV_OP_QKV], &ga, H * qk / tp, m->q_lora_rank, L, 1);
             } else {
-                gemm(&r.op[KV_OP_QKV], &g, H * qk / tp + kv_a, h, L, 1);
+                gemm(&r.op[KV_OP_QKV], &ga, H * qk / tp + kv_a, h, L, 1);
             }
             add(&r.op[KV_OP_QKV], 0, 0, L);   /* rotary */
             /* The latents are normalised before they are expanded or cached (kv_a_layernorm,
@@ -541,7 +541,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             add_serial(&r.op[KV_OP_QKV], 2.0 * T * (H / tp + kv_heads_per_rank(m, tp)) * m->head_dim * AB * L, L);
             o_in = H * m->head_dim / tp;
         }
-        gemm(&r.op[KV_OP_OUT_PROJ], m->kv_lora_rank > 0 ? &g : &ga, h, o_in, L, 1);
+        gemm(&r.op[KV_OP_OUT_PROJ], &ga, h, o_in, L, 1);
 
         /* MLP: gate|up GEMM, activation, down GEMM. Activation traffic: x in, gate|up out and
          * back in (4I), product out and back in (2I), y out. */
