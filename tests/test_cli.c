@@ -81,6 +81,23 @@ START_TEST(memory_shows_held_allreduce)
     ck_assert_ptr_nonnull(root);
     ck_assert_ptr_null(json_object_get(json_object_get(root, "memory"), "held_allreduce_bytes"));
     json_decref(root);
+    /* A long max_model_len: Llama-3.1-8B at 131072 tokens, TP 8. Each message is 131072 x 4096
+     * x 2 B = 1 GiB, 65 of them (2 x 32 layers + the embedding) = 65 GiB on every rank, more than
+     * the 72 GiB usable leaves beside the weights: more ranks cannot help, a shorter run can. */
+    snprintf(scn, sizeof scn, "%s",
+             t_write("cli-v02-long.yaml", "model: llama-3.1-8b\nhardware: a100-80g\nengine: vllm-0.2\n"
+                                          "deployment: {tensor_parallel: 8, max_model_len: 131072}\n"
+                                          "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, "
+                                          "output_tokens: 100}\n"));
+    ck_assert_int_eq(run("memory %s", scn), 0);
+    ck_assert_msg(strstr(out, "65.00 GiB are the profile run's all-reduce messages (max_num_batched_tokens 131072") &&
+                      strstr(out, "tensor_parallel does not shrink") && strstr(out, "and max_model_len") &&
+                      !strstr(out, "Raise tensor_parallel"),
+                  "%s", out);
+    /* Where the weights overflow (Llama-2-70B on one GPU: no all-reduce), more ranks are the cure. */
+    ck_assert_int_eq(run("memory %s --set model=llama-2-70b --set deployment.tensor_parallel=1 "
+                         "--set deployment.max_model_len=4096", scn), 0);
+    ck_assert_msg(strstr(out, "Raise tensor_parallel") && !strstr(out, "does not shrink"), "%s", out);
 }
 END_TEST
 
