@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char out[1 << 16], err[1 << 14];
 
@@ -98,6 +99,31 @@ START_TEST(memory_shows_held_allreduce)
     ck_assert_int_eq(run("memory %s --set model=llama-2-70b --set deployment.tensor_parallel=1 "
                          "--set deployment.max_model_len=4096", scn), 0);
     ck_assert_msg(strstr(out, "Raise tensor_parallel") && !strstr(out, "does not shrink"), "%s", out);
+}
+END_TEST
+
+/* A simulation that fails (a request larger than the --blocks cache) exits 65 and leaves no CSV
+ * behind; one that succeeds leaves the header and a row per request. */
+START_TEST(failed_run_leaves_no_csv)
+{
+    char scn[600], csv[600], cmd[1500];
+    snprintf(scn, sizeof scn, "%s",
+             t_write("cli-csv.yaml", "model: llama-3-8b\nhardware: h100-sxm\n"
+                                     "workload: {requests: 5, arrival: {process: offline}, prompt_tokens: 1000, "
+                                     "output_tokens: 10}\n"));
+    snprintf(csv, sizeof csv, "%s", t_write("cli-req.csv", "left from before\n"));
+    /* 1010 tokens need 64 blocks of 16; the cache holds 10. */
+    snprintf(cmd, sizeof cmd, "simulate %s --no-db --blocks 10 --requests-out %s", scn, csv);
+    ck_assert_int_eq(run("%s", cmd), 65);
+    ck_assert_msg(access(csv, F_OK) != 0, "%s is still there after a failed run", csv);
+    snprintf(cmd, sizeof cmd, "simulate %s --no-db --requests-out %s", scn, csv);
+    ck_assert_int_eq(run("%s", cmd), 0);
+    FILE *f = fopen(csv, "r");
+    ck_assert_ptr_nonnull(f);
+    int lines = 0;
+    for (int ch; (ch = fgetc(f)) != EOF;) lines += ch == '\n';
+    fclose(f);
+    ck_assert_int_eq(lines, 1 + 5);
 }
 END_TEST
 
@@ -233,6 +259,7 @@ Suite *suite_cli(void)
     tcase_add_test(tc, memory_csv_and_overrides);
     tcase_add_test(tc, cost_reports_bound);
     tcase_add_test(tc, memory_shows_held_allreduce);
+    tcase_add_test(tc, failed_run_leaves_no_csv);
     tcase_add_test(tc, help_version_list);
     tcase_add_test(tc, cost_prints_every_term);
     tcase_add_test(tc, failures_have_codes_and_write_nothing);
