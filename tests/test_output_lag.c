@@ -342,6 +342,22 @@ START_TEST(cost_and_simulate_say_it)
     snprintf(args, sizeof args, "simulate %s --no-db --set workload.requests=5 --set engine=vllm", yaml);
     ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(!strstr(out, "when the next step ends"), "%s", out);
+    /* Disaggregated pools hand tokens over at once (sim/disagg.c): no note. */
+    snprintf(args, sizeof args,
+             "simulate %s --no-db --set workload.requests=5 --set 'deployment.disaggregation={prefill: {}, decode: {}}'",
+             yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(!strstr(out, "when the next step ends"), "%s", out);
+    /* Multi-step runs handed over at their end (vllm-0.6), and not when each step streams
+     * (vllm-0.6.3). */
+    snprintf(args, sizeof args, "simulate %s --no-db --set workload.requests=5 --set deployment.scheduler_steps=4 "
+             "--set options.scheduler=continuous", yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(out, "when the run ends") && strstr(out, "when the next step ends"), "%s", out);
+    snprintf(args, sizeof args, "simulate %s --no-db --set workload.requests=5 --set deployment.scheduler_steps=4 "
+             "--set options.scheduler=continuous --set engine=vllm-0.6.3", yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(!strstr(out, "when the run ends") && strstr(out, "when the next step ends"), "%s", out);
 }
 END_TEST
 
