@@ -233,7 +233,6 @@ static long map_find(const sim_kv *kv, uint64_t h)
 static void map_insert(sim_kv *kv, uint64_t h, int32_t b)
 {
     kv->ver++;
-    if (kv->w_has_missing && h == kv->w_missing) kv->w_fired |= SIM_KV_WATCH_COMMIT;
     long i = (long)(h & (uint64_t)kv->mask);
     while (kv->map[i].val >= 0) i = (i + 1) & kv->mask;
     kv->map[i].key = h;
@@ -257,6 +256,7 @@ static int map_put(sim_kv *kv, uint64_t h, int32_t b)
         free(om);
     }
     map_insert(kv, h, b);
+    if (kv->w_has_missing && h == kv->w_missing) kv->w_fired |= SIM_KV_WATCH_COMMIT;
     return 0;
 }
 
