@@ -411,6 +411,64 @@ START_TEST(prefix_watch_commit_same_both_ways)
 }
 END_TEST
 
+/* Random traces whose requests share token streams (a few conversation ids reused while others
+ * of the same id still run, a few prefix groups) on KV-bound prefix-cached pools: the watch's
+ * two events in every combination of engine profile (async scheduling, prefill mixing),
+ * scheduler, no-evict admission, block size, seats, step budget and replicas. */
+START_TEST(prefix_watch_random_traces_same_both_ways)
+{
+    static const char *const engines[] = {"kvplan", "vllm", "sglang", "trtllm-v0", "vllm-v0"};
+    static const char *const sched[] = {"continuous", "chunked"};
+    unsigned long long x = 3;
+    sim_ff_counts sum = {0};
+    long steps = 0;
+    for (int k = 0; k < 40; k++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned r = (unsigned)(x >> 33);
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned r2 = (unsigned)(x >> 33);
+        int bs = (int[]){4, 8, 16, 32}[r % 4], seqs = (int[]){8, 32, 128}[(r >> 2) % 3];
+        int budget = (int[]){128, 512, 2048, 8192}[(r >> 4) % 4], ptoks = (int[]){64, 300, 1000}[(r >> 8) % 3];
+        double rate = (double[]){5, 15, 60}[(r >> 10) % 3];
+        int reps = (r >> 14) % 4 == 0 ? 2 : 1;
+        static char csv[16384];
+        int len = snprintf(csv, sizeof csv, "arrival_s,prompt_tokens,output_tokens,prefix_id,conversation_id\n");
+        double at = 0;
+        unsigned long long y = x;
+        for (int i = 0; i < 250; i++) {
+            y = y * 6364136223846793005ULL + 1442695040888963407ULL;
+            unsigned q = (unsigned)(y >> 33);
+            at += (double)(q % 1000) / 1000.0 * 3.0 / rate;
+            int conv = (q >> 27) % 4 ? (int)((q >> 10) % 6) : -1, pre = (q >> 13) % 3 == 0 ? (int)((q >> 15) % 3) : -1;
+            len += snprintf(csv + len, sizeof csv - (size_t)len, "%.6f,%d,%d,%d,%d\n", at, 16 + (int)((q >> 17) % 1500),
+                            1 + (int)((q >> 5) % 600), pre, conv);
+        }
+        ck_assert((size_t)len < sizeof csv);
+        char trace[1024], text[2048];
+        snprintf(trace, sizeof trace, "%s", t_write("ff-watch-random.csv", csv));
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: a100-80g\nengine: %s\n"
+                 "deployment: {replicas: %d, max_num_seqs: %d, max_num_batched_tokens: %d, max_model_len: 4096}\n"
+                 "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+                 "  shared_prefix: {groups: 3, tokens: %d, share: 0.8}\n"
+                 "options: {kv_layout: paged, block_size: %d, prefix_cache: on, scheduler: %s}\n",
+                 engines[(r >> 16) % 5], reps, seqs, budget, trace, ptoks, bs, sched[(r >> 19) % 2]);
+        static scn_scenario s;
+        scn_error e;
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+        if ((r >> 22) % 3 == 0) s.engine.no_evict = true;
+        if ((r >> 24) % 3 == 0) s.engine.prefill_mix = (r >> 26) % 2 ? SCN_PREFILL_MIX_ALWAYS : SCN_PREFILL_MIX_NEVER;
+        char what[48];
+        snprintf(what, sizeof what, "prefix watch random trace %d", k);
+        sim_choice c = sim_choice_first(&s);
+        steps += same_both_ways_on(&s, &c, what, (2400 + (long)((r2 >> 20) % 6000)) / bs, &sum);
+    }
+    ck_assert(steps > 0);
+    ck_assert_msg(sum.watched > 1000 && sum.fired_commit > 0 && sum.fired_evict > 0, "watched %ld, commits %ld, evictions %ld",
+                  sum.watched, sum.fired_commit, sum.fired_evict);
+}
+END_TEST
+
 Suite *suite_fastfwd(void)
 {
     Suite *s = suite_create("fastfwd");
@@ -423,6 +481,7 @@ Suite *suite_fastfwd(void)
     tcase_add_test(tc, sliding_window_same_both_ways);
     tcase_add_test(tc, prefix_watch_same_both_ways);
     tcase_add_test(tc, prefix_watch_commit_same_both_ways);
+    tcase_add_test(tc, prefix_watch_random_traces_same_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }
