@@ -1,0 +1,145 @@
+/* kv_moe_grouped.c: grouped-GEMM tile padding of the routed experts (kv_moe_grouped.h). */
+#include "kv_moe_grouped.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define TILE_K_BYTES 128   /* bytes of K per main-loop stage, as kv_efficiency.c's dense tiles */
+
+/* Tiles exact summation handles: beyond it (1 - q)^n may underflow, and the binomial is close
+ * enough to normal (n q (1 - q) >= 25 for every q in [0.1, 0.9] at this n) for the continuity
+ * correction to be within a hundredth of a tile. */
+#define EXACT_MAX_N 1024
+
+double kv_binomial_expected_tiles(double n, double q, double tile)
+{
+    if (!(n > 0) || !(q > 0) || !(tile > 0)) return 0;
+    n = floor(n + 0.5);
+    if (q >= 1) return ceil(n / tile);
+    double mu = n * q, sd = sqrt(n * q * (1 - q));
+    if (n <= EXACT_MAX_N) {
+        /* Sum the mass p(m) = C(n, m) q^m (1 - q)^(n - m) times ceil(m / tile), m from 0 while
+         * any mass is left (the recurrence p(m + 1) = p(m) (n - m) / (m + 1) q / (1 - q)). */
+        double p = exp(n * log1p(-q)), r = q / (1 - q), sum = 0, mass = 0;
+        double top = fmin(n, ceil(mu + 12 * sd + tile));
+        for (double m = 0; m <= top; m++) {
+            sum += p * ceil(m / tile);
+            mass += p;
+            p *= (n - m) / (m + 1) * r;
+        }
+        /* Mass above `top` (under 1e-30) counted at the tile count of n. */
+        return sum + fmax(0, 1 - mass) * ceil(n / tile);
+    }
+    /* E[ceil(X / t)] = sum_{j >= 0} P(X >= j t + 1): terms far below the mean are 1, far above 0. */
+    double sum = 0;
+    double jlo = floor(fmax(0, mu - 10 * sd - 1) / tile), jhi = ceil((mu + 10 * sd) / tile);
+    sum += jlo;
+    for (double j = jlo; j <= jhi; j++) {
+        double x = j * tile + 1;
+        sum += 0.5 * erfc((x - 0.5 - mu) / (sd * sqrt(2.0)));
+    }
+    return sum;
+}
+
+/* The CTA tiles (token rows x weight columns) TensorRT-LLM's MoE grouped GEMMs are built with
+ * and profile among (cpp/tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp,
+ * get_candidate_tiles and get_candidate_tiles_sm90/_sm100 for GROUPED_GEMM; docs/sources.md,
+ * "Grouped GEMM tiles"): on Ampere and Ada the 16-bit configurations 32 x 128, 64 x 128 and
+ * 128 x 128; on Hopper the TMA warp-specialised tiles, all 128 or 256 rows deep; on Blackwell the
+ * 1-SM and 2-SM tiles of 64 to 256 rows. */
+typedef struct { const double (*tile)[2]; size_t n; } tile_set;
+static const double TILES_SM80[][2] = {{32, 128}, {64, 128}, {128, 128}};
+static const double TILES_SM90[][2] = {{128, 16}, {128, 32}, {128, 64}, {128, 128}, {128, 256}, {256, 128}};
+static const double TILES_SM100[][2] = {{64, 64},   {64, 128},  {64, 256},  {128, 32},  {128, 64},
+                                        {128, 128}, {128, 256}, {256, 64}, {256, 128}, {256, 256}};
+#define TILE_SET(a) ((tile_set){a, sizeof a / sizeof a[0]})
+
+static tile_set tiles_for(scn_arch arch)
+{
+    switch (arch) {
+    case SCN_ARCH_HOPPER: return TILE_SET(TILES_SM90);
+    case SCN_ARCH_BLACKWELL: return TILE_SET(TILES_SM100);
+    default: return TILE_SET(TILES_SM80);
+    }
+}
+
+static double grouped_least_padded(double sm, scn_arch arch, double tokens, double E, double q, double N, double K,
+                                   double tk)
+{
+    tile_set t = tiles_for(arch);
+    double kt = ceil(K / tk), least = INFINITY;
+    double rows_seen[16], expected[16];
+    size_t seen = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        double tm = t.tile[i][0], tn = t.tile[i][1];
+        /* Tiles of the same row count share one expectation of tiles per expert. */
+        double per_expert = -1;
+        for (size_t j = 0; j < seen; j++)
+            if (rows_seen[j] == tm) per_expert = expected[j];
+        if (per_expert < 0) {
+            per_expert = kv_binomial_expected_tiles(tokens, q, tm);
+            rows_seen[seen] = tm;
+            expected[seen++] = per_expert;
+        }
+        /* One CTA per output tile of every expert, in waves of one per SM (the grouped kernel's
+         * persistent CTAs walk all experts' tiles); no split-K. */
+        double tiles = E * per_expert * ceil(N / tn);
+        double waves = ceil(tiles / sm - 1e-9);
+        least = fmin(least, waves * sm * tm * tn * tk * kt);
+    }
+    return least;
+}
+
+#define GROUPED_MEMO 512
+typedef struct { double sm, arch, tokens, E, k, N, K, tk, padded; } grouped_memo_entry;
+static _Thread_local grouped_memo_entry grouped_memo[GROUPED_MEMO];
+
+static unsigned grouped_slot(const double key[8])
+{
+    uint64_t h = 0, v;
+    for (int i = 0; i < 8; i++) {
+        memcpy(&v, &key[i], sizeof v);
+        h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+    }
+    return (unsigned)(h >> 55) % GROUPED_MEMO;
+}
+
+double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double experts, double k, double N, double K,
+                                 scn_dtype dt)
+{
+    double sm = hw->sm_count;
+    if (sm <= 0 || !(tokens > 0) || !(experts > 0) || !(k > 0) || N <= 0 || K <= 0) return 1;
+    if (k > experts) k = experts;
+    tokens = floor(tokens + 0.5);
+    double b = scn_dtype_bytes(dt);
+    double tk = TILE_K_BYTES / (b > 0 ? b : 2);
+    double arch = hw->arch;
+    const double key[8] = {sm, arch, tokens, experts, k, N, K, tk};
+    grouped_memo_entry *e = &grouped_memo[grouped_slot(key)];
+    if (!(e->sm == sm && e->arch == arch && e->tokens == tokens && e->E == experts && e->k == k && e->N == N &&
+          e->K == K && e->tk == tk))
+        *e = (grouped_memo_entry){sm, arch, tokens, experts, k, N, K, tk,
+                                  grouped_least_padded(sm, hw->arch, tokens, experts, k / experts, N, K, tk)};
+    double eff = tokens * k * N * K / e->padded;
+    return eff < 1 ? eff : 1;
+}
+
+kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype, double T,
+                                      double k, double h, double I)
+{
+    const double ab = 2.0;   /* 16-bit activations */
+    kv_moe_movement mv = {0, 0};
+    if (e->moe_kernel == SCN_MOE_KERNEL_KVPLAN || !(T > 0)) return mv;
+    double copies = T * k;
+    bool fused_act = e->moe_kernel == SCN_MOE_KERNEL_CUTLASS && scn_dtype_bytes(gemm_dtype) == 2 &&
+                     (hw->arch == SCN_ARCH_AMPERE || hw->arch == SCN_ARCH_ADA);
+    /* Router input, gate|up input copies and output, down input and output. */
+    mv.gemm = (T * h + copies * h + copies * (fused_act ? I : 2 * I) + copies * I + copies * h) * ab;
+    /* The activation kernel (read 2I, write I per copy), the weighted sum of the k copies. */
+    mv.serial = ((fused_act ? 0 : 3 * copies * I) + copies * h + T * h) * ab;
+    /* CUTLASS's expansion of each token into its k copies before gate|up. */
+    if (e->moe_kernel == SCN_MOE_KERNEL_CUTLASS) mv.serial += (T * h + copies * h) * ab;
+    return mv;
+}
