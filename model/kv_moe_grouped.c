@@ -131,7 +131,10 @@ kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *
 {
     const double ab = 2.0;   /* 16-bit activations */
     kv_moe_movement mv = {0, 0};
-    if (e->moe_kernel == SCN_MOE_KERNEL_KVPLAN || !(T > 0)) return mv;
+    /* Triton's share (KV_TRITON_MOE_BF16_SHARE) was measured over fused_experts' whole time, its
+     * silu_and_mul and moe_sum included, and kvplan's own family streams its total: only the
+     * CUTLASS family, priced at the dense GEMM rate, has these kernels to add. */
+    if (e->moe_kernel != SCN_MOE_KERNEL_CUTLASS || !(T > 0)) return mv;
     double copies = T * k;
     bool fused_act = e->moe_kernel == SCN_MOE_KERNEL_CUTLASS && scn_dtype_bytes(gemm_dtype) == 2 &&
                      (hw->arch == SCN_ARCH_AMPERE || hw->arch == SCN_ARCH_ADA);

@@ -20,17 +20,15 @@ double kv_binomial_expected_tiles(double n, double q, double tile);
 double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double experts, double k, double N, double K,
                                  scn_dtype dt);
 
-/* 16-bit activation bytes a fused-MoE layer moves for T tokens each sent to k experts of hidden
- * size h and (per GPU) intermediate size I: `gemm`, what the two grouped GEMMs read and write
- * (the router's input included), which streams under their compute; `serial`, what the
- * memory-bound kernels between them move, each of which runs alone. Triton (vLLM's and SGLang's
- * fused_experts): the gate|up GEMM gathers the tokens through the sorted ids, writes 2I per
- * copy; silu_and_mul reads 2I, writes I; the down GEMM writes h per copy; moe_sum reads the k
- * copies and writes one row. CUTLASS (TensorRT-LLM's MoE): expandInputRows writes the k copies
- * first; gate|up fuses the gated activation on Ampere and Ada in 16-bit math (no activation
- * kernel), elsewhere a separate activation kernel; finalizeMoeRouting reads the k copies and
- * writes one row. Both 0 for kvplan's own family. docs/cost-model.md, "Data movement of a
- * fused-MoE layer". */
+/* 16-bit activation bytes a fused-MoE layer under the CUTLASS family (TensorRT-LLM's MoE) moves
+ * for T tokens each sent to k experts of hidden size h and (per GPU) intermediate size I: `gemm`,
+ * what the two grouped GEMMs read and write (the router's input included), which streams under
+ * their compute; `serial`, what the memory-bound kernels between them move, each running alone:
+ * expandInputRows writes each token's k copies before gate|up; gate|up fuses the gated
+ * activation on Ampere and Ada in 16-bit math, elsewhere an activation kernel reads 2I and writes
+ * I per copy; finalizeMoeRouting reads the k copies and writes one row. Both 0 for the other
+ * families (Triton's measured share already holds its silu_and_mul and moe_sum; kvplan's own
+ * streams its total). docs/cost-model.md, "Data movement of a fused-MoE layer". */
 typedef struct { double gemm, serial; } kv_moe_movement;
 kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype, double T,
                                       double k, double h, double I);
