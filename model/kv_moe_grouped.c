@@ -51,6 +51,8 @@ double kv_binomial_expected_tiles(double n, double q, double tile)
  * 1-SM and 2-SM tiles of 64 to 256 rows. */
 typedef struct { const double (*tile)[2]; size_t n; } tile_set;
 static const double TILES_SM80[][2] = {{32, 128}, {64, 128}, {128, 128}};
+/* Weight-only (W4A16, W8A16) configurations: CutlassGemmType::WeightOnly's list. */
+static const double TILES_SM80_WO[][2] = {{16, 128}, {16, 256}, {32, 128}, {64, 128}, {128, 128}};
 static const double TILES_SM90[][2] = {{128, 16}, {128, 32}, {128, 64}, {128, 128}, {128, 256}, {256, 128}};
 static const double TILES_SM100[][2] = {{64, 64},   {64, 128},  {64, 256},  {128, 32},  {128, 64},
                                         {128, 128}, {128, 256}, {256, 64}, {256, 128}, {256, 256}};
@@ -65,10 +67,27 @@ static tile_set tiles_for(scn_arch arch)
     }
 }
 
-static double grouped_least_padded(double sm, scn_arch arch, double tokens, double E, double q, double N, double K,
+/* Weights stored in fewer bytes than the 16-bit math they meet run the weight-only kernels. */
+static bool weight_only(scn_dtype dt, double weight_bytes) { return scn_dtype_bytes(dt) == 2 && weight_bytes < 2; }
+
+static tile_set ampere_style(scn_dtype dt, double weight_bytes)
+{
+    return weight_only(dt, weight_bytes) ? TILE_SET(TILES_SM80_WO) : TILE_SET(TILES_SM80);
+}
+
+/* Hopper also profiles the Ampere-style configurations in 16-bit math (MoeGemmRunner::getConfigs
+ * adds getAmpereConfigs to the TMA warp-specialised ones; for fp8 on sm90 there are none). */
+static bool hopper_ampere_too(scn_arch arch, scn_dtype dt) { return arch == SCN_ARCH_HOPPER && scn_dtype_bytes(dt) == 2; }
+
+/* The architecture's own tiles; before Hopper, the Ampere-style set for the weights' format. */
+static tile_set own_tiles(scn_arch arch, scn_dtype dt, double weight_bytes)
+{
+    return arch == SCN_ARCH_HOPPER || arch == SCN_ARCH_BLACKWELL ? tiles_for(arch) : ampere_style(dt, weight_bytes);
+}
+
+static double grouped_least_padded(double sm, tile_set t, double tokens, double E, double q, double N, double K,
                                    double tk)
 {
-    tile_set t = tiles_for(arch);
     double kt = ceil(K / tk), least = INFINITY;
     double rows_seen[16], expected[16];
     size_t seen = 0;
@@ -107,7 +126,7 @@ static unsigned grouped_slot(const double key[8])
 }
 
 double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double experts, double k, double N, double K,
-                                 scn_dtype dt)
+                                 scn_dtype dt, double weight_bytes)
 {
     double sm = hw->sm_count;
     if (sm <= 0 || !(tokens > 0) || !(experts > 0) || !(k > 0) || N <= 0 || K <= 0) return 1;
@@ -115,19 +134,25 @@ double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double e
     tokens = floor(tokens + 0.5);
     double b = scn_dtype_bytes(dt);
     double tk = TILE_K_BYTES / (b > 0 ? b : 2);
-    double arch = hw->arch;
+    /* The key's arch also carries the weight-only choice (a distinct tile set). */
+    double arch = hw->arch + (weight_only(dt, weight_bytes) ? 100 : 0);
     const double key[8] = {sm, arch, tokens, experts, k, N, K, tk};
     grouped_memo_entry *e = &grouped_memo[grouped_slot(key)];
     if (!(e->sm == sm && e->arch == arch && e->tokens == tokens && e->E == experts && e->k == k && e->N == N &&
           e->K == K && e->tk == tk))
         *e = (grouped_memo_entry){sm, arch, tokens, experts, k, N, K, tk,
-                                  grouped_least_padded(sm, hw->arch, tokens, experts, k / experts, N, K, tk)};
+                                  fmin(grouped_least_padded(sm, own_tiles(hw->arch, dt, weight_bytes), tokens, experts,
+                                                            k / experts, N, K, tk),
+                                       hopper_ampere_too(hw->arch, dt)
+                                           ? grouped_least_padded(sm, ampere_style(dt, weight_bytes), tokens, experts,
+                                                                  k / experts, N, K, tk)
+                                           : INFINITY)};
     double eff = tokens * k * N * K / e->padded;
     return eff < 1 ? eff : 1;
 }
 
-kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype, double T,
-                                      double k, double h, double I)
+kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype,
+                                      double weight_bytes, double T, double E, double k, double h, double I)
 {
     const double ab = 2.0;   /* 16-bit activations */
     kv_moe_movement mv = {0, 0};
@@ -136,8 +161,17 @@ kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *
      * CUTLASS family, priced at the dense GEMM rate, has these kernels to add. */
     if (e->moe_kernel != SCN_MOE_KERNEL_CUTLASS || !(T > 0)) return mv;
     double copies = T * k;
-    bool fused_act = e->moe_kernel == SCN_MOE_KERNEL_CUTLASS && scn_dtype_bytes(gemm_dtype) == 2 &&
-                     (hw->arch == SCN_ARCH_AMPERE || hw->arch == SCN_ARCH_ADA);
+    /* The gated activation is fused into gate|up in 16-bit math on the Ampere-style kernels
+     * (MoeGemmRunner::isFusedGatedActivation: sm >= 80, not fp8, not TMA warp-specialised):
+     * always on Ampere and Ada; on Hopper when an Ampere-style tile pads gate|up least. */
+    bool same = scn_dtype_bytes(gemm_dtype) == 2 && !weight_only(gemm_dtype, weight_bytes);
+    bool fused_act = same && (hw->arch == SCN_ARCH_AMPERE || hw->arch == SCN_ARCH_ADA);
+    if (same && hopper_ampere_too(hw->arch, gemm_dtype) && hw->sm_count > 0 && E > 0) {
+        double tk = TILE_K_BYTES / 2.0, q = fmin(1, k / E);
+        double ampere = grouped_least_padded(hw->sm_count, TILE_SET(TILES_SM80), T, E, q, 2 * I, h, tk);
+        double hopper = grouped_least_padded(hw->sm_count, TILE_SET(TILES_SM90), T, E, q, 2 * I, h, tk);
+        fused_act = ampere <= hopper;
+    }
     /* Router input, gate|up input copies and output, down input and output. */
     mv.gemm = (T * h + copies * h + copies * (fused_act ? I : 2 * I) + copies * I + copies * h) * ab;
     /* The activation kernel (read 2I, write I per copy), the weighted sum of the k copies. */

@@ -16,21 +16,23 @@ double kv_binomial_expected_tiles(double n, double q, double tile);
  * pick k of E experts uniformly, every expert multiplying its rows by its own N x K weight: the
  * real work tokens·k·N·K over the least padded work among the CTA tiles (each expert's rows
  * padded to the tile separately; the experts' tiles, times ceil(N / tile columns), in waves of
- * one tile per SM; split-K when they do not fill the SMs). 1 when a shape is not given. */
+ * one tile per SM; no split-K). The tiles are TensorRT-LLM's for the GPU, the math dtype dt and
+ * the weights' stored bytes per parameter (fewer than 2 in 16-bit math: the weight-only set).
+ * 1 when a shape is not given. */
 double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double experts, double k, double N, double K,
-                                 scn_dtype dt);
+                                 scn_dtype dt, double weight_bytes);
 
 /* 16-bit activation bytes a fused-MoE layer under the CUTLASS family (TensorRT-LLM's MoE) moves
- * for T tokens each sent to k experts of hidden size h and (per GPU) intermediate size I: `gemm`,
+ * for T tokens each sent to k of E experts of hidden size h and (per GPU) intermediate size I: `gemm`,
  * what the two grouped GEMMs read and write (the router's input included), which streams under
  * their compute; `serial`, what the memory-bound kernels between them move, each running alone:
  * expandInputRows writes each token's k copies before gate|up; gate|up fuses the gated
- * activation on Ampere and Ada in 16-bit math, elsewhere an activation kernel reads 2I and writes
- * I per copy; finalizeMoeRouting reads the k copies and writes one row. Both 0 for the other
+ * activation in 16-bit math on the Ampere-style kernels (Ampere, Ada, and Hopper when such a tile
+ * pads gate|up least), elsewhere an activation kernel reads 2I and writes I per copy; finalizeMoeRouting reads the k copies and writes one row. Both 0 for the other
  * families (Triton's measured share already holds its silu_and_mul and moe_sum; kvplan's own
  * streams its total). docs/cost-model.md, "Data movement of a fused-MoE layer". */
 typedef struct { double gemm, serial; } kv_moe_movement;
-kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype, double T,
-                                      double k, double h, double I);
+kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype,
+                                      double weight_bytes, double T, double E, double k, double h, double I);
 
 #endif

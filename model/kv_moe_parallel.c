@@ -332,10 +332,10 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
             double local = 0;
             for (int i = rk; i < m->experts; i += ep) local++;
             double kl = rows / tokens, dense = kv_compute_rate(hw, dt);
-            double e1 = kv_moe_grouped_efficiency(hw, tokens, local, kl, 2.0 * I, h, dt);
-            double e2 = kv_moe_grouped_efficiency(hw, tokens, local, kl, h, I, dt);
+            double e1 = kv_moe_grouped_efficiency(hw, tokens, local, kl, 2.0 * I, h, dt, wb);
+            double e2 = kv_moe_grouped_efficiency(hw, tokens, local, kl, h, I, dt, wb);
             tc = dense > 0 ? flops * (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2) / dense : 0;
-            kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, tokens, kl, h, I);
+            kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, kl, h, I);
             tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;
             ts = bw > 0 ? mv.serial / bw : 0;
         }

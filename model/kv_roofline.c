@@ -559,7 +559,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
              * (gate|up reads the k copies of each token and writes 2I or, fused, I per copy; down
              * reads I and writes h per copy) beside the memory-bound kernels between them, which
              * run alone (kv_moe_movement_bytes); kvplan's own family keeps its streamed total. */
-            kv_moe_movement mv = kv_moe_movement_bytes(hw, e, g.dt, T, k, h, I);
+            kv_moe_movement mv = kv_moe_movement_bytes(hw, e, g.dt, kw.bytes_per_linear, T, E, k, h, I);
             double act = mv.serial + mv.gemm > 0 ? mv.gemm : (2.0 * T * h + 6.0 * T * I * k) * AB;
             if (mv.serial > 0) add_serial(mlp, mv.serial * moe_layers, 0);
             add(mlp, flops,
@@ -593,8 +593,8 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                  * experts' tiles in one set of waves (kv_moe_grouped_efficiency): gate|up holds
                  * two thirds of the flops, down one third. */
                 double dense = kv_compute_rate(hw, g.dt);
-                double e1 = kv_moe_grouped_efficiency(hw, g.M, E, k, 2.0 * I, h, g.dt);
-                double e2 = kv_moe_grouped_efficiency(hw, g.M, E, k, h, I, g.dt);
+                double e1 = kv_moe_grouped_efficiency(hw, g.M, E, k, 2.0 * I, h, g.dt, kw.bytes_per_linear);
+                double e2 = kv_moe_grouped_efficiency(hw, g.M, E, k, h, I, g.dt, kw.bytes_per_linear);
                 t_routed = dense > 0 ? routed * (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2) / dense : 0;
                 eff = 1.0 / (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2);
             }

@@ -36,39 +36,50 @@ START_TEST(grouped_efficiency_by_hand)
 {
     t_library("mixtral-8x7b", "h100-sxm", &s);
     double real = 128.0 * 8 * 2048 * 1024;
-    double h100 = kv_moe_grouped_efficiency(&s.hardware, 128, 8, 8, 2048, 1024, SCN_DTYPE_BF16);
+    double h100 = kv_moe_grouped_efficiency(&s.hardware, 128, 8, 8, 2048, 1024, SCN_DTYPE_BF16, 2);
     ck_assert_msg(fabs(h100 - 128.0 / 132) < 1e-12, "%.15g", h100);
     t_library("mixtral-8x7b", "a100-80g", &s);
-    double a100 = kv_moe_grouped_efficiency(&s.hardware, 128, 8, 8, 2048, 1024, SCN_DTYPE_BF16);
+    double a100 = kv_moe_grouped_efficiency(&s.hardware, 128, 8, 8, 2048, 1024, SCN_DTYPE_BF16, 2);
     ck_assert_msg(fabs(a100 - real / (5.0 * 108 * 32 * 128 * 1024)) < 1e-12, "%.15g", a100);
-    /* One token to 2 of 8 experts on the H100: the expected tiles are 8 (1 - (3/4)^1) = 2
-     * one-row experts, each padded to 128 rows; the least padded choice is 128 x 16 tiles
-     * (2 x 896 tiles, 14 waves of 132, 16 columns each, all 64 K stages). */
+    /* One token to 2 of 8 experts on the H100 in fp8 (TMA warp-specialised tiles only): the
+     * expected tiles are 8 (1 - (3/4)^1) = 2 one-row experts, each padded to 128 rows; the least
+     * padded choice is 128 x 16 (2 x 896 tiles, 14 waves of 132; 128 K per stage, 32 stages). */
     t_library("mixtral-8x7b", "h100-sxm", &s);
-    double one = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_BF16);
+    double one = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_FP8, 1);
     double tiles = 2.0 * ceil(14336 / 16.0), waves = ceil(tiles / 132);
     ck_assert_msg(fabs(one - 2.0 * 14336 * 4096 / (waves * 132 * 128 * 16 * 4096)) < 1e-12, "%.15g", one);
+    /* In bf16 Hopper also profiles the Ampere-style tiles: 32 x 128 pads the row to 32 only
+     * (2 x 112 tiles, 2 waves): 2 x 14336 x 4096 / (2 x 132 x 32 x 128 x 4096). */
+    double bf = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_BF16, 2);
+    ck_assert_msg(fabs(bf - 2.0 * 14336 / (2.0 * 132 * 32 * 128)) < 1e-12, "%.15g", bf);
+    /* On an A100 (108 SMs) the same token: 16-bit weights take 32 x 128 (2 x 112 tiles, 3 waves);
+     * 4-bit weights in 16-bit math take the weight-only set's 16 x 128. */
+    t_library("mixtral-8x7b", "a100-80g", &s);
+    double a16 = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_BF16, 2);
+    double a4 = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_BF16, 0.5);
+    ck_assert_msg(fabs(a16 - 2.0 * 14336 / (3.0 * 108 * 32 * 128)) < 1e-12, "%.15g", a16);
+    ck_assert_msg(fabs(a4 - 2.0 * 14336 / (3.0 * 108 * 16 * 128)) < 1e-12, "%.15g", a4);
 }
 END_TEST
 
 /* The CUTLASS family's data movement, by hand: 10 tokens, k 2 (20 copies), h 4, I 8, 16-bit.
  * A100 in 16-bit math (gated activation fused into gate|up): GEMMs move router input 40, copies
  * in 80, gate|up out 20 x 8 = 160, down in 160, down out 80: 520 values = 1040 B; the kernels
- * between them: finalize (80 in, 40 out) and expand (40 in, 80 out): 240 values = 480 B. H100:
- * gate|up writes 2I (320) and an activation kernel reads 2I and writes I (480 values): GEMMs
+ * between them: finalize (80 in, 40 out) and expand (40 in, 80 out): 240 values = 480 B. H100 in
+ * fp8 math (TMA warp-specialised kernels, never fused): gate|up writes 2I (320) and an activation kernel reads 2I and writes I (480 values): GEMMs
  * 680 values = 1360 B, kernels 720 values = 1440 B. Triton (vllm): none (its measured share
  * holds them). */
 START_TEST(cutlass_moe_data_movement_by_hand)
 {
     t_library_engine("mixtral-8x7b", "a100-80g", "trtllm", &s);
     ck_assert(s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS);
-    kv_moe_movement mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 10, 2, 4, 8);
+    kv_moe_movement mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2, 10, 8, 2, 4, 8);
     ck_assert(mv.gemm == 1040 && mv.serial == 480);
     t_library_engine("mixtral-8x7b", "h100-sxm", "trtllm", &s);
-    mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 10, 2, 4, 8);
+    mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_FP8, 1, 10, 8, 2, 4, 8);
     ck_assert(mv.gemm == 1360 && mv.serial == 1440);
     t_library_engine("mixtral-8x7b", "h100-sxm", "vllm", &s);
-    mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 10, 2, 4, 8);
+    mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2, 10, 8, 2, 4, 8);
     ck_assert(mv.gemm == 0 && mv.serial == 0);
 }
 END_TEST
@@ -82,7 +93,7 @@ START_TEST(cutlass_moe_step_uses_grouped_pricing)
     kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
     kv_seq_work w = {2048, 0};
     kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
-    kv_moe_movement mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2048, 2, 4096, 14336);
+    kv_moe_movement mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2, 2048, 8, 2, 4096, 14336);
     ck_assert(mv.serial > 0);
     /* The dense MLP's SiLU is not there (no dense layers): the serial bytes are the movement's. */
     ck_assert_msg(fabs(r.op[KV_OP_MLP].serial_bytes - 32 * mv.serial) < 1, "%g vs %g", r.op[KV_OP_MLP].serial_bytes,
