@@ -8,10 +8,11 @@
 
 #define TILE_K_BYTES 128   /* bytes of K per main-loop stage, as kv_efficiency.c's dense tiles */
 
-/* Tiles exact summation handles: beyond it (1 - q)^n may underflow, and the binomial is close
- * enough to normal (n q (1 - q) >= 25 for every q in [0.1, 0.9] at this n) for the continuity
- * correction to be within a hundredth of a tile. */
-#define EXACT_MAX_N 1024
+/* The exact sum starts from the probability of no pick, (1 - q)^n (or, mirrored, of every pick,
+ * q^n): summed exactly while that stays above about 1e-304. Beyond, n min(q, 1 - q) exceeds about
+ * 700, the standard deviation about 19, and the normal law with a continuity correction is
+ * within a hundredth of a tile. */
+#define EXACT_LOG_FLOOR (-700.0)
 
 double kv_binomial_expected_tiles(double n, double q, double tile)
 {
@@ -19,18 +20,22 @@ double kv_binomial_expected_tiles(double n, double q, double tile)
     n = floor(n + 0.5);
     if (q >= 1) return ceil(n / tile);
     double mu = n * q, sd = sqrt(n * q * (1 - q));
-    if (n <= EXACT_MAX_N) {
-        /* Sum the mass p(m) = C(n, m) q^m (1 - q)^(n - m) times ceil(m / tile), m from 0 while
-         * any mass is left (the recurrence p(m + 1) = p(m) (n - m) / (m + 1) q / (1 - q)). */
-        double p = exp(n * log1p(-q)), r = q / (1 - q), sum = 0, mass = 0;
-        double top = fmin(n, ceil(mu + 12 * sd + tile));
-        for (double m = 0; m <= top; m++) {
-            sum += p * ceil(m / tile);
+    /* X = n - Y with Y ~ Binomial(n, 1 - q): walk whichever side starts with more mass. */
+    bool mirror = q > 0.5;
+    double qs = mirror ? 1 - q : q;
+    if (n * log1p(-qs) > EXACT_LOG_FLOOR) {
+        /* Sum the mass p(y) = C(n, y) qs^y (1 - qs)^(n - y) (recurrence p(y + 1) = p(y)
+         * (n - y) / (y + 1) qs / (1 - qs)) times ceil(x / tile) for x = y or n - y, y from 0
+         * while any mass is left. */
+        double p = exp(n * log1p(-qs)), r = qs / (1 - qs), sum = 0, mass = 0;
+        double top = fmin(n, ceil(n * qs + 12 * sd + tile));
+        for (double y = 0; y <= top; y++) {
+            sum += p * ceil((mirror ? n - y : y) / tile);
             mass += p;
-            p *= (n - m) / (m + 1) * r;
+            p *= (n - y) / (y + 1) * r;
         }
-        /* Mass above `top` (under 1e-30) counted at the tile count of n. */
-        return sum + fmax(0, 1 - mass) * ceil(n / tile);
+        /* Mass beyond `top` (under 1e-30) counted at the largest tile count. */
+        return sum + fmax(0, 1 - mass) * ceil((mirror ? n - top : n) / tile);
     }
     /* E[ceil(X / t)] = sum_{j >= 0} P(X >= j t + 1): terms far below the mean are 1, far above 0. */
     double sum = 0;

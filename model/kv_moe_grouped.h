@@ -9,7 +9,8 @@
 
 /* E[ceil(X / tile)] for X ~ Binomial(n, q): the expected number of `tile`-row tiles an expert's
  * rows fill when each of n tokens picks it with probability q. Exact summation of the
- * probability mass for small n, the normal law with a continuity correction beyond. */
+ * probability mass while the walk's first term stays representable (n min(q, 1 - q) under about
+ * 700), the normal law with a continuity correction beyond. */
 double kv_binomial_expected_tiles(double n, double q, double tile);
 
 /* Share of the dense tensor rate (kv_compute_rate) a grouped GEMM reaches when `tokens` rows each
@@ -28,7 +29,8 @@ double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double e
  * their compute; `serial`, what the memory-bound kernels between them move, each running alone:
  * expandInputRows writes each token's k copies before gate|up; gate|up fuses the gated
  * activation in 16-bit math on the Ampere-style kernels (Ampere, Ada, and Hopper when such a tile
- * pads gate|up least), elsewhere an activation kernel reads 2I and writes I per copy; finalizeMoeRouting reads the k copies and writes one row. Both 0 for the other
+ * pads gate|up least), elsewhere an activation kernel reads 2I and writes I per copy;
+ * finalizeMoeRouting reads the k copies and writes one row. Both 0 for the other
  * families (Triton's measured share already holds its silu_and_mul and moe_sum; kvplan's own
  * streams its total). docs/cost-model.md, "Data movement of a fused-MoE layer". */
 typedef struct { double gemm, serial; } kv_moe_movement;

@@ -18,10 +18,16 @@ START_TEST(binomial_tiles_by_hand)
     /* Every token to every expert (q 1): the rows are n, ceil(300 / 128) = 3 tiles. */
     ck_assert(kv_binomial_expected_tiles(300, 1, 128) == 3);
     ck_assert(kv_binomial_expected_tiles(0, 0.25, 128) == 0);
-    /* The two branches agree across their boundary: 1024 and 1025 tokens, q 1/4, 128-row tiles
-     * (mean 256 and 256.25, sd 13.9: about 2.5 tiles). */
-    double a = kv_binomial_expected_tiles(1024, 0.25, 128), b = kv_binomial_expected_tiles(1025, 0.25, 128);
-    ck_assert_msg(fabs(a - b) < 0.02 && a > 2.4 && a < 2.6, "%g vs %g", a, b);
+    /* The two branches agree across their boundary: with q 1/4 the exact walk ends where
+     * n ln(3/4) passes -700, n = 2433; 2433 and 2434 tokens, 128-row tiles (mean 608, sd 21.4:
+     * 5 tiles unless the rows pass 640, about 7 % of the time: 5.07). */
+    double a = kv_binomial_expected_tiles(2433, 0.25, 128), b = kv_binomial_expected_tiles(2434, 0.25, 128);
+    ck_assert_msg(fabs(a - b) < 0.01 && a > 5.05 && a < 5.09, "%g vs %g", a, b);
+    /* Mirrored: q 3/4 is 4 - Binomial(4, 1/4): P(X) = 1, 12, 54, 108, 81 (/256), ceil(X / 2) =
+     * 0, 1, 1, 2, 2: (12 + 54 + 216 + 162) / 256 = 444 / 256; and at q 0.99, n 200 (where
+     * 0.01^200 would underflow unmirrored) the rows are 198 +- 1.4, all in 2 tiles of 128. */
+    ck_assert(fabs(kv_binomial_expected_tiles(4, 0.75, 2) - 444.0 / 256) < 1e-12);
+    ck_assert(fabs(kv_binomial_expected_tiles(200, 0.99, 128) - 2) < 1e-9);
 }
 END_TEST
 
