@@ -171,6 +171,21 @@ typedef struct {
     long waiting, running;
 } sim_sample;
 
+/* The block-size twin report (docs/simulator.md, "Block-size twins"): a run asked about other
+ * block sizes says for which of them a run of the same scenario would make every scheduling
+ * decision the same (the same steps, times and per-request figures; only the figures counted in
+ * blocks differ: KV use, fragmentation, the pool's size). "Same" is proven, never guessed; runs
+ * the proof does not cover answer 0. It holds for the part of the run done, also when a sink
+ * ended it early. */
+#define SIM_TWINS_MAX 8
+typedef struct {
+    int n;                           /* block sizes asked about */
+    int block_size[SIM_TWINS_MAX];
+    long blocks[SIM_TWINS_MAX];      /* the pool per replica a run at that size gets (the
+                                        executor's kv_blocks for that choice) */
+    unsigned same;                   /* out: bit i set when block_size[i]'s run is the same */
+} sim_twin_report;
+
 typedef struct {
     unsigned long long seed;
     double sample_interval;                   /* s; 0 = no time series */
@@ -185,6 +200,7 @@ typedef struct {
                                                  rejected and counted; 0: SIM_MAX_WAITING */
     bool per_step;                            /* form every step through the scheduler (no
                                                  fast-forward); results are identical either way */
+    sim_twin_report *twins;                   /* NULL, or the block sizes to report on (filled) */
 } sim_run_opts;
 
 /* The default bound on waiting requests: about 80 MiB of queued requests, far beyond any queue
