@@ -13,7 +13,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -334,26 +333,29 @@ static void twin_settle(plan_twins *t, const long *k, int verdict, bool complete
 
 /* The twins a trial of candidate c on scenario t (trial-sized) asks about: the option list's
  * other block sizes whose own trial would have the same requests, with the pool each gets. */
-static void twin_ask(const scn_scenario *s, const plan_cand *c, const scn_scenario *t, sim_twin_report *r)
+static void twin_ask(const scn_scenario *s, const plan_cand *c, const scn_scenario *t, unsigned long long seed,
+                     double rate, int replicas, sim_twin_report *r)
 {
     memset(r, 0, sizeof *r);
     if (c->c.layout != SCN_LAYOUT_PAGED) return;
-    for (int i = 0; i < s->options.n_block && r->n < SIM_TWINS_MAX; i++) {
+    plan_cand *tc = malloc(sizeof *tc);
+    scn_scenario *tt = malloc(sizeof *tt);
+    for (int i = 0; tc && tt && i < s->options.n_block && r->n < SIM_TWINS_MAX; i++) {
         int bs = s->options.block_size[i];
         bool seen = bs == c->c.block_size;
         for (int j = 0; j < r->n && !seen; j++) seen = r->block_size[j] == bs;
         if (seen || bs < 1) continue;
-        sim_choice ch = c->c;
-        ch.block_size = bs;
-        if (plan_trial_requests(t, &ch) != t->workload.requests) continue;   /* its trial is another size */
-        sim_executor ex;
-        if (sim_executor_model(t, &ch, &ex)) continue;
-        long blocks = ex.kv_blocks ? ex.kv_blocks(ex.ctx, 0) : 0;
-        ex.free(ex.ctx);
+        *tc = *c;
+        tc->c.block_size = bs;
+        trial_of(s, tc, seed, rate, replicas, tt);
+        if (tt->workload.requests != t->workload.requests) continue;   /* its trial is another size */
+        long blocks = sim_executor_model_blocks(tt, &tc->c);
         if (blocks <= 0) continue;
         r->block_size[r->n] = bs;
         r->blocks[r->n++] = blocks;
     }
+    free(tc);
+    free(tt);
 }
 
 /* One trial: 1 when it keeps up (bounded queue, SLO met), 0 when not, -1 when it cannot run.
@@ -402,7 +404,7 @@ static int trial_run(const scn_scenario *s, const plan_cand *c, unsigned long lo
     sim_twin_report rep;
     unsigned pend = 0;   /* bit i: this run marked twin i's trial pending */
     if (tw) {
-        twin_ask(s, c, t, &rep);
+        twin_ask(s, c, t, seed, rate, replicas, &rep);
         pthread_mutex_lock(&tw->lock);
         for (int i = 0; i < rep.n; i++) {
             twin_key(c, rep.block_size[i], seed, rate, replicas, t->workload.requests, key);
@@ -427,7 +429,6 @@ static int trial_run(const scn_scenario *s, const plan_cand *c, unsigned long lo
         v = rc != SIM_OK ? (rc == SIM_E_DATA ? 0 : -1) : m->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(t, m);
     }
     plan_trace_sim(rate, t->workload.requests, v, e.stopped, t0);
-    if (getenv("KVPLAN_TWIN_DEBUG")) fprintf(stderr, "twin bs %d pc %d dt %d seqs %d budget %d rate %.17g req %ld v %d stop %d asked %d same %x\n", c->c.block_size, c->c.prefix_cache, c->c.kv_dtype, c->max_num_seqs, c->max_batched, rate, t->workload.requests, v, e.stopped, o.twins ? rep.n : -1, o.twins ? rep.same : 0);
     /* Filed for the twins the run proved the same: a whole run, or one the early stop ended;
      * the other pending marks are released. */
     if (o.twins) {

@@ -1,4 +1,4 @@
-/* kv_twin.c: the block-size twin report (kv_twin.h; the proof is in docs/simulator.md,
+/* kv_twin.c: the block-size twin report (kv_twin.h; the proof is in docs/planner.md,
  * "Block-size twins").
  *
  * World B is this run; world b a run of the same scenario whose only difference is its block
@@ -49,7 +49,6 @@
 #include "kv_twin.h"
 #include "../model/kv_spec.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,7 +246,6 @@ void sim_kv_twin_release(sim_kv_twin *t, sim_kv_seq *q, long alloc, long ref)
 
 unsigned sim_kv_twin_same(const sim_kv_twin *t, long ref_peak)
 {
-    if (getenv("TWIN_DEBUG") && t) fprintf(stderr, "  B%d off %d alive %x\n", t->B, t->off, t->alive);
     if (!t || t->off) return 0;
     unsigned same = 0;
     for (int i = 0; i < t->n; i++) {
@@ -256,7 +254,6 @@ unsigned sim_kv_twin_same(const sim_kv_twin *t, long ref_peak)
         bool fits = (long)t->B * ref_peak + t->M * (b - 1) + t->P <= b * room;
         bool longest = t->max_len > 0 && (t->max_len - 1) / b + 1 <= room;
         if (fits && longest) same |= 1u << i;
-        if (getenv("TWIN_DEBUG")) fprintf(stderr, "  B%d->b%ld fits %d (%ld + %ld + %ld <= %ld) longest %d\n", t->B, b, fits, (long)t->B * ref_peak, t->M * (b - 1), t->P, b * room, longest);
     }
     return same;
 }

@@ -1,4 +1,4 @@
-/* kv_twin.h: the block-size twin report (docs/simulator.md, "Block-size twins").
+/* kv_twin.h: the block-size twin report (docs/planner.md, "Block-size twins").
  *
  * A run at block size B watches the few places where the block size can change what the engine
  * does (an allocation or admission that waits for blocks, a prefix-cache hit of whole blocks, a

@@ -95,6 +95,8 @@ typedef struct {
 /* The predicting executor: kv_step_time() of the cost model for this scenario and choice; its
  * pool is the cost model's block count (kv_pool_size) for every replica. */
 int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor *out);
+/* The pool that executor reports for every replica (its kv_blocks), without making it. */
+long sim_executor_model_blocks(const scn_scenario *s, const sim_choice *c);
 
 /* ---- Metrics ---- */
 typedef enum { SIM_Q_TTFT, SIM_Q_TPOT, SIM_Q_ITL, SIM_Q_E2E, SIM_Q_QUEUE, SIM_Q_COUNT } sim_quantity;
@@ -171,7 +173,7 @@ typedef struct {
     long waiting, running;
 } sim_sample;
 
-/* The block-size twin report (docs/simulator.md, "Block-size twins"): a run asked about other
+/* The block-size twin report (docs/planner.md, "Block-size twins"): a run asked about other
  * block sizes says for which of them a run of the same scenario would make every scheduling
  * decision the same (the same steps, times and per-request figures; only the figures counted in
  * blocks differ: KV use, fragmentation, the pool's size). "Same" is proven, never guessed; runs

@@ -138,8 +138,6 @@ START_TEST(twin_report_is_sound)
         unsigned same[NB];
         int rc[NB];
         for (int j = 0; j < NB; j++) rc[j] = run_at(&s, c, j, 0, &m[j], &d[j], &same[j]);
-        if (getenv("TWIN_DEBUG")) fprintf(stderr, "%s", text);
-        if (getenv("TWIN_DEBUG")) for (int j = 0; j < NB; j++) fprintf(stderr, "s%d B%d rc %d same %x rows %ld pre %ld util %.3f\n", k, BS[j], rc[j], same[j], d[j].n, m[j].preemptions, m[j].kv_util_peak);
         for (int a = 0; a < NB; a++)
             for (int b = 0; b < NB; b++) {
                 if (a == b) continue;
@@ -147,7 +145,6 @@ START_TEST(twin_report_is_sound)
                 bool ok = rc[a] == SIM_OK && rc[b] == SIM_OK;
                 pairs++;
                 if (ok && !same_runs(&m[a], &d[a], &m[b], &d[b])) differ++;
-                else if (ok && !claim && getenv("TWIN_DEBUG")) fprintf(stderr, "unclaimed s%d %d->%d %s%s pre %ld\n", k, BS[a], BS[b], model, prefix ? " prefix" : "", m[a].preemptions);
                 if (!claim) continue;
                 claims++;
                 ck_assert_msg(ok && same_runs(&m[a], &d[a], &m[b], &d[b]),
@@ -177,7 +174,6 @@ START_TEST(twin_report_is_sound)
             }
         }
     }
-    if (getenv("TWIN_DEBUG")) fprintf(stderr, "pairs %ld claims %ld differ %ld stop claims %ld\n", pairs, claims, differ, stop_claims);
     /* Not vacuous: many pairs are claimed, and some pairs really differ (a report claiming every
      * pair would fail above). */
     ck_assert_msg(claims >= 30, "only %ld of %ld pairs claimed the same", claims, pairs);
