@@ -100,6 +100,9 @@ int cmd_memory(int argc, char **argv)
     out_kv_num(d, "usable_bytes", "usable (x utilization)", k0.usable, OUT_BYTES);
     out_kv_num(d, "weight_bytes", sp0 ? "weights (target + speculative proposer)" : "weights", k0.weights, OUT_BYTES);
     out_kv_num(d, "activation_bytes", "activation peak", k0.activation, OUT_BYTES);
+    /* Part of that peak as a free-memory profiler sees it (engine memory.held_allreduce). */
+    double held_ar = kv_held_allreduce_bytes(&s);
+    if (held_ar > 0) out_kv_num(d, "held_allreduce_bytes", "  of which all-reduce messages held", held_ar, OUT_BYTES);
     out_kv_num(d, "runtime_bytes", "runtime overhead", k0.runtime, OUT_BYTES);
     out_kv_num(d, "kv_budget_bytes", "KV cache budget", k0.kv_budget, OUT_BYTES);
     out_kv_num(d, "params_total", "parameters (total)", w.params_total, OUT_COUNT);

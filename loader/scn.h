@@ -210,8 +210,9 @@ typedef struct {
  * STATIC (SGLang mem_fraction_static): the memory free at start-up; weights and KV only, the
  * activations and CUDA graphs live in the rest. FREE (TensorRT-LLM
  * kv_cache_free_gpu_memory_fraction): the memory still free after the runtime, weights and
- * activation buffers. */
-typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE } scn_mem_budget;
+ * activation buffers. DEVICE (vLLM 0.2.5 to 0.3.0): the device memory, out of which comes all
+ * the device holds after the profile run (total - free), the CUDA context included. */
+typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE, SCN_MEM_DEVICE } scn_mem_budget;
 /* Prefill rows and decode rows in one step: as the scheduler goes (chunked steps mix, continuous
  * ones prefill alone: vLLM V1 and V0), always (TensorRT-LLM's in-flight batching), or never
  * (SGLang, enable_mixed_chunk off). Zero is the first, so a zeroed profile keeps vLLM's rule. */
@@ -243,6 +244,9 @@ typedef struct {
     double graph_kernel;        /* s between kernels inside a graph */
     bool chunked_prefill;       /* the engine's default scheduler chunks prefills */
     int max_num_batched_tokens; /* its default token budget per step; 0 = the deployment's */
+    /* The budget is at least the deployment's max_model_len (`chunked_prefill:
+     * {at_least_max_model_len: true}`: vLLM V0 without chunked prefill, max(max_model_len, 2048)). */
+    bool budget_covers_context;
     /* Whether prefill rows share a step with the running sequences' decode tokens
      * (`chunked_prefill: {mixed: ...}`; docs/simulator.md, "Mixed and separate prefill steps"). */
     scn_prefill_mix prefill_mix;
@@ -263,6 +267,10 @@ typedef struct {
     bool mem_given;             /* the profile has a memory: section; otherwise kvplan's own rule */
     scn_mem_budget mem_budget;
     double mem_non_torch;       /* bytes per GPU outside PyTorch counted inside the budget (vLLM) */
+    /* The profile run's all-reduce buffers that went through torch.distributed stay reserved
+     * until the GPU reaches them, and a profiler reading the device's free memory counts them
+     * (`memory: {held_allreduce: true}`; docs/cost-model.md, "Memory budget and capacity"). */
+    bool mem_held_allreduce;
     int n_mem_fraction;         /* default fractions by tensor-parallel size; 0 = the deployment's */
     int mem_fraction_tp[SCN_MEM_FRACTIONS_MAX];     /* ascending: applies from this TP size up */
     double mem_fraction[SCN_MEM_FRACTIONS_MAX];

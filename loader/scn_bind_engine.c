@@ -63,11 +63,11 @@ static const char *const MOE_KEYS[] = {"kernel", NULL};
 static const char *const MOE_KERNELS[] = {"kvplan", "triton", "cutlass", NULL};
 static const char *const FRONTEND_KEYS[] = {"request", "per_prompt_token", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
-static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", NULL};
+static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", "at_least_max_model_len", NULL};
 static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", "copies", NULL};
 static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
-static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", NULL};
-static const char *const MEM_BUDGETS[] = {"total", "static", "free", NULL};
+static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", "held_allreduce", NULL};
+static const char *const MEM_BUDGETS[] = {"total", "static", "free", "device", NULL};
 static const char *const FRAC_KEYS[] = {"tp", "fraction", NULL};
 static const char *const BATCH_KEYS[] = {"min_memory", "except", "max_num_seqs", "max_num_batched_tokens", NULL};
 
@@ -241,7 +241,8 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (s) {
         e->chunked_prefill = true;
         if (scn_get_bool(c, s, p, "enabled", &e->chunked_prefill) ||
-            scn_get_int(c, s, p, "max_num_batched_tokens", 1, 1000000000, &e->max_num_batched_tokens))
+            scn_get_int(c, s, p, "max_num_batched_tokens", 1, 1000000000, &e->max_num_batched_tokens) ||
+            scn_get_bool(c, s, p, "at_least_max_model_len", &e->budget_covers_context))
             return -1;
         if (scn_map_get(s, "mixed")) {
             bool mixed = false;
@@ -268,9 +269,13 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
         e->mem_given = true;
         int b = (int)e->mem_budget;
         if (scn_get_enum(c, s, p, "budget", MEM_BUDGETS, &b) ||
-            scn_get_qty(c, s, p, "non_torch", SCN_UNIT_BYTES, true, &e->mem_non_torch) || bind_fractions(c, s, p, e))
+            scn_get_qty(c, s, p, "non_torch", SCN_UNIT_BYTES, true, &e->mem_non_torch) ||
+            scn_get_bool(c, s, p, "held_allreduce", &e->mem_held_allreduce) || bind_fractions(c, s, p, e))
             return -1;
         e->mem_budget = (scn_mem_budget)b;
+        if (e->mem_held_allreduce && e->mem_budget != SCN_MEM_TOTAL && e->mem_budget != SCN_MEM_DEVICE)
+            return fail_at(c, scn_map_get(s, "held_allreduce"), p,
+                           "held_allreduce goes with budget total or device (a profiler that reads the device's free memory)");
     }
     if (sub_map(c, m, path, "kv_offload", OFFLOAD_KEYS, &s, p, sizeof p)) return -1;
     if (s && scn_get_bool(c, s, p, "layerwise", &e->kv_layerwise)) return -1;

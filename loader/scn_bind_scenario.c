@@ -61,6 +61,16 @@ static int bind_engine(scn_ctx *c, const scn_node *root, scn_scenario *s)
 }
 
 /* ---- deployment ---- */
+/* An unchunked V0 scheduler takes a whole prompt in one step, so its default budget is at least
+ * max_model_len (vLLM SchedulerConfig: max(max_model_len, 2048)); a budget the deployment gives
+ * is kept. */
+static void cover_context(scn_scenario *s)
+{
+    scn_deployment *d = &s->deployment;
+    if (s->engine.budget_covers_context && d->max_num_batched_tokens < d->max_model_len)
+        d->max_num_batched_tokens = d->max_model_len;
+}
+
 static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
 {
     scn_deployment *d = &s->deployment;
@@ -79,7 +89,10 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     char p[256];
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
-    if (!m) return 0;
+    if (!m) {
+        cover_context(s);
+        return 0;
+    }
     d->gpu_memory_utilization_given = scn_map_get(m, "gpu_memory_utilization") != NULL;
     int router = (int)d->router;
     if (scn_get_enum(c, m, p, "router", SCN_ROUTER_NAMES, &router)) return -1;
@@ -95,6 +108,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_get_int(c, m, p, "attention_data_parallel", 1, 4096, &d->attention_dp) ||
         scn_get_qty(c, m, p, "expert_skew", SCN_UNIT_FRACTION, true, &d->expert_skew))
         return -1;
+    if (!scn_map_get(m, "max_num_batched_tokens")) cover_context(s);
     char f[256];
     int gpus = d->tensor_parallel * d->attention_dp;
     if (d->expert_parallel > 1 && s->model.experts == 0)

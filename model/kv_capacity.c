@@ -32,12 +32,32 @@ double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs)
     return (double)tokens * per_token + (double)seqs * m->vocab * SAMPLER_BYTES;
 }
 
+double kv_held_allreduce_bytes(const scn_scenario *s)
+{
+    const scn_engine *e = &s->engine;
+    const scn_deployment *d = &s->deployment;
+    const scn_model *m = &s->model;
+    if (!e->mem_held_allreduce || d->tensor_parallel < 2) return 0;
+    /* One message per all-reduce of the profile run: its max_num_batched_tokens rows of the
+     * hidden state, in 16-bit. A custom all-reduce copies a message it takes into its own
+     * registered buffer, so only messages beyond it go through torch.distributed. */
+    double msg = (double)d->max_num_batched_tokens * m->hidden * ACT_BYTES;
+    if (e->allreduce == SCN_AR_CUSTOM && msg <= e->custom_max) return 0;
+    /* Two per layer (attention output, MLP output) and the vocabulary-parallel embedding's. */
+    return (2.0 * m->layers + 1) * msg;
+}
+
 kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activation)
 {
     const scn_engine *e = &s->engine;
     const scn_hardware *hw = &s->hardware;
     kv_mem_split r = {.fraction = scn_engine_mem_fraction(e, &s->deployment), .base = hw->memory,
                       .activation = activation, .runtime = hw->runtime_memory};
+    /* A profiler that reads the device's free memory sees the all-reduce buffers the allocator
+     * still holds for the NCCL stream at the end of the profile run: part of its peak. */
+    if (e->mem_given && (e->mem_budget == SCN_MEM_TOTAL || e->mem_budget == SCN_MEM_DEVICE))
+        r.activation += kv_held_allreduce_bytes(s);
+    activation = r.activation;
     if (!e->mem_given) {
         /* kvplan's own rule: the fraction of device memory holds everything. */
         r.usable = r.fraction * r.base;
@@ -50,6 +70,14 @@ kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activ
          * since start-up come out of it. The CUDA context (there before the baseline) and the
          * CUDA graphs (captured after the KV cache) fall in the remaining 1 - fraction. */
         r.runtime = e->mem_non_torch;
+        r.usable = r.fraction * r.base;
+        r.kv_budget = r.usable - weights - activation - r.runtime;
+        break;
+    case SCN_MEM_DEVICE:
+        /* vLLM 0.2.5 to 0.3.0: total - free after the profile run is what the engine holds, so
+         * the CUDA context counts as well as the non-torch memory (vLLM PR #2031); from 0.3.1
+         * the baseline is the memory free at start-up (PR #2863), the context outside. */
+        r.runtime = hw->runtime_memory + e->mem_non_torch;
         r.usable = r.fraction * r.base;
         r.kv_budget = r.usable - weights - activation - r.runtime;
         break;

@@ -218,6 +218,9 @@ typedef struct {
     double kv_budget;           /* what is left for the KV cache; may be negative */
 } kv_mem_split;
 kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activation);
+/* Bytes of the profile run's all-reduce messages the allocator still holds for the NCCL stream
+ * when a free-memory profiler reads the device (`memory: {held_allreduce: true}`); 0 otherwise. */
+double kv_held_allreduce_bytes(const scn_scenario *s);
 
 /* Capacity for a scenario's deployment under one cache config and block size; mean_tokens is
  * the length each sequence holds (<= 0 means the workload's mean prompt + mean output). */

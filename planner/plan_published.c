@@ -366,6 +366,9 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
 {
     int major, minor;
     if (!strcmp(engine, "gpt-fast")) snprintf(out, n, "bare");
+    else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 &&
+             (minor < 3 || (minor == 3 && patch_of(version) == 0)))
+        snprintf(out, n, "vllm-0.2");   /* total - free profiling, to 0.3.0 (vllm-0.2.yaml) */
     else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 && minor < 6)
         snprintf(out, n, "vllm-v0");
     else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 &&

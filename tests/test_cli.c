@@ -58,6 +58,32 @@ START_TEST(memory_csv_and_overrides)
 }
 END_TEST
 
+/* vLLM 0.2.x at TP 4: the held all-reduce messages are printed inside the activation peak,
+ * 161 messages (2 x 80 layers + the embedding) of 4096 tokens x 8192 x 2 B. */
+START_TEST(memory_shows_held_allreduce)
+{
+    char scn[600];
+    snprintf(scn, sizeof scn, "%s",
+             t_write("cli-v02.yaml", "model: llama-2-70b\nhardware: a100-80g\nengine: vllm-0.2\n"
+                                     "deployment: {tensor_parallel: 4}\n"
+                                     "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n"));
+    ck_assert_int_eq(run("memory %s --format json", scn), 0);
+    json_t *root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *mem = json_object_get(root, "memory");
+    long long held = 161LL * 4096 * 8192 * 2;
+    ck_assert_int_eq(json_integer_value(json_object_get(mem, "held_allreduce_bytes")), held);
+    ck_assert(json_integer_value(json_object_get(mem, "activation_bytes")) > held);
+    json_decref(root);
+    /* One GPU holds none, and the line is left out. */
+    ck_assert_int_eq(run("memory %s --format json --set deployment.tensor_parallel=1", scn), 0);
+    root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    ck_assert_ptr_null(json_object_get(json_object_get(root, "memory"), "held_allreduce_bytes"));
+    json_decref(root);
+}
+END_TEST
+
 START_TEST(cost_reports_bound)
 {
     ck_assert_int_eq(run("cost %s --batch 64 --context 2048 --format json", chat()), 0);
@@ -146,7 +172,15 @@ START_TEST(failures_have_codes_and_write_nothing)
     snprintf(missing_unit, sizeof missing_unit, "%s",
              t_write("cli-unit.yaml", "model: llama-3-8b\nhardware: h100-sxm\nworkload:\n"
                                       "  arrival: {process: poisson, rate: 8}\n  prompt_tokens: 1\n  output_tokens: 1\n"));
-    char a1[700], a2[700], a3[700], a4[700], a5[700];
+    /* A hardware profile with an impossible NCCL bus bandwidth: line 8, value at col 57. */
+    char nccl[600];
+    snprintf(nccl, sizeof nccl, "%s",
+             t_write("cli-nccl.yaml", "model: llama-3-8b\nhardware:\n  name: x\n  memory: 80 GiB\n"
+                                      "  memory_bandwidth: 1 TB/s\n  compute: {bf16: 1 TFLOPS}\n"
+                                      "  interconnect:\n    {kind: nvlink, bandwidth: 450 GB/s, nccl_bandwidth: 5000 TB/s}\n"
+                                      "workload:\n  arrival: {process: poisson, rate: 1/s}\n  prompt_tokens: 1\n  output_tokens: 1\n"));
+    char a1[700], a2[700], a3[700], a4[700], a5[700], a6[700];
+    snprintf(a6, sizeof a6, "memory %s", nccl);
     snprintf(a1, sizeof a1, "memory %s", bad);
     snprintf(a2, sizeof a2, "cost %s", missing_unit);
     snprintf(a3, sizeof a3, "memory %s --set workload.requests", chat());
@@ -155,6 +189,7 @@ START_TEST(failures_have_codes_and_write_nothing)
     const fail_case cases[] = {
         {a1, 65, "cli-bad.yaml:3:1: wrkload: unknown field 'wrkload'; did you mean 'workload'?"},
         {a2, 65, "cli-unit.yaml:4:37: workload.arrival.rate: '8' has no unit"},
+        {a6, 65, "cli-nccl.yaml:8:57: hardware.interconnect.nccl_bandwidth: 5e+06 GB/s exceeds the link's 450 GB/s"},
         {"memory /nonexistent/x.yaml", 66, "/nonexistent/x.yaml: cannot open"},
         {a3, 64, "expected PATH=VALUE"},
         {a4, 64, "unknown option '--bogus'"},
@@ -180,6 +215,7 @@ Suite *suite_cli(void)
     tcase_add_test(tc, memory_table_and_json);
     tcase_add_test(tc, memory_csv_and_overrides);
     tcase_add_test(tc, cost_reports_bound);
+    tcase_add_test(tc, memory_shows_held_allreduce);
     tcase_add_test(tc, help_version_list);
     tcase_add_test(tc, cost_prints_every_term);
     tcase_add_test(tc, failures_have_codes_and_write_nothing);

@@ -147,6 +147,29 @@ START_TEST(compute_scale_errors)
 }
 END_TEST
 
+/* Measured NCCL figures describe one node: inline hardware whose line 12 is
+ * "    nccl_latency_gpus: G" (value at col 24) and line 13 "    nccl_bandwidth: B" (col 21). */
+#define NCCL_HW(g, b) "model: llama-3-8b\nhardware:\n  name: x\n  memory: 80 GiB\n  memory_bandwidth: 1 TB/s\n" \
+                      "  compute: {bf16: 1 TFLOPS}\n  interconnect:\n    kind: nvlink\n    bandwidth: 450 GB/s\n" \
+                      "    gpus_per_node: 8\n    nccl_latency: 20 us\n    nccl_latency_gpus: " g "\n" \
+                      "    nccl_bandwidth: " b "\n" OK_WORK
+START_TEST(nccl_figures_within_the_node)
+{
+    /* 16 GPUs measured in a node of 8; 5000 TB/s of bus bandwidth over a 450 GB/s link. */
+    expect_fail(NCCL_HW("16", "370 GB/s"), NULL, 0, SCN_E_DATA, 12, 24, "hardware.interconnect.nccl_latency_gpus",
+                "16 GPUs, but the node (gpus_per_node) has 8");
+    expect_fail(NCCL_HW("8", "5000 TB/s"), NULL, 0, SCN_E_DATA, 13, 21, "hardware.interconnect.nccl_bandwidth",
+                "5e+06 GB/s exceeds the link's 450 GB/s");
+    expect_fail(NCCL_HW("8", "451 GB/s"), NULL, 0, SCN_E_DATA, 13, 21, "hardware.interconnect.nccl_bandwidth",
+                "exceeds the link's 450 GB/s");
+    /* The bounds themselves are allowed: the whole node, the link's whole rate. */
+    static scn_scenario ok;
+    ck_assert_int_eq(t_load(NCCL_HW("8", "450 GB/s"), NULL, 0, &ok, &err), SCN_OK);
+    ck_assert_int_eq(ok.hardware.nccl_latency_gpus, 8);
+    ck_assert(ok.hardware.nccl_bandwidth == 450e9);
+}
+END_TEST
+
 START_TEST(non_integer_counts)
 {
     expect_fail(HEAD "workload:\n  requests: 2.5\n", NULL, 0, SCN_E_DATA, 5, 13, "workload.requests",
@@ -355,6 +378,7 @@ Suite *suite_errors(void)
     tcase_add_test(tc, quantities_must_be_finite);
     tcase_add_test(tc, nonsense_values_refused);
     tcase_add_test(tc, mla_absorbed_value_is_checked);
+    tcase_add_test(tc, nccl_figures_within_the_node);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -171,6 +171,10 @@ START_TEST(version_selects_the_engine_profile)
     ck_assert_str_eq(pub_engine_profile("vllm", "0.5.3", out, sizeof out), "vllm-v0");
     ck_assert_str_eq(pub_engine_profile("vllm", "main 2024-08 (~0.5.4)", out, sizeof out), "vllm-v0");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.4", out, sizeof out), "vllm-v0");
+    /* vLLM PR #2863 (in 0.3.1) moved the profiler's baseline to the memory free at start-up. */
+    ck_assert_str_eq(pub_engine_profile("vllm", "PR #2031 branch (Dec 2023, ~0.2.4)", out, sizeof out), "vllm-0.2");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.3.0", out, sizeof out), "vllm-0.2");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.3.1", out, sizeof out), "vllm-v0");
     /* 0.6.0 to 0.7.0 cached MLA expanded (vllm-0.7: vllm plus that); 0.7.1 on, the latent,
      * with MLA's absorbed products materialised until 0.8.0 (vllm-0.7.1). */
     ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm-0.7");
