@@ -959,7 +959,9 @@ static void register_filled(sim_kv *kv, sim_kv_seq *q, int full)
 void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
 {
     if (!kv->paged) return;
-    if (kv->twin && kv->prefix) sim_kv_twin_commit(kv->twin, q, computed, kv->n_alloc, kv->n_referenced);
+    /* The twin report follows commits inside a shared prefix only (kv_twin.c). */
+    if (kv->twin && !q->twin_past && q->prefix_len > 0 && kv->prefix)
+        sim_kv_twin_commit(kv->twin, q, computed, kv->n_alloc, kv->n_referenced);
     /* Most commits (a decode step's token) fill no block: nothing to hash. */
     if (kv->prefix && computed / kv->bs > q->hashed) register_filled(kv, q, computed / kv->bs);
     if (kv->window > 0) {
