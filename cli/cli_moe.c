@@ -57,6 +57,7 @@ void cli_moe_cost(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, scn_
     out_kv_num(d, "alltoall_hot_factor", "busiest rank's bytes over the mean", st.hot_factor, OUT_NUM);
     out_kv_num(d, "gather_seconds", "all-gather + reduce-scatter (DP without EP)", st.gather, OUT_SECONDS);
     out_kv_num(d, "busiest_share", "busiest expert rank's share", st.busiest_share, OUT_FRAC);
+    out_kv_num(d, "touched_busiest", "experts the busiest rank touches a layer (expected max)", st.touched_busiest, OUT_NUM);
     out_note(d, "Every DP rank is taken to run a batch like this one; the all-to-all joins them each MoE layer, and "
                 "the busiest expert rank (expert_skew) sets the expert phase and the all-to-all's bytes. The op table above is the "
                 "unsplit step this one starts from.");

@@ -136,8 +136,15 @@ int cmd_cost(int argc, char **argv)
          * at an idle engine a lone request's TTFT is it plus this prefill step. */
         double fe = kv_frontend_seconds(&s, (double)prefill);
         out_kv_num(d, "frontend_seconds", "front end (tokenise + per request)", fe, OUT_SECONDS);
-        if (!batch) out_kv_num(d, "ttft_lone_seconds", "TTFT of a lone request (front end + step)", fe + st.seconds,
-                               OUT_SECONDS);
+        if (!batch && s.engine.async_output) {
+            /* Outputs one step late (docs/cost-model.md, "Output one step late"): the first
+             * token is seen as the request's next step, its first decode, ends. */
+            kv_seq_work nx = {1, cached + prefill};
+            double next = kv_step_time(&s, &cc, o->attention[0], &nx, 1).seconds;
+            out_kv_num(d, "ttft_lone_seconds", "TTFT of a lone request (front end + step + next step)",
+                       fe + st.seconds + next, OUT_SECONDS);
+        } else if (!batch)
+            out_kv_num(d, "ttft_lone_seconds", "TTFT of a lone request (front end + step)", fe + st.seconds, OUT_SECONDS);
     }
     out_kv_str(d, "cuda_graph", "CUDA graph", st.graph ? "replayed" : "no (eager launches)");
     if (st.graph) out_kv_num(d, "graph_batch", "captured batch size", st.graph_batch, OUT_INT);

@@ -236,6 +236,13 @@ typedef struct {
                                  * launched before its stop check (TensorRT-LLM overlap scheduler) */
     bool no_evict;              /* admission reserves every request's blocks to its full length
                                  * (TensorRT-LLM GUARANTEED_NO_EVICT; sim/sched.c) */
+    bool async_output;          /* a step's outputs are processed while the next step runs and reach
+                                 * the client when it ends (vLLM V0's asynchronous output processor,
+                                 * 0.6 to 0.7; docs/cost-model.md, "Engine profiles", "Output one
+                                 * step late") */
+    bool multi_step_stream;     /* a multi-step run (deployment.scheduler_steps) streams each step's
+                                 * tokens (default), or hands the run's tokens over at its end (vLLM
+                                 * 0.6.0 to 0.6.2) */
     double kernel_launch;       /* s per kernel launched eagerly */
     bool cuda_graphs;           /* decode-only steps replay a captured graph */
     int n_graph_sizes;          /* captured batch sizes, ascending */

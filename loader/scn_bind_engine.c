@@ -53,7 +53,7 @@ static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "l
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
                                           "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", "no_evict",
-                                       NULL};
+                                       "async_output", "multi_step_stream", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
 static const char *const MLA_KEYS[] = {"cache", "absorbed", NULL};
@@ -216,6 +216,7 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     snprintf(e->source, sizeof e->source, "%s", m->file ? m->file : "");
     e->allreduce = SCN_AR_NCCL;
     e->attn_kernel = SCN_AK_FLASH2;
+    e->multi_step_stream = true;
     if (scn_get_str(c, m, path, "name", e->name, sizeof e->name)) return -1;
     char p[256];
     const scn_node *s;
@@ -224,7 +225,9 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
               scn_get_qty(c, s, p, "per_sequence", SCN_UNIT_TIME, true, &e->seq_cpu) ||
               scn_get_bool(c, s, p, "async_scheduling", &e->async_scheduling) ||
               scn_get_bool(c, s, p, "extra_decode_step", &e->extra_decode_step) ||
-              scn_get_bool(c, s, p, "no_evict", &e->no_evict)))
+              scn_get_bool(c, s, p, "no_evict", &e->no_evict) ||
+              scn_get_bool(c, s, p, "async_output", &e->async_output) ||
+              scn_get_bool(c, s, p, "multi_step_stream", &e->multi_step_stream)))
         return -1;
     if (sub_map(c, m, path, "launch", LAUNCH_KEYS, &s, p, sizeof p)) return -1;
     if (s && scn_get_qty(c, s, p, "kernel", SCN_UNIT_TIME, true, &e->kernel_launch)) return -1;

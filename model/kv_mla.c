@@ -23,3 +23,10 @@ double kv_mla_absorbed_bytes(const scn_scenario *s, const scn_model *m)
     double b = fp8 ? kv_weight_bytes_per_param(m) : 2.0;
     return kv_mla_absorbed_params(m, s->deployment.tensor_parallel) * m->layers * b;
 }
+
+double kv_mla_decode_kernels(const scn_hardware *hw, const scn_engine *e)
+{
+    /* The same kernels the decode tile figure describes (kv_mla_decode_tile_rows): FlashMLA in
+     * vLLM's FlashMLA backend and SGLang's, on Hopper. */
+    return kv_attention_family_applies(hw, e) && hw->arch == SCN_ARCH_HOPPER && e->attn_kernel == SCN_AK_FLASH3 ? 2 : 1;
+}

@@ -16,4 +16,12 @@ double kv_mla_absorbed_params(const scn_model *m, int tp);
  * (requantised with the same scale layout) or 16-bit, and in 16-bit otherwise. */
 double kv_mla_absorbed_bytes(const scn_scenario *s, const scn_model *m);
 
+/* Kernels an MLA decode (absorbed, over the latent cache) launches per layer for its attention
+ * proper, besides the cache write and the W_UK and W_UV batched matmuls: FlashMLA's
+ * mha_fwd_kvcache_mla runs its split-KV kernel and then, unconditionally, its combine kernel
+ * (deepseek-ai/FlashMLA csrc/flash_api.cpp: run_flash_splitkv_mla_kernel, then
+ * run_flash_mla_combine_kernel): 2 where the engine decodes MLA with FlashMLA-class kernels
+ * (Hopper, an engine of the FA3 family: kv_mla_decode_tile_rows' gate), else 1 (no figure). */
+double kv_mla_decode_kernels(const scn_hardware *hw, const scn_engine *e);
+
 #endif

@@ -69,6 +69,46 @@ double kv_moe_busiest_share(int experts, int k, int ep, double skew)
     return total > 0 ? best / total : 1.0 / ep;
 }
 
+double kv_moe_expected_max_touched(const double *pi, int experts, int ep, double tokens)
+{
+    if (experts <= 0 || ep < 1 || tokens <= 0) return 0;
+    int ranks = ep < experts ? ep : experts, n = (experts + ep - 1) / ep;
+    /* cdf[r * (n + 1) + x]: P(rank r touches at most x experts). Each rank's count is a sum of
+     * independent Bernoulli draws, one per local expert i, touched with q_i = 1 - (1 - pi_i)^T
+     * (a Poisson-binomial law, built by the usual recurrence over its experts); the ranks are
+     * taken as independent of each other (docs/cost-model.md, "Expert parallelism and attention
+     * data parallelism", busiest rank). */
+    double *pmf = calloc((size_t)(n + 1), sizeof *pmf), *cdf = calloc((size_t)ranks * (size_t)(n + 1), sizeof *cdf);
+    if (!pmf || !cdf) {
+        free(pmf);
+        free(cdf);
+        return -1;
+    }
+    for (int r = 0; r < ranks; r++) {
+        for (int x = 0; x <= n; x++) pmf[x] = 0;
+        pmf[0] = 1;
+        int m = 0;
+        for (int i = r; i < experts; i += ep) {
+            double q = 1 - pow(1 - pi[i], tokens);
+            m++;
+            for (int x = m; x >= 1; x--) pmf[x] = pmf[x] * (1 - q) + pmf[x - 1] * q;
+            pmf[0] *= 1 - q;
+        }
+        double acc = 0;
+        for (int x = 0; x <= n; x++) cdf[(size_t)r * (n + 1) + x] = acc += pmf[x];
+    }
+    /* E[max] = sum over x >= 1 of P(max >= x) = 1 - prod_r P(count_r <= x - 1). */
+    double e = 0;
+    for (int x = 1; x <= n; x++) {
+        double all_below = 1;
+        for (int r = 0; r < ranks; r++) all_below *= fmin(1, cdf[(size_t)r * (n + 1) + x - 1]);
+        e += 1 - all_below;
+    }
+    free(pmf);
+    free(cdf);
+    return e;
+}
+
 /* Parameters of one routed expert (gate, up, down). */
 static double expert_params(const scn_model *m) { return 3.0 * m->hidden * (double)m->moe_intermediate; }
 
@@ -128,6 +168,7 @@ typedef struct {
     double pi[ROUTING_EXPERTS_MAX];
     double touched_key[TOUCHED_SLOTS];   /* tokens; NaN: empty */
     double touched[TOUCHED_SLOTS][TOUCHED_EP_MAX];
+    double touched_max[TOUCHED_SLOTS];   /* kv_moe_expected_max_touched at the slot's tokens */
 } routing;
 
 static routing *routing_of(int experts, int k, int ep, double skew)
@@ -156,8 +197,8 @@ static double touched_of(const double *pi, int experts, int ep, int rk, double t
 }
 
 /* The touched experts of every EP rank at `tokens` (at most TOUCHED_EP_MAX ranks), from the
- * routing's table. */
-static const double *touched_row(routing *rt, double tokens)
+ * routing's table, and in *tmax their expected maximum over the ranks. NULL: out of memory. */
+static const double *touched_row(routing *rt, double tokens, double *tmax)
 {
     int ranks = rt->ep < rt->experts ? rt->ep : rt->experts;
     uint64_t u;
@@ -165,8 +206,11 @@ static const double *touched_row(routing *rt, double tokens)
     size_t slot = (size_t)((u * 0x9e3779b97f4a7c15ULL) >> 57) % TOUCHED_SLOTS;
     if (rt->touched_key[slot] != tokens) {   /* NaN never equals: an empty slot fills */
         for (int rk = 0; rk < ranks; rk++) rt->touched[slot][rk] = touched_of(rt->pi, rt->experts, rt->ep, rk, tokens);
+        rt->touched_max[slot] = kv_moe_expected_max_touched(rt->pi, rt->experts, rt->ep, tokens);
+        if (rt->touched_max[slot] < 0) return NULL;   /* out of memory: the caller computes it again */
         rt->touched_key[slot] = tokens;
     }
+    *tmax = rt->touched_max[slot];
     return rt->touched[slot];
 }
 
@@ -259,13 +303,23 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
     /* Each EP rank r holds experts r, r + E, r + 2E, ...: it computes tokens x sum pi_i rows and
      * reads the weights of each local expert at least one token picked. The slowest rank sets
      * the phase (the all-to-all after it is a barrier): at small batches that is the rank
-     * touching the most experts, at large ones the rank with the most rows. */
+     * touching the most experts, at large ones the rank with the most rows. Which rank touches
+     * the most changes from step to step, so the phase waits on the expected maximum over the
+     * ranks of the experts each touches, not on any one rank's expectation: at one token
+     * (DeepSeek-V3, 8 of 256 experts over 8 ranks) 2.56 experts against a mean of 1
+     * (kv_moe_expected_max_touched). Each rank's rows are paired with that maximum, so the rank
+     * with the most rows (all alike without skew) binds at large batches, where the maximum
+     * reaches every local expert. */
     double slowest = 0;
-    const double *row = rt && (ep < m->experts ? ep : m->experts) <= TOUCHED_EP_MAX ? touched_row(rt, tokens) : NULL;
+    double tmax = -1;
+    const double *row = rt && (ep < m->experts ? ep : m->experts) <= TOUCHED_EP_MAX ? touched_row(rt, tokens, &tmax) : NULL;
+    if (!row) tmax = kv_moe_expected_max_touched(p, m->experts, ep, tokens);
+    if (tmax < 0) { free(pi); r->seconds = -1; return; }
+    r->touched_busiest = tmax;
     for (int rk = 0; rk < ep && rk < m->experts; rk++) {
         double rows = 0;
         for (int i = rk; i < m->experts; i += ep) rows += tokens * p[i];
-        double touched = row ? row[rk] : touched_of(p, m->experts, ep, rk, tokens);
+        double touched = fmax(tmax, row ? row[rk] : touched_of(p, m->experts, ep, rk, tokens));
         double flops = 2.0 * rows * 3.0 * h * I;
         double bytes = touched * 3.0 * h * I * wb + rows * (2.0 * h + 6.0 * I) * AB;
         double rate = kv_moe_gemm_rate(hw, &s->engine, dt, fmax(1, rows / fmax(1, touched)), 2.0 * I, h);

@@ -33,6 +33,14 @@ int kv_moe_inclusion(int experts, int k, double skew, double *pi);
  * on rank i mod E: 1/E for skew 0. */
 double kv_moe_busiest_share(int experts, int k, int ep, double skew);
 
+/* The expected maximum, over the `ep` expert-parallel ranks (expert i on rank i mod ep), of the
+ * number of a rank's experts that `tokens` tokens touch when each token's k picks include expert
+ * i with probability pi[i] (kv_moe_inclusion): expert i is touched with q_i = 1 - (1 - pi_i)^T,
+ * independently, and the ranks' counts are taken as independent. Exact enumeration for one
+ * DeepSeek-V3 token gives 2.5637; this returns 2.5445 (tests/test_moe_parallel.c). -1: out of
+ * memory. */
+double kv_moe_expected_max_touched(const double *pi, int experts, int ep, double tokens);
+
 typedef struct {
     double weights;             /* bytes per GPU: non-expert weights / tp + routed experts / (EP x expert TP) */
     double expert_weights;      /* of which routed experts */
@@ -65,6 +73,8 @@ typedef struct {
     kv_coll_cost dispatch;   /* one layer's dispatch */
     double busiest_share;    /* share of the expert assignments on the busiest rank */
     double rows_busiest;     /* token-expert rows the busiest rank computes per MoE layer */
+    double touched_busiest;  /* expected experts the busiest rank touches per MoE layer (the
+                              * maximum over EP ranks, kv_moe_expected_max_touched) */
 } kv_moe_step;
 
 /* The step of one attention-DP rank running `seqs` while every other rank runs a batch like it

@@ -7,6 +7,7 @@
  * graph. Counts are per tensor-parallel rank and summed over layers. docs/cost-model.md, "Step
  * time", derives each count. */
 #include "kv_model.h"
+#include "kv_mla.h"
 #include "kv_moe_parallel.h"
 
 #include <math.h>
@@ -427,6 +428,9 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
      * docs/cost-model.md, "MLA as engines run it"). A mixed step runs both. */
     if (expanded) kernels += 1;
     else if (mla) kernels += (mla_pre ? 1 : 0) + (mla_dec ? 2 : 0);
+    /* FlashMLA's decode is a split-KV kernel and its combine kernel (kv_mla_decode_kernels):
+     * one boundary more than the single attention kernel counted above. */
+    if (mla_dec) kernels += kv_mla_decode_kernels(hw, &s->engine) - 1;
     add(o, flops * layers, bytes * layers, kernels * layers);
 }
 

@@ -373,7 +373,10 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
         snprintf(out, n, "vllm-v0");
     else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 &&
              (minor == 6 || (minor == 7 && patch_of(version) == 0)))
-        snprintf(out, n, "vllm-0.7");   /* MLA cached expanded until 0.7.1 (vllm-0.7.yaml) */
+        /* MLA cached expanded until 0.7.1 (vllm-0.7.yaml); V0, the default engine, also handed
+         * outputs over one step late, and a multi-step run's at its end until 0.6.3
+         * (vllm-0.6.yaml, vllm-0.6.3.yaml) */
+        snprintf(out, n, strstr(version, "V1") ? "vllm-0.7" : minor == 6 && patch_of(version) < 3 ? "vllm-0.6" : "vllm-0.6.3");
     else if (!strcmp(engine, "vllm") && version_of(version, &major, &minor) && major == 0 && minor == 7)
         snprintf(out, n, "vllm-0.7.1"); /* MLA's absorbed products materialised to 0.7.3 (vllm-0.7.1.yaml) */
     else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)

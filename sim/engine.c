@@ -82,6 +82,16 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep);
 static int ff_begin(sim_engine *e, sim_replica *rep);
 static int ff_resume(sim_engine *e, sim_replica *rep);
 
+static int deliver(sim_engine *e, sim_replica *rep, double t);
+
+/* Whether the client sees tokens later than the step that made them ended: outputs one step
+ * late (engine.async_output), or a multi-step run's tokens handed over at its end
+ * (engine.multi_step_stream false). sim/engine.c holds them (hold_outputs) until then. */
+static bool outputs_held(const sim_engine *e)
+{
+    return e->s->engine.async_output || (e->s->deployment.scheduler_steps > 1 && !e->s->engine.multi_step_stream);
+}
+
 static int push_step(sim_engine *e, sim_replica *rep, double t)
 {
     rep->busy = true;
@@ -112,6 +122,8 @@ static int start_formed(sim_engine *e, sim_replica *rep, int n)
     e->acc.steps++;
     e->acc.batch_sum += n;
     if (n > e->acc.batch_max) e->acc.batch_max = n;
+    /* Outputs one step late: what the last step made reaches the client as this one ends. */
+    if (rep->n_held && deliver(e, rep, e->now + dt)) return -1;
     return push_step(e, rep, e->now + dt);
 }
 
@@ -133,6 +145,10 @@ static int kick(sim_engine *e, sim_replica *rep)
         int n = sim_sched_step(&e->sched, rep);
         if (n < 0) { e->internal = e->sched.internal; return -1; }
         if (n == 0) {
+            /* No next step: held outputs go out now (vLLM drains its output queue when no
+             * request is left unfinished), and no run is left to wait for. */
+            for (int i = 0; i < rep->n_held; i++) rep->held[i]->run_wait = false;
+            if (rep->n_held && deliver(e, rep, e->now)) return -1;
             refresh_used(e, rep);
             if (rep->waiting.n && !rep->running.n) {
                 snprintf(e->err, e->nerr, "request %ld cannot be admitted even into an empty replica",
@@ -142,7 +158,9 @@ static int kick(sim_engine *e, sim_replica *rep)
             return 0;
         }
         note_peak(e, rep);
-        int ff = ff_eligible(e, rep) ? ff_begin(e, rep) : FF_DECLINED;
+        /* Held outputs need each step's end as its own event (start_formed delivers them),
+         * which a fast-forward run does not give: the scheduler forms every step. */
+        int ff = !outputs_held(e) && ff_eligible(e, rep) ? ff_begin(e, rep) : FF_DECLINED;
         if (ff == FF_ERROR) return -1;
         if (ff == FF_CONTINUE) continue;
         if (ff == FF_BUSY) return 0;
@@ -251,8 +269,9 @@ static int complete(sim_engine *e, sim_replica *rep, sim_req *r)
     }
     if (e->o->on_progress && (e->done % 1024 == 0)) e->o->on_progress(e->o->ud, e->done, e->total);
     sim_req_spec next;
-    /* The client has the last token fe after the engine finished it: its next send follows then. */
-    if (sim_workload_next_turn(e->wl, &r->spec, e->now + fe, &next) == 0) {
+    /* The client has the last token fe after the engine delivered it (lag_last after it was
+     * made, outputs one step late): its next send follows then. */
+    if (sim_workload_next_turn(e->wl, &r->spec, r->t_last + r->lag_last + fe, &next) == 0) {
         sim_req *t = new_req(e, &next);
         if (!t) return -1;
         t->ev.kind = EV_TURN;
@@ -270,18 +289,95 @@ static void free_req(sim_engine *e, sim_req *r)
     e->alive--;
 }
 
+/* Puts r on rep's held list (once). Returns -1 when out of memory. */
+static int hold(sim_engine *e, sim_replica *rep, sim_req *r)
+{
+    if (r->held) return 0;
+    if (rep->n_held == rep->held_cap) {
+        int cap = rep->held_cap ? 2 * rep->held_cap : 64;
+        sim_req **h = realloc(rep->held, sizeof *h * (size_t)cap);
+        if (!h) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return -1; }
+        rep->held = h;
+        rep->held_cap = cap;
+    }
+    rep->held[rep->n_held++] = r;
+    r->held = true;
+    return 0;
+}
+
+/* Held outputs (docs/cost-model.md, "Engine profiles", "Output one step late"). With
+ * engine.async_output, vLLM V0's asynchronous output processor turns step i's sampled tokens
+ * into responses while step i + 1 runs, and the engine hands them to the server when step i + 1
+ * ends. With engine.multi_step_stream false, a multi-step run's tokens are handed over when the
+ * run ends (and, asynchronously, one step later still). A step's first tokens and completions are
+ * held here until then; the finished requests are recorded (and freed) only when their last
+ * token is delivered. */
+static int hold_outputs(sim_engine *e, sim_replica *rep)
+{
+    bool per_run = e->s->deployment.scheduler_steps > 1 && !e->s->engine.multi_step_stream;
+    for (int i = 0; i < rep->batch.n; i++) {
+        sim_req *r = rep->breq[i];
+        if (r->generated > 0 && !r->first_seen && hold(e, rep, r)) return -1;
+    }
+    for (int i = 0; i < rep->n_fin; i++) {
+        sim_req *r = rep->fin[i];
+        r->held_fin = true;
+        r->held_free = r->state == REQ_DONE;   /* else in tail steps: freed through rep->gone */
+        r->run_wait = per_run && rep->ms_left > 0;   /* the run goes on after this step */
+        if (hold(e, rep, r)) return -1;
+    }
+    /* The run ended with this step (a prefill step is no run): its tokens may go. */
+    if (per_run && rep->ms_left == 0)
+        for (int i = 0; i < rep->n_held; i++) rep->held[i]->run_wait = false;
+    return 0;
+}
+
+/* The held outputs reach the client at t (when their hand-over's step ends, or at once when no
+ * step follows): first tokens get their lag, finished requests are recorded. Those still waiting
+ * for their run's end stay held. */
+static int deliver(sim_engine *e, sim_replica *rep, double t)
+{
+    int rc = 0, n = rep->n_held, kept = 0;
+    rep->n_held = 0;
+    for (int i = 0; i < n; i++) {
+        sim_req *r = rep->held[i];
+        if (r->run_wait) { rep->held[kept++] = r; continue; }
+        r->held = false;
+        if (!r->first_seen) {
+            r->lag_first = t - r->t_first;
+            r->first_seen = true;
+        }
+        if (!r->held_fin) continue;
+        r->lag_last = t - r->t_last;
+        if (!rc) rc = complete(e, rep, r);
+        if (r->held_free) free_req(e, r);
+    }
+    rep->n_held = kept;
+    return rc;
+}
+
 /* A step has ended on rep: the scheduler applies it, then the engine records what completed. */
 static int finish_step(sim_engine *e, sim_replica *rep)
 {
     e->sched.now = e->now;
     if (sim_sched_finish(&e->sched, rep)) return -1;
     int rc = 0;
+    if (outputs_held(e)) {
+        if (hold_outputs(e, rep)) return -1;
+        rep->n_fin = 0;
+        /* Without the asynchronous processor what may go goes at this step's end. */
+        if (!e->s->engine.async_output && rep->n_held && deliver(e, rep, e->now)) return -1;
+    }
     for (int i = 0; i < rep->n_fin; i++) {
         sim_req *r = rep->fin[i];
         if (!rc) rc = complete(e, rep, r);   /* after a failure, only free what is no longer listed */
         if (r->state == REQ_DONE) free_req(e, r);
     }
-    for (int i = 0; i < rep->n_gone; i++) free_req(e, rep->gone[i]);
+    for (int i = 0; i < rep->n_gone; i++) {
+        sim_req *r = rep->gone[i];
+        if (r->held) r->held_free = true;   /* its tail ended before its delivery: freed then */
+        else free_req(e, r);
+    }
     rep->n_fin = rep->n_gone = 0;
     refresh_used(e, rep);
     return rc;
@@ -1067,6 +1163,9 @@ out:
     }
     for (int i = 0; e.rep && i < e.n_rep; i++) {
         sim_replica *rep = &e.rep[i];
+        /* Held and finished, in no list (first: the lists below free the others). */
+        for (int j = 0; j < rep->n_held; j++)
+            if (rep->held[j]->held_free) { free(rep->held[j]->kv.blocks); free(rep->held[j]); }
         for (sim_list *l = &rep->waiting; l; l = l == &rep->waiting ? &rep->running : NULL)
             while (l->head) { sim_req *r = l->head; sim_list_remove(l, r); free(r->kv.blocks); free(r); }
         for (int j = 0; j < rep->n_gone; j++) { free(rep->gone[j]->kv.blocks); free(rep->gone[j]); }   /* retired tails */

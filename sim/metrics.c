@@ -188,9 +188,11 @@ double sim_req_row(const scn_scenario *s, const struct sim_req *r, int replica, 
     /* The front end (tokenisation, request handling, streaming) delays what the client sees of
      * the first token, and so of every later one, by the same amount (kv_frontend_seconds). */
     double fe = kv_frontend_seconds(s, r->spec.prompt);
-    row->ttft = r->t_first - r->spec.arrival + fe;
-    row->tpot = output > 1 ? (r->t_last - r->t_first) / (output - 1) : 0;
-    row->e2e = r->t_last - r->spec.arrival + fe;
+    /* An engine that hands a step's outputs over one step late (engine.async_output) shows the
+     * client its first and last token lag_first and lag_last after they were made (0 otherwise). */
+    row->ttft = r->t_first - r->spec.arrival + r->lag_first + fe;
+    row->tpot = output > 1 ? ((r->t_last + r->lag_last) - (r->t_first + r->lag_first)) / (output - 1) : 0;
+    row->e2e = r->t_last - r->spec.arrival + r->lag_last + fe;
     row->prompt = r->spec.prompt;
     row->output = output;
     row->cached = r->cached;

@@ -31,6 +31,16 @@ struct sim_req {
     int step_draft;          /* of which speculative drafts to verify (sim/spec.c) */
     int tail;                /* finished and recorded, but still in the batch for this many decode
                               * steps (multi-step run's end, overlap scheduler: sim/sched.c) */
+    /* Outputs one step late (engine.async_output; docs/cost-model.md, "Engine profiles"): the
+     * client sees the first and the last token this much after the step that made them ended. */
+    double lag_first, lag_last;          /* s */
+    bool first_seen;         /* its first token's delivery time is known */
+    bool held;               /* on its replica's held list, waiting for the next step's end */
+    bool held_fin;           /* finished: recorded when its last token is delivered */
+    bool held_free;          /* finished and in no list (no tail steps, or its tail ended): freed
+                              * once recorded */
+    bool run_wait;           /* finished inside a multi-step run whose tokens are handed over at
+                              * its end (engine.multi_step_stream false) */
     sim_req *prev, *next;    /* in the replica's waiting or running list */
 };
 

@@ -654,4 +654,5 @@ void sim_sched_replica_free(sim_replica *rep)
     free(rep->fin);
     free(rep->sb);
     free(rep->gone);
+    free(rep->held);
 }

@@ -56,6 +56,10 @@ typedef struct {
      * released at their batch's end (already recorded; the engine frees them) */
     sim_req **fin, **gone;
     int n_fin, n_gone, gone_cap;
+    /* outputs one step late (engine.async_output): requests whose first or last token waits for
+     * the next step's end to reach the client (sim/engine.c, hold and deliver) */
+    sim_req **held;
+    int n_held, held_cap;
     /* static batching: the batch in flight and its padded shape */
     sim_req **sb;
     int sb_n, sb_cap, sb_prompt, sb_output, sb_done;

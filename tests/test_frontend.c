@@ -175,10 +175,16 @@ START_TEST(version_selects_the_engine_profile)
     ck_assert_str_eq(pub_engine_profile("vllm", "PR #2031 branch (Dec 2023, ~0.2.4)", out, sizeof out), "vllm-0.2");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.3.0", out, sizeof out), "vllm-0.2");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.3.1", out, sizeof out), "vllm-v0");
-    /* 0.6.0 to 0.7.0 cached MLA expanded (vllm-0.7: vllm plus that); 0.7.1 on, the latent,
-     * with MLA's absorbed products materialised until 0.8.0 (vllm-0.7.1). */
-    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm-0.7");
-    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.3.post1", out, sizeof out), "vllm-0.7");
+    /* 0.6.0 to 0.7.0 cached MLA expanded (vllm-0.7: vllm plus that), and their default V0
+     * engine handed outputs over one step late (vllm-0.6: vllm-0.7 plus that; a row marked V1
+     * keeps vllm-0.7); 0.7.1 on, the latent, with MLA's absorbed products materialised until
+     * 0.8.0 (vllm-0.7.1). */
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.0", out, sizeof out), "vllm-0.6");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6", out, sizeof out), "vllm-0.6");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.2", out, sizeof out), "vllm-0.6");
+    /* From 0.6.3 multi-step runs streamed each step by default (vllm-0.6.3). */
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.6.3.post1", out, sizeof out), "vllm-0.6.3");
+    ck_assert_str_eq(pub_engine_profile("vllm", "0.7.0", out, sizeof out), "vllm-0.6.3");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.7.1", out, sizeof out), "vllm-0.7.1");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.7", out, sizeof out), "vllm-0.7.1");
     ck_assert_str_eq(pub_engine_profile("vllm", "0.7.3", out, sizeof out), "vllm-0.7.1");

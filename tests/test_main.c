@@ -30,6 +30,7 @@ int main(void)
     srunner_add_suite(sr, suite_pool());
     srunner_add_suite(sr, suite_fastfwd());
     srunner_add_suite(sr, suite_multistep());
+    srunner_add_suite(sr, suite_output_lag());
     srunner_add_suite(sr, suite_admission());
     srunner_add_suite(sr, suite_step_shape());
     srunner_add_suite(sr, suite_bounded());

@@ -3,6 +3,7 @@
  * checkpoints store them (AWQ from the config), MLA flops in decode and prefill, CUDA-graph
  * padding, and engine profiles as the loader reads them. */
 #include "tests.h"
+#include "../model/kv_mla.h"
 #include "../model/kv_model.h"
 #include "../planner/plan.h"
 
@@ -172,6 +173,38 @@ START_TEST(mla_absorbed_weights_stream_at_full_bandwidth)
     ck_assert(near(at->flops, fl + fa));
     double tc = fl / (peak * 660.0 / 989.0) + fa / (peak * 0.75);
     ck_assert_msg(near(at->t_compute, tc), "%.6g vs %.6g", at->t_compute, tc);
+}
+END_TEST
+
+/* FlashMLA decodes in two kernels a layer, its split-KV kernel and its combine kernel
+ * (deepseek-ai/FlashMLA csrc/flash_api.cpp launches both on every call): with the cache write
+ * and the W_UK and W_UV batched matmuls, 5 kernels a layer in attention under vLLM (FA3 family)
+ * on Hopper, 61 x 5 = 305 for DeepSeek-V3; 4 a layer where no FlashMLA-class figure applies (an
+ * Ampere GPU, or an engine of another family), and a prefill-only step is unchanged. Each kernel
+ * costs its boundary in a replayed graph: 61 x 3 us more. */
+START_TEST(flashmla_decode_is_two_kernels)
+{
+    t_library("deepseek-v3", "h200", &s);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work d = {1, 2000};
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 2);
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &d, 1);
+    ck_assert_double_eq_tol(r.op[KV_OP_ATTENTION].kernels, 61 * 5.0, 1e-9);
+    scn_engine fa3 = s.engine;
+    s.engine.attn_kernel = SCN_AK_FLASHINFER;
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 1);
+    kv_step_cost other = kv_step_time(&s, &c, SCN_ATTN_FLASH, &d, 1);
+    ck_assert_double_eq_tol(other.op[KV_OP_ATTENTION].kernels, 61 * 4.0, 1e-9);
+    ck_assert(r.graph && other.graph);
+    ck_assert_double_eq_tol(r.op[KV_OP_ATTENTION].t_overhead - other.op[KV_OP_ATTENTION].t_overhead, 61 * fa3.graph_kernel, 1e-12);
+    s.engine = fa3;
+    s.hardware.arch = SCN_ARCH_AMPERE;
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 1);
+    s.hardware.arch = SCN_ARCH_HOPPER;
+    kv_seq_work p = {500, 0};
+    kv_step_cost pre = kv_step_time(&s, &c, SCN_ATTN_FLASH, &p, 1);
+    ck_assert_double_eq_tol(pre.op[KV_OP_ATTENTION].kernels, 61 * 3.0, 1e-9);   /* cache write, kernel, kv_b */
 }
 END_TEST
 
@@ -439,6 +472,7 @@ Suite *suite_model_terms(void)
     tcase_add_test(tc, awq_bytes_from_the_config);
     tcase_add_test(tc, mla_flops_by_hand);
     tcase_add_test(tc, mla_absorbed_weights_stream_at_full_bandwidth);
+    tcase_add_test(tc, flashmla_decode_is_two_kernels);
     tcase_add_test(tc, attention_time_grows_with_the_batch);
     tcase_add_test(tc, graphs_pad_decode_batches);
     tcase_add_test(tc, engine_profiles_load);

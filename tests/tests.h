@@ -24,6 +24,7 @@ Suite *suite_cpu_backend(void);
 Suite *suite_pool(void);
 Suite *suite_fastfwd(void);
 Suite *suite_multistep(void);
+Suite *suite_output_lag(void);
 Suite *suite_admission(void);
 Suite *suite_step_shape(void);
 Suite *suite_bounded(void);
