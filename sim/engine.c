@@ -1130,7 +1130,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             goto out;
         }
         if (sim_kv_tiers_of(rep->kv)) e.tiered = true;
-        if (sim_twin_attach(rep->kv, s, c, ex, o, b)) { snprintf(err, n, "out of memory"); goto out; }
+        if (sim_twin_attach(rep->kv, s, c, ex, o)) { snprintf(err, n, "out of memory"); goto out; }
     }
     int noinput = 0;
     e.wl = sim_workload_init(s, o->seed, &noinput, err, n);

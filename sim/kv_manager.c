@@ -759,7 +759,7 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
     int hit = match_prefix(kv, q, prompt, take, from_free);
     if (take) note_ref(kv);   /* hit blocks taken out of the LRU count as referenced */
     if (kv->twin && kv->prefix && fresh)
-        sim_kv_twin_match(kv->twin, q, prompt, hit, take, kv->n_alloc, kv->n_referenced);
+        sim_kv_twin_match(kv->twin, q, prompt, hit, take, kv->n_alloc);
     return hit;
 }
 

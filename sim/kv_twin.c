@@ -52,8 +52,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TWIN_MAX ((int)(sizeof(((sim_run_opts *)0)->twins->block_size) / sizeof(int)))
-
 typedef struct {
     uint64_t seed;           /* the group's prefix stream */
     bool used;
@@ -162,9 +160,8 @@ static bool present(const sim_kv_twin *t, const twin_group *g, int i, long fb, l
 
 static long floor_to(long x, long b) { return x / b * b; }
 
-void sim_kv_twin_match(sim_kv_twin *t, sim_kv_seq *q, int prompt, int hit, bool take, long alloc, long ref)
+void sim_kv_twin_match(sim_kv_twin *t, sim_kv_seq *q, int prompt, int hit, bool take, long alloc)
 {
-    (void)ref;
     if (!t || t->off || !t->alive) return;
     long plen = q->prefix_len;
     if (plen <= 0) {   /* only a shared prefix can hit (kv_twin.c, point 2) */
@@ -259,9 +256,8 @@ unsigned sim_kv_twin_same(const sim_kv_twin *t, long ref_peak)
 }
 
 int sim_twin_attach(sim_kv *kv, const scn_scenario *s, const sim_choice *c, const sim_executor *ex,
-                    const sim_run_opts *o, long blocks)
+                    const sim_run_opts *o)
 {
-    (void)blocks;
     const sim_twin_report *r = o->twins;
     if (!r || r->n <= 0) return 0;
     /* What the proof covers (kv_twin.c): paged blocks with nothing but whole-sequence
@@ -272,7 +268,7 @@ int sim_twin_attach(sim_kv *kv, const scn_scenario *s, const sim_choice *c, cons
     if (s->engine.no_evict || s->deployment.disagg.on) return 0;
     if (c->prefix_cache && s->workload.turns > 1) return 0;   /* a conversation's turns share their stream */
     if (s->deployment.max_model_len <= 0 || s->deployment.max_num_seqs <= 0) return 0;
-    sim_kv_twin *t = sim_kv_twin_new(c->block_size, r->n < TWIN_MAX ? r->n : TWIN_MAX, r->block_size, r->blocks,
+    sim_kv_twin *t = sim_kv_twin_new(c->block_size, r->n < SIM_TWINS_MAX ? r->n : SIM_TWINS_MAX, r->block_size, r->blocks,
                                      s->deployment.max_num_seqs, s->deployment.max_model_len);
     if (!t) return -1;
     sim_kv_set_twin(kv, t);

@@ -16,11 +16,11 @@
 
 typedef struct sim_kv_twin sim_kv_twin;
 
-/* Gives replica pool `kv` (bs tokens a block, `blocks` blocks) a tracker for the twins asked
+/* Gives replica pool `kv` a tracker for the twins asked
  * about in o->twins, when the run is one the proof covers; nothing otherwise (its result is
  * then 0). -1 on out of memory. After sim_kv_set_groups and the tiers. */
 int sim_twin_attach(sim_kv *kv, const scn_scenario *s, const sim_choice *c, const sim_executor *ex,
-                    const sim_run_opts *o, long blocks);
+                    const sim_run_opts *o);
 
 /* The tracker's hooks (kv_manager.c and sched.c call them; t may be NULL). */
 sim_kv_twin *sim_kv_twin_new(int bs, int n, const int *twin_bs, const long *twin_blocks, long max_seqs, long max_len);
@@ -28,8 +28,8 @@ void sim_kv_twin_free(sim_kv_twin *t);
 /* The run at B waited for blocks (an admission that did not fit, a growth that failed). */
 void sim_kv_twin_blocked(sim_kv_twin *t);
 /* A prefix match of q's `prompt` tokens found `hit` tokens (take: the sequence took them).
- * alloc: blocks allocated so far; ref: blocks referenced now. */
-void sim_kv_twin_match(sim_kv_twin *t, sim_kv_seq *q, int prompt, int hit, bool take, long alloc, long ref);
+ * alloc: blocks allocated so far. */
+void sim_kv_twin_match(sim_kv_twin *t, sim_kv_seq *q, int prompt, int hit, bool take, long alloc);
 /* q's positions [0, computed) hold KV (prefix cache on). */
 void sim_kv_twin_commit(sim_kv_twin *t, sim_kv_seq *q, int computed, long alloc, long ref);
 /* q released its KV (after the release: ref is the blocks still referenced). */
