@@ -158,6 +158,9 @@ char *db_scenario_json(const scn_scenario *s)
     if (w->arrival == SCN_ARRIVAL_CLOSED &&
         (json_object_set_new(wj, "concurrency", json_integer(w->concurrency)) ||
          json_object_set_new(wj, "client_think_time_s", json_real(w->client_think_time)))) { json_decref(root); return NULL; }
+    /* Offline prompts sent through the server, added only when so, so older records keep their digest. */
+    if (w->arrival == SCN_ARRIVAL_OFFLINE && w->via_server &&
+        json_object_set_new(wj, "via", json_string("server"))) { json_decref(root); return NULL; }
     if ((w->skip_first || w->skip_last || w->skip_first_frac > 0 || w->skip_last_frac > 0) &&
         json_object_set_new(wj, "measure", json_pack("{s:I, s:I, s:f, s:f}", "skip_first", (json_int_t)w->skip_first,
                                                      "skip_last", (json_int_t)w->skip_last, "skip_first_frac",

@@ -403,6 +403,8 @@ typedef struct {
     double think_time;          /* s between a reply and the next turn */
     int concurrency;            /* closed: clients, each with one request in flight */
     double client_think_time;   /* closed: s between a client's reply and its next request */
+    bool via_server;            /* offline: sent to the server at once (via: server), not handed
+                                 * over in-process: the front end prepares them (kv_frontend.c) */
     /* The steady-state window the summary metrics cover: requests numbered in creation order
      * are measured when skip_first <= id < total - skip_last. A fraction (frac > 0) stands for
      * that share of the requests; counts and fractions do not mix on one side. */

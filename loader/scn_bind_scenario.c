@@ -19,7 +19,9 @@ static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router
                                           NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
-static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", NULL};
+static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", "via", NULL};
+/* How offline prompts reach the engine (workload.arrival.via). */
+static const char *const VIA_NAMES[] = {"in-process", "server", NULL};
 static const char *const MEASURE_KEYS[] = {"skip_first", "skip_last", NULL};
 static const char *const DIST_KEYS[] = {"dist", "value", "mean", "sigma", "min", "max", "file", NULL};
 static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "popularity", NULL};
@@ -270,13 +272,24 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
             scn_get_qty(c, a, f, "think_time", SCN_UNIT_TIME, true, &w->client_think_time))
             return -1;
     } else if (w->arrival == SCN_ARRIVAL_OFFLINE) {
-        /* Nothing to read: every request is waiting at t = 0. */
+        /* Every request is waiting at t = 0: handed to the engine in-process (LLM.generate,
+         * trtllm-bench), or sent to its server at once (`vllm bench serve --request-rate inf`),
+         * whose front end then prepares them one by one (docs/cost-model.md, "Front end"). */
+        int via = 0;
+        if (scn_get_enum(c, a, f, "via", VIA_NAMES, &via)) return -1;
+        w->via_server = via == 1;
     } else if (scn_require(c, a, f, "rate") || scn_get_qty(c, a, f, "rate", SCN_UNIT_RATE, false, &w->rate)) {
         return -1;
     }
     /* Fields of another process are a mistake worth naming, not something to ignore. */
     /* (A leftover rate is tolerated, so `--set workload.arrival.process=closed` works on a
      * scenario written for poisson arrivals.) */
+    if (w->arrival != SCN_ARRIVAL_OFFLINE && scn_map_get(a, "via")) {
+        char ff[256], msg[160];
+        snprintf(msg, sizeof msg, "'via' applies only to process offline (other processes send to the server), not %s",
+                 SCN_ARRIVAL_NAMES[k]);
+        return fail_at(c, scn_map_get(a, "via"), scn_path_join(ff, sizeof ff, f, "via"), msg);
+    }
     static const char *const CLOSED_ONLY[] = {"concurrency", "think_time"};
     for (int i = 0; i < 2 && w->arrival != SCN_ARRIVAL_CLOSED; i++) {
         const scn_node *v = scn_map_get(a, CLOSED_ONLY[i]);

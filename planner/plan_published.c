@@ -562,7 +562,10 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
                                               "  measure: {skip_first: 10%%, skip_last: 10%%}\n", r->load);
         break;
     default:
-        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: offline}\n");
+        /* Prompts sent to a server all at once by a serving client (request rate inf) pass its
+         * front end one by one; in-process runs do not (docs/cost-model.md, "Front end"). */
+        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: offline%s}\n",
+                              strstr(r->notes, "request rate inf") ? ", via: server" : "");
         break;
     }
     k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", prompt, output);

@@ -213,21 +213,23 @@ static void free_req(sim_engine *e, sim_req *r);
  * counted, not served, and its conversation sends no further turns. */
 static int enqueue(sim_engine *e, sim_req *r)
 {
-    if (!r->deferred) r->replica = route(e, &r->spec);
+    bool counted = r->deferred || r->ingress;   /* routed, and its replica counts it */
+    if (!counted) r->replica = route(e, &r->spec);
     sim_replica *rep = &e->rep[r->replica];
+    if (r->fe_queued) { rep->fe_waiting--; r->fe_queued = false; }   /* the front end reached it */
     /* An engine that schedules one step ahead (async_scheduling: SGLang's and TensorRT-LLM's
      * overlap schedulers, vLLM's --async-scheduling) formed step i+1's batch when step i started,
      * so a request arriving during step i first reaches the scheduler as step i ends, after step
      * i+1 was formed: it joins step i+2 (docs/cost-model.md, "Engine profiles"). Pushed after the
      * step's end, at its time, the deferred arrival fires after it. */
     if (e->s->engine.async_scheduling && rep->busy && !r->deferred) {
+        if (!counted) rep->outstanding++;   /* routed here: the router counts it while it waits */
         r->deferred = true;
-        rep->outstanding++;   /* routed here: the router counts it while it waits */
+        r->ingress = false;
         r->ev.kind = EV_DEFER;
         return sim_heap_push(&e->heap, &r->ev, rep->ev.t);
     }
-    bool counted = r->deferred;
-    r->deferred = false;
+    r->deferred = r->ingress = false;
     if (rep->waiting.n >= e->max_waiting) {
         if (counted) rep->outstanding--;
         e->acc.rejected++;
@@ -242,6 +244,37 @@ static int enqueue(sim_engine *e, sim_req *r)
     rep->kick_ev.kind = EV_KICK;
     rep->kick_ev.prio = 1;
     return sim_heap_push(&e->heap, &rep->kick_ev, e->now);
+}
+
+/* A sent request reaches its replica's scheduler through the front end: one server process
+ * (vLLM's API server, SGLang's TokenizerManager, trtllm-serve) prepares requests one at a time,
+ * kv_frontend_seconds() each (docs/cost-model.md, "Front end"). The client's TTFT and E2E
+ * carry that time (sim_req_row); what the queue adds is the wait for the requests before it,
+ * so the scheduler sees the request when the server turns to it. A request that finds the
+ * server free reaches the scheduler at once, as before; one that arrives in a burst waits. */
+static int admit(sim_engine *e, sim_req *r)
+{
+    double fe = kv_frontend_seconds(e->s, r->spec.prompt);
+    if (!(fe > 0)) return enqueue(e, r);
+    r->replica = route(e, &r->spec);
+    sim_replica *rep = &e->rep[r->replica];
+    double start = rep->fe_free > e->now ? rep->fe_free : e->now;
+    if (start > e->now && rep->waiting.n + rep->fe_waiting >= e->max_waiting) {
+        /* The waiting bound covers the front end's queue too: an overloaded server answers
+         * "busy" (enqueue) whether the backlog is before or behind its tokeniser. */
+        e->acc.rejected++;
+        e->done++;
+        free_req(e, r);
+        return 0;
+    }
+    rep->fe_free = start + fe;
+    rep->outstanding++;   /* routed here: the router counts it while it waits */
+    r->ingress = true;
+    if (start <= e->now) return enqueue(e, r);
+    rep->fe_waiting++;
+    r->fe_queued = true;
+    r->ev.kind = EV_INGRESS;
+    return sim_heap_push(&e->heap, &r->ev, start);
 }
 
 /* Pulls the next request from the arrival process and schedules its arrival. */
@@ -1008,11 +1041,14 @@ static int loop(sim_engine *e)
         switch (ev->kind) {
         case EV_ARRIVAL: {
             sim_req *r = new_req(e, &e->next_spec);
-            rc = !r || enqueue(e, r) || next_arrival(e);
+            rc = !r || admit(e, r) || next_arrival(e);
             break;
         }
         case EV_TURN:
+            rc = admit(e, CONTAINER(ev, sim_req, ev));
+            break;
         case EV_DEFER:
+        case EV_INGRESS:
             rc = enqueue(e, CONTAINER(ev, sim_req, ev));
             break;
         case EV_STEP: {
@@ -1178,7 +1214,7 @@ out:
      * requests. */
     sim_event *ev;
     while ((ev = sim_heap_pop(&e.heap)))
-        if (ev->kind == EV_TURN || ev->kind == EV_DEFER) {
+        if (ev->kind == EV_TURN || ev->kind == EV_DEFER || ev->kind == EV_INGRESS) {
             sim_req *r = CONTAINER(ev, sim_req, ev);
             free(r->kv.blocks);
             free(r);

@@ -9,7 +9,7 @@
 #include "sim.h"
 #include "workload.h"
 
-enum { EV_ARRIVAL, EV_TURN, EV_STEP, EV_SAMPLE, EV_KICK, EV_DEFER };
+enum { EV_ARRIVAL, EV_TURN, EV_STEP, EV_SAMPLE, EV_KICK, EV_DEFER, EV_INGRESS };
 
 #define SIM_FF_RING 64        /* completion chains: a step scans the slots finishing 64k steps on (a power of two) */
 

@@ -26,6 +26,8 @@ struct sim_req {
     long swapped;            /* blocks of its KV in the host swap area (preemption: swap), else 0 */
     bool admitted_once;
     bool deferred;           /* routed, waiting for its replica's running step to end (enqueue) */
+    bool ingress;            /* routed and counted, waiting for its replica's front end (admit) */
+    bool fe_queued;          /* counted in its replica's fe_waiting until the front end reaches it */
     double t_sched, t_first, t_last;   /* s */
     int step_new;            /* tokens scheduled in the running step */
     int step_draft;          /* of which speculative drafts to verify (sim/spec.c) */

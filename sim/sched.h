@@ -60,6 +60,10 @@ typedef struct {
      * the next step's end to reach the client (sim/engine.c, hold and deliver) */
     sim_req **held;
     int n_held, held_cap;
+    /* the front end (one server process per replica) prepares one request at a time: free from
+     * this time on (sim/engine.c, admit; docs/cost-model.md, "Front end") */
+    double fe_free;          /* s */
+    long fe_waiting;         /* requests routed here that wait for the front end */
     /* static batching: the batch in flight and its padded shape */
     sim_req **sb;
     int sb_n, sb_cap, sb_prompt, sb_output, sb_done;

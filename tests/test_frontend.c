@@ -438,6 +438,121 @@ START_TEST(deferred_arrivals_count_for_the_router)
 }
 END_TEST
 
+
+typedef struct { double ttft[3], e2e[3], tpot[3]; int n; } row3;
+
+static int on_row3(void *ud, const sim_request_row *r)
+{
+    row3 *x = ud;
+    if (r->id >= 0 && r->id < 3) { x->ttft[r->id] = r->ttft; x->e2e[r->id] = r->e2e; x->tpot[r->id] = r->tpot; }
+    x->n++;
+    return 0;
+}
+
+static row3 run_three(void)
+{
+    sim_choice c = sim_choice_first(&s);
+    sim_executor ex = t_one_second_executor();
+    row3 x = {{0}, {0}, {0}, 0};
+    sim_run_opts o = {.seed = 1, .on_request = on_row3, .ud = &x};
+    sim_metrics m;
+    char err[512];
+    ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(x.n, 3);
+    return x;
+}
+
+START_TEST(burst_waits_for_the_front_end_in_turn)
+{
+    /* Three requests sent at 0 (prompts 10, 30, 10 tokens; 2 output tokens), a front end of
+     * 0.1 s + 10 ms per prompt token: 0.2, 0.4 and 0.2 s each, one at a time. A reaches the
+     * scheduler at 0 and is prefilled alone in step 0-1; B at 0.2 and C at 0.6 arrive during
+     * that step. The profile has no chunked prefill, so step 1-2 prefills B and C alone and
+     * step 2-3 decodes all three (every last token at 3). The client adds each request's own
+     * front end: TTFT A 1 + 0.2, B 2 + 0.4, C 2 + 0.2; E2E 3 + the same; TPOT A 2 (its gap
+     * spans B and C's prefill), B and C 1. Without the queue all three would be prefilled in
+     * step 0-1 (TTFT 1 + their front end). */
+    const char *trace = t_write("fe-burst.csv", "arrival_s,prompt_tokens,output_tokens\n0.0,10,2\n0.0,30,2\n0.0,10,2\n");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: {name: x, frontend: {request: 0.1 s, per_prompt_token: 10 ms}}\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", trace);
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    row3 x = run_three();
+    ck_assert_double_eq_tol(x.ttft[0], 1.2, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 2.4, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[2], 2.2, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 3.2, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 3.4, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[2], 3.2, 1e-12);
+    ck_assert_double_eq_tol(x.tpot[0], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.tpot[1], 1.0, 1e-12);
+    ck_assert_double_eq_tol(x.tpot[2], 1.0, 1e-12);
+}
+END_TEST
+
+START_TEST(offline_via_server_passes_the_front_end)
+{
+    /* Three 10-token prompts, all waiting at 0, front end 0.1 s + 10 ms per token = 0.2 s each.
+     * Sent to the server (via: server): A reaches the scheduler at 0 (step 0-1 prefills it), B
+     * at 0.2 and C at 0.4 (step 1-2): TTFT A 1.2, B and C 2.2. Handed over in-process (the
+     * default): no front end, all three prefilled in step 0-1, TTFT 1. */
+    const char *fmt = "model: llama-3-8b\nhardware: h100-sxm\nengine: {name: x, frontend: {request: 0.1 s, per_prompt_token: 10 ms}}\n"
+                      "workload:\n  requests: 3\n  arrival: {process: offline%s}\n  prompt_tokens: 10\n  output_tokens: 2\n"
+                      "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n";
+    char text[1024];
+    scn_error e;
+    snprintf(text, sizeof text, fmt, ", via: server");
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    ck_assert(s.workload.via_server);
+    ck_assert_double_eq_tol(kv_frontend_seconds(&s, 10), 0.2, 1e-15);
+    row3 x = run_three();
+    ck_assert_double_eq_tol(x.ttft[0], 1.2, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 2.2, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[2], 2.2, 1e-12);
+    snprintf(text, sizeof text, fmt, ", via: in-process");
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    ck_assert(!s.workload.via_server);
+    x = run_three();
+    for (int i = 0; i < 3; i++) ck_assert_double_eq_tol(x.ttft[i], 1.0, 1e-12);
+    /* via belongs to offline; an unknown way is an error, located. */
+    const char *bad1[] = {"workload.arrival.via=server"};
+    ck_assert_int_eq(t_load(SCN, bad1, 1, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "workload.arrival.via");
+    snprintf(text, sizeof text, fmt, ", via: pigeon");
+    ck_assert_int_eq(t_load(text, NULL, 0, &s, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "workload.arrival.via");
+}
+END_TEST
+
+
+START_TEST(waiting_bound_covers_the_front_end_queue)
+{
+    /* Five requests sent together, a front end of 0.2 s each, a waiting bound of 2. The first
+     * finds the server free and waits for the scheduler (1 waiting); the second queues at the
+     * front end (1 + 1 = 2 now wait); the other three find the bound reached and are turned
+     * away, as an overloaded server answers "busy". */
+    const char *trace = t_write("fe-bound.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,2\n0,10,2\n0,10,2\n0,10,2\n0,10,2\n");
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model: llama-3-8b\nhardware: h100-sxm\nengine: {name: x, frontend: {request: 0.2 s}}\n"
+             "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off}\n", trace);
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    sim_choice c = sim_choice_first(&s);
+    sim_executor ex = t_one_second_executor();
+    sim_run_opts o = {.seed = 1, .max_waiting = 2};
+    sim_metrics m;
+    char err[512];
+    ck_assert_msg(sim_run(&s, &c, &ex, &o, &m, err, sizeof err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.requests, 2);
+    ck_assert_int_eq(m.rejected, 3);
+}
+END_TEST
+
 Suite *suite_frontend(void)
 {
     Suite *su = suite_create("frontend");
@@ -454,6 +569,9 @@ Suite *suite_frontend(void)
     tcase_add_test(tc, cost_prints_the_front_end);
     tcase_add_test(tc, deferred_arrivals_count_for_the_router);
     tcase_add_test(tc, simulate_says_the_front_end);
+    tcase_add_test(tc, burst_waits_for_the_front_end_in_turn);
+    tcase_add_test(tc, offline_via_server_passes_the_front_end);
+    tcase_add_test(tc, waiting_bound_covers_the_front_end_queue);
     suite_add_tcase(su, tc);
     return su;
 }
