@@ -185,12 +185,51 @@ START_TEST(twin_report_is_sound)
 }
 END_TEST
 
+/* The planner benchmark's case (bench/sweep-500.yaml, scaled down): a 2,000-token shared prefix
+ * hits 2,000 tokens in whole blocks of 8 and 16, 1,984 in blocks of 32 and 64 and 1,920 in
+ * blocks of 128, so with the prefix cache exactly the pairs 8-16 and 32-64 can be the same; with
+ * the prefix cache off and a roomy pool every block size is. A load below capacity on an H100
+ * (the pool a few times what the running sequences hold) must get those claims, and no others. */
+START_TEST(twin_report_claims_the_expected_pairs)
+{
+    for (int pc = 0; pc < 2; pc++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: h100-sxm\n"
+                 "deployment: {max_num_seqs: 64, max_model_len: 8192}\n"
+                 "workload:\n  requests: 400\n  arrival: {process: poisson, rate: 6/s}\n"
+                 "  prompt_tokens: {dist: lognormal, mean: 800, sigma: 0.6, max: 4000}\n"
+                 "  output_tokens: {dist: lognormal, mean: 250, sigma: 0.8, max: 1500}\n"
+                 "  shared_prefix: {groups: 4, tokens: 2000, share: 0.9, popularity: zipf 1.1}\n"
+                 "options: {kv_layout: paged, block_size: [8, 16, 32, 64, 128], prefix_cache: %s, scheduler: chunked}\n",
+                 pc ? "on" : "off");
+        static scn_scenario s;
+        scn_error e;
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+        sim_choice c = sim_choice_first(&s);
+        sim_metrics m[NB];
+        rows d[NB];
+        for (int a = 0; a < NB; a++) {
+            unsigned same;
+            ck_assert_int_eq(run_at(&s, c, a, 0, &m[a], &d[a], &same), SIM_OK);
+            for (int b = 0; b < a; b++)   /* and they are the same */
+                if ((same >> b) & 1) ck_assert(same_runs(&m[a], &d[a], &m[b], &d[b]));
+            unsigned want = ((1u << NB) - 1) & ~(1u << a);                  /* prefix cache off: every other size */
+            if (pc) want = a < 2 ? 3u & ~(1u << a) : a < 4 ? 12u & ~(1u << a) : 0;   /* 8-16, 32-64, none for 128 */
+            ck_assert_msg(same == want, "prefix cache %s, block size %d: claims %x, expected %x", pc ? "on" : "off", BS[a],
+                          same, want);
+        }
+    }
+}
+END_TEST
+
 Suite *suite_twin(void)
 {
     Suite *s = suite_create("twin");
     TCase *tc = tcase_create("twin");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, twin_report_is_sound);
+    tcase_add_test(tc, twin_report_claims_the_expected_pairs);
     suite_add_tcase(s, tc);
     return s;
 }
