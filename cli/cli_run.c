@@ -172,9 +172,13 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     double fe = m->req_per_s > 0 ? kv_frontend_seconds(s, m->input_tok_per_s / m->req_per_s) : 0;
     if (fe > 0) out_note(d, "TTFT and E2E include the engine's front end: %.3g ms a request on average (tokenising the "
                             "prompt, the first token's detokenisation).", fe * 1e3);
-    if (s->engine.async_output)
+    /* Disaggregated pools deliver at once (sim/disagg.c), so neither note applies to them. */
+    if (s->engine.async_output && !s->deployment.disagg.on)
         out_note(d, "Engine %s hands a step's tokens to the client when the next step ends (asynchronous output "
                     "processing): TTFT and E2E include that step.", s->engine.name);
+    if (s->deployment.scheduler_steps > 1 && !s->engine.multi_step_stream && !s->deployment.disagg.on)
+        out_note(d, "Engine %s hands a multi-step run's tokens to the client when the run ends: E2E includes the "
+                    "rest of the run after a request's last token.", s->engine.name);
     out_section(d, "run", "Run");
     out_kv_str(d, "scenario", "scenario", s->name);
     out_kv_str(d, "model", "model", s->model.name);

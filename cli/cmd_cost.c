@@ -167,6 +167,8 @@ int cmd_cost(int argc, char **argv)
         out_kv_str(d, "moe_kernel", "routed-expert GEMMs",
                    s.engine.moe_kernel == SCN_MOE_KERNEL_TRITON && s.hardware.arch == SCN_ARCH_HOPPER
                        ? "Triton fused-MoE rate (0.45 of the bf16 peak x shape)"
+                   : s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS
+                       ? "CUTLASS grouped GEMMs: dense rate x per-expert tiles; expand, activation, finalize kernels"
                        : "dense GEMM rate x shape");
 
     static const out_col cols[] = {

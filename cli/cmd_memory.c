@@ -171,7 +171,19 @@ int cmd_memory(int argc, char **argv)
     cli_spec_memory(d, &s, &c0, o->block_size[0]);   /* when options.speculative is on */
     cli_moe_memory(d, &s, &c0, o->block_size[0]);    /* with EP / attention DP */
     cli_memory_disagg(d, &s, &c0, o->block_size[0], mean);   /* each pool, when disaggregated */
-    if (k0.kv_budget <= 0)
+    /* The held all-reduce messages are whole hidden states of the profile run's tokens on every
+     * rank: more ranks do not shrink them, so raising tensor_parallel is no cure when they are
+     * what overflows; the run's length is (docs/cost-model.md, "Memory budget and capacity"). */
+    if (k0.kv_budget <= 0 && held_ar > 0 && held_ar >= -k0.kv_budget)
+        out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
+                    "usable, of which %.2f GiB are the profile run's all-reduce messages (max_num_batched_tokens %d "
+                    "tokens of the hidden state each), which tensor_parallel does not shrink. Lower "
+                    "max_num_batched_tokens%s, or raise gpu_memory_utilization.",
+                 (k0.weights + k0.activation + k0.runtime) / 1073741824.0, k0.usable / 1073741824.0,
+                 held_ar / 1073741824.0, s.deployment.max_num_batched_tokens,
+                 s.engine.budget_covers_context ? " and max_model_len (the engine's step takes at least max_model_len tokens)"
+                                                : "");
+    else if (k0.kv_budget <= 0)
         out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
                     "usable. Raise tensor_parallel or gpu_memory_utilization.",
                  (k0.weights + k0.activation + k0.runtime) / 1073741824.0, k0.usable / 1073741824.0);

@@ -243,19 +243,20 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
          * 2 (g - 1) steps, from which kv_collective.c takes the rest as NCCL's fixed cost
          * (docs/cost-model.md, "Collectives"). */
         if (o->nccl_latency > 0 && scn_require(c, s, full, "nccl_latency_gpus")) return -1;
-        if (o->nccl_latency > 0 && o->nccl_latency <= 2.0 * (o->nccl_latency_gpus - 1) * o->link_latency)
-            return invalid(c, s, full, "nccl_latency",
-                           "at most the ring's 2 (gpus - 1) steps of `latency`: a measured all-reduce takes longer");
         /* Both measurements describe one node (kv_collective.c uses them only within one), so
          * the GPU count cannot exceed the node's; and a ring's bus bandwidth is the rate each
          * GPU sends on its links, so it cannot exceed the link's own per-direction bandwidth
-         * (docs/cost-model.md, "Collectives"). */
+         * (docs/cost-model.md, "Collectives"). The count is checked before the latency it
+         * scales, so a count outside the node is named as the cause. */
         char msg[200];
         if (o->nccl_latency_gpus > 0 && o->gpus_per_node > 0 && o->nccl_latency_gpus > o->gpus_per_node) {
             snprintf(msg, sizeof msg, "%d GPUs, but the node (gpus_per_node) has %d: the measurement ran within one node",
                      o->nccl_latency_gpus, o->gpus_per_node);
             return invalid(c, s, full, "nccl_latency_gpus", msg);
         }
+        if (o->nccl_latency > 0 && o->nccl_latency <= 2.0 * (o->nccl_latency_gpus - 1) * o->link_latency)
+            return invalid(c, s, full, "nccl_latency",
+                           "at most the ring's 2 (gpus - 1) steps of `latency`: a measured all-reduce takes longer");
         if (o->nccl_bandwidth > 0 && o->nccl_bandwidth > o->link_bandwidth * (1 + 1e-9)) {
             snprintf(msg, sizeof msg,
                      "%.4g GB/s exceeds the link's %.4g GB/s: a ring's bus bandwidth is what each GPU sends on its links",

@@ -1,6 +1,7 @@
 /* kv_moe_parallel.c: expert parallelism and attention data parallelism (kv_moe_parallel.h). */
 #include "kv_moe_parallel.h"
 #include "kv_mla.h"
+#include "kv_moe_grouped.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -323,8 +324,22 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
         double flops = 2.0 * rows * 3.0 * h * I;
         double bytes = touched * 3.0 * h * I * wb + rows * (2.0 * h + 6.0 * I) * AB;
         double rate = kv_moe_gemm_rate(hw, &s->engine, dt, fmax(1, rows / fmax(1, touched)), 2.0 * I, h);
-        double tc = rate > 0 ? flops / rate : 0, tm = bw > 0 ? bytes / bw : 0;
-        slowest = fmax(slowest, kv_roofline_combine(tc, tm));
+        double tc = rate > 0 ? flops / rate : 0, tm = bw > 0 ? bytes / bw : 0, ts = 0;
+        if (s->engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS && tokens > 0 && rows > 0) {
+            /* CUTLASS grouped GEMMs over the rank's local experts, as the step model's fused-MoE
+             * op prices them (kv_moe_grouped.h): each token sends rows / tokens of its k picks
+             * here, spread over the local experts; the layer's data-movement kernels run alone. */
+            double local = 0;
+            for (int i = rk; i < m->experts; i += ep) local++;
+            double kl = rows / tokens, dense = kv_compute_rate(hw, dt);
+            double e1 = kv_moe_grouped_efficiency(hw, tokens, local, kl, 2.0 * I, h, dt, wb);
+            double e2 = kv_moe_grouped_efficiency(hw, tokens, local, kl, h, I, dt, wb);
+            tc = dense > 0 ? flops * (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2) / dense : 0;
+            kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, kl, h, I);
+            tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;
+            ts = bw > 0 ? mv.serial / bw : 0;
+        }
+        slowest = fmax(slowest, kv_roofline_combine(tc, tm) + ts);
     }
     free(pi);
     /* The MoE layer's kernels are those of the step model's fused-MoE op (kv_step_shape), which

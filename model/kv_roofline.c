@@ -8,6 +8,7 @@
  * time", derives each count. */
 #include "kv_model.h"
 #include "kv_mla.h"
+#include "kv_moe_grouped.h"
 #include "kv_moe_parallel.h"
 
 #include <math.h>
@@ -554,9 +555,16 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             double active = k + m->shared_experts;
             /* The routed experts and the router; the shared experts are added below. */
             double flops = (2.0 * T * 3.0 * h * I * k + 2.0 * T * h * E) * moe_layers;
+            /* Activation traffic: under the Triton and CUTLASS families, the grouped GEMMs' own
+             * (gate|up reads the k copies of each token and writes 2I or, fused, I per copy; down
+             * reads I and writes h per copy) beside the memory-bound kernels between them, which
+             * run alone (kv_moe_movement_bytes); kvplan's own family keeps its streamed total. */
+            kv_moe_movement mv = kv_moe_movement_bytes(hw, e, g.dt, kw.bytes_per_linear, T, E, k, h, I);
+            double act = mv.serial + mv.gemm > 0 ? mv.gemm : (2.0 * T * h + 6.0 * T * I * k) * AB;
+            if (mv.serial > 0) add_serial(mlp, mv.serial * moe_layers, 0);
             add(mlp, flops,
                 ((touched - m->shared_experts) * 3.0 * h * I * kw.bytes_per_linear + h * E * kw.bytes_per_other +
-                 (2.0 * T * h + 6.0 * T * I * k) * AB) * moe_layers,
+                 act) * moe_layers,
                 /* router GEMM, top-k, sorting tokens by expert, grouped gate|up, activation,
                  * grouped down, weighted sum of the k outputs (a fused-MoE layer's kernels),
                  * and with 8- or 4-bit GEMM math the quantisation of each grouped GEMM's
@@ -579,8 +587,18 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             /* The routed experts' grouped GEMMs at the engine's fused-MoE rate, the router as a
              * dense GEMM (kv_moe_gemm_rate); the shared experts' GEMMs are priced above. */
             double routed = 2.0 * T * 3.0 * h * I * k * moe_layers;
-            double rate = kv_moe_gemm_rate(hw, e, g.dt, Me, 2.0 * I, h);
-            mlp->t_compute += g.peak > 0 && rate > 0 ? (routed / rate + (flops - routed) / (g.peak * eff)) * g.M / T : 0;
+            double rate = kv_moe_gemm_rate(hw, e, g.dt, Me, 2.0 * I, h), t_routed = rate > 0 ? routed / rate : 0;
+            if (e->moe_kernel == SCN_MOE_KERNEL_CUTLASS) {
+                /* CUTLASS grouped GEMMs: each expert's rows padded to the tile on their own, all
+                 * experts' tiles in one set of waves (kv_moe_grouped_efficiency): gate|up holds
+                 * two thirds of the flops, down one third. */
+                double dense = kv_compute_rate(hw, g.dt);
+                double e1 = kv_moe_grouped_efficiency(hw, g.M, E, k, 2.0 * I, h, g.dt, kw.bytes_per_linear);
+                double e2 = kv_moe_grouped_efficiency(hw, g.M, E, k, h, I, g.dt, kw.bytes_per_linear);
+                t_routed = dense > 0 ? routed * (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2) / dense : 0;
+                eff = 1.0 / (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2);
+            }
+            mlp->t_compute += g.peak > 0 && t_routed > 0 ? (t_routed + (flops - routed) / (g.peak * kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt))) * g.M / T : 0;
             mlp->efficiency = eff;
         }
 

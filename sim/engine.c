@@ -79,7 +79,7 @@ static void note_peak(sim_engine *e, sim_replica *rep)
  * the scheduler's as usual; FF_RUN (internal), the run's next step is formed and timed. */
 enum { FF_ERROR = -1, FF_BUSY = 0, FF_CONTINUE = 1, FF_DECLINED = 2, FF_RUN = 3 };
 static bool ff_eligible(const sim_engine *e, const sim_replica *rep);
-static int ff_begin(sim_engine *e, sim_replica *rep);
+static int ff_begin(sim_engine *e, sim_replica *rep, bool admitted);
 static int ff_resume(sim_engine *e, sim_replica *rep);
 
 static int deliver(sim_engine *e, sim_replica *rep, double t);
@@ -142,8 +142,11 @@ static int kick(sim_engine *e, sim_replica *rep)
             if (rc == FF_CONTINUE) continue;   /* handed back: the scheduler's turn */
             return 0;
         }
+        long w0 = rep->waiting.n, p0 = e->acc.preemptions;
         int n = sim_sched_step(&e->sched, rep);
         if (n < 0) { e->internal = e->sched.internal; return -1; }
+        /* Requests the step admitted: those that left the queue, and those preemption put back. */
+        bool admitted = w0 - rep->waiting.n + (e->acc.preemptions - p0) > 0;
         if (n == 0) {
             /* No next step: held outputs go out now (vLLM drains its output queue when no
              * request is left unfinished), and no run is left to wait for. */
@@ -160,7 +163,7 @@ static int kick(sim_engine *e, sim_replica *rep)
         note_peak(e, rep);
         /* Held outputs need each step's end as its own event (start_formed delivers them),
          * which a fast-forward run does not give: the scheduler forms every step. */
-        int ff = !outputs_held(e) && ff_eligible(e, rep) ? ff_begin(e, rep) : FF_DECLINED;
+        int ff = !outputs_held(e) && ff_eligible(e, rep) ? ff_begin(e, rep, admitted) : FF_DECLINED;
         if (ff == FF_ERROR) return -1;
         if (ff == FF_CONTINUE) continue;
         if (ff == FF_BUSY) return 0;
@@ -592,6 +595,52 @@ static int ff_hand_back(sim_engine *e, sim_replica *rep, sim_ff *f)
     return FF_CONTINUE;
 }
 
+/* ---- A request waiting for a free seat, with the prefix cache on ----
+ *
+ * Its admission (sched.c, admit) asks whether the blocks it needs beyond its prefix hits, plus
+ * the hits nobody references (taking them shrinks the pool), plus the watermark fit in the
+ * available blocks (and, under no-evict admission, the running sequences' blocks to completion
+ * on top). Between completions and admissions, inside a run, every term but the match only
+ * moves against it: available blocks fall by one per block a sequence takes, which is also
+ * what the running sequences' blocks to completion fall by; the seats, the step budget (every
+ * running row decodes one token) and its prompt are fixed. The match (how many blocks hit,
+ * which of them are referenced) changes only when the hash of the first block it missed is
+ * registered, or when one of its hit blocks is evicted (a hit that a running sequence holds
+ * stays held until it leaves): sim_kv_watch flags exactly those. So after a failed attempt the
+ * run watches the match and attempts again (continuous) or hands the step to the scheduler
+ * (mixed steps) only when it fired, besides arrivals and completions. Offload tiers (their
+ * contents move under the map) and model windows (which free blocks as sequences grow, and
+ * whose caps bend the no-evict sums) are not watched: the run then attempts every step. */
+
+static bool ff_watchable(const sim_engine *e, const sim_replica *rep)
+{
+    return e->c.prefix_cache && !sim_kv_windowed(rep->kv) && !sim_kv_tiers_of(rep->kv);
+}
+
+/* An admission attempt of the waiting head has just failed, and nothing it saw has changed
+ * since: watch its match from here. */
+static void ff_watch(sim_replica *rep, sim_ff *f)
+{
+    f->whead = rep->waiting.head;
+    f->wfire = f->whead && sim_kv_watch(rep->kv, &f->whead->kv, f->whead->total) != 0;
+}
+
+/* With a request waiting for a free seat and the prefix cache on: whether an admission attempt
+ * could succeed now (the match changed, another request heads the queue, or nothing is
+ * watched). */
+static inline bool ff_may_admit(sim_engine *e, const sim_replica *rep, const sim_ff *f)
+{
+    if (!f->watching || f->wfire || rep->waiting.head != f->whead) return true;
+    int why = sim_kv_watch_fired(rep->kv);
+    if (!why) {
+        e->ffc.watched++;
+        return false;
+    }
+    if (why & SIM_KV_WATCH_COMMIT) e->ffc.fired_commit++;
+    else e->ffc.fired_evict++;
+    return true;
+}
+
 /* Whether the step just formed on rep opens a run the fast-forward can carry. */
 static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
 {
@@ -611,8 +660,9 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
      * release left room for a chunk); the scheduler forms those steps. */
     if (rep->waiting.n && e->c.scheduler == SCN_SCHED_CHUNKED && !sim_sched_mixes(&e->sched)) return false;
     /* Something waits for a seat: its admission keeps failing while blocks only get scarcer,
-     * unless new prefix-cache entries could shorten its prompt. */
-    if (rep->waiting.n && e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs) return false;
+     * unless its prefix match changes, which the run watches where the manager can (ff_watch). */
+    if (rep->waiting.n && e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs && !ff_watchable(e, rep))
+        return false;
     return true;
 }
 
@@ -811,6 +861,15 @@ static void ff_frag_windowed(sim_replica *rep, sim_ff *f)
     f->unused = unused;
 }
 
+/* The live slots that need a block at step K's forming (f->cnt bounds it). */
+static long ff_need(const sim_ff *f, long K)
+{
+    long need = 0;
+    for (int i = f->head[f->res]; i >= 0; i = f->next[i])
+        if (!f->dead[i] && f->cross[i] == K) need++;
+    return need;
+}
+
 /* Forms step K over the live slots: one block for each slot at a boundary, in slot (running)
  * order, as the scheduler grows; then times it. Hands back when a block cannot be had, a
  * contiguous reservation must grow, or the batch is needed and too large. */
@@ -824,12 +883,24 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     /* The live slots of this residue bound the blocks needed; count exactly only when the bound
      * is more than is free. */
     long need = paged ? f->cnt[f->res] : 0;
+    bool exact = false;
     if (need && need > sim_kv_available(rep->kv)) {
-        need = 0;
-        for (int i = f->head[f->res]; i >= 0; i = f->next[i])
-            if (!f->dead[i] && f->cross[i] == K) need++;
+        need = ff_need(f, K);
+        exact = true;
         if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
     }
+    /* A mixed step attempts admission after its sequences grew: when that growth would evict
+     * one of the watched request's hits, its match changes before the attempt, so the
+     * scheduler forms the step. (A prefill step attempts before; evict_lru flags it then.) */
+    if (need && f->watching && rep->waiting.n && rep->running.n < e->s->deployment.max_num_seqs &&
+        sim_sched_mixes(&e->sched) && sim_kv_evicts_watched(rep->kv, need)) {
+        if (!exact) need = ff_need(f, K);
+        if (sim_kv_evicts_watched(rep->kv, need)) {
+            e->ffc.fired_evict++;
+            return ff_hand_back(e, rep, f);
+        }
+    }
+    e->ffc.steps++;
     if (need && !f->windowed) {
         /* A block of every layer: the tokens it adds to each sequence's room (whole numbers, so
          * the order of the sums is free). The crossing slots in slot order, grown in one call. */
@@ -894,7 +965,7 @@ static int ff_prefill(sim_engine *e, sim_replica *rep, sim_ff *f)
  * scheduler a prefill step of waiting requests comes first, with the run suspended; otherwise
  * the run forms its next decode step. `event`: the step ended as an event (others happened since
  * the last admission attempt); inline, an attempt can only succeed after a completion or, with
- * prefix caching and free seats, a new cache entry. */
+ * prefix caching and free seats, a change in the waiting head's prefix match (ff_may_admit). */
 static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
 {
     if (f->alive == 0) {
@@ -903,11 +974,12 @@ static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event
         return FF_CONTINUE;
     }
     if (rep->waiting.n && (event || f->fins || f->freed ||
-                           (e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs))) {
+                           (e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs && ff_may_admit(e, rep, f)))) {
         if (e->c.scheduler != SCN_SCHED_CONTINUOUS || sim_sched_mixes(&e->sched)) return ff_hand_back(e, rep, f);
         e->sched.now = e->now;
         int rc = ff_prefill(e, rep, f);
         if (rc != FF_RUN) return rc;
+        if (f->watching) ff_watch(rep, f);
     }
     return ff_form(e, rep, f);
 }
@@ -956,6 +1028,7 @@ static int ff_resume(sim_engine *e, sim_replica *rep)
     if (rep->waiting.n) {
         int rc = ff_prefill(e, rep, f);
         if (rc != FF_RUN) return rc;
+        if (f->watching) ff_watch(rep, f);
     }
     long joiners = rep->running.n - f->alive;
     sim_req *r = rep->running.tail;
@@ -973,8 +1046,9 @@ static int ff_resume(sim_engine *e, sim_replica *rep)
     return rc == FF_RUN ? ff_go(e, rep, f) : rc;
 }
 
-/* Takes the decode step the scheduler just formed on rep (not yet timed) as step 0 of a run. */
-static int ff_begin(sim_engine *e, sim_replica *rep)
+/* Takes the decode step the scheduler just formed on rep (not yet timed) as step 0 of a run.
+ * `admitted`: the step admitted a request (one with a token left to compute decodes). */
+static int ff_begin(sim_engine *e, sim_replica *rep, bool admitted)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const int bs = paged ? e->c.block_size : 1;
@@ -1001,6 +1075,15 @@ static int ff_begin(sim_engine *e, sim_replica *rep)
     f->cu = f->cB = 0;
     f->cap_k = -1;
     f->t_last = e->now;
+    /* A mixed step attempted admission after its growth: the watch starts from what that
+     * attempt saw, unless the step admitted another request first (the head's attempt then had
+     * less of the step's budget, and the whole-prompt rule of the step's first prompt did not
+     * apply to it). A prefill step was attempted before this step's growth. In either of those
+     * cases the run attempts again after this step. */
+    f->watching = ff_watchable(e, rep);
+    if (f->watching && sim_sched_mixes(&e->sched) && !admitted) ff_watch(rep, f);
+    else f->wfire = true;
+    e->ffc.runs++;
     for (int i = 0; i < n0; i++) ff_join(e, rep, f, rep->breq[i]);
     f->unused -= n0;   /* step 0 is formed: each holds its new token */
     if (f->windowed) ff_frag_windowed(rep, f);
@@ -1176,6 +1259,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     if (next_arrival(&e)) goto out;
     if (o->sample_interval > 0 && sim_heap_push(&e.heap, &e.sample_ev, 0)) goto out;
     rc = loop(&e) ? (e.internal ? SIM_E_INTERNAL : SIM_E_DATA) : SIM_OK;
+    if (o->ff_counts) *o->ff_counts = e.ffc;
     if (rc == SIM_OK) {
         for (int i = 0; i < e.n_rep; i++) account(&e, &e.rep[i]);
         /* used_integral and the peak cover all replicas: utilisation is over all their blocks. */

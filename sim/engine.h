@@ -50,6 +50,12 @@ typedef struct {
     long limit;              /* contiguous: the first step some slot needs a larger reservation (-1: none) */
     bool windowed;           /* the model's window frees KV as the slots grow (committed at block fills) */
     bool freed;              /* windowed: the last completed step's commits made KV available */
+    /* A request waiting for a free seat with the prefix cache on: its admission can change
+     * only with its prefix match (the KV it would need only grows scarcer between completions),
+     * so the run watches the match (sim_kv_watch) instead of retrying every step. */
+    bool watching;           /* this run watches (prefix cache on, no offload tiers, no model window) */
+    bool wfire;              /* the next step must attempt admission (or hand back) regardless */
+    const sim_req *whead;    /* the waiting head the watch is of */
     /* Keys capped by a window (the executor's key_cap) for layer kind capk (-1: none, or the
      * run prices its steps otherwise): slot i attends min(c0 + k + 1, C) of them at step k,
      * all C from step capat = C - 1 - c0 on. Uncapped live slots: cu of them, Σ c0 = cB. */
@@ -88,6 +94,7 @@ typedef struct {
     char *err;
     size_t nerr;
     int internal;            /* the failure was the executor's or the machine's, not the input's */
+    sim_ff_counts ffc;       /* what the fast-forward did (sim_run_opts.ff_counts) */
 } sim_engine;
 
 #endif

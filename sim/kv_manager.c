@@ -31,6 +31,7 @@ struct sim_kv {
         int32_t refs;       /* reference count */
         int32_t prev, next; /* LRU links of an unreferenced cached block, oldest at head */
         uint8_t reg;        /* registered in the cache map */
+        uint8_t watched;    /* one of the watched request's prefix hits (sim_kv_watch) */
     } *blk;
     int32_t *free_stack;    /* blocks returned and never cached, last returned on top; it grows
                              * down from the end, [arr - n_free, arr), top first, so that a
@@ -75,6 +76,14 @@ struct sim_kv {
      * and the most referenced at once. */
     sim_kv_twin *twin;
     long n_alloc, ref_peak;
+    /* A waiting request's prefix walk, watched for the engine's fast-forward (sim_kv_watch): the
+     * hit blocks (flagged `watched`), the hash of the first block the walk missed, and what has
+     * happened since that could change the walk (SIM_KV_WATCH_* bits). */
+    int32_t *w_blk;
+    int w_n, w_cap;
+    bool w_has_missing;
+    uint64_t w_missing;
+    int w_fired;
 };
 
 static inline void note_ref(sim_kv *kv)
@@ -146,7 +155,7 @@ void sim_kv_free(sim_kv *kv)
     free(kv->blk); free(kv->free_stack); free(kv->map);
     sim_kv_tiers_free(kv->tiers);
     sim_kv_twin_free(kv->twin);
-    free(kv->m_blk); free(kv->m_hash);
+    free(kv->m_blk); free(kv->m_hash); free(kv->w_blk);
     for (int i = 0; kv->pm && i < PM_SLOTS; i++) free(kv->pm[i].h);
     free(kv->pm);
     free(kv);
@@ -258,6 +267,7 @@ static int map_put(sim_kv *kv, uint64_t h, int32_t b)
         free(om);
     }
     map_insert(kv, h, b);
+    if (kv->w_has_missing && h == kv->w_missing) kv->w_fired |= SIM_KV_WATCH_COMMIT;
     return 0;
 }
 
@@ -271,6 +281,7 @@ static int map_put_new(sim_kv *kv, uint64_t h, int32_t b)
         if (kv->map[i].key == h) return 1;
     if (2 * (kv->n_cached + 1) > kv->mask + 1) return map_put(kv, h, b);
     kv->ver++;
+    if (kv->w_has_missing && h == kv->w_missing) kv->w_fired |= SIM_KV_WATCH_COMMIT;
     kv->map[i].key = h;
     kv->map[i].val = b;
     return 0;
@@ -317,6 +328,7 @@ static int32_t evict_lru(sim_kv *kv)
 {
     int32_t b = kv->lru_head;
     kv->ver++;   /* the tiers change too */
+    if (kv->blk[b].watched) kv->w_fired |= SIM_KV_WATCH_EVICT;
     lru_unlink(kv, b);
     long slot = map_find(kv, kv->blk[b].hash);
     if (slot >= 0) map_del(kv, slot);
@@ -1123,3 +1135,60 @@ void sim_kv_set_twin(sim_kv *kv, sim_kv_twin *t)
 void sim_kv_note_blocked(sim_kv *kv) { sim_kv_twin_blocked(kv->twin); }
 
 unsigned sim_kv_twin_result(const sim_kv *kv) { return sim_kv_twin_same(kv->twin, kv->ref_peak); }
+
+/* ---- Watching a waiting request's prefix (the engine's fast-forward) ---- */
+
+void sim_kv_unwatch(sim_kv *kv)
+{
+    for (int i = 0; i < kv->w_n; i++) kv->blk[kv->w_blk[i]].watched = 0;
+    kv->w_n = 0;
+    kv->w_has_missing = false;
+    kv->w_fired = 0;
+}
+
+int sim_kv_watch(sim_kv *kv, const sim_kv_seq *q, int prompt)
+{
+    sim_kv_unwatch(kv);
+    if (!kv->prefix || kv->tiers || kv->units) return -1;
+    int max_blocks = (prompt - 1) / kv->bs;
+    if (q->n_blocks || max_blocks <= 0) return 0;   /* a match finds nothing, whatever the map holds */
+    /* The hits: the counting walk admission just made, when nothing changed since; else a
+     * counting walk now (which changes nothing but the scratch, whose reuse is exact). */
+    bool fresh = kv->mq == q && kv->mver == kv->ver && kv->mprompt == prompt && kv->mseed[0] == q->prefix_seed &&
+                 kv->mseed[1] == q->body_seed && kv->mplen == q->prefix_len;
+    if (!fresh) {
+        sim_kv_match_prefix(kv, (sim_kv_seq *)q, prompt, false, NULL);
+        if (kv->mq != q) return -1;   /* no scratch (out of memory) */
+    }
+    int n = kv->mn;
+    if (n > kv->w_cap) {
+        int cap = n + 64;
+        int32_t *w = realloc(kv->w_blk, sizeof *w * (size_t)cap);
+        if (!w) return -1;
+        kv->w_blk = w;
+        kv->w_cap = cap;
+    }
+    for (int j = 0; j < n; j++) {
+        int32_t b = kv->m_blk[j];   /* on the GPU: no tiers */
+        kv->blk[b].watched = 1;
+        kv->w_blk[j] = b;
+    }
+    kv->w_n = n;
+    /* The walk stopped at block n because its hash is not registered (or at the prompt's end). */
+    if (n < max_blocks) {
+        kv->w_missing = chain_hash(kv, q, n ? kv->m_hash[n - 1] : CHAIN_ROOT, n);
+        kv->w_has_missing = true;
+    }
+    return 0;
+}
+
+int sim_kv_watch_fired(const sim_kv *kv) { return kv->w_fired; }
+
+bool sim_kv_evicts_watched(const sim_kv *kv, long blocks)
+{
+    if (!kv->w_n) return false;
+    long k = blocks - kv->n_free - (kv->n - kv->fresh);   /* free and untouched blocks go first */
+    for (int32_t b = kv->lru_head; k > 0 && b >= 0; k--, b = kv->blk[b].next)
+        if (kv->blk[b].watched) return true;
+    return false;
+}

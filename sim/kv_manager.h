@@ -136,6 +136,28 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q);
 /* Frees a released sequence's table buffer. */
 void sim_kv_seq_free(sim_kv_seq *q);
 
+/* ---- Watching a waiting request's prefix (the engine's fast-forward, docs/simulator.md) ----
+ * Admission of a waiting request depends on the prefix cache only through its match: the walk
+ * of its cached blocks (which of them are referenced) and where it stops. Between admission
+ * attempts that walk changes only when the hash of the first block it missed is registered, or
+ * when one of its hit blocks is evicted (a hit block referenced by a running sequence stays
+ * referenced until that sequence leaves). The watch flags exactly those two events. */
+enum { SIM_KV_WATCH_COMMIT = 1, SIM_KV_WATCH_EVICT = 2 };
+/* Watches the match of sequence q (waiting, `prompt` tokens) as it is now: its hits and the
+ * hash of the first block it misses; clears what was fired. 0, or -1 when it cannot watch
+ * (no prefix cache, offload tiers or a model window, out of memory): the caller then assumes
+ * the match may change at any time. */
+int sim_kv_watch(sim_kv *kv, const sim_kv_seq *q, int prompt);
+/* Stops watching (clears the flags). */
+void sim_kv_unwatch(sim_kv *kv);
+/* What happened since sim_kv_watch: SIM_KV_WATCH_COMMIT, the missed block's hash was
+ * registered; SIM_KV_WATCH_EVICT, a hit block was evicted; 0, the match is as it was. */
+int sim_kv_watch_fired(const sim_kv *kv);
+/* Whether taking `blocks` new blocks now (sim_kv_grow_blocks, paged, one layer group) would
+ * evict one of the watched hits: free and untouched blocks go first, then the least recently
+ * used cached blocks in order. */
+bool sim_kv_evicts_watched(const sim_kv *kv, long blocks);
+
 /* ---- Offload tiers and swap (kv_tier.h) ---- */
 typedef struct sim_kv_tiers sim_kv_tiers;
 /* Hands the manager its tiers (it frees them): evicted prefix-cache blocks spill into them and

@@ -188,6 +188,19 @@ typedef struct {
     unsigned same;                   /* out: bit i set when block_size[i]'s run is the same */
 } sim_twin_report;
 
+/* What the fast-forward did in a run (docs/simulator.md, "Fast-forward"): a test's and a
+ * profile's figure, never part of the results. */
+typedef struct {
+    long runs;               /* runs begun */
+    long steps;              /* steps the runs formed and timed without the scheduler */
+    long watched;            /* of those, steps before which a request waited for a free seat with
+                              * the prefix cache on and no admission attempt was needed: its
+                              * prefix match was watched and had not changed */
+    long fired_commit;       /* watches that ended because the first block the match missed was
+                              * registered (a running sequence filled a block with its hash) */
+    long fired_evict;        /* ... because one of its hit blocks was (or was about to be) evicted */
+} sim_ff_counts;
+
 typedef struct {
     unsigned long long seed;
     double sample_interval;                   /* s; 0 = no time series */
@@ -203,6 +216,7 @@ typedef struct {
     bool per_step;                            /* form every step through the scheduler (no
                                                  fast-forward); results are identical either way */
     sim_twin_report *twins;                   /* NULL, or the block sizes to report on (filled) */
+    sim_ff_counts *ff_counts;                 /* optional: what the fast-forward did (filled at the end) */
 } sim_run_opts;
 
 /* The default bound on waiting requests: about 80 MiB of queued requests, far beyond any queue

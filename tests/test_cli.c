@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char out[1 << 16], err[1 << 14];
 
@@ -81,6 +82,48 @@ START_TEST(memory_shows_held_allreduce)
     ck_assert_ptr_nonnull(root);
     ck_assert_ptr_null(json_object_get(json_object_get(root, "memory"), "held_allreduce_bytes"));
     json_decref(root);
+    /* A long max_model_len: Llama-3.1-8B at 131072 tokens, TP 8. Each message is 131072 x 4096
+     * x 2 B = 1 GiB, 65 of them (2 x 32 layers + the embedding) = 65 GiB on every rank, more than
+     * the 72 GiB usable leaves beside the weights: more ranks cannot help, a shorter run can. */
+    snprintf(scn, sizeof scn, "%s",
+             t_write("cli-v02-long.yaml", "model: llama-3.1-8b\nhardware: a100-80g\nengine: vllm-0.2\n"
+                                          "deployment: {tensor_parallel: 8, max_model_len: 131072}\n"
+                                          "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, "
+                                          "output_tokens: 100}\n"));
+    ck_assert_int_eq(run("memory %s", scn), 0);
+    ck_assert_msg(strstr(out, "65.00 GiB are the profile run's all-reduce messages (max_num_batched_tokens 131072") &&
+                      strstr(out, "tensor_parallel does not shrink") && strstr(out, "and max_model_len") &&
+                      !strstr(out, "Raise tensor_parallel"),
+                  "%s", out);
+    /* Where the weights overflow (Llama-2-70B on one GPU: no all-reduce), more ranks are the cure. */
+    ck_assert_int_eq(run("memory %s --set model=llama-2-70b --set deployment.tensor_parallel=1 "
+                         "--set deployment.max_model_len=4096", scn), 0);
+    ck_assert_msg(strstr(out, "Raise tensor_parallel") && !strstr(out, "does not shrink"), "%s", out);
+}
+END_TEST
+
+/* A simulation that fails (a request larger than the --blocks cache) exits 65 and leaves no CSV
+ * behind; one that succeeds leaves the header and a row per request. */
+START_TEST(failed_run_leaves_no_csv)
+{
+    char scn[600], csv[600], cmd[1500];
+    snprintf(scn, sizeof scn, "%s",
+             t_write("cli-csv.yaml", "model: llama-3-8b\nhardware: h100-sxm\n"
+                                     "workload: {requests: 5, arrival: {process: offline}, prompt_tokens: 1000, "
+                                     "output_tokens: 10}\n"));
+    snprintf(csv, sizeof csv, "%s", t_write("cli-req.csv", "left from before\n"));
+    /* 1010 tokens need 64 blocks of 16; the cache holds 10. */
+    snprintf(cmd, sizeof cmd, "simulate %s --no-db --blocks 10 --requests-out %s", scn, csv);
+    ck_assert_int_eq(run("%s", cmd), 65);
+    ck_assert_msg(access(csv, F_OK) != 0, "%s is still there after a failed run", csv);
+    snprintf(cmd, sizeof cmd, "simulate %s --no-db --requests-out %s", scn, csv);
+    ck_assert_int_eq(run("%s", cmd), 0);
+    FILE *f = fopen(csv, "r");
+    ck_assert_ptr_nonnull(f);
+    int lines = 0;
+    for (int ch; (ch = fgetc(f)) != EOF;) lines += ch == '\n';
+    fclose(f);
+    ck_assert_int_eq(lines, 1 + 5);
 }
 END_TEST
 
@@ -216,6 +259,7 @@ Suite *suite_cli(void)
     tcase_add_test(tc, memory_csv_and_overrides);
     tcase_add_test(tc, cost_reports_bound);
     tcase_add_test(tc, memory_shows_held_allreduce);
+    tcase_add_test(tc, failed_run_leaves_no_csv);
     tcase_add_test(tc, help_version_list);
     tcase_add_test(tc, cost_prints_every_term);
     tcase_add_test(tc, failures_have_codes_and_write_nothing);

@@ -153,6 +153,10 @@ END_TEST
                       "  compute: {bf16: 1 TFLOPS}\n  interconnect:\n    kind: nvlink\n    bandwidth: 450 GB/s\n" \
                       "    gpus_per_node: 8\n    nccl_latency: 20 us\n    nccl_latency_gpus: " g "\n" \
                       "    nccl_bandwidth: " b "\n" OK_WORK
+#define NCCL_HW_LAT(g, b) "model: llama-3-8b\nhardware:\n  name: x\n  memory: 80 GiB\n  memory_bandwidth: 1 TB/s\n" \
+                          "  compute: {bf16: 1 TFLOPS}\n  interconnect:\n    kind: nvlink\n    bandwidth: 450 GB/s\n" \
+                          "    latency: 2 us\n    gpus_per_node: 8\n    nccl_latency: 20 us\n    nccl_latency_gpus: " g "\n" \
+                          "    nccl_bandwidth: " b "\n" OK_WORK
 START_TEST(nccl_figures_within_the_node)
 {
     /* 16 GPUs measured in a node of 8; 5000 TB/s of bus bandwidth over a 450 GB/s link. */
@@ -162,6 +166,11 @@ START_TEST(nccl_figures_within_the_node)
                 "5e+06 GB/s exceeds the link's 450 GB/s");
     expect_fail(NCCL_HW("8", "451 GB/s"), NULL, 0, SCN_E_DATA, 13, 21, "hardware.interconnect.nccl_bandwidth",
                 "exceeds the link's 450 GB/s");
+    /* With a per-step link latency, 16 GPUs would also make the ring's 2 x 15 x 2 us = 60 us
+     * exceed the measured 20 us; the count outside the node is the cause, and is named (line 13
+     * with the latency line added). */
+    expect_fail(NCCL_HW_LAT("16", "370 GB/s"), NULL, 0, SCN_E_DATA, 13, 24, "hardware.interconnect.nccl_latency_gpus",
+                "16 GPUs, but the node (gpus_per_node) has 8");
     /* The bounds themselves are allowed: the whole node, the link's whole rate. */
     static scn_scenario ok;
     ck_assert_int_eq(t_load(NCCL_HW("8", "450 GB/s"), NULL, 0, &ok, &err), SCN_OK);

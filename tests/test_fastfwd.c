@@ -41,26 +41,38 @@ static int on_sample(void *ud, const sim_sample *x)
     return 0;
 }
 
-static int run_mode(const scn_scenario *s, const sim_choice *c, bool per_step, sim_metrics *m, digest *d, char *err)
+/* blocks: the pool per replica (0: the cost model's); counts: the fast-forward's, or NULL. */
+static int run_mode(const scn_scenario *s, const sim_choice *c, bool per_step, long blocks, sim_metrics *m, digest *d,
+                    sim_ff_counts *counts, char *err)
 {
     sim_executor ex;
     ck_assert_int_eq(sim_executor_model(s, c, &ex), 0);
     d->h = 0xcbf29ce484222325ULL;
     d->n = 0;
     sim_run_opts o = {.seed = s->seed, .on_request = on_row, .on_sample = on_sample, .ud = d, .per_step = per_step,
-                      .sample_interval = 7.0};
+                      .sample_interval = 7.0, .kv_blocks_override = blocks, .ff_counts = counts};
     int rc = sim_run(s, c, &ex, &o, m, err, 512);
     ex.free(ex.ctx);
     return rc;
 }
 
-/* Runs one choice both ways; returns the steps the run took (0 if it failed both ways). */
-static long same_both_ways(const scn_scenario *s, const sim_choice *c, const char *what)
+/* Runs one choice both ways, on a pool of `blocks` (0: the cost model's); returns the steps the
+ * run took (0 if it failed both ways) and adds the fast-forward's counts to *sum (if not NULL). */
+static long same_both_ways_on(const scn_scenario *s, const sim_choice *c, const char *what, long blocks, sim_ff_counts *sum)
 {
     sim_metrics a, b;
     digest da, db;
     char ea[512], eb[512];
-    int ra = run_mode(s, c, true, &a, &da, ea), rb = run_mode(s, c, false, &b, &db, eb);
+    sim_ff_counts ca = {0}, cb = {0};
+    int ra = run_mode(s, c, true, blocks, &a, &da, &ca, ea), rb = run_mode(s, c, false, blocks, &b, &db, &cb, eb);
+    ck_assert_msg(ca.runs == 0 && ca.steps == 0, "%s: a per-step run fast-forwarded", what);
+    if (sum) {
+        sum->runs += cb.runs;
+        sum->steps += cb.steps;
+        sum->watched += cb.watched;
+        sum->fired_commit += cb.fired_commit;
+        sum->fired_evict += cb.fired_evict;
+    }
     char desc[160];
     sim_choice_describe(c, desc, sizeof desc);
     ck_assert_msg(ra == rb, "%s %s: per-step %d (%s), fast-forward %d (%s)", what, desc, ra, ea, rb, eb);
@@ -75,6 +87,11 @@ static long same_both_ways(const scn_scenario *s, const sim_choice *c, const cha
                   a.events, b.events);
     ck_assert_msg(da.n == db.n && da.h == db.h, "%s %s: request records differ", what, desc);
     return a.steps;
+}
+
+static long same_both_ways(const scn_scenario *s, const sim_choice *c, const char *what)
+{
+    return same_both_ways_on(s, c, what, 0, NULL);
 }
 
 static void every_choice(const scn_scenario *s, const char *what)
@@ -303,6 +320,155 @@ START_TEST(sliding_window_same_both_ways)
 }
 END_TEST
 
+/* A request waiting for a free seat with the prefix cache on (docs/simulator.md, "Fast-forward",
+ * "Requests waiting with the prefix cache"): the run watches the head's prefix match instead of
+ * attempting its admission every step. A pool of a few hundred blocks, twelve prefix groups
+ * (whose unreferenced prefix blocks the running sequences' growth evicts), overload; the
+ * continuous scheduler (a prefill step attempts before the decode step grows), the chunked one
+ * and the continuous one with prefill rows in the decode step (both attempt after the growth),
+ * plain and no-evict admission, block sizes 8 and 16, and one to three replicas' worth of
+ * requests. The counts show that the runs really carried such steps, and that both of the
+ * watch's events happened in them. */
+START_TEST(prefix_watch_same_both_ways)
+{
+    static const char *const sched[] = {"continuous", "chunked", "continuous"};
+    sim_ff_counts sum = {0};
+    long steps = 0;
+    for (int k = 0; k < 3; k++)
+        for (int ne = 0; ne < 2; ne++)
+            for (int b = 0; b < 3; b++) {
+                char text[1400];
+                snprintf(text, sizeof text,
+                         "model: llama-3-8b\nhardware: a100-80g\n"
+                         "deployment: {max_num_seqs: 48, max_num_batched_tokens: %d, max_model_len: 4096}\n"
+                         "workload:\n  requests: 300\n  arrival: {process: poisson, rate: %s}\n"
+                         "  prompt_tokens: {dist: lognormal, mean: 250, sigma: 0.7, max: 1500}\n"
+                         "  output_tokens: {dist: lognormal, mean: 200, sigma: 0.8, max: 900}\n"
+                         "  shared_prefix: {groups: 12, tokens: 384, share: 0.9}\n"
+                         "options: {kv_layout: paged, block_size: %d, prefix_cache: on, scheduler: %s}\n",
+                         b == 2 ? 256 : 2048, b ? "30/s" : "12/s", b ? 16 : 8, sched[k]);
+                static scn_scenario s;
+                scn_error e;
+                ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+                s.engine.no_evict = ne;
+                if (k == 2) s.engine.prefill_mix = SCN_PREFILL_MIX_ALWAYS;
+                char what[64];
+                snprintf(what, sizeof what, "prefix watch %s%s%s bs %d budget %d", sched[k], k == 2 ? " mixed" : "",
+                         ne ? " no-evict" : "", b ? 16 : 8, b == 2 ? 256 : 2048);
+                sim_choice c = sim_choice_first(&s);
+                long blocks = (b ? 6400 : 7200) / c.block_size;
+                sim_ff_counts one = {0};
+                steps += same_both_ways_on(&s, &c, what, blocks, &one);
+                sum.runs += one.runs; sum.steps += one.steps; sum.watched += one.watched;
+                sum.fired_commit += one.fired_commit; sum.fired_evict += one.fired_evict;
+            }
+    ck_assert(steps > 0);
+    ck_assert_msg(sum.watched > 1000 && sum.fired_evict > 0, "watched %ld, fired by eviction %ld", sum.watched, sum.fired_evict);
+}
+END_TEST
+
+/* The watch's other event: the first block of the waiting request's match is registered by a
+ * running sequence. Requests of one conversation in a trace share a token stream, so B's prompt
+ * (positions 0-783 of the stream: 49 blocks of 16) is A's prompt (64 tokens) and then A's
+ * output: each block A fills is the next block of B's match. With F (160 tokens, then decoding)
+ * running beside A in a pool of 60 blocks, B, arriving during the first 16 decode steps, needs
+ * 49 - 4 blocks beyond its 4 hits while 60 - 5 - 11 = 44 are free; when A fills block 4 its
+ * hits are 5 and 44 suffice, until the next step's growth takes two more. So B is admitted just
+ * after that commit, which only the watch's commit event tells the run (the prefill step
+ * attempts before the growth); later fills never suffice again. Pools around it, both schedulers,
+ * plain and no-evict admission. */
+START_TEST(prefix_watch_commit_same_both_ways)
+{
+    char trace[1024];   /* t_write's path is overwritten by the next (t_load's) */
+    snprintf(trace, sizeof trace, "%s", t_write("ff-watch.csv",
+             "arrival_s,prompt_tokens,output_tokens,prefix_id,conversation_id\n"
+             "0.0,64,400,-1,7\n0.0,160,300,-1,1\n0.06,784,20,-1,7\n"));
+    static const char *const sched[] = {"continuous", "chunked"};
+    sim_ff_counts sum = {0};
+    for (int k = 0; k < 2; k++)
+        for (int ne = 0; ne < 2; ne++)
+            for (long pool = 59; pool <= 61; pool++) {
+                char text[2048];
+                snprintf(text, sizeof text,
+                         "model: llama-3-8b\nhardware: a100-80g\n"
+                         "deployment: {max_num_seqs: 16, max_model_len: 4096}\n"
+                         "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+                         "options: {kv_layout: paged, block_size: 16, prefix_cache: on, scheduler: %s}\n",
+                         trace, sched[k]);
+                static scn_scenario s;
+                scn_error e;
+                ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+                s.engine.no_evict = ne;
+                sim_choice c = sim_choice_first(&s);
+                char what[80];
+                snprintf(what, sizeof what, "prefix watch commit %s%s pool %ld", sched[k], ne ? " no-evict" : "", pool);
+                sim_ff_counts one = {0};
+                ck_assert(same_both_ways_on(&s, &c, what, pool, &one) > 0);
+                sum.fired_commit += one.fired_commit;
+                sum.watched += one.watched;
+            }
+    ck_assert_msg(sum.fired_commit > 0 && sum.watched > 0, "watched %ld, fired by a commit %ld", sum.watched, sum.fired_commit);
+}
+END_TEST
+
+/* Random traces whose requests share token streams (a few conversation ids reused while others
+ * of the same id still run, a few prefix groups) on KV-bound prefix-cached pools: the watch's
+ * two events in every combination of engine profile (async scheduling, prefill mixing),
+ * scheduler, no-evict admission, block size, seats, step budget and replicas. */
+START_TEST(prefix_watch_random_traces_same_both_ways)
+{
+    static const char *const engines[] = {"kvplan", "vllm", "sglang", "trtllm-v0", "vllm-v0"};
+    static const char *const sched[] = {"continuous", "chunked"};
+    unsigned long long x = 3;
+    sim_ff_counts sum = {0};
+    long steps = 0;
+    for (int k = 0; k < 40; k++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned r = (unsigned)(x >> 33);
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned r2 = (unsigned)(x >> 33);
+        int bs = (int[]){4, 8, 16, 32}[r % 4], seqs = (int[]){8, 32, 128}[(r >> 2) % 3];
+        int budget = (int[]){128, 512, 2048, 8192}[(r >> 4) % 4], ptoks = (int[]){64, 300, 1000}[(r >> 8) % 3];
+        double rate = (double[]){5, 15, 60}[(r >> 10) % 3];
+        int reps = (r >> 14) % 4 == 0 ? 2 : 1;
+        static char csv[16384];
+        int len = snprintf(csv, sizeof csv, "arrival_s,prompt_tokens,output_tokens,prefix_id,conversation_id\n");
+        double at = 0;
+        unsigned long long y = x;
+        for (int i = 0; i < 250; i++) {
+            y = y * 6364136223846793005ULL + 1442695040888963407ULL;
+            unsigned q = (unsigned)(y >> 33);
+            at += (double)(q % 1000) / 1000.0 * 3.0 / rate;
+            int conv = (q >> 27) % 4 ? (int)((q >> 10) % 6) : -1, pre = (q >> 13) % 3 == 0 ? (int)((q >> 15) % 3) : -1;
+            len += snprintf(csv + len, sizeof csv - (size_t)len, "%.6f,%d,%d,%d,%d\n", at, 16 + (int)((q >> 17) % 1500),
+                            1 + (int)((q >> 5) % 600), pre, conv);
+        }
+        ck_assert((size_t)len < sizeof csv);
+        char trace[1024], text[2048];
+        snprintf(trace, sizeof trace, "%s", t_write("ff-watch-random.csv", csv));
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: a100-80g\nengine: %s\n"
+                 "deployment: {replicas: %d, max_num_seqs: %d, max_num_batched_tokens: %d, max_model_len: 4096}\n"
+                 "workload:\n  arrival: {process: trace, trace: '%s'}\n"
+                 "  shared_prefix: {groups: 3, tokens: %d, share: 0.8}\n"
+                 "options: {kv_layout: paged, block_size: %d, prefix_cache: on, scheduler: %s}\n",
+                 engines[(r >> 16) % 5], reps, seqs, budget, trace, ptoks, bs, sched[(r >> 19) % 2]);
+        static scn_scenario s;
+        scn_error e;
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+        if ((r >> 22) % 3 == 0) s.engine.no_evict = true;
+        if ((r >> 24) % 3 == 0) s.engine.prefill_mix = (r >> 26) % 2 ? SCN_PREFILL_MIX_ALWAYS : SCN_PREFILL_MIX_NEVER;
+        char what[48];
+        snprintf(what, sizeof what, "prefix watch random trace %d", k);
+        sim_choice c = sim_choice_first(&s);
+        steps += same_both_ways_on(&s, &c, what, (2400 + (long)((r2 >> 20) % 6000)) / bs, &sum);
+    }
+    ck_assert(steps > 0);
+    ck_assert_msg(sum.watched > 1000 && sum.fired_commit > 0 && sum.fired_evict > 0, "watched %ld, commits %ld, evictions %ld",
+                  sum.watched, sum.fired_commit, sum.fired_evict);
+}
+END_TEST
+
 Suite *suite_fastfwd(void)
 {
     Suite *s = suite_create("fastfwd");
@@ -313,6 +479,9 @@ Suite *suite_fastfwd(void)
     tcase_add_test(tc, offload_and_swap_same_both_ways);
     tcase_add_test(tc, multistep_same_both_ways);
     tcase_add_test(tc, sliding_window_same_both_ways);
+    tcase_add_test(tc, prefix_watch_same_both_ways);
+    tcase_add_test(tc, prefix_watch_commit_same_both_ways);
+    tcase_add_test(tc, prefix_watch_random_traces_same_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }

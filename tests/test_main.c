@@ -13,6 +13,7 @@ int main(void)
     srunner_add_suite(sr, suite_model_library());
     srunner_add_suite(sr, suite_capacity());
     srunner_add_suite(sr, suite_roofline());
+    srunner_add_suite(sr, suite_moe_grouped());
     srunner_add_suite(sr, suite_collective());
     srunner_add_suite(sr, suite_model_terms());
     srunner_add_suite(sr, suite_sim_core());

@@ -192,6 +192,37 @@ START_TEST(a_closed_loop_sends_after_the_delivery)
 }
 END_TEST
 
+START_TEST(v0_computes_a_finished_request_once_more)
+{
+    /* The vllm-0.6 profile as it stands (lag, and the deferred stop check's extra decode step),
+     * one request: 16-token prompt, 6 output tokens, one-second steps. 0-1 prefill (token 1 at
+     * 1), 1-2 ... 5-6 decode (tokens 2-6: done at 6), 6-7 its extra step. Its first token goes
+     * out as 1-2 ends (TTFT 2), its last as the extra step ends (E2E 7; TPOT (7 - 2) / 5 = 1),
+     * 7 steps. Without the extra step the last token has no step after it and goes out at once:
+     * E2E 6, TPOT (6 - 2) / 5 = 0.8, 6 steps. */
+    const char *text = "model: llama-3-8b\nhardware: a100-80g\nengine: vllm-0.6\n"
+                       "workload:\n  requests: 1\n  arrival: {process: closed, concurrency: 1}\n"
+                       "  prompt_tokens: 16\n  output_tokens: 6\n"
+                       "options: {kv_layout: paged, block_size: 16, scheduler: continuous, prefix_cache: off}\n";
+    scn_error e;
+    rows x;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    ck_assert(s.engine.async_output && s.engine.extra_decode_step);
+    run(&x, 1);
+    ck_assert_double_eq_tol(x.ttft[0], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 7.0, 1e-12);
+    ck_assert_double_eq_tol(x.tpot[0], 1.0, 1e-12);
+    ck_assert_int_eq(x.steps, 7);
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    s.engine.extra_decode_step = false;
+    run(&x, 1);
+    ck_assert_double_eq_tol(x.ttft[0], 2.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 6.0, 1e-12);
+    ck_assert_double_eq_tol(x.tpot[0], 0.8, 1e-12);
+    ck_assert_int_eq(x.steps, 6);
+}
+END_TEST
+
 START_TEST(the_field_binds_and_the_v0_profiles_carry_it)
 {
     const char *base = "model: llama-3-8b\nhardware: h100-sxm\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
@@ -214,17 +245,21 @@ START_TEST(the_field_binds_and_the_v0_profiles_carry_it)
     /* vLLM's V0 engine from 0.6 (vllm-0.6, vllm-0.6.3, vllm-0.7.1) has the lag, and 0.6.0-0.6.2
      * (vllm-0.6) hand a run's tokens over at its end; V1 (vllm), the V0 loop before 0.6
      * (vllm-v0) and vllm-0.7 (the V1 rows of 0.7.0) have neither. */
-    const struct { const char *name; bool lag, stream; } P[] = {
-        {"vllm-0.6", true, false}, {"vllm-0.6.3", true, true}, {"vllm-0.7.1", true, true},
-        {"vllm", false, true}, {"vllm-v0", false, true}, {"vllm-0.2", false, true}, {"vllm-0.7", false, true},
-        {"sglang", false, true}, {"trtllm", false, true},
+    /* The V0 profiles with the lag also compute a finished sequence once more (its stop check is
+     * deferred with the outputs); trtllm's overlap scheduler does too, without the lag. */
+    const struct { const char *name; bool lag, stream, extra; } P[] = {
+        {"vllm-0.6", true, false, true}, {"vllm-0.6.3", true, true, true}, {"vllm-0.7.1", true, true, true},
+        {"vllm", false, true, false}, {"vllm-v0", false, true, false}, {"vllm-0.2", false, true, false},
+        {"vllm-0.7", false, true, false}, {"sglang", false, true, false}, {"trtllm", false, true, true},
     };
     for (int i = 0; i < (int)(sizeof P / sizeof P[0]); i++) {
         char set[64];
         snprintf(set, sizeof set, "engine=%s", P[i].name);
         const char *sets[] = {set};
         ck_assert_int_eq(t_load(base, sets, 1, &s, &e), SCN_OK);
-        ck_assert_msg(s.engine.async_output == P[i].lag && s.engine.multi_step_stream == P[i].stream, "%s", P[i].name);
+        ck_assert_msg(s.engine.async_output == P[i].lag && s.engine.multi_step_stream == P[i].stream &&
+                          s.engine.extra_decode_step == P[i].extra,
+                      "%s", P[i].name);
     }
     /* vllm-0.6 is vllm-0.7 plus the lag: MLA still cached expanded. */
     const char *v06[] = {"engine=vllm-0.6"};
@@ -307,6 +342,22 @@ START_TEST(cost_and_simulate_say_it)
     snprintf(args, sizeof args, "simulate %s --no-db --set workload.requests=5 --set engine=vllm", yaml);
     ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(!strstr(out, "when the next step ends"), "%s", out);
+    /* Disaggregated pools hand tokens over at once (sim/disagg.c): no note. */
+    snprintf(args, sizeof args,
+             "simulate %s --no-db --set workload.requests=5 --set 'deployment.disaggregation={prefill: {}, decode: {}}'",
+             yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(!strstr(out, "when the next step ends"), "%s", out);
+    /* Multi-step runs handed over at their end (vllm-0.6), and not when each step streams
+     * (vllm-0.6.3). */
+    snprintf(args, sizeof args, "simulate %s --no-db --set workload.requests=5 --set deployment.scheduler_steps=4 "
+             "--set options.scheduler=continuous", yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(strstr(out, "when the run ends") && strstr(out, "when the next step ends"), "%s", out);
+    snprintf(args, sizeof args, "simulate %s --no-db --set workload.requests=5 --set deployment.scheduler_steps=4 "
+             "--set options.scheduler=continuous --set engine=vllm-0.6.3", yaml);
+    ck_assert_msg(t_run(args, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(!strstr(out, "when the run ends") && strstr(out, "when the next step ends"), "%s", out);
 }
 END_TEST
 
@@ -318,6 +369,7 @@ Suite *suite_output_lag(void)
     tcase_add_test(tc, lag_under_multistep_runs);
     tcase_add_test(tc, a_run_hands_its_tokens_over_at_its_end);
     tcase_add_test(tc, a_closed_loop_sends_after_the_delivery);
+    tcase_add_test(tc, v0_computes_a_finished_request_once_more);
     tcase_add_test(tc, the_field_binds_and_the_v0_profiles_carry_it);
     tcase_add_test(tc, cost_and_simulate_say_it);
     tcase_add_test(tc, preemption_and_replicas_keep_every_request);

@@ -14,6 +14,7 @@ Suite *suite_weights(void);
 Suite *suite_model_library(void);
 Suite *suite_capacity(void);
 Suite *suite_roofline(void);
+Suite *suite_moe_grouped(void);
 Suite *suite_cli(void);
 Suite *suite_sim_core(void);
 Suite *suite_kv_manager(void);

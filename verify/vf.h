@@ -37,6 +37,7 @@ vf_status vf_status_of_sim(int sim_rc);
  * `keep`) memory, for the database. `progress` may be set by the caller after opening. */
 typedef struct {
     FILE *req_csv, *ts_csv;
+    const char *req_path, *ts_path;   /* the caller's strings: removed again when the run fails */
     sim_request_row *rows;
     long n_rows, cap_rows;
     sim_sample *samples;

@@ -105,6 +105,8 @@ vf_status vf_sink_open(vf_sink *k, const char *req_path, const char *ts_path, bo
 {
     memset(k, 0, sizeof *k);
     k->keep = keep;
+    k->req_path = req_path;
+    k->ts_path = ts_path;
     if (req_path && !(k->req_csv = open_out(req_path, "req_id,replica,arrival_s,prompt_tokens,output_tokens,"
                                                       "cached_tokens,queue_s,ttft_s,tpot_s,e2e_s,preemptions,"
                                                       "conversation,turn\n", err, n)))
@@ -122,6 +124,14 @@ void vf_sink_close(vf_sink *k)
     memset(k, 0, sizeof *k);
 }
 
+/* A run that failed leaves no CSV behind: a header with some of the rows would read as a
+ * finished run of fewer requests (nothing partial is written, as for the database). */
+static void discard_outputs(vf_sink *k)
+{
+    if (k->req_csv) { fclose(k->req_csv); k->req_csv = NULL; remove(k->req_path); }
+    if (k->ts_csv) { fclose(k->ts_csv); k->ts_csv = NULL; remove(k->ts_path); }
+}
+
 vf_status vf_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, vf_sink *k, double interval,
                      long blocks, sim_metrics *m, char *started, char *finished, char *err, size_t n)
 {
@@ -134,10 +144,12 @@ vf_status vf_execute(const scn_scenario *s, const sim_choice *c, sim_executor *e
     db_now_iso(finished, 32);
     if (sr != SIM_OK) {
         scn_locate_message(s->source, why, err, n);   /* file:line:col when the message names its field */
+        discard_outputs(k);
         return vf_status_of_sim(sr);
     }
     if ((k->req_csv && fflush(k->req_csv)) || (k->ts_csv && fflush(k->ts_csv))) {
         snprintf(err, n, "writing the CSV output failed: %s", strerror(errno));
+        discard_outputs(k);
         return VF_E_CANTCREAT;
     }
     return VF_OK;

@@ -1,0 +1,40 @@
+/* kv_moe_grouped.h: the routed experts' grouped GEMMs as one kernel runs them: every expert's
+ * rows padded to the CTA tile on their own, the rows each expert receives spread binomially
+ * around their mean, and all experts' tiles sharing the waves over the SMs. Derivation:
+ * docs/cost-model.md, "Grouped GEMM tiles". */
+#ifndef KVPLAN_KV_MOE_GROUPED_H
+#define KVPLAN_KV_MOE_GROUPED_H
+
+#include "kv_model.h"
+
+/* E[ceil(X / tile)] for X ~ Binomial(n, q): the expected number of `tile`-row tiles an expert's
+ * rows fill when each of n tokens picks it with probability q. Exact summation of the
+ * probability mass while the walk's first term stays representable (n min(q, 1 - q) under about
+ * 700), the normal law with a continuity correction beyond. */
+double kv_binomial_expected_tiles(double n, double q, double tile);
+
+/* Share of the dense tensor rate (kv_compute_rate) a grouped GEMM reaches when `tokens` rows each
+ * pick k of E experts uniformly, every expert multiplying its rows by its own N x K weight: the
+ * real work tokens·k·N·K over the least padded work among the CTA tiles (each expert's rows
+ * padded to the tile separately; the experts' tiles, times ceil(N / tile columns), in waves of
+ * one tile per SM; no split-K). The tiles are TensorRT-LLM's for the GPU, the math dtype dt and
+ * the weights' stored bytes per parameter (fewer than 2 in 16-bit math: the weight-only set).
+ * 1 when a shape is not given. */
+double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double experts, double k, double N, double K,
+                                 scn_dtype dt, double weight_bytes);
+
+/* 16-bit activation bytes a fused-MoE layer under the CUTLASS family (TensorRT-LLM's MoE) moves
+ * for T tokens each sent to k of E experts of hidden size h and (per GPU) intermediate size I: `gemm`,
+ * what the two grouped GEMMs read and write (the router's input included), which streams under
+ * their compute; `serial`, what the memory-bound kernels between them move, each running alone:
+ * expandInputRows writes each token's k copies before gate|up; gate|up fuses the gated
+ * activation in 16-bit math on the Ampere-style kernels (Ampere, Ada, and Hopper when such a tile
+ * pads gate|up least), elsewhere an activation kernel reads 2I and writes I per copy;
+ * finalizeMoeRouting reads the k copies and writes one row. Both 0 for the other
+ * families (Triton's measured share already holds its silu_and_mul and moe_sum; kvplan's own
+ * streams its total). docs/cost-model.md, "Data movement of a fused-MoE layer". */
+typedef struct { double gemm, serial; } kv_moe_movement;
+kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype,
+                                      double weight_bytes, double T, double E, double k, double h, double I);
+
+#endif

@@ -1,0 +1,120 @@
+/* test_moe_grouped.c: grouped-GEMM tile padding of the routed experts and the data movement of a
+ * CUTLASS fused-MoE layer (model/kv_moe_grouped.c), against values worked out by hand. */
+#include "tests.h"
+#include "../model/kv_moe_grouped.h"
+
+#include <math.h>
+
+static scn_scenario s;
+
+/* E[ceil(X / t)] for X ~ Binomial(n, q), by hand: n 4, q 1/2, t 2: P(X) = 1, 4, 6, 4, 1 (/16),
+ * ceil(X / 2) = 0, 1, 1, 2, 2, so (4 + 6 + 8 + 2) / 16 = 1.25. With t 1 the expectation is the
+ * mean n q, exactly in the summed branch and within a hundredth in the normal one (n > 1024). */
+START_TEST(binomial_tiles_by_hand)
+{
+    ck_assert(fabs(kv_binomial_expected_tiles(4, 0.5, 2) - 1.25) < 1e-12);
+    ck_assert(fabs(kv_binomial_expected_tiles(100, 0.25, 1) - 25) < 1e-9);
+    ck_assert(fabs(kv_binomial_expected_tiles(4096, 0.25, 1) - 1024) < 0.01);
+    /* Every token to every expert (q 1): the rows are n, ceil(300 / 128) = 3 tiles. */
+    ck_assert(kv_binomial_expected_tiles(300, 1, 128) == 3);
+    ck_assert(kv_binomial_expected_tiles(0, 0.25, 128) == 0);
+    /* The two branches agree across their boundary: with q 1/4 the exact walk ends where
+     * n ln(3/4) passes -700, n = 2433; 2433 and 2434 tokens, 128-row tiles (mean 608, sd 21.4:
+     * 5 tiles unless the rows pass 640, about 7 % of the time: 5.07). */
+    double a = kv_binomial_expected_tiles(2433, 0.25, 128), b = kv_binomial_expected_tiles(2434, 0.25, 128);
+    ck_assert_msg(fabs(a - b) < 0.01 && a > 5.05 && a < 5.09, "%g vs %g", a, b);
+    /* Mirrored: q 3/4 is 4 - Binomial(4, 1/4): P(X) = 1, 12, 54, 108, 81 (/256), ceil(X / 2) =
+     * 0, 1, 1, 2, 2: (12 + 54 + 216 + 162) / 256 = 444 / 256; and at q 0.99, n 200 (where
+     * 0.01^200 would underflow unmirrored) the rows are 198 +- 1.4, all in 2 tiles of 128. */
+    ck_assert(fabs(kv_binomial_expected_tiles(4, 0.75, 2) - 444.0 / 256) < 1e-12);
+    ck_assert(fabs(kv_binomial_expected_tiles(200, 0.99, 128) - 2) < 1e-9);
+}
+END_TEST
+
+/* Each token to all 8 experts (k = E), 128 tokens: every expert has exactly 128 rows, N 2048,
+ * K 1024, bf16 (64 K per stage, 16 stages). On an H100 (132 SMs) the grouped tiles are 128 or
+ * 256 rows: 128 x 128 gives 8 experts x 16 column tiles = 128 tiles, one wave of 132, padded work
+ * 132 x 128 x 128 x 1024 against the real 128 x 8 x 2048 x 1024: 128 / 132 (the narrower columns
+ * tie, 256-row tiles pad half). On an A100 (108 SMs) the 16-bit grouped tiles are 32, 64 and 128
+ * rows under 128 columns; 32 x 128: 4 x 16 x 8 = 512 tiles, 5 waves, padded 5 x 108 x 32 x 128 x
+ * 1024, which beats 64 rows (3 waves of 256 tiles) and 128 rows (2 waves of 128). */
+START_TEST(grouped_efficiency_by_hand)
+{
+    t_library("mixtral-8x7b", "h100-sxm", &s);
+    double real = 128.0 * 8 * 2048 * 1024;
+    double h100 = kv_moe_grouped_efficiency(&s.hardware, 128, 8, 8, 2048, 1024, SCN_DTYPE_BF16, 2);
+    ck_assert_msg(fabs(h100 - 128.0 / 132) < 1e-12, "%.15g", h100);
+    t_library("mixtral-8x7b", "a100-80g", &s);
+    double a100 = kv_moe_grouped_efficiency(&s.hardware, 128, 8, 8, 2048, 1024, SCN_DTYPE_BF16, 2);
+    ck_assert_msg(fabs(a100 - real / (5.0 * 108 * 32 * 128 * 1024)) < 1e-12, "%.15g", a100);
+    /* One token to 2 of 8 experts on the H100 in fp8 (TMA warp-specialised tiles only): the
+     * expected tiles are 8 (1 - (3/4)^1) = 2 one-row experts, each padded to 128 rows; the least
+     * padded choice is 128 x 16 (2 x 896 tiles, 14 waves of 132; 128 K per stage, 32 stages). */
+    t_library("mixtral-8x7b", "h100-sxm", &s);
+    double one = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_FP8, 1);
+    double tiles = 2.0 * ceil(14336 / 16.0), waves = ceil(tiles / 132);
+    ck_assert_msg(fabs(one - 2.0 * 14336 * 4096 / (waves * 132 * 128 * 16 * 4096)) < 1e-12, "%.15g", one);
+    /* In bf16 Hopper also profiles the Ampere-style tiles: 32 x 128 pads the row to 32 only
+     * (2 x 112 tiles, 2 waves): 2 x 14336 x 4096 / (2 x 132 x 32 x 128 x 4096). */
+    double bf = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_BF16, 2);
+    ck_assert_msg(fabs(bf - 2.0 * 14336 / (2.0 * 132 * 32 * 128)) < 1e-12, "%.15g", bf);
+    /* On an A100 (108 SMs) the same token: 16-bit weights take 32 x 128 (2 x 112 tiles, 3 waves);
+     * 4-bit weights in 16-bit math take the weight-only set's 16 x 128. */
+    t_library("mixtral-8x7b", "a100-80g", &s);
+    double a16 = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_BF16, 2);
+    double a4 = kv_moe_grouped_efficiency(&s.hardware, 1, 8, 2, 14336, 4096, SCN_DTYPE_BF16, 0.5);
+    ck_assert_msg(fabs(a16 - 2.0 * 14336 / (3.0 * 108 * 32 * 128)) < 1e-12, "%.15g", a16);
+    ck_assert_msg(fabs(a4 - 2.0 * 14336 / (3.0 * 108 * 16 * 128)) < 1e-12, "%.15g", a4);
+}
+END_TEST
+
+/* The CUTLASS family's data movement, by hand: 10 tokens, k 2 (20 copies), h 4, I 8, 16-bit.
+ * A100 in 16-bit math (gated activation fused into gate|up): GEMMs move router input 40, copies
+ * in 80, gate|up out 20 x 8 = 160, down in 160, down out 80: 520 values = 1040 B; the kernels
+ * between them: finalize (80 in, 40 out) and expand (40 in, 80 out): 240 values = 480 B. H100 in
+ * fp8 math (TMA warp-specialised kernels, never fused): gate|up writes 2I (320) and an activation kernel reads 2I and writes I (480 values): GEMMs
+ * 680 values = 1360 B, kernels 720 values = 1440 B. Triton (vllm): none (its measured share
+ * holds them). */
+START_TEST(cutlass_moe_data_movement_by_hand)
+{
+    t_library_engine("mixtral-8x7b", "a100-80g", "trtllm", &s);
+    ck_assert(s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS);
+    kv_moe_movement mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2, 10, 8, 2, 4, 8);
+    ck_assert(mv.gemm == 1040 && mv.serial == 480);
+    t_library_engine("mixtral-8x7b", "h100-sxm", "trtllm", &s);
+    mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_FP8, 1, 10, 8, 2, 4, 8);
+    ck_assert(mv.gemm == 1360 && mv.serial == 1440);
+    t_library_engine("mixtral-8x7b", "h100-sxm", "vllm", &s);
+    mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2, 10, 8, 2, 4, 8);
+    ck_assert(mv.gemm == 0 && mv.serial == 0);
+}
+END_TEST
+
+/* The step prices a CUTLASS MoE layer with both: at 2048 prefill tokens on an H100 under trtllm
+ * the MLP op holds the movement kernels' bytes as serial bytes (32 layers), and its routed
+ * GEMMs take longer than the dense shape efficiency of one expert's mean rows alone gives. */
+START_TEST(cutlass_moe_step_uses_grouped_pricing)
+{
+    t_library_engine("mixtral-8x7b", "h100-sxm", "trtllm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {2048, 0};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    kv_moe_movement mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2, 2048, 8, 2, 4096, 14336);
+    ck_assert(mv.serial > 0);
+    /* The dense MLP's SiLU is not there (no dense layers): the serial bytes are the movement's. */
+    ck_assert_msg(fabs(r.op[KV_OP_MLP].serial_bytes - 32 * mv.serial) < 1, "%g vs %g", r.op[KV_OP_MLP].serial_bytes,
+                  32 * mv.serial);
+}
+END_TEST
+
+Suite *suite_moe_grouped(void)
+{
+    Suite *su = suite_create("moe_grouped");
+    TCase *tc = tcase_create("grouped");
+    tcase_add_test(tc, binomial_tiles_by_hand);
+    tcase_add_test(tc, grouped_efficiency_by_hand);
+    tcase_add_test(tc, cutlass_moe_data_movement_by_hand);
+    tcase_add_test(tc, cutlass_moe_step_uses_grouped_pricing);
+    suite_add_tcase(su, tc);
+    return su;
+}
