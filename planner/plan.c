@@ -456,6 +456,7 @@ typedef struct {
     plan_bound_stream *stream[PLAN_SEEDS_MAX];   /* seed k's stream */
     long skipped;
     plan_trials **memo;        /* [cand x seeds + seed]: the trials run (plan_evaluate's, kept over its rounds); may be NULL */
+    plan_twins *twins;         /* trials block-size twins share (through the memo's searches); may be NULL */
     int best_cand;             /* the candidate with the best objective so far (-1: none), whose neighbours go next */
     unsigned tried_dims;       /* option dimensions in which a neighbour of best_cand has been taken */
 } pool;
@@ -467,7 +468,10 @@ static plan_trials *memo_of(pool *w, int i, int k)
 {
     if (!w->memo || k < 0 || k >= w->r->seeds) return NULL;
     plan_trials **m = &w->memo[(size_t)i * (size_t)w->r->seeds + (size_t)k];
-    if (!*m) *m = plan_trials_new();
+    if (!*m) {
+        *m = plan_trials_new();
+        plan_trials_share(*m, w->twins);
+    }
     return *m;
 }
 
@@ -924,7 +928,8 @@ static int by_key(const void *a, const void *b)
 }
 
 static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n, bool bounding,
-                    plan_trials **memo, void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n);
+                    plan_trials **memo, plan_twins *twins, void (*progress)(void *ud, long done, long total), void *ud,
+                    char *err, size_t n);
 
 int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n,
                   void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n)
@@ -936,7 +941,11 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
                          ? calloc((size_t)r->n * (size_t)r->seeds, sizeof *memo) : NULL;
     r->trials_reused = 0;
     r->recut_searches = 0;
-    int rc = run_pool(s, r, threads, shard_i, shard_n, bounding, memo, progress, ud, err, n);
+    r->trials_shared = 0;
+    /* Block-size twins share their trials (docs/planner.md, "Block-size twins"), through the
+     * kept trials' searches. */
+    plan_twins *twins = memo && !(r->prune_off & PLAN_PRUNE_TWINS) ? plan_twins_new() : NULL;
+    int rc = run_pool(s, r, threads, shard_i, shard_n, bounding, memo, twins, progress, ud, err, n);
     /* The recommendation's gates and reasons compare it with the candidates one option away
      * from it (and from the one a gate passed over): simulate any of those the bound skipped,
      * rank again, until none is missing. The first bound_keep ranks need nothing: the bound
@@ -981,8 +990,10 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
             woke++;
         }
         if (!woke) break;
-        rc = run_pool(s, r, threads, shard_i, shard_n, false, memo, progress, ud, err, n);
+        rc = run_pool(s, r, threads, shard_i, shard_n, false, memo, twins, progress, ud, err, n);
     }
+    r->trials_shared = plan_twins_shared(twins);
+    plan_twins_free(twins);
     for (long k = 0; memo && k < (long)r->n * r->seeds; k++) {
         r->trials_reused += plan_trials_reused(memo[k]);
         plan_trials_free(memo[k]);
@@ -992,10 +1003,11 @@ int plan_evaluate(const scn_scenario *s, plan_result *r, int threads, int shard_
 }
 
 static int run_pool(const scn_scenario *s, plan_result *r, int threads, int shard_i, int shard_n, bool bounding,
-                    plan_trials **memo, void (*progress)(void *ud, long done, long total), void *ud, char *err, size_t n)
+                    plan_trials **memo, plan_twins *twins, void (*progress)(void *ud, long done, long total), void *ud,
+                    char *err, size_t n)
 {
     pool w = {.s = s, .r = r, .shard_i = shard_i, .shard_n = shard_n > 0 ? shard_n : 1, .progress = progress,
-              .ud = ud, .err = err, .nerr = n, .bounding = bounding, .memo = memo, .best_cand = -1};
+              .ud = ud, .err = err, .nerr = n, .bounding = bounding, .memo = memo, .twins = twins, .best_cand = -1};
     long items = 0;
     for (int i = 0; i < r->n; i++)
         if (r->c[i].status == PLAN_PENDING && i % w.shard_n == shard_i) {

@@ -122,6 +122,7 @@ typedef struct {
     unsigned prune_off;        /* PLAN_PRUNE_* refinements of the bound turned off (tests compare with and without) */
     long trials_reused;        /* plan_evaluate: trials a search took from an earlier search instead of simulating */
     int recut_searches;        /* plan_evaluate: stopped later seeds searched again with a second cutoff */
+    long trials_shared;        /* plan_evaluate: trials a block-size twin's run stood for (not simulated) */
 } plan_result;
 
 /* The refinements of skipping by bound (docs/planner.md, "Speed"), each of which changes only
@@ -131,6 +132,7 @@ typedef struct {
 #define PLAN_PRUNE_MEMO 1u
 #define PLAN_PRUNE_RECUT 2u
 #define PLAN_PRUNE_NEIGHBOURS 4u
+#define PLAN_PRUNE_TWINS 8u        /* trials shared between block-size twins */
 void plan_set_prune_off(plan_result *r, unsigned bits);
 
 typedef struct db db;
@@ -382,6 +384,15 @@ plan_trials *plan_trials_new(void);
 void plan_trials_free(plan_trials *t);
 int plan_trials_count(const plan_trials *t);
 long plan_trials_reused(const plan_trials *t);   /* trials a search took from it instead of simulating */
+/* The trials block-size twins share (docs/planner.md, "Block-size twins"): candidates that
+ * differ only in block size take each other's trials when the engine proves the runs the same
+ * (sim_twin_report). One table per plan, shared by its threads (it locks). */
+typedef struct plan_twins plan_twins;
+plan_twins *plan_twins_new(void);
+void plan_twins_free(plan_twins *t);
+long plan_twins_shared(const plan_twins *t);   /* trials taken from it instead of simulating */
+/* The searches reading and filling `t` also read and fill the twin table `tw` (NULL: none). */
+void plan_trials_share(plan_trials *t, plan_twins *tw);
 /* plan_capacity_search_below reading and filling `trials` (NULL: none kept): the same answer,
  * fewer simulations when some of its trials were run before. */
 int plan_capacity_search_memo(const scn_scenario *s, const plan_cand *c, unsigned long long seed, int replicas,

@@ -11,6 +11,8 @@
 #include "../sim/hist.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,22 +173,246 @@ static int early_on_request(void *ud, const sim_request_row *r)
     return 0;
 }
 
+/* ---- Trials shared between block-size twins (docs/planner.md, "Block-size twins") ----
+ * Candidates that differ only in block size run the same trials whenever their searches reach
+ * the same rates. A trial asks the engine which of the option list's other block sizes would
+ * make every scheduling decision the same (sim_twin_report, proven in sim/kv_twin.c), and files
+ * its verdict and metrics under each such twin; the twin's search then takes the trial from the
+ * table instead of simulating it. Only what a trial's search reads is the same (the verdict, the
+ * percentiles, rates, tokens and batch sizes); the figures counted in blocks are not: the shared
+ * copy carries the twin's own pool size and NaN for KV use and fragmentation, which nothing a
+ * search returns reads. */
+#define TWIN_KEY_N 24
+enum { TWIN_NONE, TWIN_PENDING, TWIN_DONE };
+typedef struct {
+    long k[TWIN_KEY_N];        /* the twin's options, seed, rate bits, replicas and requests */
+    int state;                 /* TWIN_PENDING: a twin's run that may stand for it is in flight */
+    int verdict;
+    bool complete;
+    sim_metrics *m;            /* kept-up trials only */
+} twin_entry;
+
+struct plan_twins {
+    pthread_mutex_t lock;
+    pthread_cond_t settled;    /* a pending entry was settled */
+    twin_entry *e;
+    long n, cap;
+    long *slot;                /* open addressing over e[] indices, -1 empty; cap_s a power of 2 */
+    long cap_s;
+    long shared;               /* trials taken from the table */
+    long filed;                /* entries filed */
+};
+
+plan_twins *plan_twins_new(void)
+{
+    plan_twins *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    if (pthread_mutex_init(&t->lock, NULL)) { free(t); return NULL; }
+    if (pthread_cond_init(&t->settled, NULL)) { pthread_mutex_destroy(&t->lock); free(t); return NULL; }
+    return t;
+}
+
+void plan_twins_free(plan_twins *t)
+{
+    if (!t) return;
+    for (long i = 0; i < t->n; i++) free(t->e[i].m);
+    free(t->e);
+    free(t->slot);
+    pthread_cond_destroy(&t->settled);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+long plan_twins_shared(const plan_twins *t) { return t ? t->shared : 0; }
+
+/* The key of a trial of candidate c with block size bs: every option but the results. */
+static void twin_key(const plan_cand *c, int bs, unsigned long long seed, double rate, int replicas, long requests,
+                     long *k)
+{
+    const sim_choice *h = &c->c;
+    long v[TWIN_KEY_N] = {h->layout, bs, h->prefix_cache, h->kv_dtype, h->attention, h->scheduler, h->sink, h->window,
+                          h->spec, h->kv_offload, h->preemption, c->tp, c->replicas, c->max_num_seqs, c->max_batched,
+                          c->kv_heads, c->hw, c->wformat, c->engine, (long)seed, 0, replicas, requests, 0};
+    uint64_t bits;
+    memcpy(&bits, &rate, sizeof bits);
+    v[20] = (long)bits;
+    memcpy(k, v, sizeof v);
+}
+
+static uint64_t twin_hash(const long *k)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < TWIN_KEY_N; i++) h = (h ^ (uint64_t)k[i]) * 0x100000001b3ULL, h ^= h >> 29;
+    return h;
+}
+
+/* Under the lock: the entry of key k, or -1. */
+static long twin_find(const plan_twins *t, const long *k)
+{
+    if (!t->cap_s) return -1;
+    for (long i = (long)(twin_hash(k) & (uint64_t)(t->cap_s - 1));; i = (i + 1) & (t->cap_s - 1)) {
+        if (t->slot[i] < 0) return -1;
+        if (!memcmp(t->e[t->slot[i]].k, k, sizeof t->e[0].k)) return t->slot[i];
+    }
+}
+
+static void twin_slot_put(plan_twins *t, long idx)
+{
+    long i = (long)(twin_hash(t->e[idx].k) & (uint64_t)(t->cap_s - 1));
+    while (t->slot[i] >= 0) i = (i + 1) & (t->cap_s - 1);
+    t->slot[i] = idx;
+}
+
+/* Under the lock: the entry of key k, created (TWIN_NONE) when missing; -1 when memory is short. */
+static long twin_entry_of(plan_twins *t, const long *k)
+{
+    long i = twin_find(t, k);
+    if (i >= 0) return i;
+    if (t->n == t->cap) {
+        long cap = t->cap ? 2 * t->cap : 256;
+        twin_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
+        if (!e) return -1;
+        t->e = e;
+        t->cap = cap;
+    }
+    if (2 * (t->n + 1) > t->cap_s) {
+        long cap = t->cap_s ? 2 * t->cap_s : 1024;
+        long *sl = malloc(sizeof *sl * (size_t)cap);
+        if (!sl) return -1;
+        for (long j = 0; j < cap; j++) sl[j] = -1;
+        free(t->slot);
+        t->slot = sl;
+        t->cap_s = cap;
+        for (long j = 0; j < t->n; j++) twin_slot_put(t, j);
+    }
+    twin_entry *x = &t->e[t->n];
+    memset(x, 0, sizeof *x);
+    memcpy(x->k, k, sizeof x->k);
+    x->state = TWIN_NONE;
+    twin_slot_put(t, t->n);
+    return t->n++;
+}
+
+/* Under the lock: marks key k pending (a run that may stand for it is starting) unless it is
+ * settled or pending already; true when this call marked it. */
+static bool twin_pend(plan_twins *t, const long *k)
+{
+    long i = twin_entry_of(t, k);
+    if (i < 0 || t->e[i].state != TWIN_NONE) return false;
+    t->e[i].state = TWIN_PENDING;
+    return true;
+}
+
+/* Under the lock: settles key k with a trial's outcome (m: kept-up trials only), or, with
+ * verdict < 0, releases a pending mark the run did not fill. */
+static void twin_settle(plan_twins *t, const long *k, int verdict, bool complete, const sim_metrics *m)
+{
+    long i = twin_find(t, k);
+    if (verdict < 0) {
+        if (i >= 0 && t->e[i].state == TWIN_PENDING) t->e[i].state = TWIN_NONE;
+        pthread_cond_broadcast(&t->settled);
+        return;
+    }
+    if (i < 0) i = twin_entry_of(t, k);
+    if (i < 0 || t->e[i].state == TWIN_DONE) { pthread_cond_broadcast(&t->settled); return; }
+    sim_metrics *copy = m ? malloc(sizeof *copy) : NULL;
+    if (m && !copy) {   /* out of memory: left unfiled */
+        t->e[i].state = TWIN_NONE;
+        pthread_cond_broadcast(&t->settled);
+        return;
+    }
+    if (copy) *copy = *m;
+    twin_entry *x = &t->e[i];
+    x->state = TWIN_DONE;
+    x->verdict = verdict;
+    x->complete = complete;
+    x->m = copy;
+    t->filed++;
+    pthread_cond_broadcast(&t->settled);
+}
+
+/* The twins a trial of candidate c on scenario t (trial-sized) asks about: the option list's
+ * other block sizes whose own trial would have the same requests, with the pool each gets. */
+static void twin_ask(const scn_scenario *s, const plan_cand *c, const scn_scenario *t, unsigned long long seed,
+                     double rate, int replicas, sim_twin_report *r)
+{
+    memset(r, 0, sizeof *r);
+    if (c->c.layout != SCN_LAYOUT_PAGED) return;
+    plan_cand *tc = malloc(sizeof *tc);
+    scn_scenario *tt = malloc(sizeof *tt);
+    for (int i = 0; tc && tt && i < s->options.n_block && r->n < SIM_TWINS_MAX; i++) {
+        int bs = s->options.block_size[i];
+        bool seen = bs == c->c.block_size;
+        for (int j = 0; j < r->n && !seen; j++) seen = r->block_size[j] == bs;
+        if (seen || bs < 1) continue;
+        *tc = *c;
+        tc->c.block_size = bs;
+        trial_of(s, tc, seed, rate, replicas, tt);
+        if (tt->workload.requests != t->workload.requests) continue;   /* its trial is another size */
+        long blocks = sim_executor_model_blocks(tt, &tc->c);
+        if (blocks <= 0) continue;
+        r->block_size[r->n] = bs;
+        r->blocks[r->n++] = blocks;
+    }
+    free(tc);
+    free(tt);
+}
+
 /* One trial: 1 when it keeps up (bounded queue, SLO met), 0 when not, -1 when it cannot run.
  * With `early`, a trial whose failure is settled stops there (its metrics are then not filled:
- * *complete says whether they are). */
+ * *complete says whether they are). With `tw` (early trials only), a block-size twin's trial
+ * at the same rate is taken from the table (*shared: nothing was simulated), and this one is
+ * filed for its own twins. */
 static int trial_run(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
-                     bool early, sim_metrics *m, bool *complete)
+                     bool early, sim_metrics *m, bool *complete, plan_twins *tw, bool *shared)
 {
     *complete = false;
+    if (shared) *shared = false;
+    if (!early) tw = NULL;
     scn_scenario *t = malloc(sizeof *t);
     if (!t) return -1;
     trial_of(s, c, seed, rate, replicas, t);
+    long key[TWIN_KEY_N];
+    if (tw) {
+        twin_key(c, c->c.block_size, seed, rate, replicas, t->workload.requests, key);
+        pthread_mutex_lock(&tw->lock);
+        long i = twin_find(tw, key);
+        /* A twin's run that may stand for this trial is in flight: its outcome, not a second run. */
+        while (i >= 0 && tw->e[i].state == TWIN_PENDING) {
+            pthread_cond_wait(&tw->settled, &tw->lock);
+            i = twin_find(tw, key);
+        }
+        if (i >= 0 && tw->e[i].state != TWIN_DONE) i = -1;
+        int v = i >= 0 ? tw->e[i].verdict : 0;
+        if (i >= 0) {
+            *complete = tw->e[i].complete;
+            if (tw->e[i].m) *m = *tw->e[i].m; else memset(m, 0, sizeof *m);
+            tw->shared++;
+        }
+        pthread_mutex_unlock(&tw->lock);
+        if (i >= 0) {
+            if (shared) *shared = true;
+            free(t);
+            return v;
+        }
+    }
     char err[256];
     sim_executor ex;
     if (sim_executor_model(t, &c->c, &ex)) { free(t); return -1; }
     early_stop e;
     early_init(&e, t);
-    sim_run_opts o = {.seed = t->seed};
+    sim_twin_report rep;
+    unsigned pend = 0;   /* bit i: this run marked twin i's trial pending */
+    if (tw) {
+        twin_ask(s, c, t, seed, rate, replicas, &rep);
+        pthread_mutex_lock(&tw->lock);
+        for (int i = 0; i < rep.n; i++) {
+            twin_key(c, rep.block_size[i], seed, rate, replicas, t->workload.requests, key);
+            if (twin_pend(tw, key)) pend |= 1u << i;
+        }
+        pthread_mutex_unlock(&tw->lock);
+    }
+    sim_run_opts o = {.seed = t->seed, .twins = tw && rep.n ? &rep : NULL};
     if (early && e.n > 0) { o.on_request = early_on_request; o.ud = &e; }
     double t0 = plan_trace_clock();
     int rc = sim_run(t, &c->c, &ex, &o, m, err, sizeof err);
@@ -203,6 +429,27 @@ static int trial_run(const scn_scenario *s, const plan_cand *c, unsigned long lo
         v = rc != SIM_OK ? (rc == SIM_E_DATA ? 0 : -1) : m->q[SIM_Q_QUEUE].p99 <= PLAN_MAX_QUEUE_P99 && plan_slo_met(t, m);
     }
     plan_trace_sim(rate, t->workload.requests, v, e.stopped, t0);
+    /* Filed for the twins the run proved the same: a whole run, or one the early stop ended;
+     * the other pending marks are released. */
+    if (o.twins) {
+        bool file = rep.same && (rc == SIM_OK || e.stopped);
+        pthread_mutex_lock(&tw->lock);
+        for (int i = 0; i < rep.n; i++) {
+            bool same = file && ((rep.same >> i) & 1);
+            if (!same && !((pend >> i) & 1)) continue;
+            twin_key(c, rep.block_size[i], seed, rate, replicas, t->workload.requests, key);
+            if (!same) { twin_settle(tw, key, -1, false, NULL); continue; }
+            sim_metrics twin_m;
+            if (v == 1) {
+                twin_m = *m;
+                twin_m.kv_util_mean = twin_m.kv_util_peak = twin_m.frag_mean = NAN;   /* counted in blocks */
+                twin_m.kv_blocks = rep.blocks[i];
+                twin_m.kv_tokens = rep.blocks[i] * rep.block_size[i];
+            }
+            twin_settle(tw, key, v, *complete, v == 1 ? &twin_m : NULL);
+        }
+        pthread_mutex_unlock(&tw->lock);
+    }
     free(t);
     return v;
 }
@@ -211,13 +458,13 @@ bool plan_sustains(const scn_scenario *s, const plan_cand *c, unsigned long long
                    sim_metrics *m)
 {
     bool complete;
-    return trial_run(s, c, seed, rate, replicas, false, m, &complete) == 1;
+    return trial_run(s, c, seed, rate, replicas, false, m, &complete, NULL, NULL) == 1;
 }
 
 bool plan_sustains_early(const scn_scenario *s, const plan_cand *c, unsigned long long seed, double rate, int replicas,
                          sim_metrics *m, bool *complete)
 {
-    return trial_run(s, c, seed, rate, replicas, true, m, complete) == 1;
+    return trial_run(s, c, seed, rate, replicas, true, m, complete, NULL, NULL) == 1;
 }
 
 /* Output tokens per second in steady state at `rate` arrivals/s: each arrival brings its
@@ -349,7 +596,13 @@ struct plan_trials {
     memo_entry *e;
     int n, cap;
     long reused;
+    plan_twins *twins;         /* the plan's block-size twin table, or NULL */
 };
+
+void plan_trials_share(plan_trials *t, plan_twins *tw)
+{
+    if (t) t->twins = tw;
+}
 
 plan_trials *plan_trials_new(void) { return calloc(1, sizeof(plan_trials)); }
 
@@ -458,10 +711,10 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
             if (settled) { out->cut = true; cut_below = below; break; }
             if (!(d > 0) || d == r || memo_find(memo, d) >= 0) break;
             sim_metrics md;
-            bool complete;
-            out->sims++;
+            bool complete, was_shared;
             sought++;
-            bool okd = plan_sustains_early(s, c, seed, d, replicas, &md, &complete);
+            bool okd = trial_run(s, c, seed, d, replicas, true, &md, &complete, memo->twins, &was_shared) == 1;
+            if (!was_shared) out->sims++;
             if (!memo_add(memo, d, okd, &md)) break;
         }
         if (out->cut) break;
@@ -474,8 +727,9 @@ static int search(const scn_scenario *s, const plan_cand *c, unsigned long long 
             if (ok) m = *memo->e[k].m;
             memo->reused++;
         } else {
-            out->sims++;
-            ok = plan_sustains_early(s, c, seed, r, replicas, &m, &complete);
+            bool was_shared;
+            ok = trial_run(s, c, seed, r, replicas, true, &m, &complete, memo->twins, &was_shared) == 1;
+            if (!was_shared) out->sims++;
             memo_add(memo, r, ok, &m);
         }
         if (ok) out->m = m;

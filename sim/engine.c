@@ -3,6 +3,7 @@
  * fire in (time, push order), so a run is a pure function of the scenario, choice and seed. */
 #include "engine.h"
 #include "kv_tier.h"
+#include "kv_twin.h"
 #include "disagg.h"
 #include "spec.h"
 #include "../model/kv_blocks.h"
@@ -1202,6 +1203,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             sim_metrics *m, char *err, size_t n)
 {
     memset(m, 0, sizeof *m);
+    if (o->twins) o->twins->same = 0;
     /* Prefill and decode on separate pools: the coordinator runs both (sim/disagg.c). */
     if (s->deployment.disagg.on) return sim_disagg_run(s, c, ex, o, m, err, n);
     if (sim_choice_check(c, err, n)) return SIM_E_DATA;
@@ -1247,6 +1249,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
             goto out;
         }
         if (sim_kv_tiers_of(rep->kv)) e.tiered = true;
+        if (sim_twin_attach(rep->kv, s, c, ex, o)) { snprintf(err, n, "out of memory"); goto out; }
     }
     int noinput = 0;
     e.wl = sim_workload_init(s, o->seed, &noinput, err, n);
@@ -1273,6 +1276,11 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
         if (o->on_progress) o->on_progress(o->ud, e.done, e.done);
     }
 out:
+    if (o->twins) {   /* the block-size twin report: the same on every replica */
+        unsigned same = e.rep && e.n_rep > 0 ? ~0u : 0;
+        for (int i = 0; e.rep && i < e.n_rep; i++) same &= e.rep[i].kv ? sim_kv_twin_result(e.rep[i].kv) : 0;
+        o->twins->same = same & (o->twins->n >= 32 ? ~0u : (1u << o->twins->n) - 1);
+    }
     for (int i = 0; e.rep && i < e.n_rep; i++) {
         sim_replica *rep = &e.rep[i];
         /* Held and finished, in no list (first: the lists below free the others). */

@@ -255,6 +255,16 @@ static void model_free(void *ctx)
     free(m);
 }
 
+long sim_executor_model_blocks(const scn_scenario *s, const sim_choice *c)
+{
+    kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
+    const scn_spec *sp = kv_spec_get(s, c->spec);
+    bool paged = c->layout == SCN_LAYOUT_PAGED;
+    if (!sp && kv_moe_parallel_on(s))   /* per attention-DP rank, experts sharded */
+        return kv_moe_pool_size(s, &cfg, paged, c->block_size).blocks;
+    return kv_spec_pool_size(s, &cfg, paged, c->block_size, sp).blocks;
+}
+
 int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor *out)
 {
     model_ctx *m = calloc(1, sizeof *m);
@@ -270,9 +280,7 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
     }
     m->moe = !m->sp && kv_moe_parallel_on(s);
     m->mx = m->moe ? kv_moe_ctx_make(s) : NULL;   /* NULL (out of memory) falls back to kv_moe_step_time */
-    m->blocks = kv_spec_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, m->sp).blocks;
-    if (m->moe)   /* per attention-DP rank, experts sharded */
-        m->blocks = kv_moe_pool_size(s, &m->cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size).blocks;
+    m->blocks = sim_executor_model_blocks(s, c);
     /* The shape table is filled as batch sizes occur, so a run allocates nothing per step;
      * larger batches than it holds (a bound on its memory) take kv_step_time. */
     int ns = s->deployment.max_num_seqs > 0 ? s->deployment.max_num_seqs + 1 : 0;

@@ -1,6 +1,7 @@
 /* kv_manager.c: paged and contiguous KV allocation with a prefix cache (see kv_manager.h). */
 #include "kv_manager.h"
 #include "kv_tier.h"
+#include "kv_twin.h"
 #include "rng.h"
 #include "sim.h"
 
@@ -71,6 +72,10 @@ struct sim_kv {
      * memo hashes each once. Direct-mapped on the seed; a collision just recomputes. */
     struct kv_prefix_memo { uint64_t seed; uint64_t *h; int n, cap; bool used; } *pm;   /* [PM_SLOTS], on first use */
     struct kv_prefix_memo *pm_last;   /* the slot last used: a walk hashes one stream's blocks in a row */
+    /* The block-size twin report (kv_twin.h): its tracker or NULL, the blocks allocated so far
+     * and the most referenced at once. */
+    sim_kv_twin *twin;
+    long n_alloc, ref_peak;
     /* A waiting request's prefix walk, watched for the engine's fast-forward (sim_kv_watch): the
      * hit blocks (flagged `watched`), the hash of the first block the walk missed, and what has
      * happened since that could change the walk (SIM_KV_WATCH_* bits). */
@@ -80,6 +85,11 @@ struct sim_kv {
     uint64_t w_missing;
     int w_fired;
 };
+
+static inline void note_ref(sim_kv *kv)
+{
+    if (kv->n_referenced > kv->ref_peak) kv->ref_peak = kv->n_referenced;
+}
 
 static void *grow_array(void *p, size_t elem, long old_n, long new_n)
 {
@@ -144,6 +154,7 @@ void sim_kv_free(sim_kv *kv)
     if (!kv) return;
     free(kv->blk); free(kv->free_stack); free(kv->map);
     sim_kv_tiers_free(kv->tiers);
+    sim_kv_twin_free(kv->twin);
     free(kv->m_blk); free(kv->m_hash); free(kv->w_blk);
     for (int i = 0; kv->pm && i < PM_SLOTS; i++) free(kv->pm[i].h);
     free(kv->pm);
@@ -350,6 +361,8 @@ static int32_t alloc_block(sim_kv *kv)
     }
     if (kv->prefix) kv->blk[b].refs = 1;
     kv->n_referenced++;
+    kv->n_alloc++;
+    note_ref(kv);
     return b;
 }
 
@@ -675,7 +688,7 @@ static int take_with_tiers(sim_kv *kv, sim_kv_seq *q, int max_blocks, int walked
     return j * kv->bs;
 }
 
-int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free)
+static int match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free)
 {
     if (from_free) *from_free = 0;
     if (!kv->prefix || q->n_blocks) return 0;
@@ -752,6 +765,16 @@ int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
     return j * kv->bs;
 }
 
+int sim_kv_match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *from_free)
+{
+    bool fresh = q->n_blocks == 0;   /* else there is no match to make */
+    int hit = match_prefix(kv, q, prompt, take, from_free);
+    if (take) note_ref(kv);   /* hit blocks taken out of the LRU count as referenced */
+    if (kv->twin && kv->prefix && fresh)
+        sim_kv_twin_match(kv->twin, q, prompt, hit, take, kv->n_alloc);
+    return hit;
+}
+
 long sim_kv_needed(const sim_kv *kv, const sim_kv_seq *q, int upto)
 {
     if (!kv->paged) {
@@ -806,6 +829,8 @@ static int grow_run(sim_kv *kv, sim_kv_seq *q, long need)
     if (kv->prefix)
         for (long i = 0; i < need; i++) kv->blk[dst[i]].refs = 1;
     kv->n_referenced += need;
+    kv->n_alloc += need;
+    note_ref(kv);
     q->n_blocks = (int)want;
     set_room(kv, q);
     return 0;
@@ -819,6 +844,8 @@ static inline void take_free_block(sim_kv *kv, sim_kv_seq *q)
     q->blocks[q->n_blocks++] = b;
     if (kv->prefix) kv->blk[b].refs = 1;
     kv->n_referenced++;
+    kv->n_alloc++;
+    note_ref(kv);
     q->room += kv->bs;   /* set_room: n_blocks * bs */
 }
 
@@ -834,8 +861,11 @@ int sim_kv_grow(sim_kv *kv, sim_kv_seq *q, int upto)
     long need = sim_kv_needed(kv, q, upto);
     if (!need) return 0;
     if (!kv->paged) return sim_kv_reserve(kv, q, ring_held(kv, upto));
-    if (need > sim_kv_available(kv)) return -1;
-    if (!kv->units) return grow_run(kv, q, need);
+    if (need > sim_kv_available(kv)) { sim_kv_twin_blocked(kv->twin); return -1; }
+    if (!kv->units) {
+        if (grow_run(kv, q, need)) { sim_kv_twin_blocked(kv->twin); return -1; }
+        return 0;
+    }
     for (long i = 0; i < need; i++) {
         int32_t b = alloc_block(kv);
         if (b < 0 || push_block(q, b)) { if (b >= 0) unref(kv, b); set_room(kv, q); return -1; }
@@ -890,6 +920,8 @@ long sim_kv_grow_blocks(sim_kv *kv, sim_kv_seq *const *qs, int n)
             }
             kv->n_free -= taken;
             kv->n_referenced += taken;
+            kv->n_alloc += taken;
+            note_ref(kv);
             more += taken * bs;
             if (i == n) break;
         }
@@ -939,6 +971,9 @@ static void register_filled(sim_kv *kv, sim_kv_seq *q, int full)
 void sim_kv_commit(sim_kv *kv, sim_kv_seq *q, int computed)
 {
     if (!kv->paged) return;
+    /* The twin report follows commits inside a shared prefix only (kv_twin.c). */
+    if (kv->twin && !q->twin_past && q->prefix_len > 0 && kv->prefix)
+        sim_kv_twin_commit(kv->twin, q, computed, kv->n_alloc, kv->n_referenced);
     /* Most commits (a decode step's token) fill no block: nothing to hash. */
     if (kv->prefix && computed / kv->bs > q->hashed) register_filled(kv, q, computed / kv->bs);
     if (kv->window > 0) {
@@ -1059,6 +1094,7 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
     q->hashed = 0;
     q->chain = 0;
     q->held_from = 0;
+    if (kv->twin) sim_kv_twin_release(kv->twin, q, kv->n_alloc, kv->n_referenced);
 }
 
 void sim_kv_seq_free(sim_kv_seq *q)
@@ -1089,6 +1125,16 @@ void sim_kv_account(sim_kv *kv, double dt)
 {
     if (kv->tiers) sim_kv_tiers_account(kv->tiers, dt);
 }
+
+void sim_kv_set_twin(sim_kv *kv, sim_kv_twin *t)
+{
+    sim_kv_twin_free(kv->twin);
+    kv->twin = t;
+}
+
+void sim_kv_note_blocked(sim_kv *kv) { sim_kv_twin_blocked(kv->twin); }
+
+unsigned sim_kv_twin_result(const sim_kv *kv) { return sim_kv_twin_same(kv->twin, kv->ref_peak); }
 
 /* ---- Watching a waiting request's prefix (the engine's fast-forward) ---- */
 

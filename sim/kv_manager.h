@@ -47,6 +47,10 @@ typedef struct {
     /* token streams (sim_token_id) */
     uint64_t prefix_seed, body_seed;
     int prefix_len;
+    /* The block-size twin report (kv_twin.h): it holds its prefix group's whole chain (as of
+     * the chain's generation twin_gen); its commits have passed its prefix. */
+    int twin_gen;
+    bool twin_holds, twin_past;
 } sim_kv_seq;
 
 sim_kv *sim_kv_init(long blocks, int block_size, bool paged, bool prefix_cache, int sink, int window);
@@ -165,5 +169,15 @@ sim_kv_tiers *sim_kv_tiers_of(const sim_kv *kv);
 long sim_kv_swap_out(sim_kv *kv, sim_kv_seq *q);
 /* Adds dt seconds of the tiers' current occupancy to their integrals. */
 void sim_kv_account(sim_kv *kv, double dt);
+
+/* ---- The block-size twin report (kv_twin.h) ---- */
+struct sim_kv_twin;
+/* Hands the manager a twin tracker (it frees it). */
+void sim_kv_set_twin(sim_kv *kv, struct sim_kv_twin *t);
+/* An admission waited for blocks (sched.c): the run's decisions depended on its block count. */
+void sim_kv_note_blocked(sim_kv *kv);
+/* The twins whose runs make the same decisions as this pool's (sim_kv_twin_same); 0 without a
+ * tracker. */
+unsigned sim_kv_twin_result(const sim_kv *kv);
 
 #endif

@@ -316,7 +316,7 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
         if (whole > sim_kv_total(kv) - rep->watermark)
             return fail(e, "request %ld needs %ld blocks, more than the %ld the KV cache holds", r->spec.id, whole,
                         sim_kv_total(kv) - rep->watermark);
-        if (need + from_free + rep->watermark > sim_kv_available(kv)) return 0;
+        if (need + from_free + rep->watermark > sim_kv_available(kv)) { sim_kv_note_blocked(kv); return 0; }
         if (e->s->engine.no_evict) {
             long fin = ((long)r->spec.prompt + r->spec.output + bs - 1) / bs - hit / bs;
             /* Under a window: this step's blocks (need), then at most the window's cap, with a

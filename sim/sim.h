@@ -95,6 +95,8 @@ typedef struct {
 /* The predicting executor: kv_step_time() of the cost model for this scenario and choice; its
  * pool is the cost model's block count (kv_pool_size) for every replica. */
 int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor *out);
+/* The pool that executor reports for every replica (its kv_blocks), without making it. */
+long sim_executor_model_blocks(const scn_scenario *s, const sim_choice *c);
 
 /* ---- Metrics ---- */
 typedef enum { SIM_Q_TTFT, SIM_Q_TPOT, SIM_Q_ITL, SIM_Q_E2E, SIM_Q_QUEUE, SIM_Q_COUNT } sim_quantity;
@@ -171,6 +173,21 @@ typedef struct {
     long waiting, running;
 } sim_sample;
 
+/* The block-size twin report (docs/planner.md, "Block-size twins"): a run asked about other
+ * block sizes says for which of them a run of the same scenario would make every scheduling
+ * decision the same (the same steps, times and per-request figures; only the figures counted in
+ * blocks differ: KV use, fragmentation, the pool's size). "Same" is proven, never guessed; runs
+ * the proof does not cover answer 0. It holds for the part of the run done, also when a sink
+ * ended it early. */
+#define SIM_TWINS_MAX 8
+typedef struct {
+    int n;                           /* block sizes asked about */
+    int block_size[SIM_TWINS_MAX];
+    long blocks[SIM_TWINS_MAX];      /* the pool per replica a run at that size gets (the
+                                        executor's kv_blocks for that choice) */
+    unsigned same;                   /* out: bit i set when block_size[i]'s run is the same */
+} sim_twin_report;
+
 /* What the fast-forward did in a run (docs/simulator.md, "Fast-forward"): a test's and a
  * profile's figure, never part of the results. */
 typedef struct {
@@ -198,6 +215,7 @@ typedef struct {
                                                  rejected and counted; 0: SIM_MAX_WAITING */
     bool per_step;                            /* form every step through the scheduler (no
                                                  fast-forward); results are identical either way */
+    sim_twin_report *twins;                   /* NULL, or the block sizes to report on (filled) */
     sim_ff_counts *ff_counts;                 /* optional: what the fast-forward did (filled at the end) */
 } sim_run_opts;
 

@@ -263,6 +263,95 @@ START_TEST(skipping_keeps_the_ranking_and_recommendation)
 }
 END_TEST
 
+/* Block-size twins (docs/planner.md, "Block-size twins"): block sizes that divide the 512-token
+ * shared prefix, with and without the prefix cache, so that many trials are run by one twin for
+ * the others. */
+static const char *CHAT_BLOCKS = SMALL_CHAT
+    "slo: {ttft_p99: 1 s, tpot_p99: 40 ms}\n"
+    "options:\n  kv_layout: [paged]\n  block_size: [8, 16, 32, 64]\n  prefix_cache: [off, on]\n  kv_dtype: [bf16, fp8]\n"
+    "  max_num_seqs: [16, 64, 256]\n";
+
+static bool same_double(double a, double b) { return !memcmp(&a, &b, sizeof a); }
+
+static bool same_interval(plan_interval a, plan_interval b)
+{
+    return a.n == b.n && same_double(a.mean, b.mean) && same_double(a.lo, b.lo) && same_double(a.hi, b.hi);
+}
+
+/* Every candidate's results, its status and reason, the order, the recommendation and its
+ * reasons: identical. */
+static void check_identical(const scn_scenario *s, plan_result *a, plan_result *b)
+{
+    ck_assert_int_eq(a->n, b->n);
+    ck_assert_int_eq(a->best, b->best);
+    for (int i = 0; i < a->n; i++) {
+        const plan_cand *x = &a->c[i], *y = &b->c[i];
+        ck_assert_int_eq(a->order[i], b->order[i]);
+        ck_assert_int_eq(x->status, y->status);
+        ck_assert_str_eq(x->why, y->why);
+        ck_assert_int_eq(x->bound_skipped, y->bound_skipped);
+        ck_assert(x->seed_done == y->seed_done && x->cap_done == y->cap_done && x->seed_slo == y->seed_slo &&
+                  x->seed_unbounded == y->seed_unbounded);
+        for (int k = 0; k < x->n_seeds; k++)
+            ck_assert_msg(same_double(x->seed_rate[k], y->seed_rate[k]) && same_double(x->seed_tok[k], y->seed_tok[k]) &&
+                              same_double(x->seed_batch[k], y->seed_batch[k]) &&
+                              same_double(x->seed_offered[k], y->seed_offered[k]),
+                          "candidate %d seed %d: rate %.17g/%.17g tokens %.17g/%.17g", i, k, x->seed_rate[k], y->seed_rate[k],
+                          x->seed_tok[k], y->seed_tok[k]);
+        ck_assert(same_interval(x->obj, y->obj) && same_interval(x->offered, y->offered) && same_interval(x->rate, y->rate));
+        ck_assert(same_double(x->objective, y->objective) && same_double(x->usd_per_mtok, y->usd_per_mtok) &&
+                  same_double(x->batch_judged, y->batch_judged) && x->unbounded == y->unbounded && x->pareto == y->pareto);
+        sim_metric_kv la[SIM_METRICS_MAX], lb[SIM_METRICS_MAX];
+        int n = sim_metrics_list(&x->m, la, SIM_METRICS_MAX);
+        sim_metrics_list(&y->m, lb, SIM_METRICS_MAX);
+        for (int j = 0; j < n; j++)
+            ck_assert_msg(same_double(la[j].value, lb[j].value), "candidate %d: %s %.17g/%.17g", i, la[j].name, la[j].value,
+                          lb[j].value);
+    }
+    static char la[24][PLAN_LINE], lb[24][PLAN_LINE];
+    int na = plan_explain(s, a, la, 24), nb = plan_explain(s, b, lb, 24);
+    ck_assert_int_eq(na, nb);
+    for (int k = 0; k < na; k++) ck_assert_str_eq(la[k], lb[k]);
+}
+
+/* A plan whose block-size twins share trials against the same plan simulating each of them: on
+ * one thread (a fixed order) every candidate's results are bit for bit the same, at one seed and
+ * at three, with fewer simulations; on two threads the first rows and the reasons are (which
+ * weaker candidates are skipped depends on the order threads finish in, check_same). */
+START_TEST(block_size_twins_keep_the_plan)
+{
+    long shared = 0;
+    for (int seeds = 1; seeds <= 3; seeds += 2) {
+        scn_scenario s;
+        plan_result with, without;
+        char err[512];
+        load(CHAT_BLOCKS, &s, &with, 3);
+        load(CHAT_BLOCKS, &s, &without, 3);
+        plan_set_seeds(&with, seeds);
+        plan_set_seeds(&without, seeds);
+        plan_set_prune_off(&without, PLAN_PRUNE_TWINS);
+        ck_assert_msg(plan_evaluate(&s, &with, 1, 0, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(plan_evaluate(&s, &without, 1, 0, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
+        plan_rank(&s, &with);
+        plan_rank(&s, &without);
+        check_identical(&s, &with, &without);
+        ck_assert_int_eq(without.trials_shared, 0);
+        ck_assert_int_gt(with.trials_shared, 0);
+        long sw = 0, so = 0;
+        for (int i = 0; i < with.n; i++) { sw += with.c[i].sims; so += without.c[i].sims; }
+        ck_assert_int_eq(sw + with.trials_shared, so);   /* each shared trial is one the other plan simulated */
+        shared += with.trials_shared;
+        plan_result_free(&with);
+        plan_result_free(&without);
+    }
+    ck_assert_int_gt(shared, 0);
+    long reused = 0;
+    int recut = 0;
+    static const unsigned twins_only[] = {0};
+    check_skipping(CHAT_BLOCKS, 3, 2, twins_only, 1, &reused, &recut);
+}
+END_TEST
+
 /* Several seeds and two GPU counts: plan_rank recommends a candidate with fewer GPUs than the
  * first-ranked one whenever the seeds cannot tell them apart, however far down it ranks, so a
  * bounded plan must leave no such candidate unsimulated. Here tensor parallelism 1 has the higher
@@ -409,6 +498,7 @@ Suite *suite_bound(void)
     tcase_add_test(tc, skipping_keeps_the_ranking_and_recommendation);
     tcase_add_test(tc, search_below_a_cutoff_agrees_with_the_whole_search);
     tcase_add_test(tc, fewer_gpus_than_the_first_are_simulated);
+    tcase_add_test(tc, block_size_twins_keep_the_plan);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -56,6 +56,7 @@ int main(void)
     srunner_add_suite(sr, suite_speed_paths());
     srunner_add_suite(sr, suite_weight_only());
     srunner_add_suite(sr, suite_block_fp8());
+    srunner_add_suite(sr, suite_twin());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
