@@ -90,7 +90,8 @@ int cmd_cost(int argc, char **argv)
     out_kv_str(d, "weight_format", "weight format", scn_wformat_name(&wf));
     out_kv_num(d, "weight_bytes_per_param", "weight bytes per linear parameter", kw.bytes_per_linear, OUT_NUM);
     out_kv_num(d, "weight_bytes_per_rank", ep ? "weights per GPU (routed experts sharded)" : "weights per GPU",
-               kv_moe_weight_bytes(&s, &s.model), OUT_BYTES);   /* + materialised MLA products (kv_mla.h) */
+               kv_moe_weight_bytes(&s, &s.model) + (ep ? 0 : kv_weights_engine_extra(&s)),
+               OUT_BYTES);   /* + materialised MLA products (kv_mla.h) and the engine's padded layout */
     out_kv_str(d, "gemm_dtype", "GEMMs run in", scn_dtype_name(st.gemm_dtype));
     /* The GEMM rate's terms (kv_compute_rate): the dtype's peak x compute x its compute_scale. */
     out_kv_num(d, "gemm_peak_per_s", "GEMM peak (per second)", s.hardware.flops[st.gemm_dtype], OUT_FLOPS);

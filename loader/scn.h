@@ -54,7 +54,7 @@ typedef struct {
 /* How quantised weights store their scales (docs/cost-model.md, "Quantised weights"). NONE is a
  * plain 16/32-bit checkpoint; the others name the checkpoint layouts engines load. */
 typedef enum { SCN_WQ_NONE, SCN_WQ_PER_TENSOR, SCN_WQ_BLOCK, SCN_WQ_PER_CHANNEL, SCN_WQ_AWQ, SCN_WQ_GPTQ,
-               SCN_WQ_NVFP4, SCN_WQ_COUNT } scn_wquant;
+               SCN_WQ_NVFP4, SCN_WQ_MXFP4, SCN_WQ_COUNT } scn_wquant;
 const char *scn_wquant_name(scn_wquant q);
 
 /* A weight format: what a plan option `weight_dtype` names (bf16, fp8, fp8_block, int8, awq,
@@ -89,6 +89,9 @@ typedef struct {
     scn_dtype weight_dtype;   /* stored element type of the linear layers' weights */
     scn_wquant weight_quant;  /* their scale layout (NONE for 16/32-bit) */
     int weight_group;         /* elements per scale for group layouts */
+    /* `quantized_layers: experts`: only the routed experts are stored in weight_dtype; attention
+     * (and everything else) stays 16-bit, as gpt-oss's MXFP4 checkpoints have it. */
+    bool quant_experts_only;
     /* Sliding-window attention: `sliding_layers` of the layers attend to at most
      * `sliding_window` tokens (0 = none). */
     int sliding_window;       /* tokens */
@@ -187,6 +190,7 @@ typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
  * and Ada (W4A16, and fp8 weights where the GPU has no fp8 math), whose large-batch rate is
  * capped by their 64-row tile. */
 typedef enum { SCN_WO_FUSED, SCN_WO_TORCH, SCN_WO_MARLIN, SCN_WO_COUNT } scn_weight_only;
+typedef enum { SCN_MX_CHECKPOINT, SCN_MX_MARLIN, SCN_MX_COUNT } scn_mxfp4_layout;
 /* KVPLAN: kvplan's own CUDA kernels (backend/cuda: CUDA-core decode, its own prefill tiles).
  * MMHA: TensorRT-LLM before XQA (0.5, 0.6): context FMHA for prefill, the masked multi-head
  * attention kernel for decode, one CUDA-core thread block per sequence and query head. */
@@ -268,6 +272,10 @@ typedef struct {
                                  * functional all_reduce clones its input) */
     scn_attn_kernel attn_kernel;
     scn_weight_only weight_only;
+    /* How the engine stores MXFP4 experts on GPUs without fp4 math (`mxfp4: checkpoint|marlin`;
+     * docs/cost-model.md, "MXFP4 experts as engines store them"): as the checkpoint has them, or
+     * repacked for Marlin with the expert dimensions padded. */
+    scn_mxfp4_layout mxfp4_layout;
     scn_block_fp8 block_fp8;
     /* Memory accounting (docs/cost-model.md, "Memory budget and capacity"): what the memory
      * fraction applies to and what the engine takes out of it before sizing the KV cache. */

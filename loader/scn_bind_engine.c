@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const WQ_NAMES[SCN_WQ_COUNT] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4"};
+static const char *const WQ_NAMES[SCN_WQ_COUNT] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4", "mxfp4"};
 const char *scn_wquant_name(scn_wquant q) { return q < SCN_WQ_COUNT ? WQ_NAMES[q] : "?"; }
 
 static const char *const AK_NAMES[] = {"flash2", "flash3", "flashinfer", "trtllm", "sdpa", "kvplan", "mmha", NULL};
@@ -15,11 +15,13 @@ const char *scn_attn_kernel_name(scn_attn_kernel k) { return k < SCN_AK_COUNT ? 
 static const char *const WO_NAMES[] = {"fused", "torch", "marlin", NULL};
 const char *scn_weight_only_name(scn_weight_only w) { return w < SCN_WO_COUNT ? WO_NAMES[w] : "?"; }
 
+static const char *const MX_NAMES[] = {"checkpoint", "marlin", NULL};
+
 static const char *const BF8_NAMES[] = {"native", "triton", "cutlass", "deepgemm", NULL};
 const char *scn_block_fp8_name(scn_block_fp8 k) { return k < SCN_BF8_COUNT ? BF8_NAMES[k] : "?"; }
 
 /* The formats a plan option may name, with the layout each checkpoint family uses: AWQ and GPTQ
- * group 128 input elements per scale, NVFP4 16, DeepSeek-style fp8 blocks are 128 x 128. */
+ * group 128 input elements per scale, NVFP4 16, MXFP4 32 (OCP MX), DeepSeek-style fp8 blocks are 128 x 128. */
 static const struct { const char *name; scn_wformat f; } WFORMATS[] = {
     {"fp32", {SCN_DTYPE_FP32, SCN_WQ_NONE, 0}},
     {"bf16", {SCN_DTYPE_BF16, SCN_WQ_NONE, 0}},
@@ -31,6 +33,7 @@ static const struct { const char *name; scn_wformat f; } WFORMATS[] = {
     {"int4", {SCN_DTYPE_INT4, SCN_WQ_AWQ, 128}},
     {"gptq", {SCN_DTYPE_INT4, SCN_WQ_GPTQ, 128}},
     {"fp4", {SCN_DTYPE_FP4, SCN_WQ_NVFP4, 16}},
+    {"mxfp4", {SCN_DTYPE_FP4, SCN_WQ_MXFP4, 32}},
 };
 #define N_WFORMATS (int)(sizeof WFORMATS / sizeof WFORMATS[0])
 
@@ -51,7 +54,7 @@ const char *scn_wformat_name(const scn_wformat *f)
 /* ---- engine profiles ---- */
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
-                                          "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", NULL};
+                                          "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", "mxfp4", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", "no_evict",
                                        "async_output", "multi_step_stream", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
@@ -306,6 +309,9 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     int w = (int)e->weight_only;
     if (scn_get_enum(c, m, path, "weight_only", WO_NAMES, &w)) return -1;
     e->weight_only = (scn_weight_only)w;
+    int mx = (int)e->mxfp4_layout;
+    if (scn_get_enum(c, m, path, "mxfp4", MX_NAMES, &mx)) return -1;
+    e->mxfp4_layout = (scn_mxfp4_layout)mx;
     int bf = (int)e->block_fp8;
     if (scn_get_enum(c, m, path, "block_fp8", BF8_NAMES, &bf)) return -1;
     e->block_fp8 = (scn_block_fp8)bf;

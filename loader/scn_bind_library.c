@@ -15,8 +15,10 @@ static const char *const MODEL_KEYS[] = {
     "intermediate", "vocab", "tie_embeddings", "attention_bias", "norms_per_layer",
     "max_position", "weight_dtype", "sliding_window", "sliding_layers", "experts",
     "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "kv_lora_rank",
-    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", "mtp_layers", NULL};
-static const char *const WQUANTS[] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4", NULL};
+    "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", "mtp_layers",
+    "quantized_layers", NULL};
+static const char *const WQUANTS[] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4", "mxfp4", NULL};
+static const char *const QLAYERS[] = {"all", "experts", NULL};
 
 static int invalid(scn_ctx *c, const scn_node *at, const char *path, const char *key, const char *msg)
 {
@@ -73,7 +75,7 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
      * "Quantised weights"). */
     static const scn_wquant DEF_Q[SCN_DTYPE_COUNT] = {SCN_WQ_NONE, SCN_WQ_NONE, SCN_WQ_NONE, SCN_WQ_PER_TENSOR,
                                                      SCN_WQ_PER_CHANNEL, SCN_WQ_AWQ, SCN_WQ_NVFP4};
-    static const int DEF_G[SCN_WQ_COUNT] = {0, 0, 128, 0, 128, 128, 16};
+    static const int DEF_G[SCN_WQ_COUNT] = {0, 0, 128, 0, 128, 128, 16, 32};
     int q = (int)DEF_Q[o->weight_dtype];
     if (scn_get_enum(c, m, path, "weight_quant", WQUANTS, &q)) return -1;
     o->weight_quant = (scn_wquant)q;
@@ -83,6 +85,11 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
     if (sixteen != (o->weight_quant == SCN_WQ_NONE))
         return invalid(c, m, path, scn_has(m, "weight_quant") ? "weight_quant" : "weight_dtype",
                        "weight_quant none goes with fp32/fp16/bf16 weights, and quantised dtypes need a layout");
+    int ql = 0;
+    if (scn_get_enum(c, m, path, "quantized_layers", QLAYERS, &ql)) return -1;
+    o->quant_experts_only = ql == 1;
+    if (o->quant_experts_only && (!o->experts || o->weight_quant == SCN_WQ_NONE))
+        return invalid(c, m, path, "quantized_layers", "experts needs a model with experts and a quantised weight_dtype");
     o->sliding_layers = o->sliding_window ? o->layers : 0;
     if (scn_get_int(c, m, path, "sliding_layers", 0, o->layers, &o->sliding_layers)) return -1;
     if (scn_has(m, "sliding_layers") && !o->sliding_window)

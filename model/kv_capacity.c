@@ -132,7 +132,8 @@ kv_capacity kv_capacity_spec(const scn_scenario *s, const kv_cache_cfg *c0, int 
     /* With expert parallelism a GPU holds its share of the routed experts, not all of them
      * (kv_moe_parallel.h): the budget is one DP rank's, on each of its GPUs. */
     k.weights = kv_moe_parallel_on(s) ? kv_moe_memory_compute(s, c0).weights
-                                      : kv_weights_compute(m, tp).bytes_per_rank + kv_mla_absorbed_bytes(s, m);
+                                      : kv_weights_compute(m, tp).bytes_per_rank + kv_mla_absorbed_bytes(s, m) +
+                                            kv_weights_engine_extra(s);
     kv_mem_split ms = kv_memory_split(s, k.weights, kv_activation_bytes(m, tp, d->max_num_batched_tokens, d->max_num_seqs));
     k.usable = ms.usable;
     k.activation = ms.activation;

@@ -496,6 +496,16 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         g.dt == SCN_DTYPE_FP8 && kv_block_fp8_applies(hw, e->block_fp8))
         g.bf8 = e->block_fp8;
     r.gemm_dtype = g.dt;
+    /* An experts-only checkpoint (gpt-oss's MXFP4) keeps attention in 16-bit: its projections
+     * stream 16-bit weights and run 16-bit math. */
+    gemm_ctx ga = g;
+    if (m->quant_experts_only) {
+        ga.dt = SCN_DTYPE_BF16;
+        ga.peak = kv_compute_rate(hw, SCN_DTYPE_BF16);
+        ga.wb = kw.bytes_per_other;
+        ga.wo = WO_NONE;
+        ga.bf8 = SCN_BF8_NATIVE;
+    }
 
     if (T > 0) {
         add(&r.op[KV_OP_EMBED], 0, 2.0 * T * h * AB, 1);
@@ -510,10 +520,10 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             double qk = m->qk_nope_head_dim + m->qk_rope_head_dim;
             double kv_a = m->kv_lora_rank + m->qk_rope_head_dim;
             if (m->q_lora_rank > 0) {
-                gemm(&r.op[KV_OP_QKV], &g, m->q_lora_rank + kv_a, h, L, 1);
-                gemm(&r.op[KV_OP_QKV], &g, H * qk / tp, m->q_lora_rank, L, 1);
+                gemm(&r.op[KV_OP_QKV], &ga, m->q_lora_rank + kv_a, h, L, 1);
+                gemm(&r.op[KV_OP_QKV], &ga, H * qk / tp, m->q_lora_rank, L, 1);
             } else {
-                gemm(&r.op[KV_OP_QKV], &g, H * qk / tp + kv_a, h, L, 1);
+                gemm(&r.op[KV_OP_QKV], &ga, H * qk / tp + kv_a, h, L, 1);
             }
             add(&r.op[KV_OP_QKV], 0, 0, L);   /* rotary */
             /* The latents are normalised before they are expanded or cached (kv_a_layernorm,
@@ -525,14 +535,14 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             o_in = H * m->v_head_dim / tp;
         } else {
             q_out = (H / tp + 2.0 * kv_heads_per_rank(m, tp)) * m->head_dim;
-            gemm(&r.op[KV_OP_QKV], &g, q_out, h, L, 1);
+            gemm(&r.op[KV_OP_QKV], &ga, q_out, h, L, 1);
             /* Rotary: a kernel that reads and writes the new tokens' query and key heads
              * (vLLM's and SGLang's rotary_embedding in place; TensorRT-LLM's QKV preprocessing
              * inside its attention plugin), after the GEMM that produced them. */
             add_serial(&r.op[KV_OP_QKV], 2.0 * T * (H / tp + kv_heads_per_rank(m, tp)) * m->head_dim * AB * L, L);
             o_in = H * m->head_dim / tp;
         }
-        gemm(&r.op[KV_OP_OUT_PROJ], &g, h, o_in, L, 1);
+        gemm(&r.op[KV_OP_OUT_PROJ], &ga, h, o_in, L, 1);
 
         /* MLP: gate|up GEMM, activation, down GEMM. Activation traffic: x in, gate|up out and
          * back in (4I), product out and back in (2I), y out. */

@@ -2,6 +2,8 @@
  * parallelism. Derivation: docs/cost-model.md, "Weights". */
 #include "kv_model.h"
 
+#include <math.h>
+
 /* Attention parameters of one layer. */
 static double attn_params(const scn_model *m)
 {
@@ -46,9 +48,13 @@ kv_weights kv_weights_compute(const scn_model *m, int tp)
     }
     w.params_total = w.params_embedding + w.params_attention + w.params_norm + w.params_mlp;
     w.params_active = w.params_embedding + w.params_attention + w.params_norm + mlp_active;
-    /* Quantised checkpoints keep the embedding, LM head, norms and MoE routers in 16-bit. */
+    /* Quantised checkpoints keep the embedding, LM head, norms and MoE routers in 16-bit; an
+     * experts-only checkpoint (gpt-oss's MXFP4) its attention and dense MLPs as well. */
     double router = m->experts > 0 ? (double)(m->layers - m->dense_layers) * h * m->experts : 0;
     w.params_linear = w.params_total - w.params_embedding - w.params_norm - router;
+    if (m->quant_experts_only && m->experts > 0)
+        w.params_linear = (double)(m->layers - m->dense_layers) * mlp_params(m, m->moe_intermediate) *
+                          (m->experts + m->shared_experts);
     w.bytes_per_linear = kv_weight_bytes_per_param(m);
     w.bytes_per_other = m->weight_quant == SCN_WQ_NONE ? scn_dtype_bytes(m->weight_dtype) : 2.0;
     w.bytes_total = w.params_linear * w.bytes_per_linear + (w.params_total - w.params_linear) * w.bytes_per_other;
@@ -69,6 +75,7 @@ double kv_weight_bytes_per_param(const scn_model *m)
     case SCN_WQ_AWQ:
     case SCN_WQ_GPTQ: return b + (2.0 + 0.5) / g;         /* fp16 scale + packed 4-bit zero per group */
     case SCN_WQ_NVFP4: return b + 1.0 / g;                /* an fp8 (e4m3) scale per 16 elements */
+    case SCN_WQ_MXFP4: return b + 1.0 / g;                /* an 8-bit (e8m0) scale per 32 elements */
     case SCN_WQ_COUNT: break;
     }
     return b;
@@ -90,4 +97,22 @@ void kv_model_set_wformat(scn_model *m, const scn_wformat *f)
     m->weight_dtype = f->dtype;
     m->weight_quant = f->quant;
     m->weight_group = f->group_size;
+}
+
+static double round_up(double x, double to) { return ceil(x / to) * to; }
+
+double kv_weights_engine_extra(const scn_scenario *s)
+{
+    const scn_model *m = &s->model;
+    int tp = s->deployment.tensor_parallel < 1 ? 1 : s->deployment.tensor_parallel;
+    /* MXFP4 experts on a GPU without fp4 math, repacked for Marlin: vLLM pads each rank's expert
+     * width to a multiple of 128 and the hidden size to a multiple of 256 (the MoE Marlin kernel
+     * needs n % 256 and k % 128 of both GEMMs), keeping 4-bit values and one scale byte per 32.
+     * Derivation: docs/cost-model.md, "MXFP4 experts as engines store them". */
+    if (m->weight_quant != SCN_WQ_MXFP4 || m->experts <= 0 || s->engine.mxfp4_layout != SCN_MX_MARLIN ||
+        s->hardware.flops[SCN_DTYPE_FP4] > 0)
+        return 0;
+    double I = (double)m->moe_intermediate / tp, h = m->hidden;
+    double per_expert = 3.0 * (round_up(I, 128) * round_up(h, 256) - I * h);
+    return per_expert * (m->experts + m->shared_experts) * (m->layers - m->dense_layers) * kv_weight_bytes_per_param(m);
 }

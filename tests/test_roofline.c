@@ -54,6 +54,22 @@ START_TEST(decode_reads_weights_once_plus_kv)
 }
 END_TEST
 
+/* gpt-oss keeps attention in bf16 while its experts are MXFP4 (config.json quantization_config):
+ * a batch-1 decode step reads the attention projections at 2 B a weight, 36 * (2880 * 5120 +
+ * 4096 * 2880) * 2 = 1910292480 B, not at the experts' 0.53125 B. Activations and the rotary
+ * kernel's traffic are a few hundred KB at batch 1. */
+START_TEST(experts_only_checkpoint_reads_attention_in_bf16)
+{
+    ideal("gpt-oss-120b");
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 100};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double attn = 36.0 * (2880.0 * 5120 + 4096.0 * 2880) * 2;
+    double got = r.op[KV_OP_QKV].bytes + r.op[KV_OP_OUT_PROJ].bytes;
+    ck_assert_msg(got >= attn && got < attn * 1.005, "attention projections read %.6g B, weights %.6g B", got, attn);
+}
+END_TEST
+
 START_TEST(prefill_is_two_flops_per_parameter_per_token)
 {
     ideal("llama-3-8b");
@@ -474,6 +490,7 @@ Suite *suite_roofline(void)
     Suite *su = suite_create("roofline");
     TCase *tc = tcase_create("step");
     tcase_add_test(tc, decode_reads_weights_once_plus_kv);
+    tcase_add_test(tc, experts_only_checkpoint_reads_attention_in_bf16);
     tcase_add_test(tc, prefill_is_two_flops_per_parameter_per_token);
     tcase_add_test(tc, prefill_elementwise_kernels_add_to_the_gemms);
     tcase_add_test(tc, attention_flops_match_brute_force_with_windows);

@@ -3,6 +3,7 @@
 #include "../model/kv_model.h"
 
 #include <math.h>
+#include <string.h>
 
 static scn_scenario s;
 
@@ -71,6 +72,77 @@ START_TEST(tied_embeddings_counted_once)
 }
 END_TEST
 
+/* gpt-oss-120b's checkpoint (config.json quantization_config): the routed experts in MXFP4, 4-bit
+ * values plus one e8m0 scale byte per 32 (0.53125 B a weight); attention, router, embedding and
+ * LM head in bf16. Hand sums: experts 128 * 3 * 2880 * 2880 * 36 = 114661785600 parameters;
+ * attention a layer 2880 * (4096 + 2 * 512) + 4096 * 2880 + 5120 biases = 26547200, x 36 =
+ * 955699200; routers 2880 * 128 * 36 = 13271040; embedding + LM head 2 * 201088 * 2880 =
+ * 1158266880; norms 2 * 2880 * 36 + 2880 = 210240. */
+START_TEST(gpt_oss_experts_only_mxfp4)
+{
+    t_library("gpt-oss-120b", "h100-sxm", &s);
+    kv_weights w = kv_weights_compute(&s.model, 1);
+    double experts = 114661785600.0, other = 955699200.0 + 13271040.0 + 1158266880.0 + 210240.0;
+    ck_assert(w.params_total == experts + other);
+    ck_assert(w.params_linear == experts);
+    ck_assert(w.bytes_per_linear == 0.53125);
+    /* 60914073600 B of experts + 4254894720 B of bf16 = 65168968320 B. */
+    ck_assert(w.bytes_total == experts * 0.53125 + other * 2);
+    ck_assert(w.bytes_total == 65168968320.0);
+    /* The model card's 116.83B total also counts the experts' biases, 128 * (5760 + 2880) * 36 =
+     * 39813120, and the output projections' 2880 * 36, which kvplan leaves out: within 0.05 %. */
+    ck_assert_msg(fabs((w.params_total + 39813120.0 + 103680.0) / 116.83e9 - 1) < 0.0005, "%.6g", w.params_total);
+}
+END_TEST
+
+/* vLLM 0.10.x on Hopper (no fp4 math) runs the MXFP4 experts weight-only through Marlin and pads
+ * them for it (vllm-project/vllm@007d5005 mxfp4.py, create_weights: the expert width per rank to a
+ * multiple of 128, the hidden size to 256): 2880 -> 2944 and 3072 at TP 1. Hand sum: 128 * 36 *
+ * 3 * 2944 * 3072 * 0.53125 = 66418900992 B of experts + 4254894720 B of bf16 = 70673795712 B
+ * (65.820 GiB). vLLM issue #23278's log (v0.10.1, one H100, "Weight-only FP4 compression will be
+ * used leveraging the Marlin kernel"): "Model loading took 65.9651 GiB". What kvplan leaves out is
+ * all additive: the experts' biases, 128 * (2 * 2944 + 3072) * 36 * 2 B = 0.077 GiB, the rotary
+ * table, 131072 positions * 64 * 4 B = 0.031 GiB, and the output projections' biases and the
+ * attention sinks (under 1 MiB): 0.109 GiB, so the log lies 0 to 0.15 GiB above kvplan's count. */
+START_TEST(gpt_oss_marlin_layout_matches_vllm_log)
+{
+    t_library_engine("gpt-oss-120b", "h100-sxm", "vllm", &s);
+    const double GiB = 1073741824.0;
+    double extra = kv_weights_engine_extra(&s);
+    ck_assert(extra == 128.0 * 36 * 3 * (2944.0 * 3072 - 2880.0 * 2880) * 0.53125);
+    double weights = kv_weights_compute(&s.model, 1).bytes_per_rank + extra;
+    ck_assert(weights == 70673795712.0);
+    double log = 65.9651 * GiB;
+    ck_assert_msg(log - weights > 0 && log - weights < 0.15 * GiB, "%.4f GiB", weights / GiB);
+    /* The capacity path charges the same. */
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
+    ck_assert(k.weights == weights);
+    /* TP 2: 1440 -> 1536 per rank, hidden 3072: 128 * 36 * 3 * 1536 * 3072 * 0.53125 B. */
+    s.deployment.tensor_parallel = 2;
+    ck_assert(kv_weights_engine_extra(&s) == 128.0 * 36 * 3 * (1536.0 * 3072 - 1440.0 * 2880) * 0.53125);
+    /* A GPU with fp4 math, or an engine that keeps the checkpoint's layout: nothing added. */
+    s.engine.mxfp4_layout = SCN_MX_CHECKPOINT;
+    ck_assert(kv_weights_engine_extra(&s) == 0);
+    t_library_engine("gpt-oss-120b", "h100-sxm", "sglang", &s);
+    ck_assert(kv_weights_engine_extra(&s) == 0);
+}
+END_TEST
+
+/* `quantized_layers: experts` on a dense model is a located error. */
+START_TEST(experts_only_needs_experts)
+{
+    static scn_scenario sc;
+    scn_error e;
+    scn_status st = t_load("model: {extends: llama-3-8b, weight_dtype: fp4, weight_quant: mxfp4, quantized_layers: experts}\n"
+                           "hardware: h100-sxm\nworkload: {requests: 10, arrival: {process: poisson, rate: 1/s}, "
+                           "prompt_tokens: 100, output_tokens: 10}\n", NULL, 0, &sc, &e);
+    ck_assert_int_eq(st, SCN_E_DATA);
+    ck_assert_int_eq(e.line, 1);
+    ck_assert_msg(strstr(e.path, "quantized_layers") != NULL, "%s", e.path);
+}
+END_TEST
+
 Suite *suite_weights(void)
 {
     Suite *su = suite_create("weights");
@@ -80,6 +152,9 @@ Suite *suite_weights(void)
     tcase_add_test(tc, deepseek_v2_lite_mla_moe);
     tcase_add_test(tc, tensor_parallel_shards_all_but_norms);
     tcase_add_test(tc, tied_embeddings_counted_once);
+    tcase_add_test(tc, gpt_oss_experts_only_mxfp4);
+    tcase_add_test(tc, gpt_oss_marlin_layout_matches_vllm_log);
+    tcase_add_test(tc, experts_only_needs_experts);
     suite_add_tcase(su, tc);
     return su;
 }
