@@ -1176,8 +1176,11 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
     if (o->kv_blocks_override > 0) return o->kv_blocks_override;
     if (got > 0) return got;
     kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
-    snprintf(err, n, "the model does not fit: weights (a speculative proposer's included), activations and runtime leave "
-             "%.2f GiB for the KV cache",
+    /* Led by the field a user would change, so the caller can locate it (scn_locate.h): the
+     * tensor-parallel size divides the weights (memory's advice names it too). */
+    snprintf(err, n, "deployment.tensor_parallel: the model does not fit at tensor_parallel %d: weights (a speculative "
+             "proposer's included), activations and runtime leave %.2f GiB for the KV cache",
+             s->deployment.tensor_parallel,
              kv_spec_pool_size(s, &cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, kv_spec_get(s, c->spec)).kv_budget /
                  1073741824.0);
     return -1;

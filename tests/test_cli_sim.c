@@ -143,6 +143,17 @@ START_TEST(simulate_failures)
     ck_assert_int_eq(run("simulate %s --no-db --set 'workload={arrival: {process: trace, trace: /nonexistent.csv}}'", sc), 66);
     ck_assert_int_eq(run("simulate %s --no-db --set model=llama-3-70b --set hardware=rtx-4090", sc), 65);
     ck_assert_msg(strstr(err, "does not fit"), "%s", err);
+    /* Located at the field a user would change: tensor_parallel's value on line 4 starts at
+     * column 31 ("deployment: {tensor_parallel: " is 30 characters). Llama-3-70B's 131 GiB of
+     * bf16 weights cannot fit one 80 GB GPU. */
+    char nf[600], want[700];
+    snprintf(nf, sizeof nf, "%s", t_write("nofit.yaml", "name: nofit\nmodel: llama-3-70b\nhardware: h100-sxm\n"
+                                          "deployment: {tensor_parallel: 1}\nworkload:\n  requests: 10\n"
+                                          "  arrival: {process: poisson, rate: 1/s}\n  prompt_tokens: 512\n  output_tokens: 64\n"));
+    ck_assert_int_eq(run("simulate %s --no-db", nf), 65);
+    snprintf(want, sizeof want, "%s:4:31: deployment.tensor_parallel: the model does not fit at tensor_parallel 1:", nf);
+    ck_assert_msg(strstr(err, want), "want '%s' in: %s", want, err);
+    ck_assert(out[0] == 0);
     /* capacity on the same infeasible deployment: not an empty table with exit 0, but the
      * reason simulate gives and its data-error exit code. */
     ck_assert_int_eq(run("capacity %s --no-db --set model=llama-3-70b --set hardware=rtx-4090 "
