@@ -156,6 +156,14 @@ double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double e
     return eff < 1 ? eff : 1;
 }
 
+double kv_moe_grouped_layer_inverse(const scn_hardware *hw, double tokens, double experts, double k, double h, double I,
+                                    scn_dtype dt, double weight_bytes)
+{
+    double e1 = kv_moe_grouped_efficiency(hw, tokens, experts, k, 2.0 * I, h, dt, weight_bytes);
+    double e2 = kv_moe_grouped_efficiency(hw, tokens, experts, k, h, I, dt, weight_bytes);
+    return 2.0 / 3.0 / e1 + 1.0 / 3.0 / e2;
+}
+
 kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype,
                                       double weight_bytes, double T, double E, double k, double h, double I)
 {

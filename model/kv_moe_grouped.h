@@ -23,6 +23,13 @@ double kv_binomial_expected_tiles(double n, double q, double tile);
 double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double experts, double k, double N, double K,
                                  scn_dtype dt, double weight_bytes);
 
+/* The two grouped GEMMs of a routed-expert layer (gate|up: N = 2I over K = h, two thirds of its
+ * flops; down: N = h over K = I, one third) as one figure: dense-rate seconds per flop are
+ * this / kv_compute_rate, i.e. 2/3 / eff(gate|up) + 1/3 / eff(down), each eff from
+ * kv_moe_grouped_efficiency (the layer's share of the dense rate is its inverse). */
+double kv_moe_grouped_layer_inverse(const scn_hardware *hw, double tokens, double experts, double k, double h, double I,
+                                    scn_dtype dt, double weight_bytes);
+
 /* 16-bit activation bytes a fused-MoE layer under the CUTLASS family (TensorRT-LLM's MoE) moves
  * for T tokens each sent to k of E experts of hidden size h and (per GPU) intermediate size I: `gemm`,
  * what the two grouped GEMMs read and write (the router's input included), which streams under

@@ -329,12 +329,9 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
             /* CUTLASS grouped GEMMs over the rank's local experts, as the step model's fused-MoE
              * op prices them (kv_moe_grouped.h): each token sends rows / tokens of its k picks
              * here, spread over the local experts; the layer's data-movement kernels run alone. */
-            double local = 0;
-            for (int i = rk; i < m->experts; i += ep) local++;
+            double local = (m->experts - rk + ep - 1) / ep;   /* experts rk, rk + ep, ... */
             double kl = rows / tokens, dense = kv_compute_rate(hw, dt);
-            double e1 = kv_moe_grouped_efficiency(hw, tokens, local, kl, 2.0 * I, h, dt, wb);
-            double e2 = kv_moe_grouped_efficiency(hw, tokens, local, kl, h, I, dt, wb);
-            tc = dense > 0 ? flops * (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2) / dense : 0;
+            tc = dense > 0 ? flops * kv_moe_grouped_layer_inverse(hw, tokens, local, kl, h, I, dt, wb) / dense : 0;
             kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, kl, h, I);
             tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;
             ts = bw > 0 ? mv.serial / bw : 0;

@@ -603,10 +603,9 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                  * experts' tiles in one set of waves (kv_moe_grouped_efficiency): gate|up holds
                  * two thirds of the flops, down one third. */
                 double dense = kv_compute_rate(hw, g.dt);
-                double e1 = kv_moe_grouped_efficiency(hw, g.M, E, k, 2.0 * I, h, g.dt, kw.bytes_per_linear);
-                double e2 = kv_moe_grouped_efficiency(hw, g.M, E, k, h, I, g.dt, kw.bytes_per_linear);
-                t_routed = dense > 0 ? routed * (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2) / dense : 0;
-                eff = 1.0 / (2.0 / 3.0 / e1 + 1.0 / 3.0 / e2);
+                double inv = kv_moe_grouped_layer_inverse(hw, g.M, E, k, h, I, g.dt, kw.bytes_per_linear);
+                t_routed = dense > 0 ? routed * inv / dense : 0;
+                eff = 1.0 / inv;
             }
             mlp->t_compute += g.peak > 0 && t_routed > 0 ? (t_routed + (flops - routed) / (g.peak * kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt))) * g.M / T : 0;
             mlp->efficiency = eff;
