@@ -250,6 +250,13 @@ static void map_insert(sim_kv *kv, uint64_t h, int32_t b)
     kv->map[i].val = b;
 }
 
+/* A block hash just registered: the watched request's first missing block, if it is that one
+ * (sim_kv_watch). Both insertion paths, map_put and map_put_new, call it. */
+static inline void note_registered(sim_kv *kv, uint64_t h)
+{
+    if (kv->w_has_missing && h == kv->w_missing) kv->w_fired |= SIM_KV_WATCH_COMMIT;
+}
+
 /* Registers h -> b, doubling the table first if it would pass half full; -1 on out of memory
  * (the block then simply stays unregistered). */
 static int map_put(sim_kv *kv, uint64_t h, int32_t b)
@@ -267,7 +274,7 @@ static int map_put(sim_kv *kv, uint64_t h, int32_t b)
         free(om);
     }
     map_insert(kv, h, b);
-    if (kv->w_has_missing && h == kv->w_missing) kv->w_fired |= SIM_KV_WATCH_COMMIT;
+    note_registered(kv, h);
     return 0;
 }
 
@@ -281,7 +288,7 @@ static int map_put_new(sim_kv *kv, uint64_t h, int32_t b)
         if (kv->map[i].key == h) return 1;
     if (2 * (kv->n_cached + 1) > kv->mask + 1) return map_put(kv, h, b);
     kv->ver++;
-    if (kv->w_has_missing && h == kv->w_missing) kv->w_fired |= SIM_KV_WATCH_COMMIT;
+    note_registered(kv, h);
     kv->map[i].key = h;
     kv->map[i].val = b;
     return 0;
