@@ -120,6 +120,10 @@ double kv_tinygemm_bytes_per_param(double group);
  * with the published shape's tile quantisation taken out, times this shape's. 0 = not priced
  * apart (NATIVE, or no published figure for this GPU generation). */
 double kv_block_fp8_rate(const scn_hardware *hw, scn_block_fp8 k, double M, double N, double K);
+/* kv_block_fp8_rate before any shape's tiles: the family's share of the fp8 datasheet rate (the
+ * published rate over the published shape's tile efficiency, at most 1) times that rate, the rate
+ * per unit of tile-padded work. 0 where kv_block_fp8_rate is. */
+double kv_block_fp8_peak_rate(const scn_hardware *hw, scn_block_fp8 k);
 /* Whether kv_block_fp8_rate prices family k on this GPU (a published rate, Hopper, fp8 math). */
 bool kv_block_fp8_applies(const scn_hardware *hw, scn_block_fp8 k);
 /* The share of the SMs a block-fp8 GEMM's CTAs occupy: ceil(M / 64) x ceil(N / 128) CTAs, K not

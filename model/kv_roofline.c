@@ -602,7 +602,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                 /* CUTLASS grouped GEMMs: each expert's rows padded to the tile on their own, all
                  * experts' tiles in one set of waves (kv_moe_grouped_efficiency): gate|up holds
                  * two thirds of the flops, down one third. */
-                double dense = kv_compute_rate(hw, g.dt);
+                double dense = kv_moe_grouped_rate(hw, e, m, g.dt);
                 double inv = kv_moe_grouped_layer_inverse(hw, g.M, E, k, h, I, g.dt, kw.bytes_per_linear);
                 t_routed = dense > 0 ? routed * inv / dense : 0;
                 eff = 1.0 / inv;
