@@ -4,6 +4,7 @@
 #include "cli_spec.h"
 #include "../model/kv_blocks.h"
 #include "../model/kv_model.h"
+#include "../model/kv_moe_grouped.h"
 #include "../model/kv_moe_parallel.h"
 #include "../model/kv_spec.h"
 
@@ -169,8 +170,13 @@ int cmd_cost(int argc, char **argv)
                    s.engine.moe_kernel == SCN_MOE_KERNEL_TRITON && s.hardware.arch == SCN_ARCH_HOPPER
                        ? "Triton fused-MoE rate (0.45 of the bf16 peak x shape)"
                    : s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS
-                       ? "CUTLASS grouped GEMMs: dense rate x per-expert tiles; expand, activation, finalize kernels"
+                       ? "CUTLASS grouped GEMMs: the rate below x per-expert tiles; expand, activation, finalize kernels"
                        : "dense GEMM rate x shape");
+    /* The rate the CUTLASS family's grouped GEMMs run at per padded flop (block-scaled fp8
+     * experts: the block family's, docs/cost-model.md, "Block-scaled fp8 GEMMs"). */
+    if (s.model.experts > 0 && s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS)
+        out_kv_num(d, "moe_grouped_rate_per_s", "routed-expert GEMM rate (per second)",
+                   kv_moe_grouped_rate(&s.hardware, &s.engine, &s.model, st.gemm_dtype), OUT_FLOPS);
 
     static const out_col cols[] = {
         {"op", "op", OUT_STR},
