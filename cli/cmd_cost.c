@@ -3,6 +3,7 @@
 #include "cli_moe.h"
 #include "cli_spec.h"
 #include "../model/kv_blocks.h"
+#include "../model/kv_mla.h"
 #include "../model/kv_model.h"
 #include "../model/kv_moe_grouped.h"
 #include "../model/kv_moe_parallel.h"
@@ -165,6 +166,15 @@ int cmd_cost(int argc, char **argv)
                    s.engine.mla_expanded ? "ordinary attention over the expanded per-head K/V cache (engine mla.cache)"
                    : st.mla_absorbed     ? "absorbed weights over the latent cache"
                                          : "none in this step");
+    /* Which kernel decodes the latent attention, and so its query tile (kv_mla_decode_tile_rows)
+     * and kernel count (kv_mla_decode_kernels). */
+    if (s.model.kv_lora_rank > 0 && !s.engine.mla_expanded && st.mla_absorbed)
+        out_kv_str(d, "mla_decode_kernel", "MLA decode kernel",
+                   kv_mla_decode_tile_rows(&s.hardware, &s.engine, 1) == 1
+                       ? "no tile figure (heads unpadded)"
+                   : kv_mla_decode_kernels(&s.hardware, &s.engine) == 2
+                       ? "FlashMLA: 64-row tiles over the rank's heads, split-KV + combine kernels"
+                       : "FA3 MLA path: 64-row tiles over the rank's heads");
     if (s.model.experts > 0)
         out_kv_str(d, "moe_kernel", "routed-expert GEMMs",
                    s.engine.moe_kernel == SCN_MOE_KERNEL_TRITON && s.hardware.arch == SCN_ARCH_HOPPER

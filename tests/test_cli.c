@@ -213,7 +213,16 @@ START_TEST(cost_prints_every_term)
     st = json_object_get(root, "step");
     double rate = json_number_value(json_object_get(st, "moe_grouped_rate_per_s"));
     ck_assert_msg(fabs(rate / (969.8e12 * 4620.0 / 4608.0) - 1) < 1e-9, "%g", rate);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "mla_decode_kernel")), "no tile figure (heads unpadded)");
     json_decref(root);
+    /* The MLA decode kernel is named: SGLang's FA3 path, vLLM's FlashMLA (docs/cost-model.md,
+     * "Attention kernels"). */
+    ck_assert_int_eq(run("cost %s --batch 8 --context 1024 --set model=deepseek-r1 --set hardware=h200 "
+                         "--set engine=sglang --set deployment.tensor_parallel=8", chat()), 0);
+    ck_assert_msg(strstr(out, "FA3 MLA path: 64-row tiles"), "%s", out);
+    ck_assert_int_eq(run("cost %s --batch 8 --context 1024 --set model=deepseek-r1 --set hardware=h200 "
+                         "--set engine=vllm --set deployment.tensor_parallel=8", chat()), 0);
+    ck_assert_msg(strstr(out, "FlashMLA: 64-row tiles") && strstr(out, "split-KV + combine"), "%s", out);
 }
 END_TEST
 
