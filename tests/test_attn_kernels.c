@@ -171,6 +171,24 @@ START_TEST(mla_decode_pads_heads_to_fa3_tiles_under_sglang)
 }
 END_TEST
 
+/* TensorRT-LLM's PyTorch backend decodes DeepSeek-V3/R1's MLA with FlashMLA, "enabled
+ * automatically" (its DeepSeek-V3 README): its profile names it (`mla: {decode: flashmla}`) though
+ * its attention family is its own, so on Hopper the heads pad to 64 rows and the decode is two
+ * kernels; on Blackwell (its trtllm-gen kernels) neither applies. */
+START_TEST(trtllm_decodes_mla_with_flashmla)
+{
+    load("deepseek-r1", "h200", "trtllm");
+    ck_assert_int_eq(s.engine.mla_decode, SCN_MLA_DECODE_FLASHMLA);
+    ck_assert_int_eq(s.engine.attn_kernel, SCN_AK_TRTLLM);
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 64);
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 128), 128);
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 2);
+    s.hardware.arch = SCN_ARCH_BLACKWELL;
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 16);
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 1);
+}
+END_TEST
+
 /* FA2 decode rows (PyTorch SDPA, 32 query heads folded over 8 KV heads, d 128) measured on
  * H200: validation/h200-2026-11-30/attn.csv (graph replay) and attn-tiles.csv (a second
  * session, CUDA events). The batch-1 rows are left out: their 4-16 MiB of K/V are served by the
@@ -398,6 +416,7 @@ Suite *suite_attn_kernels(void)
     tcase_add_test(tc, decode_matches_the_measured_h200_fa2_rows);
     tcase_add_test(tc, mla_decode_pads_heads_to_flashmla_tiles);
     tcase_add_test(tc, mla_decode_pads_heads_to_fa3_tiles_under_sglang);
+    tcase_add_test(tc, trtllm_decodes_mla_with_flashmla);
     tcase_add_test(tc, prefill_tail_formula_matches_list_scheduling);
     tcase_add_test(tc, prefill_matches_the_measured_h200_fa2_rows);
     tcase_add_test(tc, prefill_shape_follows_the_fa3_paper);

@@ -213,7 +213,8 @@ START_TEST(cost_prints_every_term)
     st = json_object_get(root, "step");
     double rate = json_number_value(json_object_get(st, "moe_grouped_rate_per_s"));
     ck_assert_msg(fabs(rate / (969.8e12 * 4620.0 / 4608.0) - 1) < 1e-9, "%g", rate);
-    ck_assert_str_eq(json_string_value(json_object_get(st, "mla_decode_kernel")), "no tile figure (heads unpadded)");
+    ck_assert_str_eq(json_string_value(json_object_get(st, "mla_decode_kernel")),
+                     "FlashMLA: 64-row tiles over the rank's heads, split-KV + combine kernels");
     json_decref(root);
     /* The MLA decode kernel is named: SGLang's FA3 path, vLLM's FlashMLA (docs/cost-model.md,
      * "Attention kernels"). */
@@ -223,6 +224,10 @@ START_TEST(cost_prints_every_term)
     ck_assert_int_eq(run("cost %s --batch 8 --context 1024 --set model=deepseek-r1 --set hardware=h200 "
                          "--set engine=vllm --set deployment.tensor_parallel=8", chat()), 0);
     ck_assert_msg(strstr(out, "FlashMLA: 64-row tiles") && strstr(out, "split-KV + combine"), "%s", out);
+    ck_assert_int_eq(run("cost %s --batch 8 --context 1024 --set model=deepseek-r1 --set hardware=a100-80g "
+                         "--set engine=vllm --set deployment.tensor_parallel=8 --set model.weight_dtype=bf16 "
+                         "--set model.weight_quant=none", chat()), 0);
+    ck_assert_msg(strstr(out, "no tile figure (heads unpadded)"), "%s", out);
 }
 END_TEST
 
