@@ -861,6 +861,8 @@ static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double at
     }
     r.bound = KV_BOUND_MEMORY;
     for (int b = 0; b < 4; b++) if (by[b] > by[r.bound]) r.bound = (kv_bound)b;
+    /* A step whose host walk outlasts its kernels waits on the host, whatever its ops hold. */
+    if (r.host_seconds > r.gpu_seconds) r.bound = KV_BOUND_OVERHEAD;
     return r;
 }
 

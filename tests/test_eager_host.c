@@ -65,6 +65,7 @@ START_TEST(short_prefill_waits_for_the_walk)
     ck_assert_msg(r.gpu_seconds < WALK_8B, "GPU %.6g s should be under the walk", r.gpu_seconds);
     ck_assert_double_eq_tol(r.seconds, WALK_8B + r.cpu_seconds, 1e-12);
     ck_assert_double_eq_tol(r.op[KV_OP_STEP].seconds, r.cpu_seconds + WALK_8B - r.gpu_seconds, 1e-12);
+    ck_assert_int_eq(r.bound, KV_BOUND_OVERHEAD);   /* the host binds, not the weights' stream */
     /* One step ahead (the current sglang profile): max(GPU, scheduling + walk). */
     r = prefill_step("sglang", 16, &s);
     ck_assert_double_eq_tol(r.seconds, fmax(r.gpu_seconds, r.cpu_seconds + WALK_8B), 1e-12);
@@ -82,6 +83,7 @@ START_TEST(long_prefill_hides_the_walk)
     kv_step_cost r = prefill_step("sglang-v0.3", 4096, &s);
     ck_assert(r.gpu_seconds > 3 * WALK_8B);
     ck_assert_double_eq_tol(r.seconds, r.gpu_seconds + r.cpu_seconds, 1e-12);
+    ck_assert_int_eq(r.bound, KV_BOUND_COMPUTE);
 }
 END_TEST
 
