@@ -580,8 +580,12 @@ void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *
  * goes with it: `budget` is the deployment's current default, returned unchanged when
  * `budget_given` (the scenario set max_num_batched_tokens), else the long-context budget when
  * chunking for a long context, else at least max_model_len when not chunking and the profile
- * says at_least_max_model_len. docs/cost-model.md, "Engine profiles", "vLLM V0 batch defaults". */
-bool scn_engine_chunks(const scn_engine *e, const scn_model *m, int max_model_len, bool budget_given, int *budget);
+ * says at_least_max_model_len. Under multi-step scheduling (`multi_step`) a long context does not
+ * split prompts (vLLM's SchedulerConfig, "Multi-step Chunked-Prefill doesn't allow
+ * prompt-chunking for now": max(max_model_len, 2048)), which kvplan runs unchunked.
+ * docs/cost-model.md, "Engine profiles", "vLLM V0 batch defaults". */
+bool scn_engine_chunks(const scn_engine *e, const scn_model *m, int max_model_len, bool multi_step, bool budget_given,
+                       int *budget);
 /* The device memory the CUDA runtime reports and the engines see: memory - memory_reserved. */
 double scn_hw_cuda_memory(const scn_hardware *h);
 

@@ -208,7 +208,8 @@ static int bind_long_context(scn_ctx *c, const scn_node *cp, const char *path, s
     return scn_get_int(c, l, p, "max_num_batched_tokens", 1, 1000000000, &e->chunk_long_budget);
 }
 
-bool scn_engine_chunks(const scn_engine *e, const scn_model *m, int max_model_len, bool budget_given, int *budget)
+bool scn_engine_chunks(const scn_engine *e, const scn_model *m, int max_model_len, bool multi_step, bool budget_given,
+                       int *budget)
 {
     bool mla = m->kv_lora_rank > 0;
     if (mla && e->unchunked_mla) {
@@ -216,7 +217,11 @@ bool scn_engine_chunks(const scn_engine *e, const scn_model *m, int max_model_le
         return false;
     }
     if (e->chunked_prefill) return true;
-    if (e->chunk_above_len > 0 && max_model_len > e->chunk_above_len && !(m->sliding_window > 0 && m->sliding_layers > 0)) {
+    /* Multi-step runs do not split prompts (vLLM's SchedulerConfig gives them max(max_model_len,
+     * 2048) even when chunking), and kvplan runs them on the continuous scheduler: the unchunked
+     * rule below. */
+    if (e->chunk_above_len > 0 && max_model_len > e->chunk_above_len && !multi_step &&
+        !(m->sliding_window > 0 && m->sliding_layers > 0)) {
         if (!budget_given) *budget = e->chunk_long_budget;
         return true;
     }

@@ -72,7 +72,8 @@ static void cover_context(scn_scenario *s, bool budget_given)
 {
     scn_deployment *d = &s->deployment;
     int budget = d->max_num_batched_tokens;
-    s->engine.chunked_prefill = scn_engine_chunks(&s->engine, &s->model, d->max_model_len, budget_given, &budget);
+    s->engine.chunked_prefill =
+        scn_engine_chunks(&s->engine, &s->model, d->max_model_len, d->scheduler_steps > 1, budget_given, &budget);
     d->max_num_batched_tokens = budget;
 }
 

@@ -159,6 +159,10 @@ START_TEST(vllm_v0_batch_defaults_by_model)
     load_v0("llama-3.1-8b", "h100-sxm", "vllm-0.6", "max_model_len: 4096");
     ck_assert_int_eq(s.deployment.max_num_batched_tokens, 4096);
     ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CONTINUOUS);
+    /* Multi-step (--num-scheduler-steps 10) does not split prompts: unchunked, 131072 a step. */
+    load_v0("llama-3.1-8b", "h100-sxm", "vllm-0.6", "scheduler_steps: 10");
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 131072);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CONTINUOUS);
     /* Exactly 32768 is not "> 32768"; 1024 takes the 2048 floor. */
     load_v0("llama-3.1-8b", "a100-80g", "vllm-0.6.3", "max_model_len: 32768");
     ck_assert_int_eq(s.deployment.max_num_batched_tokens, 32768);
@@ -201,38 +205,41 @@ START_TEST(engine_chunking_rules)
     scn_model m;
     memset(&m, 0, sizeof m);
     int b = 2048;
-    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, &b));
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, false, &b));
     ck_assert_int_eq(b, 2048);                          /* no rule: the budget stands */
     e.budget_covers_context = true;
-    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, &b));
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, false, &b));
     ck_assert_int_eq(b, 65536);
     b = 2048;
-    ck_assert(!scn_engine_chunks(&e, &m, 65536, true, &b));
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, true, &b));
     ck_assert_int_eq(b, 2048);                          /* given: kept */
     e.chunk_above_len = 32768;
     e.chunk_long_budget = 512;
-    ck_assert(scn_engine_chunks(&e, &m, 65536, false, &b));
+    ck_assert(scn_engine_chunks(&e, &m, 65536, false, false, &b));
     ck_assert_int_eq(b, 512);
+    b = 2048;                                           /* multi-step: whole prompts */
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, true, false, &b));
+    ck_assert_int_eq(b, 65536);
     b = 2048;
-    ck_assert(!scn_engine_chunks(&e, &m, 32768, false, &b));
+    ck_assert(!scn_engine_chunks(&e, &m, 32768, false, false, &b));
     ck_assert_int_eq(b, 32768);
     m.sliding_window = 4096;
     m.sliding_layers = 0;                               /* a window no layer uses */
     b = 2048;
-    ck_assert(scn_engine_chunks(&e, &m, 65536, false, &b));
+    ck_assert(scn_engine_chunks(&e, &m, 65536, false, false, &b));
     m.sliding_layers = 1;
     b = 2048;
-    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, &b));
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, false, &b));
     ck_assert_int_eq(b, 65536);
     m.sliding_window = m.sliding_layers = 0;
     m.kv_lora_rank = 512;
     e.unchunked_mla = true;
     e.chunked_prefill = true;                           /* forced off even for a chunking engine */
     b = 2048;
-    ck_assert(!scn_engine_chunks(&e, &m, 163840, false, &b));
+    ck_assert(!scn_engine_chunks(&e, &m, 163840, false, false, &b));
     ck_assert_int_eq(b, 163840);
     e.unchunked_mla = false;
-    ck_assert(scn_engine_chunks(&e, &m, 163840, false, &b));
+    ck_assert(scn_engine_chunks(&e, &m, 163840, false, false, &b));
 }
 END_TEST
 
