@@ -264,7 +264,7 @@ typedef struct {
     /* vLLM V0 turned chunked prefill on by itself for a model whose max_model_len exceeds
      * `chunk_above_len` tokens (`chunked_prefill: {long_context: {above: 32768,
      * max_num_batched_tokens: 512}}`; 0 = never), with `chunk_long_budget` tokens a step, unless
-     * the model has sliding-window layers. scn_engine_resolve_chunking applies it. */
+     * the model has sliding-window layers. scn_engine_chunks applies it. */
     int chunk_above_len;        /* tokens */
     int chunk_long_budget;      /* tokens per step */
     /* An MLA model never chunks and takes the unchunked budget (`chunked_prefill:

@@ -42,7 +42,7 @@ double kv_activation_bytes_chunked(const scn_model *m, int tp, long tokens, long
      * routed experts' part for one chunk only: the MoE layer's peak is the stream and the shared
      * experts over every token plus the routed part over a chunk, and a dense layer's (its own
      * MLP over every token) may then be the larger (docs/cost-model.md, "Memory budget and
-     * capacity", "Chunked fused MoE"). */
+     * capacity", "A fused MoE kernel that works in chunks"). */
     double C = (double)moe_chunk, stream = 4.0 * m->hidden;
     double routed = 3.0 * m->experts_per_token * (double)m->moe_intermediate / tp + moe_out;
     double moe_layer = T * (stream + 3.0 * m->shared_experts * (double)m->moe_intermediate / tp) + C * routed;

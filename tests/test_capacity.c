@@ -288,6 +288,14 @@ START_TEST(engines_see_the_cuda_total)
              "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n");
     ck_assert_int_eq(t_load(y, NULL, 0, &s, &e), SCN_E_DATA);
     ck_assert_msg(strstr(e.path, "memory_reserved") && strstr(e.msg, "less than memory") && e.line > 0, "%s: %s", e.path, e.msg);
+    /* `kvplan memory` shows the CUDA total the budget came from. */
+    const char *p = t_write("cuda-total.yaml", "name: t\nmodel: llama-3-8b\nhardware: h200\nengine: vllm\n"
+                            "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n");
+    static char out[65536], errs[4096];
+    char args[700];
+    snprintf(args, sizeof args, "memory '%s' --format json", p);
+    ck_assert_int_eq(t_run(args, out, sizeof out, errs, sizeof errs), 0);
+    ck_assert_msg(strstr(out, "\"cuda_bytes\": 150109880320"), "%s", out);
 }
 END_TEST
 
