@@ -51,7 +51,7 @@ kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activ
 {
     const scn_engine *e = &s->engine;
     const scn_hardware *hw = &s->hardware;
-    kv_mem_split r = {.fraction = scn_engine_mem_fraction(e, &s->deployment), .base = hw->memory,
+    kv_mem_split r = {.fraction = scn_engine_mem_fraction(e, &s->deployment, hw), .base = hw->memory,
                       .activation = activation, .runtime = hw->runtime_memory};
     /* A profiler that reads the device's free memory sees the all-reduce buffers the allocator
      * still holds for the NCCL stream at the end of the profile run: part of its peak. */

@@ -381,6 +381,9 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
         snprintf(out, n, "vllm-0.7.1"); /* MLA's absorbed products materialised to 0.7.3 (vllm-0.7.1.yaml) */
     else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)
         snprintf(out, n, "sglang-v0.3");
+    else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor == 5 &&
+             patch_of(version) >= 4 && patch_of(version) <= 6)
+        snprintf(out, n, "sglang-0.5.4"); /* mem_fraction_static from a reserve (sglang-0.5.4.yaml) */
     else if (!strcmp(engine, "trtllm") && version_of(version, &major, &minor) && major == 0)
         snprintf(out, n, minor <= 6 ? "trtllm-v0.6" : "trtllm-v0");
     else snprintf(out, n, "%s", engine);
