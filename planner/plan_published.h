@@ -36,6 +36,7 @@ typedef struct {
     int expert_parallel, max_batch_size, max_num_tokens;
     bool attention_dp;           /* attention data-parallel over the tp GPUs (attention TP 1) */
     double kv_fraction;          /* the KV cache's memory fraction (the engine's own rule) */
+    bool via_server;             /* offline prompts sent to a server at once (--via-server) */
     pub_mode mode;
     double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
                                   * fraction the engine was given (0: not stated) */

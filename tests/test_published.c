@@ -383,6 +383,30 @@ START_TEST(parallel_layout_flags)
 }
 END_TEST
 
+/* --via-server (engine_args) says an offline row's prompts went to a server at once, so they
+ * pass its front end (`via: server`); the notes' wording no longer decides it. Three offline rows
+ * alike but for that: the flagged one waits for the front end (its mean TTFT is longer), the one
+ * whose notes say "request rate inf" without the flag predicts what the plain row does. */
+START_TEST(via_server_flag)
+{
+    const char *p = t_write("via.tsv", HEAD_ARGS
+        "v\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\toffline\t200\t300\t50\tttft_mean_ms\t1\tms\ts\t\t--via-server\n"
+        "n\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\toffline\t200\t300\t50\tttft_mean_ms\t1\tms\ts\trequest rate inf\t\n"
+        "p\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\toffline\t200\t300\t50\tttft_mean_ms\t1\tms\ts\t\t\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert(t.rows[0].via_server && !t.rows[1].via_server && !t.rows[2].via_server);
+    predict_all(&t);
+    for (int i = 0; i < 3; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s", t.rows[i].why);
+    ck_assert_msg(t.rows[0].predicted > t.rows[2].predicted, "%g vs %g", t.rows[0].predicted, t.rows[2].predicted);
+    ck_assert(t.rows[1].predicted == t.rows[2].predicted);
+    pub_table_free(&t);
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--via-server\n",
+           "2:78: engine_args: --via-server goes with mode offline (prompts sent to a server at once)");
+}
+END_TEST
+
 START_TEST(cli_end_to_end)
 {
     static char out[65536], errs[4096];
@@ -571,6 +595,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, cli_end_to_end);
     tcase_add_test(tc, source_lengths_of_published_rows);
     tcase_add_test(tc, mxfp4_rows_keep_the_models_layout);
+    tcase_add_test(tc, via_server_flag);
     suite_add_tcase(su, tc);
     return su;
 }
