@@ -215,7 +215,10 @@ void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *
 static double sglang_reserve_fraction(const scn_deployment *d, double memory_bytes)
 {
     double gpu = memory_bytes / (1024.0 * 1024.0);
-    int tp = d->tensor_parallel > 0 ? d->tensor_parallel : 1;
+    /* SGLang's tp_size is every GPU of the replica: with attention data parallelism the
+     * deployment's tensor_parallel is the attention's (1) and the GPUs are its DP ranks. */
+    int dp = d->attention_dp > 1 ? d->attention_dp : 1;
+    int tp = (d->tensor_parallel > 0 ? d->tensor_parallel : 1) * dp;
     double chunk, bs;
     if (gpu < 20 * 1024) chunk = 2048, bs = 8;
     else if (gpu < 35 * 1024) chunk = 2048, bs = tp < 4 ? 24 : 80;
@@ -225,7 +228,6 @@ static double sglang_reserve_fraction(const scn_deployment *d, double memory_byt
     if (d->max_num_batched_tokens > 0) chunk = d->max_num_batched_tokens;
     double reserve = 512 + (chunk > 2048 ? chunk : 2048) * 1.5 + bs * 2 + tp / 8.0 * 1024;
     /* Attention data parallelism pads its graphs per DP rank. */
-    int dp = d->attention_dp > 1 ? d->attention_dp : 1;
     if (dp > 1) reserve += bs * dp * 3 + (bs > 300 ? bs * dp * 1.5 : 0);
     if (gpu > 60 * 1024 && reserve < 10 * 1024) reserve = 10 * 1024;
     return round((gpu - reserve) / gpu * 1000) / 1000;

@@ -43,6 +43,15 @@ START_TEST(reserve_rule_by_hand)
     ck_assert_double_eq_tol(fraction_on("h200", 8, "sglang-0.5.4"), 0.897, 1e-12);
     /* H100, TP 4: 512 captured; 512 + 12288 + 1024 + 512 = 14336; 67223 / 81559 = 0.8242. */
     ck_assert_double_eq_tol(fraction_on("h100-sxm", 4, "sglang-0.5.4"), 0.824, 1e-12);
+    /* H200 with attention DP over 8 GPUs (SGLang --tp 8 --dp 8 --enable-dp-attention; kvplan's
+     * tensor_parallel 1, attention_data_parallel 8): tp_size 8, 512 captured; 14848 + 512 x 8 x 3
+     * + 512 x 8 x 1.5 (above 300 captured) = 33280 MiB; 110491 / 143771 = 0.7685. */
+    {
+        static scn_scenario s;
+        load_on("llama-3-8b", "h200", 1, "sglang-0.5.4", &s);
+        s.deployment.attention_dp = 8;
+        ck_assert_double_eq_tol(scn_engine_mem_fraction(&s.engine, &s.deployment, &s.hardware), 0.769, 1e-12);
+    }
     /* The v0.4-era table of the `sglang` profile is untouched: 0.88 at TP 1, 0.81 at TP 8. */
     ck_assert_double_eq_tol(fraction_on("h100-sxm", 1, "sglang"), 0.88, 1e-12);
     ck_assert_double_eq_tol(fraction_on("h200", 8, "sglang"), 0.81, 1e-12);
