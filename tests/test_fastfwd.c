@@ -72,7 +72,10 @@ static long same_both_ways_on(const scn_scenario *s, const sim_choice *c, const 
         sum->watched += cb.watched;
         sum->fired_commit += cb.fired_commit;
         sum->fired_evict += cb.fired_evict;
+        sum->mixed += cb.mixed;
+        sum->mixed_priced += cb.mixed_priced;
     }
+    if (getenv("FF_DEBUG")) fprintf(stderr, "%s: runs %ld steps %ld mixed %ld priced %ld\n", what, cb.runs, cb.steps, cb.mixed, cb.mixed_priced);
     char desc[160];
     sim_choice_describe(c, desc, sizeof desc);
     ck_assert_msg(ra == rb, "%s %s: per-step %d (%s), fast-forward %d (%s)", what, desc, ra, ea, rb, eb);
@@ -91,7 +94,8 @@ static long same_both_ways_on(const scn_scenario *s, const sim_choice *c, const 
 
 static long same_both_ways(const scn_scenario *s, const sim_choice *c, const char *what)
 {
-    return same_both_ways_on(s, c, what, 0, NULL);
+    sim_ff_counts one = {0};
+    return same_both_ways_on(s, c, what, 0, &one);
 }
 
 static void every_choice(const scn_scenario *s, const char *what)
