@@ -1191,11 +1191,3 @@ int sim_kv_watch(sim_kv *kv, const sim_kv_seq *q, int prompt)
 
 int sim_kv_watch_fired(const sim_kv *kv) { return kv->w_fired; }
 
-bool sim_kv_evicts_watched(const sim_kv *kv, long blocks)
-{
-    if (!kv->w_n) return false;
-    long k = blocks - kv->n_free - (kv->n - kv->fresh);   /* free and untouched blocks go first */
-    for (int32_t b = kv->lru_head; k > 0 && b >= 0; k--, b = kv->blk[b].next)
-        if (kv->blk[b].watched) return true;
-    return false;
-}
