@@ -710,6 +710,22 @@ static int match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         for (int j = 0; kv->tiers && j < walked && gpu; j++) gpu = kv->m_blk[j] >= 0;   /* without tiers, every hit is */
         if (gpu) {
             int j = 0;
+            if (!kv->units && q->cap - q->n_blocks >= walked) {
+                /* The common case, its tests hoisted: the table has room for every hit (admission
+                 * sized it), one layer group. The same pins, pushes and unlinks in order. */
+                struct kv_block *blk = kv->blk;
+                int32_t *dst = q->blocks + q->n_blocks;
+                const int32_t *mb = kv->m_blk;
+                long pinned = 0;
+                for (; j < walked; j++) {
+                    int32_t b = mb[j];
+                    if (blk[b].refs == 0) { lru_unlink(kv, b); pinned++; }
+                    blk[b].refs++;
+                    dst[j] = b;
+                }
+                kv->n_referenced += pinned;
+                q->n_blocks += walked;
+            }
             for (; j < walked; j++) {
                 int32_t b = kv->m_blk[j];
                 if (kv->blk[b].refs == 0) { lru_unlink(kv, b); kv->n_referenced++; }
@@ -729,7 +745,36 @@ static int match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
     if (j) h = kv->m_hash[j - 1];
     const uint64_t *run = NULL;   /* the memo's hashes, valid for blocks [j, run_end) of this walk */
     int run_end = 0;
-    for (; j < max_blocks; j++) {
+    if (keep && !kv->tiers) {
+        /* The counting walk without tiers (admission's every count): the loop below for that
+         * case alone, its invariant tests hoisted and the map's probe inline, the same blocks,
+         * hashes and count. */
+        const struct kv_slot *map = kv->map;
+        const struct kv_block *blk = kv->blk;
+        const uint64_t mask = (uint64_t)kv->mask;
+        int32_t *mb = kv->m_blk;
+        uint64_t *mh = kv->m_hash;
+        long nf = 0;
+        for (; j < max_blocks; j++) {
+            uint64_t hj;
+            if (j < run_end) {
+                hj = run[j];
+            } else {
+                hj = chain_hash(kv, q, h, j);
+                run_end = memo_run(kv, q, j + 1, hj, &run);
+            }
+            uint64_t i = hj & mask;
+            while (map[i].val >= 0 && map[i].key != hj) i = (i + 1) & mask;
+            int32_t b = map[i].val;
+            if (b < 0) break;   /* not on the GPU, and no tier to look in */
+            mb[j] = b;
+            mh[j] = hj;
+            nf += blk[b].refs == 0;
+            h = hj;
+        }
+        if (from_free) *from_free += nf;
+    }
+    for (; !(keep && !kv->tiers) && j < max_blocks; j++) {
         uint64_t hj;
         if (j < run_end) {
             hj = run[j];
