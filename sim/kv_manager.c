@@ -729,7 +729,6 @@ static int match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
                 long pinned = 0;
                 for (; j < walked; j++) {
                     int32_t b = mb[j];
-                    if (j + 8 < walked) __builtin_prefetch(&blk[mb[j + 8]]);   /* timing only */
                     if (blk[b].refs == 0) { lru_unlink(kv, b); pinned++; }
                     blk[b].refs++;
                     dst[j] = b;
@@ -774,7 +773,6 @@ static int match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
                 hj = chain_hash(kv, q, h, j);
                 run_end = memo_run(kv, q, j + 1, hj, &run);
             }
-            if (j + 8 < run_end) __builtin_prefetch(&map[run[j + 8] & mask]);   /* timing only */
             uint64_t i = hj & mask;
             while (map[i].val >= 0 && map[i].key != hj) i = (i + 1) & mask;
             int32_t b = map[i].val;
@@ -1133,10 +1131,8 @@ void sim_kv_release(sim_kv *kv, sim_kv_seq *q)
     if (kv->paged) {
         /* Release newest first, so the LRU evicts a sequence's tail before its shared head. */
         if (kv->prefix) {
-            for (int j = q->n_blocks - 1; j >= 0; j--) {
-                if (j >= 8 && q->blocks[j - 8] >= 0) __builtin_prefetch(&kv->blk[q->blocks[j - 8]]);   /* timing only */
+            for (int j = q->n_blocks - 1; j >= 0; j--)
                 if (q->blocks[j] >= 0) unref(kv, q->blocks[j]);
-            }
         } else {
             /* unref's other case for the whole table: pushed newest first, the blocks lie on
              * the stack oldest on top, in table order: one copy (one pass past dropped ones). */
