@@ -340,6 +340,15 @@ double kv_decode_split_cap(const scn_scenario *s, int n);   /* <= 1: every row s
 double kv_decode_split(double held, double split_cap);
 kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
                                      int n, const kv_decode_sums *d);
+/* A step whose first lead.n rows are plain decode rows given by their sums (keys[k] as in
+ * kv_decode_sums; each row splits once), followed by n other rows (prefill chunks, prompts):
+ * kv_step_complete over all of its rows, bit for bit, when kv_decode_sums_exact holds for the
+ * lead's size and contexts and kv_decode_split_cap(s, decode rows of the whole step) <= 1; the
+ * shape is kv_step_shape of the whole step. For a mixed step whose decode rows a caller keeps as
+ * sums (sim/engine.c's fast-forward). */
+typedef struct { int n; double keys[2]; } kv_decode_lead;
+kv_step_cost kv_step_complete_led(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                                  scn_attention attn, const kv_decode_lead *lead, const kv_seq_work *rows, int n);
 /* kv_step_complete_decode(...).seconds with everything but the sums prepared once per batch
  * size n (from kv_step_shape of n decode rows): the same doubles, in a few dozen operations. */
 typedef struct {
