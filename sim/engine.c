@@ -707,6 +707,11 @@ static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool forme
                  "bandwidth and compute figures", f->alive, dt, e->ex->name);
         return -1;
     }
+    /* With mixed steps, a step whose scheduler rows all left (a row that could not grow swapped
+     * itself out: sim_sched_chunks) keeps only the slots' rows, yet waits for the swap-out its
+     * forming charged, as start_formed's step does; sim_sched_chunks zeroed the transfers when
+     * this step began forming. */
+    if (f->mixes && e->sched.xfer_s > 0) dt += sim_sched_wait_s(&e->sched, dt);
     f->dt = dt;
     e->acc.steps++;
     e->acc.batch_sum += f->alive;

@@ -532,6 +532,36 @@ START_TEST(mixed_steps_same_both_ways)
 }
 END_TEST
 
+/* Swap preemption inside a run of mixed steps: a prefill row that the scheduler's rows cannot
+ * grow swaps itself out (grow_or_preempt's victim is the row), so the step keeps only the run's
+ * decode rows yet waits for the swap-out it charged, as a formed step does (start_formed adds
+ * sim_sched_wait_s to every step). Llama-3.1-8B on one L40S, 1024-token chunks, long prompts
+ * at a load that fills the pool: the fast-forward once timed such a step without the swap
+ * (E2E 10.6 ms short for the requests in flight). */
+START_TEST(mixed_steps_swap_same_both_ways)
+{
+    const char *text = "model: llama-3.1-8b\nhardware: l40s\nengine: vllm\n"
+                       "deployment: {max_num_batched_tokens: 1024, max_model_len: 16384}\n"
+                       "workload:\n  requests: 400\n  arrival: {process: poisson, rate: 8/s}\n"
+                       "  prompt_tokens: {dist: lognormal, mean: 1500, sigma: 0.8, max: 12000}\n"
+                       "  output_tokens: {dist: lognormal, mean: 300, sigma: 0.8, max: 3000}\n"
+                       "options: {scheduler: chunked, prefix_cache: off, preemption: swap}\n";
+    static scn_scenario s;
+    scn_error e;
+    ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s", e.msg);
+    sim_choice c = sim_choice_first(&s);
+    ck_assert_int_eq(c.preemption, SCN_PREEMPT_SWAP);
+    sim_ff_counts sum = {0};
+    ck_assert(same_both_ways_on(&s, &c, "mixed steps swap", 0, &sum) > 0);
+    ck_assert_msg(sum.mixed > 0, "no mixed step was fast-forwarded");
+    sim_metrics m;
+    digest d;
+    char err[512];
+    ck_assert_int_eq(run_mode(&s, &c, false, 0, &m, &d, NULL, err), SIM_OK);
+    ck_assert_msg(m.swaps > 0, "no sequence was swapped out");
+}
+END_TEST
+
 Suite *suite_fastfwd(void)
 {
     Suite *s = suite_create("fastfwd");
@@ -546,6 +576,7 @@ Suite *suite_fastfwd(void)
     tcase_add_test(tc, prefix_watch_commit_same_both_ways);
     tcase_add_test(tc, prefix_watch_random_traces_same_both_ways);
     tcase_add_test(tc, mixed_steps_same_both_ways);
+    tcase_add_test(tc, mixed_steps_swap_same_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }
