@@ -130,6 +130,8 @@ int cmd_cost(int argc, char **argv)
     out_kv_str(d, "bound", ep ? "bound (unsplit step)" : "bound", kv_bound_name(st.bound));
     out_kv_num(d, "gpu_seconds", ep ? "GPU time (unsplit step)" : "GPU time", st.gpu_seconds, OUT_SECONDS);
     out_kv_num(d, "cpu_seconds", "engine CPU time", st.cpu_seconds, OUT_SECONDS);
+    if (st.host_seconds > 0)   /* engines that give cpu.eager_layer, on an eager step (kv_host.c) */
+        out_kv_num(d, "host_seconds", "host walk of the eager forward", st.host_seconds, OUT_SECONDS);
     out_kv_str(d, "cpu_overlap", "CPU work", s.engine.async_scheduling ? "overlapped with the GPU (async scheduling)"
                                                                       : "serial with the GPU");
     if (prefill) {

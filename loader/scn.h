@@ -235,6 +235,9 @@ typedef struct {
     char source[SCN_PATH_MAX];
     double step_cpu;            /* s of CPU work per step (scheduling, input prep, sampling, output) */
     double seq_cpu;             /* s of CPU work per scheduled sequence per step */
+    double eager_layer;         /* s of host time per model layer of a forward the engine launches
+                                 * eagerly from Python (no CUDA graph): the step cannot end before
+                                 * its host has launched every layer (kv_host.c) */
     bool async_scheduling;      /* CPU work for step i+1 overlaps the GPU's step i */
     bool extra_decode_step;     /* a finished request runs one more decode step: the next step was
                                  * launched before its stop check (TensorRT-LLM overlap scheduler) */

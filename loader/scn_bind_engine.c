@@ -55,8 +55,8 @@ const char *scn_wformat_name(const scn_wformat *f)
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
                                           "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", "mxfp4", NULL};
-static const char *const CPU_KEYS[] = {"step", "per_sequence", "async_scheduling", "extra_decode_step", "no_evict",
-                                       "async_output", "multi_step", "multi_step_stream", NULL};
+static const char *const CPU_KEYS[] = {"step", "per_sequence", "eager_layer", "async_scheduling", "extra_decode_step",
+                                       "no_evict", "async_output", "multi_step", "multi_step_stream", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
 static const char *const MLA_KEYS[] = {"cache", "absorbed", NULL};
@@ -226,6 +226,7 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (sub_map(c, m, path, "cpu", CPU_KEYS, &s, p, sizeof p)) return -1;
     if (s && (scn_get_qty(c, s, p, "step", SCN_UNIT_TIME, true, &e->step_cpu) ||
               scn_get_qty(c, s, p, "per_sequence", SCN_UNIT_TIME, true, &e->seq_cpu) ||
+              scn_get_qty(c, s, p, "eager_layer", SCN_UNIT_TIME, true, &e->eager_layer) ||
               scn_get_bool(c, s, p, "async_scheduling", &e->async_scheduling) ||
               scn_get_bool(c, s, p, "extra_decode_step", &e->extra_decode_step) ||
               scn_get_bool(c, s, p, "no_evict", &e->no_evict) ||

@@ -280,6 +280,7 @@ typedef struct {
     /* The terms `kvplan cost` explains. */
     double gpu_seconds;  /* device time: every op but the step's CPU cost */
     double cpu_seconds;  /* the engine's CPU work for the step */
+    double host_seconds; /* the host's walk of an eager forward (kv_host.c; 0 under a graph) */
     bool graph;          /* replayed from a CUDA graph */
     int graph_batch;     /* the captured size it ran at (batch padded up to it) */
     scn_dtype gemm_dtype;   /* the dtype GEMMs ran in */
@@ -339,7 +340,7 @@ typedef struct {
     int n;
     double layers[2], fpk, qo_kv, kv_tok, kvh;   /* attention()'s per-row terms */
     double pad;                                  /* computed / real decode rows (kv_decode_tile_rows) */
-    double apeak, bw, launch, graph_kernel, graph_launch, cpu;
+    double apeak, bw, launch, graph_kernel, graph_launch, cpu, host;
     double wave_units, wave;   /* kv_wave_efficiency at the work items of n rows that split once */
     double pre_attention;      /* Σ op_seconds of the ops before attention, summed in op order */
 } kv_decode_plan;
@@ -365,5 +366,14 @@ kv_prefix_saving kv_prefix_saving_compute(const scn_scenario *s, const kv_cache_
  * offline workload, whose prompts reach the engine in-process (docs/cost-model.md, "Engine
  * profiles", "Front end"). */
 double kv_frontend_seconds(const scn_scenario *s, double prompt_tokens);
+
+/* ---- The host walk of an eager forward (kv_host.c) ---- */
+/* Seconds the host takes to launch a forward eagerly from Python: engine cpu.eager_layer x the
+ * model's layers; 0 when the step replays a CUDA graph or the engine gives no figure
+ * (docs/cost-model.md, "Engine profiles", "Eager forward on the host"). */
+double kv_eager_host_seconds(const scn_scenario *s, bool graph);
+/* The step's CPU term over a GPU time `gpu`: scheduling work `cpu` and the host walk `host`,
+ * serial (cpu + max(0, host - gpu)) or one step ahead (max(0, cpu + host - gpu)). */
+double kv_step_host_term(double gpu, double cpu, double host, bool async);
 
 #endif

@@ -784,6 +784,7 @@ void kv_decode_plan_make(const kv_step_cost *shape, const scn_scenario *s, const
     p->graph_launch = e->graph_launch;
     p->async = e->async_scheduling;
     p->cpu = hw->step_overhead + e->seq_cpu * n;
+    p->host = kv_eager_host_seconds(s, p->graph);
     /* The common case's wave efficiency, once: every row splits once (splits = n per kind), so a
      * run of steps of n rows has the same work items; computed as kv_decode_plan_seconds does. */
     for (int k = 0; k < 2; k++)
@@ -820,7 +821,7 @@ double kv_decode_plan_seconds(const kv_decode_plan *p, const kv_decode_sums *d)
     double gpu = p->pre_attention + att;
     for (int op = KV_OP_ATTENTION + 1; op < KV_OP_COUNT; op++) gpu += p->op_seconds[op];
     if (p->graph) gpu += p->graph_launch;
-    double st = (p->graph ? p->graph_launch : 0) + (p->async ? fmax(0, p->cpu - gpu) : p->cpu);
+    double st = (p->graph ? p->graph_launch : 0) + kv_step_host_term(gpu, p->cpu, p->host, p->async);
     double seconds = p->pre_attention + att;
     for (int op = KV_OP_ATTENTION + 1; op < KV_OP_COUNT; op++) seconds += op == KV_OP_STEP ? st : p->op_seconds[op];
     return seconds;
@@ -841,9 +842,10 @@ static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double at
     /* The engine's CPU work: serial with the GPU, or hidden behind it when scheduling runs a
      * step ahead. */
     r.cpu_seconds = hw->step_overhead + e->seq_cpu * n;
+    r.host_seconds = kv_eager_host_seconds(s, r.graph);
     kv_op_cost *st = &r.op[KV_OP_STEP];
     st->t_overhead = (r.graph ? e->graph_launch : 0) +
-                     (e->async_scheduling ? fmax(0, r.cpu_seconds - r.gpu_seconds) : r.cpu_seconds);
+                     kv_step_host_term(r.gpu_seconds, r.cpu_seconds, r.host_seconds, e->async_scheduling);
     st->seconds = st->t_overhead;
     st->bound = KV_BOUND_OVERHEAD;
 
@@ -859,6 +861,8 @@ static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double at
     }
     r.bound = KV_BOUND_MEMORY;
     for (int b = 0; b < 4; b++) if (by[b] > by[r.bound]) r.bound = (kv_bound)b;
+    /* A step whose host walk outlasts its kernels waits on the host, whatever its ops hold. */
+    if (r.host_seconds > r.gpu_seconds) r.bound = KV_BOUND_OVERHEAD;
     return r;
 }
 

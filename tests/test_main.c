@@ -50,6 +50,7 @@ int main(void)
     srunner_add_suite(sr, suite_harden());
     srunner_add_suite(sr, suite_offload());
     srunner_add_suite(sr, suite_frontend());
+    srunner_add_suite(sr, suite_eager_host());
     srunner_add_suite(sr, suite_attn_kernels());
     srunner_add_suite(sr, suite_mixing());
     srunner_add_suite(sr, suite_tiles());

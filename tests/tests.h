@@ -51,6 +51,7 @@ Suite *suite_disagg(void);
 Suite *suite_harden(void);
 Suite *suite_offload(void);
 Suite *suite_frontend(void);
+Suite *suite_eager_host(void);
 Suite *suite_attn_kernels(void);
 Suite *suite_mixing(void);
 Suite *suite_tiles(void);
