@@ -97,6 +97,9 @@ int cmd_memory(int argc, char **argv)
         snprintf(title, sizeof title, "Memory per GPU (TP %d)", tp);
     out_section(d, "memory", title);
     out_kv_num(d, "device_bytes", "device memory", k0.device_memory, OUT_BYTES);
+    /* Engines size their budget from the total CUDA reports (hardware memory_reserved). */
+    if (s.engine.mem_given && s.hardware.memory_reserved > 0)
+        out_kv_num(d, "cuda_bytes", "as CUDA reports it", scn_hw_cuda_memory(&s.hardware), OUT_BYTES);
     out_kv_num(d, "usable_bytes", "usable (x utilization)", k0.usable, OUT_BYTES);
     out_kv_num(d, "weight_bytes", sp0 ? "weights (target + speculative proposer)" : "weights", k0.weights, OUT_BYTES);
     out_kv_num(d, "activation_bytes", "activation peak", k0.activation, OUT_BYTES);

@@ -138,6 +138,9 @@ typedef struct {
     char source[SCN_PATH_MAX];
     scn_arch arch;
     double memory;              /* bytes of device memory */
+    /* bytes of `memory` the driver keeps from CUDA: the total cudaMemGetInfo (torch's
+     * mem_get_info) reports, which the engines size their budgets from, is memory less this. */
+    double memory_reserved;
     double memory_bandwidth;    /* bytes/s, datasheet peak */
     double flops[SCN_DTYPE_COUNT]; /* dense tensor ops/s per operand dtype; 0 = unsupported */
     scn_link link;
@@ -264,6 +267,16 @@ typedef struct {
     /* The budget is at least the deployment's max_model_len (`chunked_prefill:
      * {at_least_max_model_len: true}`: vLLM V0 without chunked prefill, max(max_model_len, 2048)). */
     bool budget_covers_context;
+    /* vLLM V0 turned chunked prefill on by itself for a model whose max_model_len exceeds
+     * `chunk_above_len` tokens (`chunked_prefill: {long_context: {above: 32768,
+     * max_num_batched_tokens: 512}}`; 0 = never), with `chunk_long_budget` tokens a step, unless
+     * the model has sliding-window layers. scn_engine_chunks applies it. */
+    int chunk_above_len;        /* tokens */
+    int chunk_long_budget;      /* tokens per step */
+    /* An MLA model never chunks and takes the unchunked budget (`chunked_prefill:
+     * {unchunked_mla: true}`: vLLM 0.7.1 to 0.7.3, "MLA is enabled; forcing chunked prefill and
+     * prefix caching to be disabled"). */
+    bool unchunked_mla;
     /* Whether prefill rows share a step with the running sequences' decode tokens
      * (`chunked_prefill: {mixed: ...}`; docs/simulator.md, "Mixed and separate prefill steps"). */
     scn_prefill_mix prefill_mix;
@@ -292,6 +305,10 @@ typedef struct {
      * until the GPU reaches them, and a profiler reading the device's free memory counts them
      * (`memory: {held_allreduce: true}`; docs/cost-model.md, "Memory budget and capacity"). */
     bool mem_held_allreduce;
+    /* The fused-MoE kernel runs at most this many tokens at once, so its per-token working set
+     * (each token's k expert outputs) is sized for min(tokens, moe_chunk) in the profile run
+     * (`memory: {moe_chunk: 32768}`: vLLM's VLLM_FUSED_MOE_CHUNK_SIZE; 0 = not chunked). */
+    int mem_moe_chunk;          /* tokens */
     int n_mem_fraction;         /* default fractions by tensor-parallel size; 0 = the deployment's */
     int mem_fraction_tp[SCN_MEM_FRACTIONS_MAX];     /* ascending: applies from this TP size up */
     double mem_fraction[SCN_MEM_FRACTIONS_MAX];
@@ -564,6 +581,19 @@ double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d);
 /* The engine's default max_num_seqs and max_num_batched_tokens on hardware h: the first of its
  * batch_defaults that h meets; the values are left as they are when none does. */
 void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *max_num_seqs, int *max_num_batched_tokens);
+/* Whether the scenario's engine chunks prefills for this model and max_model_len (its
+ * chunked_prefill default, long_context and unchunked_mla rules), and the token budget that
+ * goes with it: `budget` is the deployment's current default, returned unchanged when
+ * `budget_given` (the scenario set max_num_batched_tokens), else the long-context budget when
+ * chunking for a long context, else at least max_model_len when not chunking and the profile
+ * says at_least_max_model_len. Under multi-step scheduling (`multi_step`) a long context does not
+ * split prompts (vLLM's SchedulerConfig, "Multi-step Chunked-Prefill doesn't allow
+ * prompt-chunking for now": max(max_model_len, 2048)), which kvplan runs unchunked.
+ * docs/cost-model.md, "Engine profiles", "vLLM V0 batch defaults". */
+bool scn_engine_chunks(const scn_engine *e, const scn_model *m, int max_model_len, bool multi_step, bool budget_given,
+                       int *budget);
+/* The device memory the CUDA runtime reports and the engines see: memory - memory_reserved. */
+double scn_hw_cuda_memory(const scn_hardware *h);
 
 
 /* ---- Units (scn_units.c) ---- */

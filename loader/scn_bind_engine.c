@@ -66,10 +66,12 @@ static const char *const MOE_KEYS[] = {"kernel", NULL};
 static const char *const MOE_KERNELS[] = {"kvplan", "triton", "cutlass", NULL};
 static const char *const FRONTEND_KEYS[] = {"request", "per_prompt_token", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
-static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", "at_least_max_model_len", NULL};
+static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "mixed", "at_least_max_model_len",
+                                         "long_context", "unchunked_mla", NULL};
+static const char *const LONG_KEYS[] = {"above", "max_num_batched_tokens", NULL};
 static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", "copies", NULL};
 static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
-static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", "held_allreduce", NULL};
+static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", "held_allreduce", "moe_chunk", NULL};
 static const char *const MEM_BUDGETS[] = {"total", "static", "free", "device", NULL};
 static const char *const FRAC_KEYS[] = {"tp", "fraction", NULL};
 static const char *const BATCH_KEYS[] = {"min_memory", "except", "max_num_seqs", "max_num_batched_tokens", NULL};
@@ -190,6 +192,45 @@ static int bind_batch_rules(scn_ctx *c, const scn_node *l, const char *p, scn_en
     return 0;
 }
 
+/* chunked_prefill.long_context: {above: N, max_num_batched_tokens: B}, both required; `above:
+ * 0` turns an inherited rule off. */
+static int bind_long_context(scn_ctx *c, const scn_node *cp, const char *path, scn_engine *e)
+{
+    char p[280];
+    const scn_node *l;
+    if (sub_map(c, cp, path, "long_context", LONG_KEYS, &l, p, sizeof p)) return -1;
+    if (!l) return 0;
+    if (!scn_map_get(l, "above")) return fail_at(c, l, p, "needs above (the max_model_len past which the engine chunks)");
+    if (scn_get_int(c, l, p, "above", 0, 1000000000, &e->chunk_above_len)) return -1;
+    if (e->chunk_above_len == 0) { e->chunk_long_budget = 0; return 0; }
+    if (!scn_map_get(l, "max_num_batched_tokens"))
+        return fail_at(c, l, p, "needs max_num_batched_tokens (the token budget a step then takes)");
+    return scn_get_int(c, l, p, "max_num_batched_tokens", 1, 1000000000, &e->chunk_long_budget);
+}
+
+bool scn_engine_chunks(const scn_engine *e, const scn_model *m, int max_model_len, bool multi_step, bool budget_given,
+                       int *budget)
+{
+    bool mla = m->kv_lora_rank > 0;
+    if (mla && e->unchunked_mla) {
+        if (!budget_given && e->budget_covers_context && *budget < max_model_len) *budget = max_model_len;
+        return false;
+    }
+    if (e->chunked_prefill) return true;
+    /* Multi-step runs do not split prompts (vLLM's SchedulerConfig gives them max(max_model_len,
+     * 2048) even when chunking), and kvplan runs them on the continuous scheduler: the unchunked
+     * rule below. */
+    if (e->chunk_above_len > 0 && max_model_len > e->chunk_above_len && !multi_step &&
+        !(m->sliding_window > 0 && m->sliding_layers > 0)) {
+        if (!budget_given) *budget = e->chunk_long_budget;
+        return true;
+    }
+    if (!budget_given && e->budget_covers_context && *budget < max_model_len) *budget = max_model_len;
+    return false;
+}
+
+double scn_hw_cuda_memory(const scn_hardware *h) { return h->memory - h->memory_reserved; }
+
 void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *max_num_seqs, int *max_num_batched_tokens)
 {
     for (int i = 0; i < e->n_batch_rules; i++) {
@@ -257,6 +298,7 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
             if (scn_get_bool(c, s, p, "mixed", &mixed)) return -1;
             e->prefill_mix = mixed ? SCN_PREFILL_MIX_ALWAYS : SCN_PREFILL_MIX_NEVER;
         }
+        if (scn_get_bool(c, s, p, "unchunked_mla", &e->unchunked_mla) || bind_long_context(c, s, p, e)) return -1;
     }
     const scn_node *br = scn_map_get(m, "batch_defaults");
     if (br && bind_batch_rules(c, br, scn_path_join(p, sizeof p, path, "batch_defaults"), e)) return -1;
@@ -278,7 +320,8 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
         int b = (int)e->mem_budget;
         if (scn_get_enum(c, s, p, "budget", MEM_BUDGETS, &b) ||
             scn_get_qty(c, s, p, "non_torch", SCN_UNIT_BYTES, true, &e->mem_non_torch) ||
-            scn_get_bool(c, s, p, "held_allreduce", &e->mem_held_allreduce) || bind_fractions(c, s, p, e))
+            scn_get_bool(c, s, p, "held_allreduce", &e->mem_held_allreduce) ||
+            scn_get_int(c, s, p, "moe_chunk", 1, 1000000000, &e->mem_moe_chunk) || bind_fractions(c, s, p, e))
             return -1;
         e->mem_budget = (scn_mem_budget)b;
         if (e->mem_held_allreduce && e->mem_budget != SCN_MEM_TOTAL && e->mem_budget != SCN_MEM_DEVICE)

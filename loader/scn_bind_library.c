@@ -117,7 +117,7 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
 }
 
 /* ---- hardware ---- */
-static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "l2_cache", "memory", "memory_bandwidth",
+static const char *const HW_KEYS[] = {"name", "source", "extends", "arch", "sm_count", "l2_cache", "memory", "memory_reserved", "memory_bandwidth",
                                       "compute", "interconnect", "network", "efficiency", "overhead", "calibrated", "price",
                                       "host", "nvme", "remote", NULL};
 static const char *const TIER_KEYS[] = {"link", "capacity", "bandwidth", "efficiency", "latency", NULL};
@@ -212,11 +212,14 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
     o->link_latency = 0.6e-6;
     if (scn_get_str(c, m, path, "name", o->name, sizeof o->name) ||
         scn_get_qty(c, m, path, "memory", SCN_UNIT_BYTES, false, &o->memory) ||
+        scn_get_qty(c, m, path, "memory_reserved", SCN_UNIT_BYTES, true, &o->memory_reserved) ||
         scn_get_qty(c, m, path, "memory_bandwidth", SCN_UNIT_BANDWIDTH, false, &o->memory_bandwidth) ||
         scn_get_bool(c, m, path, "calibrated", &o->calibrated) ||
         scn_get_int(c, m, path, "sm_count", 1, 100000, &o->sm_count) ||
         scn_get_qty(c, m, path, "l2_cache", SCN_UNIT_BYTES, true, &o->l2_cache))
         return -1;
+    if (o->memory_reserved >= o->memory)
+        return invalid(c, m, path, "memory_reserved", "must be less than memory (the driver keeps part of it from CUDA)");
     int arch = SCN_ARCH_OTHER;
     if (scn_get_enum(c, m, path, "arch", SCN_ARCH_NAMES, &arch)) return -1;
     o->arch = (scn_arch)arch;

@@ -63,14 +63,18 @@ static int bind_engine(scn_ctx *c, const scn_node *root, scn_scenario *s)
 }
 
 /* ---- deployment ---- */
-/* An unchunked V0 scheduler takes a whole prompt in one step, so its default budget is at least
- * max_model_len (vLLM SchedulerConfig: max(max_model_len, 2048)); a budget the deployment gives
- * is kept. */
-static void cover_context(scn_scenario *s)
+/* Whether the engine chunks prefills for this model and max_model_len, and its budget
+ * (scn_engine_chunks): an unchunked V0 scheduler takes a whole prompt in one step, so its
+ * default budget is at least max_model_len (vLLM SchedulerConfig: max(max_model_len, 2048)),
+ * and V0 chunked by itself past 32K of context; a budget the deployment gives is kept. The
+ * scenario's copy of the engine records the outcome (options.scheduler's default follows it). */
+static void cover_context(scn_scenario *s, bool budget_given)
 {
     scn_deployment *d = &s->deployment;
-    if (s->engine.budget_covers_context && d->max_num_batched_tokens < d->max_model_len)
-        d->max_num_batched_tokens = d->max_model_len;
+    int budget = d->max_num_batched_tokens;
+    s->engine.chunked_prefill =
+        scn_engine_chunks(&s->engine, &s->model, d->max_model_len, d->scheduler_steps > 1, budget_given, &budget);
+    d->max_num_batched_tokens = budget;
 }
 
 static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
@@ -92,7 +96,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
     if (!m) {
-        cover_context(s);
+        cover_context(s, false);
         return 0;
     }
     d->gpu_memory_utilization_given = scn_map_get(m, "gpu_memory_utilization") != NULL;
@@ -110,7 +114,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_get_int(c, m, p, "attention_data_parallel", 1, 4096, &d->attention_dp) ||
         scn_get_qty(c, m, p, "expert_skew", SCN_UNIT_FRACTION, true, &d->expert_skew))
         return -1;
-    if (!scn_map_get(m, "max_num_batched_tokens")) cover_context(s);
+    cover_context(s, scn_map_get(m, "max_num_batched_tokens") != NULL);
     char f[256];
     int gpus = d->tensor_parallel * d->attention_dp;
     if (d->expert_parallel > 1 && s->model.experts == 0)

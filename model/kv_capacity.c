@@ -16,6 +16,14 @@
 
 double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs)
 {
+    return kv_activation_bytes_chunked(m, tp, tokens, seqs, 0);
+}
+
+double kv_activation_bytes_chunked(const scn_model *m, int tp, long tokens, long seqs, long moe_chunk)
+{
+    /* The sampler over one token's logits per sequence: engines gather the vocabulary shards, so
+     * every rank holds the whole vocabulary. */
+    double sampler = (double)seqs * m->vocab * SAMPLER_BYTES;
     double inter = m->intermediate, moe_out = 0;
     if (m->experts > 0) {
         double k = m->experts_per_token + m->shared_experts;
@@ -26,10 +34,20 @@ double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs)
     }
     /* Live at the MLP: the residual stream and normed input (2h), the fused gate|up output
      * (2I/tp) and the activated product (I/tp); plus the attention output and QKV (2h). */
-    double per_token = (4.0 * m->hidden + 3.0 * inter / tp + moe_out) * ACT_BYTES;
-    /* Then the sampler over one token's logits per sequence: engines gather the vocabulary
-     * shards, so every rank holds the whole vocabulary. */
-    return (double)tokens * per_token + (double)seqs * m->vocab * SAMPLER_BYTES;
+    double T = (double)tokens;
+    if (m->experts == 0 || moe_chunk <= 0 || tokens <= moe_chunk)
+        return T * (4.0 * m->hidden + 3.0 * inter / tp + moe_out) * ACT_BYTES + sampler;
+    /* A fused MoE kernel that works through the tokens in chunks (vLLM's fused_experts allocates
+     * its gate|up, activation and expert-output caches for min(tokens, chunk) rows) holds the
+     * routed experts' part for one chunk only: the MoE layer's peak is the stream and the shared
+     * experts over every token plus the routed part over a chunk, and a dense layer's (its own
+     * MLP over every token) may then be the larger (docs/cost-model.md, "Memory budget and
+     * capacity", "A fused MoE kernel that works in chunks"). */
+    double C = (double)moe_chunk, stream = 4.0 * m->hidden;
+    double routed = 3.0 * m->experts_per_token * (double)m->moe_intermediate / tp + moe_out;
+    double moe_layer = T * (stream + 3.0 * m->shared_experts * (double)m->moe_intermediate / tp) + C * routed;
+    double dense_layer = m->dense_layers > 0 ? T * (stream + 3.0 * m->intermediate / tp) : 0;
+    return (moe_layer > dense_layer ? moe_layer : dense_layer) * ACT_BYTES + sampler;
 }
 
 double kv_held_allreduce_bytes(const scn_scenario *s)
@@ -51,7 +69,10 @@ kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activ
 {
     const scn_engine *e = &s->engine;
     const scn_hardware *hw = &s->hardware;
-    kv_mem_split r = {.fraction = scn_engine_mem_fraction(e, &s->deployment), .base = hw->memory,
+    /* An engine sizes its budget from the total the CUDA runtime reports (memory less what the
+     * driver keeps, memory_reserved); kvplan's own rule keeps the device's memory. */
+    double dev = e->mem_given ? scn_hw_cuda_memory(hw) : hw->memory;
+    kv_mem_split r = {.fraction = scn_engine_mem_fraction(e, &s->deployment), .base = dev,
                       .activation = activation, .runtime = hw->runtime_memory};
     /* A profiler that reads the device's free memory sees the all-reduce buffers the allocator
      * still holds for the NCCL stream at the end of the profile run: part of its peak. */
@@ -84,7 +105,7 @@ kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activ
     case SCN_MEM_STATIC:
         /* SGLang: fraction x the memory free at start-up holds the weights and the KV pool;
          * activations and CUDA graphs use the rest. */
-        r.base = hw->memory - hw->runtime_memory;
+        r.base = dev - hw->runtime_memory;
         r.usable = r.fraction * r.base;
         r.activation = 0;
         r.runtime = e->mem_non_torch;
@@ -93,7 +114,7 @@ kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activ
     case SCN_MEM_FREE:
         /* TensorRT-LLM: fraction x what is still free after the runtime, the weights and the
          * activation buffers. */
-        r.base = hw->memory - hw->runtime_memory - e->mem_non_torch - weights - activation;
+        r.base = dev - hw->runtime_memory - e->mem_non_torch - weights - activation;
         r.runtime = hw->runtime_memory + e->mem_non_torch;
         r.usable = r.fraction * (r.base > 0 ? r.base : 0);
         r.kv_budget = r.base > 0 ? r.usable : r.base;
@@ -134,7 +155,8 @@ kv_capacity kv_capacity_spec(const scn_scenario *s, const kv_cache_cfg *c0, int 
     k.weights = kv_moe_parallel_on(s) ? kv_moe_memory_compute(s, c0).weights
                                       : kv_weights_compute(m, tp).bytes_per_rank + kv_mla_absorbed_bytes(s, m) +
                                             kv_weights_engine_extra(s);
-    kv_mem_split ms = kv_memory_split(s, k.weights, kv_activation_bytes(m, tp, d->max_num_batched_tokens, d->max_num_seqs));
+    kv_mem_split ms = kv_memory_split(s, k.weights, kv_activation_bytes_chunked(m, tp, d->max_num_batched_tokens, d->max_num_seqs,
+                                                                                s->engine.mem_moe_chunk));
     k.usable = ms.usable;
     k.activation = ms.activation;
     k.runtime = ms.runtime;

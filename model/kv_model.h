@@ -232,6 +232,10 @@ kv_capacity kv_capacity_compute(const scn_scenario *s, const kv_cache_cfg *c, in
 /* Peak activation bytes per rank of the engine's profile run: a forward pass over `tokens`
  * tokens and the sampler over `seqs` sequences' logits. */
 double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs);
+/* The same with the routed experts' outputs sized for at most `moe_chunk` tokens (a fused-MoE
+ * kernel that works through the tokens in chunks; engine `memory: {moe_chunk: N}`); 0 = one
+ * chunk of all the tokens. */
+double kv_activation_bytes_chunked(const scn_model *m, int tp, long tokens, long seqs, long moe_chunk);
 /* Expected unused tokens in a sequence's last block: (block_size - 1) / 2 for lengths that are
  * uniform modulo the block size. */
 double kv_expected_block_waste(int block_size);

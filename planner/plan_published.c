@@ -120,7 +120,8 @@ static int tokens_field(plan_reader *rd, const char *v, int col, const char *fie
  * --kv-fraction. */
 static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
     {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
-    {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0}};
+    {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0},
+    {"--max-model-len", 1, 100000000}};
 
 static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
 {
@@ -134,7 +135,7 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         while (f < nf && strcmp(t, ARG_FLAGS[f].flag)) f++;
         if (f == nf)
             return plan_reader_bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
-                       "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F)", t);
+                       "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N)", t);
         if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
         if (!n) return plan_reader_bad(rd, col, "engine_args", "%s needs a %s", t, strcmp(t, "--kv-fraction") ? "number" : "fraction");
@@ -147,7 +148,8 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         }
         long x;
         if (whole(rd, n, col, "engine_args", ARG_FLAGS[f].lo, ARG_FLAGS[f].hi, &x)) return -1;
-        int *dst = f == 0 ? &r->scheduler_steps : f == 1 ? &r->expert_parallel : f == 2 ? &r->max_batch_size : &r->max_num_tokens;
+        int *dst = f == 0 ? &r->scheduler_steps : f == 1 ? &r->expert_parallel : f == 2 ? &r->max_batch_size
+                 : f == 6 ? &r->max_model_len : &r->max_num_tokens;
         *dst = (int)x;
     }
     return 0;
@@ -512,19 +514,6 @@ static int row_lengths(const pub_row *r, const char *datasets, char *prompt, cha
     return 0;
 }
 
-/* vLLM before 0.8.0 ran its V0 engine by default, whose max_num_seqs was 256 on every GPU; the
- * vllm profile's batch_defaults are V1's (1024 on H100/H200-class GPUs: vLLM PR #16158 kept them
- * there and returned other GPUs to V0's 256). A version marked "(V1)" ran V1. The version is read
- * as its first "X.Y" (after a '~' when one stands for an approximate version). */
-static bool vllm_v0(const pub_row *r)
-{
-    if (strcmp(r->engine, "vllm") || strstr(r->engine_version, "V1")) return false;
-    const char *v = strchr(r->engine_version, '~');
-    v = v ? v + 1 : r->engine_version;
-    int major, minor;
-    return sscanf(v, "%d.%d", &major, &minor) == 2 && major == 0 && minor < 8;
-}
-
 static void scenario_text(const pub_row *r, const char *prompt, const char *output, char *buf, size_t n)
 {
     size_t k = 0;
@@ -544,12 +533,12 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     if (r->expert_parallel > 1) k += (size_t)snprintf(buf + k, n - k, ", expert_parallel: %d", r->expert_parallel);
     if (r->max_batch_size > 0) k += (size_t)snprintf(buf + k, n - k, ", max_num_seqs: %d", r->max_batch_size);
     if (r->max_num_tokens > 0) k += (size_t)snprintf(buf + k, n - k, ", max_num_batched_tokens: %d", r->max_num_tokens);
+    if (r->max_model_len > 0) k += (size_t)snprintf(buf + k, n - k, ", max_model_len: %d", r->max_model_len);
     if (r->mode == PUB_MODE_CAPACITY && r->load > 0)
         k += (size_t)snprintf(buf + k, n - k, ", gpu_memory_utilization: %.17g", r->load);
     else if (r->kv_fraction > 0)
         k += (size_t)snprintf(buf + k, n - k, ", gpu_memory_utilization: %.17g", r->kv_fraction);
     if (r->scheduler_steps > 1) k += (size_t)snprintf(buf + k, n - k, ", scheduler_steps: %d", r->scheduler_steps);
-    if (vllm_v0(r) && r->max_batch_size <= 0) k += (size_t)snprintf(buf + k, n - k, ", max_num_seqs: 256");
     k += (size_t)snprintf(buf + k, n - k, "}\n");
     k += (size_t)snprintf(buf + k, n - k, "workload:\n  requests: %ld\n", requests_for(r));
     switch (r->mode) {
@@ -739,7 +728,6 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     if ((r->attention_dp || r->expert_parallel > 1) && k < sizeof r->why)
         k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; attention DP %d, EP %d", r->attention_dp ? r->tp : 1,
                               r->expert_parallel > 1 ? r->expert_parallel : 1);
-    if (vllm_v0(r) && k < sizeof r->why) k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; V0: 256 sequences");
     if (kv_unstated && k < sizeof r->why)
         snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
     return 0;

@@ -34,6 +34,7 @@ typedef struct {
     /* The parallel layout and batch limits the `engine_args` column states (0 / false: not given):
      * --ep N, --attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F. */
     int expert_parallel, max_batch_size, max_num_tokens;
+    int max_model_len;           /* tokens (--max-model-len); 0 = the model's own */
     bool attention_dp;           /* attention data-parallel over the tp GPUs (attention TP 1) */
     double kv_fraction;          /* the KV cache's memory fraction (the engine's own rule) */
     pub_mode mode;

@@ -15,7 +15,9 @@ START_TEST(chat_budget_by_hand)
     t_library("llama-3-8b", "h100-sxm", &s);
     kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
     kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
-    double usable = 81559 * MIB * 0.90;
+    /* The engine's budget is a fraction of the total CUDA reports: 81559 MiB less the 0.43 GiB
+     * the driver keeps (vLLM PR #10511's log: total_gpu_memory 79.22GiB). */
+    double usable = (81559 * MIB - 0.43 * GIB) * 0.90;
     double weights = 8030261248.0 * 2;
     /* The default engine is vLLM: its profile run is a forward pass of 8192 batched tokens,
      * (4 * 4096 + 3 * 14336) * 2 B each, and the sampler over 1024 sequences' whole-vocabulary
@@ -129,6 +131,174 @@ START_TEST(unchunked_budget_covers_max_model_len)
 }
 END_TEST
 
+/* Loads MODEL on HW under ENGINE with an optional deployment mapping's contents. */
+static void load_v0(const char *model, const char *hw, const char *engine, const char *deploy)
+{
+    char y[700];
+    snprintf(y, sizeof y, "model: %s\nhardware: %s\nengine: %s\n%s%s%s"
+             "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n",
+             model, hw, engine, deploy ? "deployment: {" : "", deploy ? deploy : "", deploy ? "}\n" : "");
+    scn_error e;
+    ck_assert_msg(t_load(y, NULL, 0, &s, &e) == SCN_OK, "%s: %s", e.path, e.msg);
+}
+
+/* vLLM V0's defaults (docs/cost-model.md, "Engine profiles", "vLLM V0 batch defaults"):
+ * 256 sequences and graphs to 256 on any GPU; chunked prefill off with max(max_model_len, 2048)
+ * tokens a step, unless max_model_len > 32768 (then on, at 512 tokens in 0.6.x, 2048 in 0.7.x);
+ * MLA models never chunk from 0.7.1. Each case by hand from those rules. */
+START_TEST(vllm_v0_batch_defaults_by_model)
+{
+    /* Llama-3.1-8B's own context (131072 > 32768) on an H100: V0 0.6 chunks at 512 tokens. */
+    load_v0("llama-3.1-8b", "h100-sxm", "vllm-0.6", NULL);
+    ck_assert_int_eq(s.deployment.max_model_len, 131072);
+    ck_assert_int_eq(s.deployment.max_num_seqs, 256);
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 512);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CHUNKED);
+    ck_assert_int_eq(s.engine.graph_sizes[s.engine.n_graph_sizes - 1], 256);
+    /* At --max-model-len 4096 it does not chunk, and a step takes a whole 4096-token prompt. */
+    load_v0("llama-3.1-8b", "h100-sxm", "vllm-0.6", "max_model_len: 4096");
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 4096);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CONTINUOUS);
+    /* Multi-step (--num-scheduler-steps 10) does not split prompts: unchunked, 131072 a step. */
+    load_v0("llama-3.1-8b", "h100-sxm", "vllm-0.6", "scheduler_steps: 10");
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 131072);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CONTINUOUS);
+    /* Exactly 32768 is not "> 32768"; 1024 takes the 2048 floor. */
+    load_v0("llama-3.1-8b", "a100-80g", "vllm-0.6.3", "max_model_len: 32768");
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 32768);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CONTINUOUS);
+    load_v0("llama-3.1-8b", "a100-80g", "vllm-0.6.3", "max_model_len: 1024");
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 2048);
+    /* A budget the deployment gives is kept, chunked or not. */
+    load_v0("llama-3.1-8b", "h100-sxm", "vllm-0.6", "max_num_batched_tokens: 1000");
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 1000);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CHUNKED);
+    /* A model with sliding-window layers never took the long-context rule. */
+    load_v0("gpt-oss-120b", "h100-sxm", "vllm-0.6", NULL);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CONTINUOUS);
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 131072);
+    /* 0.7.1: long contexts chunk at 2048; MLA never chunks and prefills max_model_len tokens. */
+    load_v0("llama-3.1-8b", "h200", "vllm-0.7.1", NULL);
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 2048);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CHUNKED);
+    load_v0("deepseek-v3", "h200", "vllm-0.7.1", "tensor_parallel: 8");
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 163840);
+    ck_assert_int_eq(s.deployment.max_num_seqs, 256);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CONTINUOUS);
+    /* Before vLLM PR #6666 (the vllm-0.2 profile) nothing chunked by itself. */
+    load_v0("llama-3.1-8b", "a100-80g", "vllm-0.2", NULL);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CONTINUOUS);
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 131072);
+    /* The current (V1) profile is untouched: always chunked, 8192 tokens, 1024 sequences. */
+    load_v0("deepseek-v3", "h200", "vllm", "tensor_parallel: 8");
+    ck_assert_int_eq(s.deployment.max_num_batched_tokens, 8192);
+    ck_assert_int_eq(s.deployment.max_num_seqs, 1024);
+    ck_assert_int_eq(s.options.scheduler[0], SCN_SCHED_CHUNKED);
+}
+END_TEST
+
+/* scn_engine_chunks alone, on a hand-made profile: each rule in isolation. */
+START_TEST(engine_chunking_rules)
+{
+    scn_engine e;
+    memset(&e, 0, sizeof e);
+    scn_model m;
+    memset(&m, 0, sizeof m);
+    int b = 2048;
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, false, &b));
+    ck_assert_int_eq(b, 2048);                          /* no rule: the budget stands */
+    e.budget_covers_context = true;
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, false, &b));
+    ck_assert_int_eq(b, 65536);
+    b = 2048;
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, true, &b));
+    ck_assert_int_eq(b, 2048);                          /* given: kept */
+    e.chunk_above_len = 32768;
+    e.chunk_long_budget = 512;
+    ck_assert(scn_engine_chunks(&e, &m, 65536, false, false, &b));
+    ck_assert_int_eq(b, 512);
+    b = 2048;                                           /* multi-step: whole prompts */
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, true, false, &b));
+    ck_assert_int_eq(b, 65536);
+    b = 2048;
+    ck_assert(!scn_engine_chunks(&e, &m, 32768, false, false, &b));
+    ck_assert_int_eq(b, 32768);
+    m.sliding_window = 4096;
+    m.sliding_layers = 0;                               /* a window no layer uses */
+    b = 2048;
+    ck_assert(scn_engine_chunks(&e, &m, 65536, false, false, &b));
+    m.sliding_layers = 1;
+    b = 2048;
+    ck_assert(!scn_engine_chunks(&e, &m, 65536, false, false, &b));
+    ck_assert_int_eq(b, 65536);
+    m.sliding_window = m.sliding_layers = 0;
+    m.kv_lora_rank = 512;
+    e.unchunked_mla = true;
+    e.chunked_prefill = true;                           /* forced off even for a chunking engine */
+    b = 2048;
+    ck_assert(!scn_engine_chunks(&e, &m, 163840, false, false, &b));
+    ck_assert_int_eq(b, 163840);
+    e.unchunked_mla = false;
+    ck_assert(scn_engine_chunks(&e, &m, 163840, false, false, &b));
+}
+END_TEST
+
+/* vLLM's fused_experts sizes its caches for min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE) rows. By hand
+ * for DeepSeek-V3 at TP 8 (h 7168, 8 routed experts of 2048, 1 shared, 3 dense layers of 18432):
+ * below the chunk, the formula as before; at 163840 tokens, the MoE layer holds 4h + 3 x 2048 / 8
+ * per token over every token and 3 x 8 x 2048 / 8 + 8 x 7168 over 32768 rows; the dense layer
+ * 4h + 3 x 18432 / 8 over every token; the larger wins. 2 B each; the sampler as always. */
+START_TEST(fused_moe_chunk_bounds_the_expert_outputs)
+{
+    t_library_engine("deepseek-v3", "h200", "vllm-0.7.1", &s);
+    const scn_model *m = &s.model;
+    ck_assert_int_eq(m->hidden, 7168);
+    ck_assert_int_eq(m->moe_intermediate, 2048);
+    double sampler = 256.0 * m->vocab * 10;
+    double small = 8192.0 * (4 * 7168 + 3 * 18432 / 8.0 + 8 * 7168) * 2 + sampler;
+    ck_assert_double_eq_tol(kv_activation_bytes_chunked(m, 8, 8192, 256, 32768), small, 1e-3);
+    ck_assert_double_eq_tol(kv_activation_bytes(m, 8, 8192, 256), small, 1e-3);
+    double moe = (163840.0 * (4 * 7168 + 3 * 2048 / 8.0) + 32768.0 * (3 * 8 * 2048 / 8.0 + 8 * 7168)) * 2;
+    double dense = 163840.0 * (4 * 7168 + 3 * 18432 / 8.0) * 2;
+    ck_assert(moe > dense);
+    ck_assert_double_eq_tol(kv_activation_bytes_chunked(m, 8, 163840, 256, 32768), moe + sampler, 1e-3);
+    ck_assert(kv_activation_bytes(m, 8, 163840, 256) > moe + sampler);   /* unchunked: every row */
+    /* A dense model has no experts to chunk. */
+    t_library("llama-3-8b", "h100-sxm", &s);
+    ck_assert_double_eq_tol(kv_activation_bytes_chunked(&s.model, 1, 65536, 256, 32768),
+                            kv_activation_bytes(&s.model, 1, 65536, 256), 1e-3);
+}
+END_TEST
+
+/* The engines size their budgets from the total cudaMemGetInfo reports: on our H200 150109880320
+ * bytes (validation/h200-2026-11-30/probe-env.txt), 644939776 B under the 143771 MiB nvidia-smi
+ * shows; the device's memory in the report stays the driver's. */
+START_TEST(engines_see_the_cuda_total)
+{
+    t_library_engine("llama-3-8b", "h200", "vllm", &s);
+    ck_assert_double_eq_tol(scn_hw_cuda_memory(&s.hardware), 150109880320.0, 1e-3);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
+    ck_assert_double_eq_tol(k.usable, 0.9 * 150109880320.0, 1e-3);
+    ck_assert_double_eq_tol(k.device_memory, 143771.0 * MIB, 1e-3);
+    scn_error e;
+    char y[600];
+    snprintf(y, sizeof y, "model: llama-3-8b\nhardware: {name: x, memory: 80 GiB, memory_reserved: 80 GiB, "
+             "memory_bandwidth: 2 TB/s, compute: {bf16: 300 TFLOPS}}\n"
+             "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n");
+    ck_assert_int_eq(t_load(y, NULL, 0, &s, &e), SCN_E_DATA);
+    ck_assert_msg(strstr(e.path, "memory_reserved") && strstr(e.msg, "less than memory") && e.line > 0, "%s: %s", e.path, e.msg);
+    /* `kvplan memory` shows the CUDA total the budget came from. */
+    const char *p = t_write("cuda-total.yaml", "name: t\nmodel: llama-3-8b\nhardware: h200\nengine: vllm\n"
+                            "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n");
+    static char out[65536], errs[4096];
+    char args[700];
+    snprintf(args, sizeof args, "memory '%s' --format json", p);
+    ck_assert_int_eq(t_run(args, out, sizeof out, errs, sizeof errs), 0);
+    ck_assert_msg(strstr(out, "\"cuda_bytes\": 150109880320"), "%s", out);
+}
+END_TEST
+
 static const char *engine_scn(const char *engine, int tp, const char *util)
 {
     static char y[600];
@@ -144,7 +314,7 @@ START_TEST(sglang_static_fraction_by_tp)
     /* SGLang: KV = mem_fraction_static * (memory free at start-up) - weights; the fraction
      * defaults by TP size (0.88 at 1, 0.85 from 4), and a scenario's own value wins. */
     scn_error e;
-    double free0 = 81559 * MIB - 1 * GIB, w1 = 8030261248.0 * 2;
+    double free0 = 81559 * MIB - 0.43 * GIB - 1 * GIB, w1 = 8030261248.0 * 2;
     ck_assert_int_eq(t_load(engine_scn("sglang", 1, NULL), NULL, 0, &s, &e), SCN_OK);
     kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
     kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
@@ -167,7 +337,7 @@ START_TEST(trtllm_fraction_of_free_memory)
     kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
     kv_capacity k = kv_capacity_compute(&s, &c, 16, 0);
     double act = kv_activation_bytes(&s.model, 1, s.deployment.max_num_batched_tokens, s.deployment.max_num_seqs);
-    double want = 0.9 * (81559 * MIB - 1 * GIB - 8030261248.0 * 2 - act);
+    double want = 0.9 * (81559 * MIB - 0.43 * GIB - 1 * GIB - 8030261248.0 * 2 - act);
     ck_assert(fabs(k.kv_budget - want) < 1e-3);
     /* The three engines order as their rules say on the same GPU: SGLang's 0.88 of free memory
      * without activations above TensorRT-LLM's 0.9 of what is left, the latter above 0. */
@@ -186,6 +356,12 @@ START_TEST(memory_section_errors_are_located)
         {"memory: {budget: static, held_allreduce: true}", "held_allreduce goes with budget total or device"},
         {"memory: {budget: device, held_allreduce: 2}", "held_allreduce"},
         {"chunked_prefill: {at_least_max_model_len: yes please}", "at_least_max_model_len"},
+        {"chunked_prefill: {long_context: {max_num_batched_tokens: 512}}", "needs above"},
+        {"chunked_prefill: {long_context: {above: 32768}}", "needs max_num_batched_tokens"},
+        {"chunked_prefill: {long_context: {above: 32768, max_num_batched_tokens: 0}}", "max_num_batched_tokens"},
+        {"chunked_prefill: {long_context: {above: 32768, budget: 512}}", "budget"},
+        {"chunked_prefill: {unchunked_mla: maybe}", "unchunked_mla"},
+        {"memory: {budget: total, moe_chunk: 0}", "moe_chunk"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char y[700];
@@ -374,6 +550,10 @@ Suite *suite_capacity(void)
     tcase_add_test(tc, longest_context_is_capped_at_max_model_len);
     tcase_add_test(tc, vllm_02_profiler_counts_the_device);
     tcase_add_test(tc, unchunked_budget_covers_max_model_len);
+    tcase_add_test(tc, vllm_v0_batch_defaults_by_model);
+    tcase_add_test(tc, engine_chunking_rules);
+    tcase_add_test(tc, fused_moe_chunk_bounds_the_expert_outputs);
+    tcase_add_test(tc, engines_see_the_cuda_total);
     suite_add_tcase(su, tc);
     return su;
 }

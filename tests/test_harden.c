@@ -149,19 +149,20 @@ START_TEST(trace_workloads)
     /* D6: memory on a trace scenario divided by a zero mean length. It now reads the trace:
      * (100 + 20 + 200 + 30) / 2 = 175 tokens; paged, 11 blocks of 16 (176 tokens, 176 x 128 KiB
      * = 23068672 bytes) each. The vLLM engine profile's budget (docs/cost-model.md, "Memory
-     * budget and capacity") holds 445610 tokens: 0.9 x 81559 MiB - 2 x 8030261248 B of weights -
-     * 8192 x (4 x 4096 + 3 x 14336) x 2 B - 1024 x 128256 x 10 B of profile-run activations
-     * (`vllm serve` runs 1024 sequences on an 80 GB H100, the profile's batch_defaults) -
-     * 0.2 GiB of non-torch memory = 58407038156.8 B, / 128 KiB = 445610 tokens, 27850 blocks,
-     * which hold floor(27850 / 11) = 2531 sequences; paged capacity is shown in whole blocks,
-     * 27850 x 16 = 445600 tokens (what the simulator allocates). */
+     * budget and capacity") holds 442440 tokens: 0.9 x (81559 MiB - the 0.43 GiB the driver
+     * keeps from CUDA) - 2 x 8030261248 B of weights - 8192 x (4 x 4096 + 3 x 14336) x 2 B -
+     * 1024 x 128256 x 10 B of profile-run activations (`vllm serve` runs 1024 sequences on an
+     * 80 GB H100, the profile's batch_defaults) - 0.2 GiB of non-torch memory = 57991500070.9 B,
+     * / 128 KiB = 442440 tokens, 27652 blocks, which hold floor(27652 / 11) = 2513 sequences;
+     * paged capacity is shown in whole blocks, 27652 x 16 = 442432 tokens (what the simulator
+     * allocates). */
     put(tr, sizeof tr, "tr.csv", "0.0,100,20\n0.5,200,30\n");
     snprintf(y, sizeof y, HEAD_TRACE, tr);
     put(sc, sizeof sc, "trace.yaml", y);
     snprintf(a, sizeof a, "memory %s --format csv", sc);
     expect_rc(a, 0, NULL);
     ck_assert_msg(!strstr(out, "-9223372036854775808"), "%s", out);
-    ck_assert_msg(strstr(out, ",176,23068672,445600,27850,2531,"), "%s", out);
+    ck_assert_msg(strstr(out, ",176,23068672,442432,27652,2513,"), "%s", out);
     /* D7: a directory, an empty file and an infinite time, each refused; no run stored. */
     snprintf(y, sizeof y, HEAD_TRACE, "/tmp");
     put(sc, sizeof sc, "trace-dir.yaml", y);

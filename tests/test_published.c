@@ -399,11 +399,46 @@ START_TEST(cli_end_to_end)
 }
 END_TEST
 
+/* --max-model-len N: the deployment's max_model_len, which under vLLM V0 sets whether prefill
+ * chunks and the profile run's tokens (docs/cost-model.md, "vLLM V0 batch defaults"). A V0 0.6.0
+ * capacity row of Llama-3.1-8B at 4096: not chunked, 4096 tokens a step and 256 sequences in the
+ * profile run, worked on the same deployment set by hand; without the flag the model's own
+ * 131072 makes V0 chunk at 512 tokens, a smaller peak and a larger cache. */
+START_TEST(max_model_len_flag)
+{
+    const char *p = t_write("mml.tsv", HEAD_ARGS
+        "m\ta100-80g\t1\t1\tllama-3.1-8b\tvllm\t0.6.0\tbf16\tauto\tcapacity\t0.9\t-\t-\tkv_tokens\t1\ttokens\ts\t\t--max-model-len 4096\n"
+        "n\ta100-80g\t1\t1\tllama-3.1-8b\tvllm\t0.6.0\tbf16\tauto\tcapacity\t0.9\t-\t-\tkv_tokens\t1\ttokens\ts\t\t\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(t.rows[0].max_model_len, 4096);
+    ck_assert_int_eq(t.rows[1].max_model_len, 0);
+    predict_all(&t);
+    scn_scenario s;
+    t_library_engine("llama-3.1-8b", "a100-80g", "vllm-0.6", &s);
+    s.deployment.max_model_len = 4096;
+    s.deployment.max_num_batched_tokens = 4096;
+    s.deployment.max_num_seqs = 256;
+    s.deployment.gpu_memory_utilization = 0.9;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    double want = (double)kv_capacity_compute(&s, &c, 16, 0).capacity_blocks * 16;
+    ck_assert_msg(t.rows[0].status == PUB_PREDICTED && t.rows[0].predicted == want, "%s %.0f vs %.0f", t.rows[0].why,
+                  t.rows[0].predicted, want);
+    ck_assert_msg(t.rows[1].predicted > t.rows[0].predicted, "%.0f %.0f", t.rows[1].predicted, t.rows[0].predicted);
+    pub_table_free(&t);
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--max-model-len\n",
+           "2:78: engine_args: --max-model-len needs a number");
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--max-model-len 0\n", "2:78: engine_args");
+}
+END_TEST
+
 START_TEST(vllm_rows_run_their_versions_batch_limits)
 {
-    /* vLLM before 0.8.0 ran V0, 256 sequences on any GPU; the profile's batch_defaults are V1's
-     * (1024 on an H100). 300 prompts sent at once: V1 runs them in one batch, V0 in a batch of
-     * 256 and then the 44 left, so its run is longer and its throughput lower. */
+    /* vLLM before 0.8.0 ran V0, 256 sequences on any GPU (the V0 profiles' batch_defaults); the
+     * current profile's are V1's (1024 on an H100). 300 prompts sent at once: V1 runs them in one
+     * batch, V0 in a batch of 256 and then the 44 left, so its run is longer and its throughput
+     * lower. */
     const char *p = t_write("versions.tsv",
         HEAD "v1\th100-sxm\t1\t1\tllama-3-8b\tvllm\t0.11.0\tbf16\tauto\toffline\t300\t128\t32\ttotal_tok_s\t1\ttok/s\ts\t\n"
              "v0\th100-sxm\t1\t1\tllama-3-8b\tvllm\t0.6.0\tbf16\tauto\toffline\t300\t128\t32\ttotal_tok_s\t1\ttok/s\ts\t\n"
@@ -415,8 +450,10 @@ START_TEST(vllm_rows_run_their_versions_batch_limits)
     ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
     predict_all(&t);
     static const char *const v0[] = {"v0", "v0b"}, *const v1[] = {"v1", "v1b", "sg"};
-    for (int i = 0; i < 2; i++) ck_assert_msg(strstr(find(&t, v0[i])->why, "V0: 256 sequences"), "%s", find(&t, v0[i])->why);
-    for (int i = 0; i < 3; i++) ck_assert_msg(!strstr(find(&t, v1[i])->why, "V0"), "%s", find(&t, v1[i])->why);
+    static const char *const v0_profile[] = {"engine profile: vllm-0.6", "engine profile: vllm-v0"};
+    static const char *const v1_profile[] = {"engine profile: vllm", "engine profile: vllm-0.7", "engine profile: sglang"};
+    for (int i = 0; i < 2; i++) ck_assert_msg(strstr(find(&t, v0[i])->why, v0_profile[i]), "%s", find(&t, v0[i])->why);
+    for (int i = 0; i < 3; i++) ck_assert_msg(strstr(find(&t, v1[i])->why, v1_profile[i]), "%s", find(&t, v1[i])->why);
     for (int i = 0; i < 5; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s: %s", t.rows[i].id, t.rows[i].why);
     ck_assert(find(&t, "v0")->predicted < find(&t, "v1")->predicted);
     /* Before 0.6 the row also runs the vllm-v0 profile, whose V0 loop adds a serial 4 ms a step
@@ -532,6 +569,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, published_conventions);
     tcase_add_test(tc, summary_arithmetic);
     tcase_add_test(tc, vllm_rows_run_their_versions_batch_limits);
+    tcase_add_test(tc, max_model_len_flag);
     tcase_add_test(tc, broken_rows_are_located);
     tcase_add_test(tc, dataset_mean_from_row);
     tcase_add_test(tc, parallel_layout_flags);
