@@ -26,7 +26,7 @@ static void scenario_section(out_doc *d, const scn_scenario *s)
         out_kv_num(d, "attention_data_parallel", "attention DP ranks", kv_moe_dp(s), OUT_INT);
         out_kv_num(d, "expert_parallel", "expert-parallel ranks", kv_moe_ep(s), OUT_INT);
     }
-    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", scn_engine_mem_fraction(&s->engine, &s->deployment), OUT_FRAC);
+    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", scn_engine_mem_fraction(&s->engine, &s->deployment, &s->hardware), OUT_FRAC);
     out_kv_num(d, "max_model_len", "max model len (tokens)", s->deployment.max_model_len, OUT_INT);
 }
 

@@ -220,6 +220,11 @@ typedef struct {
  * activation buffers. DEVICE (vLLM 0.2.5 to 0.3.0): the device memory, out of which comes all
  * the device holds after the profile run (total - free), the CUDA context included. */
 typedef enum { SCN_MEM_TOTAL, SCN_MEM_STATIC, SCN_MEM_FREE, SCN_MEM_DEVICE } scn_mem_budget;
+/* Where the default memory fraction comes from: the profile's table by TP size (TABLE, the
+ * default), or SGLang's reserve rule from 0.5.4 on (SGLANG_RESERVE: the fraction leaves room for
+ * an activation and CUDA-graph reserve estimated from the GPU's memory, the chunked-prefill size,
+ * the captured batch size and the TP size; docs/cost-model.md, "Memory budget and capacity"). */
+typedef enum { SCN_MEM_RULE_TABLE = 0, SCN_MEM_RULE_SGLANG_RESERVE } scn_mem_rule;
 /* Prefill rows and decode rows in one step: as the scheduler goes (chunked steps mix, continuous
  * ones prefill alone: vLLM V1 and V0), always (TensorRT-LLM's in-flight batching), or never
  * (SGLang, enable_mixed_chunk off). Zero is the first, so a zeroed profile keeps vLLM's rule. */
@@ -305,6 +310,7 @@ typedef struct {
      * until the GPU reaches them, and a profiler reading the device's free memory counts them
      * (`memory: {held_allreduce: true}`; docs/cost-model.md, "Memory budget and capacity"). */
     bool mem_held_allreduce;
+    scn_mem_rule mem_rule;      /* how the default fraction is found (`memory: {fraction_rule: ...}`) */
     /* The fused-MoE kernel runs at most this many tokens at once, so its per-token working set
      * (each token's k expert outputs) is sized for min(tokens, moe_chunk) in the profile run
      * (`memory: {moe_chunk: 32768}`: vLLM's VLLM_FUSED_MOE_CHUNK_SIZE; 0 = not chunked). */
@@ -574,10 +580,10 @@ int scn_mkdirs(const char *dir);
 /* Makes `e` the scenario's engine: copies it, and its overheads into the hardware profile unless
  * the profile sets its own (hardware.overhead_given). */
 void scn_engine_apply(scn_scenario *s, const scn_engine *e);
-/* The memory fraction in force: the deployment's when the scenario set it, otherwise the
- * engine's default for the deployment's tensor-parallel size (SGLang's mem_fraction_static
- * table), otherwise the deployment's default. */
-double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d);
+/* The memory fraction in force on hardware h: the deployment's when the scenario set it,
+ * otherwise the engine's default (its rule on h's memory, or its table for the deployment's
+ * tensor-parallel size, e.g. SGLang's mem_fraction_static), otherwise the deployment's default. */
+double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d, const scn_hardware *h);
 /* The engine's default max_num_seqs and max_num_batched_tokens on hardware h: the first of its
  * batch_defaults that h meets; the values are left as they are when none does. */
 void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *max_num_seqs, int *max_num_batched_tokens);

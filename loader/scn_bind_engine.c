@@ -3,6 +3,7 @@
  * number does to a step: docs/cost-model.md, "Engine profiles". */
 #include "scn_bind.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -71,7 +72,8 @@ static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "m
 static const char *const LONG_KEYS[] = {"above", "max_num_batched_tokens", NULL};
 static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", "copies", NULL};
 static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
-static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", "held_allreduce", "moe_chunk", NULL};
+static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", "held_allreduce", "moe_chunk", "fraction_rule", NULL};
+static const char *const MEM_RULES[] = {"table", "sglang_reserve", NULL};
 static const char *const MEM_BUDGETS[] = {"total", "static", "free", "device", NULL};
 static const char *const FRAC_KEYS[] = {"tp", "fraction", NULL};
 static const char *const BATCH_KEYS[] = {"min_memory", "except", "max_num_seqs", "max_num_batched_tokens", NULL};
@@ -244,9 +246,39 @@ void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *
     }
 }
 
-double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d)
+/* SGLang's default mem_fraction_static from 0.5.4 on (ServerArgs._handle_gpu_memory_settings,
+ * sgl-project/sglang PRs #10975 and #11076; derivation and sources in docs/cost-model.md,
+ * "Memory budget and capacity"): by the GPU's memory in MiB (as nvidia-smi reports it), a
+ * chunked-prefill size and a largest captured decode batch; then a reserve in MiB for activations
+ * and CUDA graphs, 512 + 1.5 per chunk token (at least 2048 tokens) + 2 per captured sequence +
+ * 128 per TP rank, at least 10 GiB on GPUs above 60 GiB, and the fraction is what is left,
+ * rounded to three decimals. The chunk is the deployment's token budget when set. */
+static double sglang_reserve_fraction(const scn_deployment *d, double memory_bytes)
 {
-    if (d->gpu_memory_utilization_given || e->n_mem_fraction == 0) return d->gpu_memory_utilization;
+    double gpu = memory_bytes / (1024.0 * 1024.0);
+    /* SGLang's tp_size is every GPU of the replica: with attention data parallelism the
+     * deployment's tensor_parallel is the attention's (1) and the GPUs are its DP ranks. */
+    int dp = d->attention_dp > 1 ? d->attention_dp : 1;
+    int tp = (d->tensor_parallel > 0 ? d->tensor_parallel : 1) * dp;
+    double chunk, bs;
+    if (gpu < 20 * 1024) chunk = 2048, bs = 8;
+    else if (gpu < 35 * 1024) chunk = 2048, bs = tp < 4 ? 24 : 80;
+    else if (gpu < 60 * 1024) chunk = 4096, bs = tp < 4 ? 32 : 160;
+    else if (gpu < 160 * 1024) chunk = 8192, bs = tp < 4 ? 256 : 512;
+    else chunk = 16384, bs = 512;
+    if (d->max_num_batched_tokens > 0) chunk = d->max_num_batched_tokens;
+    double reserve = 512 + (chunk > 2048 ? chunk : 2048) * 1.5 + bs * 2 + tp / 8.0 * 1024;
+    /* Attention data parallelism pads its graphs per DP rank. */
+    if (dp > 1) reserve += bs * dp * 3 + (bs > 300 ? bs * dp * 1.5 : 0);
+    if (gpu > 60 * 1024 && reserve < 10 * 1024) reserve = 10 * 1024;
+    return round((gpu - reserve) / gpu * 1000) / 1000;
+}
+
+double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d, const scn_hardware *h)
+{
+    if (d->gpu_memory_utilization_given) return d->gpu_memory_utilization;
+    if (e->mem_rule == SCN_MEM_RULE_SGLANG_RESERVE && h && h->memory > 0) return sglang_reserve_fraction(d, h->memory);
+    if (e->n_mem_fraction == 0) return d->gpu_memory_utilization;
     double f = e->mem_fraction[0];
     for (int i = 0; i < e->n_mem_fraction; i++)
         if (d->tensor_parallel >= e->mem_fraction_tp[i]) f = e->mem_fraction[i];
@@ -317,13 +349,16 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (sub_map(c, m, path, "memory", MEM_KEYS, &s, p, sizeof p)) return -1;
     if (s) {
         e->mem_given = true;
-        int b = (int)e->mem_budget;
-        if (scn_get_enum(c, s, p, "budget", MEM_BUDGETS, &b) ||
+        int b = (int)e->mem_budget, rule = (int)e->mem_rule;
+        if (scn_get_enum(c, s, p, "budget", MEM_BUDGETS, &b) || scn_get_enum(c, s, p, "fraction_rule", MEM_RULES, &rule) ||
             scn_get_qty(c, s, p, "non_torch", SCN_UNIT_BYTES, true, &e->mem_non_torch) ||
             scn_get_bool(c, s, p, "held_allreduce", &e->mem_held_allreduce) ||
             scn_get_int(c, s, p, "moe_chunk", 1, 1000000000, &e->mem_moe_chunk) || bind_fractions(c, s, p, e))
             return -1;
         e->mem_budget = (scn_mem_budget)b;
+        e->mem_rule = (scn_mem_rule)rule;
+        if (e->mem_rule == SCN_MEM_RULE_SGLANG_RESERVE && e->mem_budget != SCN_MEM_STATIC)
+            return fail_at(c, scn_map_get(s, "fraction_rule"), p, "sglang_reserve goes with budget static (mem_fraction_static)");
         if (e->mem_held_allreduce && e->mem_budget != SCN_MEM_TOTAL && e->mem_budget != SCN_MEM_DEVICE)
             return fail_at(c, scn_map_get(s, "held_allreduce"), p,
                            "held_allreduce goes with budget total or device (a profiler that reads the device's free memory)");

@@ -72,7 +72,7 @@ kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activ
     /* An engine sizes its budget from the total the CUDA runtime reports (memory less what the
      * driver keeps, memory_reserved); kvplan's own rule keeps the device's memory. */
     double dev = e->mem_given ? scn_hw_cuda_memory(hw) : hw->memory;
-    kv_mem_split r = {.fraction = scn_engine_mem_fraction(e, &s->deployment), .base = dev,
+    kv_mem_split r = {.fraction = scn_engine_mem_fraction(e, &s->deployment, hw), .base = dev,
                       .activation = activation, .runtime = hw->runtime_memory};
     /* A profiler that reads the device's free memory sees the all-reduce buffers the allocator
      * still holds for the NCCL stream at the end of the profile run: part of its peak. */

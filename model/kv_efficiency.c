@@ -471,7 +471,15 @@ double kv_marlin_rate(const scn_hardware *hw)
     /* Marlin's bench.py on A100 (vLLM PR #2497, 2024-01-24): 139.7-141.4 TFLOP/s from batch 64 to
      * 4000 ("for batchsizes > 64, it will just run the batch 64 kernel repeatedly", IST-DASLab/
      * marlin issue #2), against A100's 312 TFLOP/s dense fp16: 141.4 / 312. */
-    return hw->flops[SCN_DTYPE_BF16] * (141.4 / 312.0);
+    double share = hw->flops[SCN_DTYPE_BF16] * (141.4 / 312.0);
+    /* Marlin is one sm80 kernel (mma.sync m16n8k16, dequantisation in registers), with no
+     * Hopper path: Hopper's wgmma rate is out of its reach (Machete was written for that), so
+     * there it does per SM per clock what it does on A100, 141.4 TFLOP/s over 108 SMs at
+     * 1.41 GHz (docs/cost-model.md, "Weight-only kernels"). On A100 the two are the same figure;
+     * on Ada the share is the smaller. */
+    double clock = kv_sm_clock(hw);
+    double per_sm = clock > 0 && hw->sm_count > 0 ? 141.4e12 / (108 * 1.41e9) * hw->sm_count * clock : 0;
+    return per_sm > 0 && per_sm < share ? per_sm : share;
 }
 
 /* ---- Block-scaled fp8 GEMMs (docs/cost-model.md, "Block-scaled fp8 GEMMs") ---- */

@@ -108,7 +108,8 @@ double kv_convert_rate(const scn_hardware *hw);
  * GPU's SMs and clock. 0 = unknown. */
 double kv_tinygemm_rate(const scn_hardware *hw, double group, double M);
 /* The rate (flop/s) Marlin-family W4A16/W8A16 GEMMs reach once the batch fills their 64-row
- * tile: its measured share of the 16-bit dense peak on A100. */
+ * tile: its measured share of the 16-bit dense peak on A100, and no more than A100's rate per SM
+ * per clock (an sm80 kernel: what binds on Hopper). */
 double kv_marlin_rate(const scn_hardware *hw);
 /* Stored bytes per int4 weight in tinygemm's layout: half a byte plus a bf16 scale and a bf16
  * zero per group. */

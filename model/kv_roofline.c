@@ -598,6 +598,14 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
              * dense GEMM (kv_moe_gemm_rate); the shared experts' GEMMs are priced above. */
             double routed = 2.0 * T * 3.0 * h * I * k * moe_layers;
             double rate = kv_moe_gemm_rate(hw, e, g.dt, Me, 2.0 * I, h), t_routed = rate > 0 ? routed / rate : 0;
+            /* MXFP4 experts an engine runs weight-only through Marlin's MoE kernel (`mxfp4:
+             * marlin`, a GPU without fp4 math): Marlin's own rate, as its dense GEMMs (gemm()),
+             * in place of the fused-MoE family's (docs/cost-model.md, "Weight-only kernels"). */
+            if (m->weight_quant == SCN_WQ_MXFP4 && e->mxfp4_layout == SCN_MX_MARLIN && hw->flops[SCN_DTYPE_FP4] <= 0 &&
+                kv_marlin_rate(hw) > 0) {
+                t_routed = routed / kv_marlin_rate(hw);
+                eff = 1;
+            }
             if (e->moe_kernel == SCN_MOE_KERNEL_CUTLASS) {
                 /* CUTLASS grouped GEMMs: each expert's rows padded to the tile on their own, all
                  * experts' tiles in one set of waves (kv_moe_grouped_efficiency): gate|up holds

@@ -116,12 +116,14 @@ static int tokens_field(plan_reader *rd, const char *v, int col, const char *fie
 }
 
 /* The launch flags the harness reads from `engine_args` (docs/validation.md, "The file"). Each
- * takes a whole number in [lo, hi], except the switch --attention-dp and the fraction
- * --kv-fraction. */
+ * takes a whole number in [lo, hi], except the switches --attention-dp and --via-server and the
+ * fraction --kv-fraction. --via-server is the client's side of the launch: an offline row's
+ * prompts were sent to a server all at once (a serving client at request rate inf), so they pass
+ * its front end. */
 static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
     {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
     {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0},
-    {"--max-model-len", 1, 100000000}};
+    {"--max-model-len", 1, 100000000}, {"--via-server", 0, 0}};
 
 static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
 {
@@ -135,8 +137,9 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         while (f < nf && strcmp(t, ARG_FLAGS[f].flag)) f++;
         if (f == nf)
             return plan_reader_bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
-                       "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N)", t);
+                       "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N, --via-server)", t);
         if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
+        if (!strcmp(t, "--via-server")) { r->via_server = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
         if (!n) return plan_reader_bad(rd, col, "engine_args", "%s needs a %s", t, strcmp(t, "--kv-fraction") ? "number" : "fraction");
         if (!strcmp(t, "--kv-fraction")) {
@@ -183,6 +186,8 @@ static int parse_row(plan_reader *rd, char **f, const int *col, pub_row *r)
     for (int i = 0; PUB_MODE_NAMES[i]; i++) if (!strcmp(f[C_MODE], PUB_MODE_NAMES[i])) mode = i;
     if (mode < 0) return plan_reader_bad(rd, col[C_MODE], "mode", "expected closed, poisson, offline, batch or capacity, found '%.40s'", f[C_MODE]);
     r->mode = (pub_mode)mode;
+    if (r->via_server && r->mode != PUB_MODE_OFFLINE)
+        return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args", "--via-server goes with mode offline (prompts sent to a server at once)");
     if (r->mode == PUB_MODE_CAPACITY && (!strcmp(f[C_LOAD], "-") || !*f[C_LOAD])) r->load = 0;
     else if (r->mode == PUB_MODE_CAPACITY) {
         if (positive(rd, f[C_LOAD], col[C_LOAD], "load", &r->load)) return -1;
@@ -383,6 +388,9 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
         snprintf(out, n, "vllm-0.7.1"); /* MLA's absorbed products materialised to 0.7.3 (vllm-0.7.1.yaml) */
     else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor < 4)
         snprintf(out, n, "sglang-v0.3");
+    else if (!strcmp(engine, "sglang") && version_of(version, &major, &minor) && major == 0 && minor == 5 &&
+             patch_of(version) >= 4 && patch_of(version) <= 6)
+        snprintf(out, n, "sglang-0.5.4"); /* mem_fraction_static from a reserve (sglang-0.5.4.yaml) */
     else if (!strcmp(engine, "trtllm") && version_of(version, &major, &minor) && major == 0)
         snprintf(out, n, minor <= 6 ? "trtllm-v0.6" : "trtllm-v0");
     else snprintf(out, n, "%s", engine);
@@ -551,10 +559,10 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
                                               "  measure: {skip_first: 10%%, skip_last: 10%%}\n", r->load);
         break;
     default:
-        /* Prompts sent to a server all at once by a serving client (request rate inf) pass its
-         * front end one by one; in-process runs do not (docs/cost-model.md, "Front end"). */
-        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: offline%s}\n",
-                              strstr(r->notes, "request rate inf") ? ", via: server" : "");
+        /* Prompts sent to a server all at once by a serving client (request rate inf, the row's
+         * --via-server) pass its front end one by one; in-process runs do not (docs/cost-model.md,
+         * "Front end"). */
+        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: offline%s}\n", r->via_server ? ", via: server" : "");
         break;
     }
     k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", prompt, output);

@@ -37,6 +37,7 @@ typedef struct {
     int max_model_len;           /* tokens (--max-model-len); 0 = the model's own */
     bool attention_dp;           /* attention data-parallel over the tp GPUs (attention TP 1) */
     double kv_fraction;          /* the KV cache's memory fraction (the engine's own rule) */
+    bool via_server;             /* offline prompts sent to a server at once (--via-server) */
     pub_mode mode;
     double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
                                   * fraction the engine was given (0: not stated) */

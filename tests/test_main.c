@@ -58,6 +58,8 @@ int main(void)
     srunner_add_suite(sr, suite_weight_only());
     srunner_add_suite(sr, suite_block_fp8());
     srunner_add_suite(sr, suite_twin());
+    srunner_add_suite(sr, suite_mem_rule());
+    srunner_add_suite(sr, suite_marlin_moe());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

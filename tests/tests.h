@@ -59,6 +59,8 @@ Suite *suite_speed_paths(void);
 Suite *suite_weight_only(void);
 Suite *suite_block_fp8(void);
 Suite *suite_twin(void);
+Suite *suite_mem_rule(void);
+Suite *suite_marlin_moe(void);
 
 /* Writes text to a fresh file named `name` in a per-process temp dir; returns its path
  * (static storage, valid until the next call with the same name slot). */
