@@ -3,7 +3,9 @@
 #include "cli_moe.h"
 #include "cli_spec.h"
 #include "../model/kv_blocks.h"
+#include "../model/kv_mla.h"
 #include "../model/kv_model.h"
+#include "../model/kv_moe_grouped.h"
 #include "../model/kv_moe_parallel.h"
 #include "../model/kv_spec.h"
 
@@ -166,13 +168,27 @@ int cmd_cost(int argc, char **argv)
                    s.engine.mla_expanded ? "ordinary attention over the expanded per-head K/V cache (engine mla.cache)"
                    : st.mla_absorbed     ? "absorbed weights over the latent cache"
                                          : "none in this step");
+    /* Which kernel decodes the latent attention, and so its query tile (kv_mla_decode_tile_rows)
+     * and kernel count (kv_mla_decode_kernels). */
+    if (s.model.kv_lora_rank > 0 && !s.engine.mla_expanded && st.mla_absorbed)
+        out_kv_str(d, "mla_decode_kernel", "MLA decode kernel",
+                   kv_mla_decode_tile_rows(&s.hardware, &s.engine, 1) == 1
+                       ? "no tile figure (heads unpadded)"
+                   : kv_mla_decode_kernels(&s.hardware, &s.engine) == 2
+                       ? "FlashMLA: 64-row tiles over the rank's heads, split-KV + combine kernels"
+                       : "FA3 MLA path: 64-row tiles over the rank's heads");
     if (s.model.experts > 0)
         out_kv_str(d, "moe_kernel", "routed-expert GEMMs",
                    s.engine.moe_kernel == SCN_MOE_KERNEL_TRITON && s.hardware.arch == SCN_ARCH_HOPPER
                        ? "Triton fused-MoE rate (0.45 of the bf16 peak x shape)"
                    : s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS
-                       ? "CUTLASS grouped GEMMs: dense rate x per-expert tiles; expand, activation, finalize kernels"
+                       ? "CUTLASS grouped GEMMs: the rate below x per-expert tiles; expand, activation, finalize kernels"
                        : "dense GEMM rate x shape");
+    /* The rate the CUTLASS family's grouped GEMMs run at per padded flop (block-scaled fp8
+     * experts: the block family's, docs/cost-model.md, "Block-scaled fp8 GEMMs"). */
+    if (s.model.experts > 0 && s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS)
+        out_kv_num(d, "moe_grouped_rate_per_s", "routed-expert GEMM rate (per second)",
+                   kv_moe_grouped_rate(&s.hardware, &s.engine, &s.model, st.gemm_dtype), OUT_FLOPS);
 
     static const out_col cols[] = {
         {"op", "op", OUT_STR},

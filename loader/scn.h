@@ -231,6 +231,10 @@ typedef enum { SCN_MEM_RULE_TABLE = 0, SCN_MEM_RULE_SGLANG_RESERVE } scn_mem_rul
 typedef enum { SCN_PREFILL_MIX_BY_SCHEDULER = 0, SCN_PREFILL_MIX_ALWAYS, SCN_PREFILL_MIX_NEVER } scn_prefill_mix;
 
 typedef enum { SCN_MOE_KERNEL_KVPLAN = 0, SCN_MOE_KERNEL_TRITON, SCN_MOE_KERNEL_CUTLASS } scn_moe_kernel;
+/* The kernel an engine decodes MLA's latent attention with (`mla: {decode: ...}`): `auto` takes it
+ * from the attention family (FlashMLA under the FA3-family profile on Hopper), `flashmla`, or FA3's
+ * MLA path (`fa3`: SGLang's default MLA backend on Hopper). */
+typedef enum { SCN_MLA_DECODE_AUTO = 0, SCN_MLA_DECODE_FLASHMLA, SCN_MLA_DECODE_FA3 } scn_mla_decode;
 /* The kernel an engine runs block-scaled fp8 GEMMs with (`block_fp8:`; docs/cost-model.md,
  * "Block-scaled fp8 GEMMs"): NATIVE prices them as per-tensor fp8; TRITON (vLLM's and SGLang's
  * w8a8_block_fp8_matmul) and CUTLASS (the SM90 blockwise kernel) launch one CTA per 64 x 128
@@ -332,6 +336,9 @@ typedef struct {
      * projections prefill uses, vLLM 0.7.1 to 0.7.3) or applies W_UK and W_UV as separate batched
      * matmuls (`separate`, the default). docs/cost-model.md, "MLA as engines cache it". */
     bool mla_materialized;
+    /* The kernel that decodes MLA's latent attention (`mla: {decode: auto|flashmla|fa3}`): its
+     * query tile and kernel count on Hopper (docs/cost-model.md, "Attention kernels", MLA). */
+    scn_mla_decode mla_decode;
     /* The kernel family of the routed experts' grouped GEMMs (`moe: {kernel: ...}`;
      * docs/cost-model.md, "Fused-MoE kernels"): kvplan's own (none named: the dense GEMM's
      * shape efficiency), Triton's fused_moe (vLLM, SGLang), or CUTLASS grouped GEMMs

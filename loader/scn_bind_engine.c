@@ -60,7 +60,8 @@ static const char *const CPU_KEYS[] = {"step", "per_sequence", "eager_layer", "a
                                        "no_evict", "async_output", "multi_step", "multi_step_stream", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
-static const char *const MLA_KEYS[] = {"cache", "absorbed", NULL};
+static const char *const MLA_KEYS[] = {"cache", "absorbed", "decode", NULL};
+static const char *const MLA_DECODES[] = {"auto", "flashmla", "fa3", NULL};
 static const char *const MLA_ABSORBED[] = {"separate", "materialized", NULL};
 static const char *const MLA_CACHES[] = {"latent", "expanded", NULL};
 static const char *const MOE_KEYS[] = {"kernel", NULL};
@@ -367,11 +368,13 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (s && scn_get_bool(c, s, p, "layerwise", &e->kv_layerwise)) return -1;
     if (sub_map(c, m, path, "mla", MLA_KEYS, &s, p, sizeof p)) return -1;
     if (s) {
-        int mc = e->mla_expanded ? 1 : 0, ma = e->mla_materialized ? 1 : 0;
-        if (scn_get_enum(c, s, p, "cache", MLA_CACHES, &mc) || scn_get_enum(c, s, p, "absorbed", MLA_ABSORBED, &ma))
+        int mc = e->mla_expanded ? 1 : 0, ma = e->mla_materialized ? 1 : 0, md = (int)e->mla_decode;
+        if (scn_get_enum(c, s, p, "cache", MLA_CACHES, &mc) || scn_get_enum(c, s, p, "absorbed", MLA_ABSORBED, &ma) ||
+            scn_get_enum(c, s, p, "decode", MLA_DECODES, &md))
             return -1;
         e->mla_expanded = mc == 1;
         e->mla_materialized = ma == 1;
+        e->mla_decode = (scn_mla_decode)md;
     }
     if (sub_map(c, m, path, "moe", MOE_KEYS, &s, p, sizeof p)) return -1;
     if (s) {

@@ -210,11 +210,13 @@ double kv_mla_decode_tile_rows(const scn_hardware *hw, const scn_engine *e, doub
 {
     /* vLLM decodes MLA on Hopper with FlashMLA, whose tile is 64 query rows (the rank's heads
      * times the new tokens: Flash_fwd_kernel_traits_mla<576, 64, 64, 8>; get_mla_metadata's
-     * num_heads_per_head_k = seq_len_q x heads); FA3's MLA path (head dim 64, value dim 512)
-     * also runs 64-row tiles. The other engines' MLA kernels have no tile figure here. */
-    if (rows <= 0 || !kv_attention_family_applies(hw, e) || hw->arch != SCN_ARCH_HOPPER || e->attn_kernel != SCN_AK_FLASH3)
-        return rows;
-    return round_up(rows, 64);
+     * num_heads_per_head_k = seq_len_q x heads); FA3's MLA path (head dim 64, value dim 512),
+     * SGLang's default MLA backend on Hopper (`mla: {decode: fa3}`), also runs 64-row tiles. The
+     * other engines' MLA kernels have no tile figure here. */
+    if (rows <= 0 || !kv_attention_family_applies(hw, e) || hw->arch != SCN_ARCH_HOPPER) return rows;
+    bool tiled = e->mla_decode == SCN_MLA_DECODE_FLASHMLA || e->mla_decode == SCN_MLA_DECODE_FA3 ||
+                 (e->mla_decode == SCN_MLA_DECODE_AUTO && e->attn_kernel == SCN_AK_FLASH3);
+    return tiled ? round_up(rows, 64) : rows;
 }
 
 /* How a family's prefill kernel tiles the work (docs/cost-model.md, "Attention kernels"). */
@@ -511,6 +513,15 @@ double kv_block_fp8_rate(const scn_hardware *hw, scn_block_fp8 k, double M, doub
     double eff0 = kv_gemm_shape_efficiency(hw, BF8_MEASURED[k].M, BF8_MEASURED[k].N, BF8_MEASURED[k].K, SCN_DTYPE_FP8);
     double share = BF8_MEASURED[k].tflops / BF8_H100_FP8_TFLOPS / eff0;
     return fp8 * fmin(1.0, share) * kv_gemm_shape_efficiency(hw, M, N, K, SCN_DTYPE_FP8);
+}
+
+double kv_block_fp8_peak_rate(const scn_hardware *hw, scn_block_fp8 k)
+{
+    if (!kv_block_fp8_applies(hw, k)) return 0;
+    /* kv_block_fp8_rate without this shape's tiles: the family's share of the fp8 datasheet rate
+     * with the published shape's tile quantisation taken out. */
+    double eff0 = kv_gemm_shape_efficiency(hw, BF8_MEASURED[k].M, BF8_MEASURED[k].N, BF8_MEASURED[k].K, SCN_DTYPE_FP8);
+    return hw->flops[SCN_DTYPE_FP8] * fmin(1.0, BF8_MEASURED[k].tflops / BF8_H100_FP8_TFLOPS / eff0);
 }
 
 double kv_block_fp8_fill(const scn_hardware *hw, scn_block_fp8 k, double M, double N)

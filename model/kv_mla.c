@@ -26,7 +26,10 @@ double kv_mla_absorbed_bytes(const scn_scenario *s, const scn_model *m)
 
 double kv_mla_decode_kernels(const scn_hardware *hw, const scn_engine *e)
 {
-    /* The same kernels the decode tile figure describes (kv_mla_decode_tile_rows): FlashMLA in
-     * vLLM's FlashMLA backend and SGLang's, on Hopper. */
-    return kv_attention_family_applies(hw, e) && hw->arch == SCN_ARCH_HOPPER && e->attn_kernel == SCN_AK_FLASH3 ? 2 : 1;
+    /* FlashMLA (vLLM's FlashMLA backend on Hopper: named, or the FA3-family profile's default)
+     * runs its combine kernel on every call. FA3's MLA path combines only when it splits the keys,
+     * a choice made on the device: its one kernel is counted. */
+    bool flashmla = e->mla_decode == SCN_MLA_DECODE_FLASHMLA ||
+                    (e->mla_decode == SCN_MLA_DECODE_AUTO && e->attn_kernel == SCN_AK_FLASH3);
+    return kv_attention_family_applies(hw, e) && hw->arch == SCN_ARCH_HOPPER && flashmla ? 2 : 1;
 }

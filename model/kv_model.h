@@ -121,6 +121,10 @@ double kv_tinygemm_bytes_per_param(double group);
  * with the published shape's tile quantisation taken out, times this shape's. 0 = not priced
  * apart (NATIVE, or no published figure for this GPU generation). */
 double kv_block_fp8_rate(const scn_hardware *hw, scn_block_fp8 k, double M, double N, double K);
+/* kv_block_fp8_rate before any shape's tiles: the family's share of the fp8 datasheet rate (the
+ * published rate over the published shape's tile efficiency, at most 1) times that rate, the rate
+ * per unit of tile-padded work. 0 where kv_block_fp8_rate is. */
+double kv_block_fp8_peak_rate(const scn_hardware *hw, scn_block_fp8 k);
 /* Whether kv_block_fp8_rate prices family k on this GPU (a published rate, Hopper, fp8 math). */
 bool kv_block_fp8_applies(const scn_hardware *hw, scn_block_fp8 k);
 /* The share of the SMs a block-fp8 GEMM's CTAs occupy: ceil(M / 64) x ceil(N / 128) CTAs, K not
@@ -336,6 +340,15 @@ double kv_decode_split_cap(const scn_scenario *s, int n);   /* <= 1: every row s
 double kv_decode_split(double held, double split_cap);
 kv_step_cost kv_step_complete_decode(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
                                      int n, const kv_decode_sums *d);
+/* A step whose first lead.n rows are plain decode rows given by their sums (keys[k] as in
+ * kv_decode_sums; each row splits once), followed by n other rows (prefill chunks, prompts):
+ * kv_step_complete over all of its rows, bit for bit, when kv_decode_sums_exact holds for the
+ * lead's size and contexts and kv_decode_split_cap(s, decode rows of the whole step) <= 1; the
+ * shape is kv_step_shape of the whole step. For a mixed step whose decode rows a caller keeps as
+ * sums (sim/engine.c's fast-forward). */
+typedef struct { int n; double keys[2]; } kv_decode_lead;
+kv_step_cost kv_step_complete_led(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                                  scn_attention attn, const kv_decode_lead *lead, const kv_seq_work *rows, int n);
 /* kv_step_complete_decode(...).seconds with everything but the sums prepared once per batch
  * size n (from kv_step_shape of n decode rows): the same doubles, in a few dozen operations. */
 typedef struct {

@@ -164,6 +164,17 @@ double kv_moe_grouped_layer_inverse(const scn_hardware *hw, double tokens, doubl
     return 2.0 / 3.0 / e1 + 1.0 / 3.0 / e2;
 }
 
+double kv_moe_grouped_rate(const scn_hardware *hw, const scn_engine *e, const scn_model *m, scn_dtype dt)
+{
+    /* Block scales are applied inside the main loop, once per 128-wide K step, so the grouped
+     * kernel runs at the block family's share, not a per-tensor fp8 GEMM's (docs/cost-model.md,
+     * "Block-scaled fp8 GEMMs"). */
+    if (m->weight_dtype == SCN_DTYPE_FP8 && m->weight_quant == SCN_WQ_BLOCK && dt == SCN_DTYPE_FP8 &&
+        kv_block_fp8_applies(hw, e->block_fp8))
+        return kv_block_fp8_peak_rate(hw, e->block_fp8);
+    return kv_compute_rate(hw, dt);
+}
+
 kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype,
                                       double weight_bytes, double T, double E, double k, double h, double I)
 {

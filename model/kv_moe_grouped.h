@@ -30,6 +30,15 @@ double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double e
 double kv_moe_grouped_layer_inverse(const scn_hardware *hw, double tokens, double experts, double k, double h, double I,
                                     scn_dtype dt, double weight_bytes);
 
+/* The rate (flop/s) per unit of tile-padded work at which the CUTLASS family's grouped GEMMs
+ * run model m's routed experts in math dtype dt: the dense tensor rate (kv_compute_rate), except
+ * for block-scaled fp8 experts (128 x 128 weight blocks, 1 x 128 activation groups) on a GPU where
+ * the engine's block-fp8 family has a published rate (kv_block_fp8_applies): TensorRT-LLM's MoE
+ * runs those through its fp8 block-scale grouped GEMM (CutlassFp8BlockScaleGemmRunner::moeGemm,
+ * a DeepGEMM-class kernel), priced at that family's large-M share (kv_block_fp8_peak_rate).
+ * docs/cost-model.md, "Block-scaled fp8 GEMMs", routed experts. */
+double kv_moe_grouped_rate(const scn_hardware *hw, const scn_engine *e, const scn_model *m, scn_dtype dt);
+
 /* 16-bit activation bytes a fused-MoE layer under the CUTLASS family (TensorRT-LLM's MoE) moves
  * for T tokens each sent to k of E experts of hidden size h and (per GPU) intermediate size I: `gemm`,
  * what the two grouped GEMMs read and write (the router's input included), which streams under

@@ -330,7 +330,7 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
              * op prices them (kv_moe_grouped.h): each token sends rows / tokens of its k picks
              * here, spread over the local experts; the layer's data-movement kernels run alone. */
             double local = (m->experts - rk + ep - 1) / ep;   /* experts rk, rk + ep, ... */
-            double kl = rows / tokens, dense = kv_compute_rate(hw, dt);
+            double kl = rows / tokens, dense = kv_moe_grouped_rate(hw, &s->engine, m, dt);
             tc = dense > 0 ? flops * kv_moe_grouped_layer_inverse(hw, tokens, local, kl, h, I, dt, wb) / dense : 0;
             kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, kl, h, I);
             tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;

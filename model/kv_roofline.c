@@ -275,8 +275,8 @@ static const scn_model *attention_model(const scn_model *m, const kv_cache_cfg *
 /* Attention over all sequences, one layer kind (global or sliding), `layers` of them. Adds
  * flops, bytes and compute time, and the SM work items decode spreads over (*units). */
 static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *c, scn_attention attn,
-                      const kv_seq_work *seqs, const int *verify, int n, int sliding, double layers, double *units, bool *absorbed,
-                      double *absorbed_flops, attn_work *work)
+                      const kv_decode_lead *lead, const kv_seq_work *seqs, const int *verify, int n, int sliding, double layers,
+                      double *units, bool *absorbed, double *absorbed_flops, attn_work *work)
 {
     if (layers <= 0) return;
     const scn_model *m0 = &s->model;
@@ -293,7 +293,7 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     double kvh = mla ? 1 : kv_heads_per_rank(m, tp);
     double flops = 0, bytes = 0, kernels;
     /* Decode rows and speculative verify row sets both run the split-KV decode kernel. */
-    int decoding = 0;
+    int decoding = lead ? lead->n : 0;
     for (int i = 0; i < n; i++) decoding += seqs[i].new_tokens == 1 || (verify && verify[i] > 0 && seqs[i].new_tokens > 0);
     bool kv_b_read = false, mla_dec = false, mla_pre = false;
     /* The most splits one decode sequence's keys get: the same for every sequence. */
@@ -308,6 +308,14 @@ static void attention(kv_op_cost *o, const scn_scenario *s, const kv_cache_cfg *
     long vpad_nt = 0;          /* verify row sets share one nt (k + 1): their ratio, computed once */
     double vpad_ratio = 1;
     kv_prefill_tiles tiles = {0, 0, 0, 0, 0};
+    if (lead && lead->n > 0) {
+        /* Leading decode rows given by their sums (kv_step_complete_led): what the loop below
+         * adds for them one by one, each splitting once; every term an integer, so the sums are
+         * exact and equal the loop's (kv_decode_sums_exact). */
+        *units += kvh * lead->n;
+        flops = dflops = flop_per_key_mha * lead->keys[sliding];
+        bytes = lead->n * (qo_one + kv_tok) + lead->keys[sliding] * kv_tok;
+    }
     for (int i = 0; i < n; i++) {
         long nt = seqs[i].new_tokens, ctx = seqs[i].context;
         if (nt <= 0) continue;
@@ -610,7 +618,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                 /* CUTLASS grouped GEMMs: each expert's rows padded to the tile on their own, all
                  * experts' tiles in one set of waves (kv_moe_grouped_efficiency): gate|up holds
                  * two thirds of the flops, down one third. */
-                double dense = kv_compute_rate(hw, g.dt);
+                double dense = kv_moe_grouped_rate(hw, e, m, g.dt);
                 double inv = kv_moe_grouped_layer_inverse(hw, g.M, E, k, h, I, g.dt, kw.bytes_per_linear);
                 t_routed = dense > 0 ? routed * inv / dense : 0;
                 eff = 1.0 / inv;
@@ -652,8 +660,25 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
  * for the same batch shape. */
 static kv_step_cost step_totals(kv_step_cost r, const scn_scenario *s, double attn_units, int n);
 
+static kv_step_cost complete_led(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                                 scn_attention attn, const kv_decode_lead *lead, const kv_seq_work *seqs, const int *verify,
+                                 int n);
+
 kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
                               scn_attention attn, const kv_seq_work *seqs, const int *verify, int n)
+{
+    return complete_led(shape, s, c, attn, NULL, seqs, verify, n);
+}
+
+kv_step_cost kv_step_complete_led(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                                  scn_attention attn, const kv_decode_lead *lead, const kv_seq_work *rows, int n)
+{
+    return complete_led(shape, s, c, attn, lead, rows, NULL, n);
+}
+
+static kv_step_cost complete_led(const kv_step_cost *shape, const scn_scenario *s, const kv_cache_cfg *c,
+                                 scn_attention attn, const kv_decode_lead *lead, const kv_seq_work *seqs, const int *verify,
+                                 int n)
 {
     const scn_model *m = &s->model;
     const scn_hardware *hw = &s->hardware;
@@ -665,8 +690,8 @@ kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, 
         double L = m->layers;
         double mla_flops = 0;
         attn_work work = {0, 0, 0};
-        attention(at, s, c, attn, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
-        attention(at, s, c, attn, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
+        attention(at, s, c, attn, lead, seqs, verify, n, 0, L - m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
+        attention(at, s, c, attn, lead, seqs, verify, n, 1, m->sliding_layers, &attn_units, &r.mla_absorbed, &mla_flops, &work);
         at->efficiency = kv_attention_efficiency(hw, e);
         double apeak = kv_attention_rate(hw, e, c, false), ppeak = kv_attention_rate(hw, e, c, true);
         /* MLA decode's latent attention runs in its own kernel family (FlashMLA-class decode),
@@ -678,7 +703,7 @@ kv_step_cost kv_step_complete(const kv_step_cost *shape, const scn_scenario *s, 
                                         (mpeak > 0 ? mla_flops / mpeak : 0)
                                   : 0;
     }
-    return step_totals(r, s, attn_units, n);
+    return step_totals(r, s, attn_units, n + (lead ? lead->n : 0));
 }
 
 /* ---- A plain decode step from sums over its rows ----

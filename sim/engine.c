@@ -79,7 +79,7 @@ static void note_peak(sim_engine *e, sim_replica *rep)
  * the scheduler's as usual; FF_RUN (internal), the run's next step is formed and timed. */
 enum { FF_ERROR = -1, FF_BUSY = 0, FF_CONTINUE = 1, FF_DECLINED = 2, FF_RUN = 3 };
 static bool ff_eligible(const sim_engine *e, const sim_replica *rep);
-static int ff_begin(sim_engine *e, sim_replica *rep, bool admitted);
+static int ff_begin(sim_engine *e, sim_replica *rep);
 static int ff_resume(sim_engine *e, sim_replica *rep);
 
 static int deliver(sim_engine *e, sim_replica *rep, double t);
@@ -142,11 +142,8 @@ static int kick(sim_engine *e, sim_replica *rep)
             if (rc == FF_CONTINUE) continue;   /* handed back: the scheduler's turn */
             return 0;
         }
-        long w0 = rep->waiting.n, p0 = e->acc.preemptions;
         int n = sim_sched_step(&e->sched, rep);
         if (n < 0) { e->internal = e->sched.internal; return -1; }
-        /* Requests the step admitted: those that left the queue, and those preemption put back. */
-        bool admitted = w0 - rep->waiting.n + (e->acc.preemptions - p0) > 0;
         if (n == 0) {
             /* No next step: held outputs go out now (vLLM drains its output queue when no
              * request is left unfinished), and no run is left to wait for. */
@@ -163,7 +160,7 @@ static int kick(sim_engine *e, sim_replica *rep)
         note_peak(e, rep);
         /* Held outputs need each step's end as its own event (start_formed delivers them),
          * which a fast-forward run does not give: the scheduler forms every step. */
-        int ff = !outputs_held(e) && ff_eligible(e, rep) ? ff_begin(e, rep, admitted) : FF_DECLINED;
+        int ff = !outputs_held(e) && ff_eligible(e, rep) ? ff_begin(e, rep) : FF_DECLINED;
         if (ff == FF_ERROR) return -1;
         if (ff == FF_CONTINUE) continue;
         if (ff == FF_BUSY) return 0;
@@ -485,7 +482,7 @@ static void ff_free(sim_ff *f)
 {
     free(f->req); free(f->c0); free(f->g0); free(f->first); free(f->cross); free(f->fin_at);
     free(f->fnext); free(f->next); free(f->head); free(f->tail); free(f->cnt); free(f->dead); free(f->batch.seqs);
-    free(f->capat); free(f->capped); free(f->cnext); free(f->grow); free(f->pos);
+    free(f->capat); free(f->capped); free(f->cnext); free(f->grow); free(f->pos); free(f->mbatch.seqs);
 }
 
 /* Links slot i at the end of its block-boundary chain (paged) and its completion chain. */
@@ -654,7 +651,9 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
     /* A model window frees KV as sequences grow: the run commits at block fills, exact when
      * that is where the window moves (sim/kv_manager.h). */
     if (sim_kv_windowed(rep->kv) && !sim_kv_slides_at_fills(rep->kv)) return false;
-    if (rep->batch.n < 1 || rep->batch.n != rep->running.n) return false;
+    /* Every running sequence decodes in the step; or, with mixed steps, the step's first rows
+     * decode (ff_begin: the first running sequences) and the scheduler's rows follow. */
+    if (rep->batch.n < 1 || (rep->batch.n != rep->running.n && !sim_sched_mixes(&e->sched))) return false;
     /* Separate chunked prefill steps (SGLang): a waiting request may be admitted by its first
      * chunk at the next step, with no completion first (one preempted by this very step, whose
      * release left room for a chunk); the scheduler forms those steps. */
@@ -685,8 +684,11 @@ static inline void ff_cap_advance(sim_ff *f)
     f->cap_k = K;
 }
 
+static int ff_time_mixed(sim_engine *e, sim_replica *rep, sim_ff *f);
+
 static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed)
 {
+    if (f->mixed) return ff_time_mixed(e, rep, f);
     double dt = 0;
     int by_batch = 1;
     if (f->capk < 0) {
@@ -745,6 +747,81 @@ static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed
     return 0;
 }
 
+/* Step K when it is mixed: the slots' decode rows first, then the scheduler's rows in rep->batch,
+ * timed as start_formed times a formed step (the executor's mixed_time from the slots' sums,
+ * else the whole batch; then what the step waits for its KV transfers). */
+static int ff_time_mixed(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    const sim_batch *rows = &rep->batch;
+    const int n = f->alive + rows->n;
+    double dt = 0;
+    int by_batch = 1;
+    if (f->capk >= 0) ff_cap_advance(f);   /* once a step, as ff_time */
+    else if (e->ex->mixed_time) by_batch = e->ex->mixed_time(e->ex->ctx, f->alive, f->base + (long)f->alive * f->K, rows, &dt);
+    if (!by_batch) e->ffc.mixed_priced++;
+    else {
+        sim_batch *b = &f->mbatch;
+        if (n > f->mcap) {
+            int cap = f->mcap ? f->mcap : 64;
+            while (cap < n) cap *= 2;
+            sim_batch_seq *q = realloc(b->seqs, sizeof *q * (size_t)cap);
+            if (!q) {
+                snprintf(e->err, e->nerr, "out of memory");
+                e->internal = 1;
+                return -1;
+            }
+            b->seqs = q;
+            f->mcap = cap;
+        }
+        int w = 0;
+        for (int i = 0; i < f->n; i++) {
+            if (f->dead[i]) continue;
+            const sim_req *r = f->req[i];
+            int start = (int)(f->c0[i] + f->K);
+            sim_batch_seq_fill(&b->seqs[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
+        }
+        memcpy(b->seqs + w, rows->seqs, sizeof *b->seqs * (size_t)rows->n);
+        b->replica = rep->id;
+        b->n = n;
+        b->tokens = w + rows->tokens;
+        char msg[256];
+        msg[0] = 0;
+        if (e->ex->run(e->ex->ctx, b, &dt, msg, sizeof msg)) {
+            snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+            e->internal = 1;
+            return -1;
+        }
+    }
+    if (!(dt >= 0) || !isfinite(dt)) {   /* the inputs' fault, as in start_formed */
+        snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
+                 "bandwidth and compute figures", n, dt, e->ex->name);
+        return -1;
+    }
+    dt += sim_sched_wait_s(&e->sched, dt);   /* KV the step waits for: tier reloads, swaps (sched.c) */
+    f->dt = dt;
+    e->acc.steps++;
+    e->acc.batch_sum += n;
+    if (n > e->acc.batch_max) e->acc.batch_max = n;
+    return 0;
+}
+
+/* The fragmentation terms of the scheduler's rows in rep->batch (measure_fragmentation's, which
+ * a step's slots have in f->unused and f->reserved): integers, so the sums are the same in any
+ * order. */
+static void ff_rows_frag(const sim_replica *rep, long *unused, long *reserved)
+{
+    long u = 0, v = 0;
+    for (int i = 0; i < rep->batch.n; i++) {
+        const sim_req *r = rep->breq[i];
+        long space, held;
+        sim_kv_frag_terms(rep->kv, &r->kv, r->computed + r->step_new, &space, &held);
+        u += space - held;
+        v += space;
+    }
+    *unused = u;
+    *reserved = v;
+}
+
 /* The fresh slots' gaps since their own last tokens, in slot order. Slots that joined together
  * mostly share their last token's time (a run begins with every sequence of the step before),
  * so equal gaps in a row go in as one sim_hist_add_n: n additions of one, exactly. */
@@ -760,6 +837,30 @@ static void ff_fresh_gaps(sim_hist *itl, const sim_ff *f, double tend)
         n++;
     }
     sim_hist_add_n(itl, v, n);   /* nothing when n is 0 */
+}
+
+/* A mixed step's scheduler rows, after its slots completed (they come after them in the batch):
+ * sim_sched_finish applies them (commits, first tokens, completions), then the completed are
+ * recorded, as finish_step does. A completion, or KV a commit gave back (a model window), may
+ * let a waiting request in. */
+static int ff_finish_rows(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    f->mixed = false;
+    long avail0 = sim_kv_available(rep->kv);
+    e->sched.now = e->now;
+    if (sim_sched_finish(&e->sched, rep)) { e->internal = e->sched.internal; return -1; }
+    int rc = 0;
+    for (int i = 0; i < rep->n_fin; i++) {
+        sim_req *r = rep->fin[i];
+        if (!rc) rc = complete(e, rep, r);
+        if (r->state == REQ_DONE) free_req(e, r);
+    }
+    for (int i = 0; i < rep->n_gone; i++) free_req(e, rep->gone[i]);
+    if (rep->n_fin || rep->n_gone || sim_kv_available(rep->kv) > avail0) f->stale = true;
+    rep->n_fin = rep->n_gone = 0;
+    rep->batch.n = 0;
+    rep->batch.tokens = 0;
+    return rc;
 }
 
 /* Step K completes now (e->now, its end; the time integrals are already taken): gaps, blocks that
@@ -833,6 +934,7 @@ static inline int ff_complete(sim_engine *e, sim_replica *rep, sim_ff *f)
         if (!rc) rc = complete(e, rep, r);
         free_req(e, r);
     }
+    if (f->mixed && !rc) rc = ff_finish_rows(e, rep, f);
     return rc;
 }
 
@@ -870,6 +972,50 @@ static long ff_need(const sim_ff *f, long K)
     return need;
 }
 
+/* With mixed steps: whether the step being formed, with `budget` tokens left after its rows,
+ * attempts to admit the waiting head. The scheduler attempts whenever a request waits, a seat is
+ * free and budget is left; the run skips an attempt that must fail as the last one did: the same
+ * head with the same budget (more admits a longer chunk, less may let a whole prompt that needed
+ * the step's first place wait), and nothing it depends on changed since (f->stale: a completion,
+ * an event, KV given back, an admission; seats and blocks otherwise only get scarcer; and the
+ * head's prefix match, which the run watches: ff_may_admit). */
+static inline bool ff_attempt(sim_engine *e, const sim_replica *rep, sim_ff *f, long budget)
+{
+    if (!rep->waiting.head || budget <= 0 || rep->running.n >= e->s->deployment.max_num_seqs) return false;
+    if (f->stale || rep->waiting.head != f->whead || budget != f->wbudget) return true;
+    return e->c.prefix_cache && ff_may_admit(e, rep, f);
+}
+
+/* After the slots of step K grew: the scheduler's rows of the step, as sim_sched_step forms them
+ * after the slots' (which are the first running sequences): the next chunks of the running
+ * sequences after them, then admissions into the budget left. f->mixed when there are any. A
+ * failed attempt is watched from here. */
+static int ff_mixed(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    long budget = e->s->deployment.max_num_batched_tokens - f->alive;
+    sim_req *from = NULL;
+    long after = rep->running.n - f->alive;
+    if (after > 0 && budget > 0) {
+        from = rep->running.tail;
+        for (long k = 1; k < after; k++) from = from->prev;
+    }
+    e->sched.now = e->now;
+    long left = sim_sched_chunks(&e->sched, rep, from, budget > 0 ? budget : 0);
+    if (left < 0) { e->internal = e->sched.internal; return -1; }
+    if (ff_attempt(e, rep, f, left)) {
+        if (sim_sched_fill(&e->sched, rep, left)) { e->internal = e->sched.internal; return -1; }
+        f->stale = e->sched.tried == NULL;   /* admitted (the next head is tried next), or not the step's first */
+        if (!f->stale) {
+            f->whead = e->sched.tried;
+            f->wbudget = e->sched.tried_budget;
+            if (f->watching) ff_watch(rep, f);
+        }
+    }
+    f->mixed = rep->batch.n > 0;
+    if (f->mixed) e->ffc.mixed++;
+    return 0;
+}
+
 /* Forms step K over the live slots: one block for each slot at a boundary, in slot (running)
  * order, as the scheduler grows; then times it. Hands back when a block cannot be had, a
  * contiguous reservation must grow, or the batch is needed and too large. */
@@ -880,25 +1026,14 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     const long K = f->K;
     if (f->n_dead > 32 && f->n_dead > f->alive) ff_compact(e, f);
     if (!paged && f->limit >= 0 && K >= f->limit) return ff_hand_back(e, rep, f);
+    /* More sequences than the step's token budget: the scheduler gives rows to the oldest only. */
+    if (f->alive > e->s->deployment.max_num_batched_tokens) return ff_hand_back(e, rep, f);
     /* The live slots of this residue bound the blocks needed; count exactly only when the bound
      * is more than is free. */
     long need = paged ? f->cnt[f->res] : 0;
-    bool exact = false;
     if (need && need > sim_kv_available(rep->kv)) {
         need = ff_need(f, K);
-        exact = true;
         if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
-    }
-    /* A mixed step attempts admission after its sequences grew: when that growth would evict
-     * one of the watched request's hits, its match changes before the attempt, so the
-     * scheduler forms the step. (A prefill step attempts before; evict_lru flags it then.) */
-    if (need && f->watching && rep->waiting.n && rep->running.n < e->s->deployment.max_num_seqs &&
-        sim_sched_mixes(&e->sched) && sim_kv_evicts_watched(rep->kv, need)) {
-        if (!exact) need = ff_need(f, K);
-        if (sim_kv_evicts_watched(rep->kv, need)) {
-            e->ffc.fired_evict++;
-            return ff_hand_back(e, rep, f);
-        }
     }
     e->ffc.steps++;
     if (need && !f->windowed) {
@@ -943,9 +1078,14 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
     f->unused -= f->alive;   /* every sequence fills one more slot */
     if (f->windowed) ff_frag_windowed(rep, f);
     f->T = e->now;
+    long ru = 0, rr = 0;
+    if (f->mixes) {
+        if (ff_mixed(e, rep, f)) return FF_ERROR;
+        if (f->mixed) ff_rows_frag(rep, &ru, &rr);
+    }
     note_peak(e, rep);
-    rep->frag_unused = (double)f->unused;
-    rep->frag_reserved = (double)f->reserved;
+    rep->frag_unused = (double)(f->unused + ru);
+    rep->frag_reserved = (double)(f->reserved + rr);
     return ff_time(e, rep, f, false) ? FF_ERROR : FF_RUN;
 }
 
@@ -966,12 +1106,19 @@ static int ff_prefill(sim_engine *e, sim_replica *rep, sim_ff *f)
  * the run forms its next decode step. `event`: the step ended as an event (others happened since
  * the last admission attempt); inline, an attempt can only succeed after a completion or, with
  * prefix caching and free seats, a change in the waiting head's prefix match (ff_may_admit). */
+static int ff_join_after(sim_engine *e, sim_replica *rep, sim_ff *f);
+
 static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event)
 {
     if (f->alive == 0) {
         f->active = false;
         refresh_used(e, rep);
         return FF_CONTINUE;
+    }
+    if (f->mixes) {   /* the step's admissions are the mixed step's (ff_mixed) */
+        if (event || f->fins || f->freed) f->stale = true;
+        if (rep->running.n > f->alive && ff_join_after(e, rep, f)) return FF_ERROR;
+        return ff_form(e, rep, f);
     }
     if (rep->waiting.n && (event || f->fins || f->freed ||
                            (e->c.prefix_cache && rep->running.n < e->s->deployment.max_num_seqs && ff_may_admit(e, rep, f)))) {
@@ -982,6 +1129,28 @@ static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event
         if (f->watching) ff_watch(rep, f);
     }
     return ff_form(e, rep, f);
+}
+
+/* With mixed steps: the running sequences right after the slots that now decode (their prompts
+ * done in the scheduler's rows) join as slots, in running order, while they can (ff_can_join);
+ * the rest stay the scheduler's rows, so the slots stay the first running sequences. */
+static int ff_join_after(sim_engine *e, sim_replica *rep, sim_ff *f)
+{
+    long after = rep->running.n - f->alive;
+    sim_req *from = rep->running.tail;
+    for (long k = 1; k < after; k++) from = from->prev;
+    int joiners = 0;
+    for (sim_req *q = from; q && ff_can_join(e, q); q = q->next) joiners++;
+    if (!joiners) return 0;
+    if (f->n_dead > 32 && f->n_dead > f->alive) ff_compact(e, f);
+    if (ff_room(f, f->n + joiners, e->c.layout == SCN_LAYOUT_PAGED ? e->c.block_size : 1)) {
+        snprintf(e->err, e->nerr, "out of memory");
+        e->internal = 1;
+        return -1;
+    }
+    sim_req *q = from;
+    for (int k = 0; k < joiners; k++, q = q->next) ff_join(e, rep, f, q);
+    return 0;
 }
 
 /* Carries the run from its formed and timed step K: completes steps inline while nothing else
@@ -1046,20 +1215,56 @@ static int ff_resume(sim_engine *e, sim_replica *rep)
     return rc == FF_RUN ? ff_go(e, rep, f) : rc;
 }
 
-/* Takes the decode step the scheduler just formed on rep (not yet timed) as step 0 of a run.
- * `admitted`: the step admitted a request (one with a token left to compute decodes). */
-static int ff_begin(sim_engine *e, sim_replica *rep, bool admitted)
+/* Step 0 of a run when the scheduler formed it mixed: timed as start_formed times it, over the
+ * whole batch; then rep->batch keeps only the scheduler's rows (after the first nd). */
+static int ff_begin_mixed(sim_engine *e, sim_replica *rep, sim_ff *f, int nd)
+{
+    sim_batch *b = &rep->batch;
+    const int n0 = b->n;
+    double dt = 0;
+    char msg[256];
+    msg[0] = 0;
+    if (e->ex->run(e->ex->ctx, b, &dt, msg, sizeof msg)) {
+        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
+        e->internal = 1;
+        return -1;
+    }
+    if (!(dt >= 0) || !isfinite(dt)) {
+        snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
+                 "bandwidth and compute figures", n0, dt, e->ex->name);
+        return -1;
+    }
+    f->dt = dt + sim_sched_wait_s(&e->sched, dt);
+    e->acc.steps++;
+    e->acc.batch_sum += n0;
+    if (n0 > e->acc.batch_max) e->acc.batch_max = n0;
+    if (f->capk >= 0) ff_cap_advance(f);
+    memmove(b->seqs, b->seqs + nd, sizeof *b->seqs * (size_t)(n0 - nd));
+    memmove(rep->breq, rep->breq + nd, sizeof *rep->breq * (size_t)(n0 - nd));
+    b->n = n0 - nd;
+    b->tokens -= nd;
+    f->mixed = true;
+    return 0;
+}
+
+/* Takes the decode step the scheduler just formed on rep (not yet timed) as step 0 of a run; or,
+ * with mixed steps, a step whose first rows decode (the first running sequences: they become the
+ * slots) and whose other rows are the scheduler's. */
+static int ff_begin(sim_engine *e, sim_replica *rep)
 {
     const bool paged = e->c.layout == SCN_LAYOUT_PAGED;
     const int bs = paged ? e->c.block_size : 1;
     const int n0 = rep->batch.n;
+    const bool mixes = sim_sched_mixes(&e->sched);
     sim_ff *f = &e->ff[rep->id];
-    for (int i = 0; i < n0; i++) {
-        const sim_req *r = rep->breq[i];
+    int nd = 0;
+    for (; nd < n0; nd++) {
+        const sim_req *r = rep->breq[nd];
         long jstar = r->kv.room - r->computed;   /* grown for this step already */
-        if (r->step_new != 1 || !ff_can_join(e, r) || jstar < 1) return FF_DECLINED;
+        if (r->step_new != 1 || !ff_can_join(e, r) || jstar < 1) break;
     }
-    if (ff_room(f, n0, bs)) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return FF_ERROR; }
+    if (nd == 0 || (nd < n0 && !mixes)) return FF_DECLINED;
+    if (ff_room(f, nd, bs)) { snprintf(e->err, e->nerr, "out of memory"); e->internal = 1; return FF_ERROR; }
     ff_unlink_all(f, bs);
     f->n = f->n_dead = f->fresh = 0;
     f->K = 0;
@@ -1075,22 +1280,36 @@ static int ff_begin(sim_engine *e, sim_replica *rep, bool admitted)
     f->cu = f->cB = 0;
     f->cap_k = -1;
     f->t_last = e->now;
-    /* A mixed step attempted admission after its growth: the watch starts from what that
-     * attempt saw, unless the step admitted another request first (the head's attempt then had
-     * less of the step's budget, and the whole-prompt rule of the step's first prompt did not
-     * apply to it). A prefill step was attempted before this step's growth. In either of those
-     * cases the run attempts again after this step. */
+    /* A mixed step attempted admission after its growth: when the head's attempt failed as the
+     * step's first (sim_sched.tried), the run watches from what it saw, with the budget it had;
+     * otherwise (it admitted, or no attempt was made) the run attempts at its next step with
+     * budget. A prefill step was attempted before this step's growth: the run attempts again
+     * after this step. */
     f->watching = ff_watchable(e, rep);
-    if (f->watching && sim_sched_mixes(&e->sched) && !admitted) ff_watch(rep, f);
-    else f->wfire = true;
+    f->mixes = mixes;
+    f->mixed = false;
+    f->stale = true;
+    f->wfire = true;
+    f->whead = NULL;
+    if (mixes && e->sched.tried) {
+        f->stale = false;
+        f->whead = e->sched.tried;
+        f->wbudget = e->sched.tried_budget;
+        if (f->watching) ff_watch(rep, f);
+    }
     e->ffc.runs++;
-    for (int i = 0; i < n0; i++) ff_join(e, rep, f, rep->breq[i]);
-    f->unused -= n0;   /* step 0 is formed: each holds its new token */
+    for (int i = 0; i < nd; i++) ff_join(e, rep, f, rep->breq[i]);
+    f->unused -= nd;   /* step 0 is formed: each holds its new token */
     if (f->windowed) ff_frag_windowed(rep, f);
     f->T = e->now;
-    rep->frag_unused = (double)f->unused;
-    rep->frag_reserved = (double)f->reserved;
-    if (ff_time(e, rep, f, true)) return FF_ERROR;
+    long ru = 0, rr = 0;
+    if (nd < n0) {
+        if (ff_begin_mixed(e, rep, f, nd)) return FF_ERROR;
+        ff_rows_frag(rep, &ru, &rr);
+    }
+    rep->frag_unused = (double)(f->unused + ru);
+    rep->frag_reserved = (double)(f->reserved + rr);
+    if (!f->mixed && ff_time(e, rep, f, true)) return FF_ERROR;
     f->active = true;
     f->pending = f->suspended = false;
     return ff_go(e, rep, f);

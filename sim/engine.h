@@ -66,6 +66,18 @@ typedef struct {
     int *cnext;              /* chains of uncapped slots by capat modulo SIM_FF_RING, in slot order */
     int chead[SIM_FF_RING], ctail[SIM_FF_RING];
     sim_batch batch;         /* the live slots' batch, for an executor that times steps from it */
+    /* Mixed steps (a scheduler that puts prefill rows in the decode step: sim_sched_mixes): the
+     * slots are the first `alive` running sequences and decode first; the running sequences after
+     * them (prefilling ones) and admitted prompts are the scheduler's rows, formed after the
+     * slots' growth (sim_sched_chunks, sim_sched_fill) into rep->batch and applied after the
+     * slots' completion (sim_sched_finish). */
+    bool mixes;              /* the run carries mixed steps */
+    bool mixed;              /* step K has the scheduler's rows in rep->batch */
+    bool stale;              /* something an admission depends on may have changed since the last
+                              * failed attempt (of whead, with wbudget of the step's budget left) */
+    long wbudget;
+    sim_batch mbatch;        /* a mixed step's whole batch, for an executor that times it so */
+    int mcap;
 } sim_ff;
 
 typedef struct {

@@ -39,6 +39,10 @@ typedef struct {
     double *row0;            /* [new tokens], start 0; n_row0 entries */
     long n_row0;
     struct row_memo { int32_t tokens, start; double seconds; } *rows;   /* [ROW_SLOTS]; tokens 0: empty */
+    /* The shapes of mixed steps (kv_step_shape): without verify rows a step's shape depends only
+     * on its new tokens T and rows n (no row computes nothing, so T == n only when every row is
+     * one token: the decode shape). Direct-mapped by (T, n), allocated on first use. */
+    struct mixed_shape { long tokens; int n; kv_step_cost shape; } *mixed;
     bool sums;               /* decode steps from sums over their rows (kv_step_complete_decode) */
     bool sums_uncapped;      /* sums, and no layer caps its keys: decode_time can answer */
     double max_keys;         /* the bound on Σ keys under which those sums are exact */
@@ -173,6 +177,58 @@ static int model_decode_time_rows(void *ctx, int n, const int *starts, double *s
     return decode_by_sums(m, n, starts, seconds) ? 0 : 1;
 }
 
+#define MIXED_SLOTS 256
+
+/* The shape of a step of n rows computing T new tokens (T > n), from the memo (computed into it
+ * on a miss from m->work's rows, whose first nd are set to decode rows then); NULL when the memo
+ * cannot be had. */
+static const kv_step_cost *mixed_shape(model_ctx *m, long T, int n, long nd)
+{
+    if (!m->mixed && !(m->mixed = calloc(MIXED_SLOTS, sizeof *m->mixed))) return NULL;
+    uint64_t h = ((uint64_t)T * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)n * 0xc2b2ae3d27d4eb4fULL);
+    struct mixed_shape *e = &m->mixed[(h >> 40) & (MIXED_SLOTS - 1)];
+    if (e->tokens != T || e->n != n) {
+        for (long i = 0; i < nd; i++) m->work[i] = (kv_seq_work){1, 0};   /* the shape reads new tokens only */
+        kv_step_shape(m->s, NULL, m->work, n, &e->shape);
+        e->tokens = T;
+        e->n = n;
+    }
+    return &e->shape;
+}
+
+/* A mixed step: nd decode rows first, at positions summing to sum_start, then b's rows; priced
+ * as model_run prices the whole batch (kv_step_time: its shape, then attention row by row), with
+ * the decode rows' attention from their sums (kv_step_complete_led), which is exact when
+ * kv_decode_sums_exact holds (m->sums) and each of them splits once. */
+static int model_mixed_time(void *ctx, long nd, long sum_start, const sim_batch *b, double *seconds)
+{
+    model_ctx *m = ctx;
+    if (!m->sums_uncapped || nd < 1 || nd >= m->n_shape || b->n < 1 || (double)(sum_start + nd) > m->max_keys) return 1;
+    int n = (int)nd + b->n;
+    if (grow(m, n)) return 1;
+    long T = nd;
+    int decoding = (int)nd;
+    kv_seq_work *rows = m->work + nd;   /* m->work: nd decode rows, then b's */
+    for (int i = 0; i < b->n; i++) {
+        rows[i] = (kv_seq_work){b->seqs[i].new_tokens, b->seqs[i].start};
+        T += b->seqs[i].new_tokens;
+        decoding += b->seqs[i].new_tokens == 1;
+    }
+    double split_cap = decoding < m->n_shape && m->shaped[decoding] ? m->split_cap[decoding] : kv_decode_split_cap(m->s, decoding);
+    if (split_cap > 1) return 1;   /* decode rows would split their keys */
+    const kv_step_cost *sh;
+    if (T == n) {   /* every row one token: the decode shape (a graph may replay it) */
+        bool uniform;
+        if (!(sh = decode_shape(m, n, &uniform))) return 1;
+        for (int i = 0; i < b->n; i++) rows[i] = (kv_seq_work){b->seqs[i].new_tokens, b->seqs[i].start};   /* decode_shape wrote its own */
+    } else if (!(sh = mixed_shape(m, T, n, nd)))
+        return 1;
+    double keys = (double)(sum_start + nd);
+    kv_decode_lead lead = {(int)nd, {keys, keys}};
+    *seconds = kv_step_complete_led(sh, m->s, &m->cfg, m->attn, &lead, rows, b->n).seconds;
+    return 0;
+}
+
 /* An expert-parallel step of b's rows (in m->work): the step model's price of the rank's rows,
  * from the cached shape when the step is plain decode, then the experts and collectives from the
  * MoE context; kv_moe_step_time's doubles either way. */
@@ -250,6 +306,7 @@ static void model_free(void *ctx)
     free(m->plan);
     free(m->row0);
     free(m->rows);
+    free(m->mixed);
     free(m->ps);
     kv_moe_ctx_free(m->mx);
     free(m);
@@ -311,6 +368,7 @@ int sim_executor_model(const scn_scenario *s, const sim_choice *c, sim_executor 
                           .decode_time = m->sp || m->moe ? NULL : model_decode_time,
                           .decode_time_keys = m->sp || m->moe ? NULL : model_decode_time_keys,
                           .decode_time_rows = m->sp || m->moe ? NULL : model_decode_time_rows,
+                          .mixed_time = m->sp || m->moe ? NULL : model_mixed_time,
                           .key_cap = {m->kcap[0], m->kcap[1]}};
     return 0;
 }

@@ -11,10 +11,12 @@
 #define EMAX SIM_HIST_EMAX
 #define NB SIM_HIST_NB
 _Static_assert(sizeof ((sim_hist *)0)->g / sizeof(uint64_t) == EMAX - EMIN, "one group count per power of two");
+_Static_assert(EMAX - EMIN <= 64, "one bit of z per power of two");
 
 int sim_hist_init(sim_hist *h)
 {
-    h->b = calloc(NB, sizeof *h->b);
+    h->b = malloc(NB * sizeof *h->b);   /* zeroed a power of two at a time (sim_hist_touch_) */
+    h->z = 0;
     h->count = h->zeros = 0;
     memset(h->g, 0, sizeof h->g);
     h->fix = 0;
@@ -67,12 +69,13 @@ void sim_hist_quantiles(const sim_hist *h, const double *q, int n, double *out)
         idx[m++] = k;
     }
     /* One walk for all of them, from min's bucket (those below are empty), skipping whole powers
-     * of two that hold no target. Counts are integers, exact in a double, so `seen` (and with it
+     * of two that hold no target (every power of two without a value among them: its buckets
+     * are never read, so they need no zeroing). Counts are integers, exact in a double, so `seen` (and with it
      * every result) is the same however the walk groups them. */
     double seen = (double)h->zeros;
     int j = 0;
     for (long i = first_bucket(h); i < NB && j < m;) {
-        if (i % SUB == 0 && seen + (double)h->g[i / SUB] <= target[j]) {
+        if (i % SUB == 0 && (!(h->z >> (i / SUB) & 1) || seen + (double)h->g[i / SUB] <= target[j])) {
             seen += (double)h->g[i / SUB];
             i += SUB;
             continue;

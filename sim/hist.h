@@ -16,7 +16,9 @@
 #define SIM_HIST_NB ((SIM_HIST_EMAX - SIM_HIST_EMIN) * SIM_HIST_SUB)
 
 typedef struct {
-    uint32_t *b;        /* bucket counts */
+    uint32_t *b;        /* bucket counts; a power of two's 2048 are zeroed when its first value
+                         * comes (bit g of z), so a run pays for the few it uses, not 416 KiB */
+    uint64_t z;
     uint64_t g[52];     /* counts per power of two (2048 buckets), so quantiles skip empty stretches */
     long count, zeros;  /* values <= the smallest bucket are counted in zeros */
     __int128 fix;       /* 2^-64 s: the exact sum of the values' fixed-point forms (see sim_hist_sum) */
@@ -42,6 +44,11 @@ double sim_hist_quantile(const sim_hist *h, double q);
 void sim_hist_quantiles(const sim_hist *h, const double *q, int n, double *out);
 /* Relative half-width of a bucket: the quantile's worst-case relative error. */
 double sim_hist_resolution(void);
+/* The count in bucket i (0 .. SIM_HIST_NB - 1). */
+static inline uint32_t sim_hist_bucket_count(const sim_hist *h, long i)
+{
+    return h->z >> (i / SIM_HIST_SUB) & 1 ? h->b[i] : 0;
+}
 
 
 /* ---- inline adds ---- */
@@ -75,6 +82,14 @@ static inline long sim_hist_bucket_(double v)
     return E >= SIM_HIST_EMAX - 1 ? SIM_HIST_NB - 1 : (E - SIM_HIST_EMIN) * SIM_HIST_SUB + (long)((u >> 41) & (SIM_HIST_SUB - 1));
 }
 
+/* Power of two g's buckets, zeroed on its first value. */
+static inline void sim_hist_touch_(sim_hist *h, long g)
+{
+    if (h->z >> g & 1) return;
+    memset(h->b + g * SIM_HIST_SUB, 0, sizeof *h->b * SIM_HIST_SUB);
+    h->z |= (uint64_t)1 << g;
+}
+
 static inline void sim_hist_add(sim_hist *h, double v)
 {
     h->count++;
@@ -83,6 +98,7 @@ static inline void sim_hist_add(sim_hist *h, double v)
     if (v > h->max) h->max = v;
     long i = sim_hist_bucket_(v);
     if (i < 0) { h->zeros++; return; }
+    sim_hist_touch_(h, i / SIM_HIST_SUB);
     h->b[i]++;
     h->g[i / SIM_HIST_SUB]++;
 }
@@ -96,6 +112,7 @@ static inline void sim_hist_add_n(sim_hist *h, double v, long n)
     if (v > h->max) h->max = v;
     long i = sim_hist_bucket_(v);
     if (i < 0) { h->zeros += n; return; }
+    sim_hist_touch_(h, i / SIM_HIST_SUB);
     h->b[i] += (uint32_t)n;
     h->g[i / SIM_HIST_SUB] += (uint64_t)n;
 }

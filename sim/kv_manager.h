@@ -153,10 +153,6 @@ void sim_kv_unwatch(sim_kv *kv);
 /* What happened since sim_kv_watch: SIM_KV_WATCH_COMMIT, the missed block's hash was
  * registered; SIM_KV_WATCH_EVICT, a hit block was evicted; 0, the match is as it was. */
 int sim_kv_watch_fired(const sim_kv *kv);
-/* Whether taking `blocks` new blocks now (sim_kv_grow_blocks, paged, one layer group) would
- * evict one of the watched hits: free and untouched blocks go first, then the least recently
- * used cached blocks in order. */
-bool sim_kv_evicts_watched(const sim_kv *kv, long blocks);
 
 /* ---- Offload tiers and swap (kv_tier.h) ---- */
 typedef struct sim_kv_tiers sim_kv_tiers;

@@ -494,12 +494,34 @@ static int prefill_chunks(sim_sched *e, sim_replica *rep, long budget)
     return rep->batch.n;
 }
 
+/* Mixed steps: waiting requests fill what the running rows left of the budget, split at it when
+ * chunked, whole otherwise (a prompt that does not fit waits, unless the step is empty). Notes
+ * in e->tried the head whose attempt failed as the step's first (sched.h). */
+static int fill_waiting(sim_sched *e, sim_replica *rep, long budget, bool chunked)
+{
+    for (bool first = true; rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0;
+         first = false) {
+        long got = admit(e, rep, rep->waiting.head, budget, chunked, first);
+        if (got < 0) return -1;
+        if (got == 0) {
+            if (first) {
+                e->tried = rep->waiting.head;
+                e->tried_budget = budget;
+            }
+            break;
+        }
+        budget -= got;
+    }
+    return 0;
+}
+
 int sim_sched_step(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
     rep->batch.tokens = 0;
     e->xfer_s = 0;
     memset(e->reload_s, 0, sizeof e->reload_s);
+    e->tried = NULL;
     if (tails_room(e, rep)) return -1;
     if (e->c.scheduler == SCN_SCHED_STATIC) return step_static(e, rep);
     const scn_deployment *d = &e->s->deployment;
@@ -541,17 +563,36 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
         r = r->next;
     }
     if (d->scheduler_steps > 1 && rep->batch.n) rep->ms_left = in_run ? rep->ms_left - 1 : d->scheduler_steps - 1;
-    /* Mixed: waiting requests fill what the running rows left of the budget, split at it when
-     * chunked, whole otherwise (a prompt that does not fit waits, unless the step is empty). */
-    if (mixed && !in_run) {
-        for (bool first = true; rep->waiting.head && rep->running.n < d->max_num_seqs && budget > 0; first = false) {
-            long got = admit(e, rep, rep->waiting.head, budget, chunked, first);
-            if (got < 0) return -1;
-            if (got == 0) break;
-            budget -= got;
-        }
-    }
+    if (mixed && !in_run && fill_waiting(e, rep, budget, chunked)) return -1;
     return rep->batch.n;
+}
+
+long sim_sched_chunks(sim_sched *e, sim_replica *rep, sim_req *from, long budget)
+{
+    rep->batch.n = 0;
+    rep->batch.tokens = 0;
+    e->xfer_s = 0;
+    memset(e->reload_s, 0, sizeof e->reload_s);
+    e->tried = NULL;
+    bool chunked = e->c.scheduler == SCN_SCHED_CHUNKED;
+    /* sim_sched_step's loop over the running sequences, from `from` on. */
+    for (sim_req *r = from; r && budget > 0;) {
+        long want = r->total - r->computed;
+        if (!chunked) want = 1;
+        if (want > budget) want = budget;
+        int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
+        if (rc < 0) return -1;
+        if (rc == 1) break;
+        if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
+        budget -= want;
+        r = r->next;
+    }
+    return budget;
+}
+
+int sim_sched_fill(sim_sched *e, sim_replica *rep, long budget)
+{
+    return fill_waiting(e, rep, budget, e->c.scheduler == SCN_SCHED_CHUNKED);
 }
 
 /* A token comes out of r at the end of this step. */

@@ -26,6 +26,10 @@ typedef struct {
                               * for, at full length (sim_sched_wait_s says what the step adds) */
     double reload_s[3];      /* s: the part of xfer_s that is prefix reloads, by kv_tier_id */
     double block_bytes;      /* KV bytes of one block on one GPU (0 until first needed) */
+    const sim_req *tried;    /* the waiting head whose admission attempt failed as the first of
+                              * the step last formed (NULL: none did), and the budget it had:
+                              * the fast-forward watches from there (engine.c) */
+    long tried_budget;
     bool tails;              /* the caller frees finished requests by state (REQ_DONE) and frees
                               * rep->gone, so a finished request may stay in the batch for tail
                               * steps (sim/engine.c sets it; sim/disagg.c does not) */
@@ -91,6 +95,14 @@ int sim_sched_step(sim_sched *q, sim_replica *rep);
  * can, in which case sim_sched_step would form a decode step; -1 on a fatal problem. The
  * engine's fast-forward (engine.c) uses it while it holds the running sequences' state. */
 int sim_sched_prefill(sim_sched *q, sim_replica *rep);
+/* A mixed step's other rows while the engine's fast-forward holds the running sequences before
+ * `from` as decode rows (engine.c), in two calls, as sim_sched_step forms them after those rows:
+ * sim_sched_chunks gives the running sequences from `from` on (prefilling ones) their next
+ * chunks within `budget` (growing, preempting the newest as sim_sched_step does), into
+ * rep->batch (these rows only), and returns what is left of the budget (-1: a fatal problem);
+ * sim_sched_fill then admits waiting requests into what is left (0, or -1), noting e->tried. */
+long sim_sched_chunks(sim_sched *q, sim_replica *rep, sim_req *from, long budget);
+int sim_sched_fill(sim_sched *q, sim_replica *rep, long budget);
 /* Applies a finished step: tokens produced, KV commits, completions (into rep->fin/gone). */
 int sim_sched_finish(sim_sched *q, sim_replica *rep);
 /* Frees the scheduler's buffers of a replica (not its requests). */

@@ -87,6 +87,12 @@ typedef struct {
      * batch; 1 when it cannot answer (the engine then forms the batch and calls `run`). For the
      * decode steps decode_time declines (rows that split the keys differently). */
     int (*decode_time_rows)(void *ctx, int n, const int *starts, double *seconds);
+    /* Optional: the seconds of a mixed step whose first n rows each compute one token (decode
+     * rows, at positions that sum to sum_start, no layer capping their keys) and whose other rows
+     * are b's (prefill chunks, prompts), exactly as `run` would report them for all the rows in
+     * that order; 1 when it cannot answer (the engine then forms the whole batch and calls
+     * `run`). The fast-forward's mixed steps (docs/simulator.md, "Fast-forward"). */
+    int (*mixed_time)(void *ctx, long n, long sum_start, const sim_batch *b, double *seconds);
     /* True for a real device: every step must run on it, and its pools are fixed (an
      * override of the block count must agree with them). False for the cost model's clock. */
     bool measured;
@@ -199,6 +205,9 @@ typedef struct {
     long fired_commit;       /* watches that ended because the first block the match missed was
                               * registered (a running sequence filled a block with its hash) */
     long fired_evict;        /* ... because one of its hit blocks was (or was about to be) evicted */
+    long mixed;              /* of the steps, mixed ones: the run's decode rows with the scheduler's
+                              * prefill chunks or admitted prompts (sim_sched_chunks) */
+    long mixed_priced;       /* of those, priced by the executor's mixed_time (the rest by their batch) */
 } sim_ff_counts;
 
 typedef struct {

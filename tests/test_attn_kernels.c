@@ -5,6 +5,7 @@
  * published curves. */
 #include "tests.h"
 #include "../model/kv_model.h"
+#include "../model/kv_mla.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -122,6 +123,69 @@ START_TEST(mla_decode_pads_heads_to_flashmla_tiles)
     double latent = 61.0 * 2001 * 2 * 16 * (2 * 512 + 64) * 4, absorb = 61.0 * 2 * 16 * 512 * (128 + 128);
     double want = absorb / (989e12 * 0.75) + latent / (989e12 * 660.0 / 989.0);
     ck_assert_msg(fabs(r.op[KV_OP_ATTENTION].t_compute / want - 1) < 1e-9, "compute %.6g s vs %.6g", r.op[KV_OP_ATTENTION].t_compute, want);
+}
+END_TEST
+
+/* SGLang decodes MLA on Hopper with FA3's MLA path (`mla: {decode: fa3}` in its profile: its
+ * default MLA backend there), whose tile is also 64 rows: the same padding as FlashMLA's, by the
+ * same hand arithmetic (one sequence at 2000 cached tokens on H200, TP 8: 16 heads compute as 64),
+ * with the absorption GEMVs at the profile's attention figure; FA3 counts one kernel, not
+ * FlashMLA's two. A name the loader does not know is refused where it stands. */
+START_TEST(mla_decode_pads_heads_to_fa3_tiles_under_sglang)
+{
+    load("deepseek-v3", "h200", "sglang");
+    ck_assert_int_eq(s.engine.mla_decode, SCN_MLA_DECODE_FA3);
+    ck_assert_int_eq(s.engine.attn_kernel, SCN_AK_FLASHINFER);
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 64);
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 65), 128);
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 1);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 2000};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double latent = 61.0 * 2001 * 2 * 16 * (2 * 512 + 64) * 4, absorb = 61.0 * 2 * 16 * 512 * (128 + 128);
+    double want = absorb / (989e12 * kv_attention_efficiency(&s.hardware, &s.engine)) + latent / (989e12 * 660.0 / 989.0);
+    ck_assert_msg(fabs(r.op[KV_OP_ATTENTION].t_compute / want - 1) < 1e-9, "compute %.6g s vs %.6g", r.op[KV_OP_ATTENTION].t_compute, want);
+    /* Unpadded, as before the field, the latent flops count once. */
+    s.engine.mla_decode = SCN_MLA_DECODE_AUTO;
+    kv_step_cost u = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double want_u = absorb / (989e12 * kv_attention_efficiency(&s.hardware, &s.engine)) + latent / 4 / (989e12 * 660.0 / 989.0);
+    ck_assert(fabs(u.op[KV_OP_ATTENTION].t_compute / want_u - 1) < 1e-9);
+    /* Named FlashMLA: the tile and both kernels, whatever the attention family. */
+    s.engine.mla_decode = SCN_MLA_DECODE_FLASHMLA;
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 64);
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 2);
+    /* Off Hopper no tile figure applies. */
+    s.hardware.arch = SCN_ARCH_AMPERE;
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 16);
+    scn_scenario *o = malloc(sizeof *o);
+    ck_assert_ptr_nonnull(o);
+    scn_error e;
+    const char *y = "name: t\nmodel: deepseek-v3\nhardware: h200\nengine: {name: x,\n  mla: {decode: flashinfer}}\n"
+                    "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, output_tokens: 100}\n";
+    ck_assert_int_eq(t_load(y, NULL, 0, o, &e), SCN_E_DATA);
+    ck_assert_str_eq(e.path, "engine.mla.decode");
+    ck_assert_int_eq(e.line, 5);
+    ck_assert(strstr(e.msg, "flashmla") && strstr(e.msg, "fa3"));
+    free(o);
+}
+END_TEST
+
+/* TensorRT-LLM's PyTorch backend decodes DeepSeek-V3/R1's MLA with FlashMLA, "enabled
+ * automatically" (its DeepSeek-V3 README): its profile names it (`mla: {decode: flashmla}`) though
+ * its attention family is its own, so on Hopper the heads pad to 64 rows and the decode is two
+ * kernels; on Blackwell (its trtllm-gen kernels) neither applies. */
+START_TEST(trtllm_decodes_mla_with_flashmla)
+{
+    load("deepseek-r1", "h200", "trtllm");
+    ck_assert_int_eq(s.engine.mla_decode, SCN_MLA_DECODE_FLASHMLA);
+    ck_assert_int_eq(s.engine.attn_kernel, SCN_AK_TRTLLM);
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 64);
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 128), 128);
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 2);
+    s.hardware.arch = SCN_ARCH_BLACKWELL;
+    ck_assert_double_eq(kv_mla_decode_tile_rows(&s.hardware, &s.engine, 16), 16);
+    ck_assert_double_eq(kv_mla_decode_kernels(&s.hardware, &s.engine), 1);
 }
 END_TEST
 
@@ -351,6 +415,8 @@ Suite *suite_attn_kernels(void)
     tcase_add_test(tc, decode_attention_computes_the_padded_rows);
     tcase_add_test(tc, decode_matches_the_measured_h200_fa2_rows);
     tcase_add_test(tc, mla_decode_pads_heads_to_flashmla_tiles);
+    tcase_add_test(tc, mla_decode_pads_heads_to_fa3_tiles_under_sglang);
+    tcase_add_test(tc, trtllm_decodes_mla_with_flashmla);
     tcase_add_test(tc, prefill_tail_formula_matches_list_scheduling);
     tcase_add_test(tc, prefill_matches_the_measured_h200_fa2_rows);
     tcase_add_test(tc, prefill_shape_follows_the_fa3_paper);

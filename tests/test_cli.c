@@ -263,6 +263,31 @@ START_TEST(cost_prints_every_term)
     json_decref(root);
     ck_assert_int_eq(run("cost %s --batch 1 --context 1024 --set engine=sglang --set options.weight_dtype=awq", chat()), 0);
     ck_assert_msg(strstr(out, "overlapped with the GPU") && strstr(out, "flashinfer"), "%s", out);
+    /* TensorRT-LLM's grouped MoE GEMMs print their rate: for DeepSeek-R1's block-scaled fp8
+     * experts on an H200 the DeepGEMM family's, 969.8 TFLOP/s over its measured shape's 4608 /
+     * 4620 tile efficiency (test_moe_grouped.c works it by hand). */
+    ck_assert_int_eq(run("cost %s --batch 8 --context 1024 --set model=deepseek-r1 --set hardware=h200 "
+                         "--set engine=trtllm --set deployment.tensor_parallel=8 --format json", chat()), 0);
+    root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    st = json_object_get(root, "step");
+    double rate = json_number_value(json_object_get(st, "moe_grouped_rate_per_s"));
+    ck_assert_msg(fabs(rate / (969.8e12 * 4620.0 / 4608.0) - 1) < 1e-9, "%g", rate);
+    ck_assert_str_eq(json_string_value(json_object_get(st, "mla_decode_kernel")),
+                     "FlashMLA: 64-row tiles over the rank's heads, split-KV + combine kernels");
+    json_decref(root);
+    /* The MLA decode kernel is named: SGLang's FA3 path, vLLM's FlashMLA (docs/cost-model.md,
+     * "Attention kernels"). */
+    ck_assert_int_eq(run("cost %s --batch 8 --context 1024 --set model=deepseek-r1 --set hardware=h200 "
+                         "--set engine=sglang --set deployment.tensor_parallel=8", chat()), 0);
+    ck_assert_msg(strstr(out, "FA3 MLA path: 64-row tiles"), "%s", out);
+    ck_assert_int_eq(run("cost %s --batch 8 --context 1024 --set model=deepseek-r1 --set hardware=h200 "
+                         "--set engine=vllm --set deployment.tensor_parallel=8", chat()), 0);
+    ck_assert_msg(strstr(out, "FlashMLA: 64-row tiles") && strstr(out, "split-KV + combine"), "%s", out);
+    ck_assert_int_eq(run("cost %s --batch 8 --context 1024 --set model=deepseek-r1 --set hardware=a100-80g "
+                         "--set engine=vllm --set deployment.tensor_parallel=8 --set model.weight_dtype=bf16 "
+                         "--set model.weight_quant=none", chat()), 0);
+    ck_assert_msg(strstr(out, "no tile figure (heads unpadded)"), "%s", out);
 }
 END_TEST
 

@@ -72,6 +72,8 @@ static long same_both_ways_on(const scn_scenario *s, const sim_choice *c, const 
         sum->watched += cb.watched;
         sum->fired_commit += cb.fired_commit;
         sum->fired_evict += cb.fired_evict;
+        sum->mixed += cb.mixed;
+        sum->mixed_priced += cb.mixed_priced;
     }
     char desc[160];
     sim_choice_describe(c, desc, sizeof desc);
@@ -91,7 +93,8 @@ static long same_both_ways_on(const scn_scenario *s, const sim_choice *c, const 
 
 static long same_both_ways(const scn_scenario *s, const sim_choice *c, const char *what)
 {
-    return same_both_ways_on(s, c, what, 0, NULL);
+    sim_ff_counts one = {0};
+    return same_both_ways_on(s, c, what, 0, &one);
 }
 
 static void every_choice(const scn_scenario *s, const char *what)
@@ -469,6 +472,66 @@ START_TEST(prefix_watch_random_traces_same_both_ways)
 }
 END_TEST
 
+/* Mixed steps (docs/simulator.md, "Fast-forward", "Mixed steps"): the run keeps its slots as the
+ * step's decode rows while the scheduler adds the chunks of the prompts being prefilled and the
+ * prompts it admits, and prices the step from the slots' sums (the executor's mixed_time) or
+ * from the whole batch. The chunked scheduler and continuous steps that mix whole prompts in
+ * (prefill_mix always), with step budgets from 64 tokens (prompts in many chunks, the decode
+ * rows near the budget) to 4,096, prefix caching on and off, no-evict admission, pools tight
+ * enough to preempt, two replicas; on an H100 (every decode row splits once: priced from sums)
+ * and an A100 with few rows (their splits vary: priced from the batch), and two models whose
+ * windows free KV as prefills are committed (gpt-oss-20b, mistral-7b). The counts show that
+ * the runs carried mixed steps both ways of pricing them. */
+START_TEST(mixed_steps_same_both_ways)
+{
+    static const struct { const char *model, *hw, *mem; int seqs, budget, bs, prompt, output, len; } cases[] = {
+        {"llama-3-8b", "h100-sxm", "0.9", 64, 256, 16, 600, 200, 4096},
+        {"llama-3-8b", "h100-sxm", "0.9", 48, 64, 8, 300, 150, 4096},
+        {"llama-3-8b", "h100-sxm", "0.3", 128, 1024, 16, 900, 300, 4096},
+        {"llama-3-8b", "h100-sxm", "0.25", 256, 4096, 32, 1200, 300, 4096},
+        {"llama-3-8b", "a100-80g", "0.3", 8, 512, 16, 700, 200, 4096},
+        {"gpt-oss-20b", "h100-sxm", "0.35", 64, 512, 16, 600, 400, 4096},
+        {"mistral-7b", "h100-sxm", "0.6", 32, 1024, 16, 5000, 800, 16384},
+        {"mistral-7b", "h100-sxm", "0.3", 64, 512, 16, 6000, 600, 16384},
+        {"gpt-oss-20b", "h100-sxm", "0.25", 128, 256, 16, 3000, 800, 8192},
+    };
+    static const char *const sched[] = {"chunked", "continuous"};
+    sim_ff_counts sum = {0};
+    long steps = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int v = 0; v < 4; v++) {
+            bool prefix = v & 1, chunked = !(v & 2);
+            char text[1600];
+            snprintf(text, sizeof text,
+                     "model: %s\nhardware: %s\n"
+                     "deployment: {replicas: %d, max_num_seqs: %d, max_num_batched_tokens: %d, gpu_memory_utilization: %s, "
+                     "max_model_len: %d}\n"
+                     "workload:\n  requests: 250\n  arrival: {process: poisson, rate: %s}\n"
+                     "  prompt_tokens: {dist: lognormal, mean: %d, sigma: 0.8, max: %d}\n"
+                     "  output_tokens: {dist: lognormal, mean: %d, sigma: 0.8, max: %d}\n"
+                     "  shared_prefix: {groups: 4, tokens: 384, share: 0.7}\n"
+                     "options: {kv_layout: paged, block_size: %d, prefix_cache: %s, scheduler: %s}\n",
+                     cases[k].model, cases[k].hw, k == 2 && v == 1 ? 2 : 1, cases[k].seqs,
+                     chunked ? cases[k].budget : cases[k].budget > 2048 ? cases[k].budget : 2048, cases[k].mem, cases[k].len,
+                     k == 1 ? "20/s" : "40/s", cases[k].prompt, cases[k].len / 2, cases[k].output, cases[k].len / 2, cases[k].bs,
+                     prefix ? "on" : "off", sched[chunked ? 0 : 1]);
+            static scn_scenario s;
+            scn_error e;
+            ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+            if (!chunked) s.engine.prefill_mix = SCN_PREFILL_MIX_ALWAYS;
+            s.engine.no_evict = k == 3;
+            char what[96];
+            snprintf(what, sizeof what, "mixed %s %s budget %d %s%s", cases[k].model, cases[k].hw, cases[k].budget,
+                     chunked ? "chunked" : "continuous mixed", prefix ? " prefix" : "");
+            sim_choice c = sim_choice_first(&s);
+            steps += same_both_ways_on(&s, &c, what, 0, &sum);
+        }
+    ck_assert(steps > 0);
+    ck_assert_msg(sum.mixed > 5000 && sum.mixed_priced > 2000 && sum.mixed - sum.mixed_priced > 500,
+                  "mixed steps %ld, priced from sums %ld", sum.mixed, sum.mixed_priced);
+}
+END_TEST
+
 Suite *suite_fastfwd(void)
 {
     Suite *s = suite_create("fastfwd");
@@ -482,6 +545,7 @@ Suite *suite_fastfwd(void)
     tcase_add_test(tc, prefix_watch_same_both_ways);
     tcase_add_test(tc, prefix_watch_commit_same_both_ways);
     tcase_add_test(tc, prefix_watch_random_traces_same_both_ways);
+    tcase_add_test(tc, mixed_steps_same_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,6 +2,7 @@
  * CUTLASS fused-MoE layer (model/kv_moe_grouped.c), against values worked out by hand. */
 #include "tests.h"
 #include "../model/kv_moe_grouped.h"
+#include "../model/kv_moe_parallel.h"
 
 #include <math.h>
 
@@ -107,6 +108,67 @@ START_TEST(cutlass_moe_step_uses_grouped_pricing)
 }
 END_TEST
 
+/* Block-scaled fp8 experts under the CUTLASS family (TensorRT-LLM on Hopper run them through
+ * the fp8 block-scale grouped GEMM, CutlassFp8BlockScaleGemmRunner::moeGemm) go at the engine's
+ * block-fp8 family rate per unit of padded work, DeepGEMM's for trtllm: 969.8 TFLOP/s measured at
+ * M 1024, N 18432, K 7168 on an H100 (vLLM PR #13917), over that shape's tile efficiency. By hand:
+ * 64 x 64 tiles give 16 x 288 = 4608 tiles in 35 waves of 132 SMs (4620 slots), 56 K stages of
+ * 128 fp8 elements each, no split: 4608 / 4620, the best of the eight tiles (128 x 128: 1152 tiles
+ * in 9 waves, 1152 / 1188). So the rate is 969.8e12 x 4620 / 4608. A per-tensor fp8 checkpoint,
+ * a 16-bit one and a GPU without the published figure keep the dense tensor rate. */
+START_TEST(block_fp8_experts_run_at_the_block_family_rate)
+{
+    t_library_engine("deepseek-r1", "h100-sxm", "trtllm", &s);
+    ck_assert_int_eq(s.engine.block_fp8, SCN_BF8_DEEPGEMM);
+    ck_assert_int_eq(s.model.weight_quant, SCN_WQ_BLOCK);
+    double r = kv_moe_grouped_rate(&s.hardware, &s.engine, &s.model, SCN_DTYPE_FP8);
+    ck_assert_msg(fabs(r - 969.8e12 * 4620.0 / 4608.0) < 1e-9 * r, "%g", r);
+    /* Below the per-tensor pricing (1979 x 0.75 x 0.89 = 1321 TFLOP/s): 0.736 of it. */
+    ck_assert(r < kv_compute_rate(&s.hardware, SCN_DTYPE_FP8));
+    scn_model pt = s.model;
+    pt.weight_quant = SCN_WQ_PER_TENSOR;
+    ck_assert(kv_moe_grouped_rate(&s.hardware, &s.engine, &pt, SCN_DTYPE_FP8) == kv_compute_rate(&s.hardware, SCN_DTYPE_FP8));
+    ck_assert(kv_moe_grouped_rate(&s.hardware, &s.engine, &s.model, SCN_DTYPE_BF16) ==
+              kv_compute_rate(&s.hardware, SCN_DTYPE_BF16));
+    scn_engine native = s.engine;
+    native.block_fp8 = SCN_BF8_NATIVE;
+    ck_assert(kv_moe_grouped_rate(&s.hardware, &native, &s.model, SCN_DTYPE_FP8) == kv_compute_rate(&s.hardware, SCN_DTYPE_FP8));
+    s.hardware.arch = SCN_ARCH_BLACKWELL;
+    ck_assert(kv_moe_grouped_rate(&s.hardware, &s.engine, &s.model, SCN_DTYPE_FP8) == kv_compute_rate(&s.hardware, SCN_DTYPE_FP8));
+}
+END_TEST
+
+/* The expert-parallel step's routed phase takes that rate. DeepSeek-R1 on H200 under trtllm,
+ * attention DP 8 and EP 8, 256 decode rows a rank (2048 tokens over the EP group). With the memory
+ * made free (bandwidth 1e30 B/s) the phase is compute plus its kernel boundaries, which do not
+ * depend on the rate (9 kernels: the 7 of a fused-MoE layer and fp8's 2 input quantisations,
+ * graph_kernel each, the compute being longer than their eager launches): so per MoE layer the
+ * block-scaled checkpoint's compute over a per-tensor one's is the per-tensor rate over the block
+ * family's, whatever the tile padding (the same for both). */
+START_TEST(ep_routed_phase_takes_the_block_family_rate)
+{
+    t_library_engine("deepseek-r1", "h200", "trtllm", &s);
+    s.deployment.tensor_parallel = 1;
+    s.deployment.attention_dp = 8;
+    s.deployment.expert_parallel = 8;
+    s.hardware.memory_bandwidth = 1e30;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    enum { B = 256 };
+    kv_seq_work w[B];
+    for (int i = 0; i < B; i++) w[i] = (kv_seq_work){1, 1024};
+    kv_moe_step blk = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, B);
+    double ratio = kv_compute_rate(&s.hardware, SCN_DTYPE_FP8) /
+                   kv_moe_grouped_rate(&s.hardware, &s.engine, &s.model, SCN_DTYPE_FP8);
+    s.model.weight_quant = SCN_WQ_PER_TENSOR;
+    kv_moe_step pt = kv_moe_step_time(&s, &c, SCN_ATTN_FLASH, w, B);
+    double layers = s.model.layers - s.model.dense_layers, bounds = 9 * s.engine.graph_kernel;
+    ck_assert(blk.experts > 0 && pt.experts > 0);
+    double got = (blk.experts / layers - bounds) / (pt.experts / layers - bounds);
+    ck_assert_msg(fabs(got - ratio) < 1e-6 * ratio, "%g vs %g", got, ratio);
+    ck_assert(ratio > 1.3 && ratio < 1.4);
+}
+END_TEST
+
 Suite *suite_moe_grouped(void)
 {
     Suite *su = suite_create("moe_grouped");
@@ -115,6 +177,8 @@ Suite *suite_moe_grouped(void)
     tcase_add_test(tc, grouped_efficiency_by_hand);
     tcase_add_test(tc, cutlass_moe_data_movement_by_hand);
     tcase_add_test(tc, cutlass_moe_step_uses_grouped_pricing);
+    tcase_add_test(tc, block_fp8_experts_run_at_the_block_family_rate);
+    tcase_add_test(tc, ep_routed_phase_takes_the_block_family_rate);
     suite_add_tcase(su, tc);
     return su;
 }

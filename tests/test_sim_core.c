@@ -59,13 +59,14 @@ static double plain_walk(const sim_hist *h, double q)
     double target = q * (double)(h->count - 1), seen = (double)h->zeros;
     if (target < seen) return h->min;
     for (long i = 0; i < 52L * 2048; i++) {
-        if (seen + h->b[i] > target) {
+        uint32_t c = sim_hist_bucket_count(h, i);
+        if (seen + c > target) {
             double lo = ldexp(1.0 + (double)(i % 2048) / 2048, (int)(i / 2048) - 31);
             double hi = ldexp(1.0 + (double)((i + 1) % 2048) / 2048, (int)((i + 1) / 2048) - 31);
-            double v = lo + (hi - lo) * (target - seen + 0.5) / h->b[i];
+            double v = lo + (hi - lo) * (target - seen + 0.5) / c;
             return v < h->min ? h->min : v > h->max ? h->max : v;
         }
-        seen += h->b[i];
+        seen += c;
     }
     return h->max;
 }
