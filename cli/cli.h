@@ -63,6 +63,10 @@ void cli_locate_message(const cli_common *c, const char *file, const char *msg, 
 int cli_exit_for(scn_status st);
 /* Prints a report to stdout in the chosen format; CLI_EX_INTERNAL if that fails. */
 int cli_emit(const out_doc *d, out_format f);
+/* Adds a KV budget line: its bytes under `key` when positive; otherwise no negative size but
+ * "none: the model does not fit" under `none_key` and what is missing under `short_key`. */
+void cli_kv_budget(out_doc *d, double budget, const char *key, const char *label, const char *none_key,
+                   const char *short_key);
 
 int cmd_memory(int argc, char **argv);
 int cmd_cost(int argc, char **argv);

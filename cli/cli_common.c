@@ -126,6 +126,16 @@ int cli_load(const cli_common *c, scn_scenario *s)
     return cli_exit_for(st);
 }
 
+void cli_kv_budget(out_doc *d, double budget, const char *key, const char *label, const char *none_key,
+                   const char *short_key)
+{
+    if (budget > 0) { out_kv_num(d, key, label, budget, OUT_BYTES); return; }
+    /* Weights, activations and runtime exceed the usable memory: there is no cache, and the
+     * negative remainder is the shortfall, which is what a user needs to size the fix. */
+    out_kv_str(d, none_key, label, "none: the model does not fit");
+    out_kv_num(d, short_key, "  short by", -budget, OUT_BYTES);
+}
+
 int cli_emit(const out_doc *d, out_format f)
 {
     if (out_doc_print(d, f, stdout) != 0 || fflush(stdout) != 0 || ferror(stdout)) {

@@ -69,10 +69,15 @@ void cli_memory_disagg(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c0
         out_cell_num(d, k.weights);
         out_cell_num(d, k.activation);
         out_cell_num(d, k.runtime);
-        out_cell_num(d, k.kv_budget);
+        out_cell_num(d, k.kv_budget > 0 ? k.kv_budget : NAN);   /* "-" (null): none, said below */
         out_cell_num(d, k.kv_budget > 0 ? (double)k.capacity_tokens : 0);
         out_cell_num(d, k.kv_budget > 0 ? (double)k.capacity_blocks : 0);
         out_cell_num(d, k.kv_budget > 0 ? (double)k.max_seqs_paged : 0);
+        if (k.kv_budget <= 0)
+            out_note(d, "The %s pool's model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
+                        "usable per GPU (short by %.2f GiB).",
+                     which ? "decode" : "prefill", (k.weights + k.activation + k.runtime) / 1073741824.0,
+                     k.usable / 1073741824.0, -k.kv_budget / 1073741824.0);
     }
     free(p);
 }

@@ -28,7 +28,8 @@ void cli_moe_memory(out_doc *d, const scn_scenario *s, const kv_cache_cfg *c, in
         out_kv_num(d, "kv_rope_bytes_per_token", "of which rope key (qk_rope_head_dim x layers)", el * m->qk_rope_head_dim,
                    OUT_BYTES);
     }
-    out_kv_num(d, "kv_budget_bytes_per_gpu", "KV budget per GPU", mm.kv_budget, OUT_BYTES);
+    cli_kv_budget(d, mm.kv_budget, "kv_budget_bytes_per_gpu", "KV budget per GPU", "kv_budget_per_gpu",
+                  "kv_shortfall_bytes_per_gpu");
     out_kv_num(d, "blocks_per_dp_rank", "paged blocks per DP rank", (double)p.blocks, OUT_INT);
     out_note(d, "Each attention-DP rank holds its own sequences and KV pool; the memory and KV tables above are one "
                 "DP rank's, with this GPU's share of the routed experts.");

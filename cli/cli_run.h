@@ -61,6 +61,10 @@ int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, 
 /* Ranks an evaluated plan and adds its full report to doc (cmd_plan.c; kvplan-mpi uses it too). */
 #include "../planner/plan.h"
 void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_rules, long top);
+/* An evaluated plan none of whose candidates ran (each skipped: does not fit, an option pair
+ * that cannot run, ...) has nothing to recommend: prints each candidate's reason to stderr and
+ * returns CLI_EX_DATA; CLI_OK when some candidate ran. `who` starts the message. */
+int cli_plan_none_ran(const char *who, const plan_result *r);
 /* `plan`'s prefill/decode disaggregation sweep and its tables, after the ranked plan
  * (cli_disagg.c); 0, or an exit code. Nothing when the scenario does not ask for it. */
 int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, int no_rules);

@@ -107,7 +107,7 @@ int cmd_memory(int argc, char **argv)
     double held_ar = kv_held_allreduce_bytes(&s);
     if (held_ar > 0) out_kv_num(d, "held_allreduce_bytes", "  of which all-reduce messages held", held_ar, OUT_BYTES);
     out_kv_num(d, "runtime_bytes", "runtime overhead", k0.runtime, OUT_BYTES);
-    out_kv_num(d, "kv_budget_bytes", "KV cache budget", k0.kv_budget, OUT_BYTES);
+    cli_kv_budget(d, k0.kv_budget, "kv_budget_bytes", "KV cache budget", "kv_budget", "kv_shortfall_bytes");
     out_kv_num(d, "params_total", "parameters (total)", w.params_total, OUT_COUNT);
     out_kv_num(d, "params_active", "parameters (active/token)", w.params_active, OUT_COUNT);
     kv_seq_size z = kv_seq_size_of(&s);

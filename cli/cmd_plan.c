@@ -121,6 +121,21 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
     out_kv_num(doc, "simulations", "simulations run (rules of thumb not counted)", (double)sims, OUT_INT);
 }
 
+int cli_plan_none_ran(const char *who, const plan_result *r)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->c[i].status == PLAN_DONE) return CLI_OK;
+    /* As `capacity` does: an empty ranking with exit 0 would read as a plan. The scenario's
+     * option space holds no deployment that can run, which is a fault of its data. */
+    fprintf(stderr, "kvplan: %s: no candidate can run: all %d were skipped:\n", who, r->n);
+    for (int i = 0; i < r->n; i++) {
+        char desc[300];
+        plan_describe(&r->c[i], desc, sizeof desc);
+        fprintf(stderr, "  %s: %s\n", desc, r->c[i].why[0] ? r->c[i].why : "not evaluated");
+    }
+    return CLI_EX_DATA;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     cli_common c = {.format = OUT_TABLE};
@@ -182,6 +197,9 @@ int cmd_plan(int argc, char **argv)
     int er = plan_evaluate(&s, &r, (int)jobs, (int)shard_i, (int)shard_n, on_progress, &bar, err, sizeof err);
     cli_progress_end(&bar);
     if (er) { fprintf(stderr, "kvplan: %s: %s\n", c.scenario, err); rc = CLI_EX_INTERNAL; goto out; }
+    /* Before anything is stored. A shard's candidates are a part of the space: some may run in
+     * another shard, so a shard with none that ran is not a failure (the merged plan is judged). */
+    if (shard_n == 1 && (rc = cli_plan_none_ran(c.scenario, &r))) goto out;
     if (d) {
         int st = plan_store_save(d, &s, &r, started, err, sizeof err);
         if (st) { fprintf(stderr, "kvplan: %s: storing the plan's runs failed: %s\n", db_path, err); rc = cli_exit_for_db(st); goto out; }

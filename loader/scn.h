@@ -259,6 +259,9 @@ typedef struct {
                                  * the client when it ends (vLLM V0's asynchronous output processor,
                                  * 0.6 to 0.7; docs/cost-model.md, "Engine profiles", "Output one
                                  * step late") */
+    bool multi_step;            /* the engine has multi-step scheduling (deployment.scheduler_steps
+                                 * > 1: vLLM's V0 engine from 0.6.0, `--num-scheduler-steps`); the
+                                 * loader refuses scheduler_steps > 1 on an engine without it */
     bool multi_step_stream;     /* a multi-step run (deployment.scheduler_steps) streams each step's
                                  * tokens (default), or hands the run's tokens over at its end (vLLM
                                  * 0.6.0 to 0.6.2) */

@@ -57,7 +57,7 @@ static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "l
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
                                           "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", "mxfp4", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "eager_layer", "async_scheduling", "extra_decode_step",
-                                       "no_evict", "async_output", "multi_step_stream", NULL};
+                                       "no_evict", "async_output", "multi_step", "multi_step_stream", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
 static const char *const OFFLOAD_KEYS[] = {"layerwise", NULL};
 static const char *const MLA_KEYS[] = {"cache", "absorbed", "decode", NULL};
@@ -305,6 +305,7 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
               scn_get_bool(c, s, p, "extra_decode_step", &e->extra_decode_step) ||
               scn_get_bool(c, s, p, "no_evict", &e->no_evict) ||
               scn_get_bool(c, s, p, "async_output", &e->async_output) ||
+              scn_get_bool(c, s, p, "multi_step", &e->multi_step) ||
               scn_get_bool(c, s, p, "multi_step_stream", &e->multi_step_stream)))
         return -1;
     if (sub_map(c, m, path, "launch", LAUNCH_KEYS, &s, p, sizeof p)) return -1;

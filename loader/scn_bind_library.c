@@ -233,6 +233,9 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
     if (o->flops[SCN_DTYPE_FP16] == 0) o->flops[SCN_DTYPE_FP16] = o->flops[SCN_DTYPE_BF16];
     if (o->flops[SCN_DTYPE_BF16] == 0) o->flops[SCN_DTYPE_BF16] = o->flops[SCN_DTYPE_FP16];
     if (sub_map(c, m, path, "interconnect", LINK_KEYS, &s, full, sizeof full)) return -1;
+    const scn_node *ic = s;   /* for the checks that need the efficiencies bound below */
+    char ic_path[256];
+    snprintf(ic_path, sizeof ic_path, "%s", full);
     if (s) {
         int k = 0;
         if (scn_get_enum(c, s, full, "kind", SCN_LINK_NAMES, &k) ||
@@ -245,7 +248,7 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
             scn_get_qty(c, s, full, "twoshot_bandwidth", SCN_UNIT_BANDWIDTH, true, &o->twoshot_bandwidth) ||
             scn_get_qty(c, s, full, "nccl_latency", SCN_UNIT_TIME, true, &o->nccl_latency) ||
             scn_get_int(c, s, full, "nccl_latency_gpus", 2, 100000, &o->nccl_latency_gpus) ||
-            scn_get_qty(c, s, full, "nccl_bandwidth", SCN_UNIT_BANDWIDTH, true, &o->nccl_bandwidth))
+            scn_get_qty(c, s, full, "nccl_bandwidth", SCN_UNIT_BANDWIDTH, false, &o->nccl_bandwidth))
             return -1;
         o->link = (scn_link)k;
         if (o->link != SCN_LINK_NONE && scn_require(c, s, full, "bandwidth")) return -1;
@@ -290,6 +293,21 @@ int scn_bind_hardware(scn_ctx *c, const scn_node *m, const char *path, scn_hardw
               get_fraction(c, s, full, "interconnect", &o->eff_link) || bind_compute_scale(c, s, full, o)))
         return -1;
     o->attention_given = s && scn_has(s, "attention");
+    /* A measured large-message bus bandwidth is NCCL's best protocol's, so it is not below what
+     * its LL protocol moves on the same links: half the link's rate (8-byte lines carrying 4 data
+     * bytes), which the model takes as bandwidth x efficiency.interconnect / 2 (kv_collective.c).
+     * Under it the model would price large all-reduces as LL and ignore the figure; it is a
+     * unit slip (MB/s for GB/s) or a profile whose interconnect efficiency overstates its links
+     * (docs/cost-model.md, "Collectives"). */
+    if (ic && o->nccl_bandwidth > 0 && o->nccl_bandwidth < 0.5 * o->link_bandwidth * o->eff_link * (1 - 1e-9)) {
+        char msg[300];
+        snprintf(msg, sizeof msg,
+                 "%.4g GB/s is below %.4g GB/s, what NCCL's LL protocol moves on these links (half of bandwidth x "
+                 "efficiency.interconnect): a measured large all-reduce runs at least that fast (check the unit, or "
+                 "the efficiency)",
+                 o->nccl_bandwidth / 1e9, 0.5 * o->link_bandwidth * o->eff_link / 1e9);
+        return invalid(c, ic, ic_path, "nccl_bandwidth", msg);
+    }
     if (sub_map(c, m, path, "overhead", OVH_KEYS, &s, full, sizeof full)) return -1;
     if (s && (scn_get_qty(c, s, full, "kernel_launch", SCN_UNIT_TIME, true, &o->kernel_overhead) ||
               scn_get_qty(c, s, full, "step", SCN_UNIT_TIME, true, &o->step_overhead) ||

@@ -843,12 +843,29 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
     return 0;
 }
 
-/* Multi-step scheduling runs on the continuous (prefill-first) scheduler only: vLLM 0.6.0
- * refused chunked prefill with --num-scheduler-steps > 1 (vLLM issue #8274), and a static batch
- * has no scheduling decisions to space out. */
+/* Multi-step scheduling is an engine feature: vLLM's V0 engine had it from 0.6.0 (PR #7000)
+ * until V0 was removed (PR #22138), V1 never (PR #12535), and no other engine the library
+ * profiles has it, so an engine must say so (cpu.multi_step: the vllm-0.6, vllm-0.6.3, vllm-0.7
+ * and vllm-0.7.1 profiles); every engine a run or a plan may use is checked. It runs on the
+ * continuous (prefill-first) scheduler only: vLLM 0.6.0 refused chunked prefill with
+ * --num-scheduler-steps > 1 (vLLM issue #8274), and a static batch has no scheduling decisions
+ * to space out. */
 static int check_multistep(scn_ctx *c, const scn_node *root, const scn_scenario *s)
 {
     if (s->deployment.scheduler_steps <= 1) return 0;
+    const scn_node *at = scn_map_get(scn_map_get(root, "deployment"), "scheduler_steps");
+    for (int i = -1; i < s->options.n_engine; i++) {
+        const scn_engine *e = i < 0 ? &s->engine : &s->options.engine[i];
+        if (e->multi_step) continue;
+        char msg[400], which[64];
+        if (i < 0) snprintf(which, sizeof which, "the engine");
+        else snprintf(which, sizeof which, "options.engine[%d]", i);
+        snprintf(msg, sizeof msg,
+                 "%s '%s' has no multi-step scheduling: only vLLM's V0 engine from 0.6.0 had it (engine vllm-0.6, "
+                 "vllm-0.6.3, vllm-0.7 or vllm-0.7.1; a profile of its own says cpu.multi_step: true)",
+                 which, e->name);
+        return fail_at(c, at, "deployment.scheduler_steps", msg);
+    }
     for (int i = 0; i < s->options.n_sched; i++)
         if (s->options.scheduler[i] != SCN_SCHED_CONTINUOUS)
             return fail_at(c, scn_map_get(scn_map_get(root, "deployment"), "scheduler_steps"),

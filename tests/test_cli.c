@@ -102,6 +102,66 @@ START_TEST(memory_shows_held_allreduce)
 }
 END_TEST
 
+/* A model that does not fit: Llama-3-70B's 70.55 G bf16 parameters (131.4 GiB) on one H100 SXM
+ * (79.65 GiB, 71.68 usable at 0.90). `memory` still shows the breakdown (exit 0, as before), but
+ * its KV budget is said not to exist, never printed as a negative size, and the JSON gives
+ * what is missing: weights + activations + runtime - usable, from the same report's lines. */
+START_TEST(memory_does_not_fit_without_a_negative_budget)
+{
+    char scn[600];
+    snprintf(scn, sizeof scn, "%s",
+             t_write("cli-nofit.yaml", "model: llama-3-70b\nhardware: h100-sxm\n"
+                                       "deployment: {tensor_parallel: 1}\n"
+                                       "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, "
+                                       "output_tokens: 100}\n"));
+    ck_assert_int_eq(run("memory %s", scn), 0);
+    const char *line = strstr(out, "KV cache budget");
+    ck_assert_msg(line, "%s", out);
+    const char *eol = strchr(line, '\n');
+    char budget[200];
+    snprintf(budget, sizeof budget, "%.*s", (int)(eol ? eol - line : 100), line);
+    ck_assert_msg(!strchr(budget, '-') && strstr(budget, "does not fit"), "%s", budget);
+    ck_assert_msg(strstr(out, "The model does not fit"), "%s", out);
+    ck_assert_int_eq(run("memory %s --format json", scn), 0);
+    json_t *root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *mem = json_object_get(root, "memory");
+    ck_assert_ptr_null(json_object_get(mem, "kv_budget_bytes"));
+    double need = json_number_value(json_object_get(mem, "weight_bytes")) +
+                  json_number_value(json_object_get(mem, "activation_bytes")) +
+                  json_number_value(json_object_get(mem, "runtime_bytes")) -
+                  json_number_value(json_object_get(mem, "usable_bytes"));
+    ck_assert(need > 60.0 * 1073741824.0);   /* 131.4 GiB of weights alone, over 71.7 usable */
+    ck_assert_double_eq_tol(json_number_value(json_object_get(mem, "kv_shortfall_bytes")), need, 1.0);
+    json_decref(root);
+    /* At TP 2 it fits (65.7 GiB of weights a GPU): the budget is a size again, nothing missing. */
+    ck_assert_int_eq(run("memory %s --format json --set deployment.tensor_parallel=2", scn), 0);
+    root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    mem = json_object_get(root, "memory");
+    ck_assert(json_number_value(json_object_get(mem, "kv_budget_bytes")) > 0);
+    ck_assert_ptr_null(json_object_get(mem, "kv_shortfall_bytes"));
+    json_decref(root);
+    /* Disaggregated pools: the TP 1 prefill pool does not fit, the TP 4 decode pool does. */
+    snprintf(scn, sizeof scn, "%s",
+             t_write("cli-nofit-pd.yaml", "model: llama-3-70b\nhardware: h100-sxm\n"
+                                          "deployment:\n  disaggregation: {prefill: {tensor_parallel: 1}, "
+                                          "decode: {tensor_parallel: 4}}\n"
+                                          "workload: {requests: 10, arrival: {process: offline}, prompt_tokens: 100, "
+                                          "output_tokens: 100}\n"));
+    ck_assert_int_eq(run("memory %s --format json", scn), 0);
+    root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    json_t *pools = json_object_get(root, "disaggregation_memory");
+    ck_assert_int_eq(json_array_size(pools), 2);
+    ck_assert(json_is_null(json_object_get(json_array_get(pools, 0), "kv_budget_bytes")));
+    ck_assert(json_number_value(json_object_get(json_array_get(pools, 1), "kv_budget_bytes")) > 0);
+    json_decref(root);
+    ck_assert_int_eq(run("memory %s", scn), 0);
+    ck_assert_msg(strstr(out, "The prefill pool's model does not fit") && !strstr(out, "The decode pool's"), "%s", out);
+}
+END_TEST
+
 /* A simulation that fails (a request larger than the --blocks cache) exits 65 and leaves no CSV
  * behind; one that succeeds leaves the header and a row per request. */
 START_TEST(failed_run_leaves_no_csv)
@@ -284,6 +344,7 @@ Suite *suite_cli(void)
     tcase_add_test(tc, memory_csv_and_overrides);
     tcase_add_test(tc, cost_reports_bound);
     tcase_add_test(tc, memory_shows_held_allreduce);
+    tcase_add_test(tc, memory_does_not_fit_without_a_negative_budget);
     tcase_add_test(tc, failed_run_leaves_no_csv);
     tcase_add_test(tc, help_version_list);
     tcase_add_test(tc, cost_prints_every_term);

@@ -167,6 +167,39 @@ START_TEST(simulate_failures)
 }
 END_TEST
 
+/* plan when every candidate is skipped (Llama-3-70B's 131 GiB of bf16 weights on one 80 GB
+ * H100; the contiguous + prefix-cache pairs are skipped before that): no recommendation can be
+ * made, so it is a data error as in `capacity` and `simulate` (exit 65, each candidate's reason
+ * on stderr, nothing on stdout) and the database gets no run. */
+START_TEST(plan_with_every_candidate_skipped_fails)
+{
+    char sc[600], db[600];
+    snprintf(sc, sizeof sc, "%s", t_write("plan-nofit.yaml", "name: plan-nofit\nmodel: llama-3-70b\nhardware: h100-sxm\n"
+                                          "deployment: {tensor_parallel: 1}\nworkload:\n  requests: 20\n"
+                                          "  arrival: {process: poisson, rate: 1/s}\n  prompt_tokens: 512\n"
+                                          "  output_tokens: 64\n"
+                                          "options: {kv_layout: [contiguous, paged], prefix_cache: [off, on]}\n"));
+    snprintf(db, sizeof db, "%s", t_write("plan-nofit.db", ""));
+    unlink(db);
+    ck_assert_int_eq(run("plan %s --db %s", sc, db), 65);
+    ck_assert_msg(strstr(err, "no candidate can run: all 4 were skipped") && strstr(err, "does not fit: weights") &&
+                      strstr(err, "needs the paged layout"),
+                  "%s", err);
+    ck_assert_msg(out[0] == 0, "%s", out);
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT count(*) FROM runs", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    /* The same at TP 2, where it fits: a plan, exit 0. */
+    ck_assert_int_eq(run("plan %s --no-db --seeds 1 --set deployment.tensor_parallel=2", sc), 0);
+    ck_assert_msg(strstr(out, "Recommendation"), "%s", out);
+}
+END_TEST
+
 /* capacity on a workload with no rate to scale (closed loop, offline) is bad input: the error is
  * located at the workload's arrival process (file:line:col, as loader errors are) and exits 65. */
 START_TEST(capacity_without_a_rate_is_located)
@@ -258,6 +291,7 @@ Suite *suite_cli_sim(void)
     tcase_add_test(tc, an_interrupted_run_leaves_the_database_as_it_was);
     tcase_add_test(tc, simulate_failures);
     tcase_add_test(tc, capacity_without_a_rate_is_located);
+    tcase_add_test(tc, plan_with_every_candidate_skipped_fails);
     tcase_add_test(tc, plan_trace_unwritable_is_said);
     tcase_add_test(tc, per_step_prints_the_same_run);
     suite_add_tcase(su, tc);

@@ -176,6 +176,22 @@ START_TEST(nccl_figures_within_the_node)
     ck_assert_int_eq(t_load(NCCL_HW("8", "450 GB/s"), NULL, 0, &ok, &err), SCN_OK);
     ck_assert_int_eq(ok.hardware.nccl_latency_gpus, 8);
     ck_assert(ok.hardware.nccl_bandwidth == 450e9);
+    /* Below: a measured rate is not zero or negative, and not under what NCCL's LL protocol
+     * moves on the same links in this profile, half of bandwidth x efficiency.interconnect
+     * (0.5 x 450 x 0.70 = 157.5 GB/s): NCCL would run LL instead, and so would the model,
+     * ignoring the figure (a unit slip, MB/s for GB/s, lands there). */
+    expect_fail(NCCL_HW("8", "0 GB/s"), NULL, 0, SCN_E_DATA, 13, 21, "hardware.interconnect.nccl_bandwidth",
+                "greater than zero");
+    expect_fail(NCCL_HW("8", "-370 GB/s"), NULL, 0, SCN_E_DATA, 13, 21, "hardware.interconnect.nccl_bandwidth", "");
+    expect_fail(NCCL_HW("8", "370 MB/s"), NULL, 0, SCN_E_DATA, 13, 21, "hardware.interconnect.nccl_bandwidth",
+                "0.37 GB/s is below 157.5 GB/s");
+    expect_fail(NCCL_HW("8", "157 GB/s"), NULL, 0, SCN_E_DATA, 13, 21, "hardware.interconnect.nccl_bandwidth",
+                "below 157.5 GB/s");
+    ck_assert_int_eq(t_load(NCCL_HW("8", "158 GB/s"), NULL, 0, &ok, &err), SCN_OK);
+    /* The floor follows the profile's own efficiency (0.5 x 450 x 0.9 = 202.5 GB/s). */
+    const char *eff[] = {"hardware.efficiency.interconnect=0.9"};
+    expect_fail(NCCL_HW("8", "200 GB/s"), eff, 1, SCN_E_DATA, 13, 21, "hardware.interconnect.nccl_bandwidth",
+                "below 202.5 GB/s");
 }
 END_TEST
 

@@ -239,7 +239,7 @@ START_TEST(multistep_same_both_ways)
     for (int k = 0; k < 4; k++) {
         char text[1024];
         snprintf(text, sizeof text,
-                 "model: llama-3-8b\nhardware: a100-80g\n"
+                 "model: llama-3-8b\nhardware: a100-80g\nengine: vllm-0.7\n"   /* V0: multi-step */
                  "deployment: {scheduler_steps: %d, gpu_memory_utilization: %s, max_model_len: 4096}\n"
                  "workload:\n  requests: 300\n  arrival: {process: poisson, rate: %s}\n"
                  "  prompt_tokens: {dist: lognormal, mean: 400, sigma: 0.8, max: 3000}\n"

@@ -44,7 +44,8 @@ static void run_two_with(const char *engine, int extra, int steps, int seqs, row
     x->steps = m.steps;
 }
 
-static void run_two(int steps, rows *x) { run_two_with("vllm", 0, steps, 256, x); }
+/* vllm-0.7: the vllm profile (as for any dense model) with V0's multi-step scheduling. */
+static void run_two(int steps, rows *x) { run_two_with("vllm-0.7", 0, steps, 256, x); }
 
 START_TEST(multistep_gates_admission_by_hand)
 {
@@ -102,7 +103,7 @@ START_TEST(multistep_refuses_chunked_prefill)
 {
     static scn_scenario s;
     scn_error e;
-    const char *text = "model: llama-3-8b\nhardware: a100-80g\nengine: vllm\n"
+    const char *text = "model: llama-3-8b\nhardware: a100-80g\nengine: vllm-0.7\n"
                        "deployment: {scheduler_steps: 10}\n"
                        "workload:\n  requests: 10\n  arrival: {process: poisson, rate: 1/s}\n"
                        "  prompt_tokens: 100\n  output_tokens: 10\n";
@@ -117,12 +118,73 @@ START_TEST(multistep_refuses_chunked_prefill)
 }
 END_TEST
 
+/* Multi-step scheduling is vLLM V0's alone (0.6.0 on, PR #7000; V1 never had it, PR #12535):
+ * scheduler_steps > 1 on an engine without it is refused at the field (line 4; column 31, just
+ * after the 30 characters of "deployment: {scheduler_steps: "), exit 65 from the CLI, naming the
+ * engine; the V0 profiles take it; so does a profile of one's own that says cpu.multi_step. */
+START_TEST(multistep_only_where_the_engine_has_it)
+{
+    static scn_scenario s;
+    scn_error e;
+    char text[600];
+    static const char *const refused[] = {"vllm", "sglang", "sglang-v0.3", "trtllm", "trtllm-v0", "trtllm-v0.6",
+                                          "vllm-v0", "vllm-0.2", "bare", "kvplan"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: a100-80g\nengine: %s\n"
+                 "deployment: {scheduler_steps: 10}\n"
+                 "workload:\n  requests: 10\n  arrival: {process: poisson, rate: 1/s}\n"
+                 "  prompt_tokens: 100\n  output_tokens: 10\n"
+                 "options: {scheduler: continuous}\n", refused[i]);
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_E_DATA, "%s accepted multi-step", refused[i]);
+        char want[64];
+        snprintf(want, sizeof want, "'%s' has no multi-step scheduling", refused[i]);
+        ck_assert_msg(!strcmp(e.path, "deployment.scheduler_steps") && strstr(e.msg, want), "%s: %s: %s", refused[i],
+                      e.path, e.msg);
+        ck_assert_msg(e.line == 4 && e.col == 31, "%s: location %d:%d", refused[i], e.line, e.col);
+    }
+    static const char *const taken[] = {"vllm-0.6", "vllm-0.6.3", "vllm-0.7", "vllm-0.7.1"};
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: a100-80g\nengine: %s\n"
+                 "deployment: {scheduler_steps: 10}\n"
+                 "workload:\n  requests: 10\n  arrival: {process: poisson, rate: 1/s}\n"
+                 "  prompt_tokens: 100\n  output_tokens: 10\n"
+                 "options: {scheduler: continuous}\n", taken[i]);
+        ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s: %s: %s", taken[i], e.path, e.msg);
+        ck_assert(s.engine.multi_step && s.deployment.scheduler_steps == 10);
+    }
+    /* One step is every engine's: nothing to refuse. */
+    const char *one[] = {"engine=sglang", "deployment.scheduler_steps=1"};
+    ck_assert_msg(t_load(text, one, 2, &s, &e) == SCN_OK, "%s", e.msg);
+    ck_assert(!s.engine.multi_step);
+    /* An inline profile says so itself; a plan's engine choices are checked too. */
+    const char *own[] = {"engine={extends: vllm, name: mine, cpu: {multi_step: true}}"};
+    ck_assert_msg(t_load(text, own, 1, &s, &e) == SCN_OK, "%s", e.msg);
+    const char *opts[] = {"options.engine=[vllm-0.6.3, trtllm]"};
+    ck_assert_int_eq(t_load(text, opts, 1, &s, &e), SCN_E_DATA);
+    ck_assert_msg(strstr(e.msg, "options.engine[1] 'trtllm' has no multi-step"), "%s", e.msg);
+    /* The CLI: exit 65 with file:line:col: field. */
+    const char *path = t_write("ms-sglang.yaml", "model: llama-3-8b\nhardware: a100-80g\nengine: sglang\n"
+                                                 "deployment: {scheduler_steps: 10}\n"
+                                                 "workload:\n  requests: 10\n  arrival: {process: poisson, rate: 1/s}\n"
+                                                 "  prompt_tokens: 100\n  output_tokens: 10\n"
+                                                 "options: {scheduler: continuous}\n");
+    char args[1200], out[4096], err[4096], want[1200];
+    snprintf(args, sizeof args, "simulate %s --no-db", path);
+    ck_assert_int_eq(t_run(args, out, sizeof out, err, sizeof err), 65);
+    snprintf(want, sizeof want, "%s:4:31: deployment.scheduler_steps: the engine 'sglang' has no multi-step", path);
+    ck_assert_msg(strstr(err, want), "want '%s' in: %s", want, err);
+}
+END_TEST
+
 Suite *suite_multistep(void)
 {
     Suite *s = suite_create("multistep");
     TCase *tc = tcase_create("multistep");
     tcase_add_test(tc, multistep_gates_admission_by_hand);
     tcase_add_test(tc, multistep_refuses_chunked_prefill);
+    tcase_add_test(tc, multistep_only_where_the_engine_has_it);
     tcase_add_test(tc, extra_decode_step_by_hand);
     suite_add_tcase(s, tc);
     return s;

@@ -49,7 +49,7 @@ static void load_trace(const char *csv, int steps, bool lag)
     const char *trace = t_write("lag-trace.csv", csv);
     char text[1024];
     snprintf(text, sizeof text,
-             "model: llama-3-8b\nhardware: a100-80g\nengine: vllm\n"
+             "model: llama-3-8b\nhardware: a100-80g\nengine: vllm-0.7\n"   /* vllm with V0's multi-step */
              "deployment: {scheduler_steps: %d}\n"
              "workload:\n  arrival: {process: trace, trace: '%s'}\n"
              "options: {kv_layout: paged, block_size: 16, scheduler: continuous, prefix_cache: off}\n",

@@ -117,7 +117,7 @@ int main(int argc, char **argv)
     } else {
         work(&s, &r);
     }
-    if (rank == 0) {
+    if (rank == 0 && !(rc = cli_plan_none_ran(c.scenario, &r))) {
         out_doc *doc = out_doc_init();
         cli_plan_emit(doc, &s, &r, no_rules, top);
         rc = cli_emit(doc, c.format);
