@@ -80,6 +80,12 @@ int cmd_sweep(int argc, char **argv)
         goto out;
     }
     plan_rank(&s, &r);
+    /* As `plan` and `capacity`: no candidate ran (each skipped, with its reason), so there is
+     * no curve to draw; an empty table with exit 0 would read as a sweep. */
+    if ((rc = cli_plan_none_ran(c.scenario, &r))) {
+        cli_progress_end(&bar);
+        goto out;
+    }
     int cands[100], nc = 0;
     for (int k = 0; k < r.n && nc < top; k++)
         if (r.c[r.order[k]].status == PLAN_DONE && r.c[r.order[k]].allowed) cands[nc++] = r.order[k];

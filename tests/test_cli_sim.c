@@ -194,6 +194,12 @@ START_TEST(plan_with_every_candidate_skipped_fails)
     ck_assert_int_eq(sqlite3_column_int(st, 0), 0);
     sqlite3_finalize(st);
     sqlite3_close(h);
+    /* sweep on the same option space: every candidate skipped, so no curve: exit 65 with the
+     * reasons, nothing on stdout (review9: it printed an empty table and exited 0). */
+    ck_assert_int_eq(run("sweep %s --no-db --points 2", sc), 65);
+    ck_assert_msg(strstr(err, "no candidate can run: all 4 were skipped") && strstr(err, "does not fit: weights"), "%s",
+                  err);
+    ck_assert_msg(out[0] == 0, "%s", out);
     /* The same at TP 2, where it fits: a plan, exit 0. */
     ck_assert_int_eq(run("plan %s --no-db --seeds 1 --set deployment.tensor_parallel=2", sc), 0);
     ck_assert_msg(strstr(out, "Recommendation"), "%s", out);
