@@ -186,6 +186,14 @@ int cmd_memory(int argc, char **argv)
                  held_ar / 1073741824.0, s.deployment.max_num_batched_tokens,
                  s.engine.budget_covers_context ? " and max_model_len (the engine's step takes at least max_model_len tokens)"
                                                 : "");
+    else if (k0.kv_budget <= 0 && s.engine.mem_given && s.engine.mem_budget == SCN_MEM_FREE)
+        /* A fraction of what is free after the weights and activations (TensorRT-LLM): the
+         * usable figure is 0 here, so the need is set against what the GPU has, and no fraction
+         * can help. */
+        out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB the GPU "
+                    "has (as CUDA reports it; the engine's memory fraction applies to what they leave). Raise "
+                    "tensor_parallel.",
+                 (k0.weights + k0.activation + k0.runtime) / 1073741824.0, scn_hw_cuda_memory(&s.hardware) / 1073741824.0);
     else if (k0.kv_budget <= 0)
         out_note(d, "The model does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
                     "usable. Raise tensor_parallel or gpu_memory_utilization.",

@@ -134,6 +134,25 @@ START_TEST(memory_does_not_fit_without_a_negative_budget)
     ck_assert(need > 60.0 * 1073741824.0);   /* 131.4 GiB of weights alone, over 71.7 usable */
     ck_assert_double_eq_tol(json_number_value(json_object_get(mem, "kv_shortfall_bytes")), need, 1.0);
     json_decref(root);
+    /* Under TensorRT-LLM the fraction applies to what is free after the weights and activations,
+     * so "usable" is 0: the note sets the need against the memory CUDA reports, and what is
+     * missing is that need less that memory (review9: it read "need 136.68 GiB of the 0.00 GiB
+     * usable" and advised raising gpu_memory_utilization). */
+    ck_assert_int_eq(run("memory %s --set engine=trtllm", scn), 0);
+    ck_assert_msg(strstr(out, "the GPU has (as CUDA reports it") && !strstr(out, "0.00 GiB usable") &&
+                      !strstr(out, "or gpu_memory_utilization"),
+                  "%s", out);
+    ck_assert_int_eq(run("memory %s --set engine=trtllm --format json", scn), 0);
+    root = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    mem = json_object_get(root, "memory");
+    need = json_number_value(json_object_get(mem, "weight_bytes")) +
+           json_number_value(json_object_get(mem, "activation_bytes")) +
+           json_number_value(json_object_get(mem, "runtime_bytes")) -
+           json_number_value(json_object_get(mem, "cuda_bytes"));
+    ck_assert(need > 50.0 * 1073741824.0);   /* 131.4 GiB of weights over 79.2 GiB */
+    ck_assert_double_eq_tol(json_number_value(json_object_get(mem, "kv_shortfall_bytes")), need, 1.0);
+    json_decref(root);
     /* At TP 2 it fits (65.7 GiB of weights a GPU): the budget is a size again, nothing missing. */
     ck_assert_int_eq(run("memory %s --format json --set deployment.tensor_parallel=2", scn), 0);
     root = json_loads(out, 0, NULL);
