@@ -507,10 +507,14 @@ static int pool_init(coord *k, int which, const sim_run_opts *o)
     long b = o->kv_blocks_override > 0 ? o->kv_blocks_override : P->ex.kv_blocks(P->ex.ctx, 0);
     if (b <= 0) {
         kv_pool p = kv_pool_size(&P->s, &k->cfg, k->c.layout == SCN_LAYOUT_PAGED, k->c.block_size);
+        /* What is missing, never a negative size (as `kvplan memory` says it). */
         snprintf(k->err, k->nerr, "deployment.disaggregation.%s: the model does not fit the %s pool (%s, tensor_parallel "
-                 "%d): weights, activations and runtime leave %.2f GiB for the KV cache",
+                 "%d): weights, activations and runtime %s %.2f GiB %s",
                  which == POOL_PREFILL ? "prefill" : "decode", which == POOL_PREFILL ? "prefill" : "decode",
-                 P->s.hardware.name, P->s.deployment.tensor_parallel, p.kv_budget / 1073741824.0);
+                 P->s.hardware.name, P->s.deployment.tensor_parallel, p.kv_budget < 0 ? "need" : "leave",
+                 fabs(p.kv_budget) / 1073741824.0,
+                 p.kv_budget < 0 ? "more than the memory the engine may use, leaving none for the KV cache"
+                                 : "for the KV cache, less than one block");
         return -1;
     }
     P->blocks = b;

@@ -1402,11 +1402,13 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
     kv_cache_cfg cfg = kv_cache_cfg_make(s, c->kv_dtype, c->sink, c->window);
     /* Led by the field a user would change, so the caller can locate it (scn_locate.h): the
      * tensor-parallel size divides the weights (memory's advice names it too). */
+    double left = kv_spec_pool_size(s, &cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, kv_spec_get(s, c->spec)).kv_budget;
+    /* What is missing, never a negative size (as `kvplan memory` says it). */
     snprintf(err, n, "deployment.tensor_parallel: the model does not fit at tensor_parallel %d: weights (a speculative "
-             "proposer's included), activations and runtime leave %.2f GiB for the KV cache",
-             s->deployment.tensor_parallel,
-             kv_spec_pool_size(s, &cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, kv_spec_get(s, c->spec)).kv_budget /
-                 1073741824.0);
+             "proposer's included), activations and runtime %s %.2f GiB %s",
+             s->deployment.tensor_parallel, left < 0 ? "need" : "leave", fabs(left) / 1073741824.0,
+             left < 0 ? "more than the memory the engine may use, leaving none for the KV cache"
+                      : "for the KV cache, less than one block");
     return -1;
 }
 

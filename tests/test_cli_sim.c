@@ -153,6 +153,9 @@ START_TEST(simulate_failures)
     ck_assert_int_eq(run("simulate %s --no-db", nf), 65);
     snprintf(want, sizeof want, "%s:4:31: deployment.tensor_parallel: the model does not fit at tensor_parallel 1:", nf);
     ck_assert_msg(strstr(err, want), "want '%s' in: %s", want, err);
+    /* What is missing, as a size (review9: "leave -62.xx GiB for the KV cache"). */
+    ck_assert_msg(strstr(err, "runtime need ") && strstr(err, "leaving none for the KV cache") && !strstr(err, " -"),
+                  "%s", err);
     ck_assert(out[0] == 0);
     /* capacity on the same infeasible deployment: not an empty table with exit 0, but the
      * reason simulate gives and its data-error exit code. */

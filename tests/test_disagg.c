@@ -686,6 +686,10 @@ START_TEST(pool_errors_located)
     ck_assert_int_eq(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 65);
     ck_assert_msg(strstr(err_buf, "dgfit.yaml:7:14: deployment.disaggregation.prefill: the model does not fit the prefill "
                                   "pool"), "%s", err_buf);
+    /* What is missing, as a size (review9: "leave -65.71 GiB for the KV cache"). */
+    ck_assert_msg(strstr(err_buf, "runtime need ") && strstr(err_buf, "leaving none for the KV cache") &&
+                      !strstr(err_buf, " -"),
+                  "%s", err_buf);
     /* --set deployment.disaggregation=off: the documented default, accepted. */
     snprintf(args, sizeof args, "memory %.2000s --set deployment.disaggregation=off --format json", y);
     ck_assert_msg(t_run(args, out_buf, sizeof out_buf, err_buf, sizeof err_buf) == 0, "%s", err_buf);
