@@ -110,11 +110,15 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
                 cap.kv_budget = mm.kv_budget;
             }
             if (cap.kv_budget <= 0) {
+                /* A fraction of what is free after the weights (TensorRT-LLM) leaves 0 usable:
+                 * the need is set against what the GPU has, as `kvplan memory` says it. */
+                bool after = t.engine.mem_given && t.engine.mem_budget == SCN_MEM_FREE;
                 c->status = PLAN_SKIPPED;
                 snprintf(c->why, sizeof c->why, "does not fit: weights %.1f GiB + activations %.1f GiB + runtime %.1f GiB "
-                         "exceed the %.1f GiB usable per GPU (%s) at tensor_parallel %d",
+                         "exceed the %.1f GiB %s per GPU (%s) at tensor_parallel %d",
                          cap.weights / 1073741824.0, cap.activation / 1073741824.0, cap.runtime / 1073741824.0,
-                         cap.usable / 1073741824.0, t.hardware.name, c->tp);
+                         (after ? scn_hw_cuda_memory(&t.hardware) : cap.usable) / 1073741824.0,
+                         after ? "that CUDA reports" : "usable", t.hardware.name, c->tp);
             }
         }
         r->n++;

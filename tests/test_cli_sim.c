@@ -163,6 +163,11 @@ START_TEST(simulate_failures)
                          "--set deployment.tensor_parallel=1", sc), 65);
     ck_assert_msg(strstr(err, "no candidate can run") && strstr(err, "does not fit: weights"), "%s", err);
     ck_assert_msg(strstr(err, "GiB"), "%s", err);
+    /* Under TensorRT-LLM's free-after-weights budget "usable" is 0: the reason sets the need
+     * against the memory CUDA reports (review9: "exceed the 0.0 GiB usable per GPU"). */
+    ck_assert_int_eq(run("capacity %s --no-db --set model=llama-3-70b --set hardware=rtx-4090 "
+                         "--set deployment.tensor_parallel=1 --set engine=trtllm", sc), 65);
+    ck_assert_msg(strstr(err, "GiB that CUDA reports per GPU") && !strstr(err, "0.0 GiB usable"), "%s", err);
     ck_assert_int_eq(run("simulate %s --no-db --requests-out /nonexistent-dir/r.csv", sc), 73);
     ck_assert_int_eq(run("simulate %s --db x.db --no-db", sc), 64);
     ck_assert_int_eq(run("simulate %s --seed", sc), 64);
