@@ -388,6 +388,9 @@ typedef struct {
     int max_model_len;             /* tokens; defaults to the model's max_position */
     int max_num_seqs;
     int max_num_batched_tokens;
+    /* The scenario set them; otherwise they are its engine's defaults on its hardware (and the
+     * planner derives an engine or hardware option's own: plan_enumerate). */
+    bool max_num_seqs_given, max_num_batched_tokens_given;
     /* Multi-step scheduling (vLLM 0.6's --num-scheduler-steps; docs/simulator.md, "Multi-step
      * scheduling"): a decode run of this many steps per scheduling decision; 1 = every step. */
     int scheduler_steps;
@@ -515,6 +518,7 @@ typedef struct {
     int n_dtype;      scn_dtype kv_dtype[SCN_OPT_MAX];
     int n_attention;  scn_attention attention[SCN_OPT_MAX];
     int n_sched;      scn_scheduler scheduler[SCN_OPT_MAX];
+    bool scheduler_given;   /* listed; otherwise the engine's default (each engine option's own) */
     int n_window;     int sink[SCN_OPT_MAX], window[SCN_OPT_MAX]; /* tokens; window 0 = off */
     scn_quant quant[SCN_DTYPE_COUNT];                        /* per KV dtype */
     /* Deployment choices; empty lists mean the deployment's single value. */

@@ -114,7 +114,9 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_get_int(c, m, p, "attention_data_parallel", 1, 4096, &d->attention_dp) ||
         scn_get_qty(c, m, p, "expert_skew", SCN_UNIT_FRACTION, true, &d->expert_skew))
         return -1;
-    cover_context(s, scn_map_get(m, "max_num_batched_tokens") != NULL);
+    d->max_num_seqs_given = scn_map_get(m, "max_num_seqs") != NULL;
+    d->max_num_batched_tokens_given = scn_map_get(m, "max_num_batched_tokens") != NULL;
+    cover_context(s, d->max_num_batched_tokens_given);
     char f[256];
     int gpus = d->tensor_parallel * d->attention_dp;
     if (d->expert_parallel > 1 && s->model.experts == 0)
@@ -743,6 +745,7 @@ static int bind_options(scn_ctx *c, const scn_node *root, scn_scenario *s)
     const scn_node *m = scn_map_get(root, "options");
     if (!m) return 0;
     if (scn_expect_map(c, m, "options") || scn_check_keys(c, m, "options", OPT_KEYS)) return -1;
+    o->scheduler_given = scn_map_get(m, "scheduler") != NULL;
     return each_item(c, m, "kv_layout", it_layout, &o->n_layout, o) ||
            each_item(c, m, "block_size", it_block, &o->n_block, o) ||
            each_item(c, m, "prefix_cache", it_prefix, &o->n_prefix, o) ||

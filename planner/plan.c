@@ -20,6 +20,35 @@ static bool native_dtype(const scn_model *m, scn_dtype d)
     return d == SCN_DTYPE_FP32 || d == SCN_DTYPE_FP16 || d == SCN_DTYPE_BF16 || d == m->weight_dtype;
 }
 
+/* An engine or hardware option brings its own batch limits and chunking (the engine's
+ * batch_defaults on that GPU; its V0 long-context, MLA and max_model_len rules; its default
+ * scheduler), as the loader derives the scenario's own (scn_bind_scenario.c, bind_deployment):
+ * `simulate --set engine=E --set hardware=H` and the candidate run the same. What the scenario
+ * sets (deployment values, option lists) is kept. */
+static bool engine_defaults(const scn_scenario *s, plan_cand *c)
+{
+    const scn_options *o = &s->options;
+    const scn_deployment *d = &s->deployment;
+    if (c->engine < 0 && c->hw < 0) return true;
+    const scn_engine *e = c->engine >= 0 ? &o->engine[c->engine] : &s->engine;
+    const scn_hardware *h = c->hw >= 0 ? &o->hardware[c->hw] : &s->hardware;
+    int seqs = 256, budget = e->max_num_batched_tokens > 0 ? e->max_num_batched_tokens : 8192;
+    scn_engine_batch_defaults(e, h, &seqs, &budget);
+    if (d->max_num_batched_tokens_given) budget = d->max_num_batched_tokens;
+    bool chunks = scn_engine_chunks(e, &s->model, d->max_model_len, d->scheduler_steps > 1, d->max_num_batched_tokens_given,
+                                    &budget);
+    if (!o->n_max_seqs && !d->max_num_seqs_given) { c->max_num_seqs = seqs; c->derived_seqs = true; }
+    if (!o->n_budget && !d->max_num_batched_tokens_given) { c->max_batched = budget; c->derived_budget = true; }
+    if (!o->scheduler_given) {
+        c->c.scheduler = chunks ? SCN_SCHED_CHUNKED : SCN_SCHED_CONTINUOUS;
+        c->derived_sched = true;
+        /* Multi-step runs on the continuous scheduler only, as the loader requires of the
+         * scenario's own engine (vLLM 0.6 refused chunked prefill with multi-step). */
+        if (chunks && d->scheduler_steps > 1) return false;
+    }
+    return true;
+}
+
 int plan_enumerate(const scn_scenario *s, plan_result *r)
 {
     const scn_options *o = &s->options;
@@ -68,6 +97,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         c->c.spec = o->n_spec ? idx[15] : 0;
         c->c.kv_offload = o->n_offload ? o->kv_offload[idx[16]] : SCN_OFFLOAD_OFF;
         c->c.preemption = o->n_preempt ? o->preemption[idx[17]] : SCN_PREEMPT_RECOMPUTE;
+        bool multi_ok = engine_defaults(s, c);
         const scn_spec *sp = kv_spec_get(s, c->c.spec);
         if (sp && sp->method == SCN_SPEC_DRAFT)
             snprintf(c->spec_name, sizeof c->spec_name, "draft(%.24s) k=%d a=%.2f", sp->draft.name, sp->k, sp->accept[0]);
@@ -96,7 +126,11 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
                      (!c->risk_weights || s->quality.allow_weight_quant[wf->quant]);
         c->status = PLAN_PENDING;
         char why[200];
-        if (sim_choice_check(&c->c, why, sizeof why)) {
+        if (!multi_ok) {
+            c->status = PLAN_SKIPPED;
+            snprintf(c->why, sizeof c->why, "multi-step scheduling (deployment.scheduler_steps) needs the continuous "
+                     "scheduler, and engine %s chunks prefills by default", c->engine_name);
+        } else if (sim_choice_check(&c->c, why, sizeof why)) {
             c->status = PLAN_SKIPPED;
             snprintf(c->why, sizeof c->why, "%s", why);
         } else {

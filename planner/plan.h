@@ -58,6 +58,9 @@ const char *plan_latency_metric(const scn_scenario *s);
 typedef struct {
     sim_choice c;
     int tp, replicas, max_num_seqs, max_batched, kv_heads;   /* kv_heads 0: the model's own */
+    /* max_num_seqs, max_batched and the scheduler are an engine or hardware option's own
+     * defaults (plan_enumerate), so they go with that option, not a dimension of their own. */
+    bool derived_seqs, derived_budget, derived_sched;
     int hw;                    /* index into options.hardware; -1: the scenario's own hardware */
     char hw_name[SCN_NAME_MAX]; /* the hardware it runs on (named either way) */
     int wformat, engine;       /* indices into options.weight_dtype / options.engine; -1: the scenario's */

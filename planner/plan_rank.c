@@ -448,8 +448,10 @@ static void same_dims(const plan_cand *a, const plan_cand *b, int same[PLAN_DIMS
     int x[PLAN_DIMS] = {
         a->c.layout == b->c.layout, a->c.block_size == b->c.block_size || a->c.layout == SCN_LAYOUT_CONTIGUOUS,
         a->c.prefix_cache == b->c.prefix_cache, a->c.kv_dtype == b->c.kv_dtype, a->c.attention == b->c.attention,
-        a->c.scheduler == b->c.scheduler, a->c.window == b->c.window && a->c.sink == b->c.sink,
-        a->max_num_seqs == b->max_num_seqs, a->max_batched == b->max_batched, a->tp == b->tp,
+        a->c.scheduler == b->c.scheduler || (a->derived_sched && b->derived_sched),
+        a->c.window == b->c.window && a->c.sink == b->c.sink,
+        a->max_num_seqs == b->max_num_seqs || (a->derived_seqs && b->derived_seqs),
+        a->max_batched == b->max_batched || (a->derived_budget && b->derived_budget), a->tp == b->tp,
         a->replicas == b->replicas, a->kv_heads == b->kv_heads, a->hw == b->hw, a->wformat == b->wformat,
         a->engine == b->engine, a->c.spec == b->c.spec, a->c.kv_offload == b->c.kv_offload,
         a->c.preemption == b->c.preemption};

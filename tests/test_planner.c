@@ -795,6 +795,94 @@ START_TEST(engines_and_hardware_options_apply_the_engine_overheads)
 }
 END_TEST
 
+/* An engine or hardware option brings its own batch limits and chunking, as loading the scenario
+ * with that engine and hardware gives them (the reference: scn_scenario_load with --set
+ * engine=E --set hardware=H, bind_deployment's derivation). Llama-3.1-8B at max_model_len
+ * 131072: vllm on an H100 runs 1024 sequences and 8192-token chunks (its batch_defaults), on an
+ * L40S 256 and 2048; vllm-0.6 (V0) 256 sequences and, past 32K of context, 512-token chunks;
+ * trtllm 2048 and 8192, not chunked. Review9 found every candidate on the scenario's own
+ * engine's H100 defaults. What the scenario sets is kept; the explanation still credits the
+ * engine and the hardware as one option each. */
+START_TEST(engine_and_hardware_options_bring_their_batch_defaults)
+{
+    static const char *const engines[] = {"vllm", "vllm-0.6", "trtllm"};
+    static const char *const hws[] = {"h100-sxm", "l40s"};
+    const char *sets[] = {"model=llama-3.1-8b", "deployment={max_model_len: 131072}", "options.kv_layout=paged",
+                          "options.prefix_cache=on", "options.kv_dtype=bf16", "options.engine=[vllm, vllm-0.6, trtllm]",
+                          "options.hardware=[h100-sxm, l40s]"};
+    char path[700];
+    snprintf(path, sizeof path, "%s/chat.yaml", getenv("KVPLAN_LIBRARY"));
+    scn_error e;
+    char msg[1500];
+    ck_assert_msg(scn_scenario_load(path, sets, 7, &s, &e) == SCN_OK, "%s", (scn_error_format(&e, msg, sizeof msg), msg));
+    ck_assert_int_eq(plan_enumerate(&s, &r), 0);
+    ck_assert_int_eq(r.n, 6);
+    scn_scenario *ref = malloc(sizeof *ref);
+    ck_assert_ptr_nonnull(ref);
+    int seen = 0;
+    for (int i = 0; i < r.n; i++) {
+        const plan_cand *c = &r.c[i];
+        char se[64], sh[64];
+        snprintf(se, sizeof se, "engine=%s", engines[c->engine]);
+        snprintf(sh, sizeof sh, "hardware=%s", hws[c->hw]);
+        /* chat.yaml lists options.scheduler: [continuous], which both keep. */
+        const char *one[] = {"model=llama-3.1-8b", "deployment={max_model_len: 131072}", "options.kv_layout=paged",
+                             "options.prefix_cache=on", "options.kv_dtype=bf16", se, sh};
+        ck_assert_msg(scn_scenario_load(path, one, 7, ref, &e) == SCN_OK, "%s", e.msg);
+        ck_assert_msg(c->max_num_seqs == ref->deployment.max_num_seqs && c->max_batched == ref->deployment.max_num_batched_tokens,
+                      "%s on %s: %d seqs, %d tokens; loaded: %d, %d", se, sh, c->max_num_seqs, c->max_batched,
+                      ref->deployment.max_num_seqs, ref->deployment.max_num_batched_tokens);
+        ck_assert(s.options.scheduler_given);
+        ck_assert_int_eq(c->c.scheduler, ref->options.scheduler[0]);
+        ck_assert_int_eq(c->c.scheduler, SCN_SCHED_CONTINUOUS);
+        /* The figures by hand (scenarios/engines: vllm.yaml, vllm-0.6.yaml, trtllm.yaml). */
+        int want_seqs = c->engine == 0 ? (c->hw == 0 ? 1024 : 256) : c->engine == 1 ? 256 : 2048;
+        int want_budget = c->engine == 0 ? (c->hw == 0 ? 8192 : 2048) : c->engine == 1 ? 512 : 8192;
+        ck_assert_int_eq(c->max_num_seqs, want_seqs);
+        ck_assert_int_eq(c->max_batched, want_budget);
+        seen |= 1 << (c->engine * 2 + c->hw);
+    }
+    ck_assert_int_eq(seen, 63);
+    /* The engine and the hardware remain one option apart from their twins. */
+    for (int i = 0; i < r.n; i++)
+        for (int j = 0; j < r.n; j++)
+            if (r.c[i].hw == r.c[j].hw && r.c[i].engine != r.c[j].engine) ck_assert(plan_one_option_apart(&r.c[i], &r.c[j]));
+    plan_result_free(&r);
+    /* Multi-step (scheduler_steps 4, vllm-0.6's V0): never split, so the budget is max_model_len
+     * and the scheduler continuous; vllm-0.7 (V1 rows) chunks by default, which multi-step cannot
+     * run: skipped with the reason, as the loader refuses it for the scenario's own engine. */
+    const char *ms[] = {"model=llama-3.1-8b", "engine=vllm-0.6", "deployment={max_model_len: 131072, scheduler_steps: 4}",
+                        "options={engine: [vllm-0.6, vllm-0.7]}"};
+    ck_assert_msg(scn_scenario_load(path, ms, 4, &s, &e) == SCN_OK, "%s", e.msg);
+    ck_assert_int_eq(plan_enumerate(&s, &r), 0);
+    ck_assert_int_eq(r.n, 2);
+    for (int i = 0; i < r.n; i++) {
+        const plan_cand *c = &r.c[i];
+        if (c->engine == 0) {
+            ck_assert_int_eq(c->status, PLAN_PENDING);
+            ck_assert_int_eq(c->c.scheduler, SCN_SCHED_CONTINUOUS);
+            ck_assert_int_eq(c->max_batched, 131072);
+            ck_assert_int_eq(c->max_num_seqs, 256);
+        } else {
+            ck_assert_int_eq(c->status, PLAN_SKIPPED);
+            ck_assert_msg(strstr(c->why, "multi-step") && strstr(c->why, "vllm-0.7"), "%s", c->why);
+        }
+    }
+    plan_result_free(&r);
+    /* A deployment's own values are kept for every candidate. */
+    const char *given[] = {"model=llama-3.1-8b", "deployment={max_model_len: 131072, max_num_seqs: 64, max_num_batched_tokens: 1024}",
+                           "options.engine=[vllm, vllm-0.6]", "options.hardware=[h100-sxm, l40s]"};
+    ck_assert_msg(scn_scenario_load(path, given, 4, &s, &e) == SCN_OK, "%s", e.msg);
+    ck_assert_int_eq(plan_enumerate(&s, &r), 0);
+    for (int i = 0; i < r.n; i++) {
+        ck_assert_int_eq(r.c[i].max_num_seqs, 64);
+        ck_assert_int_eq(r.c[i].max_batched, 1024);
+    }
+    plan_result_free(&r);
+    free(ref);
+}
+END_TEST
+
 START_TEST(seeds_flag_is_checked)
 {
     char args[1200];
@@ -1394,6 +1482,7 @@ Suite *suite_planner(void)
     tcase_add_test(cf, sweep_draws_load_curves);
     tcase_add_test(cf, seeds_flag_is_checked);
     tcase_add_test(cf, engines_and_hardware_options_apply_the_engine_overheads);
+    tcase_add_test(cf, engine_and_hardware_options_bring_their_batch_defaults);
     tcase_add_test(cf, plan_reuses_a_simulate_run_of_the_same_choice);
     tcase_add_test(cf, validate_headline_is_the_worst_metric);
     tcase_add_test(cf, deepseek_fp8_is_not_credited_where_kv_is_a_small_share);
