@@ -99,29 +99,42 @@ static int push_step(sim_engine *e, sim_replica *rep, double t)
     return sim_heap_push(&e->heap, &rep->ev, t);
 }
 
-/* Times the step of n sequences the scheduler formed in rep->batch and pushes its end. */
-static int start_formed(sim_engine *e, sim_replica *rep, int n)
+/* Runs the executor on batch b; its failure is the executor's fault (internal). */
+static int exec_run(sim_engine *e, const sim_batch *b, double *dt)
 {
-    measure_fragmentation(rep);
     char msg[256];
     msg[0] = 0;   /* not zero-filled: a step is too cheap for that */
-    double dt = 0;
-    if (e->ex->run(e->ex->ctx, &rep->batch, &dt, msg, sizeof msg)) {
+    if (e->ex->run(e->ex->ctx, b, dt, msg, sizeof msg)) {
         snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
         e->internal = 1;
         return -1;
     }
-    /* A step that takes no finite time comes from the inputs (a bandwidth or compute rate too
-     * small to move the model), not from a fault: a data error. */
-    if (!(dt >= 0) || !isfinite(dt)) {
+    return 0;
+}
+
+/* Checks a step of n sequences priced at *dt, adds what it waits for its KV and counts it. A step
+ * that takes no finite time comes from the inputs (a bandwidth or compute rate too small to move
+ * the model), not from a fault: a data error. */
+static int step_counted(sim_engine *e, int n, double *dt)
+{
+    if (!(*dt >= 0) || !isfinite(*dt)) {
         snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
-                 "bandwidth and compute figures", n, dt, e->ex->name);
+                 "bandwidth and compute figures", n, *dt, e->ex->name);
         return -1;
     }
-    dt += sim_sched_wait_s(&e->sched, dt);   /* KV the step waits for: tier reloads, swaps (sched.c) */
+    *dt += sim_sched_wait_s(&e->sched, *dt);   /* KV the step waits for: tier reloads, swaps (sched.c) */
     e->acc.steps++;
     e->acc.batch_sum += n;
     if (n > e->acc.batch_max) e->acc.batch_max = n;
+    return 0;
+}
+
+/* Times the step of n sequences the scheduler formed in rep->batch and pushes its end. */
+static int start_formed(sim_engine *e, sim_replica *rep, int n)
+{
+    measure_fragmentation(rep);
+    double dt = 0;
+    if (exec_run(e, &rep->batch, &dt) || step_counted(e, n, &dt)) return -1;
     /* Outputs one step late: what the last step made reaches the client as this one ends. */
     if (rep->n_held && deliver(e, rep, e->now + dt)) return -1;
     return push_step(e, rep, e->now + dt);
@@ -723,7 +736,6 @@ static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool forme
  * small). */
 static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt)
 {
-    char msg[256] = "";
     sim_batch *b = &rep->batch;
     if (!formed && e->ex->decode_time_rows) {   /* the positions alone, when the executor prices from them */
         int w = 0;
@@ -744,12 +756,7 @@ static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed
         b->n = w;
         b->tokens = w;
     }
-    if (e->ex->run(e->ex->ctx, b, dt, msg, sizeof msg)) {
-        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
-        e->internal = 1;
-        return -1;
-    }
-    return 0;
+    return exec_run(e, b, dt);
 }
 
 /* Step K when it is mixed: the slots' decode rows first, then the scheduler's rows in rep->batch,
@@ -789,24 +796,10 @@ static int ff_time_mixed(sim_engine *e, sim_replica *rep, sim_ff *f)
         b->replica = rep->id;
         b->n = n;
         b->tokens = w + rows->tokens;
-        char msg[256];
-        msg[0] = 0;
-        if (e->ex->run(e->ex->ctx, b, &dt, msg, sizeof msg)) {
-            snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
-            e->internal = 1;
-            return -1;
-        }
+        if (exec_run(e, b, &dt)) return -1;
     }
-    if (!(dt >= 0) || !isfinite(dt)) {   /* the inputs' fault, as in start_formed */
-        snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
-                 "bandwidth and compute figures", n, dt, e->ex->name);
-        return -1;
-    }
-    dt += sim_sched_wait_s(&e->sched, dt);   /* KV the step waits for: tier reloads, swaps (sched.c) */
+    if (step_counted(e, n, &dt)) return -1;
     f->dt = dt;
-    e->acc.steps++;
-    e->acc.batch_sum += n;
-    if (n > e->acc.batch_max) e->acc.batch_max = n;
     return 0;
 }
 
@@ -1227,22 +1220,8 @@ static int ff_begin_mixed(sim_engine *e, sim_replica *rep, sim_ff *f, int nd)
     sim_batch *b = &rep->batch;
     const int n0 = b->n;
     double dt = 0;
-    char msg[256];
-    msg[0] = 0;
-    if (e->ex->run(e->ex->ctx, b, &dt, msg, sizeof msg)) {
-        snprintf(e->err, e->nerr, "executor %s failed: %s", e->ex->name, msg[0] ? msg : "bad step time");
-        e->internal = 1;
-        return -1;
-    }
-    if (!(dt >= 0) || !isfinite(dt)) {
-        snprintf(e->err, e->nerr, "a step of %d sequences takes %g s under executor %s: check the hardware's "
-                 "bandwidth and compute figures", n0, dt, e->ex->name);
-        return -1;
-    }
-    f->dt = dt + sim_sched_wait_s(&e->sched, dt);
-    e->acc.steps++;
-    e->acc.batch_sum += n0;
-    if (n0 > e->acc.batch_max) e->acc.batch_max = n0;
+    if (exec_run(e, b, &dt) || step_counted(e, n0, &dt)) return -1;
+    f->dt = dt;
     if (f->capk >= 0) ff_cap_advance(f);
     memmove(b->seqs, b->seqs + nd, sizeof *b->seqs * (size_t)(n0 - nd));
     memmove(rep->breq, rep->breq + nd, sizeof *rep->breq * (size_t)(n0 - nd));
