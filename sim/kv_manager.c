@@ -720,9 +720,10 @@ static int match_prefix(sim_kv *kv, sim_kv_seq *q, int prompt, bool take, long *
         for (int j = 0; kv->tiers && j < walked && gpu; j++) gpu = kv->m_blk[j] >= 0;   /* without tiers, every hit is */
         if (gpu) {
             int j = 0;
-            if (!kv->units && q->cap - q->n_blocks >= walked) {
+            if (walked > 0 && !kv->units && q->cap - q->n_blocks >= walked) {
                 /* The common case, its tests hoisted: the table has room for every hit (admission
-                 * sized it), one layer group. The same pins, pushes and unlinks in order. */
+                 * sized it), one layer group. The same pins, pushes and unlinks in order. Not for
+                 * no hit: a table not yet allocated is NULL, and NULL + 0 is undefined in C. */
                 struct kv_block *blk = kv->blk;
                 int32_t *dst = q->blocks + q->n_blocks;
                 const int32_t *mb = kv->m_blk;
