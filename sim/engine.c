@@ -732,6 +732,19 @@ static inline int ff_time(sim_engine *e, sim_replica *rep, sim_ff *f, bool forme
     return 0;
 }
 
+/* The run's live slots as decode rows at step K, in slot order, into dst; returns how many. */
+static int ff_fill_slots(const sim_replica *rep, const sim_ff *f, sim_batch_seq *dst)
+{
+    int w = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (f->dead[i]) continue;
+        const sim_req *r = f->req[i];
+        int start = (int)(f->c0[i] + f->K);
+        sim_batch_seq_fill(&dst[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
+    }
+    return w;
+}
+
 /* ff_time's other way: the executor prices the batch (kept apart so that the common way stays
  * small). */
 static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed, double *dt)
@@ -745,13 +758,7 @@ static int ff_time_batch(sim_engine *e, sim_replica *rep, sim_ff *f, bool formed
     }
     if (!formed) {
         b = &f->batch;
-        int w = 0;
-        for (int i = 0; i < f->n; i++) {
-            if (f->dead[i]) continue;
-            const sim_req *r = f->req[i];
-            int start = (int)(f->c0[i] + f->K);
-            sim_batch_seq_fill(&b->seqs[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
-        }
+        int w = ff_fill_slots(rep, f, b->seqs);
         b->replica = rep->id;
         b->n = w;
         b->tokens = w;
@@ -785,13 +792,7 @@ static int ff_time_mixed(sim_engine *e, sim_replica *rep, sim_ff *f)
             b->seqs = q;
             f->mcap = cap;
         }
-        int w = 0;
-        for (int i = 0; i < f->n; i++) {
-            if (f->dead[i]) continue;
-            const sim_req *r = f->req[i];
-            int start = (int)(f->c0[i] + f->K);
-            sim_batch_seq_fill(&b->seqs[w++], r, 1, start, sim_kv_held(rep->kv, &r->kv, start));
-        }
+        int w = ff_fill_slots(rep, f, b->seqs);
         memcpy(b->seqs + w, rows->seqs, sizeof *b->seqs * (size_t)rows->n);
         b->replica = rep->id;
         b->n = n;
