@@ -596,7 +596,8 @@ void scn_engine_apply(scn_scenario *s, const scn_engine *e);
  * tensor-parallel size, e.g. SGLang's mem_fraction_static), otherwise the deployment's default. */
 double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d, const scn_hardware *h);
 /* The engine's default max_num_seqs and max_num_batched_tokens on hardware h: the first of its
- * batch_defaults that h meets; the values are left as they are when none does. */
+ * batch_defaults that h meets; when none does, 256 sequences and the engine's chunked-prefill
+ * budget (8192 tokens when it gives none). */
 void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *max_num_seqs, int *max_num_batched_tokens);
 /* Whether the scenario's engine chunks prefills for this model and max_model_len (its
  * chunked_prefill default, long_context and unchunked_mla rules), and the token budget that

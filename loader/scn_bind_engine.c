@@ -215,18 +215,16 @@ bool scn_engine_chunks(const scn_engine *e, const scn_model *m, int max_model_le
                        int *budget)
 {
     bool mla = m->kv_lora_rank > 0;
-    if (mla && e->unchunked_mla) {
-        if (!budget_given && e->budget_covers_context && *budget < max_model_len) *budget = max_model_len;
-        return false;
-    }
-    if (e->chunked_prefill) return true;
-    /* Multi-step runs do not split prompts (vLLM's SchedulerConfig gives them max(max_model_len,
-     * 2048) even when chunking), and kvplan runs them on the continuous scheduler: the unchunked
-     * rule below. */
-    if (e->chunk_above_len > 0 && max_model_len > e->chunk_above_len && !multi_step &&
-        !(m->sliding_window > 0 && m->sliding_layers > 0)) {
-        if (!budget_given) *budget = e->chunk_long_budget;
-        return true;
+    if (!(mla && e->unchunked_mla)) {
+        if (e->chunked_prefill) return true;
+        /* Multi-step runs do not split prompts (vLLM's SchedulerConfig gives them
+         * max(max_model_len, 2048) even when chunking), and kvplan runs them on the continuous
+         * scheduler: the unchunked rule below. */
+        if (e->chunk_above_len > 0 && max_model_len > e->chunk_above_len && !multi_step &&
+            !(m->sliding_window > 0 && m->sliding_layers > 0)) {
+            if (!budget_given) *budget = e->chunk_long_budget;
+            return true;
+        }
     }
     if (!budget_given && e->budget_covers_context && *budget < max_model_len) *budget = max_model_len;
     return false;
@@ -236,6 +234,8 @@ double scn_hw_cuda_memory(const scn_hardware *h) { return h->memory - h->memory_
 
 void scn_engine_batch_defaults(const scn_engine *e, const scn_hardware *h, int *max_num_seqs, int *max_num_batched_tokens)
 {
+    *max_num_seqs = 256;
+    *max_num_batched_tokens = e->max_num_batched_tokens > 0 ? e->max_num_batched_tokens : 8192;
     for (int i = 0; i < e->n_batch_rules; i++) {
         const scn_batch_rule *r = &e->batch_rules[i];
         bool excluded = h->memory < r->min_memory;

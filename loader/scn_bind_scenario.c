@@ -85,9 +85,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     d->router = SCN_ROUTER_LEAST_OUTSTANDING;
     d->gpu_memory_utilization = 0.90;
     d->max_model_len = s->model.max_position;
-    d->max_num_seqs = 256;
-    d->max_num_batched_tokens = s->engine.max_num_batched_tokens > 0 ? s->engine.max_num_batched_tokens : 8192;
-    /* The engine's own defaults for this GPU, when its profile gives them (batch_defaults). */
+    /* The engine's own defaults for this GPU (batch_defaults). */
     scn_engine_batch_defaults(&s->engine, &s->hardware, &d->max_num_seqs, &d->max_num_batched_tokens);
     d->expert_parallel = d->attention_dp = 1;
     d->expert_skew = 0;

@@ -32,7 +32,7 @@ static bool engine_defaults(const scn_scenario *s, plan_cand *c)
     if (c->engine < 0 && c->hw < 0) return true;
     const scn_engine *e = c->engine >= 0 ? &o->engine[c->engine] : &s->engine;
     const scn_hardware *h = c->hw >= 0 ? &o->hardware[c->hw] : &s->hardware;
-    int seqs = 256, budget = e->max_num_batched_tokens > 0 ? e->max_num_batched_tokens : 8192;
+    int seqs, budget;
     scn_engine_batch_defaults(e, h, &seqs, &budget);
     if (d->max_num_batched_tokens_given) budget = d->max_num_batched_tokens;
     bool chunks = scn_engine_chunks(e, &s->model, d->max_model_len, d->scheduler_steps > 1, d->max_num_batched_tokens_given,
