@@ -515,13 +515,46 @@ static int fill_waiting(sim_sched *e, sim_replica *rep, long budget, bool chunke
     return 0;
 }
 
-int sim_sched_step(sim_sched *e, sim_replica *rep)
+/* An empty step: no rows, no KV transfers to wait for, no failed admission noted. */
+static void step_reset(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
     rep->batch.tokens = 0;
     e->xfer_s = 0;
     memset(e->reload_s, 0, sizeof e->reload_s);
     e->tried = NULL;
+}
+
+/* Running sequences from `from` on, oldest first, into the step while the budget lasts: the next
+ * token, or (chunked) the next prefill chunk, plus a decoding sequence's drafts under speculative
+ * decoding (sp; sim/spec.c). `separate`: prefilling sequences are left to prefill steps. *budget
+ * is what is left after. Returns 0, or -1 on failure. */
+static int take_running(sim_sched *e, sim_replica *rep, sim_req *from, long *left, bool chunked, bool separate,
+                        const scn_spec *sp)
+{
+    long budget = *left;
+    for (sim_req *r = from; r && budget > 0;) {
+        if (separate && prefilling(r)) { r = r->next; continue; }   /* its chunks go in prefill steps */
+        long want = r->total - r->computed;
+        if (!chunked) want = 1;
+        if (want > budget) want = budget;
+        int drafts = sp && !r->tail && r->total - r->computed == 1 ? sim_spec_drafts(sp, r, budget) : 0;
+        want += drafts;
+        int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
+        if (rc < 0) return -1;
+        if (rc == 1) break;          /* r was the newest: nothing after it */
+        if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
+        if (drafts) { rep->batch.seqs[rep->batch.n - 1].draft = drafts; r->step_draft = drafts; }
+        budget -= want;
+        r = r->next;
+    }
+    *left = budget;
+    return 0;
+}
+
+int sim_sched_step(sim_sched *e, sim_replica *rep)
+{
+    step_reset(e, rep);
     if (tails_room(e, rep)) return -1;
     if (e->c.scheduler == SCN_SCHED_STATIC) return step_static(e, rep);
     const scn_deployment *d = &e->s->deployment;
@@ -545,23 +578,7 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
         if (n) return n;
     }
     /* Running sequences, oldest first: the next token, or (chunked, mixed) the next prefill chunk. */
-    const scn_spec *sp = sim_spec_of(e->s, &e->c);
-    for (sim_req *r = rep->running.head; r && budget > 0;) {
-        if (chunked && !mixed && prefilling(r)) { r = r->next; continue; }   /* its chunks go in prefill steps */
-        long want = r->total - r->computed;
-        if (!chunked) want = 1;
-        if (want > budget) want = budget;
-        /* Speculative decoding (sim/spec.c): a decoding sequence also verifies its drafts. */
-        int drafts = sp && !r->tail && r->total - r->computed == 1 ? sim_spec_drafts(sp, r, budget) : 0;
-        want += drafts;
-        int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
-        if (rc < 0) return -1;
-        if (rc == 1) break;          /* r was the newest: nothing after it */
-        if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
-        if (drafts) { rep->batch.seqs[rep->batch.n - 1].draft = drafts; r->step_draft = drafts; }
-        budget -= want;
-        r = r->next;
-    }
+    if (take_running(e, rep, rep->running.head, &budget, chunked, chunked && !mixed, sim_spec_of(e->s, &e->c))) return -1;
     if (d->scheduler_steps > 1 && rep->batch.n) rep->ms_left = in_run ? rep->ms_left - 1 : d->scheduler_steps - 1;
     if (mixed && !in_run && fill_waiting(e, rep, budget, chunked)) return -1;
     return rep->batch.n;
@@ -569,24 +586,10 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
 
 long sim_sched_chunks(sim_sched *e, sim_replica *rep, sim_req *from, long budget)
 {
-    rep->batch.n = 0;
-    rep->batch.tokens = 0;
-    e->xfer_s = 0;
-    memset(e->reload_s, 0, sizeof e->reload_s);
-    e->tried = NULL;
-    bool chunked = e->c.scheduler == SCN_SCHED_CHUNKED;
-    /* sim_sched_step's loop over the running sequences, from `from` on. */
-    for (sim_req *r = from; r && budget > 0;) {
-        long want = r->total - r->computed;
-        if (!chunked) want = 1;
-        if (want > budget) want = budget;
-        int rc = grow_or_preempt(e, rep, r, r->computed + (int)want);
-        if (rc < 0) return -1;
-        if (rc == 1) break;
-        if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
-        budget -= want;
-        r = r->next;
-    }
+    step_reset(e, rep);
+    /* sim_sched_step's loop over the running sequences, from `from` on (a mixed run: no
+     * speculative decoding, no separate prefill steps). */
+    if (take_running(e, rep, from, &budget, e->c.scheduler == SCN_SCHED_CHUNKED, false, NULL)) return -1;
     return budget;
 }
 
