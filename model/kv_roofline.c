@@ -609,9 +609,10 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             /* MXFP4 experts an engine runs weight-only through Marlin's MoE kernel (`mxfp4:
              * marlin`, a GPU without fp4 math): Marlin's own rate, as its dense GEMMs (gemm()),
              * in place of the fused-MoE family's (docs/cost-model.md, "Weight-only kernels"). */
-            if (m->weight_quant == SCN_WQ_MXFP4 && e->mxfp4_layout == SCN_MX_MARLIN && hw->flops[SCN_DTYPE_FP4] <= 0 &&
-                kv_marlin_rate(hw) > 0) {
-                t_routed = routed / kv_marlin_rate(hw);
+            double marlin = m->weight_quant == SCN_WQ_MXFP4 && e->mxfp4_layout == SCN_MX_MARLIN &&
+                                    hw->flops[SCN_DTYPE_FP4] <= 0 ? kv_marlin_rate(hw) : 0;
+            if (marlin > 0) {
+                t_routed = routed / marlin;
                 eff = 1;
             }
             if (e->moe_kernel == SCN_MOE_KERNEL_CUTLASS) {
