@@ -1,6 +1,7 @@
 /* main.c: the kvplan entry point: dispatches to a subcommand, and answers --version and help. */
 #include "cli.h"
 #include "../backend/be_cuda.h"
+#include "../sim/alloc_policy.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -253,6 +254,7 @@ static int unknown(const char *name)
 int main(int argc, char **argv)
 {
     if (argc < 2) { print_help(stderr); return CLI_EX_USAGE; }
+    sim_alloc_policy();   /* before any thread: the planner's simulations reuse each other's pages */
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(stdout); return CLI_OK; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
