@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include "../cli_run.h"
+#include "../../sim/alloc_policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,7 @@ static int work(const scn_scenario *s, plan_result *r)
 
 int main(int argc, char **argv)
 {
+    sim_alloc_policy();   /* before MPI's and the planner's threads: as kvplan's main */
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
