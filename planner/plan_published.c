@@ -117,13 +117,14 @@ static int tokens_field(plan_reader *rd, const char *v, int col, const char *fie
 
 /* The launch flags the harness reads from `engine_args` (docs/validation.md, "The file"). Each
  * takes a whole number in [lo, hi], except the switches --attention-dp and --via-server and the
- * fraction --kv-fraction. --via-server is the client's side of the launch: an offline row's
- * prompts were sent to a server all at once (a serving client at request rate inf), so they pass
- * its front end. */
+ * fraction --kv-fraction. --via-server and --num-prompts are the client's side of the launch: an
+ * offline row's prompts were sent to a server all at once (a serving client at request rate inf),
+ * so they pass its front end; a closed or Poisson run sent exactly N requests and its client
+ * reported over all of them (docs/validation.md, "A finite run as the client ran it"). */
 static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
     {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
     {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0},
-    {"--max-model-len", 1, 100000000}, {"--via-server", 0, 0}};
+    {"--max-model-len", 1, 100000000}, {"--via-server", 0, 0}, {"--num-prompts", 1, 10000000}};
 
 static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
 {
@@ -137,7 +138,8 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         while (f < nf && strcmp(t, ARG_FLAGS[f].flag)) f++;
         if (f == nf)
             return plan_reader_bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
-                       "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N, --via-server)", t);
+                       "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N, --via-server, "
+                       "--num-prompts N)", t);
         if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
         if (!strcmp(t, "--via-server")) { r->via_server = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
@@ -152,7 +154,7 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         long x;
         if (whole(rd, n, col, "engine_args", ARG_FLAGS[f].lo, ARG_FLAGS[f].hi, &x)) return -1;
         int *dst = f == 0 ? &r->scheduler_steps : f == 1 ? &r->expert_parallel : f == 2 ? &r->max_batch_size
-                 : f == 6 ? &r->max_model_len : &r->max_num_tokens;
+                 : f == 6 ? &r->max_model_len : f == 8 ? &r->num_prompts : &r->max_num_tokens;
         *dst = (int)x;
     }
     return 0;
@@ -188,6 +190,9 @@ static int parse_row(plan_reader *rd, char **f, const int *col, pub_row *r)
     r->mode = (pub_mode)mode;
     if (r->via_server && r->mode != PUB_MODE_OFFLINE)
         return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args", "--via-server goes with mode offline (prompts sent to a server at once)");
+    if (r->num_prompts > 0 && r->mode != PUB_MODE_CLOSED && r->mode != PUB_MODE_POISSON)
+        return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args",
+                               "--num-prompts goes with mode closed or poisson (an offline row's load is its prompt count)");
     if (r->mode == PUB_MODE_CAPACITY && (!strcmp(f[C_LOAD], "-") || !*f[C_LOAD])) r->load = 0;
     else if (r->mode == PUB_MODE_CAPACITY) {
         if (positive(rd, f[C_LOAD], col[C_LOAD], "load", &r->load)) return -1;
@@ -434,6 +439,8 @@ static int dtype_of(const char *name, scn_dtype *d)
 /* Requests simulated for a served load: enough for a steady window, bounded in time. */
 static long requests_for(const pub_row *r)
 {
+    /* A finite run the client ran with a stated request count: that many, all measured. */
+    if (r->num_prompts > 0) return r->num_prompts;
     double x = r->mode == PUB_MODE_CLOSED ? 10 * r->load : r->mode == PUB_MODE_POISSON ? 120 * r->load : r->load;
     if (r->mode == PUB_MODE_OFFLINE) return (long)x;
     return x < 200 ? 200 : x > 4000 ? 4000 : (long)x;
@@ -550,13 +557,17 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     k += (size_t)snprintf(buf + k, n - k, "}\n");
     k += (size_t)snprintf(buf + k, n - k, "workload:\n  requests: %ld\n", requests_for(r));
     switch (r->mode) {
+    /* Without a stated count the run stands for the engine's steady state: the middle 80 % of
+     * enough requests. With one (--num-prompts) it is the client's run itself: its clients report
+     * the mean and percentiles over every request, ramp-up and drain included, and throughput
+     * over the whole run (docs/validation.md, "A finite run as the client ran it"). */
     case PUB_MODE_CLOSED:
-        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: closed, concurrency: %ld}\n"
-                                              "  measure: {skip_first: 10%%, skip_last: 10%%}\n", (long)r->load);
+        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: closed, concurrency: %ld}\n%s", (long)r->load,
+                              r->num_prompts > 0 ? "" : "  measure: {skip_first: 10%, skip_last: 10%}\n");
         break;
     case PUB_MODE_POISSON:
-        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: poisson, rate: %.17g/s}\n"
-                                              "  measure: {skip_first: 10%%, skip_last: 10%%}\n", r->load);
+        k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: poisson, rate: %.17g/s}\n%s", r->load,
+                              r->num_prompts > 0 ? "" : "  measure: {skip_first: 10%, skip_last: 10%}\n");
         break;
     default:
         /* Prompts sent to a server all at once by a serving client (request rate inf, the row's

@@ -38,6 +38,8 @@ typedef struct {
     bool attention_dp;           /* attention data-parallel over the tp GPUs (attention TP 1) */
     double kv_fraction;          /* the KV cache's memory fraction (the engine's own rule) */
     bool via_server;             /* offline prompts sent to a server at once (--via-server) */
+    int num_prompts;             /* requests a closed or Poisson run sent, all measured (--num-prompts);
+                                  * 0: not stated, the harness's own steady-state run */
     pub_mode mode;
     double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
                                   * fraction the engine was given (0: not stated) */

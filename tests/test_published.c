@@ -407,6 +407,51 @@ START_TEST(via_server_flag)
 }
 END_TEST
 
+/* --num-prompts N (engine_args): the client sent exactly N requests and reported over all of
+ * them, so the harness simulates that run, with no steady-state window. By hand, a closed loop of
+ * four vLLM clients and four prompts of 300 tokens, one output token each: all four are sent at
+ * t = 0 and the API server prepares them one after another, t_f = 0.26 ms + 300 x 1.9 us =
+ * 0.83 ms each, so the scheduler sees A at 0 and B, C, D at 0.83, 1.66 and 2.49 ms, all inside
+ * A's prefill step (about 10 ms, step1 = one 300-token prefill). B, C and D join the next step
+ * together (step2 = three 300-token prefills). A client's TTFT is its own front end, its wait for
+ * the server (the earlier requests' front ends), the wait for the engine and its step(s), which
+ * for B, C and D sums to t_f + step1 + step2, and for A to t_f + step1:
+ *     mean TTFT = t_f + step1 + (3/4)·step2.
+ * The same row without the flag is a steady-state run of the harness's 200 requests (each
+ * client's next request finds three others decoding or finished), which is not this value. */
+START_TEST(num_prompts_flag)
+{
+    const char *p = t_write("np.tsv", HEAD_ARGS
+        "f\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\tclosed\t4\t300\t1\tttft_mean_ms\t1\tms\ts\t\t--num-prompts 4\n"
+        "s\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\tclosed\t4\t300\t1\tttft_mean_ms\t1\tms\ts\t\t\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(t.rows[0].num_prompts, 4);
+    ck_assert_int_eq(t.rows[1].num_prompts, 0);
+    predict_all(&t);
+    for (int i = 0; i < 2; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s", t.rows[i].why);
+    scn_scenario s;
+    t_library_engine("llama-3-8b", "h100-sxm", "vllm", &s);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[3] = {{300, 0}, {300, 0}, {300, 0}};
+    double step1 = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 1).seconds;
+    double step2 = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 3).seconds;
+    double tf = 0.26e-3 + 300 * 1.9e-6;
+    ck_assert_msg(fabs(kv_frontend_seconds(&s, 300) - tf) < 1e-12, "front end %.9g s", kv_frontend_seconds(&s, 300));
+    ck_assert(3 * tf < step1);   /* B, C and D reach the scheduler during A's step */
+    double want = (tf + step1 + 0.75 * step2) * 1000;
+    ck_assert_msg(fabs(t.rows[0].predicted / want - 1) < 1e-6, "predicted %.9g ms, by hand %.9g", t.rows[0].predicted, want);
+    ck_assert_msg(fabs(t.rows[1].predicted / want - 1) > 0.05, "steady state %.9g ms, finite run %.9g", t.rows[1].predicted,
+                  want);
+    pub_table_free(&t);
+    broken(HEAD_ARGS ROW_A "offline\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--num-prompts 8\n",
+           "2:79: engine_args: --num-prompts goes with mode closed or poisson (an offline row's load is its prompt count)");
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--num-prompts\n", "2:78: engine_args: --num-prompts needs a number");
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--num-prompts 0\n", "2:78: engine_args");
+}
+END_TEST
+
 START_TEST(cli_end_to_end)
 {
     static char out[65536], errs[4096];
@@ -634,6 +679,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, source_lengths_of_published_rows);
     tcase_add_test(tc, mxfp4_rows_keep_the_models_layout);
     tcase_add_test(tc, via_server_flag);
+    tcase_add_test(tc, num_prompts_flag);
     suite_add_tcase(su, tc);
     return su;
 }
