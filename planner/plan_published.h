@@ -38,6 +38,7 @@ typedef struct {
     bool attention_dp;           /* attention data-parallel over the tp GPUs (attention TP 1) */
     double kv_fraction;          /* the KV cache's memory fraction (the engine's own rule) */
     bool via_server;             /* offline prompts sent to a server at once (--via-server) */
+    bool bench_build;            /* engine built by trtllm-bench's heuristic (--trtllm-bench-build) */
     pub_mode mode;
     double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
                                   * fraction the engine was given (0: not stated) */
