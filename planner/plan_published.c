@@ -768,6 +768,9 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     if ((r->attention_dp || r->expert_parallel > 1) && k < sizeof r->why)
         k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; attention DP %d, EP %d", r->attention_dp ? r->tp : 1,
                               r->expert_parallel > 1 ? r->expert_parallel : 1);
+    if (r->bench_build && k < sizeof r->why)
+        k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; trtllm-bench build: %d sequences, %d tokens, chunked",
+                              r->max_batch_size, r->max_num_tokens);
     if (kv_unstated && k < sizeof r->why)
         snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
     return 0;
