@@ -300,6 +300,8 @@ typedef struct {
                                  * functional all_reduce clones its input) */
     scn_attn_kernel attn_kernel;
     scn_weight_only weight_only;
+    bool lm_head_replicated;    /* tensor parallelism leaves the LM head whole on every rank
+                                 * (`lm_head: replicated`; gpt-fast), so each reads all of it */
     /* How the engine stores MXFP4 experts on GPUs without fp4 math (`mxfp4: checkpoint|marlin`;
      * docs/cost-model.md, "MXFP4 experts as engines store them"): as the checkpoint has them, or
      * repacked for Marlin with the expert dimensions padded. */

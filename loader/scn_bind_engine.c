@@ -55,7 +55,8 @@ const char *scn_wformat_name(const scn_wformat *f)
 /* ---- engine profiles ---- */
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
-                                          "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", "mxfp4", NULL};
+                                          "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", "mxfp4",
+                                          "lm_head", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "eager_layer", "async_scheduling", "extra_decode_step",
                                        "no_evict", "async_output", "multi_step", "multi_step_stream", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
@@ -73,6 +74,9 @@ static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "m
 static const char *const LONG_KEYS[] = {"above", "max_num_batched_tokens", NULL};
 static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", "copies", NULL};
 static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
+/* `lm_head: split` (by vocabulary over the tensor-parallel ranks, the serving engines) or
+ * `replicated` (whole on every rank: gpt-fast's tensor parallelism shards only the layers). */
+static const char *const LM_HEAD_NAMES[] = {"split", "replicated", NULL};
 static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", "held_allreduce", "moe_chunk", "fraction_rule", NULL};
 static const char *const MEM_RULES[] = {"table", "sglang_reserve", NULL};
 static const char *const MEM_BUDGETS[] = {"total", "static", "free", "device", NULL};
@@ -398,6 +402,9 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     int bf = (int)e->block_fp8;
     if (scn_get_enum(c, m, path, "block_fp8", BF8_NAMES, &bf)) return -1;
     e->block_fp8 = (scn_block_fp8)bf;
+    int lh = e->lm_head_replicated ? 1 : 0;
+    if (scn_get_enum(c, m, path, "lm_head", LM_HEAD_NAMES, &lh)) return -1;
+    e->lm_head_replicated = lh == 1;
     if (!e->name[0]) snprintf(e->name, sizeof e->name, "%s", "unnamed-engine");
     return 0;
 }

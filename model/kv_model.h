@@ -57,7 +57,9 @@ typedef struct {
 
 kv_weights kv_weights_compute(const scn_model *m, int tp);
 /* Bytes per rank the engine's stored layout adds to the checkpoint's (kv_weights_compute):
- * MXFP4 experts repacked for Marlin on GPUs without fp4 math are padded; 0 otherwise. */
+ * MXFP4 experts repacked for Marlin on GPUs without fp4 math are padded, and an engine that
+ * leaves the embedding and LM head whole on every rank (`lm_head: replicated`) keeps the rest of
+ * them; 0 otherwise. */
 double kv_weights_engine_extra(const scn_scenario *s);
 /* Stored bytes per linear-layer parameter for the model's weight format, scales included. */
 double kv_weight_bytes_per_param(const scn_model *m);

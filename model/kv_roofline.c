@@ -639,8 +639,9 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             ar->t_network = 2.0 * L * r.allreduce.seconds;
             ar->kernels = 2.0 * L * (1 + e->allreduce_copies);   /* the framework's copies are kernels too */
         }
-        /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. */
-        double V = (double)m->vocab / tp;
+        /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. Split
+         * by vocabulary over the ranks, or whole on each where the engine leaves it replicated. */
+        double V = (double)m->vocab / (e->lm_head_replicated ? 1 : tp);
         gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, kv_compute_rate(hw, SCN_DTYPE_BF16),
                        SCN_DTYPE_BF16, kw.bytes_per_other, WO_NONE, 0, SCN_BF8_NATIVE};
         gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);

@@ -105,14 +105,19 @@ double kv_weights_engine_extra(const scn_scenario *s)
 {
     const scn_model *m = &s->model;
     int tp = s->deployment.tensor_parallel < 1 ? 1 : s->deployment.tensor_parallel;
+    /* An engine that shards only the layers (`lm_head: replicated`, gpt-fast) keeps the whole
+     * embedding and LM head on every rank: the (tp - 1)/tp of them a split would have saved. */
+    double replicated = s->engine.lm_head_replicated && tp > 1
+                            ? kv_weights_compute(m, 1).params_embedding * kv_weights_compute(m, 1).bytes_per_other * (tp - 1.0) / tp
+                            : 0;
     /* MXFP4 experts on a GPU without fp4 math, repacked for Marlin: vLLM pads each rank's expert
      * width to a multiple of 128 and the hidden size to a multiple of 256 (the MoE Marlin kernel
      * needs n % 256 and k % 128 of both GEMMs), keeping 4-bit values and one scale byte per 32.
      * Derivation: docs/cost-model.md, "MXFP4 experts as engines store them". */
     if (m->weight_quant != SCN_WQ_MXFP4 || m->experts <= 0 || s->engine.mxfp4_layout != SCN_MX_MARLIN ||
         s->hardware.flops[SCN_DTYPE_FP4] > 0)
-        return 0;
+        return replicated;
     double I = (double)m->moe_intermediate / tp, h = m->hidden;
     double per_expert = 3.0 * (round_up(I, 128) * round_up(h, 256) - I * h);
-    return per_expert * (m->experts + m->shared_experts) * (m->layers - m->dense_layers) * kv_weight_bytes_per_param(m);
+    return replicated + per_expert * (m->experts + m->shared_experts) * (m->layers - m->dense_layers) * kv_weight_bytes_per_param(m);
 }

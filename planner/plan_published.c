@@ -1,6 +1,7 @@
 /* plan_published.c: the published-measurements harness (see plan_published.h). */
 #include "plan_published.h"
 #include "plan_reader.h"
+#include "plan_trtbench.h"
 #include "../model/kv_model.h"
 #include "../sim/sim.h"
 
@@ -120,11 +121,14 @@ static int tokens_field(plan_reader *rd, const char *v, int col, const char *fie
  * fraction --kv-fraction. --via-server and --num-prompts are the client's side of the launch: an
  * offline row's prompts were sent to a server all at once (a serving client at request rate inf),
  * so they pass its front end; a closed or Poisson run sent exactly N requests and its client
- * reported over all of them (docs/validation.md, "A finite run as the client ran it"). */
+ * reported over all of them (docs/validation.md, "A finite run as the client ran it").
+ * --trtllm-bench-build: the engine was built by `trtllm-bench build --dataset`, whose heuristic
+ * sets its max batch size and max num tokens (plan_trtbench.c) where the row states neither. */
 static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
     {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
     {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0},
-    {"--max-model-len", 1, 100000000}, {"--via-server", 0, 0}, {"--num-prompts", 1, 10000000}};
+    {"--max-model-len", 1, 100000000}, {"--via-server", 0, 0}, {"--num-prompts", 1, 10000000},
+    {"--trtllm-bench-build", 0, 0}};
 
 static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
 {
@@ -139,8 +143,9 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         if (f == nf)
             return plan_reader_bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
                        "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N, --via-server, "
-                       "--num-prompts N)", t);
+                       "--num-prompts N, --trtllm-bench-build)", t);
         if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
+        if (!strcmp(t, "--trtllm-bench-build")) { r->bench_build = true; continue; }
         if (!strcmp(t, "--via-server")) { r->via_server = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
         if (!n) return plan_reader_bad(rd, col, "engine_args", "%s needs a %s", t, strcmp(t, "--kv-fraction") ? "number" : "fraction");
@@ -579,9 +584,11 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", prompt, output);
     /* Multi-step runs on the prefill-first scheduler: vLLM 0.6.0 refused chunked prefill with
      * --num-scheduler-steps > 1 (vLLM issue #8274). */
+    /* trtllm-bench's runtime chunks context (ExecutorSettingsConfig.chunking, on by default:
+     * context_chunking_policy FIRST_COME_FIRST_SERVED). */
     snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: 16%s%s%s}\n",
              strcmp(r->kv_dtype, "auto") ? ", kv_dtype: " : "", strcmp(r->kv_dtype, "auto") ? r->kv_dtype : "",
-             r->scheduler_steps > 1 ? ", scheduler: continuous" : "");
+             r->scheduler_steps > 1 ? ", scheduler: continuous" : r->bench_build ? ", scheduler: chunked" : "");
 }
 
 /* Loads YAML text through the scenario loader (a private temporary file). 1: the loader
@@ -686,6 +693,22 @@ static double from_metrics(const sim_metrics *m, const char *name)
     return NAN;
 }
 
+/* The batch limits of an engine built by `trtllm-bench build --dataset` (plan_trtbench.c) into
+ * the row where it states none: an FP8 build stores weights and KV in one byte per element, any
+ * other in two. 1: the row's lengths are a dataset, not whole numbers; -1: the heuristic refuses. */
+static int bench_limits(pub_row *r, const scn_scenario *s, const scn_wformat *wf)
+{
+    if (!isdigit((unsigned char)r->input[0]) || !isdigit((unsigned char)r->output[0])) return 1;
+    double isl = atof(r->input), osl = atof(r->output);
+    if (osl < 1) osl = 1;
+    plan_trtbench_limits l;
+    if (plan_trtbench_limits_compute(s, isl, osl, wf->dtype == SCN_DTYPE_FP8 ? 1 : 2, !strcmp(r->kv_dtype, "fp8") ? 1 : 2, &l))
+        return -1;
+    if (r->max_batch_size == 0) r->max_batch_size = l.max_batch_size;
+    if (r->max_num_tokens == 0) r->max_num_tokens = l.max_num_tokens;
+    return 0;
+}
+
 /* The row's scenario loaded into `s` (the caller's, on the heap) and predicted. */
 static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, const char *output, const scn_wformat *wf,
                             bool kv_unstated, char *why, size_t nwhy, char *err, size_t n)
@@ -694,6 +717,15 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     scenario_text(r, prompt, output, text, sizeof text);
     int lr = load_text(text, s, why, nwhy, err, n);
     if (lr < 0) return -1;
+    if (!lr && r->bench_build) {
+        int br = bench_limits(r, s, wf);
+        if (br) { skip(r, PUB_SKIPPED, br > 0 ? "--trtllm-bench-build needs whole input and output token counts (the heuristic takes the dataset's means)"
+                                             : "trtllm-bench's build heuristic refuses the row (the weights exceed the GPUs' memory, or no request fits)");
+                  return 0; }
+        scenario_text(r, prompt, output, text, sizeof text);
+        lr = load_text(text, s, why, nwhy, err, n);
+        if (lr < 0) return -1;
+    }
     if (lr) {
         char w2[640];
         snprintf(w2, sizeof w2, "the library cannot express it: %.560s", why);
@@ -747,6 +779,9 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     if ((r->attention_dp || r->expert_parallel > 1) && k < sizeof r->why)
         k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; attention DP %d, EP %d", r->attention_dp ? r->tp : 1,
                               r->expert_parallel > 1 ? r->expert_parallel : 1);
+    if (r->bench_build && k < sizeof r->why)
+        k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; trtllm-bench build: %d sequences, %d tokens, chunked",
+                              r->max_batch_size, r->max_num_tokens);
     if (kv_unstated && k < sizeof r->why)
         snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
     return 0;

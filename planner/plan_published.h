@@ -40,6 +40,7 @@ typedef struct {
     bool via_server;             /* offline prompts sent to a server at once (--via-server) */
     int num_prompts;             /* requests a closed or Poisson run sent, all measured (--num-prompts);
                                   * 0: not stated, the harness's own steady-state run */
+    bool bench_build;            /* engine built by trtllm-bench's heuristic (--trtllm-bench-build) */
     pub_mode mode;
     double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
                                   * fraction the engine was given (0: not stated) */

@@ -311,6 +311,37 @@ START_TEST(a100_allreduce_never_beats_h100)
 }
 END_TEST
 
+/* gpt-fast's tensor parallelism shards only the layers (tp.py apply_tp): the bare profile's LM
+ * head stays whole on each rank. Llama-2-70B at TP 8, batch 1: the LM head reads all 32000 x
+ * 8192 bf16 weights (524.3 MB) on every rank, not an eighth (65.5 MB); a serving engine's
+ * (vLLM's) reads the eighth. Weights dominate its bytes (logits and the norm's row are
+ * kilobytes), so the replicated head reads between 7.9 and 8 times the split one. */
+START_TEST(gpt_fast_lm_head_is_replicated)
+{
+    t_library_engine("llama-2-70b", "a100-80g", "bare", &s);
+    ck_assert(s.engine.lm_head_replicated);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 1024};
+    kv_step_cost whole = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double head = 32000.0 * 8192 * 2;
+    ck_assert_msg(whole.op[KV_OP_LM_HEAD].bytes >= head && whole.op[KV_OP_LM_HEAD].bytes < head * 1.001, "%g",
+                  whole.op[KV_OP_LM_HEAD].bytes);
+    s.engine.lm_head_replicated = false;
+    kv_step_cost split = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double r = whole.op[KV_OP_LM_HEAD].bytes / split.op[KV_OP_LM_HEAD].bytes;
+    ck_assert_msg(r > 7.9 && r <= 8.0, "%g", r);
+    /* And it stores them whole: 7/8 of the embedding and the LM head (2 x 32000 x 8192 x 2 B)
+     * more on each rank than a split. */
+    s.engine.lm_head_replicated = true;
+    ck_assert(near(kv_weights_engine_extra(&s), 2.0 * 32000 * 8192 * 2 * 7 / 8));
+    t_library_engine("llama-2-70b", "a100-80g", "vllm", &s);
+    ck_assert(!s.engine.lm_head_replicated);
+    s.deployment.tensor_parallel = 8;
+    ck_assert(kv_weights_engine_extra(&s) == 0);
+}
+END_TEST
+
 Suite *suite_collective(void)
 {
     Suite *su = suite_create("collective");
@@ -325,6 +356,7 @@ Suite *suite_collective(void)
     tcase_add_test(tc, nccl_latency_is_checked);
     tcase_add_test(tc, functional_allreduce_copies_its_input);
     tcase_add_test(tc, a100_allreduce_never_beats_h100);
+    tcase_add_test(tc, gpt_fast_lm_head_is_replicated);
     suite_add_tcase(su, tc);
     return su;
 }

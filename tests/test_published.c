@@ -5,6 +5,7 @@
 #include "tests.h"
 #include "../model/kv_model.h"
 #include "../planner/plan_published.h"
+#include "../planner/plan_trtbench.h"
 #include "../sim/sim.h"
 
 #include <math.h>
@@ -659,6 +660,60 @@ START_TEST(source_lengths_of_published_rows)
 }
 END_TEST
 
+/* trtllm-bench's build heuristic (tensorrt_llm/bench/build/tuning.py finetune_setting), its
+ * rounding worked by hand: 238.2 requests of 128 + 2048 tokens round up to 256 sequences and
+ * 238.2 x (1 + 128/2048) = 253 tokens to the 2048 floor; 261.3 crosses 256 and rounds to 128s
+ * (384); 5000 requests cap at 4096 (to 256s: 4096) and 4096 x 2 = 8192 tokens round to 1024s;
+ * 300 requests of 2048 + 128: 384 sequences and 300 x 17 = 5100 tokens to 512s (5120); 23 long
+ * requests: the 64-sequence floor and the 2048-token floor. */
+START_TEST(trtllm_bench_rounding)
+{
+    static const struct { double req, isl, osl; int bs, tok; } c[] = {
+        {238.2, 128, 2048, 256, 2048}, {261.3, 128, 2048, 384, 2048}, {5000, 128, 128, 4096, 8192},
+        {300, 2048, 128, 384, 5120}, {23, 20000, 2000, 64, 2048}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        plan_trtbench_limits l = plan_trtbench_finetune(c[i].req, c[i].isl, c[i].osl, 1);
+        ck_assert_msg(l.max_batch_size == c[i].bs && l.max_num_tokens == c[i].tok, "case %zu: %d %d", i, l.max_batch_size,
+                      l.max_num_tokens);
+    }
+}
+END_TEST
+
+/* The heuristic on a library scenario, worked by hand: Llama-3-8B (8.03e9 parameters) in fp16 on
+ * one A100-80GB (81920 MiB = 80 GiB): the engine is 8.03e9 x 2 B = 14.96 GiB, the KV estimate
+ * 0.95 x (80 - 14.96) = 61.79 GiB at 2 x 32 layers x 8 heads x 128 x 2 B = 128 KiB a token:
+ * 506,000 tokens, 1977 requests of 128 + 128 (2048 sequences to 256s; 3954 tokens to 4096) or 23
+ * of 20000 + 2000 (the floors: 64 and 2048). The harness's flag puts them in the row and runs the
+ * row chunked; a row whose lengths are a dataset is skipped with the reason. */
+START_TEST(trtllm_bench_build_flag)
+{
+    scn_scenario s;
+    t_library("llama-3-8b", "a100-80g", &s);
+    plan_trtbench_limits l;
+    ck_assert_int_eq(plan_trtbench_limits_compute(&s, 128, 128, 2, 2, &l), 0);
+    ck_assert_msg(fabs(l.kv_requests - 1977) < 20, "%g", l.kv_requests);
+    ck_assert_int_eq(l.max_batch_size, 2048);
+    ck_assert_int_eq(l.max_num_tokens, 4096);
+    ck_assert_int_eq(plan_trtbench_limits_compute(&s, 20000, 2000, 2, 2, &l), 0);
+    ck_assert_int_eq(l.max_batch_size, 64);
+    ck_assert_int_eq(l.max_num_tokens, 2048);
+    const char *p = t_write("bench.tsv", HEAD_ARGS
+        "b\ta100-80g\t1\t1\tllama-3-8b\ttrtllm\t0.17\tfp16\tfp16\toffline\t100\t128\t128\toutput_tok_s\t1\ttok/s\ts\t\t--trtllm-bench-build\n"
+        "d\ta100-80g\t1\t1\tllama-3-8b\ttrtllm\t0.17\tfp16\tfp16\toffline\t100\tsharegpt\tsharegpt\toutput_tok_s\t1\ttok/s\ts\t\t--trtllm-bench-build\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert(t.rows[0].bench_build && t.rows[0].max_batch_size == 0);
+    predict_all(&t);
+    ck_assert_msg(t.rows[0].status == PUB_PREDICTED, "%s", t.rows[0].why);
+    ck_assert_int_eq(t.rows[0].max_batch_size, 2048);
+    ck_assert_int_eq(t.rows[0].max_num_tokens, 4096);
+    ck_assert_int_eq(t.rows[1].status, PUB_SKIPPED);
+    ck_assert_msg(strstr(t.rows[1].why, "whole input and output token counts"), "%s", t.rows[1].why);
+    pub_table_free(&t);
+}
+END_TEST
+
 Suite *suite_published(void)
 {
     Suite *su = suite_create("published");
@@ -680,6 +735,8 @@ Suite *suite_published(void)
     tcase_add_test(tc, mxfp4_rows_keep_the_models_layout);
     tcase_add_test(tc, via_server_flag);
     tcase_add_test(tc, num_prompts_flag);
+    tcase_add_test(tc, trtllm_bench_rounding);
+    tcase_add_test(tc, trtllm_bench_build_flag);
     suite_add_tcase(su, tc);
     return su;
 }
