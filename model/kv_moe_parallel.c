@@ -335,6 +335,13 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
             kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, kl, h, I);
             tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;
             ts = bw > 0 ? mv.serial / bw : 0;
+        } else if (s->engine.moe_kernel == SCN_MOE_KERNEL_TRITON && tokens > 0 && rows > 0) {
+            /* Triton's fused_experts over the rank's rows: its silu_and_mul and moe_sum run
+             * alone after and between the GEMMs, as in the step model (kv_moe_movement_bytes). */
+            double local = (m->experts - rk + ep - 1) / ep;
+            kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, rows / tokens, h, I);
+            tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;
+            ts = bw > 0 ? mv.serial / bw : 0;
         }
         slowest = fmax(slowest, kv_roofline_combine(tc, tm) + ts);
     }
