@@ -13,7 +13,8 @@
 double kv_moe_gemm_rate(const scn_hardware *hw, const scn_engine *e, scn_dtype dt, double Me, double N, double K)
 {
     /* Published benchmark_moe timings of tuned Triton fused_moe kernels at thousands of tokens
-     * reach 0.41-0.49 of the bf16 dense peak in bf16, and fp8 no more than that (docs/sources.md,
+     * reach 0.358-0.516 of the bf16 dense peak in bf16 once their silu_and_mul and moe_sum are
+     * taken out (kv_moe_movement_bytes prices those), and fp8 no more than that (docs/sources.md,
      * "Fused-MoE kernels"): measured on H100 and H200 only, so other GPUs keep the dense rate. */
     if (e->moe_kernel == SCN_MOE_KERNEL_TRITON && hw->arch == SCN_ARCH_HOPPER && hw->flops[SCN_DTYPE_BF16] > 0)
         return hw->flops[SCN_DTYPE_BF16] * KV_TRITON_MOE_BF16_SHARE *
