@@ -186,11 +186,10 @@ kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *
     if (e->moe_kernel == SCN_MOE_KERNEL_TRITON) {
         /* Triton's fused_experts: the router and gate|up read each token's row (gate|up through
          * the sorted ids: T·h each), gate|up writes 2I per copy; down reads I and writes h per
-         * copy (intermediate_cache3). Between
-         * and after them run silu_and_mul (2I in, I out per copy) and moe_sum (the k copies in,
-         * one row out), kernels of their own. KV_TRITON_MOE_BF16_SHARE is the GEMMs' share with
-         * these two kernels' time taken out of the published timings (docs/cost-model.md,
-         * "Fused-MoE kernels"). */
+         * copy (intermediate_cache3). Between and after them run silu_and_mul (2I in, I out per
+         * copy) and moe_sum (the k copies in, one row out), kernels of their own.
+         * KV_TRITON_MOE_BF16_SHARE is the GEMMs' share with these two kernels' time taken out of
+         * the published timings (docs/cost-model.md, "Fused-MoE kernels"). */
         mv.gemm = (2 * T * h + copies * 2 * I + copies * I + copies * h) * ab;
         mv.serial = (3 * copies * I + copies * h + T * h) * ab;
         return mv;
