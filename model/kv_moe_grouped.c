@@ -180,11 +180,20 @@ kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *
 {
     const double ab = 2.0;   /* 16-bit activations */
     kv_moe_movement mv = {0, 0};
-    /* Triton's share (KV_TRITON_MOE_BF16_SHARE) was measured over fused_experts' whole time, its
-     * silu_and_mul and moe_sum included, and kvplan's own family streams its total: only the
-     * CUTLASS family, priced at the dense GEMM rate, has these kernels to add. */
-    if (e->moe_kernel != SCN_MOE_KERNEL_CUTLASS || !(T > 0)) return mv;
+    /* kvplan's own family streams its total (kv_step_shape). */
+    if (e->moe_kernel == SCN_MOE_KERNEL_KVPLAN || !(T > 0)) return mv;
     double copies = T * k;
+    if (e->moe_kernel == SCN_MOE_KERNEL_TRITON) {
+        /* Triton's fused_experts: the router and gate|up read each token's row (gate|up through
+         * the sorted ids: T·h each), gate|up writes 2I per copy; down reads I and writes h per
+         * copy (intermediate_cache3). Between and after them run silu_and_mul (2I in, I out per
+         * copy) and moe_sum (the k copies in, one row out), kernels of their own.
+         * KV_TRITON_MOE_BF16_SHARE is the GEMMs' share with these two kernels' time taken out of
+         * the published timings (docs/cost-model.md, "Fused-MoE kernels"). */
+        mv.gemm = (2 * T * h + copies * 2 * I + copies * I + copies * h) * ab;
+        mv.serial = (3 * copies * I + copies * h + T * h) * ab;
+        return mv;
+    }
     /* The gated activation is fused into gate|up in 16-bit math on the Ampere-style kernels
      * (MoeGemmRunner::isFusedGatedActivation: sm >= 80, not fp8, not TMA warp-specialised):
      * always on Ampere and Ada; on Hopper when an Ampere-style tile pads gate|up least. */

@@ -46,9 +46,11 @@ double kv_moe_grouped_rate(const scn_hardware *hw, const scn_engine *e, const sc
  * expandInputRows writes each token's k copies before gate|up; gate|up fuses the gated
  * activation in 16-bit math on the Ampere-style kernels (Ampere, Ada, and Hopper when such a tile
  * pads gate|up least), elsewhere an activation kernel reads 2I and writes I per copy;
- * finalizeMoeRouting reads the k copies and writes one row. Both 0 for the other
- * families (Triton's measured share already holds its silu_and_mul and moe_sum; kvplan's own
- * streams its total). docs/cost-model.md, "Data movement of a fused-MoE layer". */
+ * finalizeMoeRouting reads the k copies and writes one row. Under the Triton family
+ * (vLLM's and SGLang's fused_experts) gate|up reads each token's row once through the sorted
+ * ids, and `serial` is its silu_and_mul (2I in, I out per copy) and moe_sum (k copies in, one
+ * row out). Both 0 for kvplan's own family (it streams its total). docs/cost-model.md, "Data
+ * movement of a fused-MoE layer". */
 typedef struct { double gemm, serial; } kv_moe_movement;
 kv_moe_movement kv_moe_movement_bytes(const scn_hardware *hw, const scn_engine *e, scn_dtype gemm_dtype,
                                       double weight_bytes, double T, double E, double k, double h, double I);

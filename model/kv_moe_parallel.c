@@ -13,7 +13,8 @@
 double kv_moe_gemm_rate(const scn_hardware *hw, const scn_engine *e, scn_dtype dt, double Me, double N, double K)
 {
     /* Published benchmark_moe timings of tuned Triton fused_moe kernels at thousands of tokens
-     * reach 0.41-0.49 of the bf16 dense peak in bf16, and fp8 no more than that (docs/sources.md,
+     * reach 0.358-0.516 of the bf16 dense peak in bf16 once their silu_and_mul and moe_sum are
+     * taken out (kv_moe_movement_bytes prices those), and fp8 no more than that (docs/sources.md,
      * "Fused-MoE kernels"): measured on H100 and H200 only, so other GPUs keep the dense rate. */
     if (e->moe_kernel == SCN_MOE_KERNEL_TRITON && hw->arch == SCN_ARCH_HOPPER && hw->flops[SCN_DTYPE_BF16] > 0)
         return hw->flops[SCN_DTYPE_BF16] * KV_TRITON_MOE_BF16_SHARE *
@@ -333,6 +334,13 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
             double kl = rows / tokens, dense = kv_moe_grouped_rate(hw, &s->engine, m, dt);
             tc = dense > 0 ? flops * kv_moe_grouped_layer_inverse(hw, tokens, local, kl, h, I, dt, wb) / dense : 0;
             kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, kl, h, I);
+            tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;
+            ts = bw > 0 ? mv.serial / bw : 0;
+        } else if (s->engine.moe_kernel == SCN_MOE_KERNEL_TRITON && tokens > 0 && rows > 0) {
+            /* Triton's fused_experts over the rank's rows: its silu_and_mul and moe_sum run
+             * alone after and between the GEMMs, as in the step model (kv_moe_movement_bytes). */
+            double local = (m->experts - rk + ep - 1) / ep;
+            kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, rows / tokens, h, I);
             tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;
             ts = bw > 0 ? mv.serial / bw : 0;
         }

@@ -13,8 +13,12 @@
  * expert, N columns and depth K in math dtype dt, as the engine's fused-MoE kernel family runs
  * them (docs/cost-model.md, "Fused-MoE kernels"): Triton's fused_moe on Hopper at
  * KV_TRITON_MOE_BF16_SHARE of the bf16 dense peak whatever the weight format, times the
- * shape's tile efficiency; otherwise the dense GEMM rate of dt times that efficiency. */
-#define KV_TRITON_MOE_BF16_SHARE 0.45
+ * shape's tile efficiency; otherwise the dense GEMM rate of dt times that efficiency. The share
+ * is the GEMMs' alone: the published fused_experts timings less the time of its silu_and_mul and
+ * moe_sum kernels, which the step prices as memory traffic of their own (kv_moe_movement_bytes):
+ * the mean of Mixtral-8x7B's 0.516 and Gemma-4's 0.358 (docs/cost-model.md, "Fused-MoE
+ * kernels"). */
+#define KV_TRITON_MOE_BF16_SHARE 0.437
 double kv_moe_gemm_rate(const scn_hardware *hw, const scn_engine *e, scn_dtype dt, double Me, double N, double K);
 
 /* True when the deployment uses expert parallelism or attention data parallelism. */

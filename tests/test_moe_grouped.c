@@ -74,8 +74,7 @@ END_TEST
  * in 80, gate|up out 20 x 8 = 160, down in 160, down out 80: 520 values = 1040 B; the kernels
  * between them: finalize (80 in, 40 out) and expand (40 in, 80 out): 240 values = 480 B. H100 in
  * fp8 math (TMA warp-specialised kernels, never fused): gate|up writes 2I (320) and an activation kernel reads 2I and writes I (480 values): GEMMs
- * 680 values = 1360 B, kernels 720 values = 1440 B. Triton (vllm): none (its measured share
- * holds them). */
+ * 680 values = 1360 B, kernels 720 values = 1440 B. Triton (vllm): below. */
 START_TEST(cutlass_moe_data_movement_by_hand)
 {
     t_library_engine("mixtral-8x7b", "a100-80g", "trtllm", &s);
@@ -85,7 +84,16 @@ START_TEST(cutlass_moe_data_movement_by_hand)
     t_library_engine("mixtral-8x7b", "h100-sxm", "trtllm", &s);
     mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_FP8, 1, 10, 8, 2, 4, 8);
     ck_assert(mv.gemm == 1360 && mv.serial == 1440);
+    /* Triton's fused_experts (vllm): 20 copies; the router and gate|up read each token once
+     * (2 * 10 * 4), gate|up writes 2I and down reads I per copy (20 * 24), down writes h per
+     * copy (20 * 4): (80 + 480 + 80) * 2 = 1280 streamed; silu_and_mul 3I per copy (480) and
+     * moe_sum the copies in and the tokens out (80 + 40): (480 + 120) * 2 = 1200 serial. */
     t_library_engine("mixtral-8x7b", "h100-sxm", "vllm", &s);
+    ck_assert(s.engine.moe_kernel == SCN_MOE_KERNEL_TRITON);
+    mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2, 10, 8, 2, 4, 8);
+    ck_assert(mv.gemm == 1280 && mv.serial == 1200);
+    /* kvplan's own family streams its total in the step: nothing here. */
+    t_library_engine("mixtral-8x7b", "h100-sxm", "kvplan", &s);
     mv = kv_moe_movement_bytes(&s.hardware, &s.engine, SCN_DTYPE_BF16, 2, 10, 8, 2, 4, 8);
     ck_assert(mv.gemm == 0 && mv.serial == 0);
 }
@@ -105,6 +113,33 @@ START_TEST(cutlass_moe_step_uses_grouped_pricing)
     /* The dense MLP's SiLU is not there (no dense layers): the serial bytes are the movement's. */
     ck_assert_msg(fabs(r.op[KV_OP_MLP].serial_bytes - 32 * mv.serial) < 1, "%g vs %g", r.op[KV_OP_MLP].serial_bytes,
                   32 * mv.serial);
+}
+END_TEST
+
+/* Triton's silu_and_mul and moe_sum run alone in the step, and weigh most where the per-GPU
+ * expert width is small against the hidden size. DeepSeek-R1 at TP 8 on an H200 under vllm,
+ * 900 decode rows: 7200 copies, I = 2048 / 8 = 256, h = 7168. Per MoE layer, by hand:
+ * silu_and_mul 3 x 7200 x 256 = 5 529 600 values, moe_sum 7200 x 7168 + 900 x 7168 =
+ * 58 060 800 values: 127 180 800 B, times 58 MoE layers. The same step with kvplan's own family
+ * (which streams them) has exactly that many fewer serial bytes in its MLP op; everything else
+ * serial there (the dense layers' and shared expert's SiLU, the block-fp8 input quantisations)
+ * is the same in both. At 0.80 x 4.8 TB/s that is 1.92 ms a step. */
+START_TEST(triton_moe_sum_and_activation_run_alone)
+{
+    t_library_engine("deepseek-r1", "h200", "vllm", &s);
+    ck_assert(s.engine.moe_kernel == SCN_MOE_KERNEL_TRITON);
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    enum { B = 900 };
+    static kv_seq_work w[B];
+    for (int i = 0; i < B; i++) w[i] = (kv_seq_work){1, 400};
+    kv_step_cost tri = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, B);
+    s.engine.moe_kernel = SCN_MOE_KERNEL_KVPLAN;
+    kv_step_cost own = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, B);
+    double want = 58 * 127180800.0;
+    double got = tri.op[KV_OP_MLP].serial_bytes - own.op[KV_OP_MLP].serial_bytes;
+    ck_assert_msg(fabs(got - want) < 1, "%.0f vs %.0f", got, want);
+    ck_assert_msg(fabs(want / (0.80 * 4.8e12) - 1.921e-3) < 1e-6, "%g", want / (0.80 * 4.8e12));
 }
 END_TEST
 
@@ -177,6 +212,7 @@ Suite *suite_moe_grouped(void)
     tcase_add_test(tc, grouped_efficiency_by_hand);
     tcase_add_test(tc, cutlass_moe_data_movement_by_hand);
     tcase_add_test(tc, cutlass_moe_step_uses_grouped_pricing);
+    tcase_add_test(tc, triton_moe_sum_and_activation_run_alone);
     tcase_add_test(tc, block_fp8_experts_run_at_the_block_family_rate);
     tcase_add_test(tc, ep_routed_phase_takes_the_block_family_rate);
     suite_add_tcase(su, tc);
