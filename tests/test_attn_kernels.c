@@ -407,6 +407,30 @@ START_TEST(decode_step_matches_the_measured_h200_step)
 }
 END_TEST
 
+
+/* Which attention kernels the vLLM profiles run: FlashAttention-3 entered vLLM with PR #12093
+ * (January 2025), after every 0.6.x release, so vllm-0.6 and vllm-0.6.3 (which extends it) run
+ * FA2 while vllm-0.7 and the current profile run FA3 (docs/sources.md, "vLLM 0.6.x attention").
+ * The profile chain (vllm-0.6.3 -> vllm-0.6 -> vllm-0.7 -> vllm) must carry the override down. */
+START_TEST(vllm_06_profiles_run_flashattention_2)
+{
+    static const struct { const char *engine; scn_attn_kernel want; } cases[] = {
+        {"vllm-0.6", SCN_AK_FLASH2}, {"vllm-0.6.3", SCN_AK_FLASH2}, {"vllm-0.7", SCN_AK_FLASH3}, {"vllm", SCN_AK_FLASH3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "model: llama-3-8b\nhardware: h100-sxm\nengine: %s\n"
+                 "workload:\n  requests: 10\n  arrival: {process: poisson, rate: 1/s}\n"
+                 "  prompt_tokens: 100\n  output_tokens: 10\n", cases[i].engine);
+        scn_scenario sc;
+        scn_error e;
+        ck_assert_msg(t_load(text, NULL, 0, &sc, &e) == SCN_OK, "%s: %s", cases[i].engine, e.msg);
+        ck_assert_msg(sc.engine.attn_kernel == cases[i].want, "%s runs %s", cases[i].engine,
+                      scn_attn_kernel_name(sc.engine.attn_kernel));
+    }
+}
+END_TEST
+
 Suite *suite_attn_kernels(void)
 {
     Suite *su = suite_create("attn_kernels");
@@ -422,6 +446,7 @@ Suite *suite_attn_kernels(void)
     tcase_add_test(tc, prefill_shape_follows_the_fa3_paper);
     tcase_add_test(tc, prefill_l2_working_set_follows_the_launch_order);
     tcase_add_test(tc, decode_step_matches_the_measured_h200_step);
+    tcase_add_test(tc, vllm_06_profiles_run_flashattention_2);
     suite_add_tcase(su, tc);
     return su;
 }
