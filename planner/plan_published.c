@@ -565,10 +565,14 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     /* Without a stated count the run stands for the engine's steady state: the middle 80 % of
      * enough requests. With one (--num-prompts) it is the client's run itself: its clients report
      * the mean and percentiles over every request, ramp-up and drain included, and throughput
-     * over the whole run (docs/validation.md, "A finite run as the client ran it"). */
+     * over the whole run (docs/validation.md, "A finite run as the client ran it").
+     * A closed loop's steady window is cut by time: its clients can run in synchronised rounds
+     * (equal lengths, a full batch), and a window cut by request number then counts its first
+     * and last round whole for part of their requests (docs/simulator.md, "Measurement window by
+     * time"); Poisson sends are not synchronised, and keep the window by request number. */
     case PUB_MODE_CLOSED:
         k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: closed, concurrency: %ld}\n%s", (long)r->load,
-                              r->num_prompts > 0 ? "" : "  measure: {skip_first: 10%, skip_last: 10%}\n");
+                              r->num_prompts > 0 ? "" : "  measure: {by: time, skip_first: 10%, skip_last: 10%}\n");
         break;
     case PUB_MODE_POISSON:
         k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: poisson, rate: %.17g/s}\n%s", r->load,
