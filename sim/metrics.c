@@ -85,7 +85,7 @@ void sim_acc_request(sim_acc *a, const scn_slo *slo, const sim_request_row *r)
  * part and counts their whole time (tests/test_workload.c, time_window_counts_whole_rounds).
  * The histograms come from the kept rows; ITL gaps are recorded step by step, not per request,
  * so they stay the whole run's (a, the running accumulator, holds them). */
-static int finish_by_time(const sim_acc *a, sim_acc *w, double *lo, double *hi)
+static int finish_by_time(const sim_acc *a, sim_acc *w, double *lo, double *hi, double *run_span)
 {
     if (a->rows_oom || sim_acc_init(w, NULL)) return -1;
     double t0 = INFINITY, t1 = -INFINITY;
@@ -96,6 +96,7 @@ static int finish_by_time(const sim_acc *a, sim_acc *w, double *lo, double *hi)
     }
     if (!a->n_rows) t0 = t1 = 0;
     double span = t1 - t0;
+    *run_span = span;
     *lo = t0 + a->cut_first * span;
     *hi = t1 - a->cut_last * span;
     for (long i = 0; i < a->n_rows; i++) {
@@ -111,9 +112,9 @@ int sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
     /* q: where the per-request figures come from (the window's own accumulator when cut by time). */
     sim_acc win;
     const sim_acc *q = a;
-    double lo = 0, hi = 0;
+    double lo = 0, hi = 0, run_span = 0;
     if (a->by_time) {
-        if (finish_by_time(a, &win, &lo, &hi)) return -1;
+        if (finish_by_time(a, &win, &lo, &hi, &run_span)) return -1;
         q = &win;
     }
     m->requests = q->requests;
@@ -142,7 +143,9 @@ int sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
         s->max = h->count ? h->max : NAN;
     }
     if (q == &win) sim_acc_free(&win);
-    m->kv_util_mean = m->duration > 0 && total_blocks > 0 ? a->used_integral / (m->duration * total_blocks) : 0;
+    /* KV use is integrated over the whole run: under a window cut by time, over the run's span. */
+    double kv_span = a->by_time ? run_span : m->duration;
+    m->kv_util_mean = kv_span > 0 && total_blocks > 0 ? a->used_integral / (kv_span * total_blocks) : 0;
     m->kv_util_peak = total_blocks > 0 ? a->used_peak / total_blocks : 0;
     m->frag_mean = a->frag_reserved > 0 ? a->frag_unused / a->frag_reserved : 0;
     m->prefix_hit_rate = a->prompt_tokens ? (double)a->hit_tokens / a->prompt_tokens : 0;
