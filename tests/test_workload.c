@@ -2,6 +2,7 @@
  * against cases solved by hand (a one-client loop is a chain of lone requests; an offline batch
  * is one prefill and a run of decodes) and against Little's law with N clients in the system. */
 #include "tests.h"
+#include "../db/db.h"
 #include "../model/kv_model.h"
 #include "../planner/plan.h"
 #include "../sim/sim.h"
@@ -133,6 +134,10 @@ START_TEST(time_window_counts_whole_rounds)
         snprintf(y, sizeof y, BASE "  requests: 80\n  arrival: {process: closed, concurrency: 8}\n" FIXED "%s", by[v]);
         load(y);
         ck_assert(s.workload.measure_by_time == (v == 1));
+        /* The stored scenario tells the two cuts apart (a run of one is never taken for the other). */
+        char *js = db_scenario_json(&s);
+        ck_assert(js && (strstr(js, "\"by\":\"time\"") != NULL) == (v == 1));
+        free(js);
         s.engine.frontend_request = s.engine.frontend_token = 0;   /* as above: the lockstep */
         if (v == 0) {
             kv_seq_work w[8];
