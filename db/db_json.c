@@ -168,6 +168,15 @@ char *db_scenario_json(const scn_scenario *s)
         json_decref(root);
         return NULL;
     }
+    /* A window cut by time, added only when so, so older records keep their digest. */
+    if (w->measure_by_time) {
+        json_t *mj = json_object_get(wj, "measure");
+        if (!mj) {
+            mj = json_object();
+            if (!mj || json_object_set_new(wj, "measure", mj)) { json_decref(root); return NULL; }
+        }
+        if (json_object_set_new(mj, "by", json_string("time"))) { json_decref(root); return NULL; }
+    }
     char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(root);
     return out;

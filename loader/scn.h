@@ -459,6 +459,11 @@ typedef struct {
      * that share of the requests; counts and fractions do not mix on one side. */
     long skip_first, skip_last;         /* requests */
     double skip_first_frac, skip_last_frac;
+    /* measure.by: time: the window is cut by the run's time instead (docs/simulator.md,
+     * "Measurement window by time"): of the span from the first send to the last completion,
+     * skip_first_frac is cut from its start and skip_last_frac from its end, and the metrics
+     * cover the requests that complete inside what is left (counts are not used). */
+    bool measure_by_time;
 } scn_workload;
 
 typedef enum { SCN_METRIC_TTFT, SCN_METRIC_TPOT, SCN_METRIC_ITL, SCN_METRIC_E2E,

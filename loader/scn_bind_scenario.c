@@ -22,7 +22,9 @@ static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", 
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", "via", NULL};
 /* How offline prompts reach the engine (workload.arrival.via). */
 static const char *const VIA_NAMES[] = {"in-process", "server", NULL};
-static const char *const MEASURE_KEYS[] = {"skip_first", "skip_last", NULL};
+static const char *const MEASURE_KEYS[] = {"skip_first", "skip_last", "by", NULL};
+/* What the window is cut by (workload.measure.by): request numbers, or the run's time. */
+static const char *const MEASURE_BY_NAMES[] = {"requests", "time", NULL};
 static const char *const DIST_KEYS[] = {"dist", "value", "mean", "sigma", "min", "max", "file", NULL};
 static const char *const PREFIX_KEYS[] = {"groups", "tokens", "share", "popularity", NULL};
 static const char *const CONV_KEYS[] = {"turns", "think_time", NULL};
@@ -211,9 +213,10 @@ static int bind_dist(scn_ctx *c, const scn_node *w, const char *wpath, const cha
     return 0;
 }
 
-/* One side of the steady-state window: a whole number of requests, or "P%" of them. */
+/* One side of the steady-state window: a whole number of requests, or "P%" of them (of the
+ * run's time when the window is cut by time, where only a share makes sense). */
 static int measure_side(scn_ctx *c, const scn_node *m, const char *path, const char *key, long requests,
-                        long *count, double *frac)
+                        bool by_time, long *count, double *frac)
 {
     const scn_node *v = scn_map_get(m, key);
     if (!v) return 0;
@@ -224,10 +227,12 @@ static int measure_side(scn_ctx *c, const scn_node *m, const char *path, const c
         char msg[160];
         double x;
         if (scn_quantity_parse(v->text, SCN_UNIT_FRACTION, &x, msg, sizeof msg) || !(x >= 0) || x >= 1)
-            return fail_at(c, v, p, "expected a share below 100%, e.g. '10%', or a whole number of requests");
+            return fail_at(c, v, p, by_time ? "expected a share of the run's time below 100%, e.g. '10%'"
+                                            : "expected a share below 100%, e.g. '10%', or a whole number of requests");
         *frac = x;
         return 0;
     }
+    if (by_time) return fail_at(c, v, p, "with by: time the window is cut by shares of the run's time: expected a share such as '10%'");
     return scn_get_long(c, m, path, key, 0, requests, count);
 }
 
@@ -237,14 +242,23 @@ static int bind_measure(scn_ctx *c, const scn_node *m, const char *path, scn_wor
     char f[256];
     if (sub_map(c, m, path, "measure", MEASURE_KEYS, &ms, f, sizeof f)) return -1;
     if (!ms) return 0;
-    if (measure_side(c, ms, f, "skip_first", w->requests, &w->skip_first, &w->skip_first_frac) ||
-        measure_side(c, ms, f, "skip_last", w->requests, &w->skip_last, &w->skip_last_frac))
+    int by = 0;
+    if (scn_get_enum(c, ms, f, "by", MEASURE_BY_NAMES, &by)) return -1;
+    w->measure_by_time = by == 1;
+    if (measure_side(c, ms, f, "skip_first", w->requests, w->measure_by_time, &w->skip_first, &w->skip_first_frac) ||
+        measure_side(c, ms, f, "skip_last", w->requests, w->measure_by_time, &w->skip_last, &w->skip_last_frac))
         return -1;
+    if (w->measure_by_time) {
+        /* The shares cut the run's span [first send, last completion]; they must leave some of it. */
+        if (w->skip_first_frac + w->skip_last_frac >= 1)
+            return fail_at(c, ms, f, "skip_first and skip_last together leave no time to measure");
+        return 0;
+    }
     char ff[256];
     const scn_node *last = scn_map_get(ms, "skip_last");
     if (last && w->arrival == SCN_ARRIVAL_TRACE)
         return fail_at(c, last, scn_path_join(ff, sizeof ff, f, "skip_last"),
-                       "a trace's request count is not known in advance; use skip_first only");
+                       "a trace's request count is not known in advance; use skip_first only (or by: time)");
     /* The window must keep at least one request (fractions are applied to the request count). */
     double kept = (double)w->requests - (double)w->skip_first - (double)w->skip_last -
                   floor(w->skip_first_frac * (double)w->requests) - floor(w->skip_last_frac * (double)w->requests);

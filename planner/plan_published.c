@@ -123,12 +123,16 @@ static int tokens_field(plan_reader *rd, const char *v, int col, const char *fie
  * so they pass its front end; a closed or Poisson run sent exactly N requests and its client
  * reported over all of them (docs/validation.md, "A finite run as the client ran it").
  * --trtllm-bench-build: the engine was built by `trtllm-bench build --dataset`, whose heuristic
- * sets its max batch size and max num tokens (plan_trtbench.c) where the row states neither. */
+ * sets its max batch size and max num tokens (plan_trtbench.c) where the row states neither.
+ * --uniform-lengths R: the client drew each prompt and output length uniform in whole tokens over
+ * [floor(R L), L] for the row's L, as InferenceX's bench_serving does with --random-range-ratio R
+ * (sample_random_requests: np.random.randint(int(L * R), L + 1)); newer vLLM clients read that
+ * flag as [L (1 - R), L (1 + R)], so the row names the law, not the client's flag. */
 static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
     {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
     {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0},
     {"--max-model-len", 1, 100000000}, {"--via-server", 0, 0}, {"--num-prompts", 1, 10000000},
-    {"--trtllm-bench-build", 0, 0}};
+    {"--trtllm-bench-build", 0, 0}, {"--uniform-lengths", 0, 0}};
 
 static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
 {
@@ -143,12 +147,21 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         if (f == nf)
             return plan_reader_bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
                        "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N, --via-server, "
-                       "--num-prompts N, --trtllm-bench-build)", t);
+                       "--num-prompts N, --trtllm-bench-build, --uniform-lengths R)", t);
         if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
         if (!strcmp(t, "--trtllm-bench-build")) { r->bench_build = true; continue; }
         if (!strcmp(t, "--via-server")) { r->via_server = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
-        if (!n) return plan_reader_bad(rd, col, "engine_args", "%s needs a %s", t, strcmp(t, "--kv-fraction") ? "number" : "fraction");
+        bool frac = !strcmp(t, "--kv-fraction") || !strcmp(t, "--uniform-lengths");
+        if (!n) return plan_reader_bad(rd, col, "engine_args", "%s needs a %s", t, frac ? "fraction" : "number");
+        if (!strcmp(t, "--uniform-lengths")) {
+            char *end;
+            double x = strtod(n, &end);
+            if (*end || !(x > 0 && x < 1))
+                return plan_reader_bad(rd, col, "engine_args", "--uniform-lengths: expected a fraction in (0, 1), found '%.40s'", n);
+            r->uniform_lengths = x;
+            continue;
+        }
         if (!strcmp(t, "--kv-fraction")) {
             char *end;
             double x = strtod(n, &end);
@@ -198,6 +211,9 @@ static int parse_row(plan_reader *rd, char **f, const int *col, pub_row *r)
     if (r->num_prompts > 0 && r->mode != PUB_MODE_CLOSED && r->mode != PUB_MODE_POISSON)
         return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args",
                                "--num-prompts goes with mode closed or poisson (an offline row's load is its prompt count)");
+    if (r->uniform_lengths > 0 && r->mode != PUB_MODE_CLOSED && r->mode != PUB_MODE_POISSON && r->mode != PUB_MODE_OFFLINE)
+        return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args",
+                               "--uniform-lengths goes with mode closed, poisson or offline (a served run's client draws the lengths)");
     if (r->mode == PUB_MODE_CAPACITY && (!strcmp(f[C_LOAD], "-") || !*f[C_LOAD])) r->load = 0;
     else if (r->mode == PUB_MODE_CAPACITY) {
         if (positive(rd, f[C_LOAD], col[C_LOAD], "load", &r->load)) return -1;
@@ -506,7 +522,11 @@ static int row_lengths(const pub_row *r, const char *datasets, char *prompt, cha
     for (int i = 0; i < 2; i++) {
         if (isdigit((unsigned char)names[i][0])) {
             /* A prefill-only measurement (output 0) is served as a request for one token. */
-            snprintf(dst[i], cap, "%s", i == 1 && !strcmp(names[i], "0") ? "1" : names[i]);
+            long len = atol(names[i]);
+            long lo = (long)(r->uniform_lengths * (double)len);   /* Python's int(): toward zero */
+            if (r->uniform_lengths > 0 && len > 1)
+                snprintf(dst[i], cap, "{dist: uniform, min: %ld, max: %ld}", lo > 1 ? lo : 1, len);
+            else snprintf(dst[i], cap, "%s", i == 1 && !strcmp(names[i], "0") ? "1" : names[i]);
             continue;
         }
         char p[512], o[512], used[1300];
@@ -565,10 +585,14 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
     /* Without a stated count the run stands for the engine's steady state: the middle 80 % of
      * enough requests. With one (--num-prompts) it is the client's run itself: its clients report
      * the mean and percentiles over every request, ramp-up and drain included, and throughput
-     * over the whole run (docs/validation.md, "A finite run as the client ran it"). */
+     * over the whole run (docs/validation.md, "A finite run as the client ran it").
+     * A closed loop's steady window is cut by time: its clients can run in synchronised rounds
+     * (equal lengths, a full batch), and a window cut by request number then counts its first
+     * and last round whole for part of their requests (docs/simulator.md, "Measurement window by
+     * time"); Poisson sends are not synchronised, and keep the window by request number. */
     case PUB_MODE_CLOSED:
         k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: closed, concurrency: %ld}\n%s", (long)r->load,
-                              r->num_prompts > 0 ? "" : "  measure: {skip_first: 10%, skip_last: 10%}\n");
+                              r->num_prompts > 0 ? "" : "  measure: {by: time, skip_first: 10%, skip_last: 10%}\n");
         break;
     case PUB_MODE_POISSON:
         k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: poisson, rate: %.17g/s}\n%s", r->load,

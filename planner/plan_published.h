@@ -41,6 +41,9 @@ typedef struct {
     int num_prompts;             /* requests a closed or Poisson run sent, all measured (--num-prompts);
                                   * 0: not stated, the harness's own steady-state run */
     bool bench_build;            /* engine built by trtllm-bench's heuristic (--trtllm-bench-build) */
+    double uniform_lengths;      /* --uniform-lengths R: each whole-number length L is drawn uniform in
+                                  * whole tokens over [floor(R L), L] (the client's random dataset);
+                                  * 0: fixed lengths */
     pub_mode mode;
     double load;                 /* concurrency, req/s, prompts, batch size, or (capacity) the memory
                                   * fraction the engine was given (0: not stated) */

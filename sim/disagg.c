@@ -580,7 +580,7 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
     k->sample_ev.kind = DV_SAMPLE;
     sim_heap_init(&k->heap);
     int rc = SIM_E_INTERNAL;
-    if (sim_acc_init(&k->acc) || sim_hist_init(&k->h_xfer) || sim_hist_init(&k->h_wait)) {
+    if (sim_acc_init(&k->acc, &s->workload) || sim_hist_init(&k->h_xfer) || sim_hist_init(&k->h_wait)) {
         snprintf(err, n, "out of memory");
         goto out;
     }
@@ -612,7 +612,11 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         /* The summary's KV figures are the decode pool's: its capacity limits the batch. */
         k->acc.used_integral = D->used_integral;
         k->acc.used_peak = D->used_peak;
-        sim_acc_finish(&k->acc, D->blocks * D->n, m);
+        if (sim_acc_finish(&k->acc, D->blocks * D->n, m)) {
+            snprintf(err, n, "out of memory keeping the completions of a window cut by time");
+            rc = SIM_E_INTERNAL;
+            goto out;
+        }
         sim_kv_tier_sum ts;   /* both pools' offload tiers (kv_tier.h) */
         memset(&ts, 0, sizeof ts);
         for (int i = 0; i < 2; i++)

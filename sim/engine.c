@@ -1425,7 +1425,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     sim_heap_init(&e.heap);
     int rc = SIM_E_INTERNAL;
     long blocks = 0, blocks_all = 0;
-    if (sim_acc_init(&e.acc)) { snprintf(err, n, "out of memory"); goto out; }
+    if (sim_acc_init(&e.acc, &s->workload)) { snprintf(err, n, "out of memory"); goto out; }
     /* Each attention-DP rank holds its own sequences and KV pool (model/kv_moe_parallel.h). */
     e.n_rep = s->deployment.replicas * (s->deployment.attention_dp > 1 ? s->deployment.attention_dp : 1);
     long cap = o->max_waiting > 0 ? o->max_waiting : SIM_MAX_WAITING;
@@ -1472,7 +1472,11 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     if (rc == SIM_OK) {
         for (int i = 0; i < e.n_rep; i++) account(&e, &e.rep[i]);
         /* used_integral and the peak cover all replicas: utilisation is over all their blocks. */
-        sim_acc_finish(&e.acc, blocks_all, m);
+        if (sim_acc_finish(&e.acc, blocks_all, m)) {
+            snprintf(err, n, "out of memory keeping the completions of a window cut by time");
+            rc = SIM_E_INTERNAL;
+            goto out;
+        }
         m->kv_blocks = blocks;
         m->kv_tokens = c->layout == SCN_LAYOUT_PAGED ? blocks * c->block_size : blocks;
         if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && tiers_report(&e, m)) {

@@ -5,15 +5,21 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const QNAMES[SIM_Q_COUNT] = {"ttft", "tpot", "itl", "e2e", "queue"};
 const char *sim_quantity_name(sim_quantity q) { return q < SIM_Q_COUNT ? QNAMES[q] : "?"; }
 
-int sim_acc_init(sim_acc *a)
+int sim_acc_init(sim_acc *a, const scn_workload *wl)
 {
     memset(a, 0, sizeof *a);
     a->t_first_arrival = INFINITY;
+    if (wl && wl->measure_by_time) {
+        a->by_time = true;
+        a->cut_first = wl->skip_first_frac;
+        a->cut_last = wl->skip_last_frac;
+    }
     for (int i = 0; i < SIM_Q_COUNT; i++)
         if (sim_hist_init(&a->h[i])) { sim_acc_free(a); return -1; }
     return 0;
@@ -22,6 +28,23 @@ int sim_acc_init(sim_acc *a)
 void sim_acc_free(sim_acc *a)
 {
     for (int i = 0; i < SIM_Q_COUNT; i++) sim_hist_free(&a->h[i]);
+    free(a->rows);
+    a->rows = NULL;
+    a->n_rows = a->cap_rows = 0;
+}
+
+/* Keeps a completion for the window cut by time (sim_acc_finish). */
+static void keep_row(sim_acc *a, const sim_request_row *r)
+{
+    if (a->rows_oom) return;
+    if (a->n_rows == a->cap_rows) {
+        long cap = a->cap_rows ? 2 * a->cap_rows : 1024;
+        sim_request_row *p = realloc(a->rows, (size_t)cap * sizeof *p);
+        if (!p) { a->rows_oom = true; return; }
+        a->rows = p;
+        a->cap_rows = cap;
+    }
+    a->rows[a->n_rows++] = *r;
 }
 
 bool sim_slo_met(const scn_slo *slo, const sim_request_row *r)
@@ -36,6 +59,10 @@ bool sim_slo_met(const scn_slo *slo, const sim_request_row *r)
 
 void sim_acc_request(sim_acc *a, const scn_slo *slo, const sim_request_row *r)
 {
+    if (a->by_time) {
+        a->slo = slo;
+        keep_row(a, r);
+    }
     a->requests++;
     a->in_tokens += r->prompt;
     a->out_tokens += r->output;
@@ -48,20 +75,61 @@ void sim_acc_request(sim_acc *a, const scn_slo *slo, const sim_request_row *r)
     if (sim_slo_met(slo, r)) a->good++;
 }
 
-void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
+/* The window cut by time (docs/simulator.md, "Measurement window by time"): of the run's span
+ * S = [first send, last completion], skip_first's share of S is cut from its start and
+ * skip_last's from its end; what is left, [lo, hi], is the window. As Perf Analyzer's time
+ * windows count "how many requests have completed during a window" and divide by its length,
+ * the requests that complete in [lo, hi] are the ones measured (their latencies and tokens), and
+ * the rates are over hi - lo. A request index window instead spans from the first measured send
+ * to the last measured completion, which in a closed loop of synchronised rounds cuts rounds in
+ * part and counts their whole time (tests/test_workload.c, time_window_counts_whole_rounds).
+ * The histograms come from the kept rows; ITL gaps are recorded step by step, not per request,
+ * so they stay the whole run's (a, the running accumulator, holds them). */
+static int finish_by_time(const sim_acc *a, sim_acc *w, double *lo, double *hi, double *run_span)
 {
-    m->requests = a->requests;
-    m->duration = a->requests ? a->t_last_finish - a->t_first_arrival : 0;
+    if (a->rows_oom || sim_acc_init(w, NULL)) return -1;
+    double t0 = INFINITY, t1 = -INFINITY;
+    for (long i = 0; i < a->n_rows; i++) {
+        const sim_request_row *r = &a->rows[i];
+        if (r->arrival < t0) t0 = r->arrival;
+        if (r->arrival + r->e2e > t1) t1 = r->arrival + r->e2e;
+    }
+    if (!a->n_rows) t0 = t1 = 0;
+    double span = t1 - t0;
+    *run_span = span;
+    *lo = t0 + a->cut_first * span;
+    *hi = t1 - a->cut_last * span;
+    for (long i = 0; i < a->n_rows; i++) {
+        const sim_request_row *r = &a->rows[i];
+        double done = r->arrival + r->e2e;
+        if (done >= *lo && done <= *hi) sim_acc_request(w, a->slo, r);
+    }
+    return 0;
+}
+
+int sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
+{
+    /* q: where the per-request figures come from (the window's own accumulator when cut by time). */
+    sim_acc win;
+    const sim_acc *q = a;
+    double lo = 0, hi = 0, run_span = 0;
+    if (a->by_time) {
+        if (finish_by_time(a, &win, &lo, &hi, &run_span)) return -1;
+        q = &win;
+    }
+    m->requests = q->requests;
+    m->duration = a->by_time ? hi - lo : q->requests ? q->t_last_finish - q->t_first_arrival : 0;
     double d = m->duration > 0 ? m->duration : NAN;
-    m->req_per_s = a->requests / d;
-    m->input_tok_per_s = a->in_tokens / d;
-    m->output_tok_per_s = a->out_tokens / d;
-    m->goodput = a->good / d;
+    m->req_per_s = q->requests / d;
+    m->input_tok_per_s = q->in_tokens / d;
+    m->output_tok_per_s = q->out_tokens / d;
+    m->goodput = q->good / d;
     /* A rejected request met no SLO. */
-    m->slo_attainment = a->requests + a->rejected ? (double)a->good / (double)(a->requests + a->rejected) : NAN;
+    m->slo_attainment = q->requests + a->rejected ? (double)q->good / (double)(q->requests + a->rejected) : NAN;
     m->rejected = a->rejected;
     for (int i = 0; i < SIM_Q_COUNT; i++) {
-        const sim_hist *h = &a->h[i];
+        /* ITL gaps are recorded step by step, not per request: the run's own. */
+        const sim_hist *h = i == SIM_Q_ITL ? &a->h[i] : &q->h[i];
         sim_summary *s = &m->q[i];
         s->count = h->count;
         s->mean = h->count ? sim_hist_sum(h) / h->count : NAN;
@@ -74,7 +142,10 @@ void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
         s->p99 = v[3];
         s->max = h->count ? h->max : NAN;
     }
-    m->kv_util_mean = m->duration > 0 && total_blocks > 0 ? a->used_integral / (m->duration * total_blocks) : 0;
+    if (q == &win) sim_acc_free(&win);
+    /* KV use is integrated over the whole run: under a window cut by time, over the run's span. */
+    double kv_span = a->by_time ? run_span : m->duration;
+    m->kv_util_mean = kv_span > 0 && total_blocks > 0 ? a->used_integral / (kv_span * total_blocks) : 0;
     m->kv_util_peak = total_blocks > 0 ? a->used_peak / total_blocks : 0;
     m->frag_mean = a->frag_reserved > 0 ? a->frag_unused / a->frag_reserved : 0;
     m->prefix_hit_rate = a->prompt_tokens ? (double)a->hit_tokens / a->prompt_tokens : 0;
@@ -82,6 +153,7 @@ void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
     m->steps = a->steps;
     m->batch_mean = a->steps ? (double)a->batch_sum / a->steps : 0;
     m->batch_max = a->batch_max;
+    return 0;
 }
 
 /* Every metric a run reports, in the order the database and the outputs use: its name (unit

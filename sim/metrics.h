@@ -20,9 +20,18 @@ typedef struct {
     double tier_xfer_s[3];
     long swaps;
     double swap_blocks, swap_xfer_s;
+    /* A window cut by time (workload.measure.by: time): every completion is kept until the run
+     * ends, when its span is known and the window can be cut (sim_acc_finish). */
+    bool by_time;
+    double cut_first, cut_last;          /* shares of the span cut from its start and its end */
+    sim_request_row *rows;
+    long n_rows, cap_rows;
+    bool rows_oom;                       /* a completion could not be kept */
+    const scn_slo *slo;                  /* the SLO the kept completions are judged by */
 } sim_acc;
 
-int sim_acc_init(sim_acc *a);
+/* Starts an empty accumulator for the scenario's workload (its measurement window). */
+int sim_acc_init(sim_acc *a, const scn_workload *wl);
 void sim_acc_free(sim_acc *a);
 /* True when a finished request meets every SLO term's limit. */
 bool sim_slo_met(const scn_slo *slo, const sim_request_row *r);
@@ -32,6 +41,8 @@ void sim_acc_request(sim_acc *a, const scn_slo *slo, const sim_request_row *r);
  * delay (kv_frontend_seconds) the row's TTFT and E2E include. */
 struct sim_req;
 double sim_req_row(const scn_scenario *s, const struct sim_req *r, int replica, int output, sim_request_row *row);
-void sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m);
+/* The summary metrics; -1 when a window cut by time could not keep every completion (out of
+ * memory), 0 otherwise. */
+int sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m);
 
 #endif

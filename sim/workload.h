@@ -43,7 +43,8 @@ int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n);
 int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now, sim_req_spec *out);
 /* True when r falls inside the scenario's steady-state window (workload.measure), judged with
  * the request total known now; the generator stores it in r->measured as it creates r. The
- * summary metrics count only these; every request still runs and reaches the per-request sink. */
+ * summary metrics count only these; every request still runs and reaches the per-request sink.
+ * A window cut by time (measure.by: time) marks every request: sim/metrics.c cuts it at the end. */
 bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r);
 /* Requests the workload will produce in all (turns included); -1 if unknown (a trace). */
 long sim_workload_total(const sim_workload *w);

@@ -453,6 +453,44 @@ START_TEST(num_prompts_flag)
 }
 END_TEST
 
+/* --uniform-lengths R (engine_args): the client drew each length uniform in whole tokens over
+ * [floor(R L), L] (InferenceX's bench_serving, --random-range-ratio R). The row with R = 0.5,
+ * prompt 300 and output 101 predicts what the simulator gives for the scenario written by hand
+ * with prompt {uniform, 150, 300} and output {uniform, 50, 101} (floor(0.5 x 101) = 50), and not
+ * what the fixed lengths give. */
+START_TEST(uniform_lengths_flag)
+{
+    const char *p = t_write("ul.tsv", HEAD_ARGS
+        "u\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\tclosed\t4\t300\t101\toutput_tok_s\t1\ttok/s\ts\t\t--num-prompts 40 --uniform-lengths 0.5\n"
+        "f\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\tclosed\t4\t300\t101\toutput_tok_s\t1\ttok/s\ts\t\t--num-prompts 40\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert(t.rows[0].uniform_lengths == 0.5 && t.rows[1].uniform_lengths == 0);
+    predict_all(&t);
+    for (int i = 0; i < 2; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s", t.rows[i].why);
+    scn_scenario s;
+    scn_error e;
+    ck_assert_int_eq(t_load("name: published-u\nmodel: llama-3-8b\nhardware: h100-sxm\nengine: vllm\n"
+                            "deployment: {tensor_parallel: 1, replicas: 1}\n"
+                            "workload:\n  requests: 40\n  arrival: {process: closed, concurrency: 4}\n"
+                            "  prompt_tokens: {dist: uniform, min: 150, max: 300}\n"
+                            "  output_tokens: {dist: uniform, min: 50, max: 101}\n"
+                            "options: {kv_layout: paged, block_size: 16}\n", NULL, 0, &s, &e), SCN_OK);
+    sim_choice ch = sim_choice_first(&s);
+    sim_metrics m;
+    ck_assert_int_eq(sim_run_predicted(&s, &ch, &m, err, sizeof err), SIM_OK);
+    ck_assert_msg(fabs(t.rows[0].predicted / m.output_tok_per_s - 1) < 1e-9, "row %.9g, by hand %.9g", t.rows[0].predicted,
+                  m.output_tok_per_s);
+    ck_assert(fabs(t.rows[1].predicted / t.rows[0].predicted - 1) > 1e-3);
+    pub_table_free(&t);
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--uniform-lengths 1\n",
+           "2:78: engine_args: --uniform-lengths: expected a fraction in (0, 1), found '1'");
+    broken(HEAD_ARGS ROW_A "batch\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--uniform-lengths 0.8\n",
+           "2:77: engine_args: --uniform-lengths goes with mode closed, poisson or offline");
+}
+END_TEST
+
 START_TEST(cli_end_to_end)
 {
     static char out[65536], errs[4096];
@@ -735,6 +773,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, mxfp4_rows_keep_the_models_layout);
     tcase_add_test(tc, via_server_flag);
     tcase_add_test(tc, num_prompts_flag);
+    tcase_add_test(tc, uniform_lengths_flag);
     tcase_add_test(tc, trtllm_bench_rounding);
     tcase_add_test(tc, trtllm_bench_build_flag);
     suite_add_tcase(su, tc);

@@ -2,6 +2,7 @@
  * against cases solved by hand (a one-client loop is a chain of lone requests; an offline batch
  * is one prefill and a run of decodes) and against Little's law with N clients in the system. */
 #include "tests.h"
+#include "../db/db.h"
 #include "../model/kv_model.h"
 #include "../planner/plan.h"
 #include "../sim/sim.h"
@@ -112,6 +113,55 @@ START_TEST(closed_loop_keeps_n_in_flight_in_lockstep)
     ck_assert(fabs(m.q[SIM_Q_E2E].mean - T) < 1e-12);
     ck_assert_msg(fabs(m.duration - 8 * T) < 1e-9, "window %.9g s, expected %.9g", m.duration, 8 * T);
     ck_assert(fabs(m.req_per_s * m.q[SIM_Q_E2E].mean - 8) < 1e-9);
+}
+END_TEST
+
+START_TEST(time_window_counts_whole_rounds)
+{
+    /* The lockstep loop above run for ten rounds: round r (r = 0..9) is sent at r T and completes
+     * at (r + 1) T, so the run spans [0, 10 T] at the true rate of 8 requests per T.
+     * Cut by request number, 15 % leaves ids 12..67 (floor(0.15 * 80) = 12 each side): the first
+     * is sent in round 1 at T, the last completes with round 8 at 9 T, so 56 requests are
+     * counted over 8 T, 7 per T, 0.875 of the rate (the window counts rounds 1 and 8 whole and
+     * half their requests).
+     * Cut by time, 15 % of the 10 T span leaves [1.5 T, 8.5 T]: the rounds completing at
+     * 2 T .. 8 T, 7 rounds of 8 = 56 requests over 7 T, 8 per T: the true rate. */
+    const char *const by[2] = {"  measure: {skip_first: 15%, skip_last: 15%}\n",
+                               "  measure: {by: time, skip_first: 15%, skip_last: 15%}\n"};
+    double T = 0;
+    for (int v = 0; v < 2; v++) {
+        char y[600];
+        snprintf(y, sizeof y, BASE "  requests: 80\n  arrival: {process: closed, concurrency: 8}\n" FIXED "%s", by[v]);
+        load(y);
+        ck_assert(s.workload.measure_by_time == (v == 1));
+        /* The stored scenario tells the two cuts apart (a run of one is never taken for the other). */
+        char *js = db_scenario_json(&s);
+        ck_assert(js && (strstr(js, "\"by\":\"time\"") != NULL) == (v == 1));
+        free(js);
+        s.engine.frontend_request = s.engine.frontend_token = 0;   /* as above: the lockstep */
+        if (v == 0) {
+            kv_seq_work w[8];
+            for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){400, 0};
+            T = step(w, 8);
+            for (int k = 1; k < 12; k++) {
+                for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){1, 400 + k - 1};
+                T += step(w, 8);
+            }
+        }
+        sim_metrics m;
+        run(&m);
+        ck_assert_int_eq(n_rows, 80);
+        for (int i = 0; i < 80; i++) ck_assert(fabs(rows[i].arrival - (i / 8) * T) < 1e-9);
+        ck_assert_int_eq(m.requests, 56);
+        double span = v ? 7 * T : 8 * T;
+        ck_assert_msg(fabs(m.duration - span) < 1e-9, "window %.9g s, expected %.9g", m.duration, span);
+        ck_assert(fabs(m.req_per_s - 56 / span) < 1e-9);
+        ck_assert(fabs(m.output_tok_per_s - 56 * 12 / span) < 1e-9);
+        ck_assert(fabs(m.input_tok_per_s - 56 * 400 / span) < 1e-9);
+        ck_assert(fabs(m.q[SIM_Q_E2E].mean - T) < 1e-12);
+        /* Little's law holds in the window cut by time: X R = (8 / T) T = 8 clients. */
+        if (v) ck_assert(fabs(m.req_per_s * m.q[SIM_Q_E2E].mean - 8) < 1e-9);
+    }
 }
 END_TEST
 
@@ -244,6 +294,12 @@ START_TEST(bad_closed_and_window_fields_are_located)
                "share below 100%", 8);
     load_fails(BASE "  arrival: {process: trace, trace: x.csv}\n  measure: {skip_last: 3}\n", "workload.measure.skip_last",
                "trace", 6);
+    /* A window cut by time takes shares of the run's time, never request counts. */
+    load_fails(BASE "  arrival: {process: offline}\n" FIXED "  measure: {by: time, skip_first: 8}\n",
+               "workload.measure.skip_first", "shares of the run's time", 8);
+    load_fails(BASE "  arrival: {process: offline}\n" FIXED "  measure: {by: time, skip_first: 60%, skip_last: 40%}\n",
+               "workload.measure", "no time to measure", 8);
+    load_fails(BASE "  arrival: {process: offline}\n" FIXED "  measure: {by: tokens}\n", "workload.measure.by", "", 8);
 }
 END_TEST
 
@@ -305,6 +361,7 @@ Suite *suite_workload(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, one_client_is_a_chain_of_lone_requests);
     tcase_add_test(tc, closed_loop_keeps_n_in_flight_in_lockstep);
+    tcase_add_test(tc, time_window_counts_whole_rounds);
     tcase_add_test(tc, littles_law_with_n_clients);
     tcase_add_test(tc, offline_is_one_batch_at_time_zero);
     tcase_add_test(tc, unequal_offline_run_is_measured_as_clients_measure_it);

@@ -70,6 +70,7 @@ int vf_setting_apply(const char *const *names, const double *values, int n_value
     /* The benchmark measured its whole run: no window. */
     w->skip_first = w->skip_last = 0;
     w->skip_first_frac = w->skip_last_frac = 0;
+    w->measure_by_time = false;
     return 1;
 }
 
