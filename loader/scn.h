@@ -321,6 +321,11 @@ typedef struct {
      * (each token's k expert outputs) is sized for min(tokens, moe_chunk) in the profile run
      * (`memory: {moe_chunk: 32768}`: vLLM's VLLM_FUSED_MOE_CHUNK_SIZE; 0 = not chunked). */
     int mem_moe_chunk;          /* tokens */
+    /* Bytes per logit live at the sampler's peak in the profile run, which samples after the
+     * forward pass has freed its activations, so the run peaks at the larger of the two
+     * (`memory: {sampler_bytes: 40}`: vLLM V0's top-k/top-p path; docs/cost-model.md, "Memory
+     * budget and capacity"). 0: kvplan's 10 B a logit added to the forward pass's peak. */
+    int mem_sampler_bytes;
     int n_mem_fraction;         /* default fractions by tensor-parallel size; 0 = the deployment's */
     int mem_fraction_tp[SCN_MEM_FRACTIONS_MAX];     /* ascending: applies from this TP size up */
     double mem_fraction[SCN_MEM_FRACTIONS_MAX];

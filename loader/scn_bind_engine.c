@@ -77,7 +77,7 @@ static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
 /* `lm_head: split` (by vocabulary over the tensor-parallel ranks, the serving engines) or
  * `replicated` (whole on every rank: gpt-fast's tensor parallelism shards only the layers). */
 static const char *const LM_HEAD_NAMES[] = {"split", "replicated", NULL};
-static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", "held_allreduce", "moe_chunk", "fraction_rule", NULL};
+static const char *const MEM_KEYS[] = {"budget", "non_torch", "fraction_by_tp", "held_allreduce", "moe_chunk", "fraction_rule", "sampler_bytes", NULL};
 static const char *const MEM_RULES[] = {"table", "sglang_reserve", NULL};
 static const char *const MEM_BUDGETS[] = {"total", "static", "free", "device", NULL};
 static const char *const FRAC_KEYS[] = {"tp", "fraction", NULL};
@@ -358,7 +358,8 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
         if (scn_get_enum(c, s, p, "budget", MEM_BUDGETS, &b) || scn_get_enum(c, s, p, "fraction_rule", MEM_RULES, &rule) ||
             scn_get_qty(c, s, p, "non_torch", SCN_UNIT_BYTES, true, &e->mem_non_torch) ||
             scn_get_bool(c, s, p, "held_allreduce", &e->mem_held_allreduce) ||
-            scn_get_int(c, s, p, "moe_chunk", 1, 1000000000, &e->mem_moe_chunk) || bind_fractions(c, s, p, e))
+            scn_get_int(c, s, p, "moe_chunk", 1, 1000000000, &e->mem_moe_chunk) ||
+            scn_get_int(c, s, p, "sampler_bytes", 0, 1000, &e->mem_sampler_bytes) || bind_fractions(c, s, p, e))
             return -1;
         e->mem_budget = (scn_mem_budget)b;
         e->mem_rule = (scn_mem_rule)rule;

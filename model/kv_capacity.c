@@ -65,6 +65,20 @@ double kv_held_allreduce_bytes(const scn_scenario *s)
     return (2.0 * m->layers + 1) * msg;
 }
 
+double kv_profile_activation_bytes(const scn_scenario *s, const scn_model *m, int tp, long tokens, long seqs,
+                                   long moe_chunk)
+{
+    int b = s->engine.mem_sampler_bytes;
+    if (b <= 0) return kv_activation_bytes_chunked(m, tp, tokens, seqs, moe_chunk);
+    /* The profile run samples after the forward pass returns: the forward's activations are
+     * freed by then and only its output, the hidden states of every token, is still held (vLLM
+     * V0's profile_run: the model runner keeps hidden_states while it samples). So the run peaks
+     * at the larger of the forward pass and the sampler over S x V logits at `b` bytes each. */
+    double forward = kv_activation_bytes_chunked(m, tp, tokens, 0, moe_chunk);
+    double sampler = (double)tokens * m->hidden * ACT_BYTES + (double)seqs * m->vocab * b;
+    return forward > sampler ? forward : sampler;
+}
+
 kv_mem_split kv_memory_split(const scn_scenario *s, double weights, double activation)
 {
     const scn_engine *e = &s->engine;
@@ -155,7 +169,7 @@ kv_capacity kv_capacity_spec(const scn_scenario *s, const kv_cache_cfg *c0, int 
     k.weights = kv_moe_parallel_on(s) ? kv_moe_memory_compute(s, c0).weights
                                       : kv_weights_compute(m, tp).bytes_per_rank + kv_mla_absorbed_bytes(s, m) +
                                             kv_weights_engine_extra(s);
-    kv_mem_split ms = kv_memory_split(s, k.weights, kv_activation_bytes_chunked(m, tp, d->max_num_batched_tokens, d->max_num_seqs,
+    kv_mem_split ms = kv_memory_split(s, k.weights, kv_profile_activation_bytes(s, m, tp, d->max_num_batched_tokens, d->max_num_seqs,
                                                                                 s->engine.mem_moe_chunk));
     k.usable = ms.usable;
     k.activation = ms.activation;

@@ -243,6 +243,11 @@ double kv_activation_bytes(const scn_model *m, int tp, long tokens, long seqs);
  * kernel that works through the tokens in chunks; engine `memory: {moe_chunk: N}`); 0 = one
  * chunk of all the tokens. */
 double kv_activation_bytes_chunked(const scn_model *m, int tp, long tokens, long seqs, long moe_chunk);
+/* The profile-run peak under the scenario's engine: kv_activation_bytes_chunked, or, where the
+ * engine gives `memory: {sampler_bytes: B}`, the larger of the forward pass (without a sampler
+ * term) and the hidden states plus seqs x vocab x B of sampler working set. */
+double kv_profile_activation_bytes(const scn_scenario *s, const scn_model *m, int tp, long tokens, long seqs,
+                                   long moe_chunk);
 /* Expected unused tokens in a sequence's last block: (block_size - 1) / 2 for lengths that are
  * uniform modulo the block size. */
 double kv_expected_block_waste(int block_size);

@@ -141,7 +141,7 @@ kv_moe_memory kv_moe_memory_compute(const scn_scenario *s, const kv_cache_cfg *c
     r.expert_weights = routed * kv_weights_compute(m, tp).bytes_per_linear / gpus;
     r.weights = kv_moe_weight_bytes(s, m);
     r.kv_bytes_per_token = kv_bytes_per_token_layer_rank(m, c, tp) * m->layers;
-    r.kv_budget = kv_memory_split(s, r.weights, kv_activation_bytes(m, tp, d->max_num_batched_tokens, d->max_num_seqs)).kv_budget;
+    r.kv_budget = kv_memory_split(s, r.weights, kv_profile_activation_bytes(s, m, tp, d->max_num_batched_tokens, d->max_num_seqs, 0)).kv_budget;
     return r;
 }
 

@@ -60,6 +60,42 @@ START_TEST(vllm_profile_peak_matches_its_log)
 }
 END_TEST
 
+/* The same log at TP 1 and TP 2: vLLM PR #10511 prints "PyTorch activation peak memory 1.26GiB"
+ * for both `vllm serve meta-llama/Meta-Llama-3-8B` and `... -tp 2` (youkaichao, 2024-12-14, V0).
+ * The forward pass's per-rank activations shrink at TP 2 and the gathered vocabulary does not, so
+ * an unchanged peak is the sampler's: V0's profile_run samples 256 sequences with top_p 0.99 and
+ * top_k = vocab - 1 after the forward has returned, and _apply_top_k_top_p holds 40 B a logit at
+ * its gather (docs/cost-model.md, "Memory budget and capacity"). By hand:
+ *   hidden states 8192 x 4096 x 2 B = 67 108 864; sampler 256 x 128 256 x 40 B = 1 313 341 440;
+ *   sum 1 380 450 304 B = 1.2856 GiB at either TP, +2.0 % against the log;
+ *   forward TP 1: 8192 x (4 x 4096 + 3 x 14336) x 2 B = 973 078 528 (smaller);
+ *   forward TP 2: 8192 x (4 x 4096 + 3 x 14336 / 2) x 2 B = 620 756 992 (smaller).
+ * The additive rule (forward + 10 B a logit) gives 1.21 GiB at TP 1 but 0.88 GiB at TP 2 (-30 %). */
+START_TEST(vllm_v0_profile_peak_is_the_sampler_at_either_tp)
+{
+    t_library_engine("llama-3-8b", "h100-sxm", "vllm-v0", &s);
+    ck_assert_int_eq(s.engine.mem_sampler_bytes, 40);
+    double want = 1380450304.0;
+    for (int tp = 1; tp <= 2; tp++) {
+        double a = kv_profile_activation_bytes(&s, &s.model, tp, 8192, 256, 0);
+        ck_assert_msg(fabs(a - want) < 1e-3, "tp %d: %.0f B", tp, a);
+        ck_assert_msg(fabs(a / (1.26 * GIB) - 1) < 0.03, "tp %d: %.3f GiB", tp, a / GIB);
+    }
+    ck_assert(fabs(kv_activation_bytes(&s.model, 2, 8192, 256) / (1.26 * GIB) - 1) > 0.25);
+    /* One sequence: the sampler is small and the forward pass (no sampler term) is the peak. */
+    ck_assert(fabs(kv_profile_activation_bytes(&s, &s.model, 1, 8192, 1, 0) - 973078528.0) < 1e-3);
+    /* The V1 profile keeps kvplan's additive rule (its sampler path depends on FlashInfer being
+     * installed; not derived here), and so does vllm-0.2 (an older sampler). */
+    t_library_engine("llama-3-8b", "h100-sxm", "vllm", &s);
+    ck_assert_int_eq(s.engine.mem_sampler_bytes, 0);
+    ck_assert(kv_profile_activation_bytes(&s, &s.model, 2, 8192, 256, 0) == kv_activation_bytes(&s.model, 2, 8192, 256));
+    t_library_engine("llama-3-8b", "h100-sxm", "vllm-0.2", &s);
+    ck_assert_int_eq(s.engine.mem_sampler_bytes, 0);
+    t_library_engine("llama-3-8b", "h100-sxm", "vllm-0.6.3", &s);   /* inherited through vllm-0.6 */
+    ck_assert_int_eq(s.engine.mem_sampler_bytes, 40);
+}
+END_TEST
+
 /* vLLM 0.2.5 to 0.3.0 (the vllm-0.2 profile) sized the cache from total - free after the profile
  * run (vLLM PR #2031): the CUDA context (the a100-80g profile's 1 GiB runtime) and 0.2 GiB of
  * non-torch memory count; the profile run took max(max_model_len, 2048) = 4096 tokens for
@@ -554,6 +590,7 @@ Suite *suite_capacity(void)
     tcase_add_test(tc, engine_chunking_rules);
     tcase_add_test(tc, fused_moe_chunk_bounds_the_expert_outputs);
     tcase_add_test(tc, engines_see_the_cuda_total);
+    tcase_add_test(tc, vllm_v0_profile_peak_is_the_sampler_at_either_tp);
     suite_add_tcase(su, tc);
     return su;
 }
