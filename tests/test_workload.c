@@ -87,6 +87,20 @@ START_TEST(one_client_is_a_chain_of_lone_requests)
 }
 END_TEST
 
+/* One lockstep round of the closed-loop tests: eight 400-token prompts prefilled together, then
+ * eleven decode steps of the eight (12 output tokens each). */
+static double lockstep_round(void)
+{
+    kv_seq_work w[8];
+    for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){400, 0};
+    double T = step(w, 8);
+    for (int k = 1; k < 12; k++) {
+        for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){1, 400 + k - 1};
+        T += step(w, 8);
+    }
+    return T;
+}
+
 START_TEST(closed_loop_keeps_n_in_flight_in_lockstep)
 {
     /* Eight equal clients start together, prefill together and finish together, so each round
@@ -97,13 +111,7 @@ START_TEST(closed_loop_keeps_n_in_flight_in_lockstep)
     /* No front end: it would prepare the eight sends one at a time and break the lockstep
      * (that queue is worked in test_frontend.c, burst_waits_for_the_front_end_in_turn). */
     s.engine.frontend_request = s.engine.frontend_token = 0;
-    kv_seq_work w[8];
-    for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){400, 0};
-    double T = step(w, 8);
-    for (int k = 1; k < 12; k++) {
-        for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){1, 400 + k - 1};
-        T += step(w, 8);
-    }
+    double T = lockstep_round();
     sim_metrics m;
     run(&m);
     ck_assert_int_eq(n_rows, 80);
@@ -139,15 +147,7 @@ START_TEST(time_window_counts_whole_rounds)
         ck_assert(js && (strstr(js, "\"by\":\"time\"") != NULL) == (v == 1));
         free(js);
         s.engine.frontend_request = s.engine.frontend_token = 0;   /* as above: the lockstep */
-        if (v == 0) {
-            kv_seq_work w[8];
-            for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){400, 0};
-            T = step(w, 8);
-            for (int k = 1; k < 12; k++) {
-                for (int i = 0; i < 8; i++) w[i] = (kv_seq_work){1, 400 + k - 1};
-                T += step(w, 8);
-            }
-        }
+        if (v == 0) T = lockstep_round();
         sim_metrics m;
         run(&m);
         ck_assert_int_eq(n_rows, 80);
