@@ -92,6 +92,12 @@ typedef struct {
     /* `quantized_layers: experts`: only the routed experts are stored in weight_dtype; attention
      * (and everything else) stays 16-bit, as gpt-oss's MXFP4 checkpoints have it. */
     bool quant_experts_only;
+    /* `quantized_layers: mlp`: only the dense MLPs (gate, up, down) are stored in weight_dtype;
+     * attention stays 16-bit, as in Meta's fp8_mixed checkpoints (Llama-3.1-405B-FP8). */
+    bool quant_mlp_only;
+    /* With `mlp`: this many layers at each end of the stack keep their MLPs 16-bit too (Meta's
+     * fp8_mixed skips the first and the last layer: 1). */
+    int unquantized_end_layers;
     /* Sliding-window attention: `sliding_layers` of the layers attend to at most
      * `sliding_window` tokens (0 = none). */
     int sliding_window;       /* tokens */

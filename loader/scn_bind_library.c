@@ -16,9 +16,9 @@ static const char *const MODEL_KEYS[] = {
     "max_position", "weight_dtype", "sliding_window", "sliding_layers", "experts",
     "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "kv_lora_rank",
     "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", "mtp_layers",
-    "quantized_layers", NULL};
+    "quantized_layers", "unquantized_end_layers", NULL};
 static const char *const WQUANTS[] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4", "mxfp4", NULL};
-static const char *const QLAYERS[] = {"all", "experts", NULL};
+static const char *const QLAYERS[] = {"all", "experts", "mlp", NULL};
 
 static int invalid(scn_ctx *c, const scn_node *at, const char *path, const char *key, const char *msg)
 {
@@ -90,6 +90,13 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
     o->quant_experts_only = ql == 1;
     if (o->quant_experts_only && (!o->experts || o->weight_quant == SCN_WQ_NONE))
         return invalid(c, m, path, "quantized_layers", "experts needs a model with experts and a quantised weight_dtype");
+    o->quant_mlp_only = ql == 2;
+    if (o->quant_mlp_only && (o->experts || o->weight_quant == SCN_WQ_NONE))
+        return invalid(c, m, path, "quantized_layers", "mlp needs a dense model (no experts) and a quantised weight_dtype");
+    o->unquantized_end_layers = 0;
+    if (scn_get_int(c, m, path, "unquantized_end_layers", 0, o->layers / 2, &o->unquantized_end_layers)) return -1;
+    if (o->unquantized_end_layers > 0 && !o->quant_mlp_only)
+        return invalid(c, m, path, "unquantized_end_layers", "unquantized_end_layers needs quantized_layers: mlp");
     o->sliding_layers = o->sliding_window ? o->layers : 0;
     if (scn_get_int(c, m, path, "sliding_layers", 0, o->layers, &o->sliding_layers)) return -1;
     if (scn_has(m, "sliding_layers") && !o->sliding_window)

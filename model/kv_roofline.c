@@ -504,10 +504,11 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         g.dt == SCN_DTYPE_FP8 && kv_block_fp8_applies(hw, e->block_fp8))
         g.bf8 = e->block_fp8;
     r.gemm_dtype = g.dt;
-    /* An experts-only checkpoint (gpt-oss's MXFP4) keeps attention in 16-bit: its projections
-     * stream 16-bit weights and run 16-bit math. */
+    /* An experts-only checkpoint (gpt-oss's MXFP4) or an MLP-only one (Meta's fp8_mixed
+     * Llama-3.1-405B-FP8) keeps attention in 16-bit: its projections stream 16-bit weights and
+     * run 16-bit math. */
     gemm_ctx ga = g;
-    if (m->quant_experts_only) {
+    if (m->quant_experts_only || m->quant_mlp_only) {
         ga.dt = SCN_DTYPE_BF16;
         ga.peak = kv_compute_rate(hw, SCN_DTYPE_BF16);
         ga.wb = kw.bytes_per_other;
@@ -558,8 +559,16 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         double dense_layers = m->experts > 0 ? m->dense_layers : L;
         if (dense_layers > 0) {
             double I = (double)m->intermediate / tp;
-            gemm(mlp, &g, 2.0 * I, h, dense_layers, 1);
-            gemm(mlp, &g, h, I, dense_layers, 1);
+            /* An MLP-only checkpoint's end layers keep 16-bit MLPs: their GEMMs run as
+             * attention's do (ga). */
+            double ends = m->quant_mlp_only ? 2.0 * m->unquantized_end_layers : 0;
+            if (ends > 0) {
+                gemm(mlp, &ga, 2.0 * I, h, ends, 1);
+                gemm(mlp, &ga, h, I, ends, 1);
+            }
+            /* Last, so the op reports the quantised GEMMs' shape efficiency. */
+            gemm(mlp, &g, 2.0 * I, h, dense_layers - ends, 1);
+            gemm(mlp, &g, h, I, dense_layers - ends, 1);
             /* SiLU*mul, its own kernel between the two GEMMs (vLLM's and SGLang's silu_and_mul;
              * TensorRT-LLM's separate SwiGLU kernel, fused into the GEMM only for FP8 on Hopper
              * with --gemm_swiglu_plugin): gate|up in, product out. */

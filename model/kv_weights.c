@@ -55,6 +55,10 @@ kv_weights kv_weights_compute(const scn_model *m, int tp)
     if (m->quant_experts_only && m->experts > 0)
         w.params_linear = (double)(m->layers - m->dense_layers) * mlp_params(m, m->moe_intermediate) *
                           (m->experts + m->shared_experts);
+    /* An MLP-only checkpoint (Meta's fp8_mixed Llama-3.1-405B-FP8) keeps attention 16-bit, and
+     * the MLPs of its first and last `unquantized_end_layers` layers as well. */
+    if (m->quant_mlp_only && m->experts == 0)
+        w.params_linear = mlp_params(m, m->intermediate) * (m->layers - 2.0 * m->unquantized_end_layers);
     w.bytes_per_linear = kv_weight_bytes_per_param(m);
     w.bytes_per_other = m->weight_quant == SCN_WQ_NONE ? scn_dtype_bytes(m->weight_dtype) : 2.0;
     w.bytes_total = w.params_linear * w.bytes_per_linear + (w.params_total - w.params_linear) * w.bytes_per_other;

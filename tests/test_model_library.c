@@ -148,6 +148,7 @@ static const struct { const char *name; double card; } CARDS[] = {
     {"llama-3-70b", 70.6e9},       /* meta-llama/Meta-Llama-3-70B on Hugging Face: 70.6B */
     {"llama-3-8b", 8.03e9},        /* meta-llama/Meta-Llama-3-8B on Hugging Face: 8.03B */
     {"llama-3.1-405b", 406e9},     /* meta-llama/Llama-3.1-405B on Hugging Face: 406B */
+    {"llama-3.1-405b-fp8", 406e9}, /* Meta's FP8 checkpoint of the same network (406B; it adds scales only) */
     {"llama-3.1-70b", 70.6e9},     /* meta-llama/Llama-3.1-70B on Hugging Face: 70.6B */
     {"llama-3.1-8b", 8.03e9},      /* meta-llama/Llama-3.1-8B on Hugging Face: 8.03B */
     {"llama-3.2-1b", 1.24e9},      /* meta-llama/Llama-3.2-1B on Hugging Face: 1.24B (1,235,814,400) */

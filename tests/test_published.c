@@ -660,13 +660,17 @@ START_TEST(source_lengths_of_published_rows)
     ck_assert_msg(fabs(r->predicted / (gen / time) - 1) < 1e-12, "%.9g vs %.9g", r->predicted, gen / time);
     free(s);
     /* SGLang issue 1362: 1000 requests, 224442 input and 190594 output tokens in total, at 16
-     * req/s on 8 x H100 (TP 8): lengths fixed at the means, rounded. */
+     * req/s on 8 x H100 (TP 8), sglang.bench_serving's default ShareGPT sample: the ShareGPT law
+     * at those means, 224442 / 1000 = 224.4 and 190594 / 1000 = 190.6; Meta's FP8 checkpoint
+     * (llama-3.1-405b-fp8) at the launch line's --mem-frac 0.87. */
     for (int k = 1; k <= 4; k++) {
         char id[16];
         snprintf(id, sizeof id, "sg1362-%02d", k);
         r = find(&t, id);
-        ck_assert_int_eq(atol(r->input), lround(224442 / 1000.0));
-        ck_assert_int_eq(atol(r->output), lround(190594 / 1000.0));
+        ck_assert_str_eq(r->input, "sharegpt:224.4");
+        ck_assert_str_eq(r->output, "sharegpt:190.6");
+        ck_assert_str_eq(r->model, "llama-3.1-405b-fp8");
+        ck_assert(r->kv_fraction == 0.87);
         ck_assert_int_eq(r->mode, PUB_MODE_POISSON);
         ck_assert(r->load == 16);
         ck_assert_int_eq(r->tp, 8);

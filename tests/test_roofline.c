@@ -71,6 +71,35 @@ START_TEST(experts_only_checkpoint_reads_attention_in_bf16)
 }
 END_TEST
 
+/* Meta's fp8_mixed 405B (llama-3.1-405b-fp8) keeps attention and the MLPs of layers 0 and 125
+ * in bf16. Batch-1 decode at TP 8 on the ideal H100: the projections read 126 * (16384 * 2304 +
+ * 2048 * 16384) * 2 = 17985175552 B (q|k|v 16384 x (2048 + 2 * 128) per rank, o 2048 x 16384),
+ * exactly the bf16 model's; the MLP reads 124 layers of fp8 weights with a 4 B scale per 16384
+ * inputs and 2 of bf16: 3 * 16384 * 6656 = 327155712 weights a layer and rank, so 124 *
+ * 327155712 * (1 + 4/16384) + 2 * 327155712 * 2 = 41872220832 B; activations add a few MB. Their
+ * compute runs at bf16's rate: the projections' t_compute equals the bf16 model's. */
+START_TEST(mlp_only_checkpoint_reads_attention_in_bf16)
+{
+    ideal("llama-3.1-405b-fp8");
+    s.deployment.tensor_parallel = 8;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 100};
+    kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    double proj = 126.0 * (16384.0 * 2304 + 2048.0 * 16384) * 2;
+    double got = r.op[KV_OP_QKV].bytes + r.op[KV_OP_OUT_PROJ].bytes;
+    ck_assert_msg(got >= proj && got < proj * 1.001, "projections read %.6g B, weights %.6g B", got, proj);
+    double mlp = 124.0 * 327155712 * (1 + 4.0 / 16384) + 2.0 * 327155712 * 2;
+    ck_assert_msg(r.op[KV_OP_MLP].bytes >= mlp && r.op[KV_OP_MLP].bytes < mlp * 1.001, "MLP read %.6g B, weights %.6g B",
+                  r.op[KV_OP_MLP].bytes, mlp);
+    double qkv_t = r.op[KV_OP_QKV].t_compute;
+    ideal("llama-3.1-405b");
+    s.deployment.tensor_parallel = 8;
+    kv_step_cost b = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(b.op[KV_OP_QKV].bytes == r.op[KV_OP_QKV].bytes);
+    ck_assert(b.op[KV_OP_QKV].t_compute == qkv_t);
+}
+END_TEST
+
 START_TEST(prefill_is_two_flops_per_parameter_per_token)
 {
     ideal("llama-3-8b");
@@ -520,6 +549,7 @@ Suite *suite_roofline(void)
     TCase *tc = tcase_create("step");
     tcase_add_test(tc, decode_reads_weights_once_plus_kv);
     tcase_add_test(tc, experts_only_checkpoint_reads_attention_in_bf16);
+    tcase_add_test(tc, mlp_only_checkpoint_reads_attention_in_bf16);
     tcase_add_test(tc, prefill_is_two_flops_per_parameter_per_token);
     tcase_add_test(tc, prefill_elementwise_kernels_add_to_the_gemms);
     tcase_add_test(tc, attention_flops_match_brute_force_with_windows);

@@ -129,6 +129,52 @@ START_TEST(gpt_oss_marlin_layout_matches_vllm_log)
 }
 END_TEST
 
+/* Meta's fp8_mixed Llama-3.1-405B-FP8 (meta-llama/llama-models models/llama3/quantization/
+ * loader.py, convert_to_fp8_quantized_model): only feed_forward.w1, w3, w2 of layers 1..124 are
+ * fp8 with a row-wise scale; attention, layers 0 and 125 and the embedding and LM head stay
+ * bf16. Hand sums: MLP 3 * 16384 * 53248 = 2617245696 a layer, x 124 = 324538466304 fp8
+ * weights at 1 + 4/16384 B (an fp32 scale per row of 16384) = 324617699328 B; the rest,
+ * 405853388800 - 324538466304 = 81314922496 parameters, at 2 B = 162629844992 B; total
+ * 487247544320 B, where an all-fp8 405B would be about 410 GB. Per GPU at TP 8: norms
+ * (2 * 16384 * 126 + 16384 = 4145152 parameters, 8290304 B) replicated, the rest split:
+ * (487247544320 - 8290304) / 8 + 8290304 = 60904906752 + 8290304 = 60913197056 B (56.73 GiB). */
+START_TEST(meta_fp8_mixed_405b_weights)
+{
+    t_library("llama-3.1-405b-fp8", "h100-sxm", &s);
+    ck_assert(s.model.quant_mlp_only && s.model.unquantized_end_layers == 1);
+    kv_weights w = kv_weights_compute(&s.model, 1);
+    ck_assert(w.params_total == 405853388800.0);
+    ck_assert(w.params_linear == 324538466304.0);
+    ck_assert_msg(fabs(w.bytes_total - 487247544320.0) < 1, "%.1f", w.bytes_total);
+    kv_weights w8 = kv_weights_compute(&s.model, 8);
+    ck_assert_msg(fabs(w8.bytes_per_rank - 60913197056.0) < 1, "%.1f", w8.bytes_per_rank);
+}
+END_TEST
+
+/* `quantized_layers: mlp` needs a dense model and a quantised dtype; `unquantized_end_layers`
+ * needs `mlp`: located errors. */
+START_TEST(mlp_only_needs_dense_quantised)
+{
+    static scn_scenario sc;
+    scn_error e;
+    const char *wl = "hardware: h100-sxm\nworkload: {requests: 10, arrival: {process: poisson, rate: 1/s}, "
+                     "prompt_tokens: 100, output_tokens: 10}\n";
+    char buf[512];
+    snprintf(buf, sizeof buf, "model: {extends: mixtral-8x7b, weight_dtype: fp8, quantized_layers: mlp}\n%s", wl);
+    ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
+    ck_assert_msg(strstr(e.path, "quantized_layers") != NULL, "%s", e.path);
+    snprintf(buf, sizeof buf, "model: {extends: llama-3-8b, quantized_layers: mlp}\n%s", wl);
+    ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
+    ck_assert_msg(strstr(e.path, "quantized_layers") != NULL, "%s", e.path);
+    snprintf(buf, sizeof buf, "model: {extends: llama-3-8b, weight_dtype: fp8, unquantized_end_layers: 1}\n%s", wl);
+    ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
+    ck_assert_msg(strstr(e.path, "unquantized_end_layers") != NULL, "%s", e.path);
+    snprintf(buf, sizeof buf, "model: {extends: llama-3-8b, weight_dtype: fp8, quantized_layers: mlp, unquantized_end_layers: 17}\n%s", wl);
+    ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
+    ck_assert_msg(strstr(e.path, "unquantized_end_layers") != NULL, "%s", e.path);
+}
+END_TEST
+
 /* `quantized_layers: experts` on a dense model is a located error. */
 START_TEST(experts_only_needs_experts)
 {
@@ -155,6 +201,8 @@ Suite *suite_weights(void)
     tcase_add_test(tc, gpt_oss_experts_only_mxfp4);
     tcase_add_test(tc, gpt_oss_marlin_layout_matches_vllm_log);
     tcase_add_test(tc, experts_only_needs_experts);
+    tcase_add_test(tc, meta_fp8_mixed_405b_weights);
+    tcase_add_test(tc, mlp_only_needs_dense_quantised);
     suite_add_tcase(su, tc);
     return su;
 }
