@@ -127,12 +127,14 @@ static int tokens_field(plan_reader *rd, const char *v, int col, const char *fie
  * --uniform-lengths R: the client drew each prompt and output length uniform in whole tokens over
  * [floor(R L), L] for the row's L, as InferenceX's bench_serving does with --random-range-ratio R
  * (sample_random_requests: np.random.randint(int(L * R), L + 1)); newer vLLM clients read that
- * flag as [L (1 - R), L (1 + R)], so the row names the law, not the client's flag. */
+ * flag as [L (1 - R), L (1 + R)], so the row names the law, not the client's flag.
+ * --intra-node-comm: a gpt-fast row run with ENABLE_INTRA_NODE_COMM=1, whose tensor-parallel
+ * all-reduces are PyTorch's intra-node kernels instead of NCCL (the bare-intranode profile). */
 static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
     {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
     {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0},
     {"--max-model-len", 1, 100000000}, {"--via-server", 0, 0}, {"--num-prompts", 1, 10000000},
-    {"--trtllm-bench-build", 0, 0}, {"--uniform-lengths", 0, 0}};
+    {"--trtllm-bench-build", 0, 0}, {"--uniform-lengths", 0, 0}, {"--intra-node-comm", 0, 0}};
 
 static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
 {
@@ -147,10 +149,11 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         if (f == nf)
             return plan_reader_bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
                        "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N, --via-server, "
-                       "--num-prompts N, --trtllm-bench-build, --uniform-lengths R)", t);
+                       "--num-prompts N, --trtllm-bench-build, --uniform-lengths R, --intra-node-comm)", t);
         if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
         if (!strcmp(t, "--trtllm-bench-build")) { r->bench_build = true; continue; }
         if (!strcmp(t, "--via-server")) { r->via_server = true; continue; }
+        if (!strcmp(t, "--intra-node-comm")) { r->intra_node_comm = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
         bool frac = !strcmp(t, "--kv-fraction") || !strcmp(t, "--uniform-lengths");
         if (!n) return plan_reader_bad(rd, col, "engine_args", "%s needs a %s", t, frac ? "fraction" : "number");
@@ -195,6 +198,9 @@ static int parse_row(plan_reader *rd, char **f, const int *col, pub_row *r)
         copy_field(rd, f[C_NOTES], col[C_NOTES], "notes", r->notes, sizeof r->notes, false) ||
         engine_args(rd, f[C_ENGINE_ARGS], col[C_ENGINE_ARGS], r))
         return -1;
+    if (r->intra_node_comm && strcmp(r->engine, "gpt-fast"))
+        return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args",
+                               "--intra-node-comm is gpt-fast's ENABLE_INTRA_NODE_COMM=1; this row's engine is '%.40s'", r->engine);
     if (whole(rd, f[C_GPUS], col[C_GPUS], "gpus", 1, 100000, &x)) return -1;
     r->gpus = (int)x;
     if (*f[C_TP]) {
@@ -426,6 +432,7 @@ const char *pub_engine_profile(const char *engine, const char *version, char *ou
 /* The library's engine profile for a row (pub_engine_profile; buf holds 32 bytes). */
 static const char *engine_of(const pub_row *r, char *buf)
 {
+    if (r->intra_node_comm) return snprintf(buf, 32, "bare-intranode"), buf;
     return pub_engine_profile(r->engine, r->engine_version, buf, 32);
 }
 

@@ -41,6 +41,8 @@ typedef struct {
     int num_prompts;             /* requests a closed or Poisson run sent, all measured (--num-prompts);
                                   * 0: not stated, the harness's own steady-state run */
     bool bench_build;            /* engine built by trtllm-bench's heuristic (--trtllm-bench-build) */
+    bool intra_node_comm;        /* gpt-fast with PyTorch's intra-node all-reduce, ENABLE_INTRA_NODE_COMM=1
+                                  * (--intra-node-comm): the bare-intranode profile */
     double uniform_lengths;      /* --uniform-lengths R: each whole-number length L is drawn uniform in
                                   * whole tokens over [floor(R L), L] (the client's random dataset);
                                   * 0: fixed lengths */

@@ -408,6 +408,32 @@ START_TEST(via_server_flag)
 }
 END_TEST
 
+/* --intra-node-comm (engine_args): a gpt-fast row run with ENABLE_INTRA_NODE_COMM=1 takes the
+ * bare-intranode profile, whose all-reduce at batch 1 is a one-shot kernel; the same row without
+ * the flag keeps `bare` and NCCL. By hand, Llama-2-7B at TP 8 all-reduces one token's hidden state,
+ * 4096 x 2 B = 8 KiB, twice a layer (64 a step): NCCL's ring pays 2 (p - 1) = 14 latency terms
+ * where the one-shot kernel pays one, so the flagged row predicts more tokens per second. The
+ * flag names gpt-fast's switch, so it is refused on another engine's row. */
+START_TEST(intra_node_comm_flag)
+{
+    const char *p = t_write("inc.tsv", HEAD_ARGS
+        "i\ta100-80g\t8\t8\tllama-2-7b\tgpt-fast\tx\tbf16\tbf16\tbatch\t1\t6\t200\toutput_tok_s\t1\ttok/s\ts\t\t--intra-node-comm\n"
+        "n\ta100-80g\t8\t8\tllama-2-7b\tgpt-fast\tx\tbf16\tbf16\tbatch\t1\t6\t200\toutput_tok_s\t1\ttok/s\ts\t\t\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert(t.rows[0].intra_node_comm && !t.rows[1].intra_node_comm);
+    predict_all(&t);
+    for (int i = 0; i < 2; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s", t.rows[i].why);
+    ck_assert_msg(strstr(t.rows[0].why, "engine profile: bare-intranode"), "%s", t.rows[0].why);
+    ck_assert_msg(strstr(t.rows[1].why, "engine profile: bare") && !strstr(t.rows[1].why, "intranode"), "%s", t.rows[1].why);
+    ck_assert_msg(t.rows[0].predicted > t.rows[1].predicted, "%g vs %g", t.rows[0].predicted, t.rows[1].predicted);
+    pub_table_free(&t);
+    broken(HEAD_ARGS ROW_A "closed\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--intra-node-comm\n",
+           "2:78: engine_args: --intra-node-comm is gpt-fast's ENABLE_INTRA_NODE_COMM=1; this row's engine is 'vllm'");
+}
+END_TEST
+
 /* --num-prompts N (engine_args): the client sent exactly N requests and reported over all of
  * them, so the harness simulates that run, with no steady-state window. By hand, a closed loop of
  * four vLLM clients and four prompts of 300 tokens, one output token each: all four are sent at
@@ -776,6 +802,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, source_lengths_of_published_rows);
     tcase_add_test(tc, mxfp4_rows_keep_the_models_layout);
     tcase_add_test(tc, via_server_flag);
+    tcase_add_test(tc, intra_node_comm_flag);
     tcase_add_test(tc, num_prompts_flag);
     tcase_add_test(tc, uniform_lengths_flag);
     tcase_add_test(tc, trtllm_bench_rounding);
