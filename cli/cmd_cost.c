@@ -181,6 +181,10 @@ int cmd_cost(int argc, char **argv)
         out_kv_str(d, "moe_kernel", "routed-expert GEMMs",
                    s.engine.moe_kernel == SCN_MOE_KERNEL_TRITON && s.hardware.arch == SCN_ARCH_HOPPER
                        ? "Triton fused-MoE rate (0.437 of the bf16 peak x shape; silu_and_mul, moe_sum alone)"
+                   : s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS &&
+                           (s.hardware.arch == SCN_ARCH_AMPERE || s.hardware.arch == SCN_ARCH_ADA)
+                       ? "CUTLASS grouped GEMMs: the rate below x per-expert tiles, weights re-read per row group; "
+                         "expand, activation, finalize kernels"
                    : s.engine.moe_kernel == SCN_MOE_KERNEL_CUTLASS
                        ? "CUTLASS grouped GEMMs: the rate below x per-expert tiles; expand, activation, finalize kernels"
                        : "dense GEMM rate x shape");

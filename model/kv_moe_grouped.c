@@ -156,12 +156,70 @@ double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double e
     return eff < 1 ? eff : 1;
 }
 
-double kv_moe_grouped_layer_inverse(const scn_hardware *hw, double tokens, double experts, double k, double h, double I,
-                                    scn_dtype dt, double weight_bytes)
+/* DRAM reads of an expert's weight, as a multiple of reading it once, when a persistent grid of
+ * `resident` CTAs walks the expert's output tiles M-row by M-row (tile i at row i / n_tiles,
+ * column i % n_tiles): the CTAs in flight together cover resident / n_tiles rows, whose tiles of
+ * one column read that column's weight slab at once; the next group of rows reads it again after
+ * the whole slab (every other column's) has passed through the L2, so a re-read misses the L2
+ * with the share of the slab the L2 cannot hold (the convention of FlashAttention's re-reads,
+ * kv_roofline.c). */
+double kv_grouped_weight_reads(double m_tiles, double n_tiles, double resident, double slab_bytes, double l2_bytes)
 {
-    double e1 = kv_moe_grouped_efficiency(hw, tokens, experts, k, 2.0 * I, h, dt, weight_bytes);
-    double e2 = kv_moe_grouped_efficiency(hw, tokens, experts, k, h, I, dt, weight_bytes);
-    return 2.0 / 3.0 / e1 + 1.0 / 3.0 / e2;
+    if (!(m_tiles > 1) || !(n_tiles > 0) || !(resident > 0) || !(slab_bytes > 0)) return 1;
+    double rows = fmax(1, resident / n_tiles);
+    double miss = l2_bytes <= 0 ? 1 : slab_bytes > l2_bytes ? 1 - l2_bytes / slab_bytes : 0;
+    return 1 + fmax(0, m_tiles / rows - 1) * miss;
+}
+
+/* TensorRT-LLM's Ampere-style MoE GEMMs (the fused gate|up kernel, fused_moe_gemm_launcher_sm80,
+ * and the CUTLASS 2 grouped kernel, MoeFCGemm) launch SMs x min(2, occupancy) persistent CTAs. */
+#define AMPERE_STYLE_MAX_RESIDENT 2
+
+/* On GPUs whose MoE GEMMs are the Ampere-style kernels (Ampere, Ada): the tile the runner's
+ * profiler keeps is the fastest, so each candidate's padded work at `rate` and its weight reads
+ * (touched experts' slabs times kv_grouped_weight_reads) at the memory bandwidth are combined
+ * (kv_roofline_combine) and the least time wins. Elsewhere the least padded work, read once. */
+kv_moe_grouped_cost kv_moe_grouped_gemm(const scn_hardware *hw, double tokens, double experts, double k, double N,
+                                        double K, scn_dtype dt, double weight_bytes, double rate)
+{
+    kv_moe_grouped_cost c = {kv_moe_grouped_efficiency(hw, tokens, experts, k, N, K, dt, weight_bytes), 1};
+    double sm = hw->sm_count, bw = hw->memory_bandwidth * hw->eff_bandwidth;
+    if (!(hw->arch == SCN_ARCH_AMPERE || hw->arch == SCN_ARCH_ADA) || !(rate > 0) || !(bw > 0) || sm <= 0 ||
+        !(tokens > 0) || !(experts > 0) || !(k > 0) || N <= 0 || K <= 0)
+        return c;
+    if (k > experts) k = experts;
+    tokens = floor(tokens + 0.5);
+    double b = scn_dtype_bytes(dt), tk = TILE_K_BYTES / (b > 0 ? b : 2), kt = ceil(K / tk);
+    double q = k / experts, touched = experts * (1 - pow(1 - q, tokens));
+    double slab = N * K * weight_bytes, real = tokens * k * N * K;
+    tile_set t = ampere_style(dt, weight_bytes);
+    double best = INFINITY;
+    for (size_t i = 0; i < t.n; i++) {
+        double tm = t.tile[i][0], tn = t.tile[i][1];
+        double per_expert = kv_binomial_expected_tiles(tokens, q, tm), nt = ceil(N / tn);
+        double padded = ceil(experts * per_expert * nt / sm - 1e-9) * sm * tm * tn * tk * kt;
+        /* Rows per touched expert, in tiles: the expectation over all experts spread over those
+         * with rows. */
+        double m_tiles = touched > 0 ? experts * per_expert / touched : 0;
+        double reads = kv_grouped_weight_reads(m_tiles, nt, AMPERE_STYLE_MAX_RESIDENT * sm, slab, hw->l2_cache);
+        double time = kv_roofline_combine(2 * padded / rate, touched * slab * reads / bw);
+        if (time < best) {
+            best = time;
+            c.efficiency = fmin(1, real / padded);
+            c.weight_reads = reads;
+        }
+    }
+    return c;
+}
+
+kv_moe_grouped_layer_cost kv_moe_grouped_layer(const scn_hardware *hw, double tokens, double experts, double k,
+                                               double h, double I, scn_dtype dt, double weight_bytes, double rate)
+{
+    kv_moe_grouped_cost gu = kv_moe_grouped_gemm(hw, tokens, experts, k, 2.0 * I, h, dt, weight_bytes, rate);
+    kv_moe_grouped_cost dn = kv_moe_grouped_gemm(hw, tokens, experts, k, h, I, dt, weight_bytes, rate);
+    /* gate|up holds two thirds of the flops and of the weight bytes, down one third. */
+    return (kv_moe_grouped_layer_cost){2.0 / 3.0 / gu.efficiency + 1.0 / 3.0 / dn.efficiency,
+                                       (2.0 * gu.weight_reads + dn.weight_reads) / 3.0};
 }
 
 double kv_moe_grouped_rate(const scn_hardware *hw, const scn_engine *e, const scn_model *m, scn_dtype dt)

@@ -23,12 +23,31 @@ double kv_binomial_expected_tiles(double n, double q, double tile);
 double kv_moe_grouped_efficiency(const scn_hardware *hw, double tokens, double experts, double k, double N, double K,
                                  scn_dtype dt, double weight_bytes);
 
+/* DRAM reads of one expert's weight slab (N x K, slab_bytes), as a multiple of one read, when
+ * `resident` persistent CTAs walk its m_tiles x n_tiles output tiles row by row: rows in flight
+ * together (resident / n_tiles, at least 1) share a read; each further group of rows re-reads the
+ * slab, missing the L2 (l2_bytes) with the share of the slab it cannot hold (all of it without an
+ * L2 size). docs/cost-model.md, "Weight re-reads of row-major grouped GEMMs". */
+double kv_grouped_weight_reads(double m_tiles, double n_tiles, double resident, double slab_bytes, double l2_bytes);
+
+/* One grouped GEMM (or a layer's two) as the CUTLASS family runs it: `efficiency`, the real work
+ * over the chosen tile's padded work (the share of the rate reached); `weight_reads`, the touched
+ * experts' weight bytes read from memory as a multiple of one read. On Ampere and Ada
+ * (TensorRT-LLM's Ampere-style MoE GEMMs, whose tiles run M-row by M-row) the tile is the one
+ * whose padded work at `rate` (flop/s per unit of padded work, kv_moe_grouped_rate) and weight
+ * reads at the memory bandwidth combine to the least time; elsewhere the least padded tile
+ * (kv_moe_grouped_efficiency), its weights read once. */
+typedef struct { double efficiency, weight_reads; } kv_moe_grouped_cost;
+kv_moe_grouped_cost kv_moe_grouped_gemm(const scn_hardware *hw, double tokens, double experts, double k, double N,
+                                        double K, scn_dtype dt, double weight_bytes, double rate);
+
 /* The two grouped GEMMs of a routed-expert layer (gate|up: N = 2I over K = h, two thirds of its
- * flops; down: N = h over K = I, one third) as one figure: dense-rate seconds per flop are
- * this / kv_compute_rate, i.e. 2/3 / eff(gate|up) + 1/3 / eff(down), each eff from
- * kv_moe_grouped_efficiency (the layer's share of the dense rate is its inverse). */
-double kv_moe_grouped_layer_inverse(const scn_hardware *hw, double tokens, double experts, double k, double h, double I,
-                                    scn_dtype dt, double weight_bytes);
+ * flops and weight bytes; down: N = h over K = I, one third): `inverse`, 2/3 / eff(gate|up) +
+ * 1/3 / eff(down) (seconds per flop are it / rate; the layer's share of the rate is its inverse);
+ * `weight_reads`, the two GEMMs' reads weighted 2 : 1 by their weight bytes. */
+typedef struct { double inverse, weight_reads; } kv_moe_grouped_layer_cost;
+kv_moe_grouped_layer_cost kv_moe_grouped_layer(const scn_hardware *hw, double tokens, double experts, double k,
+                                               double h, double I, scn_dtype dt, double weight_bytes, double rate);
 
 /* The rate (flop/s) per unit of tile-padded work at which the CUTLASS family's grouped GEMMs
  * run model m's routed experts in math dtype dt: the dense tensor rate (kv_compute_rate), except

@@ -332,9 +332,10 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
              * here, spread over the local experts; the layer's data-movement kernels run alone. */
             double local = (m->experts - rk + ep - 1) / ep;   /* experts rk, rk + ep, ... */
             double kl = rows / tokens, dense = kv_moe_grouped_rate(hw, &s->engine, m, dt);
-            tc = dense > 0 ? flops * kv_moe_grouped_layer_inverse(hw, tokens, local, kl, h, I, dt, wb) / dense : 0;
+            kv_moe_grouped_layer_cost gl = kv_moe_grouped_layer(hw, tokens, local, kl, h, I, dt, wb, dense);
+            tc = dense > 0 ? flops * gl.inverse / dense : 0;
             kv_moe_movement mv = kv_moe_movement_bytes(hw, &s->engine, dt, wb, tokens, local, kl, h, I);
-            tm = bw > 0 ? (touched * 3.0 * h * I * wb + mv.gemm) / bw : 0;
+            tm = bw > 0 ? (touched * 3.0 * h * I * wb * gl.weight_reads + mv.gemm) / bw : 0;
             ts = bw > 0 ? mv.serial / bw : 0;
         } else if (s->engine.moe_kernel == SCN_MOE_KERNEL_TRITON && tokens > 0 && rows > 0) {
             /* Triton's fused_experts over the rank's rows: its silu_and_mul and moe_sum run

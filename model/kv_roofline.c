@@ -626,12 +626,22 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             }
             if (e->moe_kernel == SCN_MOE_KERNEL_CUTLASS) {
                 /* CUTLASS grouped GEMMs: each expert's rows padded to the tile on their own, all
-                 * experts' tiles in one set of waves (kv_moe_grouped_efficiency): gate|up holds
-                 * two thirds of the flops, down one third. */
+                 * experts' tiles in one set of waves (kv_moe_grouped_layer): gate|up holds two
+                 * thirds of the flops, down one third. */
                 double dense = kv_moe_grouped_rate(hw, e, m, g.dt);
-                double inv = kv_moe_grouped_layer_inverse(hw, g.M, E, k, h, I, g.dt, kw.bytes_per_linear);
-                t_routed = dense > 0 ? routed * inv / dense : 0;
-                eff = 1.0 / inv;
+                kv_moe_grouped_layer_cost gl =
+                    kv_moe_grouped_layer(hw, g.M, E, k, h, I, g.dt, kw.bytes_per_linear, dense);
+                t_routed = dense > 0 ? routed * gl.inverse / dense : 0;
+                eff = 1.0 / gl.inverse;
+                /* On Ampere and Ada the grouped kernels walk an expert's tiles M-row by M-row:
+                 * the groups of rows after the first read the expert's weights again
+                 * (kv_grouped_weight_reads; docs/cost-model.md, "Weight re-reads of row-major
+                 * grouped GEMMs"). */
+                if (gl.weight_reads > 1)
+                    add(mlp, 0,
+                        (gl.weight_reads - 1) * (touched - m->shared_experts) * 3.0 * h * I * kw.bytes_per_linear *
+                            moe_layers,
+                        0);
             }
             mlp->t_compute += g.peak > 0 && t_routed > 0 ? (t_routed + (flops - routed) / (g.peak * kv_gemm_shape_efficiency(hw, Me, 2.0 * I, h, g.dt))) * g.M / T : 0;
             mlp->efficiency = eff;

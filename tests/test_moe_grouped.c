@@ -69,6 +69,80 @@ START_TEST(grouped_efficiency_by_hand)
 }
 END_TEST
 
+/* Weight re-reads of the row-major grouped GEMMs, by hand. kv_grouped_weight_reads: 4 M tiles,
+ * 112 column tiles and 216 resident CTAs (108 SMs x 2) put 216 / 112 = 27/14 rows in flight, so
+ * 4 / (27/14) = 56/27 row groups; a 14336 x 4096 bf16 slab (117 440 512 B) against 40 MiB of L2
+ * (41 943 040 B, 5/14 of it) misses with 9/14: 1 + (56/27 - 1) x 9/14 = 71/42. A slab the L2
+ * holds, or rows that all run together, read once; without an L2 size every re-read misses. */
+START_TEST(grouped_weight_reads_by_hand)
+{
+    double slab = 14336.0 * 4096 * 2, l2 = 40.0 * 1024 * 1024;
+    ck_assert(fabs(kv_grouped_weight_reads(4, 112, 216, slab, l2) - 71.0 / 42) < 1e-12);
+    ck_assert(kv_grouped_weight_reads(4, 112, 216, 30e6, l2) == 1);
+    ck_assert(kv_grouped_weight_reads(1.5, 112, 216, slab, l2) == 1);
+    ck_assert(kv_grouped_weight_reads(4, 32, 216, slab, l2) == 1);   /* 6.75 rows in flight */
+    ck_assert(fabs(kv_grouped_weight_reads(4, 112, 216, slab, 0) - 56.0 / 27) < 1e-12);
+
+    /* The A100's choice among its 16-bit grouped tiles for 512 tokens sent to both of 2 experts
+     * (512 rows each), N 14336, K 4096, bf16, at the dense rate 312 x 0.75 = 234 TFLOP/s and
+     * 2039 x 0.80 = 1631.2 GB/s (64 K per stage, 64 stages; 112 column tiles of 128):
+     *   32 x 128: 2 x 16 x 112 = 3584 tiles, 34 waves of 108, padded 34 x 108 x 32 x 128 x 4096
+     *             = 61.61 G (0.5265 ms); 16 row tiles re-read 1 + (16 x 14/27 - 1) x 9/14 = 5.690
+     *             times: 2 x 117.44 MB x 5.690 = 1336 MB (0.8194 ms); combined 0.974 ms;
+     *   64 x 128: 1792 tiles, 17 waves, the same 61.61 G (0.5265 ms); 8 row tiles, 3.024 reads,
+     *             0.4354 ms; combined 0.683 ms;
+     *  128 x 128: 896 tiles, 9 waves, 65.23 G (0.5575 ms); 71/42 reads, 0.2434 ms; 0.608 ms.
+     * So 128 x 128: efficiency 896 / (9 x 108), weights read 71/42 times. The least padded tile
+     * alone (kv_moe_grouped_efficiency) would be 32 x 128 (3584 / (34 x 108)). */
+    t_library_engine("mixtral-8x7b", "a100-80g", "trtllm", &s);
+    double rate = kv_compute_rate(&s.hardware, SCN_DTYPE_BF16);
+    ck_assert(fabs(rate - 234e12) < 1e3);
+    kv_moe_grouped_cost c = kv_moe_grouped_gemm(&s.hardware, 512, 2, 2, 14336, 4096, SCN_DTYPE_BF16, 2, rate);
+    ck_assert_msg(fabs(c.efficiency - 896.0 / (9 * 108)) < 1e-12, "%.15g", c.efficiency);
+    ck_assert_msg(fabs(c.weight_reads - 71.0 / 42) < 1e-12, "%.15g", c.weight_reads);
+    double least = kv_moe_grouped_efficiency(&s.hardware, 512, 2, 2, 14336, 4096, SCN_DTYPE_BF16, 2);
+    ck_assert_msg(fabs(least - 3584.0 / (34 * 108)) < 1e-12, "%.15g", least);
+    /* The layer weighs gate|up (this GEMM) 2 : 1 with down: N 4096, K 7168 (112 stages), a
+     * 58 720 256 B slab the L2 holds 5/7 of, 32 column tiles, 216 / 32 = 6.75 rows in flight:
+     *   128 x 128: 256 tiles, 3 waves, 2 x 3 x 108 x 128 x 128 x 7168 = 76.1 GFLOP (0.3252 ms),
+     *              4 row tiles read once (0.0720 ms): 0.333 ms;
+     *    64 x 128: 512 tiles, 5 waves, 63.4 GFLOP (0.2710 ms), 8 row tiles: 1 + (8 / 6.75 - 1)
+     *              x 2/7 = 199/189 reads (0.0758 ms): 0.281 ms;
+     *    32 x 128: 10 waves, the same 0.2710 ms, 1 + (16 / 6.75 - 1) x 2/7 = 263/189 reads
+     *              (0.1002 ms): 0.289 ms.
+     * So 64 x 128, and the layer's reads are (2 x 71/42 + 199/189) / 3. */
+    kv_moe_grouped_layer_cost l = kv_moe_grouped_layer(&s.hardware, 512, 2, 2, 4096, 7168, SCN_DTYPE_BF16, 2, rate);
+    ck_assert_msg(fabs(l.weight_reads - (2 * 71.0 / 42 + 199.0 / 189) / 3) < 1e-12, "%.15g", l.weight_reads);
+    ck_assert_msg(fabs(l.inverse - (2.0 / 3 * 972 / 896 + 1.0 / 3 * 540 / 512)) < 1e-12, "%.15g", l.inverse);
+    /* An H100 runs TMA warp-specialised tiles whose order this does not cover: least padded,
+     * read once. */
+    t_library_engine("mixtral-8x7b", "h100-sxm", "trtllm", &s);
+    c = kv_moe_grouped_gemm(&s.hardware, 512, 2, 2, 14336, 4096, SCN_DTYPE_BF16, 2, rate);
+    ck_assert(c.weight_reads == 1);
+    ck_assert(c.efficiency == kv_moe_grouped_efficiency(&s.hardware, 512, 2, 2, 14336, 4096, SCN_DTYPE_BF16, 2));
+}
+END_TEST
+
+/* The step adds exactly the layer's re-read bytes: Mixtral-8x7B at TP 2 on an A100 under trtllm,
+ * a 2048-token prefill (every expert touched), against the same step with an L2 that holds any
+ * slab (where nothing is re-read): (reads - 1) x 8 experts x 3 x 4096 x 7168 x 2 B x 32 layers. */
+START_TEST(cutlass_moe_step_adds_weight_rereads)
+{
+    t_library_engine("mixtral-8x7b", "a100-80g", "trtllm", &s);
+    s.deployment.tensor_parallel = 2;
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {2048, 0};
+    double rate = kv_moe_grouped_rate(&s.hardware, &s.engine, &s.model, SCN_DTYPE_BF16);
+    kv_moe_grouped_layer_cost l = kv_moe_grouped_layer(&s.hardware, 2048, 8, 2, 4096, 7168, SCN_DTYPE_BF16, 2, rate);
+    ck_assert(l.weight_reads > 1.2);
+    double with = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1).op[KV_OP_MLP].bytes;
+    s.hardware.l2_cache = 1e12;
+    double without = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1).op[KV_OP_MLP].bytes;
+    double want = (l.weight_reads - 1) * 8 * 3.0 * 4096 * 7168 * 2 * 32;
+    ck_assert_msg(fabs((with - without) - want) < 1e-6 * want, "%g vs %g", with - without, want);
+}
+END_TEST
+
 /* The CUTLASS family's data movement, by hand: 10 tokens, k 2 (20 copies), h 4, I 8, 16-bit.
  * A100 in 16-bit math (gated activation fused into gate|up): GEMMs move router input 40, copies
  * in 80, gate|up out 20 x 8 = 160, down in 160, down out 80: 520 values = 1040 B; the kernels
@@ -210,6 +284,8 @@ Suite *suite_moe_grouped(void)
     TCase *tc = tcase_create("grouped");
     tcase_add_test(tc, binomial_tiles_by_hand);
     tcase_add_test(tc, grouped_efficiency_by_hand);
+    tcase_add_test(tc, grouped_weight_reads_by_hand);
+    tcase_add_test(tc, cutlass_moe_step_adds_weight_rereads);
     tcase_add_test(tc, cutlass_moe_data_movement_by_hand);
     tcase_add_test(tc, cutlass_moe_step_uses_grouped_pricing);
     tcase_add_test(tc, triton_moe_sum_and_activation_run_alone);
