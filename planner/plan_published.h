@@ -41,6 +41,12 @@ typedef struct {
     int num_prompts;             /* requests a closed or Poisson run sent, all measured (--num-prompts);
                                   * 0: not stated, the harness's own steady-state run */
     bool bench_build;            /* engine built by trtllm-bench's heuristic (--trtllm-bench-build) */
+    bool chat_endpoint;          /* each prompt sent as one user message to a chat endpoint
+                                  * (--chat-endpoint): the server wraps it in the model's chat
+                                  * format (docs/cost-model.md, "Chat endpoints") */
+    int chat_prefix, chat_suffix;/* that format's tokens before and after the message, from the
+                                  * model (0: not derived, nothing added) */
+    bool chat_cached;            /* the engine caches the format's shared prefix by default */
     double uniform_lengths;      /* --uniform-lengths R: each whole-number length L is drawn uniform in
                                   * whole tokens over [floor(R L), L] (the client's random dataset);
                                   * 0: fixed lengths */
