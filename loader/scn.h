@@ -312,6 +312,12 @@ typedef struct {
      * docs/cost-model.md, "MXFP4 experts as engines store them"): as the checkpoint has them, or
      * repacked for Marlin with the expert dimensions padded. */
     scn_mxfp4_layout mxfp4_layout;
+    /* The sampler's step work (`sampler: {bytes_per_logit, gather}`; docs/cost-model.md,
+     * "The sampler in the step"): device-memory bytes per logit of the whole vocabulary per
+     * sampled row on every rank (0: kvplan's older rule, the LM head writing its shard's logits
+     * in fp32), and whether the ranks all-gather the vocabulary shards first. */
+    int sampler_bytes_per_logit;
+    bool sampler_gather;
     bool prefix_caching;        /* the engine caches prompt prefixes by default (vLLM V1, SGLang's
                                  * radix cache, TensorRT-LLM's block reuse); read where a workload's
                                  * shared prefix comes from the engine's own chat template */

@@ -761,8 +761,8 @@ END_TEST
  * caches prefixes by default) predicts what the simulator gives for the scenario written by
  * hand: prompts of 200 + 3 tokens behind one shared 68-token prefix, prefix caching on, with the
  * client's total tok/s counting 200 a prompt, i.e. the run's total less 71 x its req/s. A Llama
- * row (no chat format derived) predicts what it does without the flag; a V0 profile (vllm-0.7:
- * no prefix caching by default) leaves the prefix uncached. */
+ * row (no chat format derived) predicts what it does without the flag; a V0 profile (vllm-0.6.3
+ * for 0.7.0: no prefix caching by default) leaves the prefix uncached. */
 START_TEST(chat_endpoint_flag)
 {
     const char *p = t_write("chat.tsv", HEAD_ARGS
