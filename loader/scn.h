@@ -117,6 +117,12 @@ typedef struct {
     /* Multi-token prediction (DeepSeek-V3): prediction modules the checkpoint ships beside the
      * main model (HF num_nextn_predict_layers); speculative method mtp needs at least one. */
     int mtp_layers;
+    /* The model's chat format around one user message, in tokens (`chat_template: {prefix,
+     * suffix}`): what a chat endpoint renders before the message's text (identical for every
+     * request: system and role headers) and after it (the turn's end and the assistant's header).
+     * 0 and 0 = not derived for this model. Used by validate-published for rows sent to a chat
+     * endpoint (docs/cost-model.md, "Chat endpoints"). */
+    int chat_prefix, chat_suffix;
 } scn_model;
 
 typedef enum { SCN_LINK_NONE, SCN_LINK_NVLINK, SCN_LINK_PCIE, SCN_LINK_INFINITY_FABRIC, SCN_LINK_INFINIBAND,
@@ -312,6 +318,15 @@ typedef struct {
      * docs/cost-model.md, "MXFP4 experts as engines store them"): as the checkpoint has them, or
      * repacked for Marlin with the expert dimensions padded. */
     scn_mxfp4_layout mxfp4_layout;
+    /* The sampler's step work (`sampler: {bytes_per_logit, gather}`; docs/cost-model.md,
+     * "The sampler in the step"): device-memory bytes per logit of the whole vocabulary per
+     * sampled row on every rank (0: kvplan's older rule, the LM head writing its shard's logits
+     * in fp32), and whether the ranks all-gather the vocabulary shards first. */
+    int sampler_bytes_per_logit;
+    bool sampler_gather;
+    bool prefix_caching;        /* the engine caches prompt prefixes by default (vLLM V1, SGLang's
+                                 * radix cache, TensorRT-LLM's block reuse); read where a workload's
+                                 * shared prefix comes from the engine's own chat template */
     scn_block_fp8 block_fp8;
     /* Memory accounting (docs/cost-model.md, "Memory budget and capacity"): what the memory
      * fraction applies to and what the engine takes out of it before sizing the KV cache. */

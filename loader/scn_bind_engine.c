@@ -56,7 +56,8 @@ const char *scn_wformat_name(const scn_wformat *f)
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
                                           "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", "mxfp4",
-                                          "lm_head", NULL};
+                                          "lm_head", "prefix_caching", "sampler", NULL};
+static const char *const SAMPLER_KEYS[] = {"bytes_per_logit", "gather", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "eager_layer", "async_scheduling", "extra_decode_step",
                                        "no_evict", "async_output", "multi_step", "multi_step_stream", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
@@ -406,6 +407,11 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     int lh = e->lm_head_replicated ? 1 : 0;
     if (scn_get_enum(c, m, path, "lm_head", LM_HEAD_NAMES, &lh)) return -1;
     e->lm_head_replicated = lh == 1;
+    if (scn_get_bool(c, m, path, "prefix_caching", &e->prefix_caching)) return -1;
+    if (sub_map(c, m, path, "sampler", SAMPLER_KEYS, &s, p, sizeof p)) return -1;
+    if (s && (scn_get_int(c, s, p, "bytes_per_logit", 0, 1000, &e->sampler_bytes_per_logit) ||
+              scn_get_bool(c, s, p, "gather", &e->sampler_gather)))
+        return -1;
     if (!e->name[0]) snprintf(e->name, sizeof e->name, "%s", "unnamed-engine");
     return 0;
 }

@@ -16,7 +16,8 @@ static const char *const MODEL_KEYS[] = {
     "max_position", "weight_dtype", "sliding_window", "sliding_layers", "experts",
     "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "kv_lora_rank",
     "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", "mtp_layers",
-    "quantized_layers", "unquantized_end_layers", NULL};
+    "quantized_layers", "unquantized_end_layers", "chat_template", NULL};
+static const char *const CHAT_KEYS[] = {"prefix", "suffix", NULL};
 static const char *const WQUANTS[] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4", "mxfp4", NULL};
 static const char *const QLAYERS[] = {"all", "experts", "mlp", NULL};
 
@@ -118,6 +119,15 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
             return invalid(c, m, path, "qk_rope_head_dim", "missing: MLA (kv_lora_rank) needs qk_rope_head_dim");
         if (!o->qk_nope_head_dim) o->qk_nope_head_dim = o->head_dim;
         if (!o->v_head_dim) o->v_head_dim = o->head_dim;
+    }
+    const scn_node *ct = scn_map_get(m, "chat_template");
+    if (ct) {
+        char cp[256];
+        scn_path_join(cp, sizeof cp, path, "chat_template");
+        if (scn_expect_map(c, ct, cp) || scn_check_keys(c, ct, cp, CHAT_KEYS) ||
+            scn_get_int(c, ct, cp, "prefix", 0, 1000000, &o->chat_prefix) ||
+            scn_get_int(c, ct, cp, "suffix", 0, 1000000, &o->chat_suffix))
+            return -1;
     }
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-model");
     return 0;

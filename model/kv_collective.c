@@ -108,6 +108,26 @@ kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_c
     }
 }
 
+kv_coll_cost kv_allgather_time(const scn_hardware *hw, int p, double bytes)
+{
+    if (p <= 1 || bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
+    int g = node_size(hw, p), nodes = (p + g - 1) / g;
+    double bmin = nodes > 1 ? fmin(link_bw(hw), net_bw(hw) * g) : link_bw(hw);
+    double hop = nodes > 1 ? fmax(hw->link_latency, hw->net_latency) : hw->link_latency;
+    double excess = nccl_excess(hw), moved = (p - 1.0) / p * bytes;
+    kv_coll_cost best = make(KV_COLL_RING, INFINITY, 0, 1);
+    /* The all-reduce's ring (kv_allreduce_algo) is a reduce-scatter and an all-gather of p - 1
+     * steps each; the all-gather alone is the second half: half the hops, half the bytes. */
+    for (int pr = 0; pr < PR_N; pr++) {
+        double b = bmin;
+        if (pr != PR_LL && nodes == 1 && hw->nccl_bandwidth > 0) b = hw->nccl_bandwidth;
+        kv_coll_cost c = make(KV_COLL_RING, NCCL_BASE_RING[pr] + excess + (p - 1) * hop * NCCL_HOP_RATIO[pr], moved,
+                              b * NCCL_BW_FRACTION[pr]);
+        if (c.seconds < best.seconds) best = c;
+    }
+    return best;
+}
+
 static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e, int p, double bytes);
 
 kv_coll_cost kv_allreduce_time(const scn_hardware *hw, const scn_engine *e, int p, double bytes)

@@ -88,6 +88,9 @@ typedef struct {
 kv_coll_cost kv_allreduce_time(const scn_hardware *hw, const scn_engine *e, int p, double bytes);
 /* One all-reduce algorithm by itself (ring and tree: the best NCCL protocol). */
 kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_coll_algo a);
+/* NCCL's ring all-gather of a `bytes` result, each of the p ranks holding a 1/p share: p - 1
+ * steps, (p - 1)/p of the result into every rank, at the fastest protocol. */
+kv_coll_cost kv_allgather_time(const scn_hardware *hw, int p, double bytes);
 /* All-to-all where every rank holds `bytes` split evenly over the p ranks. */
 kv_coll_cost kv_alltoall_time(const scn_hardware *hw, int p, double bytes);
 /* One point-to-point transfer (a KV-cache hand-off), within a node or across the network. */

@@ -664,7 +664,26 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
         gemm_ctx lg = {hw, S, r.graph ? r.graph_batch : S, kv_compute_rate(hw, SCN_DTYPE_BF16),
                        SCN_DTYPE_BF16, kw.bytes_per_other, WO_NONE, 0, SCN_BF8_NATIVE};
         gemm(&r.op[KV_OP_LM_HEAD], &lg, V, h, 1, 1);
-        add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
+        if (e->sampler_bytes_per_logit > 0) {
+            /* The sampler as the engine runs it (docs/cost-model.md, "The sampler in the step"):
+             * the LM head writes its shard's logits in 16 bits (the GEMM's own bytes); with
+             * `gather` the ranks all-gather the shards, so each holds all V_full logits of the
+             * S rows, and every rank's sampler then moves bytes_per_logit over each of them, in
+             * kernels of its own after the GEMM. */
+            double Vf = (double)m->vocab, Sv = S * Vf;
+            add(&r.op[KV_OP_LM_HEAD], 0, 2.0 * S * h * AB, 1);
+            bool gathered = e->sampler_gather && V < Vf;
+            add_serial(&r.op[KV_OP_LM_HEAD], Sv * e->sampler_bytes_per_logit + (gathered ? Sv * AB * (Vf - V) / Vf : 0), 2);
+            if (gathered) {
+                kv_coll_cost ag = kv_allgather_time(hw, tp, Sv * AB);
+                kv_op_cost *ar = &r.op[KV_OP_ALLREDUCE];
+                ar->net_bytes += ag.net_bytes;
+                ar->t_network += ag.seconds;
+                ar->kernels += 1;
+            }
+        } else {
+            add(&r.op[KV_OP_LM_HEAD], 0, S * V * LOGIT_BYTES + 2.0 * S * h * AB - S * V * AB, 1);
+        }
     }
 
     double bw = hw->memory_bandwidth * hw->eff_bandwidth;

@@ -129,12 +129,16 @@ static int tokens_field(plan_reader *rd, const char *v, int col, const char *fie
  * (sample_random_requests: np.random.randint(int(L * R), L + 1)); newer vLLM clients read that
  * flag as [L (1 - R), L (1 + R)], so the row names the law, not the client's flag.
  * --intra-node-comm: a gpt-fast row run with ENABLE_INTRA_NODE_COMM=1, whose tensor-parallel
- * all-reduces are PyTorch's intra-node kernels instead of NCCL (the bare-intranode profile). */
+ * all-reduces are PyTorch's intra-node kernels instead of NCCL (the bare-intranode profile).
+ * --chat-endpoint: the client sent each prompt as one user message to the server's chat endpoint
+ * (`vllm bench serve --backend openai-chat`), so the server prefilled the model's chat format
+ * around it, tokens the client does not count (docs/cost-model.md, "Chat endpoints"). */
 static const struct { const char *flag; long lo, hi; } ARG_FLAGS[] = {
     {"--num-scheduler-steps", 1, 1024}, {"--ep", 1, 1024}, {"--max-batch-size", 1, 1000000},
     {"--max-num-tokens", 1, 10000000}, {"--attention-dp", 0, 0}, {"--kv-fraction", 0, 0},
     {"--max-model-len", 1, 100000000}, {"--via-server", 0, 0}, {"--num-prompts", 1, 10000000},
-    {"--trtllm-bench-build", 0, 0}, {"--uniform-lengths", 0, 0}, {"--intra-node-comm", 0, 0}};
+    {"--trtllm-bench-build", 0, 0}, {"--uniform-lengths", 0, 0}, {"--intra-node-comm", 0, 0},
+    {"--chat-endpoint", 0, 0}};
 
 static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
 {
@@ -149,11 +153,12 @@ static int engine_args(plan_reader *rd, const char *v, int col, pub_row *r)
         if (f == nf)
             return plan_reader_bad(rd, col, "engine_args", "unknown flag '%.40s' (read: --num-scheduler-steps N, --ep N, "
                        "--attention-dp, --max-batch-size N, --max-num-tokens N, --kv-fraction F, --max-model-len N, --via-server, "
-                       "--num-prompts N, --trtllm-bench-build, --uniform-lengths R, --intra-node-comm)", t);
+                       "--num-prompts N, --trtllm-bench-build, --uniform-lengths R, --intra-node-comm, --chat-endpoint)", t);
         if (!strcmp(t, "--attention-dp")) { r->attention_dp = true; continue; }
         if (!strcmp(t, "--trtllm-bench-build")) { r->bench_build = true; continue; }
         if (!strcmp(t, "--via-server")) { r->via_server = true; continue; }
         if (!strcmp(t, "--intra-node-comm")) { r->intra_node_comm = true; continue; }
+        if (!strcmp(t, "--chat-endpoint")) { r->chat_endpoint = true; continue; }
         char *n = strtok_r(NULL, " ", &save);
         bool frac = !strcmp(t, "--kv-fraction") || !strcmp(t, "--uniform-lengths");
         if (!n) return plan_reader_bad(rd, col, "engine_args", "%s needs a %s", t, frac ? "fraction" : "number");
@@ -214,6 +219,9 @@ static int parse_row(plan_reader *rd, char **f, const int *col, pub_row *r)
     r->mode = (pub_mode)mode;
     if (r->via_server && r->mode != PUB_MODE_OFFLINE)
         return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args", "--via-server goes with mode offline (prompts sent to a server at once)");
+    if (r->chat_endpoint && r->mode != PUB_MODE_CLOSED && r->mode != PUB_MODE_POISSON && r->mode != PUB_MODE_OFFLINE)
+        return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args",
+                               "--chat-endpoint goes with mode closed, poisson or offline (requests sent to a server)");
     if (r->num_prompts > 0 && r->mode != PUB_MODE_CLOSED && r->mode != PUB_MODE_POISSON)
         return plan_reader_bad(rd, col[C_ENGINE_ARGS], "engine_args",
                                "--num-prompts goes with mode closed or poisson (an offline row's load is its prompt count)");
@@ -613,11 +621,17 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
         break;
     }
     k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", prompt, output);
+    /* A chat endpoint's format: the part before the message's text is the same for every
+     * request, a shared prefix the engine caches when it caches prefixes by default; the prompt
+     * law was shifted by the part after it (chat_prompt). */
+    if (r->chat_prefix > 0)
+        k += (size_t)snprintf(buf + k, n - k, "  shared_prefix: {groups: 1, tokens: %d, share: 1}\n", r->chat_prefix);
     /* Multi-step runs on the prefill-first scheduler: vLLM 0.6.0 refused chunked prefill with
      * --num-scheduler-steps > 1 (vLLM issue #8274). */
     /* trtllm-bench's runtime chunks context (ExecutorSettingsConfig.chunking, on by default:
      * context_chunking_policy FIRST_COME_FIRST_SERVED). */
-    snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: 16%s%s%s}\n",
+    snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: 16%s%s%s%s}\n",
+             r->chat_prefix > 0 && r->chat_cached ? ", prefix_cache: on" : "",
              strcmp(r->kv_dtype, "auto") ? ", kv_dtype: " : "", strcmp(r->kv_dtype, "auto") ? r->kv_dtype : "",
              r->scheduler_steps > 1 ? ", scheduler: continuous" : r->bench_build ? ", scheduler: chunked" : "");
 }
@@ -740,6 +754,44 @@ static int bench_limits(pub_row *r, const scn_scenario *s, const scn_wformat *wf
     return 0;
 }
 
+/* A prompt length value moved up by `add` tokens: a whole number, or a flow mapping whose law is
+ * the same shape shifted (fixed, uniform, normal, and the truncated exponential, whose rate the
+ * simulator solves from the mean's distance to min: mean, min, max and value all move, and an
+ * unstated min, 1 by default, is written). Lognormal and empirical laws do not shift within
+ * their family: 1. */
+static int chat_prompt(const char *v, int add, char *dst, size_t cap)
+{
+    if (isdigit((unsigned char)v[0])) { snprintf(dst, cap, "%ld", atol(v) + add); return 0; }
+    const char *open = strchr(v, '{'), *close = strrchr(v, '}');
+    if (!open || !close || close < open) return 1;
+    char body[512];
+    snprintf(body, sizeof body, "%.*s", (int)(close - open - 1), open + 1);
+    size_t k = (size_t)snprintf(dst, cap, "{");
+    bool has_min = false, shiftable = false, first = true;
+    char *save = NULL;
+    for (char *kv = strtok_r(body, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        while (*kv == ' ') kv++;
+        char *colon = strchr(kv, ':');
+        if (!colon) return 1;
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)(colon - kv), kv);
+        const char *val = colon + 1;
+        while (*val == ' ') val++;
+        if (!strcmp(key, "dist"))
+            shiftable = !strncmp(val, "fixed", 5) || !strncmp(val, "uniform", 7) || !strncmp(val, "normal", 6) ||
+                        !strncmp(val, "exponential", 11);
+        bool moves = !strcmp(key, "mean") || !strcmp(key, "min") || !strcmp(key, "max") || !strcmp(key, "value");
+        if (!strcmp(key, "min")) has_min = true;
+        if (moves) k += (size_t)snprintf(dst + k, cap > k ? cap - k : 0, "%s%s: %.17g", first ? "" : ", ", key, strtod(val, NULL) + add);
+        else k += (size_t)snprintf(dst + k, cap > k ? cap - k : 0, "%s%s: %s", first ? "" : ", ", key, val);
+        first = false;
+    }
+    if (!shiftable) return 1;
+    if (!has_min) k += (size_t)snprintf(dst + k, cap > k ? cap - k : 0, ", min: %d", 1 + add);
+    snprintf(dst + k, cap > k ? cap - k : 0, "}");
+    return k >= cap;
+}
+
 /* The row's scenario loaded into `s` (the caller's, on the heap) and predicted. */
 static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, const char *output, const scn_wformat *wf,
                             bool kv_unstated, char *why, size_t nwhy, char *err, size_t n)
@@ -754,6 +806,20 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
                                              : "trtllm-bench's build heuristic refuses the row (the weights exceed the GPUs' memory, or no request fits)");
                   return 0; }
         scenario_text(r, prompt, output, text, sizeof text);
+        lr = load_text(text, s, why, nwhy, err, n);
+        if (lr < 0) return -1;
+    }
+    /* A chat endpoint: the model's chat format around each prompt, once the model is known. */
+    if (!lr && r->chat_endpoint && (s->model.chat_prefix > 0 || s->model.chat_suffix > 0)) {
+        char shifted[600];
+        if (chat_prompt(prompt, s->model.chat_suffix, shifted, sizeof shifted)) {
+            skip(r, PUB_SKIPPED, "--chat-endpoint: the prompt law does not shift by the chat format's tokens (a lognormal or empirical law)");
+            return 0;
+        }
+        r->chat_prefix = s->model.chat_prefix;
+        r->chat_suffix = s->model.chat_suffix;
+        r->chat_cached = s->engine.prefix_caching;
+        scenario_text(r, shifted, output, text, sizeof text);
         lr = load_text(text, s, why, nwhy, err, n);
         if (lr < 0) return -1;
     }
@@ -792,6 +858,8 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
             return 0;
         }
         v = from_metrics(&m, r->metric);
+        /* The client counts the prompts it sent, not the chat format the server added. */
+        if (!strcmp(r->metric, "total_tok_s")) v -= (r->chat_prefix + r->chat_suffix) * m.req_per_s;
     }
     /* Units: seconds to ms; per-GPU rates divide by every GPU of the deployment. */
     if (!strcmp(r->unit, "ms")) v *= 1000;

@@ -43,6 +43,12 @@ typedef struct {
     bool bench_build;            /* engine built by trtllm-bench's heuristic (--trtllm-bench-build) */
     bool intra_node_comm;        /* gpt-fast with PyTorch's intra-node all-reduce, ENABLE_INTRA_NODE_COMM=1
                                   * (--intra-node-comm): the bare-intranode profile */
+    bool chat_endpoint;          /* each prompt sent as one user message to a chat endpoint
+                                  * (--chat-endpoint): the server wraps it in the model's chat
+                                  * format (docs/cost-model.md, "Chat endpoints") */
+    int chat_prefix, chat_suffix;/* that format's tokens before and after the message, from the
+                                  * model (0: not derived, nothing added) */
+    bool chat_cached;            /* the engine caches the format's shared prefix by default */
     double uniform_lengths;      /* --uniform-lengths R: each whole-number length L is drawn uniform in
                                   * whole tokens over [floor(R L), L] (the client's random dataset);
                                   * 0: fixed lengths */

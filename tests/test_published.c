@@ -782,6 +782,62 @@ START_TEST(trtllm_bench_build_flag)
 }
 END_TEST
 
+/* --chat-endpoint (engine_args): the client sent each prompt as one user message to the chat
+ * endpoint, so the server prefilled the model's chat format around it. gpt-oss-120b's harmony
+ * format, counted with the o200k_harmony tokenizer (scenarios/models/gpt-oss-120b.yaml):
+ * system message 3 specials + "system" 1 + 57 text = 61, empty developer message 3 + 1 = 4,
+ * "<|start|>user<|message|>" 3, so 61 + 4 + 3 = 68 tokens before the text; "<|end|>" 1 +
+ * "<|start|>assistant" 2 = 3 after it. The row (40 prompts of 200 tokens, 20 out, vLLM V1, which
+ * caches prefixes by default) predicts what the simulator gives for the scenario written by
+ * hand: prompts of 200 + 3 tokens behind one shared 68-token prefix, prefix caching on, with the
+ * client's total tok/s counting 200 a prompt, i.e. the run's total less 71 x its req/s. A Llama
+ * row (no chat format derived) predicts what it does without the flag; a V0 profile (vllm-0.6.3
+ * for 0.7.0: no prefix caching by default) leaves the prefix uncached. */
+START_TEST(chat_endpoint_flag)
+{
+    const char *p = t_write("chat.tsv", HEAD_ARGS
+        "c\th100-sxm\t2\t2\tgpt-oss-120b\tvllm\t0.10.2\tmxfp4\tbf16\toffline\t40\t200\t20\ttotal_tok_s\t1\ttok/s\ts\t\t--via-server --chat-endpoint\n"
+        "l\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\toffline\t40\t200\t20\ttotal_tok_s\t1\ttok/s\ts\t\t--via-server --chat-endpoint\n"
+        "m\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\toffline\t40\t200\t20\ttotal_tok_s\t1\ttok/s\ts\t\t--via-server\n"
+        "v\th100-sxm\t2\t2\tgpt-oss-120b\tvllm\t0.7.0\tmxfp4\tbf16\toffline\t40\t200\t20\ttotal_tok_s\t1\ttok/s\ts\t\t--via-server --chat-endpoint\n");
+    pub_table t;
+    char err[512];
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert(t.rows[0].chat_endpoint && t.rows[1].chat_endpoint && !t.rows[2].chat_endpoint);
+    predict_all(&t);
+    for (int i = 0; i < 4; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s: %s", t.rows[i].id, t.rows[i].why);
+    ck_assert_int_eq(t.rows[0].chat_prefix, 61 + 4 + 3);
+    ck_assert_int_eq(t.rows[0].chat_suffix, 1 + 2);
+    ck_assert(t.rows[0].chat_cached && !t.rows[3].chat_cached);
+    ck_assert_int_eq(t.rows[1].chat_prefix + t.rows[1].chat_suffix, 0);
+    ck_assert(t.rows[1].predicted == t.rows[2].predicted);
+    scn_scenario s;
+    scn_error e;
+    ck_assert_int_eq(t_load("name: published-c\nmodel: gpt-oss-120b\nhardware: h100-sxm\nengine: vllm\n"
+                            "deployment: {tensor_parallel: 2, replicas: 1}\n"
+                            "workload:\n  requests: 40\n  arrival: {process: offline, via: server}\n"
+                            "  prompt_tokens: 203\n  output_tokens: 20\n"
+                            "  shared_prefix: {groups: 1, tokens: 68, share: 1}\n"
+                            "options: {kv_layout: paged, block_size: 16, prefix_cache: on}\n", NULL, 0, &s, &e), SCN_OK);
+    sim_choice ch = sim_choice_first(&s);
+    sim_metrics m;
+    ck_assert_int_eq(sim_run_predicted(&s, &ch, &m, err, sizeof err), SIM_OK);
+    double want = m.input_tok_per_s + m.output_tok_per_s - 71 * m.req_per_s;
+    ck_assert_msg(fabs(t.rows[0].predicted / want - 1) < 1e-9, "row %.9g, by hand %.9g", t.rows[0].predicted, want);
+    /* the client's prompts: 40 x 200 tokens over the run */
+    ck_assert_msg(fabs((m.input_tok_per_s - 71 * m.req_per_s) / (200 * m.req_per_s) - 1) < 1e-9, "client input %.9g tok/s",
+                  m.input_tok_per_s - 71 * m.req_per_s);
+    pub_table_free(&t);
+    broken(HEAD_ARGS ROW_A "batch\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--chat-endpoint\n",
+           "2:77: engine_args: --chat-endpoint goes with mode closed, poisson or offline");
+    /* the model file's chat_template is checked like any field */
+    ck_assert_int_ne(t_load("name: x\nmodel: {extends: gpt-oss-120b, chat_template: {prefix: 68, sufix: 3}}\nhardware: h100-sxm\n"
+                            "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 1}\n",
+                            NULL, 0, &s, &e), SCN_OK);
+    ck_assert_msg(strstr(e.path, "chat_template"), "%s", e.path);
+}
+END_TEST
+
 Suite *suite_published(void)
 {
     Suite *su = suite_create("published");
@@ -807,6 +863,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, uniform_lengths_flag);
     tcase_add_test(tc, trtllm_bench_rounding);
     tcase_add_test(tc, trtllm_bench_build_flag);
+    tcase_add_test(tc, chat_endpoint_flag);
     suite_add_tcase(su, tc);
     return su;
 }

@@ -244,9 +244,13 @@ START_TEST(tensor_parallel_adds_allreduce)
     ck_assert(r1.op[KV_OP_ALLREDUCE].seconds == 0);
     s.deployment.tensor_parallel = 4;
     kv_step_cost r4 = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
-    /* Ring all-reduce: each rank sends 2 (p-1)/p of the 512 x 8192 x 2 B message, twice a layer. */
+    /* Ring all-reduce: each rank sends 2 (p-1)/p of the 512 x 8192 x 2 B message, twice a layer;
+     * and V1's sampler all-gathers the one sampled row's logits (128 256 x 2 B), (p-1)/p of them
+     * into each rank (docs/cost-model.md, "The sampler in the step"). */
     double msg = 512.0 * 8192 * 2;
-    ck_assert(fabs(r4.op[KV_OP_ALLREDUCE].net_bytes - 2 * 80 * 2.0 * 3 / 4 * msg) < 1);
+    double gather = 3.0 / 4 * 128256 * 2;
+    ck_assert_msg(fabs(r4.op[KV_OP_ALLREDUCE].net_bytes - (2 * 80 * 2.0 * 3 / 4 * msg + gather)) < 1, "%.1f",
+                  r4.op[KV_OP_ALLREDUCE].net_bytes);
     ck_assert(fabs(r4.op[KV_OP_MLP].flops * 4 - r1.op[KV_OP_MLP].flops) < 1e-3 * r1.op[KV_OP_MLP].flops);
 }
 END_TEST
@@ -260,8 +264,9 @@ START_TEST(overheads_are_added)
     kv_seq_work w = {1, 10};
     kv_step_cost r = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
     /* Per layer: 2 norms, qkv GEMM + rotary, attention write + kernel, out proj, 3 MLP kernels;
-     * plus the embedding and the LM head's 2. */
-    double kernels = 1 + 32 * (2 + 2 + 2 + 1 + 3) + 2;
+     * plus the embedding, the LM head's 2 and V1's sampler's 2 (fp32 cast, argmax; TP 1: no
+     * gather). */
+    double kernels = 1 + 32 * (2 + 2 + 2 + 1 + 3) + 2 + 2;
     ck_assert(r.graph && r.graph_batch == 1);
     /* A captured decode step: 3 us per kernel boundary in the graph, one 10 us graph launch, and
      * the CPU's 0.5 ms + 5 us serial with the GPU. */
@@ -317,7 +322,8 @@ END_TEST
  * and kv_a GEMMs, the q_b GEMM and rotary (3), attention's cache write, kernel and absorption
  * (3), the output projection (1); 3 dense MLP layers of 3; 58 MoE layers of 7 fused-MoE kernels,
  * 2 quantisations of the grouped GEMMs' fp8 inputs (the checkpoint's fp8 runs in fp8 on an H200)
- * and the shared expert's 3; the LM head's 2. */
+ * and the shared expert's 3; the LM head's 2; V1's sampler (the default engine, vllm): the fp32
+ * cast and the argmax (2) after the all-gather of the vocabulary shards (1). */
 START_TEST(moe_and_mla_kernel_counts)
 {
     t_library("deepseek-v3", "h200", &s);
@@ -332,7 +338,7 @@ START_TEST(moe_and_mla_kernel_counts)
     /* Attention in decode: cache write, latent attention as FlashMLA runs it on Hopper (its
      * split-KV kernel and its combine kernel: kv_mla_decode_kernels), and the two absorption
      * bmms (W_UK before, W_UV after): 5 a layer. */
-    double want = 1 + 61 * (2 + 2 + 3 + 5 + 1) + 3 * 3 + 58 * (7 + 2 + 3) + 2 + 2 * 61 /* TP 8: two all-reduces */ + quant;
+    double want = 1 + 61 * (2 + 2 + 3 + 5 + 1) + 3 * 3 + 58 * (7 + 2 + 3) + 2 + 2 + 1 + 2 * 61 /* TP 8: two all-reduces */ + quant;
     double got = 0;
     for (int i = 0; i < KV_OP_COUNT; i++) got += r.op[i].kernels;
     ck_assert_msg(fabs(got - want) < 1e-9, "%g kernels, want %g", got, want);
@@ -398,6 +404,43 @@ END_TEST
  * 1122.93 us. Gemma-4 26B-A4B on an H200 (vLLM PR #44818; its shape E 128, N = I = 704,
  * K = h = 2816, top-8 as PR #55241 states it): T 4096, 1189.6 us. Without the kernels taken
  * out the two points are 0.487 and 0.331 (not 0.41: I is 704). */
+/* V1's sampler in the step (docs/cost-model.md, "The sampler in the step"), against the older
+ * rule, by hand: gpt-oss-120b (vocab V = 201 088) at TP 4, 900 decode rows. Older rule: the LM
+ * head writes its shard's logits in fp32, S (V/4) (4 - 2) B beyond its 16-bit GEMM output. V1:
+ * the 16-bit output, then each rank receives (3/4) S V x 2 B of the other shards (all-gather),
+ * casts all S V logits to fp32 (2 B read, 4 B written) and takes their argmax (4 B read), in
+ * kernels of their own after the GEMM: serial bytes S V (10 + 1.5). The all-gather sends
+ * (3/4) S V x 2 B a rank over the link: half a ring all-reduce's share of the same bytes. */
+START_TEST(v1_sampler_gathers_and_samples_the_whole_vocabulary)
+{
+    t_library("gpt-oss-120b", "h100-sxm", &s);
+    s.deployment.tensor_parallel = 4;
+    ck_assert_int_eq(s.engine.sampler_bytes_per_logit, 10);
+    ck_assert(s.engine.sampler_gather);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w[900];
+    for (int i = 0; i < 900; i++) w[i] = (kv_seq_work){1, 400};
+    kv_step_cost v1 = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 900);
+    s.engine.sampler_bytes_per_logit = 0;
+    s.engine.sampler_gather = false;
+    kv_step_cost old = kv_step_time(&s, &c, SCN_ATTN_FLASH, w, 900);
+    double S = 900, V = 201088;
+    double want = S * V * (10 + 1.5) - S * (V / 4) * 2;
+    double got = v1.op[KV_OP_LM_HEAD].bytes - old.op[KV_OP_LM_HEAD].bytes;
+    ck_assert_msg(fabs(got / want - 1) < 1e-9, "%.6g B more, want %.6g", got, want);
+    ck_assert_msg(fabs(v1.op[KV_OP_LM_HEAD].serial_bytes - old.op[KV_OP_LM_HEAD].serial_bytes - S * V * 11.5) < 1, "%.6g",
+                  v1.op[KV_OP_LM_HEAD].serial_bytes);
+    ck_assert(fabs(v1.op[KV_OP_LM_HEAD].kernels - old.op[KV_OP_LM_HEAD].kernels - 2) < 1e-9);
+    double gather = 0.75 * S * V * 2;
+    ck_assert(fabs(v1.op[KV_OP_ALLREDUCE].net_bytes - old.op[KV_OP_ALLREDUCE].net_bytes - gather) < 1);
+    ck_assert(fabs(v1.op[KV_OP_ALLREDUCE].kernels - old.op[KV_OP_ALLREDUCE].kernels - 1) < 1e-9);
+    kv_coll_cost ag = kv_allgather_time(&s.hardware, 4, S * V * 2), ring = kv_allreduce_algo(&s.hardware, 4, S * V * 2, KV_COLL_RING);
+    ck_assert(fabs(ag.net_bytes * 2 - ring.net_bytes) < 1);
+    ck_assert(ag.seconds < ring.seconds && ag.seconds > 0.4 * ring.seconds);
+    ck_assert(v1.seconds > old.seconds);
+}
+END_TEST
+
 START_TEST(triton_share_is_the_published_gemm_time)
 {
     static const struct { double T, k, h, I, us, bw; } P[2] = {
@@ -557,6 +600,7 @@ Suite *suite_roofline(void)
     tcase_add_test(tc, moe_decode_touches_experts_as_expected);
     tcase_add_test(tc, tensor_parallel_adds_allreduce);
     tcase_add_test(tc, overheads_are_added);
+    tcase_add_test(tc, v1_sampler_gathers_and_samples_the_whole_vocabulary);
     tcase_add_test(tc, graph_boundaries_match_the_published_batch1_decode);
     tcase_add_test(tc, moe_and_mla_kernel_counts);
     tcase_add_test(tc, mla_expanded_decodes_as_padded_heads);
