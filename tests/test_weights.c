@@ -157,21 +157,19 @@ START_TEST(mlp_only_needs_dense_quantised)
 {
     static scn_scenario sc;
     scn_error e;
-    const char *wl = "hardware: h100-sxm\nworkload: {requests: 10, arrival: {process: poisson, rate: 1/s}, "
-                     "prompt_tokens: 100, output_tokens: 10}\n";
-    char buf[512];
-    snprintf(buf, sizeof buf, "model: {extends: mixtral-8x7b, weight_dtype: fp8, quantized_layers: mlp}\n%s", wl);
-    ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
-    ck_assert_msg(strstr(e.path, "quantized_layers") != NULL, "%s", e.path);
-    snprintf(buf, sizeof buf, "model: {extends: llama-3-8b, quantized_layers: mlp}\n%s", wl);
-    ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
-    ck_assert_msg(strstr(e.path, "quantized_layers") != NULL, "%s", e.path);
-    snprintf(buf, sizeof buf, "model: {extends: llama-3-8b, weight_dtype: fp8, unquantized_end_layers: 1}\n%s", wl);
-    ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
-    ck_assert_msg(strstr(e.path, "unquantized_end_layers") != NULL, "%s", e.path);
-    snprintf(buf, sizeof buf, "model: {extends: llama-3-8b, weight_dtype: fp8, quantized_layers: mlp, unquantized_end_layers: 17}\n%s", wl);
-    ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
-    ck_assert_msg(strstr(e.path, "unquantized_end_layers") != NULL, "%s", e.path);
+    static const struct { const char *model, *field; } bad[] = {
+        {"{extends: mixtral-8x7b, weight_dtype: fp8, quantized_layers: mlp}", "quantized_layers"},   /* experts */
+        {"{extends: llama-3-8b, quantized_layers: mlp}", "quantized_layers"},                       /* 16-bit */
+        {"{extends: llama-3-8b, weight_dtype: fp8, unquantized_end_layers: 1}", "unquantized_end_layers"},
+        /* 32 layers: at most 16 at each end */
+        {"{extends: llama-3-8b, weight_dtype: fp8, quantized_layers: mlp, unquantized_end_layers: 17}", "unquantized_end_layers"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "model: %s\nhardware: h100-sxm\nworkload: {requests: 10, arrival: {process: poisson, "
+                 "rate: 1/s}, prompt_tokens: 100, output_tokens: 10}\n", bad[i].model);
+        ck_assert_int_eq(t_load(buf, NULL, 0, &sc, &e), SCN_E_DATA);
+        ck_assert_msg(strstr(e.path, bad[i].field) != NULL, "%s: %s", bad[i].model, e.path);
+    }
 }
 END_TEST
 
