@@ -159,6 +159,13 @@ static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e
         double one = p == 2 ? e->custom_max : p <= 4 ? 2.0 * e->oneshot_max : e->oneshot_max;
         return kv_allreduce_algo(hw, p, bytes, bytes < one ? KV_COLL_ONESHOT : KV_COLL_TWOSHOT);
     }
+    /* PyTorch's intra-node all-reduce (IntraNodeComm, selectAllReduceAlgo): bf16 messages up to
+     * oneshot_max (kOneShotThreshBytes, 256 KiB) one-shot and up to custom_max
+     * (kTwoShotThreshBytes, 10 MiB) two-shot, both limits inclusive and the same for every group
+     * size; only where every GPU of the group has NVLink to every other (its rendezvous gives up
+     * on any other topology, PCIe included, and on ROCm builds), and NCCL otherwise. */
+    if (e->allreduce == SCN_AR_INTRANODE && g == p && hw->link == SCN_LINK_NVLINK && bytes <= e->custom_max)
+        return kv_allreduce_algo(hw, p, bytes, bytes <= e->oneshot_max ? KV_COLL_ONESHOT : KV_COLL_TWOSHOT);
     /* NCCL picks the algorithm and protocol its own cost model says is fastest; within a node
      * it runs rings. */
     kv_coll_cost r = kv_allreduce_algo(hw, p, bytes, KV_COLL_RING);
