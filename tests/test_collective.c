@@ -406,10 +406,23 @@ START_TEST(intranode_allreduce_sizes_like_pytorch)
     double bw = hw->memory_bandwidth * hw->eff_bandwidth;
     kv_coll_cost two = kv_allreduce_algo(hw, 2, 1 * MIB, KV_COLL_TWOSHOT);
     ck_assert(near(kv_allreduce_time(hw, e, 2, 1 * MIB).seconds, two.seconds + 2 * 2.0 * MIB / bw));
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 2, 1 * MIB).copies, 2);
+    /* Past 10 MiB NCCL takes it, in place on funcol's clone: one copy, not the staging one. */
+    kv_coll_cost ring = kv_allreduce_algo(hw, 8, 16 * MIB, KV_COLL_RING);
+    kv_coll_cost big = kv_allreduce_time(hw, e, 8, 16 * MIB);
+    ck_assert_int_eq(big.copies, 1);
+    ck_assert(near(big.seconds, ring.seconds + 2.0 * 16 * MIB / bw));
     /* No NVLink, no intra-node kernels: two L40S (PCIe) run NCCL's ring, where vLLM's custom
      * all-reduce would still take a PCIe pair; nor do MI300X ranks (a ROCm build). */
     t_library_engine("llama-2-7b", "l40s", "bare-intranode", &s);
     ck_assert_int_eq(kv_allreduce_time(&s.hardware, &s.engine, 2, 16 * KIB).algo, KV_COLL_RING);
+    ck_assert_int_eq(kv_allreduce_time(&s.hardware, &s.engine, 2, 16 * KIB).copies, 1);
+    /* and the step counts one copy kernel an all-reduce: 2 per layer x 32 layers x (1 + 1) */
+    s.deployment.tensor_parallel = 2;
+    kv_cache_cfg cc = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 106};
+    kv_step_cost st = kv_step_time(&s, &cc, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(near(st.op[KV_OP_ALLREDUCE].kernels, 2.0 * 32 * 2));
     scn_engine v = s.engine;
     v.allreduce = SCN_AR_CUSTOM;
     ck_assert_int_eq(kv_allreduce_time(&s.hardware, &v, 2, 16 * KIB).algo, KV_COLL_ONESHOT);
