@@ -231,7 +231,14 @@ int cmd_cost(int argc, char **argv)
     /* A step has a roofline even where the weights cannot be loaded; `memory`, `simulate` and
      * `capacity` refuse such a deployment, so the step says so too (same budget, kv_spec.h). */
     kv_capacity fit = kv_capacity_spec(&s, &cc, o->block_size[0], (double)context, kv_spec_get(&s, 0));
-    if (fit.kv_budget <= 0)
+    /* An engine whose fraction applies to what the weights and activations leave free
+     * (TensorRT-LLM) has no usable figure once they overflow: set the need against the GPU's
+     * memory, as `memory` does. */
+    if (fit.kv_budget <= 0 && s.engine.mem_given && s.engine.mem_budget == SCN_MEM_FREE)
+        out_note(d, "This deployment does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
+                    "the GPU has (as CUDA reports it; kvplan memory), so no engine runs this step.",
+                 (fit.weights + fit.activation + fit.runtime) / 1073741824.0, scn_hw_cuda_memory(&s.hardware) / 1073741824.0);
+    else if (fit.kv_budget <= 0)
         out_note(d, "This deployment does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
                     "usable per GPU (kvplan memory), so no engine runs this step.",
                  (fit.weights + fit.activation + fit.runtime) / 1073741824.0, fit.usable / 1073741824.0);

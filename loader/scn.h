@@ -196,7 +196,10 @@ typedef struct {
 
 /* A serving engine's profile (scenarios/engines/NAME.yaml; docs/cost-model.md, "Engine
  * profiles"). */
-typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL } scn_allreduce_impl;
+/* All-reduce implementations: vLLM's custom kernels (CUSTOM), NCCL, and PyTorch's intra-node
+ * kernels (INTRANODE: c10d IntraNodeComm under ENABLE_INTRA_NODE_COMM, gpt-fast's TP runs), which
+ * size and place themselves by rules of their own (docs/cost-model.md, "Collectives"). */
+typedef enum { SCN_AR_CUSTOM, SCN_AR_NCCL, SCN_AR_INTRANODE } scn_allreduce_impl;
 /* How the engine runs weight-only quantised GEMMs (`weight_only:`; docs/cost-model.md,
  * "Weight-only kernels"): FUSED kernels stream the weights at the memory roof and compute like
  * a 16-bit GEMM (no figure says otherwise: TensorRT-LLM's); TORCH is a PyTorch-native decoder's:

@@ -74,7 +74,7 @@ static const char *const CHUNK_KEYS[] = {"enabled", "max_num_batched_tokens", "m
                                          "long_context", "unchunked_mla", NULL};
 static const char *const LONG_KEYS[] = {"above", "max_num_batched_tokens", NULL};
 static const char *const AR_KEYS[] = {"impl", "oneshot_max", "custom_max", "copies", NULL};
-static const char *const AR_IMPLS[] = {"custom", "nccl", NULL};
+static const char *const AR_IMPLS[] = {"custom", "nccl", "intranode", NULL};
 /* `lm_head: split` (by vocabulary over the tensor-parallel ranks, the serving engines) or
  * `replicated` (whole on every rank: gpt-fast's tensor parallelism shards only the layers). */
 static const char *const LM_HEAD_NAMES[] = {"split", "replicated", NULL};
@@ -349,7 +349,7 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
             scn_get_int(c, s, p, "copies", 0, 4, &e->allreduce_copies))
             return -1;
         e->allreduce = (scn_allreduce_impl)k;
-        if (e->allreduce == SCN_AR_CUSTOM && e->custom_max < e->oneshot_max)
+        if (e->allreduce != SCN_AR_NCCL && e->custom_max < e->oneshot_max)
             return fail_at(c, scn_map_get(s, "custom_max"), p, "custom_max must be at least oneshot_max");
     }
     if (sub_map(c, m, path, "memory", MEM_KEYS, &s, p, sizeof p)) return -1;

@@ -60,7 +60,7 @@ double kv_held_allreduce_bytes(const scn_scenario *s)
      * hidden state, in 16-bit. A custom all-reduce copies a message it takes into its own
      * registered buffer, so only messages beyond it go through torch.distributed. */
     double msg = (double)d->max_num_batched_tokens * m->hidden * ACT_BYTES;
-    if (e->allreduce == SCN_AR_CUSTOM && msg <= e->custom_max) return 0;
+    if (e->allreduce != SCN_AR_NCCL && msg <= e->custom_max) return 0;
     /* Two per layer (attention output, MLP output) and the vocabulary-parallel embedding's. */
     return (2.0 * m->layers + 1) * msg;
 }

@@ -135,10 +135,16 @@ kv_coll_cost kv_allreduce_time(const scn_hardware *hw, const scn_engine *e, int 
     kv_coll_cost c = engine_allreduce(hw, e, p, bytes);
     /* A framework that copies the message first (torch's functional all_reduce clones its input
      * into a fresh output, then reduces that in place) reads and writes it once more per copy in
-     * device memory; the copy kernel's boundary is the step model's (kv_roofline.c counts it). */
-    if (c.algo != KV_COLL_NONE && e->allreduce_copies > 0) {
+     * device memory; the copy kernel's boundary is the step model's (kv_roofline.c counts it).
+     * PyTorch's intra-node kernels stage the message into the peer-visible buffer with one copy
+     * of their own (a cudaMemcpyAsync in each of its algorithms); a message they hand to NCCL
+     * skips it. */
+    c.copies = c.algo != KV_COLL_NONE ? e->allreduce_copies : 0;
+    if (e->allreduce == SCN_AR_INTRANODE && c.copies > 0 && c.algo != KV_COLL_ONESHOT && c.algo != KV_COLL_TWOSHOT)
+        c.copies--;
+    if (c.copies > 0) {
         double bw = hw->memory_bandwidth * hw->eff_bandwidth;
-        c.copy = bw > 0 ? e->allreduce_copies * 2.0 * bytes / bw : 0;
+        c.copy = bw > 0 ? c.copies * 2.0 * bytes / bw : 0;
         c.seconds += c.copy;
     }
     return c;
@@ -159,6 +165,13 @@ static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e
         double one = p == 2 ? e->custom_max : p <= 4 ? 2.0 * e->oneshot_max : e->oneshot_max;
         return kv_allreduce_algo(hw, p, bytes, bytes < one ? KV_COLL_ONESHOT : KV_COLL_TWOSHOT);
     }
+    /* PyTorch's intra-node all-reduce (IntraNodeComm, selectAllReduceAlgo): bf16 messages up to
+     * oneshot_max (kOneShotThreshBytes, 256 KiB) one-shot and up to custom_max
+     * (kTwoShotThreshBytes, 10 MiB) two-shot, both limits inclusive and the same for every group
+     * size; only where every GPU of the group has NVLink to every other (its rendezvous gives up
+     * on any other topology, PCIe included, and on ROCm builds), and NCCL otherwise. */
+    if (e->allreduce == SCN_AR_INTRANODE && g == p && hw->link == SCN_LINK_NVLINK && bytes <= e->custom_max)
+        return kv_allreduce_algo(hw, p, bytes, bytes <= e->oneshot_max ? KV_COLL_ONESHOT : KV_COLL_TWOSHOT);
     /* NCCL picks the algorithm and protocol its own cost model says is fastest; within a node
      * it runs rings. */
     kv_coll_cost r = kv_allreduce_algo(hw, p, bytes, KV_COLL_RING);

@@ -79,6 +79,7 @@ typedef struct {
     double latency;      /* s: the fixed part */
     double transfer;     /* s: bytes over bandwidth */
     double copy;         /* s: the framework's copies of the message in device memory (allreduce.copies) */
+    int copies;          /* those copies, each a kernel of its own */
     double net_bytes;    /* bytes each rank moves over the link */
     double seconds;      /* latency + transfer + copy */
 } kv_coll_cost;

@@ -656,7 +656,7 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
             r.allreduces = (int)(2 * L);
             ar->net_bytes = 2.0 * L * r.allreduce.net_bytes;
             ar->t_network = 2.0 * L * r.allreduce.seconds;
-            ar->kernels = 2.0 * L * (1 + e->allreduce_copies);   /* the framework's copies are kernels too */
+            ar->kernels = 2.0 * L * (1 + r.allreduce.copies);   /* the framework's copies are kernels too */
         }
         /* LM head: one token's logits per sequence, plus the final norm; 16-bit weights. Split
          * by vocabulary over the ranks, or whole on each where the engine leaves it replicated. */

@@ -881,6 +881,15 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     if (r->bench_build && k < sizeof r->why)
         k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; trtllm-bench build: %d sequences, %d tokens, chunked",
                               r->max_batch_size, r->max_num_tokens);
+    /* What --chat-endpoint added, or that it added nothing: a model without a chat_template
+     * gets no chat format (not derived), which the row should say rather than look priced. */
+    if (r->chat_endpoint && k < sizeof r->why) {
+        if (r->chat_prefix + r->chat_suffix > 0)
+            k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; chat format: %d + %d tokens a prompt, the prefix %s",
+                                  r->chat_prefix, r->chat_suffix, r->chat_cached ? "cached" : "computed each time");
+        else
+            k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; --chat-endpoint: the model has no chat_template, nothing added");
+    }
     if (kv_unstated && k < sizeof r->why)
         snprintf(r->why + k, sizeof r->why - k, "; KV dtype unstated: the model's own (the engines' default)");
     return 0;

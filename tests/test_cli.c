@@ -239,6 +239,13 @@ START_TEST(cost_reports_bound)
                          "--set deployment.tensor_parallel=8 --set model.weight_dtype=bf16 --set model.weight_quant=none",
                          chat()), 0);
     ck_assert_msg(strstr(out, "does not fit"), "%s", out);
+    /* Under TensorRT-LLM (fraction of the memory left free) the need is set against the GPU's
+     * memory as CUDA reports it (79.22 GiB on an H100 SXM), never against a usable 0.00 GiB. */
+    ck_assert_int_eq(run("cost %s --batch 1 --context 1000 --set model=deepseek-v3 --set hardware=h100-sxm "
+                         "--set deployment.tensor_parallel=8 --set model.weight_dtype=bf16 --set model.weight_quant=none "
+                         "--set engine=trtllm", chat()), 0);
+    ck_assert_msg(strstr(out, "does not fit") && strstr(out, "of the 79.22 GiB the GPU has") && !strstr(out, "0.00 GiB"),
+                  "%s", out);
     ck_assert_int_eq(run("cost %s --batch 1 --context 1000 --set model=deepseek-v3 --set hardware=h200 "
                          "--set deployment.tensor_parallel=8", chat()), 0);
     ck_assert_msg(!strstr(out, "does not fit"), "%s", out);

@@ -364,12 +364,12 @@ START_TEST(gpt_fast_intra_node_comm_matches_readme)
     } rows[] = {{"llama-2-7b", 2, 168.84},  {"llama-2-7b", 4, 254.02},  {"llama-2-7b", 8, 328.43},
                 {"llama-2-70b", 2, 21.32}, {"llama-2-70b", 4, 38.01}, {"llama-2-70b", 8, 62.50}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        t_library_engine(rows[i].model, "a100-80g", "bare", &s);
+        t_library_engine(rows[i].model, "a100-80g", "bare-intranode", &s);
         s.deployment.tensor_parallel = rows[i].tp;
-        s.engine.allreduce = SCN_AR_CUSTOM;
-        s.engine.oneshot_max = 256 * 1024.0;  /* kOneShotThreshBytes */
-        s.engine.custom_max = 10 * MIB;       /* kTwoShotThreshBytes */
-        s.engine.allreduce_copies = 2;        /* funcol's clone + the staging cudaMemcpyAsync */
+        ck_assert(s.engine.allreduce == SCN_AR_INTRANODE);
+        ck_assert(s.engine.oneshot_max == 256 * KIB);   /* kOneShotThreshBytes */
+        ck_assert(s.engine.custom_max == 10 * MIB);     /* kTwoShotThreshBytes */
+        ck_assert_int_eq(s.engine.allreduce_copies, 2); /* funcol's clone + the staging cudaMemcpyAsync */
         kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
         kv_seq_work w = {1, 106};
         kv_step_cost t = kv_step_time(&s, &c, SCN_ATTN_FLASH, &w, 1);
@@ -379,6 +379,55 @@ START_TEST(gpt_fast_intra_node_comm_matches_readme)
         ck_assert_msg(fabs(err) < 0.08, "%s TP %d: %.2f tok/s vs %.2f (%+.1f %%)", rows[i].model, rows[i].tp,
                       1.0 / t.seconds, rows[i].readme, 100 * err);
     }
+}
+END_TEST
+
+/* PyTorch's intra-node all-reduce sizes itself by its own rule, not vLLM's (pytorch/pytorch
+ * torch/csrc/distributed/c10d/intra_node_comm.cu @1023fda9, selectAllReduceAlgo: one-shot while
+ * the message is at most kOneShotThreshBytes = 256 KiB, two-shot at most kTwoShotThreshBytes =
+ * 10 MiB, whatever the group size; symm_mem/intra_node_comm.cpp: the rendezvous gives up unless
+ * every pair has NVLink, so PCIe GPUs run NCCL; isIntraNodeCommSupported is false on ROCm). */
+START_TEST(intranode_allreduce_sizes_like_pytorch)
+{
+    t_library_engine("llama-2-70b", "a100-80g", "bare-intranode", &s);
+    const scn_hardware *hw = &s.hardware;
+    const scn_engine *e = &s.engine;
+    /* Both limits inclusive: exactly 256 KiB is still one-shot on 8 (vLLM: two-shot). */
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 8, 256 * KIB).algo, KV_COLL_ONESHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 8, 256 * KIB + 512).algo, KV_COLL_TWOSHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 8, 10 * MIB).algo, KV_COLL_TWOSHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 8, 10 * MIB + 512).algo, KV_COLL_RING);
+    /* The same 256 KiB on 4 and 2 GPUs (vLLM: one-shot to 512 KiB on 4, always on 2). */
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 4, 384 * KIB).algo, KV_COLL_TWOSHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 2, 1 * MIB).algo, KV_COLL_TWOSHOT);
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 2, 16 * KIB).algo, KV_COLL_ONESHOT);
+    /* The price is the shared one-shot/two-shot formula plus the profile's two copies (each
+     * reads and writes the message once: 2 x 2 x bytes at the profile's bandwidth share). */
+    double bw = hw->memory_bandwidth * hw->eff_bandwidth;
+    kv_coll_cost two = kv_allreduce_algo(hw, 2, 1 * MIB, KV_COLL_TWOSHOT);
+    ck_assert(near(kv_allreduce_time(hw, e, 2, 1 * MIB).seconds, two.seconds + 2 * 2.0 * MIB / bw));
+    ck_assert_int_eq(kv_allreduce_time(hw, e, 2, 1 * MIB).copies, 2);
+    /* Past 10 MiB NCCL takes it, in place on funcol's clone: one copy, not the staging one. */
+    kv_coll_cost ring = kv_allreduce_algo(hw, 8, 16 * MIB, KV_COLL_RING);
+    kv_coll_cost big = kv_allreduce_time(hw, e, 8, 16 * MIB);
+    ck_assert_int_eq(big.copies, 1);
+    ck_assert(near(big.seconds, ring.seconds + 2.0 * 16 * MIB / bw));
+    /* No NVLink, no intra-node kernels: two L40S (PCIe) run NCCL's ring, where vLLM's custom
+     * all-reduce would still take a PCIe pair; nor do MI300X ranks (a ROCm build). */
+    t_library_engine("llama-2-7b", "l40s", "bare-intranode", &s);
+    ck_assert_int_eq(kv_allreduce_time(&s.hardware, &s.engine, 2, 16 * KIB).algo, KV_COLL_RING);
+    ck_assert_int_eq(kv_allreduce_time(&s.hardware, &s.engine, 2, 16 * KIB).copies, 1);
+    /* and the step counts one copy kernel an all-reduce: 2 per layer x 32 layers x (1 + 1) */
+    s.deployment.tensor_parallel = 2;
+    kv_cache_cfg cc = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_seq_work w = {1, 106};
+    kv_step_cost st = kv_step_time(&s, &cc, SCN_ATTN_FLASH, &w, 1);
+    ck_assert(near(st.op[KV_OP_ALLREDUCE].kernels, 2.0 * 32 * 2));
+    scn_engine v = s.engine;
+    v.allreduce = SCN_AR_CUSTOM;
+    ck_assert_int_eq(kv_allreduce_time(&s.hardware, &v, 2, 16 * KIB).algo, KV_COLL_ONESHOT);
+    t_library_engine("llama-2-7b", "mi300x", "bare-intranode", &s);
+    ck_assert_int_eq(kv_allreduce_time(&s.hardware, &s.engine, 2, 16 * KIB).algo, KV_COLL_RING);
 }
 END_TEST
 
@@ -398,6 +447,7 @@ Suite *suite_collective(void)
     tcase_add_test(tc, a100_allreduce_never_beats_h100);
     tcase_add_test(tc, gpt_fast_lm_head_is_replicated);
     tcase_add_test(tc, gpt_fast_intra_node_comm_matches_readme);
+    tcase_add_test(tc, intranode_allreduce_sizes_like_pytorch);
     suite_add_tcase(su, tc);
     return su;
 }

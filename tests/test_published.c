@@ -811,6 +811,12 @@ START_TEST(chat_endpoint_flag)
     ck_assert(t.rows[0].chat_cached && !t.rows[3].chat_cached);
     ck_assert_int_eq(t.rows[1].chat_prefix + t.rows[1].chat_suffix, 0);
     ck_assert(t.rows[1].predicted == t.rows[2].predicted);
+    /* The note says what the flag added, and says so when it added nothing. */
+    ck_assert_msg(strstr(t.rows[0].why, "chat format: 68 + 3 tokens a prompt, the prefix cached"), "%s", t.rows[0].why);
+    ck_assert_msg(strstr(t.rows[3].why, "chat format: 68 + 3 tokens a prompt, the prefix computed each time"), "%s",
+                  t.rows[3].why);
+    ck_assert_msg(strstr(t.rows[1].why, "--chat-endpoint: the model has no chat_template, nothing added"), "%s", t.rows[1].why);
+    ck_assert_msg(!strstr(t.rows[2].why, "chat"), "%s", t.rows[2].why);
     scn_scenario s;
     scn_error e;
     ck_assert_int_eq(t_load("name: published-c\nmodel: gpt-oss-120b\nhardware: h100-sxm\nengine: vllm\n"
