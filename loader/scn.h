@@ -270,6 +270,18 @@ typedef struct {
                                  * launched before its stop check (TensorRT-LLM overlap scheduler) */
     bool no_evict;              /* admission reserves every request's blocks to its full length
                                  * (TensorRT-LLM GUARANTEED_NO_EVICT; sim/sched.c) */
+    /* SGLang's admission reservation (`admission: {reserve: output, ...}`; sim/sched.c,
+     * docs/cost-model.md, "Engine profiles", "Admission"): a request is admitted only when its
+     * extend tokens, its own clipped output and a page fit in the free and evictable KV less
+     * new_token_ratio x every decoding request's clipped remaining output and what the round
+     * already admitted. The ratio starts at adm_init, falls by (adm_init - adm_min) /
+     * adm_decay_steps each decode step down to adm_min, is reset on idle and re-estimated from
+     * the survivors' progress (adm_retract_steps tokens each ahead) on a decode preemption. */
+    bool adm_reserve;
+    double adm_init, adm_min;   /* new_token_ratio at start (and after idle), and its floor */
+    int adm_decay_steps;        /* decode steps from adm_init to adm_min */
+    int adm_clip;               /* tokens: max_new_tokens is counted at most this (CLIP_MAX_NEW_TOKENS) */
+    int adm_retract_steps;      /* tokens ahead per survivor in the ratio after a retraction */
     bool async_output;          /* a step's outputs are processed while the next step runs and reach
                                  * the client when it ends (vLLM V0's asynchronous output processor,
                                  * 0.6 to 0.7; docs/cost-model.md, "Engine profiles", "Output one

@@ -56,8 +56,13 @@ const char *scn_wformat_name(const scn_wformat *f)
 static const char *const ENGINE_KEYS[] = {"name", "source", "extends", "cpu", "launch", "cuda_graphs",
                                           "chunked_prefill", "batch_defaults", "allreduce", "attention", "memory",
                                           "kv_offload", "frontend", "weight_only", "mla", "moe", "block_fp8", "mxfp4",
-                                          "lm_head", "prefix_caching", "sampler", NULL};
+                                          "lm_head", "prefix_caching", "sampler", "admission", NULL};
 static const char *const SAMPLER_KEYS[] = {"bytes_per_logit", "gather", NULL};
+static const char *const ADMISSION_KEYS[] = {"reserve", "init_ratio", "min_ratio", "decay_steps", "clip", "retract_steps",
+                                             NULL};
+/* What admission reserves beyond the blocks a request takes now: nothing (fill, then preempt:
+ * vLLM), or the running requests' expected output (SGLang's PrefillAdder). */
+static const char *const ADMISSION_RESERVES[] = {"none", "output", NULL};
 static const char *const CPU_KEYS[] = {"step", "per_sequence", "eager_layer", "async_scheduling", "extra_decode_step",
                                        "no_evict", "async_output", "multi_step", "multi_step_stream", NULL};
 static const char *const LAUNCH_KEYS[] = {"kernel", NULL};
@@ -291,6 +296,44 @@ double scn_engine_mem_fraction(const scn_engine *e, const scn_deployment *d, con
     return f;
 }
 
+/* `admission: {reserve: output, init_ratio, min_ratio, decay_steps, clip, retract_steps}`: SGLang's
+ * reservation (scn_engine.adm_*). Every figure is the engine's and must be given; the ratio's
+ * floor may not exceed its start, and the policy excludes cpu.no_evict (one admission rule). */
+static int bind_admission(scn_ctx *c, const scn_node *m, const char *path, scn_engine *e)
+{
+    char p[256];
+    const scn_node *s;
+    if (sub_map(c, m, path, "admission", ADMISSION_KEYS, &s, p, sizeof p)) return -1;
+    if (!s) return 0;
+    int r = 0;
+    if (scn_get_enum(c, s, p, "reserve", ADMISSION_RESERVES, &r)) return -1;
+    e->adm_reserve = r == 1;
+    if (!e->adm_reserve) return 0;
+    static const char *const need[] = {"init_ratio", "min_ratio", "decay_steps", "clip", "retract_steps", NULL};
+    for (int i = 0; need[i]; i++)
+        if (!scn_map_get(s, need[i])) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "reserve: output needs %s (the engine's figure; docs/cost-model.md, \"Admission\")",
+                     need[i]);
+            return fail_at(c, s, p, msg);
+        }
+    if (scn_get_qty(c, s, p, "init_ratio", SCN_UNIT_FRACTION, false, &e->adm_init) ||
+        scn_get_qty(c, s, p, "min_ratio", SCN_UNIT_FRACTION, false, &e->adm_min) ||
+        scn_get_int(c, s, p, "decay_steps", 1, 100000000, &e->adm_decay_steps) ||
+        scn_get_int(c, s, p, "clip", 1, 1000000000, &e->adm_clip) ||
+        scn_get_int(c, s, p, "retract_steps", 0, 1000000, &e->adm_retract_steps))
+        return -1;
+    char q[256];
+    if (e->adm_init > 100) return fail_at(c, scn_map_get(s, "init_ratio"), scn_path_join(q, sizeof q, p, "init_ratio"),
+                                          "init_ratio is a share of the remaining output: at most 100");
+    if (e->adm_min > e->adm_init)
+        return fail_at(c, scn_map_get(s, "min_ratio"), scn_path_join(q, sizeof q, p, "min_ratio"),
+                       "min_ratio must not exceed init_ratio (the ratio only falls between resets)");
+    if (e->no_evict) return fail_at(c, scn_map_get(s, "reserve"), scn_path_join(q, sizeof q, p, "reserve"),
+                                    "reserve: output and cpu.no_evict are two admission rules; an engine has one");
+    return 0;
+}
+
 int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine *e)
 {
     if (scn_expect_map(c, m, path) || scn_check_keys(c, m, path, ENGINE_KEYS)) return -1;
@@ -412,6 +455,7 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (s && (scn_get_int(c, s, p, "bytes_per_logit", 0, 1000, &e->sampler_bytes_per_logit) ||
               scn_get_bool(c, s, p, "gather", &e->sampler_gather)))
         return -1;
+    if (bind_admission(c, m, path, e)) return -1;
     if (!e->name[0]) snprintf(e->name, sizeof e->name, "%s", "unnamed-engine");
     return 0;
 }

@@ -667,6 +667,11 @@ static bool ff_eligible(const sim_engine *e, const sim_replica *rep)
     /* Every running sequence decodes in the step; or, with mixed steps, the step's first rows
      * decode (ff_begin: the first running sequences) and the scheduler's rows follow. */
     if (rep->batch.n < 1 || (rep->batch.n != rep->running.n && !sim_sched_mixes(&e->sched))) return false;
+    /* SGLang's admission reservation (engine adm_reserve) shrinks every decode step (the ratio
+     * falls, each running request's remaining output with it), so a refused request may be
+     * admitted after any step: the scheduler forms every step while a request waits, or while
+     * any running sequence is not one of the run's decode rows. */
+    if (e->s->engine.adm_reserve && (rep->waiting.n || rep->batch.n != rep->running.n)) return false;
     /* Separate chunked prefill steps (SGLang): a waiting request may be admitted by its first
      * chunk at the next step, with no completion first (one preempted by this very step, whose
      * release left room for a chunk); the scheduler forms those steps. */
@@ -1035,6 +1040,9 @@ static inline int ff_form(sim_engine *e, sim_replica *rep, sim_ff *f)
         if (need > sim_kv_available(rep->kv)) return ff_hand_back(e, rep, f);
     }
     e->ffc.steps++;
+    /* A decode step: new_token_ratio falls as the scheduler's decode steps lower it (sched.c;
+     * no scheduler rows join a run under the reservation: ff_next). */
+    if (e->s->engine.adm_reserve) sim_sched_decay(&e->sched, rep);
     if (need && !f->windowed) {
         /* A block of every layer: the tokens it adds to each sequence's room (whole numbers, so
          * the order of the sums is free). The crossing slots in slot order, grown in one call. */
@@ -1114,6 +1122,9 @@ static inline int ff_next(sim_engine *e, sim_replica *rep, sim_ff *f, bool event
         refresh_used(e, rep);
         return FF_CONTINUE;
     }
+    /* Under the admission reservation, a waiting request or a running one that is not a slot
+     * (ff_eligible) goes to the scheduler. */
+    if (e->s->engine.adm_reserve && (rep->waiting.n || rep->running.n > f->alive)) return ff_hand_back(e, rep, f);
     if (f->mixes) {   /* the step's admissions are the mixed step's (ff_mixed) */
         if (event || f->fins || f->freed) f->stale = true;
         if (rep->running.n > f->alive && ff_join_after(e, rep, f)) return FF_ERROR;

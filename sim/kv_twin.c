@@ -265,7 +265,7 @@ int sim_twin_attach(sim_kv *kv, const scn_scenario *s, const sim_choice *c, cons
     if (ex->measured || o->kv_blocks_override > 0 || c->layout != SCN_LAYOUT_PAGED) return 0;
     if (c->scheduler == SCN_SCHED_STATIC || c->window > 0 || sim_kv_windowed(kv)) return 0;
     if (kv_spec_get(s, c->spec) || c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) return 0;
-    if (s->engine.no_evict || s->deployment.disagg.on) return 0;
+    if (s->engine.no_evict || s->engine.adm_reserve || s->deployment.disagg.on) return 0;   /* counted in tokens */
     if (c->prefix_cache && s->workload.turns > 1) return 0;   /* a conversation's turns share their stream */
     if (s->deployment.max_model_len <= 0 || s->deployment.max_num_seqs <= 0) return 0;
     sim_kv_twin *t = sim_kv_twin_new(c->block_size, r->n < SIM_TWINS_MAX ? r->n : SIM_TWINS_MAX, r->block_size, r->blocks,

@@ -290,6 +290,90 @@ static long blocks_to_completion(const sim_sched *e, const sim_kv *kv, const sim
     return sum;
 }
 
+/* A running request that still has prompt (or, after a recompute preemption, earlier output)
+ * to compute before its next token: not yet any token out, or more than one position left. */
+static bool prefilling(const sim_req *r)
+{
+    return r->generated == 0 || r->total - r->computed > 1;
+}
+
+/* ---- SGLang's admission reservation (engine adm_reserve; docs/cost-model.md, "Engine
+ * profiles", "Admission") ----
+ * PrefillAdder admits a request only while its extend tokens, its own output (clipped) and a page
+ * fit in rem_total_tokens: the free and evictable KV less new_token_ratio x every decoding
+ * request's remaining output (clipped) and less what this round already admitted (extends, which
+ * the simulator has allocated already, and whole prompts' clipped outputs). max_new_tokens is the
+ * request's own output length: benchmark clients send the dataset's output length as max_tokens. */
+
+/* min(max_new_tokens - generated, CLIP_MAX_NEW_TOKENS), never below 0. */
+static long clipped_left(const sim_sched *e, const sim_req *r)
+{
+    long left = (long)r->spec.output - r->generated, clip = e->s->engine.adm_clip;
+    return left < 0 ? 0 : left < clip ? left : clip;
+}
+
+double sim_sched_ratio(const sim_sched *e, const sim_replica *rep)
+{
+    return rep->ntr_live ? rep->ntr : e->s->engine.adm_init;
+}
+
+void sim_sched_decay(const sim_sched *e, sim_replica *rep)
+{
+    const scn_engine *g = &e->s->engine;
+    double x = sim_sched_ratio(e, rep) - (g->adm_init - g->adm_min) / g->adm_decay_steps;
+    rep->ntr = x > g->adm_min ? x : g->adm_min;
+    rep->ntr_live = true;
+}
+
+/* The decoding requests' clipped remaining output, summed once a step: the running batch of
+ * SGLang's PrefillAdder holds only requests past their prefill (a prompt still being chunked
+ * is its chunked_req, which it does not count). */
+static long running_left(sim_sched *e, const sim_replica *rep)
+{
+    if (!e->run_known) {
+        long sum = 0;
+        for (const sim_req *q = rep->running.head; q; q = q->next)
+            if (!prefilling(q)) sum += clipped_left(e, q);
+        e->run_left = sum;
+        e->run_known = true;
+    }
+    return e->run_left;
+}
+
+/* Whether the reservation refuses `extend` tokens of r now (`whole`: they end its prompt, so its
+ * output is reserved too). With nothing running it never refuses: the engine would wait for ever
+ * for a request larger than its whole pool (the fill rule's checks still apply). */
+static bool reservation_refuses(sim_sched *e, const sim_replica *rep, const sim_req *r, long extend, bool whole,
+                                long from_free)
+{
+    if (!rep->running.n) return false;
+    long bs = sim_kv_block_size(rep->kv);
+    double rem = (double)((sim_kv_available(rep->kv) - from_free) * bs) -
+                 (double)running_left(e, rep) * sim_sched_ratio(e, rep) - e->round_res;
+    return (double)(extend + (whole ? clipped_left(e, r) : 0) + bs) >= rem;
+}
+
+/* After a step is formed: idle resets the ratio (self_check_during_idle); a decode step lowers
+ * it, or, when it preempted (SGLang retracts before a decode batch runs), sets it from the
+ * survivors' progress: min(1, (Σ generated + retract_steps x n) / (Σ max_new_tokens + 1)). A
+ * step with a prefill row (an extend batch) leaves it. `decode`: the step is known to have none
+ * (separate steps: the running sequences' decode step). */
+static void ratio_after_step(sim_sched *e, sim_replica *rep, long preempted_before, bool decode)
+{
+    if (rep->batch.n == 0) { rep->ntr_live = false; return; }
+    for (int i = 0; !decode && i < rep->batch.n; i++)   /* a mixed step: decode if no row prefills */
+        if (prefilling(rep->breq[i])) return;
+    if (e->acc->preemptions == preempted_before) { sim_sched_decay(e, rep); return; }
+    double gen = 0, out = 0;
+    for (int i = 0; i < rep->batch.n; i++) {
+        gen += rep->breq[i]->generated;
+        out += rep->breq[i]->spec.output;
+    }
+    double x = (gen + (double)e->s->engine.adm_retract_steps * rep->batch.n) / (out + 1);
+    rep->ntr = x < 1 ? x : 1;
+    rep->ntr_live = true;
+}
+
 /* Tries to admit the head of the waiting list with at most `budget` new tokens. Returns the
  * tokens scheduled, 0 if it does not fit now, -1 if it can never fit. `first`: no prompt is in
  * the step yet, so a whole prompt longer than the budget may run (an engine that does not chunk
@@ -334,6 +418,7 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
                                "KV cache holds", r->spec.id, fin + from_free, sim_kv_total(kv) - rep->watermark);
             if (blocks_to_completion(e, kv, rep) + fin + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         }
+        if (e->s->engine.adm_reserve && reservation_refuses(e, rep, r, want, upto >= r->total, from_free)) return 0;
         /* The table for the whole request now, so that decoding never reallocates it (admitted
          * requests are bounded by the pool; waiting ones hold no table). */
         sim_kv_table_room(&r->kv, ((long)r->total + r->spec.output + bs - 1) / bs + 1);
@@ -356,6 +441,7 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
         e->acc->prompt_tokens += r->spec.prompt;
         e->acc->hit_tokens += hit;
     }
+    if (e->s->engine.adm_reserve && upto >= r->total) e->round_res += (double)clipped_left(e, r);
     r->computed = hit;
     r->state = REQ_RUNNING;
     sim_list_remove(&rep->waiting, r);
@@ -419,6 +505,8 @@ int sim_sched_prefill(sim_sched *e, sim_replica *rep)
 {
     rep->batch.n = 0;
     rep->batch.tokens = 0;
+    e->round_res = 0;
+    e->run_known = false;
     e->xfer_s = 0;   /* each step waits only for its own transfers */
     memset(e->reload_s, 0, sizeof e->reload_s);
     long budget = e->s->deployment.max_num_batched_tokens;
@@ -449,13 +537,6 @@ bool sim_sched_mixes(const sim_sched *e)
     }
 }
 
-/* A running request that still has prompt (or, after a recompute preemption, earlier output)
- * to compute before its next token: not yet any token out, or more than one position left. */
-static bool prefilling(const sim_req *r)
-{
-    return r->generated == 0 || r->total - r->computed > 1;
-}
-
 /* The separate chunked scheduler's prefill step (SGLang's extend batch): the next chunk of every
  * running request still prefilling, oldest first, then waiting requests split at what is left
  * of the token budget; no decode row. Returns the rows scheduled (0: a decode step instead).
@@ -476,6 +557,8 @@ static int prefill_chunks(sim_sched *e, sim_replica *rep, long budget)
             continue;
         }
         if (add_seq(e, rep, r, (int)want, r->computed, sim_kv_held(rep->kv, &r->kv, r->computed))) return -1;
+        /* Its last chunk reserves its output for the rest of the round (add_chunked_req). */
+        if (e->s->engine.adm_reserve && r->computed + want >= r->total) e->round_res += (double)clipped_left(e, r);
         budget -= want;
     }
     while (!stuck && rep->waiting.head && rep->running.n < e->s->deployment.max_num_seqs && budget > 0) {
@@ -523,6 +606,8 @@ static void step_reset(sim_sched *e, sim_replica *rep)
     e->xfer_s = 0;
     memset(e->reload_s, 0, sizeof e->reload_s);
     e->tried = NULL;
+    e->round_res = 0;
+    e->run_known = false;
 }
 
 /* Running sequences from `from` on, oldest first, into the step while the budget lasts: the next
@@ -552,7 +637,20 @@ static int take_running(sim_sched *e, sim_replica *rep, sim_req *from, long *lef
     return 0;
 }
 
+static int sched_step(sim_sched *e, sim_replica *rep, bool *decode);
+
 int sim_sched_step(sim_sched *e, sim_replica *rep)
+{
+    long preempted = e->acc->preemptions;
+    bool decode = false;
+    int n = sched_step(e, rep, &decode);
+    if (n >= 0 && e->s->engine.adm_reserve && e->c.scheduler != SCN_SCHED_STATIC)
+        ratio_after_step(e, rep, preempted, decode);
+    return n;
+}
+
+/* sim_sched_step's step; *decode: it is a separate decode step (no prefill row). */
+static int sched_step(sim_sched *e, sim_replica *rep, bool *decode)
 {
     step_reset(e, rep);
     if (tails_room(e, rep)) return -1;
@@ -579,6 +677,7 @@ int sim_sched_step(sim_sched *e, sim_replica *rep)
     }
     /* Running sequences, oldest first: the next token, or (chunked, mixed) the next prefill chunk. */
     if (take_running(e, rep, rep->running.head, &budget, chunked, chunked && !mixed, sim_spec_of(e->s, &e->c))) return -1;
+    *decode = !mixed;
     if (d->scheduler_steps > 1 && rep->batch.n) rep->ms_left = in_run ? rep->ms_left - 1 : d->scheduler_steps - 1;
     if (mixed && !in_run && fill_waiting(e, rep, budget, chunked)) return -1;
     return rep->batch.n;

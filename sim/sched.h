@@ -30,6 +30,12 @@ typedef struct {
                               * the step last formed (NULL: none did), and the budget it had:
                               * the fast-forward watches from there (engine.c) */
     long tried_budget;
+    /* SGLang's admission reservation (engine adm_reserve): the step being formed's reservation,
+     * in tokens, of what it admitted (each whole prompt's or last chunk's clipped output), and the
+     * decoding requests' clipped remaining output, summed once a step (run_known). */
+    double round_res;
+    long run_left;
+    bool run_known;
     bool tails;              /* the caller frees finished requests by state (REQ_DONE) and frees
                               * rep->gone, so a finished request may stay in the batch for tail
                               * steps (sim/engine.c sets it; sim/disagg.c does not) */
@@ -48,6 +54,9 @@ typedef struct {
                               * instance holds it until the hand-off: sim/disagg.c) */
     int ms_left;             /* multi-step scheduling: decode steps left in the run the last
                               * scheduling decision started (0: the next step is a decision) */
+    double ntr;              /* SGLang's new_token_ratio (engine adm_reserve), when ntr_live; else
+                              * the engine's adm_init (at start and after idle) */
+    bool ntr_live;
     long used_seen;          /* blocks referenced when the engine last counted this replica */
     double last_t;           /* s: time integrals are accumulated up to here */
     double frag_unused, frag_reserved;   /* tokens, as of the last scheduled step */
@@ -103,6 +112,11 @@ int sim_sched_prefill(sim_sched *q, sim_replica *rep);
  * sim_sched_fill then admits waiting requests into what is left (0, or -1), noting e->tried. */
 long sim_sched_chunks(sim_sched *q, sim_replica *rep, sim_req *from, long budget);
 int sim_sched_fill(sim_sched *q, sim_replica *rep, long budget);
+/* SGLang's new_token_ratio on rep (engine adm_reserve), and its fall at a decode step:
+ * max(ratio - (adm_init - adm_min) / adm_decay_steps, adm_min). The scheduler and the
+ * fast-forward's decode steps both take it from here, so the two agree to the bit. */
+double sim_sched_ratio(const sim_sched *q, const sim_replica *rep);
+void sim_sched_decay(const sim_sched *q, sim_replica *rep);
 /* Applies a finished step: tokens produced, KV commits, completions (into rep->fin/gone). */
 int sim_sched_finish(sim_sched *q, sim_replica *rep);
 /* Frees the scheduler's buffers of a replica (not its requests). */

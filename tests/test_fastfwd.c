@@ -562,6 +562,61 @@ START_TEST(mixed_steps_swap_same_both_ways)
 }
 END_TEST
 
+/* SGLang's admission reservation (engine adm_reserve; docs/simulator.md, "Fast-forward"): the
+ * ratio falls every decode step, which the run applies step by step as the scheduler does, and a
+ * request that waits goes to the scheduler (the reservation shrinks every step). The `sglang`
+ * profile (chunked, separate prefill steps) and its reservation under the continuous scheduler,
+ * with prefill rows mixed into decode steps or not, prefix caching on and off, pools from tight
+ * (preemptions, so the ratio's re-estimate after a retraction) to roomy, one and two replicas,
+ * and a decay of 6 steps besides SGLang's 600 (so runs cross the floor). The counts show that
+ * runs were carried and that requests were preempted. */
+START_TEST(admission_reserve_same_both_ways)
+{
+    static const char *const sched[] = {"chunked", "continuous"};
+    sim_ff_counts sum = {0};
+    long steps = 0, preempted = 0;
+    for (int k = 0; k < 2; k++)
+        for (int mix = 0; mix < 2; mix++)
+            for (int v = 0; v < 4; v++) {
+                bool prefix = v & 1, fast = v & 2;
+                char text[1400];
+                snprintf(text, sizeof text,
+                         "model: llama-3-8b\nhardware: h100-sxm\nengine: sglang\n"
+                         "deployment: {replicas: %d, max_num_seqs: 128, max_num_batched_tokens: 1024, max_model_len: 4096}\n"
+                         "workload:\n  requests: 300\n  arrival: {process: poisson, rate: %s}\n"
+                         "  prompt_tokens: {dist: lognormal, mean: 400, sigma: 0.8, max: 2000}\n"
+                         "  output_tokens: {dist: lognormal, mean: 250, sigma: 0.9, max: 1500}\n"
+                         "  shared_prefix: {groups: 4, tokens: 256, share: 0.6}\n"
+                         "options: {kv_layout: paged, block_size: 16, prefix_cache: %s, scheduler: %s}\n",
+                         v == 1 ? 2 : 1, v & 1 ? "25/s" : "8/s", prefix ? "on" : "off", sched[k]);
+                static scn_scenario s;
+                scn_error e;
+                ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
+                ck_assert(s.engine.adm_reserve);
+                s.engine.prefill_mix = mix ? SCN_PREFILL_MIX_ALWAYS : SCN_PREFILL_MIX_NEVER;
+                if (fast) s.engine.adm_decay_steps = 6;
+                char what[96];
+                snprintf(what, sizeof what, "reserve %s%s%s%s", sched[k], mix ? " mixed" : "", prefix ? " prefix" : "",
+                         fast ? " fast decay" : "");
+                sim_choice c = sim_choice_first(&s);
+                for (long blocks = 250; blocks <= 1000; blocks *= 4) {
+                    sim_ff_counts one = {0};
+                    steps += same_both_ways_on(&s, &c, what, blocks, &one);
+                    sum.runs += one.runs;
+                    sum.steps += one.steps;
+                    sim_metrics m;
+                    digest d;
+                    char err[512];
+                    ck_assert_int_eq(run_mode(&s, &c, false, blocks, &m, &d, NULL, err), SIM_OK);
+                    preempted += m.preemptions;
+                }
+            }
+    ck_assert(steps > 0);
+    ck_assert_msg(sum.runs > 100 && sum.steps > 10000 && preempted > 0, "runs %ld, steps %ld, preempted %ld", sum.runs,
+                  sum.steps, preempted);
+}
+END_TEST
+
 Suite *suite_fastfwd(void)
 {
     Suite *s = suite_create("fastfwd");
@@ -577,6 +632,7 @@ Suite *suite_fastfwd(void)
     tcase_add_test(tc, prefix_watch_random_traces_same_both_ways);
     tcase_add_test(tc, mixed_steps_same_both_ways);
     tcase_add_test(tc, mixed_steps_swap_same_both_ways);
+    tcase_add_test(tc, admission_reserve_same_both_ways);
     suite_add_tcase(s, tc);
     return s;
 }

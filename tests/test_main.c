@@ -33,6 +33,7 @@ int main(void)
     srunner_add_suite(sr, suite_multistep());
     srunner_add_suite(sr, suite_output_lag());
     srunner_add_suite(sr, suite_admission());
+    srunner_add_suite(sr, suite_reserve());
     srunner_add_suite(sr, suite_step_shape());
     srunner_add_suite(sr, suite_bounded());
     srunner_add_suite(sr, suite_accounting());

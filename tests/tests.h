@@ -27,6 +27,7 @@ Suite *suite_fastfwd(void);
 Suite *suite_multistep(void);
 Suite *suite_output_lag(void);
 Suite *suite_admission(void);
+Suite *suite_reserve(void);
 Suite *suite_step_shape(void);
 Suite *suite_bounded(void);
 Suite *suite_accounting(void);
