@@ -108,6 +108,8 @@ typedef struct {
     int moe_intermediate;     /* intermediate size of one routed expert */
     int shared_experts;       /* always-active experts of moe_intermediate size */
     int dense_layers;         /* leading layers that stay dense (DeepSeek first_k_dense_replace) */
+    int expert_groups;        /* groups the router first picks among (DeepSeek-V3 n_group); 0 or 1:
+                               * plain top-k over all experts */
     /* Multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank > 0 switches it on. */
     int kv_lora_rank;
     int q_lora_rank;          /* 0 = queries projected directly */
@@ -387,6 +389,11 @@ typedef struct {
      * shape efficiency), Triton's fused_moe (vLLM, SGLang), or CUTLASS grouped GEMMs
      * (TensorRT-LLM), which keep the dense shape efficiency. */
     scn_moe_kernel moe_kernel;
+    /* The fused group-limited top-k routing kernels' time per MoE layer (`moe: {grouped_routing:
+     * 15 us}`), charged to models whose router picks expert groups first (expert_groups > 1);
+     * 0 = routing priced as one kernel boundary like the layer's other small kernels
+     * (docs/cost-model.md, "Fused-MoE kernels", routing). */
+    double moe_grouped_routing;   /* s per MoE layer */
     /* The serving front end on a request's path to its first token (docs/cost-model.md, "Engine
      * profiles", "Front end"): tokenisation per prompt token, and fixed work per request (HTTP
      * parsing, the hops between the front-end and engine processes, the first token's

@@ -71,7 +71,7 @@ static const char *const MLA_KEYS[] = {"cache", "absorbed", "decode", NULL};
 static const char *const MLA_DECODES[] = {"auto", "flashmla", "fa3", NULL};
 static const char *const MLA_ABSORBED[] = {"separate", "materialized", NULL};
 static const char *const MLA_CACHES[] = {"latent", "expanded", NULL};
-static const char *const MOE_KEYS[] = {"kernel", NULL};
+static const char *const MOE_KEYS[] = {"kernel", "grouped_routing", NULL};
 static const char *const MOE_KERNELS[] = {"kvplan", "triton", "cutlass", NULL};
 static const char *const FRONTEND_KEYS[] = {"request", "per_prompt_token", NULL};
 static const char *const GRAPH_KEYS[] = {"enabled", "sizes", "then_every", "max", "launch", "per_kernel", NULL};
@@ -428,7 +428,9 @@ int scn_bind_engine(scn_ctx *c, const scn_node *m, const char *path, scn_engine 
     if (sub_map(c, m, path, "moe", MOE_KEYS, &s, p, sizeof p)) return -1;
     if (s) {
         int mk = (int)e->moe_kernel;
-        if (scn_get_enum(c, s, p, "kernel", MOE_KERNELS, &mk)) return -1;
+        if (scn_get_enum(c, s, p, "kernel", MOE_KERNELS, &mk) ||
+            scn_get_qty(c, s, p, "grouped_routing", SCN_UNIT_TIME, true, &e->moe_grouped_routing))
+            return -1;
         e->moe_kernel = (scn_moe_kernel)mk;
     }
     if (sub_map(c, m, path, "frontend", FRONTEND_KEYS, &s, p, sizeof p)) return -1;

@@ -14,7 +14,7 @@ static const char *const MODEL_KEYS[] = {
     "name", "source", "extends", "layers", "hidden", "heads", "kv_heads", "head_dim",
     "intermediate", "vocab", "tie_embeddings", "attention_bias", "norms_per_layer",
     "max_position", "weight_dtype", "sliding_window", "sliding_layers", "experts",
-    "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "kv_lora_rank",
+    "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "expert_groups", "kv_lora_rank",
     "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", "mtp_layers",
     "quantized_layers", "unquantized_end_layers", "chat_template", NULL};
 static const char *const CHAT_KEYS[] = {"prefix", "suffix", NULL};
@@ -63,6 +63,7 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
         scn_get_int(c, m, path, "moe_intermediate", 1, BIG, &o->moe_intermediate) ||
         scn_get_int(c, m, path, "shared_experts", 0, 1000, &o->shared_experts) ||
         scn_get_int(c, m, path, "dense_layers", 0, 100000, &o->dense_layers) ||
+        scn_get_int(c, m, path, "expert_groups", 1, 100000, &o->expert_groups) ||
         scn_get_int(c, m, path, "kv_lora_rank", 1, BIG, &o->kv_lora_rank) ||
         scn_get_int(c, m, path, "q_lora_rank", 0, BIG, &o->q_lora_rank) ||
         scn_get_int(c, m, path, "qk_rope_head_dim", 1, 65536, &o->qk_rope_head_dim) ||
@@ -110,9 +111,13 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
         if (!o->moe_intermediate) o->moe_intermediate = o->intermediate;
         if (o->dense_layers > o->layers)
             return invalid(c, m, path, "dense_layers", "cannot exceed layers");
-    } else if (scn_has(m, "experts_per_token") || scn_has(m, "shared_experts")) {
-        return invalid(c, m, path, scn_has(m, "experts_per_token") ? "experts_per_token" : "shared_experts",
-                       "needs experts (the number of routed experts)");
+        if (o->expert_groups > 1 && o->experts % o->expert_groups)
+            return invalid(c, m, path, "expert_groups", "experts must be a multiple of expert_groups");
+    } else if (scn_has(m, "experts_per_token") || scn_has(m, "shared_experts") || scn_has(m, "expert_groups")) {
+        const char *k = scn_has(m, "experts_per_token") ? "experts_per_token"
+                        : scn_has(m, "shared_experts")  ? "shared_experts"
+                                                        : "expert_groups";
+        return invalid(c, m, path, k, "needs experts (the number of routed experts)");
     }
     if (o->kv_lora_rank) {
         if (!o->qk_rope_head_dim)

@@ -28,6 +28,7 @@ static const char *const RENAMES[][2] = {
     {"moe_intermediate_size", "moe_intermediate"},
     {"n_shared_experts", "shared_experts"},
     {"first_k_dense_replace", "dense_layers"},
+    {"n_group", "expert_groups"},
     {"kv_lora_rank", "kv_lora_rank"},
     {"q_lora_rank", "q_lora_rank"},
     {"qk_rope_head_dim", "qk_rope_head_dim"},

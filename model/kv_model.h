@@ -285,9 +285,12 @@ typedef struct {
     double t_fill;       /* s: of t_memory, the extra time block-fp8 GEMMs stream their weights in
                           * when their CTAs occupy only part of the SMs (kv_block_fp8_fill) */
     double t_network;    /* s */
+    double t_latency;    /* s: published kernel time of the op's latency-bound kernels, which move
+                          * too little for bytes or flops to price them and run alone (a fused
+                          * routing's grouped top-k: docs/cost-model.md, "Fused-MoE kernels") */
     double t_overhead;   /* s: launch cost not hidden behind the GPU, or the step's CPU cost */
-    double seconds;      /* max(combine(t_compute, t_memory - t_serial) + t_serial, t_network)
-                          * + t_overhead, t_serial = serial_bytes / bandwidth */
+    double seconds;      /* max(combine(t_compute, t_memory - t_serial) + t_serial + t_latency,
+                          * t_network) + t_overhead, t_serial = serial_bytes / bandwidth */
     double efficiency;   /* GEMMs: shape efficiency; attention: kernel efficiency (0 = n/a) */
     kv_bound bound;
 } kv_op_cost;

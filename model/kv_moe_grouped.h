@@ -58,6 +58,12 @@ kv_moe_grouped_layer_cost kv_moe_grouped_layer(const scn_hardware *hw, double to
  * docs/cost-model.md, "Block-scaled fp8 GEMMs", routed experts. */
 double kv_moe_grouped_rate(const scn_hardware *hw, const scn_engine *e, const scn_model *m, scn_dtype dt);
 
+/* Seconds a MoE layer's fused group-limited top-k routing takes (router scores, DeepSeek-V3's
+ * bias, the best groups, the top k within them: two kernels), as the engine's profile publishes
+ * it (`moe: {grouped_routing}`), for a model whose router picks expert groups first
+ * (expert_groups > 1); 0 otherwise (the routing is then one kernel boundary among the layer's). */
+double kv_moe_routing_seconds(const scn_engine *e, const scn_model *m);
+
 /* 16-bit activation bytes a fused-MoE layer under the CUTLASS family (TensorRT-LLM's MoE) moves
  * for T tokens each sent to k of E experts of hidden size h and (per GPU) intermediate size I: `gemm`,
  * what the two grouped GEMMs read and write (the router's input included), which streams under

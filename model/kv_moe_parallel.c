@@ -355,8 +355,14 @@ static void routed_part(const scn_scenario *s, double T, bool graph, kv_moe_step
      * pays what every op of the step pays for its kernels (a boundary each in a replayed graph,
      * kv_launch_overhead). */
     double kernels = 7 + kv_moe_quant_kernels(dt);
-    r->experts = moe_layers * (slowest + kv_launch_overhead(kernels, slowest, hw->kernel_overhead, graph,
-                                                            s->engine.graph_kernel));
+    /* A group-limited router's fused top-k (kv_moe_routing_seconds): its published time a layer,
+     * run alone on the rank's own tokens before the dispatch, and its second kernel, as in the
+     * step model's op. */
+    double t_route = kv_moe_routing_seconds(&s->engine, m);
+    if (t_route > 0) kernels += 1;
+    double layer = slowest + t_route;
+    r->experts = moe_layers * (layer + kv_launch_overhead(kernels, layer, hw->kernel_overhead, graph,
+                                                          s->engine.graph_kernel));
     /* Dispatch and combine: each GPU sends its share of the rank's tokens (T / tp) to the k
      * experts each picked, as 16-bit hidden states. An even all-to-all moves that much through
      * every rank; with skew the busiest EP rank receives (and in the combine sends back)

@@ -214,14 +214,14 @@ double kv_launch_overhead(double kernels, double gpu, double launch, bool graph,
  * it holds are a GEMM's and stream at bw whatever the batch (docs/cost-model.md, "MLA"). */
 static void finish(kv_op_cost *o, double bw, double wave, double launch, bool graph, double graph_kernel)
 {
-    if (o->flops == 0 && o->bytes == 0 && o->t_network == 0) return;
+    if (o->flops == 0 && o->bytes == 0 && o->t_network == 0 && o->t_latency == 0) return;
     /* The op's elementwise kernels stream their bytes alone, after the roofline of the rest
      * (add_serial); an op without them (serial_bytes 0) gets exactly the plain roofline. Block-fp8
      * GEMMs' slow weight streaming (t_fill) belongs to the rest. */
     double t_serial = bw > 0 ? o->serial_bytes / bw : 0;
     double t_rest = bw > 0 && wave > 0 ? (o->bytes - o->weight_bytes - o->serial_bytes) / (bw * wave) + o->weight_bytes / bw + o->t_fill : 0;
     o->t_memory = t_rest + t_serial;
-    double roof = kv_roofline_combine(o->t_compute, t_rest) + t_serial;
+    double roof = kv_roofline_combine(o->t_compute, t_rest) + t_serial + o->t_latency;
     double gpu = fmax(roof, o->t_network);
     o->t_overhead += kv_launch_overhead(o->kernels, gpu, launch, graph, graph_kernel);
     o->bound = KV_BOUND_COMPUTE;
@@ -597,6 +597,14 @@ void kv_step_shape(const scn_scenario *s, const int *verify, const kv_seq_work *
                  * and with 8- or 4-bit GEMM math the quantisation of each grouped GEMM's
                  * input activations (kv_moe_quant_kernels). */
                 (7.0 + kv_moe_quant_kernels(g.dt)) * moe_layers);
+            /* A group-limited router (DeepSeek-V3's n_group) under an engine with a published
+             * time for its fused top-k: that time a layer, run alone, and its second kernel
+             * (kv_moe_routing_seconds). */
+            double t_route = kv_moe_routing_seconds(e, m);
+            if (t_route > 0) {
+                mlp->t_latency += t_route * moe_layers;
+                add(mlp, 0, 0, moe_layers);
+            }
             /* Shared experts run as a dense MLP (vLLM's and SGLang's DeepseekV2MLP, a
              * TensorRT-LLM GatedMLP): gate|up, activation, down, each GEMM priced as the dense
              * layers' are (gemm(): with block-scaled fp8 the family's rate, its CTA fill and

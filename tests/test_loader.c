@@ -245,11 +245,12 @@ START_TEST(hf_config_family_rules)
                          "\"vocab_size\": 102400, \"max_position_embeddings\": 163840, \"kv_lora_rank\": 512,"
                          "\"q_lora_rank\": null, \"qk_rope_head_dim\": 64, \"qk_nope_head_dim\": 128, \"v_head_dim\": 128,"
                          "\"n_routed_experts\": 64, \"n_shared_experts\": 2, \"num_experts_per_tok\": 6,"
-                         "\"moe_intermediate_size\": 1408, \"first_k_dense_replace\": 1}");
+                         "\"moe_intermediate_size\": 1408, \"first_k_dense_replace\": 1, \"n_group\": 1}");
     load_ok("model: {hf_config: dsv2.json}\nhardware: h100-sxm\nworkload:\n  arrival: {process: poisson, rate: 1/s}\n"
             "  prompt_tokens: 1\n  output_tokens: 1\n", NULL, 0);
     ck_assert(s.model.kv_lora_rank == 512 && s.model.q_lora_rank == 0 && s.model.experts == 64 &&
-              s.model.shared_experts == 2 && s.model.dense_layers == 1 && s.model.experts_per_token == 6);
+              s.model.shared_experts == 2 && s.model.dense_layers == 1 && s.model.experts_per_token == 6 &&
+              s.model.expert_groups == 1);   /* n_group 1: V2-Lite's router picks over all 64 */
     /* Mixtral: experts use intermediate_size. */
     t_write("mixtral.json", "{\"model_type\": \"mixtral\", \"hidden_size\": 4096, \"num_hidden_layers\": 32,"
                             "\"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"intermediate_size\": 14336,"
