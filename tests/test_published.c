@@ -642,6 +642,30 @@ START_TEST(mxfp4_rows_keep_the_models_layout)
 }
 END_TEST
 
+/* Every row whose note says its client was `vllm bench serve --backend openai-chat` carries
+ * --chat-endpoint, and every --chat-endpoint row says so (chat10: gsq8, gsq32 and gsdsr1 ran the
+ * chat client but carried no flag). Of the 180 such rows (gsq8 36, gsq32 45, gsdsr1 54, gsoss
+ * 45), each model now has a chat_template, so each note also says what the server added. */
+START_TEST(chat_client_rows_carry_the_flag)
+{
+    pub_table t;
+    published_table(&t);
+    int n = 0;
+    for (int i = 0; i < t.n; i++) {
+        pub_row *r = &t.rows[i];
+        bool chat = strstr(r->notes, "--backend openai-chat") != NULL;
+        ck_assert_msg(chat == r->chat_endpoint, "%s: note %s openai-chat, flag %s", r->id, chat ? "says" : "lacks",
+                      r->chat_endpoint ? "set" : "unset");
+        if (chat) {
+            n++;
+            ck_assert_msg(strstr(r->notes, "; --chat-endpoint: the client's `--backend openai-chat"), "%s", r->id);
+        }
+    }
+    ck_assert_int_eq(n, 36 + 45 + 54 + 45);
+    pub_table_free(&t);
+}
+END_TEST
+
 START_TEST(source_lengths_of_published_rows)
 {
     pub_table t;
@@ -834,6 +858,42 @@ START_TEST(chat_endpoint_flag)
     ck_assert_msg(fabs((m.input_tok_per_s - 71 * m.req_per_s) / (200 * m.req_per_s) - 1) < 1e-9, "client input %.9g tok/s",
                   m.input_tok_per_s - 71 * m.req_per_s);
     pub_table_free(&t);
+    /* Qwen3 and DeepSeek-R1-0528, counted by hand from their tokenizer_config.json templates
+     * (scenarios/models/qwen3-8b.yaml, deepseek-r1.yaml). Qwen3, one user message with
+     * add_generation_prompt and thinking on (the default, which appends nothing):
+     * "<|im_start|>" 1 + "user" 1 + "\n" 1 = 3 before the text; "<|im_end|>" 1 + "\n" 1 +
+     * "<|im_start|>" 1 + "assistant" 1 + "\n" 1 = 5 after it (ids 151644 872 198 | 151645 198
+     * 151644 77091 198). DeepSeek-R1-0528: BOS 1 + "<｜User｜>" 1 = 2 before; "<｜Assistant｜>" 1
+     * after (no "<think>\n" in 0528's template). */
+    p = t_write("chat2.tsv", HEAD_ARGS
+        "q8\th100-sxm\t1\t1\tqwen3-8b\tvllm\t0.11.0\tbf16\tbf16\toffline\t40\t200\t20\ttotal_tok_s\t1\ttok/s\ts\t\t--via-server --chat-endpoint\n"
+        "q32\th100-sxm\t1\t1\tqwen3-32b\tsglang\t0.5.4\tbf16\tbf16\toffline\t40\t200\t20\ttotal_tok_s\t1\ttok/s\ts\t\t--via-server --chat-endpoint\n"
+        "d\th200\t8\t8\tdeepseek-r1\tvllm\t0.11.0\tfp8\tauto\toffline\t40\t200\t20\ttotal_tok_s\t1\ttok/s\ts\t\t--via-server --chat-endpoint\n");
+    ck_assert_msg(pub_table_read(p, &t, err, sizeof err) == 0, "%s", err);
+    predict_all(&t);
+    for (int i = 0; i < 3; i++) ck_assert_msg(t.rows[i].status == PUB_PREDICTED, "%s: %s", t.rows[i].id, t.rows[i].why);
+    ck_assert_int_eq(t.rows[0].chat_prefix, 1 + 1 + 1);
+    ck_assert_int_eq(t.rows[0].chat_suffix, 1 + 1 + 1 + 1 + 1);
+    ck_assert_int_eq(t.rows[1].chat_prefix, 3);
+    ck_assert_int_eq(t.rows[1].chat_suffix, 5);
+    ck_assert_int_eq(t.rows[2].chat_prefix, 1 + 1);
+    ck_assert_int_eq(t.rows[2].chat_suffix, 1);
+    ck_assert_msg(strstr(t.rows[0].why, "chat format: 3 + 5 tokens a prompt, the prefix cached"), "%s", t.rows[0].why);
+    ck_assert_msg(strstr(t.rows[1].why, "chat format: 3 + 5 tokens a prompt"), "%s", t.rows[1].why);
+    ck_assert_msg(strstr(t.rows[2].why, "chat format: 2 + 1 tokens a prompt, the prefix cached"), "%s", t.rows[2].why);
+    /* The Qwen3-8B row is the scenario written by hand: prompts of 200 + 5 tokens behind one
+     * shared 3-token prefix, the client's total counting 200 a prompt (the run's less 8 x req/s). */
+    ck_assert_int_eq(t_load("name: published-q8\nmodel: qwen3-8b\nhardware: h100-sxm\nengine: vllm\n"
+                            "deployment: {tensor_parallel: 1, replicas: 1}\n"
+                            "workload:\n  requests: 40\n  arrival: {process: offline, via: server}\n"
+                            "  prompt_tokens: 205\n  output_tokens: 20\n"
+                            "  shared_prefix: {groups: 1, tokens: 3, share: 1}\n"
+                            "options: {kv_layout: paged, block_size: 16, prefix_cache: on}\n", NULL, 0, &s, &e), SCN_OK);
+    ch = sim_choice_first(&s);
+    ck_assert_int_eq(sim_run_predicted(&s, &ch, &m, err, sizeof err), SIM_OK);
+    want = m.input_tok_per_s + m.output_tok_per_s - 8 * m.req_per_s;
+    ck_assert_msg(fabs(t.rows[0].predicted / want - 1) < 1e-9, "row %.9g, by hand %.9g", t.rows[0].predicted, want);
+    pub_table_free(&t);
     broken(HEAD_ARGS ROW_A "batch\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--chat-endpoint\n",
            "2:77: engine_args: --chat-endpoint goes with mode closed, poisson or offline");
     /* the model file's chat_template is checked like any field */
@@ -862,6 +922,7 @@ Suite *suite_published(void)
     tcase_add_test(tc, parallel_layout_flags);
     tcase_add_test(tc, cli_end_to_end);
     tcase_add_test(tc, source_lengths_of_published_rows);
+    tcase_add_test(tc, chat_client_rows_carry_the_flag);
     tcase_add_test(tc, mxfp4_rows_keep_the_models_layout);
     tcase_add_test(tc, via_server_flag);
     tcase_add_test(tc, intra_node_comm_flag);
