@@ -63,7 +63,7 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
         scn_get_int(c, m, path, "moe_intermediate", 1, BIG, &o->moe_intermediate) ||
         scn_get_int(c, m, path, "shared_experts", 0, 1000, &o->shared_experts) ||
         scn_get_int(c, m, path, "dense_layers", 0, 100000, &o->dense_layers) ||
-        scn_get_int(c, m, path, "expert_groups", 1, 100000, &o->expert_groups) ||
+        scn_get_int(c, m, path, "expert_groups", 0, 100000, &o->expert_groups) ||
         scn_get_int(c, m, path, "kv_lora_rank", 1, BIG, &o->kv_lora_rank) ||
         scn_get_int(c, m, path, "q_lora_rank", 0, BIG, &o->q_lora_rank) ||
         scn_get_int(c, m, path, "qk_rope_head_dim", 1, 65536, &o->qk_rope_head_dim) ||

@@ -340,17 +340,16 @@ static long running_left(sim_sched *e, const sim_replica *rep)
     return e->run_left;
 }
 
-/* Whether the reservation refuses `extend` tokens of r now (`whole`: they end its prompt, so its
- * output is reserved too). With nothing running it never refuses: the engine would wait for ever
- * for a request larger than its whole pool (the fill rule's checks still apply). */
-static bool reservation_refuses(sim_sched *e, const sim_replica *rep, const sim_req *r, long extend, bool whole,
-                                long from_free)
+/* Whether the reservation refuses r now: its whole `extend` (not the chunk it would run), its
+ * clipped output and a page. With nothing running it never refuses: the engine would wait for
+ * ever for a request larger than its whole pool (the fill rule's checks still apply). */
+static bool reservation_refuses(sim_sched *e, const sim_replica *rep, const sim_req *r, long extend, long from_free)
 {
     if (!rep->running.n) return false;
     long bs = sim_kv_block_size(rep->kv);
     double rem = (double)((sim_kv_available(rep->kv) - from_free) * bs) -
                  (double)running_left(e, rep) * sim_sched_ratio(e, rep) - e->round_res;
-    return (double)(extend + (whole ? clipped_left(e, r) : 0) + bs) >= rem;
+    return (double)(extend + clipped_left(e, r) + bs) >= rem;
 }
 
 /* After a step is formed: idle resets the ratio (self_check_during_idle); a decode step lowers
@@ -418,7 +417,11 @@ static long admit(sim_sched *e, sim_replica *rep, sim_req *r, long budget, bool 
                                "KV cache holds", r->spec.id, fin + from_free, sim_kv_total(kv) - rep->watermark);
             if (blocks_to_completion(e, kv, rep) + fin + from_free + rep->watermark > sim_kv_available(kv)) return 0;
         }
-        if (e->s->engine.adm_reserve && reservation_refuses(e, rep, r, want, upto >= r->total, from_free)) return 0;
+        /* SGLang's PrefillAdder.add_one_req gates a new request on its whole extend (the prompt,
+         * and after a retraction its output so far, less prefix hits: before truncation to the
+         * chunk) + its clipped output + a page, even when only a chunk of it runs now; the chunk
+         * then takes its blocks and reserves no output until its last chunk (add_chunked_req). */
+        if (e->s->engine.adm_reserve && reservation_refuses(e, rep, r, (long)r->total - hit, from_free)) return 0;
         /* The table for the whole request now, so that decoding never reallocates it (admitted
          * requests are bounded by the pool; waiting ones hold no table). */
         sim_kv_table_room(&r->kv, ((long)r->total + r->spec.output + bs - 1) / bs + 1);

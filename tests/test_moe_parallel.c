@@ -218,7 +218,14 @@ START_TEST(grouped_routing_pays_its_published_time)
     /* vLLM's profile states no figure: the same model pays nothing extra there. */
     load(DSV3, NULL, 0);
     ck_assert_double_eq_tol(kv_moe_routing_seconds(&s.engine, &s.model), 0, 1e-15);
+    /* docs/scenarios.md: "0 or 1 = plain top-k"; 0 loads (it was refused as "at least 1") and
+     * the trtllm profile charges it nothing, as for 1. */
+    load("model: {extends: deepseek-v3, expert_groups: 0}\nhardware: h200\nengine: trtllm\n" WL, NULL, 0);
+    ck_assert_int_eq(s.model.expert_groups, 0);
+    ck_assert_double_eq_tol(s.engine.moe_grouped_routing, 15e-6, 1e-15);
+    ck_assert_double_eq_tol(kv_moe_routing_seconds(&s.engine, &s.model), 0, 1e-15);
     /* The field's errors, at their field. */
+    load_bad("model: {extends: deepseek-v3, expert_groups: -1}\nhardware: h200\n" WL, "expert_groups");
     load_bad("model: {extends: deepseek-v3, expert_groups: 7}\nhardware: h200\n" WL, "expert_groups");
     load_bad("model: {extends: llama-3.1-8b, expert_groups: 8}\nhardware: h200\n" WL, "expert_groups");
 }

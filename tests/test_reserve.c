@@ -35,6 +35,10 @@ static long pool(void *ctx, int replica)
     return pool_blocks;
 }
 
+/* The scheduler of the runs below, and the engine's chunked_prefill entry (continuous by
+ * default; the chunked test sets both). */
+static const char *scheduler = "continuous", *chunking = "";
+
 /* Runs `trace` on an engine whose admission is `admission` (a YAML map, or "" for none) with a
  * pool of `blocks` 16-token blocks, per step and fast-forwarded; checks the two agree and
  * returns the fast-forwarded run's rows. */
@@ -44,10 +48,10 @@ static void run(const char *trace_csv, const char *admission, long blocks, int w
     char text[1400];
     snprintf(text, sizeof text,
              "model: llama-3-8b\nhardware: h100-sxm\n"
-             "engine: {name: t, cpu: {step: 0 ms}%s%s}\n"
+             "engine: {name: t, cpu: {step: 0 ms}%s%s%s}\n"
              "workload:\n  arrival: {process: trace, trace: '%s'}\n"
-             "options: {kv_layout: paged, block_size: 16, prefix_cache: off, scheduler: continuous}\n",
-             admission[0] ? ", admission: " : "", admission, trace);
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: off, scheduler: %s}\n",
+             chunking, admission[0] ? ", admission: " : "", admission, trace, scheduler);
     static scn_scenario s;
     scn_error e;
     ck_assert_msg(t_load(text, NULL, 0, &s, &e) == SCN_OK, "%s\n%s", e.msg, text);
@@ -228,6 +232,33 @@ START_TEST(reserve_binds_and_refuses_bad_values)
 }
 END_TEST
 
+START_TEST(reserve_gates_a_chunked_prompt_on_its_whole_extend)
+{
+    /* SGLang's PrefillAdder.add_one_req computes total_tokens from the request's whole extend
+     * (len(fill_ids) - prefix, before it truncates the prompt to the chunk: `full_untruncated_
+     * fill_ids` in 0.5's schedule_policy.py) + min(max_new_tokens, 4096) (+ a page) and refuses
+     * when that reaches rem_total_tokens, even when only a chunk then runs.
+     * Separate chunked steps of 32 tokens, a pool of 8 blocks. A: 16 + 40 (0-1 prefills A's one
+     * block; token k at k). B at 0.5: 64 + 16. At 1 A holds 1 block: rem = 7 x 16 = 112 - 0.7 x
+     * A's 39 left (27.3) = 84.7; B asks its whole 64 + 16 + a page of 16 = 96 >= 84.7: refused
+     * (its first chunk, 32 + 16 = 48, would have fitted: the rule before this fix admitted it).
+     * From 2 A holds 2 blocks or more: at most 6 free = 96 < 96 + r x left, refused until A ends
+     * at 40 (E2E 40). 40-41 and 41-42 prefill B's two chunks: TTFT 42 - 0.5 = 41.5; its tokens
+     * 2..16 at 43..57: E2E 56.5. */
+    scheduler = "chunked";
+    chunking = ", chunked_prefill: {enabled: true, max_num_batched_tokens: 32, mixed: false}";
+    rows x;
+    run("arrival_s,prompt_tokens,output_tokens\n0.0,16,40\n0.5,64,16\n", SGLANG, 8, 2, &x);
+    scheduler = "continuous";
+    chunking = "";
+    ck_assert_double_eq_tol(x.ttft[0], 1.0, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[0], 40.0, 1e-12);
+    ck_assert_double_eq_tol(x.ttft[1], 41.5, 1e-12);
+    ck_assert_double_eq_tol(x.e2e[1], 56.5, 1e-12);
+    ck_assert_int_eq(x.preempted, 0);
+}
+END_TEST
+
 Suite *suite_reserve(void)
 {
     Suite *s = suite_create("reserve");
@@ -237,6 +268,7 @@ Suite *suite_reserve(void)
     tcase_add_test(tc, reserve_ratio_resets_on_idle);
     tcase_add_test(tc, reserve_decay_arithmetic);
     tcase_add_test(tc, reserve_binds_and_refuses_bad_values);
+    tcase_add_test(tc, reserve_gates_a_chunked_prompt_on_its_whole_extend);
     suite_add_tcase(s, tc);
     return s;
 }
