@@ -234,14 +234,14 @@ int cmd_cost(int argc, char **argv)
     /* An engine whose fraction applies to what the weights and activations leave free
      * (TensorRT-LLM) has no usable figure once they overflow: set the need against the GPU's
      * memory, as `memory` does. */
-    if (fit.kv_budget <= 0 && s.engine.mem_given && s.engine.mem_budget == SCN_MEM_FREE)
+    if (fit.kv_budget <= 0) {
+        bool of_free = s.engine.mem_given && s.engine.mem_budget == SCN_MEM_FREE;
         out_note(d, "This deployment does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
-                    "the GPU has (as CUDA reports it; kvplan memory), so no engine runs this step.",
-                 (fit.weights + fit.activation + fit.runtime) / 1073741824.0, scn_hw_cuda_memory(&s.hardware) / 1073741824.0);
-    else if (fit.kv_budget <= 0)
-        out_note(d, "This deployment does not fit: weights, activations and runtime need %.2f GiB of the %.2f GiB "
-                    "usable per GPU (kvplan memory), so no engine runs this step.",
-                 (fit.weights + fit.activation + fit.runtime) / 1073741824.0, fit.usable / 1073741824.0);
+                    "%s (%skvplan memory), so no engine runs this step.",
+                 (fit.weights + fit.activation + fit.runtime) / 1073741824.0,
+                 (of_free ? scn_hw_cuda_memory(&s.hardware) : fit.usable) / 1073741824.0,
+                 of_free ? "the GPU has" : "usable per GPU", of_free ? "as CUDA reports it; " : "");
+    }
     if (s.hardware.calibrated == false)
         out_note(d, "Efficiency factors for %s and the CPU and launch costs of engine %s are kvplan defaults, not "
                     "measurements; docs/cost-model.md says what they mean.", s.hardware.name, s.engine.name);

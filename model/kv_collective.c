@@ -53,6 +53,26 @@ static double oneshot_latency(const scn_hardware *hw, int p)
     return hw->oneshot_latency + (p > 2 ? p - 2 : 0) * hw->oneshot_latency_peer;
 }
 
+/* NCCL's fastest protocol (LL, LL128, Simple) for an algorithm whose fixed part is base[pr] plus
+ * `hops` seconds of link latency (scaled by each protocol's hop ratio) and which moves `moved`
+ * bytes through every rank at `bmin`, the slowest link on its path. */
+static kv_coll_cost nccl_protocols(const scn_hardware *hw, kv_coll_algo a, const double *base, double hops, double moved,
+                                   double bmin, int nodes)
+{
+    kv_coll_cost best = make(a, INFINITY, 0, 1);
+    double excess = nccl_excess(hw);
+    for (int pr = 0; pr < PR_N; pr++) {
+        /* LL128 and Simple stream at NCCL's measured large-message rate where the profile has one
+         * and the ring stays in the node; LL at half the link's (its 8-byte lines carry 4 data
+         * bytes, and its small-message readings sit below that already). */
+        double b = bmin;
+        if (pr != PR_LL && nodes == 1 && hw->nccl_bandwidth > 0) b = hw->nccl_bandwidth;
+        kv_coll_cost c = make(a, base[pr] + excess + hops * NCCL_HOP_RATIO[pr], moved, b * NCCL_BW_FRACTION[pr]);
+        if (c.seconds < best.seconds) best = c;
+    }
+    return best;
+}
+
 kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_coll_algo a)
 {
     if (p <= 1 || bytes <= 0) return make(KV_COLL_NONE, 0, 0, 1);
@@ -76,32 +96,12 @@ kv_coll_cost kv_allreduce_algo(const scn_hardware *hw, int p, double bytes, kv_c
                                             : oneshot_latency(hw, p) + (p - 1) * hw->oneshot_latency_peer,
                     2.0 * (p - 1) / p * bytes, hw->twoshot_bandwidth > 0 ? hw->twoshot_bandwidth : link_bw(hw));
     case KV_COLL_RING:
+        return nccl_protocols(hw, a, NCCL_BASE_RING, 2.0 * (p - 1) * hop, 2.0 * (p - 1) / p * bytes, bmin, nodes);
     case KV_COLL_TREE: {
-        kv_coll_cost best = make(a, INFINITY, 0, 1);
-        double excess = nccl_excess(hw);
-        for (int pr = 0; pr < PR_N; pr++) {
-            double lat, moved;
-            if (a == KV_COLL_RING) {
-                lat = NCCL_BASE_RING[pr] + excess + 2.0 * (p - 1) * hop * NCCL_HOP_RATIO[pr];
-                moved = 2.0 * (p - 1) / p * bytes;
-            } else {
-                /* Up and down a tree: log2(nodes) network steps and g - 1 chained NVLink steps
-                 * each way; the message goes up once and comes down once. */
-                double steps = ceil(log2((double)nodes)) * fmax(hw->net_latency, hw->link_latency) +
-                               (g - 1) * hw->link_latency;
-                lat = NCCL_BASE_TREE[pr] + excess + 2.0 * steps * NCCL_HOP_RATIO[pr];
-                moved = 2.0 * bytes;
-            }
-            /* LL128 and Simple stream at NCCL's measured large-message rate where the profile
-             * has one and the ring stays in the node; LL at half the link's (its 8-byte lines
-             * carry 4 data bytes, and its small-message readings sit below that already). */
-            double b = bmin;
-            if (pr != PR_LL && nodes == 1 && hw->nccl_bandwidth > 0) b = hw->nccl_bandwidth;
-            kv_coll_cost c = make(a, lat, moved, b * NCCL_BW_FRACTION[pr]);
-            c.net_bytes = moved;
-            if (c.seconds < best.seconds) best = c;
-        }
-        return best;
+        /* Up and down a tree: log2(nodes) network steps and g - 1 chained NVLink steps each way;
+         * the message goes up once and comes down once. */
+        double steps = ceil(log2((double)nodes)) * fmax(hw->net_latency, hw->link_latency) + (g - 1) * hw->link_latency;
+        return nccl_protocols(hw, a, NCCL_BASE_TREE, 2.0 * steps, 2.0 * bytes, bmin, nodes);
     }
     default:
         return make(KV_COLL_NONE, INFINITY, 0, 1);
@@ -114,18 +114,9 @@ kv_coll_cost kv_allgather_time(const scn_hardware *hw, int p, double bytes)
     int g = node_size(hw, p), nodes = (p + g - 1) / g;
     double bmin = nodes > 1 ? fmin(link_bw(hw), net_bw(hw) * g) : link_bw(hw);
     double hop = nodes > 1 ? fmax(hw->link_latency, hw->net_latency) : hw->link_latency;
-    double excess = nccl_excess(hw), moved = (p - 1.0) / p * bytes;
-    kv_coll_cost best = make(KV_COLL_RING, INFINITY, 0, 1);
     /* The all-reduce's ring (kv_allreduce_algo) is a reduce-scatter and an all-gather of p - 1
      * steps each; the all-gather alone is the second half: half the hops, half the bytes. */
-    for (int pr = 0; pr < PR_N; pr++) {
-        double b = bmin;
-        if (pr != PR_LL && nodes == 1 && hw->nccl_bandwidth > 0) b = hw->nccl_bandwidth;
-        kv_coll_cost c = make(KV_COLL_RING, NCCL_BASE_RING[pr] + excess + (p - 1) * hop * NCCL_HOP_RATIO[pr], moved,
-                              b * NCCL_BW_FRACTION[pr]);
-        if (c.seconds < best.seconds) best = c;
-    }
-    return best;
+    return nccl_protocols(hw, KV_COLL_RING, NCCL_BASE_RING, (p - 1) * hop, (p - 1.0) / p * bytes, bmin, nodes);
 }
 
 static kv_coll_cost engine_allreduce(const scn_hardware *hw, const scn_engine *e, int p, double bytes);
