@@ -381,6 +381,30 @@ START_TEST(trtllm_fraction_of_free_memory)
 }
 END_TEST
 
+START_TEST(trtllm_06_session_sizes_the_cache_to_the_batch)
+{
+    /* trtllm-v0.6 (gptSessionBenchmark): the session sizes its cache to the batch, so the whole
+     * of what is free once the runtime, weights and activation buffers are in place may hold it:
+     * fraction 1 at every TP size, against trtllm-v0's 0.9 (docs/cost-model.md, "Memory budget
+     * and capacity"). */
+    scn_error e;
+    ck_assert_int_eq(t_load(engine_scn("trtllm-v0.6", 1, NULL), NULL, 0, &s, &e), SCN_OK);
+    kv_cache_cfg c = kv_cache_cfg_make(&s, SCN_DTYPE_BF16, 0, 0);
+    kv_capacity k6 = kv_capacity_compute(&s, &c, 16, 0);
+    double act = kv_activation_bytes(&s.model, 1, s.deployment.max_num_batched_tokens, s.deployment.max_num_seqs);
+    double free_left = 81559 * MIB - 0.43 * GIB - 1 * GIB - 8030261248.0 * 2 - act;
+    ck_assert(fabs(k6.kv_budget - free_left) < 1e-3);
+    ck_assert_int_eq(t_load(engine_scn("trtllm-v0", 1, NULL), NULL, 0, &s, &e), SCN_OK);
+    kv_capacity k0 = kv_capacity_compute(&s, &c, 16, 0);
+    ck_assert(fabs(k0.kv_budget - 0.9 * free_left) < 1e-3);
+    /* The entry for tp 1 holds from there up: at TP 4 the budget is all of each rank's rest. */
+    ck_assert_int_eq(t_load(engine_scn("trtllm-v0.6", 4, NULL), NULL, 0, &s, &e), SCN_OK);
+    ck_assert_double_eq(scn_engine_mem_fraction(&s.engine, &s.deployment, &s.hardware), 1.0);
+    ck_assert_int_eq(t_load(engine_scn("trtllm-v0", 4, NULL), NULL, 0, &s, &e), SCN_OK);
+    ck_assert_double_eq_tol(scn_engine_mem_fraction(&s.engine, &s.deployment, &s.hardware), 0.9, 1e-12);
+}
+END_TEST
+
 START_TEST(memory_section_errors_are_located)
 {
     static const char *const bad[][2] = {
@@ -575,6 +599,7 @@ Suite *suite_capacity(void)
     tcase_add_test(tc, vllm_profile_peak_matches_its_log);
     tcase_add_test(tc, sglang_static_fraction_by_tp);
     tcase_add_test(tc, trtllm_fraction_of_free_memory);
+    tcase_add_test(tc, trtllm_06_session_sizes_the_cache_to_the_batch);
     tcase_add_test(tc, memory_section_errors_are_located);
     tcase_add_test(tc, engine_batch_defaults_by_gpu);
     tcase_add_test(tc, batch_defaults_errors_are_located);

@@ -262,7 +262,8 @@ START_TEST(versioned_profiles_load)
     ck_assert(t0e.step_cpu == s.engine.step_cpu && t0e.graph_kernel == s.engine.graph_kernel &&
               t0e.chunked_prefill == s.engine.chunked_prefill && t0e.mem_budget == s.engine.mem_budget);
     /* trtllm-v0.6: trtllm-v0 with the masked MHA decode kernel and NCCL all-reduces (the legacy
-     * build scripts' default), every other field the same. */
+     * build scripts' default) and the session's whole-free-memory cache (its fraction,
+     * test_capacity.c), every other field the same. */
     const char *t6[] = {"engine=trtllm-v0.6"};
     ck_assert_int_eq(t_load(SCN, t6, 1, &s, &e), SCN_OK);
     ck_assert_str_eq(s.engine.name, "trtllm-v0.6");
