@@ -15,6 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The KV block the harness's scenarios use: vLLM's default; SGLang's radix cache pages by one token,
+ * which the harness does not model (docs/cost-model.md, "Chat endpoints"). */
+#define PUB_BLOCK_TOKENS 16
+
 static const char *const COLUMNS[] = {"id", "gpu", "gpus", "tp", "model", "engine", "engine_version", "weight_dtype",
                                       "kv_dtype", "mode", "load", "input_tokens", "output_tokens", "metric", "value",
                                       "unit", "source", "notes", "engine_args"};
@@ -630,7 +634,7 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
      * --num-scheduler-steps > 1 (vLLM issue #8274). */
     /* trtllm-bench's runtime chunks context (ExecutorSettingsConfig.chunking, on by default:
      * context_chunking_policy FIRST_COME_FIRST_SERVED). */
-    snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: 16%s%s%s%s}\n",
+    snprintf(buf + k, n - k, "options: {kv_layout: paged, block_size: %d%s%s%s%s}\n", PUB_BLOCK_TOKENS,
              r->chat_prefix > 0 && r->chat_cached ? ", prefix_cache: on" : "",
              strcmp(r->kv_dtype, "auto") ? ", kv_dtype: " : "", strcmp(r->kv_dtype, "auto") ? r->kv_dtype : "",
              r->scheduler_steps > 1 ? ", scheduler: continuous" : r->bench_build ? ", scheduler: chunked" : "");
@@ -884,9 +888,18 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     /* What --chat-endpoint added, or that it added nothing: a model without a chat_template
      * gets no chat format (not derived), which the row should say rather than look priced. */
     if (r->chat_endpoint && k < sizeof r->why) {
-        if (r->chat_prefix + r->chat_suffix > 0)
-            k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; chat format: %d + %d tokens a prompt, the prefix %s",
-                                  r->chat_prefix, r->chat_suffix, r->chat_cached ? "cached" : "computed each time");
+        /* A prefix cache keeps whole blocks only (docs/cost-model.md, "Chat endpoints"), so the
+         * note says how much of the format a hit saves, and that a format shorter than a block
+         * saves nothing. */
+        int kept = r->chat_prefix / PUB_BLOCK_TOKENS * PUB_BLOCK_TOKENS;
+        if (r->chat_prefix + r->chat_suffix > 0 && r->chat_cached && kept > 0)
+            k += (size_t)snprintf(r->why + k, sizeof r->why - k,
+                                  "; chat format: %d + %d tokens a prompt, %d of the prefix's %d cached (whole %d-token blocks)",
+                                  r->chat_prefix, r->chat_suffix, kept, r->chat_prefix, PUB_BLOCK_TOKENS);
+        else if (r->chat_prefix + r->chat_suffix > 0)
+            k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; chat format: %d + %d tokens a prompt, the prefix computed each time%s",
+                                  r->chat_prefix, r->chat_suffix,
+                                  r->chat_cached ? " (shorter than one cached block)" : "");
         else
             k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; --chat-endpoint: the model has no chat_template, nothing added");
     }

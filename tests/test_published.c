@@ -836,7 +836,7 @@ START_TEST(chat_endpoint_flag)
     ck_assert_int_eq(t.rows[1].chat_prefix + t.rows[1].chat_suffix, 0);
     ck_assert(t.rows[1].predicted == t.rows[2].predicted);
     /* The note says what the flag added, and says so when it added nothing. */
-    ck_assert_msg(strstr(t.rows[0].why, "chat format: 68 + 3 tokens a prompt, the prefix cached"), "%s", t.rows[0].why);
+    ck_assert_msg(strstr(t.rows[0].why, "chat format: 68 + 3 tokens a prompt, 64 of the prefix's 68 cached (whole 16-token blocks)"), "%s", t.rows[0].why);
     ck_assert_msg(strstr(t.rows[3].why, "chat format: 68 + 3 tokens a prompt, the prefix computed each time"), "%s",
                   t.rows[3].why);
     ck_assert_msg(strstr(t.rows[1].why, "--chat-endpoint: the model has no chat_template, nothing added"), "%s", t.rows[1].why);
@@ -878,9 +878,9 @@ START_TEST(chat_endpoint_flag)
     ck_assert_int_eq(t.rows[1].chat_suffix, 5);
     ck_assert_int_eq(t.rows[2].chat_prefix, 1 + 1);
     ck_assert_int_eq(t.rows[2].chat_suffix, 1);
-    ck_assert_msg(strstr(t.rows[0].why, "chat format: 3 + 5 tokens a prompt, the prefix cached"), "%s", t.rows[0].why);
+    ck_assert_msg(strstr(t.rows[0].why, "chat format: 3 + 5 tokens a prompt, the prefix computed each time (shorter than one cached block)"), "%s", t.rows[0].why);
     ck_assert_msg(strstr(t.rows[1].why, "chat format: 3 + 5 tokens a prompt"), "%s", t.rows[1].why);
-    ck_assert_msg(strstr(t.rows[2].why, "chat format: 2 + 1 tokens a prompt, the prefix cached"), "%s", t.rows[2].why);
+    ck_assert_msg(strstr(t.rows[2].why, "chat format: 2 + 1 tokens a prompt, the prefix computed each time (shorter than one cached block)"), "%s", t.rows[2].why);
     /* The Qwen3-8B row is the scenario written by hand: prompts of 200 + 5 tokens behind one
      * shared 3-token prefix, the client's total counting 200 a prompt (the run's less 8 x req/s). */
     ck_assert_int_eq(t_load("name: published-q8\nmodel: qwen3-8b\nhardware: h100-sxm\nengine: vllm\n"
