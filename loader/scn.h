@@ -123,8 +123,10 @@ typedef struct {
      * suffix}`): what a chat endpoint renders before the message's text (identical for every
      * request: system and role headers) and after it (the turn's end and the assistant's header).
      * 0 and 0 = not derived for this model. Used by validate-published for rows sent to a chat
-     * endpoint (docs/cost-model.md, "Chat endpoints"). */
-    int chat_prefix, chat_suffix;
+     * endpoint (docs/cost-model.md, "Chat endpoints"). `bos`: how many of the prefix's tokens the
+     * tokenizer adds to any text it encodes (a BOS), which a benchmark client's own token count of
+     * the prompt already holds, so the chat format adds prefix + suffix - bos beyond it. */
+    int chat_prefix, chat_suffix, chat_bos;
 } scn_model;
 
 typedef enum { SCN_LINK_NONE, SCN_LINK_NVLINK, SCN_LINK_PCIE, SCN_LINK_INFINITY_FABRIC, SCN_LINK_INFINIBAND,

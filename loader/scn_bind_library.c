@@ -17,7 +17,7 @@ static const char *const MODEL_KEYS[] = {
     "experts_per_token", "moe_intermediate", "shared_experts", "dense_layers", "expert_groups", "kv_lora_rank",
     "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "weight_quant", "weight_group", "mtp_layers",
     "quantized_layers", "unquantized_end_layers", "chat_template", NULL};
-static const char *const CHAT_KEYS[] = {"prefix", "suffix", NULL};
+static const char *const CHAT_KEYS[] = {"prefix", "suffix", "bos", NULL};
 static const char *const WQUANTS[] = {"none", "per_tensor", "block", "per_channel", "awq", "gptq", "nvfp4", "mxfp4", NULL};
 static const char *const QLAYERS[] = {"all", "experts", "mlp", NULL};
 
@@ -131,8 +131,11 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
         scn_path_join(cp, sizeof cp, path, "chat_template");
         if (scn_expect_map(c, ct, cp) || scn_check_keys(c, ct, cp, CHAT_KEYS) ||
             scn_get_int(c, ct, cp, "prefix", 0, 1000000, &o->chat_prefix) ||
-            scn_get_int(c, ct, cp, "suffix", 0, 1000000, &o->chat_suffix))
+            scn_get_int(c, ct, cp, "suffix", 0, 1000000, &o->chat_suffix) ||
+            scn_get_int(c, ct, cp, "bos", 0, 1000000, &o->chat_bos))
             return -1;
+        /* The BOS is one of the prefix's tokens: it cannot outnumber them. */
+        if (o->chat_bos > o->chat_prefix) return invalid(c, ct, cp, "bos", "bos counts tokens of the prefix: at most prefix");
     }
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-model");
     return 0;

@@ -791,7 +791,8 @@ static int chat_prompt(const char *v, int add, char *dst, size_t cap)
         first = false;
     }
     if (!shiftable) return 1;
-    if (!has_min) k += (size_t)snprintf(dst + k, cap > k ? cap - k : 0, ", min: %d", 1 + add);
+    /* A law without a minimum starts at one token; a downward shift keeps it there. */
+    if (!has_min) k += (size_t)snprintf(dst + k, cap > k ? cap - k : 0, ", min: %d", 1 + (add > 0 ? add : 0));
     snprintf(dst + k, cap > k ? cap - k : 0, "}");
     return k >= cap;
 }
@@ -816,12 +817,15 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
     /* A chat endpoint: the model's chat format around each prompt, once the model is known. */
     if (!lr && r->chat_endpoint && (s->model.chat_prefix > 0 || s->model.chat_suffix > 0)) {
         char shifted[600];
-        if (chat_prompt(prompt, s->model.chat_suffix, shifted, sizeof shifted)) {
+        /* The prefix is the shared prefix; the prompt law moves by the suffix, less a BOS the
+         * client's count of the prompt already holds (it is the prefix's first token). */
+        if (chat_prompt(prompt, s->model.chat_suffix - s->model.chat_bos, shifted, sizeof shifted)) {
             skip(r, PUB_SKIPPED, "--chat-endpoint: the prompt law does not shift by the chat format's tokens (a lognormal or empirical law)");
             return 0;
         }
         r->chat_prefix = s->model.chat_prefix;
         r->chat_suffix = s->model.chat_suffix;
+        r->chat_bos = s->model.chat_bos;
         r->chat_cached = s->engine.prefix_caching;
         scenario_text(r, shifted, output, text, sizeof text);
         lr = load_text(text, s, why, nwhy, err, n);
@@ -863,7 +867,7 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
         }
         v = from_metrics(&m, r->metric);
         /* The client counts the prompts it sent, not the chat format the server added. */
-        if (!strcmp(r->metric, "total_tok_s")) v -= (r->chat_prefix + r->chat_suffix) * m.req_per_s;
+        if (!strcmp(r->metric, "total_tok_s")) v -= (r->chat_prefix + r->chat_suffix - r->chat_bos) * m.req_per_s;
     }
     /* Units: seconds to ms; per-GPU rates divide by every GPU of the deployment. */
     if (!strcmp(r->unit, "ms")) v *= 1000;
@@ -892,13 +896,15 @@ static int predict_scenario(pub_row *r, scn_scenario *s, const char *prompt, con
          * note says how much of the format a hit saves, and that a format shorter than a block
          * saves nothing. */
         int kept = r->chat_prefix / PUB_BLOCK_TOKENS * PUB_BLOCK_TOKENS;
+        char bos[64] = "";
+        if (r->chat_bos > 0) snprintf(bos, sizeof bos, " (%d a BOS the client's count holds)", r->chat_bos);
         if (r->chat_prefix + r->chat_suffix > 0 && r->chat_cached && kept > 0)
             k += (size_t)snprintf(r->why + k, sizeof r->why - k,
-                                  "; chat format: %d + %d tokens a prompt, %d of the prefix's %d cached (whole %d-token blocks)",
-                                  r->chat_prefix, r->chat_suffix, kept, r->chat_prefix, PUB_BLOCK_TOKENS);
+                                  "; chat format: %d + %d tokens a prompt%s, %d of the prefix's %d cached (whole %d-token blocks)",
+                                  r->chat_prefix, r->chat_suffix, bos, kept, r->chat_prefix, PUB_BLOCK_TOKENS);
         else if (r->chat_prefix + r->chat_suffix > 0)
-            k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; chat format: %d + %d tokens a prompt, the prefix computed each time%s",
-                                  r->chat_prefix, r->chat_suffix,
+            k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; chat format: %d + %d tokens a prompt%s, the prefix computed each time%s",
+                                  r->chat_prefix, r->chat_suffix, bos,
                                   r->chat_cached ? " (shorter than one cached block)" : "");
         else
             k += (size_t)snprintf(r->why + k, sizeof r->why - k, "; --chat-endpoint: the model has no chat_template, nothing added");

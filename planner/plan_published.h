@@ -48,6 +48,7 @@ typedef struct {
                                   * format (docs/cost-model.md, "Chat endpoints") */
     int chat_prefix, chat_suffix;/* that format's tokens before and after the message, from the
                                   * model (0: not derived, nothing added) */
+    int chat_bos;                /* of the prefix, the BOS the client's own count already holds */
     bool chat_cached;            /* the engine caches the format's shared prefix by default */
     double uniform_lengths;      /* --uniform-lengths R: each whole-number length L is drawn uniform in
                                   * whole tokens over [floor(R L), L] (the client's random dataset);

@@ -880,7 +880,7 @@ START_TEST(chat_endpoint_flag)
     ck_assert_int_eq(t.rows[2].chat_suffix, 1);
     ck_assert_msg(strstr(t.rows[0].why, "chat format: 3 + 5 tokens a prompt, the prefix computed each time (shorter than one cached block)"), "%s", t.rows[0].why);
     ck_assert_msg(strstr(t.rows[1].why, "chat format: 3 + 5 tokens a prompt"), "%s", t.rows[1].why);
-    ck_assert_msg(strstr(t.rows[2].why, "chat format: 2 + 1 tokens a prompt, the prefix computed each time (shorter than one cached block)"), "%s", t.rows[2].why);
+    ck_assert_msg(strstr(t.rows[2].why, "chat format: 2 + 1 tokens a prompt (1 a BOS the client's count holds), the prefix computed each time (shorter than one cached block)"), "%s", t.rows[2].why);
     /* The Qwen3-8B row is the scenario written by hand: prompts of 200 + 5 tokens behind one
      * shared 3-token prefix, the client's total counting 200 a prompt (the run's less 8 x req/s). */
     ck_assert_int_eq(t_load("name: published-q8\nmodel: qwen3-8b\nhardware: h100-sxm\nengine: vllm\n"
@@ -893,6 +893,22 @@ START_TEST(chat_endpoint_flag)
     ck_assert_int_eq(sim_run_predicted(&s, &ch, &m, err, sizeof err), SIM_OK);
     want = m.input_tok_per_s + m.output_tok_per_s - 8 * m.req_per_s;
     ck_assert_msg(fabs(t.rows[0].predicted / want - 1) < 1e-9, "row %.9g, by hand %.9g", t.rows[0].predicted, want);
+    /* DeepSeek-R1's prefix starts with the BOS its tokenizer adds to any text, which the
+     * client's 200 already holds: the server prefills 2 + (200 - 1) + 1 = 202 tokens, the prompt
+     * law stays at 200 behind the 2-token shared prefix, and the client's total is the run's less
+     * 2 x req/s (not 3). */
+    ck_assert_int_eq(t.rows[2].chat_bos, 1);
+    ck_assert_msg(strstr(t.rows[2].why, "2 + 1 tokens a prompt (1 a BOS the client's count holds)"), "%s", t.rows[2].why);
+    ck_assert_int_eq(t_load("name: published-d\nmodel: deepseek-r1\nhardware: h200\nengine: vllm\n"
+                            "deployment: {tensor_parallel: 8, replicas: 1}\n"
+                            "workload:\n  requests: 40\n  arrival: {process: offline, via: server}\n"
+                            "  prompt_tokens: 200\n  output_tokens: 20\n"
+                            "  shared_prefix: {groups: 1, tokens: 2, share: 1}\n"
+                            "options: {kv_layout: paged, block_size: 16, prefix_cache: on}\n", NULL, 0, &s, &e), SCN_OK);
+    ch = sim_choice_first(&s);
+    ck_assert_int_eq(sim_run_predicted(&s, &ch, &m, err, sizeof err), SIM_OK);
+    want = m.input_tok_per_s + m.output_tok_per_s - 2 * m.req_per_s;
+    ck_assert_msg(fabs(t.rows[2].predicted / want - 1) < 1e-9, "row %.9g, by hand %.9g", t.rows[2].predicted, want);
     pub_table_free(&t);
     broken(HEAD_ARGS ROW_A "batch\t8\t128\t128\treq_s\t1\treq/s\ts\t\t--chat-endpoint\n",
            "2:77: engine_args: --chat-endpoint goes with mode closed, poisson or offline");
@@ -901,6 +917,13 @@ START_TEST(chat_endpoint_flag)
                             "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 1}\n",
                             NULL, 0, &s, &e), SCN_OK);
     ck_assert_msg(strstr(e.path, "chat_template"), "%s", e.path);
+    /* a BOS is one of the prefix's tokens: more of them than the prefix holds is refused, located */
+    ck_assert_int_ne(t_load("name: x\nmodel: {extends: gpt-oss-120b, chat_template: {prefix: 1, suffix: 3, bos: 2}}\n"
+                            "hardware: h100-sxm\n"
+                            "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 1}\n",
+                            NULL, 0, &s, &e), SCN_OK);
+    ck_assert_msg(strstr(e.path, "chat_template.bos") && strstr(e.msg, "at most prefix"), "%s: %s", e.path, e.msg);
+    ck_assert_int_gt(e.line, 0);
 }
 END_TEST
 
