@@ -404,8 +404,27 @@ static int next_arrival(coord *k)
     return sim_heap_push(&k->heap, &k->arrival_ev, k->next_spec.arrival);
 }
 
+/* A prompt with no room for one output token within max_model_len is refused on arrival and
+ * counted, and its client sends its next request: as engine.c's refuse_too_long. */
+static int refuse_too_long(coord *k, dreq *q)
+{
+    k->acc.too_long++;
+    k->acc.rejected++;
+    k->done++;
+    sim_req_spec next;
+    bool more = sim_workload_next_rejected(k->wl, &q->r.spec, k->now, &next) == 0;
+    free_req(k, q);
+    k->total = sim_workload_total(k->wl);
+    if (!more) return 0;
+    dreq *t = new_req(k, &next);
+    if (!t) return -1;
+    t->r.ev.kind = DV_TURN;
+    return sim_heap_push(&k->heap, &t->r.ev, next.arrival);
+}
+
 static int enqueue(coord *k, dreq *q)
 {
+    if (q->r.spec.too_long) return refuse_too_long(k, q);
     pool *P = &k->p[POOL_PREFILL];
     if (k->t0 < 0) k->t0 = k->now;
     q->prefill = route(k, P, &q->r.spec);

@@ -259,6 +259,29 @@ static int enqueue(sim_engine *e, sim_req *r)
     return sim_heap_push(&e->heap, &rep->kick_ev, e->now);
 }
 
+/* A request whose prompt leaves no room for one output token within max_model_len (too_long) is
+ * refused on arrival, as engines refuse it (sim/workload.c, fit), and never reaches a replica.
+ * It counts in too_long and in rejected too: every arrival stays either served or rejected
+ * (requests + rejected = arrivals), and SLO attainment, whose denominator is both, counts it as
+ * a miss, as the client sees an error. The client learns at once and, in a closed loop, sends
+ * its next request after its think time (sim_workload_next_rejected), as benchmark clients do
+ * after a failed request, so it is not left waiting for a reply that never comes. */
+static int refuse_too_long(sim_engine *e, sim_req *r)
+{
+    e->acc.too_long++;
+    e->acc.rejected++;
+    e->done++;
+    sim_req_spec next;
+    bool more = sim_workload_next_rejected(e->wl, &r->spec, e->now, &next) == 0;
+    free_req(e, r);
+    e->total = sim_workload_total(e->wl);
+    if (!more) return 0;
+    sim_req *t = new_req(e, &next);
+    if (!t) return -1;
+    t->ev.kind = EV_TURN;
+    return sim_heap_push(&e->heap, &t->ev, next.arrival);
+}
+
 /* A sent request reaches its replica's scheduler through the front end: one server process
  * (vLLM's API server, SGLang's TokenizerManager, trtllm-serve) prepares requests one at a time,
  * kv_frontend_seconds() each (docs/cost-model.md, "Front end"). The client's TTFT and E2E
@@ -267,6 +290,7 @@ static int enqueue(sim_engine *e, sim_req *r)
  * server free reaches the scheduler at once, as before; one that arrives in a burst waits. */
 static int admit(sim_engine *e, sim_req *r)
 {
+    if (r->spec.too_long) return refuse_too_long(e, r);
     double fe = kv_frontend_seconds(e->s, r->spec.prompt);
     if (!(fe > 0)) return enqueue(e, r);
     r->replica = route(e, &r->spec);

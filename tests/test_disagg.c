@@ -80,6 +80,37 @@ static const char *pair(char *buf, size_t n, const char *layerwise, int prompt, 
     return buf;
 }
 
+/* A prompt with no room for one output token within max_model_len is refused on arrival, before
+ * the prefill pool, as in a colocated run (test_workload.c, "too_long"): two clients whose every
+ * prompt (2000 tokens) reaches max_model_len 1024 each go on to their next request, so all six
+ * are refused; at 1000 tokens all six fit and are served. */
+static void pair_within(char *y, size_t n, int prompt)
+{
+    char buf[1024];
+    pair(buf, sizeof buf, "false", prompt, 12, 6, "{process: closed, concurrency: 2}");
+    const char *at = strstr(buf, "deployment:\n") + strlen("deployment:\n");
+    snprintf(y, n, "%.*s  max_model_len: 1024\n%s", (int)(at - buf), buf, at);
+}
+
+START_TEST(too_long_prompts_are_refused_before_the_pools)
+{
+    char y[1200], err[512] = "";
+    sim_metrics m;
+    pair_within(y, sizeof y, 2000);
+    load(y);
+    ck_assert_msg(run(0, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.too_long, 6);
+    ck_assert_int_eq(m.rejected, 6);
+    ck_assert_int_eq(m.requests, 0);
+    ck_assert_int_eq(n_rows, 0);
+    pair_within(y, sizeof y, 1000);
+    load(y);
+    ck_assert_msg(run(0, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.too_long, 0);
+    ck_assert_int_eq(m.requests, 6);
+}
+END_TEST
+
 START_TEST(one_request_whole_handoff)
 {
     char y[1024], err[512] = "";
@@ -792,6 +823,7 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, run_section_names_pools);
     tcase_add_test(tc, swap_needs_paged_located);
     tcase_add_test(tc, decode_fit_error_located);
+    tcase_add_test(tc, too_long_prompts_are_refused_before_the_pools);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;
