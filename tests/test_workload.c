@@ -36,18 +36,21 @@ static void load(const char *text)
     ck_assert_msg(st == SCN_OK, "%s", msg);
 }
 
-static void run(sim_metrics *m)
+/* max_waiting: the engine's waiting bound (sim_run_opts.max_waiting; 0 the default). */
+static void run_bounded(sim_metrics *m, long max_waiting)
 {
     sim_choice ch = sim_choice_first(&s);
     sim_executor ex;
     ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
-    sim_run_opts o = {.seed = s.seed, .on_request = keep_row};
+    sim_run_opts o = {.seed = s.seed, .on_request = keep_row, .max_waiting = max_waiting};
     n_rows = 0;
     char err[512] = "";
     int rc = sim_run(&s, &ch, &ex, &o, m, err, sizeof err);
     ex.free(ex.ctx);
     ck_assert_msg(rc == SIM_OK, "%s", err);
 }
+
+static void run(sim_metrics *m) { run_bounded(m, 0); }
 
 static double step(const kv_seq_work *w, int n)
 {
@@ -502,6 +505,60 @@ START_TEST(cli_notes_rejected_prompts)
 }
 END_TEST
 
+/* ---- Arrivals turned away by a full waiting queue ----
+ * A request that finds max_waiting requests waiting is rejected (sim/engine.c, enqueue). Its
+ * client learns at once, as from a prompt too long, and goes on the same way
+ * (sim_workload_next_rejected): in a closed loop it sends its next request after its think time,
+ * and a conversation's later turns are never sent, so the request total shrinks by them. */
+
+START_TEST(closed_loop_client_goes_on_after_a_full_queue)
+{
+    /* Eight clients, a waiting bound of 2 on the one replica, 14 requests, think time 10 s (a
+     * 400-token request takes milliseconds). At t = 0 all eight send: the first two are taken
+     * (the bound counts those behind the front end too), the other six are
+     * rejected, and each of their clients creates its next request, for 10 s, as it is rejected,
+     * before the next client's first is created: ids in creation order, 0, 1, 2, 4, 6, 8, 10 and
+     * 12 are sent at t = 0 and 3, 5, 7, 9, 11 and 13 at 10 s. The 14 are all created: when 0 and 1
+     * complete, nothing is left to send. At 10 s the replica is idle again: 3 and 5 are taken, the
+     * other four rejected. Served 0, 1, 3, 5; rejected 6 + 4 = 10.
+     * A client that stopped at its rejection (the defect) left clients 0 and 1 to send the six
+     * left one after another, all served: 8 served, 6 rejected. */
+    load(BASE "  requests: 14\n  arrival: {process: closed, concurrency: 8, think_time: 10 s}\n" FIXED);
+    sim_metrics m;
+    run_bounded(&m, 2);
+    ck_assert_int_eq(m.too_long, 0);
+    ck_assert_int_eq(m.requests, 4);
+    ck_assert_int_eq(m.rejected, 10);
+    ck_assert_int_eq(m.requests + m.rejected, 14);
+    ck_assert_int_eq(n_rows, 4);
+    static const long id[4] = {0, 1, 3, 5};
+    static const double sent[4] = {0, 0, 10, 10};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(rows[i].id, id[i]);
+        ck_assert_msg(fabs(rows[i].arrival - sent[i]) < 1e-9, "request %ld sent at %.9g", rows[i].id, rows[i].arrival);
+    }
+}
+END_TEST
+
+START_TEST(full_queue_drops_a_conversations_later_turns_from_the_total)
+{
+    /* Four two-turn conversations, offline (every first turn at t = 0, no front end), a waiting
+     * bound of 2, the window skipping the last request. First turns 0 and 1 are taken, 2 and 3
+     * rejected: their second turns are never sent, so 8 - 2 = 6 requests are sent. The second
+     * turns of 0 and 1 are created at their completion as ids 4 and 5, judged against a total of
+     * 6: the last, id 5, is outside the window. Measured 0, 1, 4: 3. A total left at 8 (the
+     * defect) measured id 5 too: 4. */
+    load(BASE "  requests: 8\n  arrival: {process: offline}\n  conversation: {turns: 2}\n"
+             "  measure: {skip_last: 1}\n" FIXED);
+    sim_metrics m;
+    run_bounded(&m, 2);
+    ck_assert_int_eq(m.rejected, 2);
+    ck_assert_int_eq(n_rows, 4);
+    ck_assert_int_eq(m.requests, 3);
+    for (int i = 0; i < n_rows; i++) ck_assert_int_le(rows[i].id, 5);
+}
+END_TEST
+
 Suite *suite_workload(void)
 {
     Suite *su = suite_create("workload");
@@ -524,6 +581,8 @@ Suite *suite_workload(void)
     tcase_add_test(tc, output_is_still_cut_at_max_model_len);
     tcase_add_test(tc, closed_loop_clients_go_on_after_a_rejection);
     tcase_add_test(tc, cli_notes_rejected_prompts);
+    tcase_add_test(tc, closed_loop_client_goes_on_after_a_full_queue);
+    tcase_add_test(tc, full_queue_drops_a_conversations_later_turns_from_the_total);
     suite_add_tcase(su, tc);
     return su;
 }
