@@ -179,6 +179,11 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     if (s->deployment.scheduler_steps > 1 && !s->engine.multi_step_stream && !s->deployment.disagg.on)
         out_note(d, "Engine %s hands a multi-step run's tokens to the client when the run ends: E2E includes the "
                     "rest of the run after a request's last token.", s->engine.name);
+    /* Engines refuse such prompts rather than trim them (sim/workload.c, fit). */
+    if (m->too_long > 0)
+        out_note(d, "%ld request(s) had prompts of max_model_len (%d tokens) or longer, leaving no room for an "
+                    "output token, and were rejected, as engines reject them (counted in rejected too).",
+                 m->too_long, s->deployment.max_model_len);
     out_section(d, "run", "Run");
     out_kv_str(d, "scenario", "scenario", s->name);
     out_kv_str(d, "model", "model", s->model.name);

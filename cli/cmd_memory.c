@@ -31,7 +31,9 @@ static void scenario_section(out_doc *d, const scn_scenario *s)
 }
 
 /* A trace's mean prompt + output length: what a sequence holds as it finishes, as the
- * workload's mean does for generated workloads. Prints and returns an exit code on failure. */
+ * workload's mean does for generated workloads. Prompts too long for max_model_len are left out:
+ * engines refuse them, so they hold no KV (sim/workload.c, fit). Prints and returns an exit code
+ * on failure. */
 static int trace_mean(const scn_scenario *s, double *mean)
 {
     int noinput;
@@ -42,10 +44,16 @@ static int trace_mean(const scn_scenario *s, double *mean)
     double sum = 0;
     long n = 0;
     int rc;
-    while ((rc = sim_workload_next(w, &r, err, sizeof err)) == 0) { sum += (double)r.prompt + r.output; n++; }
+    while ((rc = sim_workload_next(w, &r, err, sizeof err)) == 0)
+        if (!r.too_long) { sum += (double)r.prompt + r.output; n++; }
     sim_workload_free(w);
     if (rc < 0) { fprintf(stderr, "kvplan: %s\n", err); return CLI_EX_DATA; }
-    *mean = sum / (double)n;   /* n >= 1: the reader refuses a trace without requests */
+    if (n == 0) {
+        fprintf(stderr, "kvplan: %s: every prompt leaves no room for an output token within max_model_len (%d); "
+                        "engines reject them all\n", s->workload.trace, s->deployment.max_model_len);
+        return CLI_EX_DATA;
+    }
+    *mean = sum / (double)n;
     return CLI_OK;
 }
 

@@ -86,9 +86,11 @@ plan_bound_stream *plan_bound_stream_init(const scn_scenario *s, unsigned long l
         sim_req_spec r;
         if (sim_workload_next(w, &r, err, sizeof err)) { sim_workload_free(w); free(g); plan_bound_stream_free(b); return NULL; }
         b->u[i] = r.arrival;
-        b->prompt[i] = r.prompt;
-        b->output[i] = r.output;
-        b->shared[i] = r.prefix_group >= 0 ? r.prefix_len : 0;
+        /* A prompt too long for the context is refused on arrival (sim/workload.c, fit) and
+         * costs the engine nothing: no work, which keeps the bound a bound. */
+        b->prompt[i] = r.too_long ? 0 : r.prompt;
+        b->output[i] = r.too_long ? 0 : r.output;
+        b->shared[i] = r.prefix_group >= 0 && !r.too_long ? r.prefix_len : 0;
     }
     sim_workload_free(w);
     free(g);

@@ -404,19 +404,37 @@ static int next_arrival(coord *k)
     return sim_heap_push(&k->heap, &k->arrival_ev, k->next_spec.arrival);
 }
 
+/* A request refused on arrival (a full waiting queue on its prefill instance, or a prompt with no
+ * room for one output token within max_model_len) is counted, its conversation's later turns are
+ * never sent (the total shrinks by them), and its client sends its next request: as engine.c's
+ * refuse. */
+static int refuse(coord *k, dreq *q)
+{
+    k->acc.rejected++;
+    k->done++;
+    sim_req_spec next;
+    bool more = sim_workload_next_rejected(k->wl, &q->r.spec, k->now, &next) == 0;
+    free_req(k, q);
+    k->total = sim_workload_total(k->wl);
+    if (!more) return 0;
+    dreq *t = new_req(k, &next);
+    if (!t) return -1;
+    t->r.ev.kind = DV_TURN;
+    return sim_heap_push(&k->heap, &t->r.ev, next.arrival);
+}
+
 static int enqueue(coord *k, dreq *q)
 {
+    if (q->r.spec.too_long) {
+        k->acc.too_long++;
+        return refuse(k, q);
+    }
     pool *P = &k->p[POOL_PREFILL];
     if (k->t0 < 0) k->t0 = k->now;
     q->prefill = route(k, P, &q->r.spec);
     q->r.replica = q->prefill;
     sim_replica *rep = &P->rep[q->prefill];
-    if (rep->waiting.n >= k->max_waiting) {
-        k->acc.rejected++;
-        k->done++;
-        free_req(k, q);
-        return 0;
-    }
+    if (rep->waiting.n >= k->max_waiting) return refuse(k, q);
     rep->outstanding++;
     q->r.state = REQ_WAITING;
     sim_list_push_back(&rep->waiting, &q->r);

@@ -221,9 +221,32 @@ static sim_req *new_req(sim_engine *e, const sim_req_spec *spec)
 
 static void free_req(sim_engine *e, sim_req *r);
 
+/* A request refused on arrival, because the waiting queue is full (enqueue, admit) or its prompt
+ * leaves no room for one output token within max_model_len (too_long; sim/workload.c, fit), is
+ * counted in rejected: every arrival stays either served or rejected (requests + rejected =
+ * arrivals), and SLO attainment, whose denominator is both, counts it as a miss, as the client
+ * sees an error. The client learns at once and, in a closed loop, sends its next request after
+ * its think time (sim_workload_next_rejected), as benchmark clients do after a failed request, so
+ * it is not left waiting for a reply that never comes; a conversation's later turns are never
+ * sent, and the run's total shrinks by them. */
+static int refuse(sim_engine *e, sim_req *r)
+{
+    e->acc.rejected++;
+    e->done++;
+    sim_req_spec next;
+    bool more = sim_workload_next_rejected(e->wl, &r->spec, e->now, &next) == 0;
+    free_req(e, r);
+    e->total = sim_workload_total(e->wl);
+    if (!more) return 0;
+    sim_req *t = new_req(e, &next);
+    if (!t) return -1;
+    t->ev.kind = EV_TURN;
+    return sim_heap_push(&e->heap, &t->ev, next.arrival);
+}
+
 /* Queues an arrived request on its replica, or rejects it when that replica's waiting queue
  * is full (an overloaded server answers "busy" rather than queueing without bound): it is
- * counted, not served, and its conversation sends no further turns. */
+ * counted, not served, and its client goes on (refuse). */
 static int enqueue(sim_engine *e, sim_req *r)
 {
     bool counted = r->deferred || r->ingress;   /* routed, and its replica counts it */
@@ -245,10 +268,7 @@ static int enqueue(sim_engine *e, sim_req *r)
     r->deferred = r->ingress = false;
     if (rep->waiting.n >= e->max_waiting) {
         if (counted) rep->outstanding--;
-        e->acc.rejected++;
-        e->done++;
-        free_req(e, r);
-        return 0;
+        return refuse(e, r);
     }
     if (!counted) rep->outstanding++;
     r->state = REQ_WAITING;
@@ -267,6 +287,10 @@ static int enqueue(sim_engine *e, sim_req *r)
  * server free reaches the scheduler at once, as before; one that arrives in a burst waits. */
 static int admit(sim_engine *e, sim_req *r)
 {
+    if (r->spec.too_long) {   /* refused as engines refuse it, before any replica */
+        e->acc.too_long++;
+        return refuse(e, r);
+    }
     double fe = kv_frontend_seconds(e->s, r->spec.prompt);
     if (!(fe > 0)) return enqueue(e, r);
     r->replica = route(e, &r->spec);
@@ -275,10 +299,7 @@ static int admit(sim_engine *e, sim_req *r)
     if (start > e->now && rep->waiting.n + rep->fe_waiting >= e->max_waiting) {
         /* The waiting bound covers the front end's queue too: an overloaded server answers
          * "busy" (enqueue) whether the backlog is before or behind its tokeniser. */
-        e->acc.rejected++;
-        e->done++;
-        free_req(e, r);
-        return 0;
+        return refuse(e, r);
     }
     rep->fe_free = start + fe;
     rep->outstanding++;   /* routed here: the router counts it while it waits */

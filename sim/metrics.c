@@ -127,6 +127,7 @@ int sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
     /* A rejected request met no SLO. */
     m->slo_attainment = q->requests + a->rejected ? (double)q->good / (double)(q->requests + a->rejected) : NAN;
     m->rejected = a->rejected;
+    m->too_long = a->too_long;
     for (int i = 0; i < SIM_Q_COUNT; i++) {
         /* ITL gaps are recorded step by step, not per request: the run's own. */
         const sim_hist *h = i == SIM_Q_ITL ? &a->h[i] : &q->h[i];
@@ -186,6 +187,7 @@ static const metric_field FIELDS[] = {
     REAL("prefix_hit_rate", prefix_hit_rate, SIM_UNIT_FRACTION),
     LONG("preemptions", preemptions, SIM_UNIT_COUNT),
     LONG("rejected", rejected, SIM_UNIT_COUNT),
+    LONG("too_long", too_long, SIM_UNIT_COUNT),
     REAL("batch_mean", batch_mean, SIM_UNIT_NUMBER),
     LONG("batch_max", batch_max, SIM_UNIT_COUNT),
     LONG("steps", steps, SIM_UNIT_COUNT),

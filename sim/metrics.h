@@ -15,6 +15,7 @@ typedef struct {
     double frag_unused, frag_reserved;   /* token-seconds */
     long preemptions, steps, batch_sum, batch_max;
     long rejected;
+    long too_long;                       /* of rejected: prompts longer than the context allows */
     /* KV offload tiers and swap (sim/kv_tier.h), index kv_tier_id */
     long tier_hit_tokens[3];
     double tier_xfer_s[3];

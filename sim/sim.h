@@ -124,7 +124,9 @@ typedef struct {
     double frag_mean;          /* reserved-but-unused / reserved tokens, time-weighted */
     double prefix_hit_rate;    /* prompt tokens served from the prefix cache / prompt tokens */
     long preemptions;
-    long rejected;             /* arrivals turned away by a full waiting queue */
+    long rejected;             /* arrivals turned away: by a full waiting queue, or too_long */
+    long too_long;             /* of rejected: prompts with no room for one output token within
+                                * max_model_len, which engines refuse (sim/workload.c, fit) */
     double batch_mean;         /* sequences per step */
     long batch_max;
     long steps;

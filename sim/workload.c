@@ -285,13 +285,18 @@ static bool measured_of(sim_workload *w, const sim_req_spec *r)
 
 static int max_len(const sim_workload *w) { return w->s->deployment.max_model_len; }
 
-/* Keeps prompt + output within max_model_len by trimming the output, then the prompt. */
+/* Fits a request to max_model_len as engines do. A prompt that leaves no room for one output
+ * token is not trimmed but marked too_long: vLLM's input validation refuses it ("The decoder
+ * prompt (length N) is longer than the maximum model length of M"), SGLang refuses it unless
+ * --allow-auto-truncate is set, and TensorRT-LLM fails it; the engine counts it instead of
+ * serving it (docs/simulator.md, "Workload"). A prompt that fits keeps its length and its output
+ * is cut at max_model_len, where the engine stops generating (a "length" finish). */
 static void fit(const sim_workload *w, sim_req_spec *r)
 {
     int lim = max_len(w);
-    if (r->prompt >= lim) r->prompt = lim - 1;
+    r->too_long = r->prompt >= lim;
     if (r->prefix_len > r->prompt - 1) r->prefix_len = r->prompt - 1 > 0 ? r->prompt - 1 : 0;
-    if (r->prompt + r->output > lim) r->output = lim - r->prompt;
+    if (!r->too_long && r->prompt + r->output > lim) r->output = lim - r->prompt;
 }
 
 /* Reads one whole-number field after a comma; 0 on success. */
@@ -446,6 +451,14 @@ static int closed_next(sim_workload *w, double now, sim_req_spec *out)
     if (wl->arrival != SCN_ARRIVAL_CLOSED || w->conversations >= conv_total(wl)) return 1;
     first_turn(w, now + wl->client_think_time, out);
     return 0;
+}
+
+int sim_workload_next_rejected(sim_workload *w, const sim_req_spec *r, double now, sim_req_spec *out)
+{
+    /* The total shrinks by the turns never sent, as for a conversation that outgrows the context
+     * (sim_workload_next_turn); a trace's requests have no turns left. */
+    if (r->turns_left > 0 && w->total >= 0) w->total -= r->turns_left;
+    return closed_next(w, now, out);
 }
 
 bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r)

@@ -25,6 +25,8 @@ typedef struct {
     int turn;               /* 0-based */
     int turns_left;         /* further turns this conversation will send */
     bool measured;          /* inside the steady-state window (workload.measure) */
+    bool too_long;          /* the prompt leaves no room for one output token within max_model_len:
+                             * engines reject it, and so does the simulator (sim/engine.c) */
 } sim_req_spec;
 
 typedef struct sim_workload sim_workload;
@@ -41,6 +43,12 @@ int sim_workload_next(sim_workload *w, sim_req_spec *out, char *err, size_t n);
  * user message; or, in a closed loop, once the conversation is over (or would outgrow
  * max_model_len), a new conversation `client_think_time` after now. 1 when nothing follows. */
 int sim_workload_next_turn(sim_workload *w, const sim_req_spec *prev, double now, sim_req_spec *out);
+/* What the client of r sends after r was rejected at `now`, because its prompt is too long
+ * (r->too_long) or the waiting queue was full: in a closed loop, a new conversation
+ * `client_think_time` after now, as a benchmark client sends its next request when one fails;
+ * r's further turns are not sent (each would carry r's prompt), and the total shrinks by them.
+ * 1 when nothing follows. */
+int sim_workload_next_rejected(sim_workload *w, const sim_req_spec *r, double now, sim_req_spec *out);
 /* True when r falls inside the scenario's steady-state window (workload.measure), judged with
  * the request total known now; the generator stores it in r->measured as it creates r. The
  * summary metrics count only these; every request still runs and reaches the per-request sink.

@@ -39,17 +39,20 @@ static void load(const char *text)
     ck_assert_msg(st == SCN_OK, "%s", msg);
 }
 
-static int run(long blocks, sim_metrics *m, char *err)
+/* max_waiting: the waiting bound (sim_run_opts.max_waiting; 0 the default). */
+static int run_bounded(long blocks, long max_waiting, sim_metrics *m, char *err)
 {
     sim_choice ch = sim_choice_first(&s);
     sim_executor ex;
     ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
-    sim_run_opts o = {.seed = s.seed, .on_request = keep_row, .kv_blocks_override = blocks};
+    sim_run_opts o = {.seed = s.seed, .on_request = keep_row, .kv_blocks_override = blocks, .max_waiting = max_waiting};
     n_rows = 0;
     int rc = sim_run(&s, &ch, &ex, &o, m, err, 512);
     ex.free(ex.ctx);
     return rc;
 }
+
+static int run(long blocks, sim_metrics *m, char *err) { return run_bounded(blocks, 0, m, err); }
 
 static double step(long new_tokens, long context)
 {
@@ -79,6 +82,70 @@ static const char *pair(char *buf, size_t n, const char *layerwise, int prompt, 
              layerwise, requests, arrival, prompt, output);
     return buf;
 }
+
+/* A prompt with no room for one output token within max_model_len is refused on arrival, before
+ * the prefill pool, as in a colocated run (test_workload.c, "too_long"): two clients whose every
+ * prompt (2000 tokens) reaches max_model_len 1024 each go on to their next request, so all six
+ * are refused; at 1000 tokens all six fit and are served. */
+static void pair_within(char *y, size_t n, int prompt)
+{
+    char buf[1024];
+    pair(buf, sizeof buf, "false", prompt, 12, 6, "{process: closed, concurrency: 2}");
+    const char *at = strstr(buf, "deployment:\n") + strlen("deployment:\n");
+    snprintf(y, n, "%.*s  max_model_len: 1024\n%s", (int)(at - buf), buf, at);
+}
+
+START_TEST(too_long_prompts_are_refused_before_the_pools)
+{
+    char y[1200], err[512] = "";
+    sim_metrics m;
+    pair_within(y, sizeof y, 2000);
+    load(y);
+    ck_assert_msg(run(0, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.too_long, 6);
+    ck_assert_int_eq(m.rejected, 6);
+    ck_assert_int_eq(m.requests, 0);
+    ck_assert_int_eq(n_rows, 0);
+    pair_within(y, sizeof y, 1000);
+    load(y);
+    ck_assert_msg(run(0, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.too_long, 0);
+    ck_assert_int_eq(m.requests, 6);
+}
+END_TEST
+
+/* A full waiting queue rejects an arrival before the prefill pool, and its client goes on as
+ * after a too-long prompt (sim_workload_next_rejected). Four two-turn conversations, offline (all
+ * first turns at t = 0), a waiting bound of 2 on the one prefill instance: first turns 0 and 1 are
+ * taken, 2 and 3 rejected, and their second turns are never sent, so the run's total is
+ * 8 - 2 = 6: 4 served (two conversations of two turns) and 2 rejected. A total left at 8 (the
+ * defect) ended the run with "2 of 8 requests never finished". Then a closed loop as
+ * test_workload.c's closed_loop_client_goes_on_after_a_full_queue: eight clients, 14 requests,
+ * think time 10 s; of the eight sent at t = 0 (ids 0, 1, 2, 4, ..., 12) the first two are taken and
+ * six rejected, whose clients send 3, 5, ..., 13 at 10 s, of which 3 and 5 are taken: 4 served, 10
+ * rejected (a client that stopped at its rejection left 0 and 1 to send the rest: 8 served, 6
+ * rejected). */
+START_TEST(full_queue_rejections_end_conversations_and_clients_go_on)
+{
+    char y[1024], err[512] = "";
+    sim_metrics m;
+    pair(y, sizeof y, "false", 400, 12, 8, "{process: offline}\n  conversation: {turns: 2}");
+    load(y);
+    ck_assert_msg(run_bounded(0, 2, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.rejected, 2);
+    ck_assert_int_eq(m.requests, 4);
+    ck_assert_int_eq(n_rows, 4);
+    for (int i = 0; i < n_rows; i++) ck_assert_int_le(rows[i].id, 5);
+    pair(y, sizeof y, "false", 400, 12, 14, "{process: closed, concurrency: 8, think_time: 10 s}");
+    load(y);
+    ck_assert_msg(run_bounded(0, 2, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.requests, 4);
+    ck_assert_int_eq(m.rejected, 10);
+    ck_assert_int_eq(n_rows, 4);
+    static const long id[4] = {0, 1, 3, 5};
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(rows[i].id, id[i]);
+}
+END_TEST
 
 START_TEST(one_request_whole_handoff)
 {
@@ -792,6 +859,8 @@ Suite *suite_disagg(void)
     tcase_add_test(tc, run_section_names_pools);
     tcase_add_test(tc, swap_needs_paged_located);
     tcase_add_test(tc, decode_fit_error_located);
+    tcase_add_test(tc, too_long_prompts_are_refused_before_the_pools);
+    tcase_add_test(tc, full_queue_rejections_end_conversations_and_clients_go_on);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(su, tc);
     return su;

@@ -1,11 +1,13 @@
 /* test_workload.c: closed-loop and offline workloads and the steady-state window, checked
  * against cases solved by hand (a one-client loop is a chain of lone requests; an offline batch
- * is one prefill and a run of decodes) and against Little's law with N clients in the system. */
+ * is one prefill and a run of decodes) and against Little's law with N clients in the system;
+ * and prompts too long for max_model_len, refused as engines refuse them rather than trimmed. */
 #include "tests.h"
 #include "../db/db.h"
 #include "../model/kv_model.h"
 #include "../planner/plan.h"
 #include "../sim/sim.h"
+#include "../sim/workload.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -34,18 +36,21 @@ static void load(const char *text)
     ck_assert_msg(st == SCN_OK, "%s", msg);
 }
 
-static void run(sim_metrics *m)
+/* max_waiting: the engine's waiting bound (sim_run_opts.max_waiting; 0 the default). */
+static void run_bounded(sim_metrics *m, long max_waiting)
 {
     sim_choice ch = sim_choice_first(&s);
     sim_executor ex;
     ck_assert_int_eq(sim_executor_model(&s, &ch, &ex), 0);
-    sim_run_opts o = {.seed = s.seed, .on_request = keep_row};
+    sim_run_opts o = {.seed = s.seed, .on_request = keep_row, .max_waiting = max_waiting};
     n_rows = 0;
     char err[512] = "";
     int rc = sim_run(&s, &ch, &ex, &o, m, err, sizeof err);
     ex.free(ex.ctx);
     ck_assert_msg(rc == SIM_OK, "%s", err);
 }
+
+static void run(sim_metrics *m) { run_bounded(m, 0); }
 
 static double step(const kv_seq_work *w, int n)
 {
@@ -354,6 +359,206 @@ START_TEST(plan_judges_a_closed_loop_as_it_runs)
 }
 END_TEST
 
+/* ---- Prompts too long for the context ----
+ * A prompt that leaves no room for one output token within max_model_len (prompt >= M) is
+ * refused as vLLM, SGLang and TensorRT-LLM refuse it, not trimmed; a prompt that fits has its
+ * output cut at M, where the engine stops (sim/workload.c, fit). M = 1024 below. */
+#define MML "model: llama-3-8b\nhardware: h100-sxm\noptions: {kv_layout: paged}\ndeployment: {max_model_len: 1024}\n"
+
+static void load_trace(const char *csv)
+{
+    char y[700];
+    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n", t_write("too-long.csv", csv));
+    load(y);
+}
+
+/* Six requests, all at t = 0: prompts 500, 1024, 1023, 2000, 300 and 1000 tokens. The second and
+ * fourth leave no room for an output token (1024 >= M, 2000 >= M): refused. The others are served:
+ * 1023 + 10 > M keeps its prompt and generates 1 token, 1000 + 100 > M generates 24. */
+#define SIX "0,500,10\n0,1024,10\n0,1023,10\n0,2000,10\n0,300,10\n0,1000,100\n"
+
+START_TEST(too_long_prompts_are_rejected_not_trimmed)
+{
+    load_trace(SIX);
+    /* The generator marks them and leaves their prompts as sent. */
+    int noinput = 0;
+    char err[512];
+    sim_workload *w = sim_workload_init(&s, 1, &noinput, err, sizeof err);
+    ck_assert_ptr_nonnull(w);
+    static const int prompt[6] = {500, 1024, 1023, 2000, 300, 1000};
+    static const bool refused[6] = {false, true, false, true, false, false};
+    sim_req_spec q;
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(sim_workload_next(w, &q, err, sizeof err), 0);
+        ck_assert_int_eq(q.prompt, prompt[i]);
+        ck_assert_msg(q.too_long == refused[i], "request %d (prompt %d): too_long %d", i, prompt[i], q.too_long);
+    }
+    ck_assert_int_eq(sim_workload_next(w, &q, err, sizeof err), 1);
+    sim_workload_free(w);
+    /* The run serves the other four, whole, and counts the two in too_long and in rejected. */
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(m.too_long, 2);
+    ck_assert_int_eq(m.rejected, 2);
+    ck_assert_int_eq(m.requests, 4);
+    ck_assert_int_eq(n_rows, 4);
+    ck_assert_int_eq(m.requests + m.too_long, 6);
+    long in = 0;
+    for (int i = 0; i < n_rows; i++) {
+        ck_assert_msg(rows[i].id != 1 && rows[i].id != 3, "refused request %ld was served", rows[i].id);
+        ck_assert_int_eq(rows[i].prompt, prompt[rows[i].id]);
+        in += rows[i].prompt;
+    }
+    ck_assert_int_eq(in, 500 + 1023 + 300 + 1000);
+    /* Every refused request counts as a miss in SLO attainment, as a full queue's do. */
+    ck_assert(fabs(m.slo_attainment - 4.0 / 6.0) < 1e-12);
+}
+END_TEST
+
+START_TEST(output_is_still_cut_at_max_model_len)
+{
+    load_trace(SIX);
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(n_rows, 4);
+    for (int i = 0; i < n_rows; i++) {
+        int want = rows[i].prompt == 1023 ? 1 : rows[i].prompt == 1000 ? 24 : 10;
+        ck_assert_msg(rows[i].output == want, "prompt %d generated %d, expected %d", rows[i].prompt, rows[i].output, want);
+        ck_assert_int_le(rows[i].prompt + rows[i].output, 1024);
+    }
+    ck_assert(fabs(m.output_tok_per_s * m.duration - (10 + 1 + 10 + 24)) < 1e-9);
+}
+END_TEST
+
+START_TEST(closed_loop_clients_go_on_after_a_rejection)
+{
+    /* Every prompt too long: each of the two clients is refused and sends its next request at
+     * once, so all six are refused and none waits for a reply that never comes (a client that
+     * did would stop the run after two). */
+    sim_metrics m;
+    load(MML "workload:\n  requests: 6\n  arrival: {process: closed, concurrency: 2, think_time: 1 s}\n"
+             "  prompt_tokens: 2000\n  output_tokens: 12\n");
+    run(&m);
+    ck_assert_int_eq(m.too_long, 6);
+    ck_assert_int_eq(m.rejected, 6);
+    ck_assert_int_eq(m.requests, 0);
+    ck_assert_int_eq(n_rows, 0);
+    /* Prompts of 600 or 2000 tokens, one or the other with equal weight. The k-th request created
+     * has the generator's k-th lengths whatever the arrival process (its draws have their own
+     * streams), so an offline replay of the generator says which requests the loop must refuse. */
+    char y[900];
+    const char *lens = t_write("half-too-long.csv", "600,1\n2000,1\n");
+    snprintf(y, sizeof y, MML "workload:\n  requests: 40\n  arrival: {process: offline}\n"
+             "  prompt_tokens: {dist: empirical, file: '%s'}\n  output_tokens: 12\n", lens);
+    load(y);
+    int noinput = 0;
+    char err[512];
+    sim_workload *w = sim_workload_init(&s, s.seed, &noinput, err, sizeof err);
+    ck_assert_ptr_nonnull(w);
+    bool refused[40];
+    int n_refused = 0;
+    sim_req_spec q;
+    for (int i = 0; i < 40; i++) {
+        ck_assert_int_eq(sim_workload_next(w, &q, err, sizeof err), 0);
+        ck_assert_int_eq(q.id, i);
+        refused[i] = q.too_long;
+        n_refused += q.too_long;
+        ck_assert_int_eq(q.prompt, q.too_long ? 2000 : 600);
+    }
+    sim_workload_free(w);
+    ck_assert_msg(n_refused > 5 && n_refused < 35, "a replay with %d of 40 refused does not mix them", n_refused);
+    snprintf(y, sizeof y, MML "workload:\n  requests: 40\n  arrival: {process: closed, concurrency: 2}\n"
+             "  prompt_tokens: {dist: empirical, file: '%s'}\n  output_tokens: 12\n", lens);
+    load(y);
+    run(&m);
+    ck_assert_int_eq(m.too_long, n_refused);
+    ck_assert_int_eq(m.requests, 40 - n_refused);
+    ck_assert_int_eq(n_rows, 40 - n_refused);
+    for (int i = 0; i < n_rows; i++) {
+        ck_assert_msg(!refused[rows[i].id], "request %ld should have been refused", rows[i].id);
+        ck_assert_int_eq(rows[i].prompt, 600);
+        ck_assert_int_eq(rows[i].output, 12);
+    }
+    /* Offline: refused alike. */
+    snprintf(y, sizeof y, MML "workload:\n  requests: 40\n  arrival: {process: offline}\n"
+             "  prompt_tokens: {dist: empirical, file: '%s'}\n  output_tokens: 12\n", lens);
+    load(y);
+    run(&m);
+    ck_assert_int_eq(m.too_long, n_refused);
+    ck_assert_int_eq(m.requests + m.too_long, 40);
+}
+END_TEST
+
+START_TEST(cli_notes_rejected_prompts)
+{
+    static char out[65536], errs[4096];
+    char y[700], args[1024];
+    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n", t_write("too-long-cli.csv", SIX));
+    snprintf(args, sizeof args, "simulate '%s'", t_write("too-long.yaml", y));
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "2 request(s) had prompts of max_model_len (1024 tokens) or longer"), "%s", out);
+    /* Without such prompts, no note. */
+    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n", t_write("fits-cli.csv", "0,500,10\n"));
+    snprintf(args, sizeof args, "simulate '%s'", t_write("fits.yaml", y));
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(!strstr(out, "max_model_len"), "%s", out);
+}
+END_TEST
+
+/* ---- Arrivals turned away by a full waiting queue ----
+ * A request that finds max_waiting requests waiting is rejected (sim/engine.c, enqueue). Its
+ * client learns at once, as from a prompt too long, and goes on the same way
+ * (sim_workload_next_rejected): in a closed loop it sends its next request after its think time,
+ * and a conversation's later turns are never sent, so the request total shrinks by them. */
+
+START_TEST(closed_loop_client_goes_on_after_a_full_queue)
+{
+    /* Eight clients, a waiting bound of 2 on the one replica, 14 requests, think time 10 s (a
+     * 400-token request takes milliseconds). At t = 0 all eight send: the first two are taken
+     * (the bound counts those behind the front end too), the other six are
+     * rejected, and each of their clients creates its next request, for 10 s, as it is rejected,
+     * before the next client's first is created: ids in creation order, 0, 1, 2, 4, 6, 8, 10 and
+     * 12 are sent at t = 0 and 3, 5, 7, 9, 11 and 13 at 10 s. The 14 are all created: when 0 and 1
+     * complete, nothing is left to send. At 10 s the replica is idle again: 3 and 5 are taken, the
+     * other four rejected. Served 0, 1, 3, 5; rejected 6 + 4 = 10.
+     * A client that stopped at its rejection (the defect) left clients 0 and 1 to send the six
+     * left one after another, all served: 8 served, 6 rejected. */
+    load(BASE "  requests: 14\n  arrival: {process: closed, concurrency: 8, think_time: 10 s}\n" FIXED);
+    sim_metrics m;
+    run_bounded(&m, 2);
+    ck_assert_int_eq(m.too_long, 0);
+    ck_assert_int_eq(m.requests, 4);
+    ck_assert_int_eq(m.rejected, 10);
+    ck_assert_int_eq(m.requests + m.rejected, 14);
+    ck_assert_int_eq(n_rows, 4);
+    static const long id[4] = {0, 1, 3, 5};
+    static const double sent[4] = {0, 0, 10, 10};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(rows[i].id, id[i]);
+        ck_assert_msg(fabs(rows[i].arrival - sent[i]) < 1e-9, "request %ld sent at %.9g", rows[i].id, rows[i].arrival);
+    }
+}
+END_TEST
+
+START_TEST(full_queue_drops_a_conversations_later_turns_from_the_total)
+{
+    /* Four two-turn conversations, offline (every first turn at t = 0, no front end), a waiting
+     * bound of 2, the window skipping the last request. First turns 0 and 1 are taken, 2 and 3
+     * rejected: their second turns are never sent, so 8 - 2 = 6 requests are sent. The second
+     * turns of 0 and 1 are created at their completion as ids 4 and 5, judged against a total of
+     * 6: the last, id 5, is outside the window. Measured 0, 1, 4: 3. A total left at 8 (the
+     * defect) measured id 5 too: 4. */
+    load(BASE "  requests: 8\n  arrival: {process: offline}\n  conversation: {turns: 2}\n"
+             "  measure: {skip_last: 1}\n" FIXED);
+    sim_metrics m;
+    run_bounded(&m, 2);
+    ck_assert_int_eq(m.rejected, 2);
+    ck_assert_int_eq(n_rows, 4);
+    ck_assert_int_eq(m.requests, 3);
+    for (int i = 0; i < n_rows; i++) ck_assert_int_le(rows[i].id, 5);
+}
+END_TEST
+
 Suite *suite_workload(void)
 {
     Suite *su = suite_create("workload");
@@ -369,6 +574,15 @@ Suite *suite_workload(void)
     tcase_add_test(tc, bad_closed_and_window_fields_are_located);
     tcase_add_test(tc, closed_and_offline_runs_are_stored_and_reported);
     tcase_add_test(tc, plan_judges_a_closed_loop_as_it_runs);
+    suite_add_tcase(su, tc);
+    tc = tcase_create("too_long");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, too_long_prompts_are_rejected_not_trimmed);
+    tcase_add_test(tc, output_is_still_cut_at_max_model_len);
+    tcase_add_test(tc, closed_loop_clients_go_on_after_a_rejection);
+    tcase_add_test(tc, cli_notes_rejected_prompts);
+    tcase_add_test(tc, closed_loop_client_goes_on_after_a_full_queue);
+    tcase_add_test(tc, full_queue_drops_a_conversations_later_turns_from_the_total);
     suite_add_tcase(su, tc);
     return su;
 }
