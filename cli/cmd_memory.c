@@ -14,6 +14,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The engine's fraction applies to the memory still free after the runtime, weights and
+ * activations (scn_mem_budget FREE), not to the device's. */
+static bool free_budget(const scn_scenario *s)
+{
+    return s->engine.mem_given && s->engine.mem_budget == SCN_MEM_FREE;
+}
+
 /* Adds the scenario summary shared by memory and cost. */
 static void scenario_section(out_doc *d, const scn_scenario *s)
 {
@@ -26,7 +33,10 @@ static void scenario_section(out_doc *d, const scn_scenario *s)
         out_kv_num(d, "attention_data_parallel", "attention DP ranks", kv_moe_dp(s), OUT_INT);
         out_kv_num(d, "expert_parallel", "expert-parallel ranks", kv_moe_ep(s), OUT_INT);
     }
-    out_kv_num(d, "gpu_memory_utilization", "gpu memory utilization", scn_engine_mem_fraction(&s->engine, &s->deployment, &s->hardware), OUT_FRAC);
+    /* Under a free-memory budget (TensorRT-LLM) the fraction is of what the runtime, weights and
+     * activations leave, not of the GPU: trtllm-v0.6's 1 is not "the whole GPU". */
+    out_kv_num(d, "gpu_memory_utilization", free_budget(s) ? "KV fraction of free memory" : "gpu memory utilization",
+               scn_engine_mem_fraction(&s->engine, &s->deployment, &s->hardware), OUT_FRAC);
     out_kv_num(d, "max_model_len", "max model len (tokens)", s->deployment.max_model_len, OUT_INT);
 }
 
@@ -108,7 +118,8 @@ int cmd_memory(int argc, char **argv)
     /* Engines size their budget from the total CUDA reports (hardware memory_reserved). */
     if (s.engine.mem_given && s.hardware.memory_reserved > 0)
         out_kv_num(d, "cuda_bytes", "as CUDA reports it", scn_hw_cuda_memory(&s.hardware), OUT_BYTES);
-    out_kv_num(d, "usable_bytes", "usable (x utilization)", k0.usable, OUT_BYTES);
+    out_kv_num(d, "usable_bytes", free_budget(&s) ? "free after runtime, weights, activations (x fraction)" : "usable (x utilization)",
+               k0.usable, OUT_BYTES);
     out_kv_num(d, "weight_bytes", sp0 ? "weights (target + speculative proposer)" : "weights", k0.weights, OUT_BYTES);
     out_kv_num(d, "activation_bytes", "activation peak", k0.activation, OUT_BYTES);
     /* Part of that peak as a free-memory profiler sees it (engine memory.held_allreduce). */

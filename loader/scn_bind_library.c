@@ -134,8 +134,21 @@ int scn_bind_model(scn_ctx *c, const scn_node *m, const char *path, scn_model *o
             scn_get_int(c, ct, cp, "suffix", 0, 1000000, &o->chat_suffix) ||
             scn_get_int(c, ct, cp, "bos", 0, 1000000, &o->chat_bos))
             return -1;
-        /* The BOS is one of the prefix's tokens: it cannot outnumber them. */
-        if (o->chat_bos > o->chat_prefix) return invalid(c, ct, cp, "bos", "bos counts tokens of the prefix: at most prefix");
+        /* The BOS is one of the prefix's tokens: it cannot outnumber them. The error names both
+         * counts and stands where the most derived file wrote one: a model that extends
+         * deepseek-r1 (bos 1) with prefix 0 is told at its prefix, not at the library's bos. */
+        if (o->chat_bos > o->chat_prefix) {
+            const scn_node *bn = scn_map_get(ct, "bos"), *pn = scn_map_get(ct, "prefix");
+            char msg[256];
+            if (pn && bn && pn->file && bn->file && m->file && strcmp(pn->file, bn->file) && !strcmp(pn->file, m->file)) {
+                snprintf(msg, sizeof msg, "prefix %d is less than bos %d (%s:%d:%d): bos counts tokens of the prefix, "
+                         "so prefix is at least bos", o->chat_prefix, o->chat_bos, bn->file, bn->line, bn->col);
+                return invalid(c, ct, cp, "prefix", msg);
+            }
+            snprintf(msg, sizeof msg, "bos %d is more than prefix %d: bos counts tokens of the prefix, at most prefix",
+                     o->chat_bos, o->chat_prefix);
+            return invalid(c, ct, cp, "bos", msg);
+        }
     }
     if (!o->name[0]) snprintf(o->name, sizeof o->name, "%s", "unnamed-model");
     return 0;

@@ -154,6 +154,17 @@ START_TEST(memory_does_not_fit_without_a_negative_budget)
     ck_assert_double_eq_tol(json_number_value(json_object_get(mem, "kv_shortfall_bytes")), need, 1.0);
     json_decref(root);
     /* At TP 2 it fits (65.7 GiB of weights a GPU): the budget is a size again, nothing missing. */
+    /* Under a free-memory budget the fraction is of what the runtime, weights and activations
+     * leave, not of the GPU: trtllm-v0.6's fraction 1 printed as "gpu memory utilization
+     * 100.0 %" beside a usable 65.08 GiB of an 80 GiB A100 (review11). The table names it so;
+     * the JSON keys stay. */
+    ck_assert_int_eq(run("memory %s --set engine=trtllm-v0.6 --set deployment.tensor_parallel=2", scn), 0);
+    ck_assert_msg(!strstr(out, "gpu memory utilization") && !strstr(out, "usable (x utilization)") &&
+                      strstr(out, "KV fraction of free memory  100.0 %") &&
+                      strstr(out, "free after runtime, weights, activations (x fraction)"),
+                  "%s", out);
+    ck_assert_int_eq(run("memory %s --set deployment.tensor_parallel=2", scn), 0);
+    ck_assert_msg(strstr(out, "gpu memory utilization") && strstr(out, "usable (x utilization)"), "%s", out);
     ck_assert_int_eq(run("memory %s --format json --set deployment.tensor_parallel=2", scn), 0);
     root = json_loads(out, 0, NULL);
     ck_assert_ptr_nonnull(root);

@@ -924,6 +924,25 @@ START_TEST(chat_endpoint_flag)
                             NULL, 0, &s, &e), SCN_OK);
     ck_assert_msg(strstr(e.path, "chat_template.bos") && strstr(e.msg, "at most prefix"), "%s: %s", e.path, e.msg);
     ck_assert_int_gt(e.line, 0);
+    /* A model that extends deepseek-r1 and sets its prefix below the library's bos: the error is
+     * at the prefix the scenario wrote, with both counts, not at the bundled file's bos, which
+     * the user did not write (review11: it read "models/deepseek-r1.yaml:47:44: ...bos: bos
+     * counts tokens of the prefix: at most prefix"). */
+    ck_assert_int_ne(t_load("name: x\nmodel: {extends: deepseek-r1, chat_template: {prefix: 0, suffix: 0}}\n"
+                            "hardware: h200\ndeployment: {tensor_parallel: 8}\n"
+                            "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 1}\n",
+                            NULL, 0, &s, &e), SCN_OK);
+    ck_assert_msg(strstr(e.path, "chat_template.prefix") && !strstr(e.file, "deepseek-r1.yaml") && e.line == 2 &&
+                      strstr(e.msg, "prefix 0") && strstr(e.msg, "bos 1"),
+                  "%s:%d:%d: %s: %s", e.file, e.line, e.col, e.path, e.msg);
+    /* bos written beside the inherited prefix stays at bos, with both counts. */
+    ck_assert_int_ne(t_load("name: x\nmodel: {extends: deepseek-r1, chat_template: {bos: 3}}\n"
+                            "hardware: h200\ndeployment: {tensor_parallel: 8}\n"
+                            "workload: {requests: 1, arrival: {process: offline}, prompt_tokens: 10, output_tokens: 1}\n",
+                            NULL, 0, &s, &e), SCN_OK);
+    ck_assert_msg(strstr(e.path, "chat_template.bos") && !strstr(e.file, "deepseek-r1.yaml") && e.line == 2 &&
+                      strstr(e.msg, "bos 3") && strstr(e.msg, "prefix 2") && strstr(e.msg, "at most prefix"),
+                  "%s:%d:%d: %s: %s", e.file, e.line, e.col, e.path, e.msg);
 }
 END_TEST
 
