@@ -160,6 +160,9 @@ static int bind_fractions(scn_ctx *c, const scn_node *mm, const char *path, scn_
             return -1;
         if (!(f > 0 && f <= 1)) return fail_at(c, scn_map_get(it, "fraction"), ip, "fraction must be in (0, 1]");
         if (i > 0 && tp <= e->mem_fraction_tp[i - 1]) return fail_at(c, scn_map_get(it, "tp"), ip, "tp must be ascending");
+        /* Each entry holds from its tp up, so a list must start at 1: below its first entry a
+         * TP size would have no fraction, and taking the first one would be a guess. */
+        if (i == 0 && tp != 1) return fail_at(c, scn_map_get(it, "tp"), ip, "the first entry must be tp 1 (each holds from its tp up to the next)");
         e->mem_fraction_tp[i] = tp;
         e->mem_fraction[i] = f;
         e->n_mem_fraction = i + 1;

@@ -409,7 +409,8 @@ START_TEST(memory_section_errors_are_located)
 {
     static const char *const bad[][2] = {
         {"memory: {budget: half}", "budget"},
-        {"memory: {budget: static, fraction_by_tp: [{tp: 4, fraction: 0.8}, {tp: 2, fraction: 0.9}]}", "ascending"},
+        {"memory: {budget: static, fraction_by_tp: [{tp: 1, fraction: 0.8}, {tp: 1, fraction: 0.9}]}", "ascending"},
+        {"memory: {budget: static, fraction_by_tp: [{tp: 2, fraction: 0.8}, {tp: 4, fraction: 0.9}]}", "first entry must be tp 1"},
         {"memory: {budget: static, fraction_by_tp: [{tp: 1, fraction: 1.5}]}", "fraction"},
         {"memory: {budget: static, fraction_by_tp: [{tp: 1}]}", "tp and fraction"},
         {"memory: {budget: total, non_torch: 3}", "non_torch"},
