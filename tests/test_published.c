@@ -234,6 +234,28 @@ END_TEST
              "output_tokens\tmetric\tvalue\tunit\tsource\tnotes\n"
 #define ROW_A "a\th100-sxm\t1\t1\tllama-3-8b\tvllm\tx\tbf16\tauto\t"
 
+/* A chat row's scenario written by hand: 40 prompts of `prompt` tokens sent offline through the
+ * server behind one shared `prefix`-token chat prefix, 20 output tokens each, the engine caching
+ * prefixes in 16-token blocks; run as the harness runs it. */
+static void chat_run_by_hand(const char *name, const char *model, const char *gpu, int tp, int prompt, int prefix,
+                             sim_metrics *m)
+{
+    static scn_scenario hs;
+    scn_error e;
+    char y[800], err[512];
+    snprintf(y, sizeof y,
+             "name: published-%s\nmodel: %s\nhardware: %s\nengine: vllm\n"
+             "deployment: {tensor_parallel: %d, replicas: 1}\n"
+             "workload:\n  requests: 40\n  arrival: {process: offline, via: server}\n"
+             "  prompt_tokens: %d\n  output_tokens: 20\n"
+             "  shared_prefix: {groups: 1, tokens: %d, share: 1}\n"
+             "options: {kv_layout: paged, block_size: 16, prefix_cache: on}\n",
+             name, model, gpu, tp, prompt, prefix);
+    ck_assert_int_eq(t_load(y, NULL, 0, &hs, &e), SCN_OK);
+    sim_choice ch = sim_choice_first(&hs);
+    ck_assert_msg(sim_run_predicted(&hs, &ch, m, err, sizeof err) == SIM_OK, "%s", err);
+}
+
 static void broken(const char *text, const char *expect)
 {
     const char *p = t_write("broken.tsv", text);
@@ -843,15 +865,8 @@ START_TEST(chat_endpoint_flag)
     ck_assert_msg(!strstr(t.rows[2].why, "chat"), "%s", t.rows[2].why);
     scn_scenario s;
     scn_error e;
-    ck_assert_int_eq(t_load("name: published-c\nmodel: gpt-oss-120b\nhardware: h100-sxm\nengine: vllm\n"
-                            "deployment: {tensor_parallel: 2, replicas: 1}\n"
-                            "workload:\n  requests: 40\n  arrival: {process: offline, via: server}\n"
-                            "  prompt_tokens: 203\n  output_tokens: 20\n"
-                            "  shared_prefix: {groups: 1, tokens: 68, share: 1}\n"
-                            "options: {kv_layout: paged, block_size: 16, prefix_cache: on}\n", NULL, 0, &s, &e), SCN_OK);
-    sim_choice ch = sim_choice_first(&s);
     sim_metrics m;
-    ck_assert_int_eq(sim_run_predicted(&s, &ch, &m, err, sizeof err), SIM_OK);
+    chat_run_by_hand("c", "gpt-oss-120b", "h100-sxm", 2, 203, 68, &m);
     double want = m.input_tok_per_s + m.output_tok_per_s - 71 * m.req_per_s;
     ck_assert_msg(fabs(t.rows[0].predicted / want - 1) < 1e-9, "row %.9g, by hand %.9g", t.rows[0].predicted, want);
     /* the client's prompts: 40 x 200 tokens over the run */
@@ -883,14 +898,7 @@ START_TEST(chat_endpoint_flag)
     ck_assert_msg(strstr(t.rows[2].why, "chat format: 2 + 1 tokens a prompt (1 a BOS the client's count holds), the prefix computed each time (shorter than one cached block)"), "%s", t.rows[2].why);
     /* The Qwen3-8B row is the scenario written by hand: prompts of 200 + 5 tokens behind one
      * shared 3-token prefix, the client's total counting 200 a prompt (the run's less 8 x req/s). */
-    ck_assert_int_eq(t_load("name: published-q8\nmodel: qwen3-8b\nhardware: h100-sxm\nengine: vllm\n"
-                            "deployment: {tensor_parallel: 1, replicas: 1}\n"
-                            "workload:\n  requests: 40\n  arrival: {process: offline, via: server}\n"
-                            "  prompt_tokens: 205\n  output_tokens: 20\n"
-                            "  shared_prefix: {groups: 1, tokens: 3, share: 1}\n"
-                            "options: {kv_layout: paged, block_size: 16, prefix_cache: on}\n", NULL, 0, &s, &e), SCN_OK);
-    ch = sim_choice_first(&s);
-    ck_assert_int_eq(sim_run_predicted(&s, &ch, &m, err, sizeof err), SIM_OK);
+    chat_run_by_hand("q8", "qwen3-8b", "h100-sxm", 1, 205, 3, &m);
     want = m.input_tok_per_s + m.output_tok_per_s - 8 * m.req_per_s;
     ck_assert_msg(fabs(t.rows[0].predicted / want - 1) < 1e-9, "row %.9g, by hand %.9g", t.rows[0].predicted, want);
     /* DeepSeek-R1's prefix starts with the BOS its tokenizer adds to any text, which the
@@ -899,14 +907,7 @@ START_TEST(chat_endpoint_flag)
      * 2 x req/s (not 3). */
     ck_assert_int_eq(t.rows[2].chat_bos, 1);
     ck_assert_msg(strstr(t.rows[2].why, "2 + 1 tokens a prompt (1 a BOS the client's count holds)"), "%s", t.rows[2].why);
-    ck_assert_int_eq(t_load("name: published-d\nmodel: deepseek-r1\nhardware: h200\nengine: vllm\n"
-                            "deployment: {tensor_parallel: 8, replicas: 1}\n"
-                            "workload:\n  requests: 40\n  arrival: {process: offline, via: server}\n"
-                            "  prompt_tokens: 200\n  output_tokens: 20\n"
-                            "  shared_prefix: {groups: 1, tokens: 2, share: 1}\n"
-                            "options: {kv_layout: paged, block_size: 16, prefix_cache: on}\n", NULL, 0, &s, &e), SCN_OK);
-    ch = sim_choice_first(&s);
-    ck_assert_int_eq(sim_run_predicted(&s, &ch, &m, err, sizeof err), SIM_OK);
+    chat_run_by_hand("d", "deepseek-r1", "h200", 8, 200, 2, &m);
     want = m.input_tok_per_s + m.output_tok_per_s - 2 * m.req_per_s;
     ck_assert_msg(fabs(t.rows[2].predicted / want - 1) < 1e-9, "row %.9g, by hand %.9g", t.rows[2].predicted, want);
     pub_table_free(&t);
