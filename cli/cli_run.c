@@ -184,6 +184,17 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
         out_note(d, "%ld request(s) had prompts of max_model_len (%d tokens) or longer, leaving no room for an "
                     "output token, and were rejected, as engines reject them (counted in rejected too).",
                  m->too_long, s->deployment.max_model_len);
+    /* A full waiting queue turns arrivals away as the engine does (docs/simulator.md, "Waiting
+     * queue bound"); they are not served, so they are in no latency row. */
+    if (m->rejected > m->too_long) {
+        if (s->deployment.max_queued_requests > 0)
+            out_note(d, "%ld request(s) found the waiting queue full (deployment.max_queued_requests: %d a replica) "
+                        "and were rejected, as the engine rejects them (counted in rejected).",
+                     m->rejected - m->too_long, s->deployment.max_queued_requests);
+        else
+            out_note(d, "%ld request(s) found the waiting queue full (the simulator's bound, %ld requests over the "
+                        "engine) and were rejected (counted in rejected).", m->rejected - m->too_long, SIM_MAX_WAITING);
+    }
     out_section(d, "run", "Run");
     out_kv_str(d, "scenario", "scenario", s->name);
     out_kv_str(d, "model", "model", s->model.name);

@@ -446,6 +446,12 @@ typedef struct {
     /* Multi-step scheduling (vLLM 0.6's --num-scheduler-steps; docs/simulator.md, "Multi-step
      * scheduling"): a decode run of this many steps per scheduling decision; 1 = every step. */
     int scheduler_steps;
+    /* The engine's bound on waiting requests (SGLang's --max-queued-requests, TensorRT-LLM's
+     * ExecutorConfig max_queue_size; vLLM has none): an arrival that finds this many requests
+     * waiting on its engine instance (a replica, or one attention-DP rank of it; a prefill
+     * instance when disaggregated) is rejected (docs/simulator.md, "Waiting queue bound").
+     * 0: not given, unbounded but for the simulator's guard (SIM_MAX_WAITING). */
+    int max_queued_requests;
     /* MoE serving DeepSeek-style (docs/cost-model.md, "Expert parallelism and attention data
      * parallelism"): a replica is tensor_parallel x attention_data_parallel GPUs; attention runs
      * on attention_data_parallel ranks of tensor_parallel GPUs, each with its own sequences and

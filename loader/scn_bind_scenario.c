@@ -16,7 +16,7 @@ static const char *const QUALITY_KEYS[] = {"allow_kv_dtype", "allow_window", "al
 static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router", "gpu_memory_utilization",
                                           "max_model_len", "max_num_seqs", "max_num_batched_tokens", "expert_parallel",
                                           "attention_data_parallel", "expert_skew", "disaggregation", "scheduler_steps",
-                                          NULL};
+                                          "max_queued_requests", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
                                         "shared_prefix", "conversation", "measure", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", "via", NULL};
@@ -92,6 +92,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
     d->expert_parallel = d->attention_dp = 1;
     d->expert_skew = 0;
     d->scheduler_steps = 1;
+    d->max_queued_requests = 0;   /* unbounded: only the simulator's guard (SIM_MAX_WAITING) */
     char p[256];
     const scn_node *m;
     if (sub_map(c, root, "", "deployment", DEPLOY_KEYS, &m, p, sizeof p)) return -1;
@@ -110,6 +111,7 @@ static int bind_deployment(scn_ctx *c, const scn_node *root, scn_scenario *s)
         scn_get_int(c, m, p, "max_num_seqs", 1, 1000000, &d->max_num_seqs) ||
         scn_get_int(c, m, p, "max_num_batched_tokens", 1, BIG, &d->max_num_batched_tokens) ||
         scn_get_int(c, m, p, "scheduler_steps", 1, 1024, &d->scheduler_steps) ||
+        scn_get_int(c, m, p, "max_queued_requests", 1, BIG, &d->max_queued_requests) ||
         scn_get_int(c, m, p, "expert_parallel", 1, 4096, &d->expert_parallel) ||
         scn_get_int(c, m, p, "attention_data_parallel", 1, 4096, &d->attention_dp) ||
         scn_get_qty(c, m, p, "expert_skew", SCN_UNIT_FRACTION, true, &d->expert_skew))

@@ -366,8 +366,9 @@ static int range_fails(const scn_scenario *s, const plan_cand *c, unsigned long 
     int engines = t->deployment.replicas > 0 ? t->deployment.replicas : 1;
     long base = plan_trial_base(t, &c->c);
     long n_top = plan_trial_requests_at(base, P, wl->turns);
-    /* No request is ever turned away while the trial's requests fit the waiting queue. */
-    if (n_top > SIM_MAX_WAITING / engines) goto out;
+    /* No request is ever turned away while the trial's requests fit the waiting queue (a
+     * replica's, deployment.max_queued_requests when the scenario bounds it). */
+    if (n_top > sim_max_waiting(t, NULL, engines)) goto out;
     if (!*bp || (*bp)->n < n_top || (*bp)->seed != seed) {
         long want = n_top * 2 > 4096 ? n_top * 2 : 4096;
         plan_bound_stream *nb = plan_bound_stream_init(s, seed, want);

@@ -603,8 +603,7 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
         goto out;
     }
     if (pool_init(k, POOL_PREFILL, o) || pool_init(k, POOL_DECODE, o)) { rc = k->internal ? SIM_E_INTERNAL : SIM_E_DATA; goto out; }
-    long cap = o->max_waiting > 0 ? o->max_waiting : SIM_MAX_WAITING;
-    k->max_waiting = cap / k->p[POOL_PREFILL].n > 0 ? cap / k->p[POOL_PREFILL].n : 1;
+    k->max_waiting = sim_max_waiting(s, o, k->p[POOL_PREFILL].n);
     int noinput = 0;
     k->wl = sim_workload_init(s, o->seed, &noinput, err, n);
     if (!k->wl) { rc = noinput ? SIM_E_NOINPUT : SIM_E_DATA; goto out; }

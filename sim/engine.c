@@ -1440,6 +1440,15 @@ static int tiers_report(const sim_engine *e, sim_metrics *m)
     return 0;
 }
 
+long sim_max_waiting(const scn_scenario *s, const sim_run_opts *o, long units)
+{
+    if (units < 1) units = 1;
+    if ((!o || o->max_waiting <= 0) && s->deployment.max_queued_requests > 0)
+        return s->deployment.max_queued_requests;
+    long cap = o && o->max_waiting > 0 ? o->max_waiting : SIM_MAX_WAITING;
+    return cap / units > 0 ? cap / units : 1;
+}
+
 int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const sim_run_opts *o,
             sim_metrics *m, char *err, size_t n)
 {
@@ -1460,8 +1469,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
     if (sim_acc_init(&e.acc, &s->workload)) { snprintf(err, n, "out of memory"); goto out; }
     /* Each attention-DP rank holds its own sequences and KV pool (model/kv_moe_parallel.h). */
     e.n_rep = s->deployment.replicas * (s->deployment.attention_dp > 1 ? s->deployment.attention_dp : 1);
-    long cap = o->max_waiting > 0 ? o->max_waiting : SIM_MAX_WAITING;
-    e.max_waiting = cap / e.n_rep > 0 ? cap / e.n_rep : 1;
+    e.max_waiting = sim_max_waiting(s, o, e.n_rep);
     e.rep = calloc((size_t)e.n_rep, sizeof *e.rep);
     e.ff = calloc((size_t)e.n_rep, sizeof *e.ff);
     if (!e.rep || !e.ff) { snprintf(err, n, "out of memory"); goto out; }

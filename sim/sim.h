@@ -223,7 +223,9 @@ typedef struct {
                                                  executor's pools must hold exactly this many) */
     long max_waiting;                         /* requests waiting across the engine (split evenly
                                                  over replicas) beyond which arrivals are
-                                                 rejected and counted; 0: SIM_MAX_WAITING */
+                                                 rejected and counted; 0: the scenario's
+                                                 deployment.max_queued_requests per replica,
+                                                 else SIM_MAX_WAITING (sim_max_waiting) */
     bool per_step;                            /* form every step through the scheduler (no
                                                  fast-forward); results are identical either way */
     sim_twin_report *twins;                   /* NULL, or the block sizes to report on (filled) */
@@ -233,6 +235,14 @@ typedef struct {
 /* The default bound on waiting requests: about 80 MiB of queued requests, far beyond any queue
  * a served workload builds, so only a run that is overloaded for good ever rejects. */
 #define SIM_MAX_WAITING (1L << 18)
+
+/* The waiting bound of each of `units` engine instances (replicas, attention-DP ranks, or a
+ * disaggregated run's prefill instances): o->max_waiting split evenly over them when given (o
+ * may be NULL); else the scenario's deployment.max_queued_requests, which engines apply per
+ * instance (SGLang's scheduler, TensorRT-LLM's executor); else SIM_MAX_WAITING split evenly.
+ * At least 1. The one place a scenario's bound becomes the simulator's (docs/simulator.md,
+ * "Waiting queue bound"). */
+long sim_max_waiting(const scn_scenario *s, const sim_run_opts *o, long units);
 
 /* Failure classes of sim_run. */
 enum { SIM_OK = 0, SIM_E_DATA = -1, SIM_E_NOINPUT = -2, SIM_E_INTERNAL = -3 };

@@ -559,6 +559,90 @@ START_TEST(full_queue_drops_a_conversations_later_turns_from_the_total)
 }
 END_TEST
 
+/* ---- deployment.max_queued_requests: the engine's own waiting bound ----
+ * SGLang's --max-queued-requests, TensorRT-LLM's max_queue_size: an arrival that finds the bound
+ * waiting on its replica is rejected (sim_max_waiting maps the field to each replica's bound). */
+#define QUEUED BASE "  requests: 10\n  arrival: {process: offline}\n" FIXED
+
+START_TEST(max_queued_requests_rejects_what_the_queue_cannot_hold)
+{
+    /* Offline, 10 requests, one replica, max_num_seqs 2, max_queued_requests 3. All ten arrive
+     * at t = 0, and every arrival at a time fires before the replica's first step there (the
+     * step's kick is the later event class, sim/engine.c enqueue), as SGLang's scheduler adds
+     * every received request to its waiting queue before it forms a batch: requests 0, 1, 2
+     * wait, 3 is the fourth and finds 3 waiting, and so do 4..9: 7 rejected, 3 served. Only then
+     * does the first step take 0 and 1 (max_num_seqs 2); 2 waits for a seat, so its TTFT is the
+     * longest. Without the field the guard (2^18) holds all ten: none rejected. */
+    load(QUEUED "deployment: {max_num_seqs: 2, max_queued_requests: 3}\n");
+    ck_assert_int_eq(s.deployment.max_queued_requests, 3);
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(m.rejected, 7);
+    ck_assert_int_eq(m.too_long, 0);
+    ck_assert_int_eq(m.requests, 3);
+    ck_assert_int_eq(n_rows, 3);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(rows[i].id, i);
+    ck_assert(rows[2].ttft > rows[0].ttft && rows[2].ttft > rows[1].ttft);
+    load(QUEUED "deployment: {max_num_seqs: 2}\n");
+    ck_assert_int_eq(s.deployment.max_queued_requests, 0);
+    run(&m);
+    ck_assert_int_eq(m.rejected, 0);
+    ck_assert_int_eq(m.requests, 10);
+    /* The bound is each replica's, as engines apply it per server: two replicas hold 3 each
+     * (least-outstanding routing alternates them), 6 served, 4 rejected. Read as a bound over
+     * the engine split evenly (sim_run_opts.max_waiting), it would have held 1 each: 2 served. */
+    load(QUEUED "deployment: {replicas: 2, max_num_seqs: 2, max_queued_requests: 3}\n");
+    run(&m);
+    ck_assert_int_eq(m.rejected, 4);
+    ck_assert_int_eq(m.requests, 6);
+    /* A caller's sim_run_opts.max_waiting (over the engine) still overrides the scenario's. */
+    run_bounded(&m, 8);
+    ck_assert_int_eq(m.rejected, 2);
+    ck_assert_int_eq(m.requests, 8);
+}
+END_TEST
+
+START_TEST(bad_max_queued_requests_is_located)
+{
+    /* Line 9, the deployment mapping; the value starts at column 35. */
+    static const char *const bad[] = {"0", "-3", "2.5", "lots", "1e3", "[4]"};
+    static const char *const what[] = {"must be at least 1, found 0", "must be at least 1, found -3",
+                                       "expected a whole number, found '2.5'", "expected a whole number, found 'lots'",
+                                       "expected a whole number, found '1e3'", "expected a single value, found a list"};
+    for (int i = 0; i < 6; i++) {
+        char y[512];
+        snprintf(y, sizeof y, QUEUED "deployment: {max_queued_requests: %s}\n", bad[i]);
+        scn_error e;
+        ck_assert_int_eq(t_load(y, NULL, 0, &s, &e), SCN_E_DATA);
+        char msg[1500];
+        scn_error_format(&e, msg, sizeof msg);
+        ck_assert_msg(!strcmp(e.path, "deployment.max_queued_requests") && strstr(e.msg, what[i]) && e.line == 9 &&
+                      e.col == 35, "%s: got %s", bad[i], msg);
+    }
+}
+END_TEST
+
+START_TEST(cli_honours_max_queued_requests_through_set)
+{
+    static char out[65536], errs[4096];
+    char args[1024];
+    const char *y = t_write("queued.yaml", QUEUED "deployment: {max_num_seqs: 2}\n");
+    snprintf(args, sizeof args, "simulate '%s' --set deployment.max_queued_requests=3", y);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "7 request(s) found the waiting queue full (deployment.max_queued_requests: 3"), "%s", out);
+    snprintf(args, sizeof args, "simulate '%s' --set deployment.max_queued_requests=3 --format json", y);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\"requests\": 3,"), "%s", out);
+    snprintf(args, sizeof args, "simulate '%s' --format json", y);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\"requests\": 10,") && !strstr(out, "waiting queue full"), "%s", out);
+    /* A bad value through --set is located in the argument: the value starts at column 32. */
+    snprintf(args, sizeof args, "simulate '%s' --set deployment.max_queued_requests=0", y);
+    ck_assert_int_eq(t_run(args, out, sizeof out, errs, sizeof errs), 65);
+    ck_assert_msg(strstr(errs, "--set:1:32: deployment.max_queued_requests: must be at least 1, found 0"), "%s", errs);
+}
+END_TEST
+
 Suite *suite_workload(void)
 {
     Suite *su = suite_create("workload");
@@ -583,6 +667,12 @@ Suite *suite_workload(void)
     tcase_add_test(tc, cli_notes_rejected_prompts);
     tcase_add_test(tc, closed_loop_client_goes_on_after_a_full_queue);
     tcase_add_test(tc, full_queue_drops_a_conversations_later_turns_from_the_total);
+    suite_add_tcase(su, tc);
+    tc = tcase_create("max_queued_requests");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, max_queued_requests_rejects_what_the_queue_cannot_hold);
+    tcase_add_test(tc, bad_max_queued_requests_is_located);
+    tcase_add_test(tc, cli_honours_max_queued_requests_through_set);
     suite_add_tcase(su, tc);
     return su;
 }
