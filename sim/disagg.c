@@ -408,7 +408,7 @@ static int next_arrival(coord *k)
  * room for one output token within max_model_len) is counted, its conversation's later turns are
  * never sent (the total shrinks by them), and its client sends its next request: as engine.c's
  * refuse. */
-static int refuse(coord *k, dreq *q)
+static int refuse(coord *k, dreq *q, const sim_replica *rep)
 {
     k->acc.rejected++;
     k->done++;
@@ -420,6 +420,16 @@ static int refuse(coord *k, dreq *q)
     dreq *t = new_req(k, &next);
     if (!t) return -1;
     t->r.ev.kind = DV_TURN;
+    /* Turned away by prefill instance rep's full queue, the client sends again no sooner than
+     * rep's scheduler next runs (engine.c's refuse): the end of its running step, or after its
+     * pending kick at this instant (class 2); not at once, to find the same full queue again. */
+    if (rep && (rep->busy || rep->kick_ev.idx >= 0)) {
+        double t_next = rep->busy ? rep->ev.t : k->now;
+        if (next.arrival <= t_next) {
+            next.arrival = t->r.spec.arrival = t_next;
+            t->r.ev.prio = rep->busy ? 0 : 2;
+        }
+    }
     return sim_heap_push(&k->heap, &t->r.ev, next.arrival);
 }
 
@@ -427,14 +437,14 @@ static int enqueue(coord *k, dreq *q)
 {
     if (q->r.spec.too_long) {
         k->acc.too_long++;
-        return refuse(k, q);
+        return refuse(k, q, NULL);
     }
     pool *P = &k->p[POOL_PREFILL];
     if (k->t0 < 0) k->t0 = k->now;
     q->prefill = route(k, P, &q->r.spec);
     q->r.replica = q->prefill;
     sim_replica *rep = &P->rep[q->prefill];
-    if (rep->waiting.n >= k->max_waiting) return refuse(k, q);
+    if (rep->waiting.n >= k->max_waiting) return refuse(k, q, rep);
     rep->outstanding++;
     q->r.state = REQ_WAITING;
     sim_list_push_back(&rep->waiting, &q->r);
@@ -475,6 +485,7 @@ static int loop(coord *k)
             break;
         }
         case DV_TURN:
+            ev->prio = 0;   /* a retry's class (refuse) holds only for its send */
             rc = enqueue(k, CONTAINER(ev, dreq, r.ev));
             break;
         case DV_STEP: {

@@ -229,7 +229,7 @@ static void free_req(sim_engine *e, sim_req *r);
  * its think time (sim_workload_next_rejected), as benchmark clients do after a failed request, so
  * it is not left waiting for a reply that never comes; a conversation's later turns are never
  * sent, and the run's total shrinks by them. */
-static int refuse(sim_engine *e, sim_req *r)
+static int refuse(sim_engine *e, sim_req *r, const sim_replica *rep)
 {
     e->acc.rejected++;
     e->done++;
@@ -241,6 +241,24 @@ static int refuse(sim_engine *e, sim_req *r)
     sim_req *t = new_req(e, &next);
     if (!t) return -1;
     t->ev.kind = EV_TURN;
+    /* Turned away by rep's full queue (rep non-NULL), the client hears of it, and sends again,
+     * no sooner than rep's scheduler next runs: engines read new requests and turn them away
+     * between their steps (SGLang's scheduler loop), and the answer and the next request each
+     * cross the network. Sent sooner (think time 0), it would find the same full queue at the same
+     * instant, again and again, until the run's requests were spent at that instant. So it comes
+     * no sooner than the end of rep's running step (after that step's event, pushed earlier), or,
+     * rep idle, after its pending kick at this instant (class 2), or, with neither, when its front
+     * end's backlog is cleared (fe_free). */
+    if (rep) {
+        double t_next = e->now;
+        int prio = 2;
+        if (rep->busy) t_next = rep->ev.t, prio = 0;
+        else if (rep->kick_ev.idx < 0 && rep->fe_free > e->now) t_next = rep->fe_free, prio = 0;
+        if (next.arrival <= t_next) {
+            next.arrival = t->spec.arrival = t_next;
+            t->ev.prio = prio;
+        }
+    }
     return sim_heap_push(&e->heap, &t->ev, next.arrival);
 }
 
@@ -268,7 +286,7 @@ static int enqueue(sim_engine *e, sim_req *r)
     r->deferred = r->ingress = false;
     if (rep->waiting.n >= e->max_waiting) {
         if (counted) rep->outstanding--;
-        return refuse(e, r);
+        return refuse(e, r, rep);
     }
     if (!counted) rep->outstanding++;
     r->state = REQ_WAITING;
@@ -289,7 +307,7 @@ static int admit(sim_engine *e, sim_req *r)
 {
     if (r->spec.too_long) {   /* refused as engines refuse it, before any replica */
         e->acc.too_long++;
-        return refuse(e, r);
+        return refuse(e, r, NULL);
     }
     double fe = kv_frontend_seconds(e->s, r->spec.prompt);
     if (!(fe > 0)) return enqueue(e, r);
@@ -299,7 +317,7 @@ static int admit(sim_engine *e, sim_req *r)
     if (start > e->now && rep->waiting.n + rep->fe_waiting >= e->max_waiting) {
         /* The waiting bound covers the front end's queue too: an overloaded server answers
          * "busy" (enqueue) whether the backlog is before or behind its tokeniser. */
-        return refuse(e, r);
+        return refuse(e, r, rep);
     }
     rep->fe_free = start + fe;
     rep->outstanding++;   /* routed here: the router counts it while it waits */
@@ -1364,6 +1382,7 @@ static int loop(sim_engine *e)
             break;
         }
         case EV_TURN:
+            ev->prio = 0;   /* a retry's class (refuse) holds only for its send */
             rc = admit(e, CONTAINER(ev, sim_req, ev));
             break;
         case EV_DEFER:

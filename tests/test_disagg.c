@@ -144,6 +144,15 @@ START_TEST(full_queue_rejections_end_conversations_and_clients_go_on)
     ck_assert_int_eq(n_rows, 4);
     static const long id[4] = {0, 1, 3, 5};
     for (int i = 0; i < 4; i++) ck_assert_int_eq(rows[i].id, id[i]);
+    /* Think time 0: a rejected client sends again when the prefill instance's scheduler next
+     * runs (its step's end, or after its pending kick), not at once to the same full queue
+     * (sim/disagg.c, refuse). Before, the six turned away at t = 0 were turned away again and
+     * again at t = 0 until the 200 requests were spent: 2 served, 198 rejected. */
+    pair(y, sizeof y, "false", 400, 12, 200, "{process: closed, concurrency: 8, think_time: 0 s}");
+    load(y);
+    ck_assert_msg(run_bounded(0, 2, &m, err) == SIM_OK, "%s", err);
+    ck_assert_int_eq(m.requests + m.rejected, 200);
+    ck_assert_msg(m.requests >= 100, "served %ld, rejected %ld", m.requests, m.rejected);
 }
 END_TEST
 

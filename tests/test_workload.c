@@ -540,6 +540,34 @@ START_TEST(closed_loop_client_goes_on_after_a_full_queue)
 }
 END_TEST
 
+START_TEST(closed_loop_without_think_time_does_not_spin_on_a_full_queue)
+{
+    /* Eight clients, think time 0, max_queued_requests 2, max_num_seqs 4, 200 requests of 12
+     * output tokens. A rejected client's next request cannot reach the engine before the
+     * replica's scheduler next runs (SGLang reads and turns away new requests between steps; the
+     * answer and the retry cross the network): it is sent after the replica's pending step forms,
+     * or when its running step ends (sim/engine.c, refuse). So four run, two wait, and the other
+     * two clients are turned away about once a step each: 30 served, 170 rejected in 97 steps
+     * (a request lasts about 12 of them). The defect: the six rejected at t = 0 retried at the
+     * same instant, before any step, were rejected again, and again, until all 198 other
+     * requests were spent at t = 0: 2 served, 198 rejected, whatever the engine's speed. */
+    load(BASE "  requests: 200\n  arrival: {process: closed, concurrency: 8, think_time: 0 s}\n" FIXED
+              "deployment: {max_num_seqs: 4, max_queued_requests: 2}\n");
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(m.requests + m.rejected, 200);
+    ck_assert_int_eq(m.too_long, 0);
+    ck_assert_msg(m.requests >= 20, "served %ld, rejected %ld", m.requests, m.rejected);
+    /* At most the six surplus clients are turned away at a step. */
+    ck_assert_msg(m.rejected <= 6 * m.steps, "rejected %ld in %ld steps", m.rejected, m.steps);
+    /* Requests went on being sent while the engine worked: the last served one was sent after
+     * the first finished. */
+    ck_assert_int_eq(n_rows, m.requests);
+    ck_assert_msg(rows[n_rows - 1].arrival > rows[0].e2e, "last sent at %.9g, first done at %.9g",
+                  rows[n_rows - 1].arrival, rows[0].e2e);
+}
+END_TEST
+
 START_TEST(full_queue_drops_a_conversations_later_turns_from_the_total)
 {
     /* Four two-turn conversations, offline (every first turn at t = 0, no front end), a waiting
@@ -666,6 +694,7 @@ Suite *suite_workload(void)
     tcase_add_test(tc, closed_loop_clients_go_on_after_a_rejection);
     tcase_add_test(tc, cli_notes_rejected_prompts);
     tcase_add_test(tc, closed_loop_client_goes_on_after_a_full_queue);
+    tcase_add_test(tc, closed_loop_without_think_time_does_not_spin_on_a_full_queue);
     tcase_add_test(tc, full_queue_drops_a_conversations_later_turns_from_the_total);
     suite_add_tcase(su, tc);
     tc = tcase_create("max_queued_requests");
