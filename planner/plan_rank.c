@@ -25,9 +25,19 @@ double plan_percentile(const sim_metrics *m, scn_metric metric, double pct)
 
 bool plan_slo_met(const scn_scenario *s, const sim_metrics *m)
 {
+    /* Arrivals a full waiting queue turned away (deployment.max_queued_requests) are in no
+     * latency histogram, but their clients got an error: each misses every term. A term at
+     * percentile p cannot hold when they alone are more than (1 - p) of the arrivals, however
+     * fast the served ones were; else a tight bound would shed load until the served few met
+     * the SLO, and capacity would climb with the rejections. Prompts too long for the context
+     * (too_long) are refused at any rate: the search cannot change them, so they are left out. */
+    long turned = m->rejected - m->too_long;
+    double arrivals = (double)m->requests + (double)m->rejected;
     for (int i = 0; i < s->slo.n; i++) {
         double v = plan_percentile(m, s->slo.terms[i].metric, s->slo.terms[i].percentile);
         if (!(v <= s->slo.terms[i].limit)) return false;
+        double p = s->slo.terms[i].percentile >= 100 ? 1 : s->slo.terms[i].percentile / 100;
+        if (turned > 0 && (double)turned > (1 - p) * arrivals) return false;
     }
     return m->requests > 0;
 }

@@ -199,6 +199,29 @@ START_TEST(memoised_moe_routing_prices_as_computed)
 }
 END_TEST
 
+/* A tight deployment.max_queued_requests sheds the load a candidate cannot carry: the requests
+ * it serves stay fast however high the rate. Those turned away missed the SLO (plan_slo_met), so
+ * the capacity with a bound of 2 is not above the unbounded one. Before, only the served were
+ * judged: the search galloped to 1024x its start and called the candidate unbounded. */
+START_TEST(queue_rejections_do_not_raise_capacity)
+{
+    load("chat.yaml", chat_sets, 5);
+    const plan_cand *c = &r.c[0];
+    plan_capacity_result free_q, bounded;
+    plan_capacity_search(&s, c, s.seed, c->replicas, 0, PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, NULL, &free_q);
+    ck_assert(free_q.rate > 0);
+    static const char *const sets[] = {"workload.requests=300", "options.kv_layout=paged", "options.prefix_cache=on",
+                                       "options.kv_dtype=bf16", "deployment.max_num_seqs=64",
+                                       "deployment.max_queued_requests=2"};
+    load("chat.yaml", sets, 6);
+    ck_assert_int_eq(s.deployment.max_queued_requests, 2);
+    c = &r.c[0];
+    plan_capacity_search(&s, c, s.seed, c->replicas, 0, PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, NULL, &bounded);
+    ck_assert_msg(bounded.rate <= free_q.rate * (1 + 2 * PLAN_CAPACITY_TOL), "bound 2: %g req/s, unbounded %g req/s",
+                  bounded.rate, free_q.rate);
+}
+END_TEST
+
 Suite *suite_capsearch(void)
 {
     Suite *su = suite_create("capsearch");
@@ -208,6 +231,7 @@ Suite *suite_capsearch(void)
     tcase_add_test(tc, the_warm_search_finds_the_cold_searchs_boundary);
     tcase_add_test(tc, dp_ep_start_lies_near_the_answer);
     tcase_add_test(tc, memoised_moe_routing_prices_as_computed);
+    tcase_add_test(tc, queue_rejections_do_not_raise_capacity);
     suite_add_tcase(su, tc);
     return su;
 }
