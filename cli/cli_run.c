@@ -219,6 +219,10 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     }
     out_section(d, "throughput", "Throughput");
     out_kv_num(d, "requests", "requests", (double)m->requests, OUT_INT);
+    /* Arrivals turned away, a full waiting queue's and too_long's (the notes above say why):
+     * served + rejected = arrivals. */
+    out_kv_num(d, "rejected", "rejected", (double)m->rejected, OUT_INT);
+    out_kv_num(d, "too_long", "of which prompt too long", (double)m->too_long, OUT_INT);
     out_kv_num(d, "duration_s", "duration", m->duration, OUT_SECONDS);
     out_kv_num(d, "req_per_s", "requests/s", m->req_per_s, OUT_NUM);
     out_kv_num(d, "input_tok_per_s", "input tokens/s", m->input_tok_per_s, OUT_NUM);

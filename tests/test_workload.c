@@ -661,9 +661,12 @@ START_TEST(cli_honours_max_queued_requests_through_set)
     snprintf(args, sizeof args, "simulate '%s' --set deployment.max_queued_requests=3 --format json", y);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     ck_assert_msg(strstr(out, "\"requests\": 3,"), "%s", out);
+    /* The counts are keys of their own, not only words in a note: a script reads them. */
+    ck_assert_msg(strstr(out, "\"rejected\": 7,") && strstr(out, "\"too_long\": 0,"), "%s", out);
     snprintf(args, sizeof args, "simulate '%s' --format json", y);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     ck_assert_msg(strstr(out, "\"requests\": 10,") && !strstr(out, "waiting queue full"), "%s", out);
+    ck_assert_msg(strstr(out, "\"rejected\": 0,") && strstr(out, "\"too_long\": 0,"), "%s", out);
     /* A bad value through --set is located in the argument: the value starts at column 32. */
     snprintf(args, sizeof args, "simulate '%s' --set deployment.max_queued_requests=0", y);
     ck_assert_int_eq(t_run(args, out, sizeof out, errs, sizeof errs), 65);
