@@ -674,6 +674,25 @@ START_TEST(cli_honours_max_queued_requests_through_set)
 }
 END_TEST
 
+START_TEST(cli_sweep_notes_queue_rejections)
+{
+    /* A sweep whose points a bound of 2 overloads (Poisson up to 400/s of 400-token prompts on
+     * one replica, max_num_seqs 2) says the rejected are in no latency column and count against
+     * the SLO; the same sweep without the bound has no such note. */
+    static char out[65536], errs[4096];
+    char args[1024];
+    const char *y = t_write("sweep-q.yaml", BASE "  requests: 200\n  arrival: {process: poisson, rate: 10/s}\n" FIXED
+                                            "deployment: {max_num_seqs: 2}\nslo: {ttft_p99: 10 s}\n");
+    snprintf(args, sizeof args, "sweep '%s' --no-db --points 2 --max-rate 400/s --jobs 1 --set deployment.max_queued_requests=2", y);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "a full waiting queue (deployment.max_queued_requests: 2 a replica) turned arrivals away"),
+                  "%s", out);
+    snprintf(args, sizeof args, "sweep '%s' --no-db --points 2 --max-rate 400/s --jobs 1", y);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(!strstr(out, "turned arrivals away"), "%s", out);
+}
+END_TEST
+
 Suite *suite_workload(void)
 {
     Suite *su = suite_create("workload");
@@ -705,6 +724,7 @@ Suite *suite_workload(void)
     tcase_add_test(tc, max_queued_requests_rejects_what_the_queue_cannot_hold);
     tcase_add_test(tc, bad_max_queued_requests_is_located);
     tcase_add_test(tc, cli_honours_max_queued_requests_through_set);
+    tcase_add_test(tc, cli_sweep_notes_queue_rejections);
     suite_add_tcase(su, tc);
     return su;
 }
