@@ -210,6 +210,7 @@ START_TEST(queue_rejections_do_not_raise_capacity)
     plan_capacity_result free_q, bounded;
     plan_capacity_search(&s, c, s.seed, c->replicas, 0, PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, NULL, &free_q);
     ck_assert(free_q.rate > 0);
+    plan_result_free(&r);
     static const char *const sets[] = {"workload.requests=300", "options.kv_layout=paged", "options.prefix_cache=on",
                                        "options.kv_dtype=bf16", "deployment.max_num_seqs=64",
                                        "deployment.max_queued_requests=2"};
@@ -219,6 +220,7 @@ START_TEST(queue_rejections_do_not_raise_capacity)
     plan_capacity_search(&s, c, s.seed, c->replicas, 0, PLAN_CAPACITY_FIRST_STEP, PLAN_CAPACITY_TOL, NULL, &bounded);
     ck_assert_msg(bounded.rate <= free_q.rate * (1 + 2 * PLAN_CAPACITY_TOL), "bound 2: %g req/s, unbounded %g req/s",
                   bounded.rate, free_q.rate);
+    plan_result_free(&r);
 }
 END_TEST
 
