@@ -143,6 +143,15 @@ int cli_open_db_read(const char *flag, db **d, const char **path)
 }
 
 /* The report: run facts, latency table (the CSV), throughput and KV sections. */
+const char *cli_queue_bound(const scn_scenario *s, char *buf, size_t n)
+{
+    if (s->deployment.max_queued_requests > 0)
+        snprintf(buf, n, "deployment.max_queued_requests: %d a replica", s->deployment.max_queued_requests);
+    else
+        snprintf(buf, n, "the simulator's bound, %ld requests over the engine", SIM_MAX_WAITING);
+    return buf;
+}
+
 void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, const sim_metrics *m, const char *executor,
                     long run_id, const char *db_path)
 {
@@ -187,13 +196,10 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     /* A full waiting queue turns arrivals away as the engine does (docs/simulator.md, "Waiting
      * queue bound"); they are not served, so they are in no latency row. */
     if (m->rejected > m->too_long) {
-        if (s->deployment.max_queued_requests > 0)
-            out_note(d, "%ld request(s) found the waiting queue full (deployment.max_queued_requests: %d a replica) "
-                        "and were rejected, as the engine rejects them (counted in rejected).",
-                     m->rejected - m->too_long, s->deployment.max_queued_requests);
-        else
-            out_note(d, "%ld request(s) found the waiting queue full (the simulator's bound, %ld requests over the "
-                        "engine) and were rejected (counted in rejected).", m->rejected - m->too_long, SIM_MAX_WAITING);
+        char bound[96];
+        out_note(d, "%ld request(s) found the waiting queue full (%s) and were rejected%s (counted in rejected).",
+                 m->rejected - m->too_long, cli_queue_bound(s, bound, sizeof bound),
+                 s->deployment.max_queued_requests > 0 ? ", as the engine rejects them" : "");
     }
     out_section(d, "run", "Run");
     out_kv_str(d, "scenario", "scenario", s->name);

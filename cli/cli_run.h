@@ -35,6 +35,10 @@ typedef struct {
 int cli_sink_open(cli_sink *k, const cli_run_flags *f, bool keep, const char *label);
 void cli_sink_close(cli_sink *k);
 
+/* The waiting-queue bound in force, for a note on arrivals it turned away: the scenario's
+ * deployment.max_queued_requests a replica, else the simulator's guard. Returns buf. */
+const char *cli_queue_bound(const scn_scenario *s, char *buf, size_t n);
+
 /* Executes the engine with an executor; prints the failure and returns its exit code. */
 int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,
                 cli_sink *k, sim_metrics *m, char *started, char *finished);

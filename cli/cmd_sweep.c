@@ -150,13 +150,10 @@ int cmd_sweep(int argc, char **argv)
     }
     if (shed) {
         char bound[96];
-        if (s.deployment.max_queued_requests > 0)
-            snprintf(bound, sizeof bound, "deployment.max_queued_requests: %d a replica", s.deployment.max_queued_requests);
-        else
-            snprintf(bound, sizeof bound, "the simulator's bound, %ld requests over the engine", SIM_MAX_WAITING);
         out_note(doc, "At %d of the points a full waiting queue (%s) turned arrivals away, up to %ld of %ld at %.4g "
                       "req/s: they are in no latency column, and SLO reads missed where they exceed a term's share "
-                      "(1 - its percentile), however fast the served were.", shed, bound, most, of, at);
+                      "(1 - its percentile), however fast the served were.", shed, cli_queue_bound(&s, bound, sizeof bound),
+                 most, of, at);
     }
     out_section(doc, "sweep", "Sweep");
     out_kv_str(doc, "scenario", "scenario", s.name);
