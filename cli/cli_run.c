@@ -189,7 +189,12 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
         out_note(d, "Engine %s hands a multi-step run's tokens to the client when the run ends: E2E includes the "
                     "rest of the run after a request's last token.", s->engine.name);
     /* Engines refuse such prompts rather than trim them (sim/workload.c, fit). */
-    if (m->too_long > 0)
+    if (m->too_long > 0 && s->workload.max_tokens_sent)
+        out_note(d, "%ld request(s) asked for more tokens than max_model_len (%d) holds (prompt + max_tokens, the "
+                    "client sending max_tokens = the output length: workload.max_tokens) and were rejected, as "
+                    "engines reject them (counted in rejected too).",
+                 m->too_long, s->deployment.max_model_len);
+    else if (m->too_long > 0)
         out_note(d, "%ld request(s) had prompts of max_model_len (%d tokens) or longer, leaving no room for an "
                     "output token, and were rejected, as engines reject them (counted in rejected too).",
                  m->too_long, s->deployment.max_model_len);
@@ -201,6 +206,12 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
                  m->rejected - m->too_long, cli_queue_bound(s, bound, sizeof bound),
                  s->deployment.max_queued_requests > 0 ? ", as the engine rejects them" : "");
     }
+    /* A conversation that outgrows the context, or one of whose turns was rejected, sends no
+     * further turns (sim/workload.c): say where the workload's other requests went. */
+    if (m->unsent > 0)
+        out_note(d, "%ld conversation turn(s) of the workload's %ld were never sent: their conversation outgrew "
+                    "max_model_len (%d tokens) or one of its turns was rejected (the run's whole span, not its window).",
+                 m->unsent, s->workload.requests, s->deployment.max_model_len);
     out_section(d, "run", "Run");
     out_kv_str(d, "scenario", "scenario", s->name);
     out_kv_str(d, "model", "model", s->model.name);
@@ -228,7 +239,8 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     /* Arrivals turned away, a full waiting queue's and too_long's (the notes above say why):
      * served + rejected = arrivals. */
     out_kv_num(d, "rejected", "rejected", (double)m->rejected, OUT_INT);
-    out_kv_num(d, "too_long", "of which prompt too long", (double)m->too_long, OUT_INT);
+    out_kv_num(d, "too_long", "of which too long for the context", (double)m->too_long, OUT_INT);
+    out_kv_num(d, "unsent_turns", "conversation turns never sent", (double)m->unsent, OUT_INT);
     out_kv_num(d, "duration_s", "duration", m->duration, OUT_SECONDS);
     out_kv_num(d, "req_per_s", "requests/s", m->req_per_s, OUT_NUM);
     out_kv_num(d, "input_tok_per_s", "input tokens/s", m->input_tok_per_s, OUT_NUM);

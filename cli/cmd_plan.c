@@ -36,14 +36,15 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
         {"goodput_per_gpu", "goodput/GPU", OUT_NUM},
         {"output_tok_per_s", "out tok/s", OUT_NUM}, {"ttft_p99_s", "TTFT p99", OUT_SECONDS},
         {"tpot_p99_s", "TPOT p99", OUT_SECONDS}, {"e2e_p99_s", "E2E p99", OUT_SECONDS}, {"kv_util_peak", "KV peak", OUT_FRAC},
-        {"preemptions", "preempt", OUT_INT}, {"pareto", "pareto", OUT_STR}, {"run_id", "run", OUT_INT},
+        {"preemptions", "preempt", OUT_INT}, {"rejected_share", "rejected", OUT_FRAC},
+        {"pareto", "pareto", OUT_STR}, {"run_id", "run", OUT_INT},
     };
     char title[200];
     snprintf(title, sizeof title, "Candidates, best first (objective: %s%s%s, %s is better; mean of each candidate's seeds; "
              "the other columns: first seed at the offered load)", s->objective == SCN_OBJ_P99_LATENCY ? plan_latency_metric(s) : s->objective == SCN_OBJ_COST ? "$/Mtok" : "",
              s->objective == SCN_OBJ_P99_LATENCY ? " in s " : s->objective == SCN_OBJ_COST ? " " : "", cap ? "at the highest rate within the SLO" : "at the offered load",
              plan_lower_is_better(s) ? "lower" : "higher");
-    out_table(doc, "candidates", title, 23, cols);
+    out_table(doc, "candidates", title, 24, cols);
     int shown = 0;
     for (int k = 0; k < r->n; k++) {
         const plan_cand *x = &r->c[r->order[k]];
@@ -73,6 +74,10 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
         out_cell_num(doc, x->m.q[SIM_Q_E2E].p99);
         out_cell_num(doc, x->m.kv_util_peak);
         out_cell_num(doc, (double)x->m.preemptions);
+        /* Arrivals turned away (a full waiting queue, or too long for the context): a share of
+         * all arrivals, as the client counts failed requests. */
+        double arrivals = (double)x->m.requests + (double)x->m.rejected;
+        out_cell_num(doc, arrivals > 0 ? (double)x->m.rejected / arrivals : NAN);
         out_cell_str(doc, x->pareto ? "yes" : "");
         out_cell_num(doc, x->run_id ? (double)x->run_id : NAN);
     }

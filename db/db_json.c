@@ -161,6 +161,8 @@ char *db_scenario_json(const scn_scenario *s)
     /* Offline prompts sent through the server, added only when so, so older records keep their digest. */
     if (w->arrival == SCN_ARRIVAL_OFFLINE && w->via_server &&
         json_object_set_new(wj, "via", json_string("server"))) { json_decref(root); return NULL; }
+    /* max_tokens sent by the client, added only when so, so older records keep their digest. */
+    if (w->max_tokens_sent && json_object_set_new(wj, "max_tokens", json_string("output"))) { json_decref(root); return NULL; }
     if ((w->skip_first || w->skip_last || w->skip_first_frac > 0 || w->skip_last_frac > 0) &&
         json_object_set_new(wj, "measure", json_pack("{s:I, s:I, s:f, s:f}", "skip_first", (json_int_t)w->skip_first,
                                                      "skip_last", (json_int_t)w->skip_last, "skip_first_frac",

@@ -510,6 +510,10 @@ typedef struct {
     double client_think_time;   /* closed: s between a client's reply and its next request */
     bool via_server;            /* offline: sent to the server at once (via: server), not handed
                                  * over in-process: the front end prepares them (kv_frontend.c) */
+    bool max_tokens_sent;       /* max_tokens: output: the client asks for max_tokens = the
+                                 * request's output length, as benchmark clients do, and the engine
+                                 * refuses prompt + max_tokens over max_model_len; unset (default):
+                                 * the engine generates until the context ends (sim/workload.c, fit) */
     /* The steady-state window the summary metrics cover: requests numbered in creation order
      * are measured when skip_first <= id < total - skip_last. A fraction (frac > 0) stands for
      * that share of the requests; counts and fractions do not mix on one side. */

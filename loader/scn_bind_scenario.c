@@ -18,7 +18,9 @@ static const char *const DEPLOY_KEYS[] = {"tensor_parallel", "replicas", "router
                                           "attention_data_parallel", "expert_skew", "disaggregation", "scheduler_steps",
                                           "max_queued_requests", NULL};
 static const char *const WORK_KEYS[] = {"requests", "arrival", "prompt_tokens", "output_tokens",
-                                        "shared_prefix", "conversation", "measure", NULL};
+                                        "shared_prefix", "conversation", "measure", "max_tokens", NULL};
+/* What the client sends as max_tokens (workload.max_tokens): nothing, or the request's output. */
+static const char *const MAX_TOKENS_NAMES[] = {"unset", "output", NULL};
 static const char *const ARRIVAL_KEYS[] = {"process", "rate", "cv", "trace", "concurrency", "think_time", "via", NULL};
 /* How offline prompts reach the engine (workload.arrival.via). */
 static const char *const VIA_NAMES[] = {"in-process", "server", NULL};
@@ -319,6 +321,9 @@ static int bind_workload(scn_ctx *c, const scn_node *root, scn_scenario *s)
     }
     w->cv = 1.0;
     if (scn_get_qty(c, a, f, "cv", SCN_UNIT_FRACTION, false, &w->cv)) return -1;
+    int mt = 0;
+    if (scn_get_enum(c, m, p, "max_tokens", MAX_TOKENS_NAMES, &mt)) return -1;
+    w->max_tokens_sent = mt == 1;
     if (w->arrival != SCN_ARRIVAL_TRACE) {
         if (scn_require(c, m, p, "prompt_tokens") || bind_dist(c, m, p, "prompt_tokens", &w->prompt) ||
             scn_require(c, m, p, "output_tokens") || bind_dist(c, m, p, "output_tokens", &w->output))

@@ -624,7 +624,11 @@ static void scenario_text(const pub_row *r, const char *prompt, const char *outp
         k += (size_t)snprintf(buf + k, n - k, "  arrival: {process: offline%s}\n", r->via_server ? ", via: server" : "");
         break;
     }
-    k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n", prompt, output);
+    /* Every row's client asks for its output length as max_tokens (vllm bench serve, SGLang's
+     * bench_serving, genai-perf, trtllm-bench, MLPerf's harnesses), so a request whose prompt +
+     * max_tokens exceeds max_model_len is refused, not cut (docs/simulator.md, "Workload"). */
+    k += (size_t)snprintf(buf + k, n - k, "  prompt_tokens: %s\n  output_tokens: %s\n  max_tokens: output\n", prompt,
+                          output);
     /* A chat endpoint's format: the part before the message's text is the same for every
      * request, a shared prefix the engine caches when it caches prefixes by default; the prompt
      * law was shifted by the part after it (chat_prompt). */

@@ -410,7 +410,7 @@ static int next_arrival(coord *k)
  * refuse. */
 static int refuse(coord *k, dreq *q, const sim_replica *rep)
 {
-    k->acc.rejected++;
+    sim_acc_reject(&k->acc, q->r.spec.measured, q->r.spec.too_long, k->now);
     k->done++;
     sim_req_spec next;
     bool more = sim_workload_next_rejected(k->wl, &q->r.spec, k->now, &next) == 0;
@@ -435,10 +435,7 @@ static int refuse(coord *k, dreq *q, const sim_replica *rep)
 
 static int enqueue(coord *k, dreq *q)
 {
-    if (q->r.spec.too_long) {
-        k->acc.too_long++;
-        return refuse(k, q, NULL);
-    }
+    if (q->r.spec.too_long) return refuse(k, q, NULL);
     pool *P = &k->p[POOL_PREFILL];
     if (k->t0 < 0) k->t0 = k->now;
     q->prefill = route(k, P, &q->r.spec);
@@ -645,6 +642,7 @@ int sim_disagg_run(const scn_scenario *s, const sim_choice *c, const sim_executo
             rc = SIM_E_INTERNAL;
             goto out;
         }
+        m->unsent = sim_workload_unsent(k->wl);
         sim_kv_tier_sum ts;   /* both pools' offload tiers (kv_tier.h) */
         memset(&ts, 0, sizeof ts);
         for (int i = 0; i < 2; i++)

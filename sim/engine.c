@@ -224,14 +224,14 @@ static void free_req(sim_engine *e, sim_req *r);
 /* A request refused on arrival, because the waiting queue is full (enqueue, admit) or its prompt
  * leaves no room for one output token within max_model_len (too_long; sim/workload.c, fit), is
  * counted in rejected: every arrival stays either served or rejected (requests + rejected =
- * arrivals), and SLO attainment, whose denominator is both, counts it as a miss, as the client
- * sees an error. The client learns at once and, in a closed loop, sends its next request after
+ * arrivals, both counted in the same measurement window: sim_acc_reject), and SLO attainment,
+ * whose denominator is both, counts it as a miss, as the client sees an error. The client learns at once and, in a closed loop, sends its next request after
  * its think time (sim_workload_next_rejected), as benchmark clients do after a failed request, so
  * it is not left waiting for a reply that never comes; a conversation's later turns are never
  * sent, and the run's total shrinks by them. */
 static int refuse(sim_engine *e, sim_req *r, const sim_replica *rep)
 {
-    e->acc.rejected++;
+    sim_acc_reject(&e->acc, r->spec.measured, r->spec.too_long, e->now);
     e->done++;
     sim_req_spec next;
     bool more = sim_workload_next_rejected(e->wl, &r->spec, e->now, &next) == 0;
@@ -305,10 +305,7 @@ static int enqueue(sim_engine *e, sim_req *r)
  * server free reaches the scheduler at once, as before; one that arrives in a burst waits. */
 static int admit(sim_engine *e, sim_req *r)
 {
-    if (r->spec.too_long) {   /* refused as engines refuse it, before any replica */
-        e->acc.too_long++;
-        return refuse(e, r, NULL);
-    }
+    if (r->spec.too_long) return refuse(e, r, NULL);   /* as engines refuse it, before any replica */
     double fe = kv_frontend_seconds(e->s, r->spec.prompt);
     if (!(fe > 0)) return enqueue(e, r);
     r->replica = route(e, &r->spec);
@@ -1538,6 +1535,7 @@ int sim_run(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const 
         }
         m->kv_blocks = blocks;
         m->kv_tokens = c->layout == SCN_LAYOUT_PAGED ? blocks * c->block_size : blocks;
+        m->unsent = sim_workload_unsent(e.wl);
         if ((c->kv_offload != SCN_OFFLOAD_OFF || c->preemption == SCN_PREEMPT_SWAP) && tiers_report(&e, m)) {
             snprintf(err, n, "out of memory");
             rc = SIM_E_INTERNAL;

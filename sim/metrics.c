@@ -31,6 +31,9 @@ void sim_acc_free(sim_acc *a)
     free(a->rows);
     a->rows = NULL;
     a->n_rows = a->cap_rows = 0;
+    free(a->rej);
+    a->rej = NULL;
+    a->n_rej = a->cap_rej = 0;
 }
 
 /* Keeps a completion for the window cut by time (sim_acc_finish). */
@@ -45,6 +48,29 @@ static void keep_row(sim_acc *a, const sim_request_row *r)
         a->cap_rows = cap;
     }
     a->rows[a->n_rows++] = *r;
+}
+
+static void count_reject(sim_acc *a, bool too_long)
+{
+    a->rejected++;
+    a->too_long += too_long;
+}
+
+void sim_acc_reject(sim_acc *a, bool measured, bool too_long, double t)
+{
+    if (!a->by_time) {
+        if (measured) count_reject(a, too_long);
+        return;
+    }
+    if (a->rows_oom) return;
+    if (a->n_rej == a->cap_rej) {
+        long cap = a->cap_rej ? 2 * a->cap_rej : 64;
+        struct sim_rejection *p = realloc(a->rej, (size_t)cap * sizeof *p);
+        if (!p) { a->rows_oom = true; return; }
+        a->rej = p;
+        a->cap_rej = cap;
+    }
+    a->rej[a->n_rej++] = (struct sim_rejection){t, too_long};
 }
 
 bool sim_slo_met(const scn_slo *slo, const sim_request_row *r)
@@ -104,6 +130,9 @@ static int finish_by_time(const sim_acc *a, sim_acc *w, double *lo, double *hi, 
         double done = r->arrival + r->e2e;
         if (done >= *lo && done <= *hi) sim_acc_request(w, a->slo, r);
     }
+    /* A refusal is answered at once: it falls in the window when it arrives inside it. */
+    for (long i = 0; i < a->n_rej; i++)
+        if (a->rej[i].t >= *lo && a->rej[i].t <= *hi) count_reject(w, a->rej[i].too_long);
     return 0;
 }
 
@@ -125,9 +154,9 @@ int sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
     m->output_tok_per_s = q->out_tokens / d;
     m->goodput = q->good / d;
     /* A rejected request met no SLO. */
-    m->slo_attainment = q->requests + a->rejected ? (double)q->good / (double)(q->requests + a->rejected) : NAN;
-    m->rejected = a->rejected;
-    m->too_long = a->too_long;
+    m->slo_attainment = q->requests + q->rejected ? (double)q->good / (double)(q->requests + q->rejected) : NAN;
+    m->rejected = q->rejected;
+    m->too_long = q->too_long;
     for (int i = 0; i < SIM_Q_COUNT; i++) {
         /* ITL gaps are recorded step by step, not per request: the run's own. */
         const sim_hist *h = i == SIM_Q_ITL ? &a->h[i] : &q->h[i];
@@ -188,6 +217,7 @@ static const metric_field FIELDS[] = {
     LONG("preemptions", preemptions, SIM_UNIT_COUNT),
     LONG("rejected", rejected, SIM_UNIT_COUNT),
     LONG("too_long", too_long, SIM_UNIT_COUNT),
+    LONG("unsent_turns", unsent, SIM_UNIT_COUNT),
     REAL("batch_mean", batch_mean, SIM_UNIT_NUMBER),
     LONG("batch_max", batch_max, SIM_UNIT_COUNT),
     LONG("steps", steps, SIM_UNIT_COUNT),

@@ -14,7 +14,7 @@ typedef struct {
     double used_integral, used_peak;     /* block-seconds referenced, over all replicas */
     double frag_unused, frag_reserved;   /* token-seconds */
     long preemptions, steps, batch_sum, batch_max;
-    long rejected;
+    long rejected;                       /* arrivals refused inside the measurement window */
     long too_long;                       /* of rejected: prompts longer than the context allows */
     /* KV offload tiers and swap (sim/kv_tier.h), index kv_tier_id */
     long tier_hit_tokens[3];
@@ -28,6 +28,8 @@ typedef struct {
     sim_request_row *rows;
     long n_rows, cap_rows;
     bool rows_oom;                       /* a completion could not be kept */
+    struct sim_rejection { double t; bool too_long; } *rej;   /* refusals, kept as rows are */
+    long n_rej, cap_rej;
     const scn_slo *slo;                  /* the SLO the kept completions are judged by */
 } sim_acc;
 
@@ -37,6 +39,10 @@ void sim_acc_free(sim_acc *a);
 /* True when a finished request meets every SLO term's limit. */
 bool sim_slo_met(const scn_slo *slo, const sim_request_row *r);
 void sim_acc_request(sim_acc *a, const scn_slo *slo, const sim_request_row *r);
+/* Counts an arrival refused at time t (a full waiting queue, or too_long), in the same window as
+ * the served requests: by request index, when the request is measured; cut by time, when t falls
+ * inside the window (kept until the run ends, as completions are). */
+void sim_acc_reject(sim_acc *a, bool measured, bool too_long, double t);
 /* Fills a finished request's row as the client sees it (zeroed first, padding too: sinks may
  * compare or hash whole rows); `output` is the tokens the client asked for. Returns the front-end
  * delay (kv_frontend_seconds) the row's TTFT and E2E include. */

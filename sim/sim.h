@@ -127,6 +127,8 @@ typedef struct {
     long rejected;             /* arrivals turned away: by a full waiting queue, or too_long */
     long too_long;             /* of rejected: prompts with no room for one output token within
                                 * max_model_len, which engines refuse (sim/workload.c, fit) */
+    long unsent;               /* conversation turns never sent, over the whole run: the conversation
+                                * outgrew max_model_len, or one of its turns was rejected */
     double batch_mean;         /* sequences per step */
     long batch_max;
     long steps;

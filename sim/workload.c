@@ -206,6 +206,7 @@ void sim_workload_free(sim_workload *w)
 }
 
 long sim_workload_total(const sim_workload *w) { return w->total; }
+long sim_workload_unsent(const sim_workload *w) { return w->total >= 0 ? w->s->workload.requests - w->total : 0; }
 
 /* lround(v), the same value: below 2^52 in magnitude by truncation and the fraction (both exact;
  * halves round away from zero), without the library call a length draw would pay; beyond, and
@@ -289,12 +290,17 @@ static int max_len(const sim_workload *w) { return w->s->deployment.max_model_le
  * token is not trimmed but marked too_long: vLLM's input validation refuses it ("The decoder
  * prompt (length N) is longer than the maximum model length of M"), SGLang refuses it unless
  * --allow-auto-truncate is set, and TensorRT-LLM fails it; the engine counts it instead of
- * serving it (docs/simulator.md, "Workload"). A prompt that fits keeps its length and its output
- * is cut at max_model_len, where the engine stops generating (a "length" finish). */
+ * serving it (docs/simulator.md, "Workload"). So is a request whose client sent max_tokens (its
+ * output length, workload.max_tokens: output) when prompt + max_tokens exceeds max_model_len:
+ * vLLM's server ("'max_tokens' or 'max_completion_tokens' is too large"), SGLang ("Requested
+ * token count exceeds the model's maximum context length") and TensorRT-LLM ("The sum of prompt
+ * length ... and max_tokens ... should not exceed max_seq_len") all refuse it. Otherwise a prompt
+ * that fits keeps its length and its output is cut at max_model_len, where the engine stops
+ * generating (a "length" finish). */
 static void fit(const sim_workload *w, sim_req_spec *r)
 {
     int lim = max_len(w);
-    r->too_long = r->prompt >= lim;
+    r->too_long = r->prompt >= lim || (w->s->workload.max_tokens_sent && r->prompt + r->output > lim);
     if (r->prefix_len > r->prompt - 1) r->prefix_len = r->prompt - 1 > 0 ? r->prompt - 1 : 0;
     if (!r->too_long && r->prompt + r->output > lim) r->output = lim - r->prompt;
 }

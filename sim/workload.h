@@ -56,6 +56,9 @@ int sim_workload_next_rejected(sim_workload *w, const sim_req_spec *r, double no
 bool sim_workload_measured(const sim_workload *w, const sim_req_spec *r);
 /* Requests the workload will produce in all (turns included); -1 if unknown (a trace). */
 long sim_workload_total(const sim_workload *w);
+/* Conversation turns the workload will never send (requests - the total now): their conversation
+ * outgrew max_model_len or a turn of it was rejected. 0 for a trace. */
+long sim_workload_unsent(const sim_workload *w);
 /* Draws one length from a distribution (exposed for tests). */
 int sim_workload_draw(sim_workload *w, const scn_dist *d, int which);
 

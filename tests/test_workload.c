@@ -430,6 +430,38 @@ START_TEST(output_is_still_cut_at_max_model_len)
 }
 END_TEST
 
+/* Refusals are counted in the window the served requests are counted in (sim_acc_reject), so
+ * requests + rejected are the window's arrivals and SLO attainment's denominator is theirs. */
+START_TEST(rejections_are_counted_in_the_measurement_window)
+{
+    char y[800];
+    sim_metrics m;
+    /* By index: SIX with the first two skipped. Request 1 (too long) is outside; 3 is inside and
+     * 2, 4, 5 are served in it: 3 served, 1 rejected, attainment 3 of 4 with no SLO set. */
+    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n  measure: {skip_first: 2}\n",
+             t_write("too-long-window.csv", SIX));
+    load(y);
+    run(&m);
+    ck_assert_int_eq(m.requests, 3);
+    ck_assert_int_eq(m.rejected, 1);
+    ck_assert_int_eq(m.too_long, 1);
+    ck_assert(fabs(m.slo_attainment - 3.0 / 4.0) < 1e-12);
+    /* By time: two refusals at t = 0 and two at t = 10 s, and 200-token requests served at 0 and
+     * 10 s, each done in well under 1 s (tens of ms on an H100). The span is [0, 10 + d], d < 1 s,
+     * so skipping its first 50 % starts the window after 5 s: the refusals at 10 s are in it, those
+     * at 0 are not, and so is the one served at 10 s only. */
+    snprintf(y, sizeof y,
+             MML "workload:\n  arrival: {process: trace, trace: '%s'}\n  measure: {by: time, skip_first: 50%%}\n",
+             t_write("too-long-time.csv", "0,200,8\n0,2000,8\n0,1500,8\n10,200,8\n10,2000,8\n10,1024,8\n"));
+    load(y);
+    run(&m);
+    ck_assert_int_eq(m.requests, 1);
+    ck_assert_int_eq(m.rejected, 2);
+    ck_assert_int_eq(m.too_long, 2);
+    ck_assert(fabs(m.slo_attainment - 1.0 / 3.0) < 1e-12);
+}
+END_TEST
+
 START_TEST(closed_loop_clients_go_on_after_a_rejection)
 {
     /* Every prompt too long: each of the two clients is refused and sends its next request at
@@ -486,6 +518,48 @@ START_TEST(closed_loop_clients_go_on_after_a_rejection)
     run(&m);
     ck_assert_int_eq(m.too_long, n_refused);
     ck_assert_int_eq(m.requests + m.too_long, 40);
+}
+END_TEST
+
+/* workload.max_tokens: output: the client sends max_tokens = the output length, and engines
+ * refuse prompt + max_tokens over max_model_len (sim/workload.c, fit) instead of cutting the
+ * output. SIX under M = 1024: 1023 + 10 and 1000 + 100 now exceed M as well as 1024 and 2000; 500
+ * + 10 and 300 + 10 are served whole. Unset (the default), the two are served with their outputs
+ * cut (output_is_still_cut_at_max_model_len). */
+START_TEST(max_tokens_over_the_context_is_refused_when_sent)
+{
+    char y[800];
+    const char *csv = t_write("max-tokens.csv", SIX);
+    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n  max_tokens: output\n", csv);
+    load(y);
+    ck_assert(s.workload.max_tokens_sent);
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(m.requests, 2);
+    ck_assert_int_eq(m.too_long, 4);
+    ck_assert_int_eq(m.rejected, 4);
+    for (int i = 0; i < n_rows; i++) {
+        ck_assert_msg(rows[i].id == 0 || rows[i].id == 4, "request %ld should have been refused", rows[i].id);
+        ck_assert_int_eq(rows[i].output, 10);
+    }
+    /* A prompt + output of exactly M fits: 1014 + 10. */
+    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n  max_tokens: output\n",
+             t_write("max-tokens-edge.csv", "0,1014,10\n0,1015,10\n"));
+    load(y);
+    run(&m);
+    ck_assert_int_eq(m.requests, 1);
+    ck_assert_int_eq(m.too_long, 1);
+    ck_assert_int_eq(rows[0].prompt, 1014);
+    /* The report says why, and a bad value is located. */
+    static char out[65536], errs[4096];
+    char args[1024];
+    snprintf(args, sizeof args, "simulate '%s'", t_write("max-tokens.yaml", y));
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "1 request(s) asked for more tokens than max_model_len (1024) holds"), "%s", out);
+    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n  max_tokens: 10\n", csv);
+    snprintf(args, sizeof args, "simulate '%s'", t_write("max-tokens-bad.yaml", y));
+    ck_assert_int_ne(t_run(args, out, sizeof out, errs, sizeof errs), 0);
+    ck_assert_msg(strstr(errs, "workload.max_tokens") && strstr(errs, ":7:"), "%s", errs);
 }
 END_TEST
 
@@ -584,6 +658,34 @@ START_TEST(full_queue_drops_a_conversations_later_turns_from_the_total)
     ck_assert_int_eq(n_rows, 4);
     ck_assert_int_eq(m.requests, 3);
     for (int i = 0; i < n_rows; i++) ck_assert_int_le(rows[i].id, 5);
+    /* The two second turns never sent are counted, over the whole run. */
+    ck_assert_int_eq(m.unsent, 2);
+}
+END_TEST
+
+/* A conversation that outgrows the context sends no further turns, and the run says how many.
+ * Two three-turn conversations of 400-token messages and 12-token replies under M = 1024: turn 2
+ * carries 400 + 12 + 400 = 812 tokens and fits (812 + 12 <= M); turn 3 would carry 812 + 12 + 400
+ * = 1224 > M, so each conversation ends after two turns: 4 served, 2 never sent. */
+START_TEST(turns_never_sent_are_counted_and_noted)
+{
+    const char *y = MML "workload:\n  requests: 6\n  arrival: {process: offline}\n  conversation: {turns: 3}\n"
+                        "  prompt_tokens: 400\n  output_tokens: 12\n";
+    load(y);
+    sim_metrics m;
+    run(&m);
+    ck_assert_int_eq(m.requests, 4);
+    ck_assert_int_eq(m.unsent, 2);
+    ck_assert_int_eq(m.rejected, 0);
+    static char out[65536], errs[4096];
+    char args[1024];
+    snprintf(args, sizeof args, "simulate '%s'", t_write("unsent.yaml", y));
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "2 conversation turn(s) of the workload's 6 were never sent"), "%s", out);
+    /* Single-turn requests that fit: nothing unsent, no note. */
+    load(MML "workload:\n  requests: 6\n  arrival: {process: offline}\n  prompt_tokens: 400\n  output_tokens: 12\n");
+    run(&m);
+    ck_assert_int_eq(m.unsent, 0);
 }
 END_TEST
 
@@ -674,6 +776,31 @@ START_TEST(cli_honours_max_queued_requests_through_set)
 }
 END_TEST
 
+START_TEST(cli_plan_shows_rejected_arrivals)
+{
+    /* The same ten offline requests through `plan`: 7 of 10 turned away on every seed (equal
+     * lengths, all at t = 0), shown as the candidate's rejected share and in the recommendation. */
+    static char out[65536], errs[4096];
+    char args[2048], y[512], dbf[512];
+    snprintf(y, sizeof y, "%s", t_write("queued-plan.yaml", QUEUED "deployment: {max_num_seqs: 2, max_queued_requests: 3}\n"));
+    snprintf(dbf, sizeof dbf, "%s", t_write("queued-plan.db", ""));
+    remove(dbf);
+    snprintf(args, sizeof args, "plan '%s' --db '%s' --format json", y, dbf);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    const char *share = strstr(out, "\"rejected_share\": ");
+    ck_assert_msg(share && fabs(strtod(share + 18, NULL) - 0.7) < 1e-12, "%s", out);
+    ck_assert_msg(strstr(out, "Rejected (at the offered load, first seed): 7 of 10 arrivals (70.0 %), 7 by a full waiting queue"),
+                  "%s", out);
+    /* Without the bound nothing is turned away: a share of 0 and no such line. */
+    snprintf(y, sizeof y, "%s", t_write("free-plan.yaml", QUEUED "deployment: {max_num_seqs: 2}\n"));
+    remove(dbf);
+    snprintf(args, sizeof args, "plan '%s' --db '%s' --format json", y, dbf);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    share = strstr(out, "\"rejected_share\": ");
+    ck_assert_msg(share && strtod(share + 18, NULL) == 0 && !strstr(out, "Rejected ("), "%s", out);
+}
+END_TEST
+
 START_TEST(cli_sweep_notes_queue_rejections)
 {
     /* A sweep whose points a bound of 2 overloads (Poisson up to 400/s of 400-token prompts on
@@ -712,12 +839,15 @@ Suite *suite_workload(void)
     tc = tcase_create("too_long");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, too_long_prompts_are_rejected_not_trimmed);
+    tcase_add_test(tc, rejections_are_counted_in_the_measurement_window);
     tcase_add_test(tc, output_is_still_cut_at_max_model_len);
     tcase_add_test(tc, closed_loop_clients_go_on_after_a_rejection);
     tcase_add_test(tc, cli_notes_rejected_prompts);
+    tcase_add_test(tc, max_tokens_over_the_context_is_refused_when_sent);
     tcase_add_test(tc, closed_loop_client_goes_on_after_a_full_queue);
     tcase_add_test(tc, closed_loop_without_think_time_does_not_spin_on_a_full_queue);
     tcase_add_test(tc, full_queue_drops_a_conversations_later_turns_from_the_total);
+    tcase_add_test(tc, turns_never_sent_are_counted_and_noted);
     suite_add_tcase(su, tc);
     tc = tcase_create("max_queued_requests");
     tcase_set_timeout(tc, 60);
@@ -725,6 +855,7 @@ Suite *suite_workload(void)
     tcase_add_test(tc, bad_max_queued_requests_is_located);
     tcase_add_test(tc, cli_honours_max_queued_requests_through_set);
     tcase_add_test(tc, cli_sweep_notes_queue_rejections);
+    tcase_add_test(tc, cli_plan_shows_rejected_arrivals);
     suite_add_tcase(su, tc);
     return su;
 }
