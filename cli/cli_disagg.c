@@ -98,15 +98,15 @@ int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, i
                                    {"ttft_p99_s", "TTFT p99", OUT_SECONDS}, {"tpot_p99_s", "TPOT p99", OUT_SECONDS},
                                    {"transfer_mean_s", "hand-off", OUT_SECONDS}, {"transfer_wait_p99_s", "hand-off wait p99", OUT_SECONDS},
                                    {"prefill_busy", "prefill busy", OUT_FRAC}, {"decode_kv_peak", "decode KV peak", OUT_FRAC},
-                                   {"note", "", OUT_STR}};
-    out_table(doc, "disaggregation", "Disaggregation: prefill/decode splits on the same GPUs", 11, cols);
+                                   {"rejected_share", "rejected", OUT_FRAC}, {"note", "", OUT_STR}};
+    out_table(doc, "disaggregation", "Disaggregation: prefill/decode splits on the same GPUs", 12, cols);
     char name[64];
     snprintf(name, sizeof name, "colocated tp%d x%d chunked", d.colo.tp, d.colo.replicas);
     const sim_metrics *c = &d.colo_m;
     out_cell_str(doc, name); out_cell_num(doc, d.colo.gpus); out_cell_num(doc, c->goodput);
     out_cell_str(doc, d.colo_slo ? "met" : "missed"); out_cell_num(doc, c->q[SIM_Q_TTFT].p99);
     out_cell_num(doc, c->q[SIM_Q_TPOT].p99); out_cell_num(doc, NAN); out_cell_num(doc, NAN); out_cell_num(doc, NAN);
-    out_cell_num(doc, c->kv_util_peak); out_cell_str(doc, "reference");
+    out_cell_num(doc, c->kv_util_peak); out_cell_num(doc, cli_rejected_share(c)); out_cell_str(doc, "reference");
     for (int i = 0; i < d.n; i++) {
         const plan_disagg_layout *l = &d.l[i];
         plan_disagg_layout_name(l, name, sizeof name);
@@ -120,6 +120,7 @@ int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, i
         out_cell_num(doc, l->ran ? l->m.transfer_wait_p99 : NAN);
         out_cell_num(doc, l->ran ? l->m.prefill_busy : NAN);
         out_cell_num(doc, l->ran ? l->m.kv_util_peak : NAN);
+        out_cell_num(doc, l->ran ? cli_rejected_share(&l->m) : NAN);
         out_cell_str(doc, !l->ran ? l->why : i == d.best ? "best split" : "");
     }
     static char lines[8][PLAN_LINE];

@@ -143,6 +143,12 @@ int cli_open_db_read(const char *flag, db **d, const char **path)
 }
 
 /* The report: run facts, latency table (the CSV), throughput and KV sections. */
+double cli_rejected_share(const sim_metrics *m)
+{
+    double arrivals = (double)m->requests + (double)m->rejected;
+    return arrivals > 0 ? (double)m->rejected / arrivals : NAN;
+}
+
 const char *cli_queue_bound(const scn_scenario *s, char *buf, size_t n)
 {
     if (s->deployment.max_queued_requests > 0)
@@ -188,24 +194,34 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     if (s->deployment.scheduler_steps > 1 && !s->engine.multi_step_stream && !s->deployment.disagg.on)
         out_note(d, "Engine %s hands a multi-step run's tokens to the client when the run ends: E2E includes the "
                     "rest of the run after a request's last token.", s->engine.name);
+    /* Refusals are counted where served requests are: in the measurement window (sim_acc_reject). */
+    const scn_workload *wl = &s->workload;
+    bool windowed = wl->measure_by_time || wl->skip_first || wl->skip_last || wl->skip_first_frac > 0 ||
+                    wl->skip_last_frac > 0;
+    const char *in_window = windowed ? " in the measurement window" : "";
     /* Engines refuse such prompts rather than trim them (sim/workload.c, fit). */
-    if (m->too_long > 0 && s->workload.max_tokens_sent)
-        out_note(d, "%ld request(s) asked for more tokens than max_model_len (%d) holds (prompt + max_tokens, the "
+    if (m->too_long > 0 && wl->max_tokens_sent)
+        out_note(d, "%ld request(s)%s asked for more tokens than max_model_len (%d) holds (prompt + max_tokens, the "
                     "client sending max_tokens = the output length: workload.max_tokens) and were rejected, as "
                     "engines reject them (counted in rejected too).",
-                 m->too_long, s->deployment.max_model_len);
+                 m->too_long, in_window, s->deployment.max_model_len);
     else if (m->too_long > 0)
-        out_note(d, "%ld request(s) had prompts of max_model_len (%d tokens) or longer, leaving no room for an "
+        out_note(d, "%ld request(s)%s had prompts of max_model_len (%d tokens) or longer, leaving no room for an "
                     "output token, and were rejected, as engines reject them (counted in rejected too).",
-                 m->too_long, s->deployment.max_model_len);
+                 m->too_long, in_window, s->deployment.max_model_len);
     /* A full waiting queue turns arrivals away as the engine does (docs/simulator.md, "Waiting
      * queue bound"); they are not served, so they are in no latency row. */
     if (m->rejected > m->too_long) {
         char bound[96];
-        out_note(d, "%ld request(s) found the waiting queue full (%s) and were rejected%s (counted in rejected).",
-                 m->rejected - m->too_long, cli_queue_bound(s, bound, sizeof bound),
+        out_note(d, "%ld request(s)%s found the waiting queue full (%s) and were rejected%s (counted in rejected).",
+                 m->rejected - m->too_long, in_window, cli_queue_bound(s, bound, sizeof bound),
                  s->deployment.max_queued_requests > 0 ? ", as the engine rejects them" : "");
     }
+    /* A window that skips a burst's start leaves its refusals out, as its served requests. */
+    if (m->rejected_run > m->rejected)
+        out_note(d, "%ld more arrival(s) were rejected outside the measurement window (workload.measure), where they "
+                    "are not counted, as the requests served there are not.",
+                 m->rejected_run - m->rejected);
     /* A conversation that outgrows the context, or one of whose turns was rejected, sends no
      * further turns (sim/workload.c): say where the workload's other requests went. */
     if (m->unsent > 0)
@@ -240,6 +256,7 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
      * served + rejected = arrivals. */
     out_kv_num(d, "rejected", "rejected", (double)m->rejected, OUT_INT);
     out_kv_num(d, "too_long", "of which too long for the context", (double)m->too_long, OUT_INT);
+    out_kv_num(d, "rejected_run", "rejected over the whole run (window or not)", (double)m->rejected_run, OUT_INT);
     out_kv_num(d, "unsent_turns", "conversation turns never sent", (double)m->unsent, OUT_INT);
     out_kv_num(d, "duration_s", "duration", m->duration, OUT_SECONDS);
     out_kv_num(d, "req_per_s", "requests/s", m->req_per_s, OUT_NUM);

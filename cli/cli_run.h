@@ -38,6 +38,9 @@ void cli_sink_close(cli_sink *k);
 /* The waiting-queue bound in force, for a note on arrivals it turned away: the scenario's
  * deployment.max_queued_requests a replica, else the simulator's guard. Returns buf. */
 const char *cli_queue_bound(const scn_scenario *s, char *buf, size_t n);
+/* The share of a run's arrivals (served + rejected, in its window) that were turned away; NAN
+ * with no arrivals. The planner's tables print it. */
+double cli_rejected_share(const sim_metrics *m);
 
 /* Executes the engine with an executor; prints the failure and returns its exit code. */
 int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,

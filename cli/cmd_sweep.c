@@ -155,6 +155,16 @@ int cmd_sweep(int argc, char **argv)
                       "(1 - its percentile), however fast the served were.", shed, cli_queue_bound(&s, bound, sizeof bound),
                  most, of, at);
     }
+    /* Requests too long for the context are refused at every rate; the verdicts leave them out
+     * (plan_slo_met), which a "met" must not hide. */
+    long too = 0, too_of = 0;
+    for (int i = 0; i < nc * np; i++)
+        if (pts[i].m.too_long > too) too = pts[i].m.too_long, too_of = pts[i].m.requests + pts[i].m.rejected;
+    if (too > 0)
+        out_note(doc, "Up to %ld of %ld arrivals at a point were too long for max_model_len (%d tokens) and were "
+                      "rejected at every rate: the SLO verdicts leave them out, as no rate changes them "
+                      "(raise deployment.max_model_len, or see workload.max_tokens).",
+                 too, too_of, s.deployment.max_model_len);
     out_section(doc, "sweep", "Sweep");
     out_kv_str(doc, "scenario", "scenario", s.name);
     out_kv_num(doc, "candidates", "candidates drawn", nc, OUT_INT);

@@ -652,14 +652,16 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
     if (n < max && m->rejected > 0) {
         long turned = m->rejected - m->too_long;
         double arrivals = (double)m->requests + (double)m->rejected;
-        char parts[200];
+        char parts[400];
         int k = 0;
-        if (turned > 0) k += snprintf(parts + k, sizeof parts - (size_t)k, "%ld by a full waiting queue", turned);
+        if (turned > 0)
+            k += snprintf(parts + k, sizeof parts - (size_t)k, "%ld by a full waiting queue (SLO misses: the verdicts count "
+                          "them)", turned);
         if (m->too_long > 0)
-            snprintf(parts + k, sizeof parts - (size_t)k, "%s%ld too long for max_model_len (%d tokens)", turned > 0 ? ", " : "",
-                     m->too_long, t.deployment.max_model_len);
-        snprintf(lines[n++], PLAN_LINE, "Rejected (at the offered load, first seed): %ld of %.0f arrivals (%.1f %%), %s; they are "
-                 "in no latency figure and count as SLO misses.", m->rejected, arrivals, 100 * (double)m->rejected / arrivals, parts);
+            snprintf(parts + k, sizeof parts - (size_t)k, "%s%ld too long for max_model_len (%d tokens; refused at every "
+                     "rate, so the verdicts leave them out: raise max_model_len or shorten the requests)", turned > 0 ? ", " : "", m->too_long, t.deployment.max_model_len);
+        snprintf(lines[n++], PLAN_LINE, "Rejected (at the offered load, first seed): %ld of %.0f arrivals (%.1f %%), %s; no "
+                 "latency figure holds them.", m->rejected, arrivals, 100 * (double)m->rejected / arrivals, parts);
     }
     if (n < max && r->risk_gated) {
         const plan_cand *g = &r->c[r->risk_gated_cand];

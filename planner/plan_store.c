@@ -59,6 +59,7 @@ long plan_store_find(db *d, const scn_scenario *s, const plan_cand *c, unsigned 
 typedef struct {
     sim_metrics *m;
     double rate, tok, unbounded, batch, span;
+    bool windowed_refusals;   /* stored with unsent_turns: refusals counted in the window */
 } stored;
 
 static int read_metric(void *ud, const char *name, double value, int is_null)
@@ -69,7 +70,10 @@ static int read_metric(void *ud, const char *name, double value, int is_null)
     else if (!strcmp(name, CAP_UNBOUNDED)) x->unbounded = is_null ? NAN : value;
     else if (!strcmp(name, CAP_BATCH)) x->batch = is_null ? NAN : value;
     else if (!strcmp(name, CAP_SPAN)) x->span = is_null ? NAN : value;
-    else sim_metrics_set(x->m, name, is_null ? NAN : value);
+    else {
+        x->windowed_refusals |= !strcmp(name, "unsent_turns");
+        sim_metrics_set(x->m, name, is_null ? NAN : value);
+    }
     return 0;
 }
 
@@ -89,6 +93,10 @@ long plan_store_reuse(db *d, const scn_scenario *s, plan_result *r)
             memset(&m, 0, sizeof m);
             stored x = {.m = &m, .rate = NAN, .tok = NAN, .unbounded = NAN, .batch = NAN, .span = NAN};
             if (db_run_metrics(d, id, read_metric, &x, err, sizeof err) != DB_OK) { all = false; continue; }
+            /* A run stored before refusals were counted in the measurement window (and turns
+             * never sent were counted) has no unsent_turns: its rejected and SLO attainment mix
+             * the window's served requests with the whole run's refusals, so it runs again. */
+            if (!x.windowed_refusals) { all = false; continue; }
             plan_record_offered(s, c, k, &m);
             c->seed_reused |= 1u << k;
             if (k == 0) c->run_id = id;

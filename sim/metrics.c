@@ -58,6 +58,7 @@ static void count_reject(sim_acc *a, bool too_long)
 
 void sim_acc_reject(sim_acc *a, bool measured, bool too_long, double t)
 {
+    a->rejected_run++;
     if (!a->by_time) {
         if (measured) count_reject(a, too_long);
         return;
@@ -120,7 +121,13 @@ static int finish_by_time(const sim_acc *a, sim_acc *w, double *lo, double *hi, 
         if (r->arrival < t0) t0 = r->arrival;
         if (r->arrival + r->e2e > t1) t1 = r->arrival + r->e2e;
     }
-    if (!a->n_rows) t0 = t1 = 0;
+    /* A refusal is sent and answered at its arrival: it is part of the span too (a run whose
+     * refusals came before its first served send, or that served none, keeps them). */
+    for (long i = 0; i < a->n_rej; i++) {
+        if (a->rej[i].t < t0) t0 = a->rej[i].t;
+        if (a->rej[i].t > t1) t1 = a->rej[i].t;
+    }
+    if (!a->n_rows && !a->n_rej) t0 = t1 = 0;
     double span = t1 - t0;
     *run_span = span;
     *lo = t0 + a->cut_first * span;
@@ -157,6 +164,7 @@ int sim_acc_finish(const sim_acc *a, long total_blocks, sim_metrics *m)
     m->slo_attainment = q->requests + q->rejected ? (double)q->good / (double)(q->requests + q->rejected) : NAN;
     m->rejected = q->rejected;
     m->too_long = q->too_long;
+    m->rejected_run = a->rejected_run;
     for (int i = 0; i < SIM_Q_COUNT; i++) {
         /* ITL gaps are recorded step by step, not per request: the run's own. */
         const sim_hist *h = i == SIM_Q_ITL ? &a->h[i] : &q->h[i];
@@ -218,6 +226,7 @@ static const metric_field FIELDS[] = {
     LONG("rejected", rejected, SIM_UNIT_COUNT),
     LONG("too_long", too_long, SIM_UNIT_COUNT),
     LONG("unsent_turns", unsent, SIM_UNIT_COUNT),
+    LONG("rejected_run", rejected_run, SIM_UNIT_COUNT),
     REAL("batch_mean", batch_mean, SIM_UNIT_NUMBER),
     LONG("batch_max", batch_max, SIM_UNIT_COUNT),
     LONG("steps", steps, SIM_UNIT_COUNT),

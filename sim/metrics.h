@@ -16,6 +16,7 @@ typedef struct {
     long preemptions, steps, batch_sum, batch_max;
     long rejected;                       /* arrivals refused inside the measurement window */
     long too_long;                       /* of rejected: prompts longer than the context allows */
+    long rejected_run;                   /* every refusal of the run, in the window or not */
     /* KV offload tiers and swap (sim/kv_tier.h), index kv_tier_id */
     long tier_hit_tokens[3];
     double tier_xfer_s[3];

@@ -127,6 +127,8 @@ typedef struct {
     long rejected;             /* arrivals turned away: by a full waiting queue, or too_long */
     long too_long;             /* of rejected: prompts with no room for one output token within
                                 * max_model_len, which engines refuse (sim/workload.c, fit) */
+    long rejected_run;         /* every arrival turned away over the whole run, in the measurement
+                                * window or not (rejected counts the window's) */
     long unsent;               /* conversation turns never sent, over the whole run: the conversation
                                 * outgrew max_model_len, or one of its turns was rejected */
     double batch_mean;         /* sequences per step */

@@ -10,6 +10,7 @@
 #include "../sim/workload.h"
 
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,36 +432,43 @@ START_TEST(output_is_still_cut_at_max_model_len)
 END_TEST
 
 /* Refusals are counted in the window the served requests are counted in (sim_acc_reject), so
- * requests + rejected are the window's arrivals and SLO attainment's denominator is theirs. */
-START_TEST(rejections_are_counted_in_the_measurement_window)
+ * requests + rejected are the window's arrivals and SLO attainment's denominator is theirs. Every
+ * refusal below is too long; with no SLO set, every served request meets it. */
+static void expect_window(const char *file, const char *csv, const char *measure, long served, long refused,
+                          long refused_in_run)
 {
     char y[800];
-    sim_metrics m;
-    /* By index: SIX with the first two skipped. Request 1 (too long) is outside; 3 is inside and
-     * 2, 4, 5 are served in it: 3 served, 1 rejected, attainment 3 of 4 with no SLO set. */
-    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n  measure: {skip_first: 2}\n",
-             t_write("too-long-window.csv", SIX));
+    snprintf(y, sizeof y, MML "workload:\n  arrival: {process: trace, trace: '%s'}\n  measure: %s\n",
+             t_write(file, csv), measure);
     load(y);
+    sim_metrics m;
     run(&m);
-    ck_assert_int_eq(m.requests, 3);
-    ck_assert_int_eq(m.rejected, 1);
-    ck_assert_int_eq(m.too_long, 1);
-    ck_assert(fabs(m.slo_attainment - 3.0 / 4.0) < 1e-12);
+    ck_assert_int_eq(m.requests, served);
+    ck_assert_int_eq(m.rejected, refused);
+    ck_assert_int_eq(m.too_long, refused);
+    ck_assert_int_eq(m.rejected_run, refused_in_run);
+    ck_assert(fabs(m.slo_attainment - (double)served / (double)(served + refused)) < 1e-12);
+}
+
+START_TEST(rejections_are_counted_in_the_measurement_window)
+{
+    /* By index: SIX with the first two skipped. Request 1 (too long) is outside; 3 is inside and
+     * 2, 4, 5 are served in it: 3 served, 1 rejected, attainment 3 of 4. */
+    expect_window("too-long-window.csv", SIX, "{skip_first: 2}", 3, 1, 2);
     /* By time: two refusals at t = 0 and two at t = 10 s, and 200-token requests served at 0 and
      * 10 s, each done in well under 1 s (tens of ms on an H100). The span is [0, 10 + d], d < 1 s,
      * so skipping its first 50 % starts the window after 5 s: the refusals at 10 s are in it, those
      * at 0 are not, and so is the one served at 10 s only. */
-    snprintf(y, sizeof y,
-             MML "workload:\n  arrival: {process: trace, trace: '%s'}\n  measure: {by: time, skip_first: 50%%}\n",
-             t_write("too-long-time.csv", "0,200,8\n0,2000,8\n0,1500,8\n10,200,8\n10,2000,8\n10,1024,8\n"));
-    load(y);
-    run(&m);
-    ck_assert_int_eq(m.requests, 1);
-    ck_assert_int_eq(m.rejected, 2);
-    ck_assert_int_eq(m.too_long, 2);
-    ck_assert(fabs(m.slo_attainment - 1.0 / 3.0) < 1e-12);
+    expect_window("too-long-time.csv", "0,200,8\n0,2000,8\n0,1500,8\n10,200,8\n10,2000,8\n10,1024,8\n",
+                  "{by: time, skip_first: 50%}", 1, 2, 4);
+    /* The run's span holds its refusals too: refusals before the first served send, or a run that
+     * served none, are inside a window that cuts nothing (a span of the served alone dropped
+     * them, and a run of refusals only reported none). */
+    expect_window("refused-first.csv", "0,2000,8\n1,1500,8\n2,200,8\n", "{by: time}", 1, 2, 2);
+    expect_window("refused-all.csv", "0,2000,8\n3,1500,8\n", "{by: time}", 0, 2, 2);
 }
 END_TEST
+
 
 START_TEST(closed_loop_clients_go_on_after_a_rejection)
 {
@@ -560,6 +568,27 @@ START_TEST(max_tokens_over_the_context_is_refused_when_sent)
     snprintf(args, sizeof args, "simulate '%s'", t_write("max-tokens-bad.yaml", y));
     ck_assert_int_ne(t_run(args, out, sizeof out, errs, sizeof errs), 0);
     ck_assert_msg(strstr(errs, "workload.max_tokens") && strstr(errs, ":7:"), "%s", errs);
+}
+END_TEST
+
+/* Requests too long for the context are refused at every rate, so plan's and sweep's verdicts
+ * leave them out; the outputs must say so rather than read "met" over them. Half the prompts
+ * (2000 tokens) exceed the 1024-token context. */
+START_TEST(plan_and_sweep_say_too_long_is_left_out)
+{
+    static char out[65536], errs[4096];
+    char y[800], yf[512], args[2048];
+    snprintf(y, sizeof y, MML "workload:\n  requests: 60\n  arrival: {process: poisson, rate: 2/s}\n"
+             "  prompt_tokens: {dist: empirical, file: '%s'}\n  output_tokens: 12\n",
+             t_write("half-long.csv", "600,1\n2000,1\n"));
+    snprintf(yf, sizeof yf, "%s", t_write("half-long.yaml", y));
+    snprintf(args, sizeof args, "plan '%s' --no-db", yf);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "too long for max_model_len (1024 tokens; refused at every rate, so the verdicts leave them out"),
+                  "%s", out);
+    snprintf(args, sizeof args, "sweep '%s' --no-db --top 1 --points 2", yf);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "were too long for max_model_len (1024 tokens) and were rejected at every rate"), "%s", out);
 }
 END_TEST
 
@@ -801,6 +830,28 @@ START_TEST(cli_plan_shows_rejected_arrivals)
 }
 END_TEST
 
+/* A plan run stored before refusals were counted in the window (it has no unsent_turns) is run
+ * again, not reused: its rejected share would mix two windows. */
+START_TEST(plan_reruns_runs_stored_before_windowed_refusals)
+{
+    static char out[65536], errs[4096];
+    char args[2048], y[512], dbf[512];
+    snprintf(y, sizeof y, "%s", t_write("stale-plan.yaml", QUEUED "deployment: {max_num_seqs: 2, max_queued_requests: 3}\n"));
+    snprintf(dbf, sizeof dbf, "%s", t_write("stale-plan.db", ""));
+    remove(dbf);
+    snprintf(args, sizeof args, "plan '%s' --db '%s' --format json", y, dbf);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(!strstr(out, "\"reused\": 0,"), "a current stored run is reused: %s", out);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(dbf, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "DELETE FROM metrics WHERE name = 'unsent_turns'", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "\"reused\": 0,"), "a stale stored run was reused: %s", out);
+}
+END_TEST
+
 START_TEST(cli_sweep_notes_queue_rejections)
 {
     /* A sweep whose points a bound of 2 overloads (Poisson up to 400/s of 400-token prompts on
@@ -843,6 +894,7 @@ Suite *suite_workload(void)
     tcase_add_test(tc, output_is_still_cut_at_max_model_len);
     tcase_add_test(tc, closed_loop_clients_go_on_after_a_rejection);
     tcase_add_test(tc, cli_notes_rejected_prompts);
+    tcase_add_test(tc, plan_and_sweep_say_too_long_is_left_out);
     tcase_add_test(tc, max_tokens_over_the_context_is_refused_when_sent);
     tcase_add_test(tc, closed_loop_client_goes_on_after_a_full_queue);
     tcase_add_test(tc, closed_loop_without_think_time_does_not_spin_on_a_full_queue);
@@ -856,6 +908,7 @@ Suite *suite_workload(void)
     tcase_add_test(tc, cli_honours_max_queued_requests_through_set);
     tcase_add_test(tc, cli_sweep_notes_queue_rejections);
     tcase_add_test(tc, cli_plan_shows_rejected_arrivals);
+    tcase_add_test(tc, plan_reruns_runs_stored_before_windowed_refusals);
     suite_add_tcase(su, tc);
     return su;
 }
