@@ -805,25 +805,34 @@ START_TEST(cli_honours_max_queued_requests_through_set)
 }
 END_TEST
 
+/* `plan` on QUEUED with the deployment line `deployment`, into a fresh database: the command
+ * line in args, the database's path in dbf. */
+static void plan_queued(const char *name, const char *deployment, char *args, size_t n, char *dbf, size_t ndbf)
+{
+    char text[512], yaml[64], y[512];
+    snprintf(text, sizeof text, QUEUED "deployment: %s\n", deployment);
+    snprintf(yaml, sizeof yaml, "%s.yaml", name);
+    snprintf(y, sizeof y, "%s", t_write(yaml, text));
+    snprintf(yaml, sizeof yaml, "%s.db", name);
+    snprintf(dbf, ndbf, "%s", t_write(yaml, ""));
+    remove(dbf);
+    snprintf(args, n, "plan '%s' --db '%s' --format json", y, dbf);
+}
+
 START_TEST(cli_plan_shows_rejected_arrivals)
 {
     /* The same ten offline requests through `plan`: 7 of 10 turned away on every seed (equal
      * lengths, all at t = 0), shown as the candidate's rejected share and in the recommendation. */
     static char out[65536], errs[4096];
-    char args[2048], y[512], dbf[512];
-    snprintf(y, sizeof y, "%s", t_write("queued-plan.yaml", QUEUED "deployment: {max_num_seqs: 2, max_queued_requests: 3}\n"));
-    snprintf(dbf, sizeof dbf, "%s", t_write("queued-plan.db", ""));
-    remove(dbf);
-    snprintf(args, sizeof args, "plan '%s' --db '%s' --format json", y, dbf);
+    char args[2048], dbf[512];
+    plan_queued("queued-plan", "{max_num_seqs: 2, max_queued_requests: 3}", args, sizeof args, dbf, sizeof dbf);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     const char *share = strstr(out, "\"rejected_share\": ");
     ck_assert_msg(share && fabs(strtod(share + 18, NULL) - 0.7) < 1e-12, "%s", out);
     ck_assert_msg(strstr(out, "Rejected (at the offered load, first seed): 7 of 10 arrivals (70.0 %), 7 by a full waiting queue"),
                   "%s", out);
     /* Without the bound nothing is turned away: a share of 0 and no such line. */
-    snprintf(y, sizeof y, "%s", t_write("free-plan.yaml", QUEUED "deployment: {max_num_seqs: 2}\n"));
-    remove(dbf);
-    snprintf(args, sizeof args, "plan '%s' --db '%s' --format json", y, dbf);
+    plan_queued("free-plan", "{max_num_seqs: 2}", args, sizeof args, dbf, sizeof dbf);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     share = strstr(out, "\"rejected_share\": ");
     ck_assert_msg(share && strtod(share + 18, NULL) == 0 && !strstr(out, "Rejected ("), "%s", out);
@@ -835,11 +844,8 @@ END_TEST
 START_TEST(plan_reruns_runs_stored_before_windowed_refusals)
 {
     static char out[65536], errs[4096];
-    char args[2048], y[512], dbf[512];
-    snprintf(y, sizeof y, "%s", t_write("stale-plan.yaml", QUEUED "deployment: {max_num_seqs: 2, max_queued_requests: 3}\n"));
-    snprintf(dbf, sizeof dbf, "%s", t_write("stale-plan.db", ""));
-    remove(dbf);
-    snprintf(args, sizeof args, "plan '%s' --db '%s' --format json", y, dbf);
+    char args[2048], dbf[512];
+    plan_queued("stale-plan", "{max_num_seqs: 2, max_queued_requests: 3}", args, sizeof args, dbf, sizeof dbf);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     ck_assert_msg(!strstr(out, "\"reused\": 0,"), "a current stored run is reused: %s", out);
