@@ -3,6 +3,7 @@
  * context per request that fits at a given concurrency. */
 #include "cli_run.h"
 #include "../planner/plan.h"
+#include "../sim/workload.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,26 @@
 #include <unistd.h>
 
 static void on_progress(void *ud, long done, long total) { cli_progress_update(ud, done, total); }
+
+/* How many of the workload's requests (the generator's first `cap`, drawn as a run draws them)
+ * are too long for max_model_len (sim/workload.c, fit): refused at every rate, so the capacity
+ * verdicts leave them out (plan_slo_met) and the output must say so. 0 when none or on error. */
+static long too_long_drawn(const scn_scenario *s, long cap, long *drawn)
+{
+    int noinput;
+    char err[256];
+    *drawn = 0;
+    sim_workload *w = sim_workload_init(s, s->seed, &noinput, err, sizeof err);
+    if (!w) return 0;
+    sim_req_spec r;
+    long n = 0;
+    while (*drawn < cap && sim_workload_next(w, &r, err, sizeof err) == 0) {
+        (*drawn)++;
+        n += r.too_long;
+    }
+    sim_workload_free(w);
+    return n;
+}
 
 int cmd_capacity(int argc, char **argv)
 {
@@ -176,6 +197,12 @@ int cmd_capacity(int argc, char **argv)
                   "max_model_len.", PLAN_MAX_QUEUE_P99, 100 * PLAN_CAPACITY_TOL, PLAN_CAPACITY_REQUESTS, PLAN_TRIAL_CYCLES,
              PLAN_TRIAL_SPAN_WAITS * PLAN_MAX_QUEUE_P99, 100 / (0.99 * PLAN_TRIAL_SPAN_WAITS), PLAN_CAPACITY_RANGE, max_replicas,
              concurrency);
+    long drawn, too = too_long_drawn(&s, PLAN_CAPACITY_REQUESTS, &drawn);
+    if (too > 0)
+        out_note(doc, "%ld of the workload's first %ld requests (%.1f %%) are too long for max_model_len (%d tokens) and "
+                      "are refused at every rate: the max rates leave them out, as no rate or replica count changes "
+                      "them (raise deployment.max_model_len, or see workload.max_tokens).",
+                 too, drawn, 100.0 * (double)too / (double)drawn, s.deployment.max_model_len);
     if (s.deployment.attention_dp > 1 && s.model.experts > 0)   /* the split every row runs with (kv_moe_parallel.h) */
         out_note(doc, "Every candidate runs attention DP %d x its TP, routed experts over EP %d: GPUs count the whole "
                       "replica, max context is per DP rank (each holds its own sequences and KV).",

@@ -571,7 +571,7 @@ START_TEST(max_tokens_over_the_context_is_refused_when_sent)
 }
 END_TEST
 
-/* Requests too long for the context are refused at every rate, so plan's and sweep's verdicts
+/* Requests too long for the context are refused at every rate, so plan's, sweep's and capacity's verdicts
  * leave them out; the outputs must say so rather than read "met" over them. Half the prompts
  * (2000 tokens) exceed the 1024-token context. */
 START_TEST(plan_and_sweep_say_too_long_is_left_out)
@@ -589,6 +589,9 @@ START_TEST(plan_and_sweep_say_too_long_is_left_out)
     snprintf(args, sizeof args, "sweep '%s' --no-db --top 1 --points 2", yf);
     ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
     ck_assert_msg(strstr(out, "were too long for max_model_len (1024 tokens) and were rejected at every rate"), "%s", out);
+    snprintf(args, sizeof args, "capacity '%s'", yf);
+    ck_assert_msg(t_run(args, out, sizeof out, errs, sizeof errs) == 0, "%s", errs);
+    ck_assert_msg(strstr(out, "are too long for max_model_len (1024 tokens) and are refused at every rate"), "%s", out);
 }
 END_TEST
 
