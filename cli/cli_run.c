@@ -232,6 +232,12 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
     out_kv_str(d, "scenario", "scenario", s->name);
     out_kv_str(d, "model", "model", s->model.name);
     out_kv_str(d, "hardware", "hardware", s->hardware.name);
+    out_kv_str(d, "engine", "engine", s->engine.name);
+    {
+        scn_wformat wf = {s->model.weight_dtype, s->model.weight_quant, s->model.weight_group};
+        out_kv_str(d, "weights", "weights", scn_wformat_name(&wf));
+    }
+    if (!s->deployment.disagg.on) out_kv_num(d, "tensor_parallel", "tensor parallel", s->deployment.tensor_parallel, OUT_INT);
     out_kv_str(d, "choice", "choice", choice);
     out_kv_str(d, "executor", "executor", executor);
     out_kv_num(d, "seed", "seed", (double)s->seed, OUT_INT);

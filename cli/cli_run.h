@@ -78,6 +78,10 @@ int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, i
 /* Loads the scenario, applies --seed, and takes its first option choice, refusing one that
  * cannot run; 0 or an exit code (cmd_run.c). */
 int cli_prepare_engine(cli_common *c, const cli_run_flags *f, scn_scenario *s, sim_choice *ch);
+/* Loads the scenario (--set applied) as its first candidate runs it: the first value of every
+ * option list, deployment values, hardware, weight format and engine included (plan_first), with
+ * its KV choice in ch. Prints why and returns an exit code on failure. */
+int cli_load_first(cli_common *c, scn_scenario *s, sim_choice *ch);
 /* Maps a be_status to an exit code. */
 int cli_exit_for_be(int st);
 /* Maps a vf_status to an exit code. */

@@ -1,6 +1,7 @@
 /* cmd_cost.c: `kvplan cost`: the roofline time of one engine step, per operation. */
 #include "cli.h"
 #include "cli_moe.h"
+#include "cli_run.h"
 #include "cli_spec.h"
 #include "../model/kv_blocks.h"
 #include "../model/kv_mla.h"
@@ -45,7 +46,8 @@ int cmd_cost(int argc, char **argv)
     if (!c.scenario) return cli_usage_error("cost", "missing SCENARIO");
     if (cached && !prefill) return cli_usage_error("cost", "--cached needs --prefill");
     scn_scenario s;
-    int rc = cli_load(&c, &s);
+    sim_choice first;   /* the first candidate's deployment, hardware, weights and engine (plan_first) */
+    int rc = cli_load_first(&c, &s, &first);
     if (rc) return rc;
     if (batch < 0) batch = prefill ? 0 : 1;
     if (context < 0) {

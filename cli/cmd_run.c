@@ -7,6 +7,7 @@
 #include "../backend/be_session.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cli_exit_for_be(int st)
@@ -38,12 +39,26 @@ int cli_parse_engine_cmd(const char *cmd, int argc, char **argv, cli_common *c, 
     return CLI_OK;
 }
 
-int cli_prepare_engine(cli_common *c, const cli_run_flags *f, scn_scenario *s, sim_choice *ch)
+int cli_load_first(cli_common *c, scn_scenario *s, sim_choice *ch)
 {
     int rc = cli_load(c, s);
     if (rc) return rc;
+    scn_scenario *t = malloc(sizeof *t);
+    if (!t) return CLI_EX_INTERNAL;
+    char why[300];
+    rc = plan_first(s, t, ch, why, sizeof why);
+    if (rc == 0) *s = *t;
+    free(t);
+    if (rc < 0) return CLI_EX_INTERNAL;
+    if (rc > 0) { fprintf(stderr, "kvplan: %s: options: %s\n", c->scenario, why); return CLI_EX_DATA; }
+    return CLI_OK;
+}
+
+int cli_prepare_engine(cli_common *c, const cli_run_flags *f, scn_scenario *s, sim_choice *ch)
+{
+    int rc = cli_load_first(c, s, ch);
+    if (rc) return rc;
     if (f->seed >= 0) s->seed = (unsigned long long)f->seed;
-    *ch = sim_choice_first(s);
     char err[256];
     if (sim_choice_check(ch, err, sizeof err)) {
         fprintf(stderr, "kvplan: %s: options: %s\n", c->scenario, err);

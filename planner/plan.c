@@ -49,10 +49,76 @@ static bool engine_defaults(const scn_scenario *s, plan_cand *c)
     return true;
 }
 
-int plan_enumerate(const scn_scenario *s, plan_result *r)
+/* The KV choice at option indices idx (plan_enumerate's first seven dimensions); contiguous
+ * allocation has no blocks, so it takes the first block size. */
+static sim_choice choice_at(const scn_options *o, const int *idx)
+{
+    sim_choice c = {.layout = o->layout[idx[0]], .block_size = o->block_size[idx[1]],
+                    .prefix_cache = o->prefix_cache[idx[2]], .kv_dtype = o->kv_dtype[idx[3]],
+                    .attention = o->attention[idx[4]], .scheduler = o->scheduler[idx[5]],
+                    .sink = o->sink[idx[6]], .window = o->window[idx[6]]};
+    if (c.layout == SCN_LAYOUT_CONTIGUOUS) c.block_size = o->block_size[0];
+    return c;
+}
+
+/* Fills candidate c (its KV choice already set) from the option indices idx, in plan_enumerate's
+ * dimension order: deployment values, hardware, weight format, engine, speculation, offload,
+ * preemption, what the engine derives, names and risks. False when the engine's defaults rule the
+ * candidate out (multi-step scheduling under an engine that chunks prefills). */
+static bool fill_cand(const scn_scenario *s, const int *idx, int seeds, plan_cand *c)
 {
     const scn_options *o = &s->options;
     const scn_deployment *d = &s->deployment;
+    c->max_num_seqs = o->n_max_seqs ? o->max_num_seqs[idx[7]] : d->max_num_seqs;
+    c->max_batched = o->n_budget ? o->max_num_batched_tokens[idx[8]] : d->max_num_batched_tokens;
+    c->tp = o->n_tp ? o->tensor_parallel[idx[9]] : d->tensor_parallel;
+    c->replicas = o->n_replicas ? o->replicas[idx[10]] : d->replicas;
+    c->kv_heads = o->n_kv_heads ? o->kv_heads[idx[11]] : 0;
+    if (c->kv_heads == s->model.kv_heads) c->kv_heads = 0;
+    c->hw = o->n_hardware ? idx[12] : -1;
+    snprintf(c->hw_name, sizeof c->hw_name, "%s", c->hw >= 0 ? o->hardware[c->hw].name : s->hardware.name);
+    c->n_seeds = seeds;
+    for (int j = 0; j < PLAN_SEEDS_MAX; j++) c->seed_batch[j] = NAN;
+    c->search_capacity = plan_objective_at_capacity(s);
+    c->wformat = o->n_wformat ? idx[13] : -1;
+    c->engine = o->n_engine ? idx[14] : -1;
+    c->c.spec = o->n_spec ? idx[15] : 0;
+    c->c.kv_offload = o->n_offload ? o->kv_offload[idx[16]] : SCN_OFFLOAD_OFF;
+    c->c.preemption = o->n_preempt ? o->preemption[idx[17]] : SCN_PREEMPT_RECOMPUTE;
+    bool multi_ok = engine_defaults(s, c);
+    const scn_spec *sp = kv_spec_get(s, c->c.spec);
+    if (sp && sp->method == SCN_SPEC_DRAFT)
+        snprintf(c->spec_name, sizeof c->spec_name, "draft(%.24s) k=%d a=%.2f", sp->draft.name, sp->k, sp->accept[0]);
+    else if (sp)
+        snprintf(c->spec_name, sizeof c->spec_name, "%s k=%d a=%.2f", SCN_SPEC_NAMES[sp->method], sp->k, sp->accept[0]);
+    {   /* colocated: TP x replicas x DP attention ranks; disaggregated: both pools' GPUs */
+        scn_deployment dd = *d;
+        dd.tensor_parallel = c->tp;
+        dd.replicas = c->replicas;
+        c->gpus = kv_deploy_gpus(&dd);
+    }
+    const scn_wformat *wf = c->wformat >= 0 ? &o->wformat[c->wformat] : NULL;
+    c->risk_weights = wf && wf->quant != SCN_WQ_NONE &&
+                      (wf->quant != s->model.weight_quant || wf->dtype != s->model.weight_dtype);
+    c->risk_dtype = !native_dtype(&s->model, c->c.kv_dtype);
+    if (c->wformat >= 0) snprintf(c->wformat_name, sizeof c->wformat_name, "%s", scn_wformat_name(&o->wformat[c->wformat]));
+    else {
+        scn_wformat own = {s->model.weight_dtype, s->model.weight_quant, s->model.weight_group};
+        snprintf(c->wformat_name, sizeof c->wformat_name, "%s", scn_wformat_name(&own));
+    }
+    snprintf(c->engine_name, sizeof c->engine_name, "%s", c->engine >= 0 ? o->engine[c->engine].name : s->engine.name);
+    c->risk_window = c->c.window > 0;
+    c->risk_gqa = c->kv_heads > 0 && c->kv_heads < s->model.kv_heads;
+    c->allowed = (!c->risk_dtype || s->quality.allow_kv_dtype[c->c.kv_dtype]) &&
+                 (!c->risk_window || s->quality.allow_window) && (!c->risk_gqa || s->quality.allow_gqa) &&
+                 (!c->risk_weights || s->quality.allow_weight_quant[wf->quant]);
+    c->status = PLAN_PENDING;
+    return multi_ok;
+}
+
+int plan_enumerate(const scn_scenario *s, plan_result *r)
+{
+    const scn_options *o = &s->options;
     /* One dimension per option list (PLAN_DIMS; differs_only_in in plan_rank.c follows this order). */
     int dims[] = {o->n_layout, o->n_block, o->n_prefix, o->n_dtype, o->n_attention, o->n_sched, o->n_window,
                   count_or_1(o->n_max_seqs), count_or_1(o->n_budget), count_or_1(o->n_tp), count_or_1(o->n_replicas),
@@ -74,57 +140,10 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         long rest = k;
         for (int i = nd - 1; i >= 0; i--) { idx[i] = (int)(rest % dims[i]); rest /= dims[i]; }
         plan_cand *c = &r->c[r->n];
-        c->c = (sim_choice){.layout = o->layout[idx[0]], .block_size = o->block_size[idx[1]],
-                            .prefix_cache = o->prefix_cache[idx[2]], .kv_dtype = o->kv_dtype[idx[3]],
-                            .attention = o->attention[idx[4]], .scheduler = o->scheduler[idx[5]],
-                            .sink = o->sink[idx[6]], .window = o->window[idx[6]]};
+        c->c = choice_at(o, idx);
         /* Contiguous allocation has no blocks: keep one candidate per contiguous choice. */
         if (c->c.layout == SCN_LAYOUT_CONTIGUOUS && idx[1] != 0) continue;
-        if (c->c.layout == SCN_LAYOUT_CONTIGUOUS) c->c.block_size = o->block_size[0];
-        c->max_num_seqs = o->n_max_seqs ? o->max_num_seqs[idx[7]] : d->max_num_seqs;
-        c->max_batched = o->n_budget ? o->max_num_batched_tokens[idx[8]] : d->max_num_batched_tokens;
-        c->tp = o->n_tp ? o->tensor_parallel[idx[9]] : d->tensor_parallel;
-        c->replicas = o->n_replicas ? o->replicas[idx[10]] : d->replicas;
-        c->kv_heads = o->n_kv_heads ? o->kv_heads[idx[11]] : 0;
-        if (c->kv_heads == s->model.kv_heads) c->kv_heads = 0;
-        c->hw = o->n_hardware ? idx[12] : -1;
-        snprintf(c->hw_name, sizeof c->hw_name, "%s", c->hw >= 0 ? o->hardware[c->hw].name : s->hardware.name);
-        c->n_seeds = r->seeds;
-        for (int j = 0; j < PLAN_SEEDS_MAX; j++) c->seed_batch[j] = NAN;
-        c->search_capacity = plan_objective_at_capacity(s);
-        c->wformat = o->n_wformat ? idx[13] : -1;
-        c->engine = o->n_engine ? idx[14] : -1;
-        c->c.spec = o->n_spec ? idx[15] : 0;
-        c->c.kv_offload = o->n_offload ? o->kv_offload[idx[16]] : SCN_OFFLOAD_OFF;
-        c->c.preemption = o->n_preempt ? o->preemption[idx[17]] : SCN_PREEMPT_RECOMPUTE;
-        bool multi_ok = engine_defaults(s, c);
-        const scn_spec *sp = kv_spec_get(s, c->c.spec);
-        if (sp && sp->method == SCN_SPEC_DRAFT)
-            snprintf(c->spec_name, sizeof c->spec_name, "draft(%.24s) k=%d a=%.2f", sp->draft.name, sp->k, sp->accept[0]);
-        else if (sp)
-            snprintf(c->spec_name, sizeof c->spec_name, "%s k=%d a=%.2f", SCN_SPEC_NAMES[sp->method], sp->k, sp->accept[0]);
-        {   /* colocated: TP x replicas x DP attention ranks; disaggregated: both pools' GPUs */
-            scn_deployment dd = *d;
-            dd.tensor_parallel = c->tp;
-            dd.replicas = c->replicas;
-            c->gpus = kv_deploy_gpus(&dd);
-        }
-        const scn_wformat *wf = c->wformat >= 0 ? &o->wformat[c->wformat] : NULL;
-        c->risk_weights = wf && wf->quant != SCN_WQ_NONE &&
-                          (wf->quant != s->model.weight_quant || wf->dtype != s->model.weight_dtype);
-        c->risk_dtype = !native_dtype(&s->model, c->c.kv_dtype);
-        if (c->wformat >= 0) snprintf(c->wformat_name, sizeof c->wformat_name, "%s", scn_wformat_name(&o->wformat[c->wformat]));
-        else {
-            scn_wformat own = {s->model.weight_dtype, s->model.weight_quant, s->model.weight_group};
-            snprintf(c->wformat_name, sizeof c->wformat_name, "%s", scn_wformat_name(&own));
-        }
-        snprintf(c->engine_name, sizeof c->engine_name, "%s", c->engine >= 0 ? o->engine[c->engine].name : s->engine.name);
-        c->risk_window = c->c.window > 0;
-        c->risk_gqa = c->kv_heads > 0 && c->kv_heads < s->model.kv_heads;
-        c->allowed = (!c->risk_dtype || s->quality.allow_kv_dtype[c->c.kv_dtype]) &&
-                     (!c->risk_window || s->quality.allow_window) && (!c->risk_gqa || s->quality.allow_gqa) &&
-                     (!c->risk_weights || s->quality.allow_weight_quant[wf->quant]);
-        c->status = PLAN_PENDING;
+        bool multi_ok = fill_cand(s, idx, r->seeds, c);
         char why[200];
         if (!multi_ok) {
             c->status = PLAN_SKIPPED;
@@ -157,6 +176,24 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         }
         r->n++;
     }
+    return 0;
+}
+
+int plan_first(const scn_scenario *s, scn_scenario *out, sim_choice *ch, char *why, size_t n)
+{
+    int idx[PLAN_DIMS] = {0};
+    plan_cand *c = calloc(1, sizeof *c);
+    if (!c) { snprintf(why, n, "out of memory"); return -1; }
+    c->c = choice_at(&s->options, idx);
+    if (!fill_cand(s, idx, 1, c)) {
+        snprintf(why, n, "multi-step scheduling (deployment.scheduler_steps) needs the continuous scheduler, and "
+                 "engine %s chunks prefills by default", c->engine_name);
+        free(c);
+        return 1;
+    }
+    plan_apply(s, c, out);
+    *ch = c->c;
+    free(c);
     return 0;
 }
 

@@ -295,12 +295,47 @@ START_TEST(per_step_prints_the_same_run)
 }
 END_TEST
 
+/* `simulate`, `cost` and `memory` run the first value of every option list, as their help says,
+ * deployment values, hardware, engine and weight format included (plan_first): a scenario that
+ * lists them runs exactly as one that states those first values outright (once, these lists
+ * were silently ignored, and the run used the scenario's own hardware, engine and TP). */
+#define FIRST_WL "workload:\n  requests: 60\n  arrival: {process: poisson, rate: 4/s}\n  prompt_tokens: 400\n" \
+                 "  output_tokens: 40\n"
+START_TEST(simulate_runs_the_first_value_of_every_option_list)
+{
+    char lists[600], plain[600], awq[600];
+    snprintf(lists, sizeof lists, "%s", t_write("first-lists.yaml",
+             "name: l\nmodel: llama-3-8b\nhardware: h100-sxm\noptions: {tensor_parallel: [2, 1], "
+             "hardware: [a100-80g, h100-sxm], engine: [sglang, vllm], max_num_seqs: [64, 256]}\n" FIRST_WL));
+    snprintf(plain, sizeof plain, "%s", t_write("first-plain.yaml",
+             "name: l\nmodel: llama-3-8b\nhardware: a100-80g\nengine: sglang\n"
+             "deployment: {tensor_parallel: 2, max_num_seqs: 64}\n" FIRST_WL));
+    ck_assert_int_eq(run("simulate %s --no-db --format json", lists), 0);
+    static char first[sizeof out];
+    memcpy(first, out, sizeof out);
+    ck_assert_msg(strstr(first, "\"hardware\": \"a100-80g\"") && strstr(first, "\"engine\": \"sglang\"") &&
+                  strstr(first, "\"tensor_parallel\": 2,"), "%s", first);
+    ck_assert_int_eq(run("simulate %s --no-db --format json", plain), 0);
+    ck_assert_str_eq(out, first);
+    /* A weight format list: its first format, in the report and in the cost model's step. */
+    snprintf(awq, sizeof awq, "%s", t_write("first-awq.yaml",
+             "name: l\nmodel: llama-3-8b\nhardware: h100-sxm\noptions: {weight_dtype: [awq, bf16]}\n" FIRST_WL));
+    ck_assert_int_eq(run("simulate %s --no-db --format json", awq), 0);
+    ck_assert_msg(strstr(out, "\"weights\": \"awq"), "%s", out);
+    ck_assert_int_eq(run("cost %s --format json", awq), 0);
+    ck_assert_msg(strstr(out, "\"weight_format\": \"awq"), "%s", out);
+    ck_assert_int_eq(run("cost %s --format json", lists), 0);
+    ck_assert_msg(strstr(out, "\"tensor_parallel\": 2,") && strstr(out, "\"hardware\": \"a100-80g\""), "%s", out);
+}
+END_TEST
+
 Suite *suite_cli_sim(void)
 {
     Suite *su = suite_create("cli_sim");
     TCase *tc = tcase_create("simulate");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, simulate_stores_and_shows);
+    tcase_add_test(tc, simulate_runs_the_first_value_of_every_option_list);
     tcase_add_test(tc, concurrent_writers_share_one_database);
     tcase_add_test(tc, an_interrupted_run_leaves_the_database_as_it_was);
     tcase_add_test(tc, simulate_failures);
