@@ -85,8 +85,17 @@ be_status be_session_open_blocks(be_session *bs, const char *backend, const scn_
         return BE_E_CONFIG;
     }
     if (s->deployment.tensor_parallel > 1) {
+        /* A list's first value is what ran (plan_first): name the field that set it. */
         snprintf(err, n, "the %s backend runs each replica on one device, so it cannot run tensor_parallel %d "
-                         "(set deployment.tensor_parallel=1)", backend, s->deployment.tensor_parallel);
+                         "(set %s)", backend, s->deployment.tensor_parallel,
+                 s->options.n_tp > 0 ? "options.tensor_parallel=[1]" : "deployment.tensor_parallel=1");
+        return BE_E_UNSUPPORTED;
+    }
+    /* The backends run the model's own weights (fp32 on the CPU): a weight-format list would be
+     * reported as run when it was not. */
+    if (s->options.n_wformat > 0) {
+        snprintf(err, n, "the %s backend runs the model's own weights, not options.weight_dtype's %s (a planner and "
+                         "simulate option); drop the list to run it", backend, scn_wformat_name(&s->options.wformat[0]));
         return BE_E_UNSUPPORTED;
     }
     if (blocks <= 0) {

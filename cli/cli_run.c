@@ -228,6 +228,25 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
         out_note(d, "%ld conversation turn(s) of the workload's %ld were never sent: their conversation outgrew "
                     "max_model_len (%d tokens) or one of its turns was rejected (the run's whole span, not its window).",
                  m->unsent, s->workload.requests, s->deployment.max_model_len);
+    /* The lists' first values ran (plan_first), over the scenario's own values and any --set of
+     * them: say which, so a --set deployment.tensor_parallel=N that a list overrode is not a
+     * silent surprise. */
+    {
+        const scn_options *o = &s->options;
+        static const char *const NAMES[] = {"tensor_parallel", "replicas", "max_num_seqs", "max_num_batched_tokens",
+                                            "kv_heads", "hardware", "weight_dtype", "engine"};
+        const int given[] = {o->n_tp, o->n_replicas, o->n_max_seqs, o->n_budget, o->n_kv_heads, o->n_hardware,
+                             o->n_wformat, o->n_engine};
+        char lists[200] = "";
+        size_t k = 0;
+        for (int i = 0; i < 8; i++)
+            if (given[i] > 0 && k < sizeof lists)
+                k += (size_t)snprintf(lists + k, sizeof lists - k, "%s%s", k ? ", " : "", NAMES[i]);
+        if (k)
+            out_note(d, "Ran the first value of options %s (the planner's first candidate): a list overrides the "
+                        "scenario's single value and any --set of it; pick another with --set options.NAME=[...].",
+                     lists);
+    }
     out_section(d, "run", "Run");
     out_kv_str(d, "scenario", "scenario", s->name);
     out_kv_str(d, "model", "model", s->model.name);
@@ -237,7 +256,12 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
         scn_wformat wf = {s->model.weight_dtype, s->model.weight_quant, s->model.weight_group};
         out_kv_str(d, "weights", "weights", scn_wformat_name(&wf));
     }
-    if (!s->deployment.disagg.on) out_kv_num(d, "tensor_parallel", "tensor parallel", s->deployment.tensor_parallel, OUT_INT);
+    if (!s->deployment.disagg.on) {
+        out_kv_num(d, "tensor_parallel", "tensor parallel", s->deployment.tensor_parallel, OUT_INT);
+        out_kv_num(d, "max_num_seqs", "max sequences a step", s->deployment.max_num_seqs, OUT_INT);
+        out_kv_num(d, "max_num_batched_tokens", "max tokens a step", s->deployment.max_num_batched_tokens, OUT_INT);
+    }
+    if (s->options.n_kv_heads > 0) out_kv_num(d, "kv_heads", "KV heads (what-if)", s->model.kv_heads, OUT_INT);
     out_kv_str(d, "choice", "choice", choice);
     out_kv_str(d, "executor", "executor", executor);
     out_kv_num(d, "seed", "seed", (double)s->seed, OUT_INT);

@@ -858,6 +858,26 @@ static int bind_planning(scn_ctx *c, const scn_node *root, scn_scenario *s)
         if (s->model.heads % s->options.tensor_parallel[i])
             return fail_at(c, scn_map_get(scn_map_get(root, "options"), "tensor_parallel"), "options.tensor_parallel",
                            "every choice must divide the model's query heads");
+    /* Each TP choice must hold the deployment's expert-parallel split, as the deployment's own
+     * value must (bind_deployment): a candidate or a simulate run of it would otherwise shard the
+     * experts over more ranks than its replica has GPUs. */
+    const scn_deployment *d = &s->deployment;
+    for (int i = 0; i < s->options.n_tp && d->expert_parallel > 1; i++)
+        if ((s->options.tensor_parallel[i] * d->attention_dp) % d->expert_parallel)
+            return fail_at(c, scn_map_get(scn_map_get(root, "options"), "tensor_parallel"), "options.tensor_parallel",
+                           "every choice x attention_data_parallel must be a multiple of deployment.expert_parallel");
+    /* A disaggregated deployment's pools set their own TP, replicas and hardware: a list of them
+     * here would be priced (GPU count, price) but never run. */
+    static const char *const POOL_SET[] = {"tensor_parallel", "replicas", "hardware"};
+    const int pool_n[] = {s->options.n_tp, s->options.n_replicas, s->options.n_hardware};
+    for (int i = 0; i < 3 && d->disagg.on; i++)
+        if (pool_n[i] > 0) {
+            char f[64];
+            snprintf(f, sizeof f, "options.%s", POOL_SET[i]);
+            return fail_at(c, scn_map_get(scn_map_get(root, "options"), POOL_SET[i]), f,
+                           "a disaggregated deployment's pools set their own (deployment.disaggregation.prefill and "
+                           ".decode), so this list would be priced but not run");
+        }
     for (int i = 0; i < s->options.n_kv_heads; i++)
         if (s->model.heads % s->options.kv_heads[i] || s->model.kv_lora_rank)
             return fail_at(c, scn_map_get(scn_map_get(root, "options"), "kv_heads"), "options.kv_heads",

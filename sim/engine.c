@@ -1432,9 +1432,11 @@ static long pool_blocks(const scn_scenario *s, const sim_choice *c, const sim_ex
      * tensor-parallel size divides the weights (memory's advice names it too). */
     double left = kv_spec_pool_size(s, &cfg, c->layout == SCN_LAYOUT_PAGED, c->block_size, kv_spec_get(s, c->spec)).kv_budget;
     /* What is missing, never a negative size (as `kvplan memory` says it). */
-    snprintf(err, n, "deployment.tensor_parallel: the model does not fit at tensor_parallel %d: weights (a speculative "
+    /* A tensor_parallel list's first value is what ran (plan_first): the error is located there. */
+    snprintf(err, n, "%s: the model does not fit at tensor_parallel %d on %s: weights (a speculative "
              "proposer's included), activations and runtime %s %.2f GiB %s",
-             s->deployment.tensor_parallel, left < 0 ? "need" : "leave", fabs(left) / 1073741824.0,
+             s->options.n_tp > 0 ? "options.tensor_parallel" : "deployment.tensor_parallel", s->deployment.tensor_parallel,
+             s->hardware.name, left < 0 ? "need" : "leave", fabs(left) / 1073741824.0,
              left < 0 ? "more than the memory the engine may use, leaving none for the KV cache"
                       : "for the KV cache, less than one block");
     return -1;

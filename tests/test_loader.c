@@ -292,12 +292,46 @@ START_TEST(a_deployment_list_points_to_options)
 }
 END_TEST
 
+/* Option lists that a run could not honour are refused where they stand (rev12c): a TP choice
+ * whose replica cannot hold the deployment's expert-parallel split, and TP, replica or hardware
+ * lists beside disaggregated pools, which set their own. */
+START_TEST(option_lists_a_run_cannot_honour_are_located)
+{
+    static scn_scenario sc;
+    const char *wl = "workload: {requests: 10, arrival: {process: poisson, rate: 1/s}, prompt_tokens: 100, "
+                     "output_tokens: 10}\n";
+    char y[600];
+    snprintf(y, sizeof y, "model: qwen3-30b-a3b\nhardware: h100-sxm\ndeployment: {tensor_parallel: 8, expert_parallel: 8}\n"
+             "options: {tensor_parallel: [4, 8]}\n%s", wl);
+    ck_assert_int_eq(t_load(y, NULL, 0, &sc, &e), SCN_E_DATA);
+    ck_assert_int_eq(e.line, 4);
+    ck_assert_str_eq(e.path, "options.tensor_parallel");
+    ck_assert_msg(strstr(e.msg, "multiple of deployment.expert_parallel"), "%s", e.msg);
+    /* TP 8 alone holds it. */
+    snprintf(y, sizeof y, "model: qwen3-30b-a3b\nhardware: h100-sxm\ndeployment: {tensor_parallel: 8, expert_parallel: 8}\n"
+             "options: {tensor_parallel: [8]}\n%s", wl);
+    ck_assert_int_eq(t_load(y, NULL, 0, &sc, &e), SCN_OK);
+    static const char *const lists[] = {"tensor_parallel: [2, 1]", "replicas: [1, 2]", "hardware: [a100-80g]"};
+    static const char *const paths[] = {"options.tensor_parallel", "options.replicas", "options.hardware"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(y, sizeof y, "model: llama-3-8b\nhardware: h100-sxm\n"
+                 "deployment: {disaggregation: {prefill: {replicas: 1}, decode: {replicas: 1}}}\noptions: {%s}\n%s",
+                 lists[i], wl);
+        ck_assert_int_eq(t_load(y, NULL, 0, &sc, &e), SCN_E_DATA);
+        ck_assert_int_eq(e.line, 4);
+        ck_assert_str_eq(e.path, paths[i]);
+        ck_assert_msg(strstr(e.msg, "pools set their own"), "%s", e.msg);
+    }
+}
+END_TEST
+
 Suite *suite_loader(void)
 {
     Suite *su = suite_create("loader");
     TCase *tc = tcase_create("load");
     tcase_add_test(tc, bundled_chat_scenario);
     tcase_add_test(tc, a_deployment_list_points_to_options);
+    tcase_add_test(tc, option_lists_a_run_cannot_honour_are_located);
     tcase_add_test(tc, library_models_match_their_configs);
     tcase_add_test(tc, library_hardware_matches_datasheets);
     tcase_add_test(tc, overrides_apply_in_order);
