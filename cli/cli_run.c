@@ -74,14 +74,19 @@ int cli_sink_open(cli_sink *k, const cli_run_flags *f, bool keep, const char *la
 
 void cli_sink_close(cli_sink *k) { vf_sink_close(&k->v); }
 
-int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,
-                cli_sink *k, sim_metrics *m, char *started, char *finished)
+int cli_execute(const cli_common *cc, const scn_scenario *s, const sim_choice *c, sim_executor *ex,
+                const cli_run_flags *f, long blocks, cli_sink *k, sim_metrics *m, char *started, char *finished)
 {
-    char err[1500];
+    char err[1500], at[1700];
     k->v.per_step = f->per_step;
+    /* Located here, where the --set flags are known: a field a --set gave is blamed on the flag,
+     * not on the file's line it overrode. */
+    k->v.raw_errors = true;
     vf_status st = vf_execute(s, c, ex, &k->v, f->interval, blocks, m, started, finished, err, sizeof err);
     cli_progress_end(&k->bar);
-    return st ? cli_fail_vf(st, err) : CLI_OK;
+    if (!st) return CLI_OK;
+    cli_locate_message(cc, s->source, err, at, sizeof at);
+    return cli_fail_vf(st, at);
 }
 
 int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *c, const char *kind,

@@ -42,9 +42,10 @@ const char *cli_queue_bound(const scn_scenario *s, char *buf, size_t n);
  * with no arrivals. The planner's tables print it. */
 double cli_rejected_share(const sim_metrics *m);
 
-/* Executes the engine with an executor; prints the failure and returns its exit code. */
-int cli_execute(const scn_scenario *s, const sim_choice *c, sim_executor *ex, const cli_run_flags *f, long blocks,
-                cli_sink *k, sim_metrics *m, char *started, char *finished);
+/* Executes the engine with an executor; prints the failure, located in the file or at the --set
+ * of cc that gave its field, and returns its exit code. */
+int cli_execute(const cli_common *cc, const scn_scenario *s, const sim_choice *c, sim_executor *ex,
+                const cli_run_flags *f, long blocks, cli_sink *k, sim_metrics *m, char *started, char *finished);
 /* Stores a finished run in one transaction; prints the failure and returns its exit code. */
 int cli_store(db *d, const char *path, const scn_scenario *s, const sim_choice *c, const char *kind,
               const char *executor, const sim_metrics *m, const cli_sink *k, const char *started,

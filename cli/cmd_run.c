@@ -93,7 +93,7 @@ int cmd_run(int argc, char **argv)
     if ((rc = cli_open_db(&f, &d, &db_path))) goto out;
     snprintf(label, sizeof label, "running on %s", f.backend);
     if ((rc = cli_sink_open(&k, &f, d != NULL, label))) goto out;
-    if ((rc = cli_execute(&s, &ch, &bs.ex, &f, bs.blocks, &k, &m, started, finished))) goto out;
+    if ((rc = cli_execute(&c, &s, &ch, &bs.ex, &f, bs.blocks, &k, &m, started, finished))) goto out;
     if ((rc = cli_store(d, db_path, &s, &ch, "measured", f.backend, &m, &k, started, finished, &run_id))) goto out;
     out_doc *doc = out_doc_init();
     rc = CLI_EX_INTERNAL;

@@ -27,7 +27,7 @@ int cmd_simulate(int argc, char **argv)
     if ((rc = cli_sink_open(&k, &f, d != NULL, "simulating"))) goto out;
     rc = CLI_EX_INTERNAL;
     if (sim_executor_model(&s, &ch, &ex)) goto out;
-    if ((rc = cli_execute(&s, &ch, &ex, &f, f.blocks, &k, &m, started, finished))) goto out;
+    if ((rc = cli_execute(&c, &s, &ch, &ex, &f, f.blocks, &k, &m, started, finished))) goto out;
     if ((rc = cli_store(d, db_path, &s, &ch, "predicted", "model", &m, &k, started, finished, &run_id))) goto out;
     out_doc *doc = out_doc_init();
     rc = CLI_EX_INTERNAL;

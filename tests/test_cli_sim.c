@@ -169,6 +169,10 @@ START_TEST(simulate_failures)
     ck_assert_msg(strstr(err, "runtime need ") && strstr(err, "leaving none for the KV cache") && !strstr(err, " -"),
                   "%s", err);
     ck_assert(out[0] == 0);
+    /* A field a --set gave is blamed on the flag (its value starts at column 28), not on the
+     * file's line it overrode (rev12d). */
+    ck_assert_int_eq(run("simulate %s --no-db --set deployment.tensor_parallel=1", nf), 65);
+    ck_assert_msg(strstr(err, "--set:1:28: deployment.tensor_parallel: the model does not fit"), "%s", err);
     /* capacity on the same infeasible deployment: not an empty table with exit 0, but the
      * reason simulate gives and its data-error exit code. */
     ck_assert_int_eq(run("capacity %s --no-db --set model=llama-3-70b --set hardware=rtx-4090 "

@@ -46,6 +46,8 @@ typedef struct {
     void (*progress)(void *ud, long done, long total);
     void *progress_ud;
     bool per_step;              /* set by the caller: form every step (sim_run_opts.per_step) */
+    bool raw_errors;            /* set by the caller: leave a failed run's message unlocated, for a
+                                 * caller that knows the --set flags to locate it (cli_locate_message) */
 } vf_sink;
 
 /* Opens the CSV outputs that are named (either path may be NULL); VF_E_CANTCREAT on failure. */

@@ -143,7 +143,8 @@ vf_status vf_execute(const scn_scenario *s, const sim_choice *c, sim_executor *e
     int sr = sim_run(s, c, ex, &o, m, why, sizeof why);
     db_now_iso(finished, 32);
     if (sr != SIM_OK) {
-        scn_locate_message(s->source, why, err, n);   /* file:line:col when the message names its field */
+        if (k->raw_errors) snprintf(err, n, "%s", why);
+        else scn_locate_message(s->source, why, err, n);   /* file:line:col when the message names its field */
         discard_outputs(k);
         return vf_status_of_sim(sr);
     }
