@@ -106,7 +106,7 @@ int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, i
     out_cell_str(doc, name); out_cell_num(doc, d.colo.gpus); out_cell_num(doc, c->goodput);
     out_cell_str(doc, d.colo_slo ? "met" : "missed"); out_cell_num(doc, c->q[SIM_Q_TTFT].p99);
     out_cell_num(doc, c->q[SIM_Q_TPOT].p99); out_cell_num(doc, NAN); out_cell_num(doc, NAN); out_cell_num(doc, NAN);
-    out_cell_num(doc, c->kv_util_peak); out_cell_num(doc, cli_rejected_share(c)); out_cell_str(doc, "reference");
+    out_cell_num(doc, c->kv_util_peak); out_cell_num(doc, sim_rejected_share(c)); out_cell_str(doc, "reference");
     for (int i = 0; i < d.n; i++) {
         const plan_disagg_layout *l = &d.l[i];
         plan_disagg_layout_name(l, name, sizeof name);
@@ -120,7 +120,7 @@ int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, i
         out_cell_num(doc, l->ran ? l->m.transfer_wait_p99 : NAN);
         out_cell_num(doc, l->ran ? l->m.prefill_busy : NAN);
         out_cell_num(doc, l->ran ? l->m.kv_util_peak : NAN);
-        out_cell_num(doc, l->ran ? cli_rejected_share(&l->m) : NAN);
+        out_cell_num(doc, l->ran ? sim_rejected_share(&l->m) : NAN);
         out_cell_str(doc, !l->ran ? l->why : i == d.best ? "best split" : "");
     }
     static char lines[8][PLAN_LINE];

@@ -148,12 +148,6 @@ int cli_open_db_read(const char *flag, db **d, const char **path)
 }
 
 /* The report: run facts, latency table (the CSV), throughput and KV sections. */
-double cli_rejected_share(const sim_metrics *m)
-{
-    double arrivals = (double)m->requests + (double)m->rejected;
-    return arrivals > 0 ? (double)m->rejected / arrivals : NAN;
-}
-
 const char *cli_queue_bound(const scn_scenario *s, char *buf, size_t n)
 {
     if (s->deployment.max_queued_requests > 0)
@@ -205,15 +199,17 @@ void cli_report_run(out_doc *d, const scn_scenario *s, const sim_choice *c, cons
                     wl->skip_last_frac > 0;
     const char *in_window = windowed ? " in the measurement window" : "";
     /* Engines refuse such prompts rather than trim them (sim/workload.c, fit). */
-    if (m->too_long > 0 && wl->max_tokens_sent)
-        out_note(d, "%ld request(s)%s asked for more tokens than max_model_len (%d) holds (prompt + max_tokens, the "
-                    "client sending max_tokens = the output length: workload.max_tokens) and were rejected, as "
-                    "engines reject them (counted in rejected too).",
-                 m->too_long, in_window, s->deployment.max_model_len);
-    else if (m->too_long > 0)
-        out_note(d, "%ld request(s)%s had prompts of max_model_len (%d tokens) or longer, leaving no room for an "
-                    "output token, and were rejected, as engines reject them (counted in rejected too).",
-                 m->too_long, in_window, s->deployment.max_model_len);
+    if (m->too_long > 0) {
+        char why[200];
+        if (wl->max_tokens_sent)
+            snprintf(why, sizeof why, "asked for more tokens than max_model_len (%d) holds (prompt + max_tokens, the "
+                     "client sending max_tokens = the output length: workload.max_tokens)", s->deployment.max_model_len);
+        else
+            snprintf(why, sizeof why, "had prompts of max_model_len (%d tokens) or longer, leaving no room for an "
+                     "output token", s->deployment.max_model_len);
+        out_note(d, "%ld request(s)%s %s and were rejected, as engines reject them (counted in rejected too).",
+                 m->too_long, in_window, why);
+    }
     /* A full waiting queue turns arrivals away as the engine does (docs/simulator.md, "Waiting
      * queue bound"); they are not served, so they are in no latency row. */
     if (m->rejected > m->too_long) {

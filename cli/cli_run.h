@@ -38,9 +38,6 @@ void cli_sink_close(cli_sink *k);
 /* The waiting-queue bound in force, for a note on arrivals it turned away: the scenario's
  * deployment.max_queued_requests a replica, else the simulator's guard. Returns buf. */
 const char *cli_queue_bound(const scn_scenario *s, char *buf, size_t n);
-/* The share of a run's arrivals (served + rejected, in its window) that were turned away; NAN
- * with no arrivals. The planner's tables print it. */
-double cli_rejected_share(const sim_metrics *m);
 
 /* Executes the engine with an executor; prints the failure, located in the file or at the --set
  * of cc that gave its field, and returns its exit code. */
@@ -81,7 +78,7 @@ int cli_plan_disagg(out_doc *doc, const scn_scenario *s, const plan_result *r, i
 int cli_prepare_engine(cli_common *c, const cli_run_flags *f, scn_scenario *s, sim_choice *ch);
 /* Loads the scenario (--set applied) as its first candidate runs it: the first value of every
  * option list, deployment values, hardware, weight format and engine included (plan_first), with
- * its KV choice in ch. Prints why and returns an exit code on failure. */
+ * its KV choice in ch (may be NULL). Prints why and returns an exit code on failure. */
 int cli_load_first(cli_common *c, scn_scenario *s, sim_choice *ch);
 /* Maps a be_status to an exit code. */
 int cli_exit_for_be(int st);

@@ -46,8 +46,8 @@ int cmd_cost(int argc, char **argv)
     if (!c.scenario) return cli_usage_error("cost", "missing SCENARIO");
     if (cached && !prefill) return cli_usage_error("cost", "--cached needs --prefill");
     scn_scenario s;
-    sim_choice first;   /* the first candidate's deployment, hardware, weights and engine (plan_first) */
-    int rc = cli_load_first(&c, &s, &first);
+    /* The first candidate's deployment, hardware, weights and engine (plan_first). */
+    int rc = cli_load_first(&c, &s, NULL);
     if (rc) return rc;
     if (batch < 0) batch = prefill ? 0 : 1;
     if (context < 0) {

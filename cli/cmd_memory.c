@@ -90,8 +90,8 @@ int cmd_memory(int argc, char **argv)
     if (help) { fputs(cli_usage_of("memory"), stdout); return CLI_OK; }
     if (!c.scenario) return cli_usage_error("memory", "missing SCENARIO");
     scn_scenario s;
-    sim_choice first;   /* the first candidate's deployment, hardware, weights and engine (plan_first) */
-    int rc = cli_load_first(&c, &s, &first);
+    /* The first candidate's deployment, hardware, weights and engine (plan_first). */
+    int rc = cli_load_first(&c, &s, NULL);
     if (rc) return rc;
     double mean = (double)context;
     if (!context && s.workload.arrival == SCN_ARRIVAL_TRACE && (rc = trace_mean(&s, &mean))) return rc;

@@ -76,7 +76,7 @@ void cli_plan_emit(out_doc *doc, const scn_scenario *s, plan_result *r, int no_r
         out_cell_num(doc, (double)x->m.preemptions);
         /* Arrivals turned away (a full waiting queue, or too long for the context): a share of
          * all arrivals, as the client counts failed requests. */
-        out_cell_num(doc, cli_rejected_share(&x->m));
+        out_cell_num(doc, sim_rejected_share(&x->m));
         out_cell_str(doc, x->pareto ? "yes" : "");
         out_cell_num(doc, x->run_id ? (double)x->run_id : NAN);
     }

@@ -159,7 +159,7 @@ int cmd_sweep(int argc, char **argv)
      * (plan_slo_met), which a "met" must not hide. */
     long too = 0, too_of = 0;
     for (int i = 0; i < nc * np; i++)
-        if (pts[i].m.too_long > too) too = pts[i].m.too_long, too_of = pts[i].m.requests + pts[i].m.rejected;
+        if (pts[i].m.too_long > too) too = pts[i].m.too_long, too_of = (long)sim_arrivals(&pts[i].m);
     if (too > 0)
         out_note(doc, "Up to %ld of %ld arrivals at a point were too long for max_model_len (%d tokens) and were "
                       "rejected at every rate: the SLO verdicts leave them out, as no rate changes them "

@@ -116,6 +116,13 @@ static bool fill_cand(const scn_scenario *s, const int *idx, int seeds, plan_can
     return multi_ok;
 }
 
+/* Why fill_cand ruled a candidate out. */
+static void multistep_why(const plan_cand *c, char *why, size_t n)
+{
+    snprintf(why, n, "multi-step scheduling (deployment.scheduler_steps) needs the continuous scheduler, and engine %s "
+             "chunks prefills by default", c->engine_name);
+}
+
 int plan_enumerate(const scn_scenario *s, plan_result *r)
 {
     const scn_options *o = &s->options;
@@ -147,8 +154,7 @@ int plan_enumerate(const scn_scenario *s, plan_result *r)
         char why[200];
         if (!multi_ok) {
             c->status = PLAN_SKIPPED;
-            snprintf(c->why, sizeof c->why, "multi-step scheduling (deployment.scheduler_steps) needs the continuous "
-                     "scheduler, and engine %s chunks prefills by default", c->engine_name);
+            multistep_why(c, c->why, sizeof c->why);
         } else if (sim_choice_check(&c->c, why, sizeof why)) {
             c->status = PLAN_SKIPPED;
             snprintf(c->why, sizeof c->why, "%s", why);
@@ -186,13 +192,12 @@ int plan_first(const scn_scenario *s, scn_scenario *out, sim_choice *ch, char *w
     if (!c) { snprintf(why, n, "out of memory"); return -1; }
     c->c = choice_at(&s->options, idx);
     if (!fill_cand(s, idx, 1, c)) {
-        snprintf(why, n, "multi-step scheduling (deployment.scheduler_steps) needs the continuous scheduler, and "
-                 "engine %s chunks prefills by default", c->engine_name);
+        multistep_why(c, why, n);
         free(c);
         return 1;
     }
     plan_apply(s, c, out);
-    *ch = c->c;
+    if (ch) *ch = c->c;
     free(c);
     return 0;
 }

@@ -201,7 +201,7 @@ void plan_result_free(plan_result *r);
 void plan_apply(const scn_scenario *s, const plan_cand *c, scn_scenario *out);
 /* The scenario as its first candidate runs it (the first value of every option list: deployment
  * values, hardware, weight format, engine, and what that engine derives), into out, with its KV
- * choice in ch: what `simulate`, `run`, `cost` and `memory` run. 0; 1 when the engine's defaults
+ * choice in ch (may be NULL): what `simulate`, `run`, `cost` and `memory` run. 0; 1 when the engine's defaults
  * rule that candidate out (why says so); -1 out of memory. */
 int plan_first(const scn_scenario *s, scn_scenario *out, sim_choice *ch, char *why, size_t n);
 /* "paged/16 prefix=on fp8 flash continuous window=off tp=1 x1 seqs=256 budget=8192" */

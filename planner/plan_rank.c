@@ -32,7 +32,7 @@ bool plan_slo_met(const scn_scenario *s, const sim_metrics *m)
      * the SLO, and capacity would climb with the rejections. Prompts too long for the context
      * (too_long) are refused at any rate: the search cannot change them, so they are left out. */
     long turned = m->rejected - m->too_long;
-    double arrivals = (double)m->requests + (double)m->rejected;
+    double arrivals = sim_arrivals(m);
     for (int i = 0; i < s->slo.n; i++) {
         double v = plan_percentile(m, s->slo.terms[i].metric, s->slo.terms[i].percentile);
         if (!(v <= s->slo.terms[i].limit)) return false;
@@ -651,7 +651,6 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
      * above holds them (a review found a plan silent on a tenth of its arrivals refused). */
     if (n < max && m->rejected > 0) {
         long turned = m->rejected - m->too_long;
-        double arrivals = (double)m->requests + (double)m->rejected;
         char parts[400];
         int k = 0;
         if (turned > 0)
@@ -661,7 +660,7 @@ int plan_explain(const scn_scenario *s, const plan_result *r, char lines[][PLAN_
             snprintf(parts + k, sizeof parts - (size_t)k, "%s%ld too long for max_model_len (%d tokens; refused at every "
                      "rate, so the verdicts leave them out: raise max_model_len or shorten the requests)", turned > 0 ? ", " : "", m->too_long, t.deployment.max_model_len);
         snprintf(lines[n++], PLAN_LINE, "Rejected (at the offered load, first seed): %ld of %.0f arrivals (%.1f %%), %s; no "
-                 "latency figure holds them.", m->rejected, arrivals, 100 * (double)m->rejected / arrivals, parts);
+                 "latency figure holds them.", m->rejected, sim_arrivals(m), 100 * sim_rejected_share(m), parts);
     }
     if (n < max && r->risk_gated) {
         const plan_cand *g = &r->c[r->risk_gated_cand];

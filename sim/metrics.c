@@ -267,6 +267,14 @@ static const metric_field FIELDS[] = {
 };
 #define N_FIELDS ((int)(sizeof FIELDS / sizeof FIELDS[0]))
 
+double sim_arrivals(const sim_metrics *m) { return (double)m->requests + (double)m->rejected; }
+
+double sim_rejected_share(const sim_metrics *m)
+{
+    double arrivals = sim_arrivals(m);
+    return arrivals > 0 ? (double)m->rejected / arrivals : NAN;
+}
+
 int sim_metrics_list(const sim_metrics *m, sim_metric_kv *out, int max)
 {
     int n = 0;

@@ -167,6 +167,10 @@ typedef struct { const char *name; double value; sim_unit unit; } sim_metric_kv;
 int sim_metrics_list(const sim_metrics *m, sim_metric_kv *out, int max);
 /* Sets the field a listed name stands for; -1 for an unknown name. */
 int sim_metrics_set(sim_metrics *m, const char *name, double v);
+/* The window's arrivals (served + rejected) and the share of them turned away (NAN with none):
+ * what a client counts as failed requests; the planner's tables and reasons print it. */
+double sim_arrivals(const sim_metrics *m);
+double sim_rejected_share(const sim_metrics *m);
 
 /* Per-request record handed to the optional sink as each request completes. */
 typedef struct {
